@@ -1,0 +1,63 @@
+#pragma once
+/// \file entry.hpp
+/// One cache entry on disk: a fixed header, JSON metadata and the payload (cubin or PTX).
+///
+///   offset  size  field
+///   0       8     magic "KJITCUBN"
+///   8       4     format version (kFormatVersion), little-endian
+///   12      16    key (hi, lo), little-endian
+///   28      8     metadata size M
+///   36      8     payload size P
+///   44      8     XXH3-64 of the M + P bytes that follow
+///   52      M     metadata, UTF-8 JSON
+///   52+M    P     payload
+
+#include "cache/key.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kjit::cache {
+
+/// Per-kernel metadata stored with an entry.
+struct KernelMeta {
+  std::string name_expression;
+  std::string lowered_name;
+  int registers = -1;
+  int spill_bytes = -1;
+  int static_smem = -1;
+};
+
+/// Everything stored with a binary besides the binary itself.
+struct EntryMeta {
+  std::string family;
+  std::string template_args;
+  std::string target;        ///< "sm_90a" / "compute_90"
+  bool ptx = false;          ///< payload is PTX text rather than a cubin
+  std::vector<KernelMeta> kernels;
+  std::vector<std::string> options;
+  std::string nvrtc_version;
+  std::string cuda_headers_version;
+  std::string source_name;
+  double compile_ms = 0;
+  int64_t created_unix = 0;  ///< seconds since the epoch when it was compiled
+};
+
+struct Entry {
+  Key key;
+  EntryMeta meta;
+  std::string payload;
+};
+
+/// Serializes `entry` into the on-disk format above.
+std::string encode(const Entry& entry);
+
+/// Parses bytes written by encode(). Returns nullopt, with `why` set ("truncated",
+/// "bad magic", "checksum mismatch", "key mismatch", "format version 0 != 1", "bad metadata: …"),
+/// when the bytes are not a whole, intact entry for `expected` (when given).
+std::optional<Entry> decode(std::string_view bytes, const Key* expected, std::string* why);
+
+}  // namespace kjit::cache

@@ -1,0 +1,50 @@
+#pragma once
+/// \file key.hpp
+/// The specialization key: XXH3-128 over a canonical, length-prefixed serialization of every
+/// input that changes the binary (DESIGN.md, "The specialization key").
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kjit::cache {
+
+/// Version of the key serialization and the entry format; bump it to orphan every old entry.
+inline constexpr uint32_t kFormatVersion = 1;
+
+/// A 128-bit content key.
+struct Key {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+
+  /// 32 lower-case hex digits, hi first.
+  std::string hex() const;
+  /// Parses hex(); returns false for anything else.
+  static bool from_hex(std::string_view text, Key* out);
+
+  friend bool operator==(const Key& a, const Key& b) noexcept { return a.hi == b.hi && a.lo == b.lo; }
+  friend bool operator!=(const Key& a, const Key& b) noexcept { return !(a == b); }
+};
+
+/// Hash functor so Key can index unordered containers.
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull)); }
+};
+
+/// Builds a Key from named fields. Each field is serialized as
+/// (u32 name length, name bytes, u64 value length, value bytes), so no two different field
+/// sequences serialize alike. The serialization starts with kFormatVersion.
+class KeyBuilder {
+ public:
+  KeyBuilder();
+  KeyBuilder& add(std::string_view name, std::string_view value);
+  KeyBuilder& add(std::string_view name, int64_t value);
+  Key finish() const;
+  /// The canonical bytes hashed so far (for tests and `kjit compile --explain`).
+  const std::string& bytes() const noexcept { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+}  // namespace kjit::cache

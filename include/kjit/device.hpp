@@ -1,0 +1,66 @@
+#pragma once
+/// \file device.hpp
+/// Compile targets and what kjit knows about each CUDA device. Everything here that touches a
+/// device loads the driver lazily; without a driver, device_count() is 0 and the rest throws
+/// DriverError saying so.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kjit {
+
+/// An NVRTC compile target: a cubin for `sm_XY[a]` or PTX for `compute_XY[a]`.
+struct Target {
+  int major = 0;
+  int minor = 0;
+  /// The arch-specific "a" feature set (sm_90a: wgmma, setmaxnreg; sm_100a: tcgen05).
+  bool arch_specific = false;
+  /// Emit PTX (compute_XY) instead of a cubin (sm_XY).
+  bool ptx = false;
+
+  /// 10 * major + minor (90 for sm_90a).
+  int sm() const noexcept { return major * 10 + minor; }
+  /// "sm_90a", "sm_89", "compute_90".
+  std::string str() const;
+  /// Parses "sm_90a", "sm_89", "compute_80", "90a", "89". Throws InvalidArgument otherwise.
+  static Target parse(std::string_view text);
+  /// The target kjit compiles for a device of compute capability major.minor: the arch-specific
+  /// target where the arch has one worth using (9.0 → sm_90a, 10.0 → sm_100a), else sm_XY.
+  static Target for_compute_capability(int major, int minor);
+
+  friend bool operator==(const Target& a, const Target& b) noexcept {
+    return a.major == b.major && a.minor == b.minor && a.arch_specific == b.arch_specific &&
+           a.ptx == b.ptx;
+  }
+};
+
+/// Attributes of one device, read once through the driver and cached.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int max_threads_per_block = 0;
+  int max_smem_per_block_optin = 0;  ///< bytes a CTA may use after opting in
+  int max_smem_per_sm = 0;           ///< bytes
+  int l2_bytes = 0;
+  int64_t global_mem_bytes = 0;
+  int driver_version = 0;            ///< e.g. 13000
+
+  /// Target::for_compute_capability(cc_major, cc_minor).
+  Target target() const { return Target::for_compute_capability(cc_major, cc_minor); }
+};
+
+/// True when libcuda.so.1 loaded and cuInit succeeded.
+bool driver_available() noexcept;
+/// Why the driver is not available ("libcuda.so.1: cannot open shared object file"), or "".
+std::string driver_unavailable_reason();
+/// Number of CUDA devices; 0 when there is no driver or no device.
+int device_count() noexcept;
+/// Attributes of device `ordinal`, cached after the first call. Throws DriverError when there is
+/// no driver, InvalidArgument for an ordinal out of range.
+const DeviceInfo& device_info(int ordinal);
+
+}  // namespace kjit

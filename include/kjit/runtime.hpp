@@ -1,0 +1,192 @@
+#pragma once
+/// \file runtime.hpp
+/// The JIT runtime: ProgramSpec (what to compile) → CompiledProgram (a cubin or PTX, from the
+/// in-memory table, the disk cache or NVRTC) → LoadedProgram (a module in one CUDA context) →
+/// Kernel (a launchable function). See launch.hpp for launching and DESIGN.md for the key.
+
+#include <kjit/device.hpp>
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kjit {
+
+namespace cache {
+class DiskCache;
+}
+
+/// What to compile: one translation unit and the template instantiations to emit from it.
+/// Everything here except `family` and `template_args` (metadata) goes into the cache key.
+struct ProgramSpec {
+  /// Kernel family for metadata and `kjit cache ls` ("rotary", "attention.decode", or a host
+  /// application's own name).
+  std::string family;
+  /// Human-readable template arguments for metadata ("head_dim=128 group=4").
+  std::string template_args;
+  /// The source's file name: a path inside kernel_sources ("rotary/rotary.cu") when
+  /// `source_text` is empty, else any name the host application likes (used in NVRTC logs).
+  std::string source_name;
+  /// The source text; empty means: read `source_name` from kjit's kernel sources.
+  std::string source_text;
+  /// Extra headers a host application supplies, as (include name, text). `#include "x"` resolves
+  /// against these first, then against kjit's kernel sources (so host kernels can use them).
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// NVRTC name expressions, one per kernel to emit: e.g. "kjit::rotary_kernel<128, true>".
+  std::vector<std::string> name_expressions;
+  /// Extra NVRTC options ("-DNAME=VALUE", "--use_fast_math", ...). Normalized (sorted, deduped)
+  /// together with kjit's own options before they enter the key.
+  std::vector<std::string> options;
+};
+
+/// What NVRTC/ptxas reported for one kernel of a compiled program.
+struct KernelInfo {
+  std::string name_expression;
+  std::string lowered_name;  ///< the mangled symbol NVRTC produced for `name_expression`
+  int registers = -1;        ///< per thread; -1 when unknown
+  int spill_bytes = -1;      ///< spill stores + loads reported by ptxas; -1 when unknown
+  int static_smem = -1;      ///< static shared memory in bytes; -1 when unknown
+};
+
+/// A compiled (or cached) program for one target.
+struct CompiledProgram {
+  enum class Origin { kMemory, kDisk, kCompiled };
+
+  std::string key;  ///< 32 hex digits: XXH3-128 of the canonical key serialization
+  std::string family;
+  std::string template_args;
+  Target target;
+  std::vector<KernelInfo> kernels;  ///< in the order of ProgramSpec::name_expressions
+  std::vector<std::string> options;  ///< the normalized NVRTC options used
+  std::string nvrtc_version;        ///< "13.0"
+  double compile_ms = 0;            ///< NVRTC wall time when it was compiled
+  std::string binary;               ///< cubin (target.ptx == false) or PTX text
+  Origin origin = Origin::kCompiled;
+};
+
+/// A launchable function inside a module that a LoadedProgram owns. Kernels live as long as
+/// the Runtime that returned them; the handle is cheap to copy around by pointer.
+class Kernel {
+ public:
+  CUfunction function() const noexcept { return function_; }
+  const KernelInfo& info() const noexcept { return *info_; }
+  /// The most threads a CTA of this function may have (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
+  int max_threads_per_block() const noexcept { return max_threads_; }
+  /// Static shared memory of the function, in bytes.
+  int static_smem_bytes() const noexcept { return static_smem_; }
+  /// The most dynamic shared memory a launch may ask for on this device, in bytes.
+  int max_dynamic_smem_bytes() const noexcept { return max_dynamic_smem_; }
+
+  /// Raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to at least `bytes` (a high-water
+  /// mark, raised once under a lock; later calls that need no more take no lock).
+  /// Throws InvalidArgument when `bytes` exceeds max_dynamic_smem_bytes().
+  void reserve_dynamic_smem(uint32_t bytes) const;
+
+ private:
+  friend class Runtime;
+  CUfunction function_ = nullptr;
+  const KernelInfo* info_ = nullptr;
+  int max_threads_ = 0;
+  int static_smem_ = 0;
+  int max_dynamic_smem_ = 0;
+  // High-water mark of the dynamic shared-memory attribute; heap-held so Kernel stays movable.
+  std::unique_ptr<std::atomic<uint32_t>> reserved_smem_ = std::make_unique<std::atomic<uint32_t>>(0);
+};
+
+/// A program loaded as a module into one CUDA context.
+class LoadedProgram {
+ public:
+  /// The kernel for ProgramSpec::name_expressions[i]. Throws InvalidArgument when out of range.
+  const Kernel& kernel(size_t i) const;
+  /// The kernel for a name expression. Throws InvalidArgument when the program has none such.
+  const Kernel& kernel(std::string_view name_expression) const;
+  size_t size() const noexcept { return kernels_.size(); }
+  const CompiledProgram& compiled() const noexcept { return *compiled_; }
+
+ private:
+  friend class Runtime;
+  std::shared_ptr<const CompiledProgram> compiled_;
+  std::vector<Kernel> kernels_;
+};
+
+/// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.
+struct RuntimeConfig {
+  /// Disk cache root: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit.
+  std::string cache_dir;
+  /// False for KJIT_CACHE_DISABLE=1: memory-only caching.
+  bool disk_cache = true;
+  /// KJIT_CACHE_MAX_BYTES (suffixes K/M/G accepted); 0 = no cap. Default 2 GiB.
+  uint64_t cache_max_bytes = 2ull << 30;
+  /// KJIT_KERNEL_DIR: read kernel sources from this folder instead of the embedded copies.
+  std::string kernel_dir;
+  /// KJIT_CUDA_HOME / CUDA_HOME / CUDA_PATH; empty = search beside NVRTC, then /usr/local/cuda.
+  std::string cuda_home;
+  /// KJIT_VERBOSE=1: log compiles and cache events to stderr.
+  bool verbose = false;
+
+  /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES.
+  static RuntimeConfig from_env();
+};
+
+/// Counters since the Runtime was created (monotonic; safe to read from any thread).
+struct RuntimeStats {
+  uint64_t memory_hits = 0;  ///< compile() answered from the in-process table
+  uint64_t disk_hits = 0;    ///< answered from the disk cache
+  uint64_t misses = 0;       ///< neither: compiled (or waited on another thread's compile)
+  uint64_t compiles = 0;     ///< NVRTC compiles this process ran
+  uint64_t compile_failures = 0;
+  uint64_t loads = 0;        ///< cuModuleLoadData calls
+  double compile_ms = 0;     ///< NVRTC wall time summed over `compiles`
+};
+
+namespace detail {
+class RuntimeImpl;
+}
+
+/// The runtime: NVRTC compiler, disk cache, in-memory program table and per-context modules.
+/// Thread-safe. Most applications use Runtime::global().
+class Runtime {
+ public:
+  /// The process-wide runtime, configured from the environment on first use.
+  static Runtime& global();
+
+  explicit Runtime(RuntimeConfig config);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Compiles `spec` for `target`, or returns it from the in-memory table or the disk cache.
+  /// Needs no GPU. N threads asking for one key compile it once; N processes cold-starting on one
+  /// key compile it once (per-key file lock and a second look). Throws CompileError (NVRTC log,
+  /// file and line), InvalidArgument (unknown kernel source, empty name_expressions).
+  std::shared_ptr<const CompiledProgram> compile(const ProgramSpec& spec, const Target& target);
+
+  /// Compiles (or fetches) `spec` for the device of `context` (nullptr = the current context,
+  /// making device 0's primary context current when none is) and loads it there once.
+  /// Throws DriverError when no driver is present or a driver call fails.
+  const LoadedProgram& load(const ProgramSpec& spec, CUcontext context = nullptr);
+
+  /// The cache key `compile` would use, without compiling.
+  std::string key(const ProgramSpec& spec, const Target& target);
+
+  RuntimeStats stats() const;
+  const RuntimeConfig& config() const;
+  /// The disk cache (memory-only when the directory is unwritable; see DiskCache::enabled()).
+  cache::DiskCache& disk_cache();
+  /// "13.0": the NVRTC version compiling here.
+  std::string nvrtc_version() const;
+  /// The CUDA include directory handed to NVRTC, and its CUDA_VERSION ("13000").
+  std::string cuda_include_dir() const;
+  std::string cuda_headers_version() const;
+
+ private:
+  std::unique_ptr<detail::RuntimeImpl> impl_;
+};
+
+}  // namespace kjit
