@@ -1,0 +1,72 @@
+#pragma once
+/// \file kernel_table.hpp
+/// The hot-path table of a typed op: a small POD key (the op's specialization choice plus the
+/// runtime and context it is loaded into) → the loaded program. A hit is one hash probe under a
+/// shared lock: no strings, no allocation. A miss builds the ProgramSpec and asks the Runtime.
+
+#include <kjit/runtime.hpp>
+
+#include <cuda.h>
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace kjit::detail {
+
+/// FNV-1a over the object bytes of a POD key (keys must have no padding holes: zero-initialize
+/// them with `Key k{}` before filling).
+template <class Key>
+struct PodHash {
+  size_t operator()(const Key& key) const noexcept {
+    const auto* p = reinterpret_cast<const unsigned char*>(&key);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+template <class Key>
+struct PodEqual {
+  bool operator()(const Key& a, const Key& b) const noexcept {
+    return std::memcmp(&a, &b, sizeof(Key)) == 0;
+  }
+};
+
+/// Op key → loaded program, per (runtime, context). `Choice` is the op's trivially copyable
+/// specialization choice (head_dim, variant, ...), zero-initialized before it is filled.
+template <class Choice>
+class KernelTable {
+ public:
+  /// The program for `choice` in `context`, loading it through `runtime` on the first call.
+  /// `make_spec` runs only on a miss.
+  const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice,
+                           const std::function<ProgramSpec()>& make_spec) {
+    Entry key{};
+    key.runtime = &runtime;
+    key.context = context;
+    key.choice = choice;
+    {
+      std::shared_lock lock(mutex_);
+      auto it = table_.find(key);
+      if (it != table_.end()) return *it->second;
+    }
+    const LoadedProgram& program = runtime.load(make_spec(), context);
+    std::unique_lock lock(mutex_);
+    table_.emplace(key, &program);
+    return program;
+  }
+
+ private:
+  struct Entry {
+    Runtime* runtime;
+    CUcontext context;
+    Choice choice;
+  };
+  std::shared_mutex mutex_;
+  std::unordered_map<Entry, const LoadedProgram*, PodHash<Entry>, PodEqual<Entry>> table_;
+};
+
+}  // namespace kjit::detail

@@ -1,0 +1,27 @@
+#pragma once
+/// \file selftest.hpp
+/// `kjit selftest`: launch every shipped op on real-shaped inputs (Llama-3-8B-like: 32 q heads,
+/// 8 kv heads, head_dim 128) and check each against its float64 reference.
+
+#include <kjit/runtime.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kjit::selftest {
+
+/// One checked launch.
+struct Result {
+  std::string op;      ///< "rotary", "attention.decode"
+  std::string shape;   ///< "tokens=4096 q_heads=32 kv_heads=8 head_dim=128 neox"
+  double rel_l2 = 0;   ///< relative L2 error against the float64 reference
+  double tolerance = 0;
+  bool passed = false;
+  std::string detail;  ///< the comparison, or the exception text when the launch threw
+};
+
+/// Each op's checks; they need a GPU (device 0's context current).
+std::vector<Result> rotary(Runtime& runtime);
+std::vector<Result> attention_decode(Runtime& runtime);
+
+}  // namespace kjit::selftest

@@ -1,0 +1,68 @@
+#pragma once
+/// \file gpu.hpp
+/// Small device helpers for tests, selftest and benchmarks, on top of kjit's run-time loaded
+/// driver: is there a GPU, device buffers, poisoning, synchronization.
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <functional>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kjit::testing {
+
+/// True when the driver loads and at least one device exists. Makes device 0's primary context
+/// current (once) when it returns true.
+bool has_gpu();
+
+/// An owning device allocation (cuMemAlloc / cuMemFree).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const noexcept { return reinterpret_cast<void*>(ptr_); }
+  size_t bytes() const noexcept { return bytes_; }
+
+  /// Copies `bytes` host bytes in (synchronous).
+  void upload(const void* host, size_t bytes);
+  template <class T>
+  void upload(const std::vector<T>& host) { upload(host.data(), host.size() * sizeof(T)); }
+  /// Copies `bytes` out (synchronous).
+  void download(void* host, size_t bytes) const;
+  template <class T>
+  std::vector<T> download(size_t count) const {
+    std::vector<T> out(count);
+    download(out.data(), count * sizeof(T));
+    return out;
+  }
+  /// Fills every byte with `value` (0xFF makes bf16 NaN: a poisoned output).
+  void fill(uint8_t value);
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// A device buffer holding a copy of `host`.
+template <class T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  DeviceBuffer b(host.size() * sizeof(T) == 0 ? 16 : host.size() * sizeof(T));
+  if (!host.empty()) b.upload(host);
+  return b;
+}
+
+/// cuCtxSynchronize; throws DriverError on an asynchronous kernel fault.
+void synchronize();
+
+/// Device-event timing of `fn` (already warmed up): median milliseconds over `reps` runs.
+double time_ms(const std::function<void()>& fn, int reps, CUstream stream = nullptr);
+
+}  // namespace kjit::testing
