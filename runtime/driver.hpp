@@ -6,6 +6,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 namespace kjit::detail {
 
 #define KJIT_DRIVER_ENTRY_POINTS(X)                                   \
@@ -36,6 +38,9 @@ struct Driver {
 const Driver& driver();
 /// The driver, or nullptr when it cannot be loaded (never throws).
 const Driver* try_driver() noexcept;
+
+/// Why the driver could not be loaded ("" when it loaded).
+std::string driver_reason();
 
 /// Throws DriverError "<call> failed: CUDA_ERROR_X (text)" unless `result` is CUDA_SUCCESS.
 void check_driver(CUresult result, const char* call);

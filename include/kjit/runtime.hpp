@@ -21,6 +21,9 @@ namespace kjit {
 namespace cache {
 class DiskCache;
 }
+namespace detail {
+class RuntimeImpl;
+}
 
 /// What to compile: one translation unit and the template instantiations to emit from it.
 /// Everything here except `family` and `template_args` (metadata) goes into the cache key.
@@ -67,6 +70,7 @@ struct CompiledProgram {
   std::string nvrtc_version;        ///< "13.0"
   double compile_ms = 0;            ///< NVRTC wall time when it was compiled
   std::string binary;               ///< cubin (target.ptx == false) or PTX text
+  /// Where this process first obtained it (later calls share the same object).
   Origin origin = Origin::kCompiled;
 };
 
@@ -89,7 +93,7 @@ class Kernel {
   void reserve_dynamic_smem(uint32_t bytes) const;
 
  private:
-  friend class Runtime;
+  friend class detail::RuntimeImpl;
   CUfunction function_ = nullptr;
   const KernelInfo* info_ = nullptr;
   int max_threads_ = 0;
@@ -110,7 +114,7 @@ class LoadedProgram {
   const CompiledProgram& compiled() const noexcept { return *compiled_; }
 
  private:
-  friend class Runtime;
+  friend class detail::RuntimeImpl;
   std::shared_ptr<const CompiledProgram> compiled_;
   std::vector<Kernel> kernels_;
 };
@@ -144,10 +148,6 @@ struct RuntimeStats {
   uint64_t loads = 0;        ///< cuModuleLoadData calls
   double compile_ms = 0;     ///< NVRTC wall time summed over `compiles`
 };
-
-namespace detail {
-class RuntimeImpl;
-}
 
 /// The runtime: NVRTC compiler, disk cache, in-memory program table and per-context modules.
 /// Thread-safe. Most applications use Runtime::global().

@@ -1,0 +1,105 @@
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+
+#include "runtime/driver.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <memory>
+#include <mutex>
+
+namespace kjit {
+
+std::string Target::str() const {
+  return fmt::format("{}_{}{}{}", ptx ? "compute" : "sm", major, minor, arch_specific ? "a" : "");
+}
+
+Target Target::parse(std::string_view text) {
+  std::string_view rest = text;
+  Target t;
+  if (rest.substr(0, 3) == "sm_") {
+    rest.remove_prefix(3);
+  } else if (rest.substr(0, 8) == "compute_") {
+    rest.remove_prefix(8);
+    t.ptx = true;
+  }
+  if (!rest.empty() && rest.back() == 'a') {
+    t.arch_specific = true;
+    rest.remove_suffix(1);
+  }
+  const bool digits = rest.size() >= 2 && rest.size() <= 3 &&
+                      std::all_of(rest.begin(), rest.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (!digits) {
+    throw InvalidArgument(fmt::format(
+        "bad target '{}': expected sm_XY, sm_XYa, compute_XY or XY (e.g. sm_90a, sm_89)", text));
+  }
+  const int value = std::stoi(std::string(rest));
+  t.major = value / 10;
+  t.minor = value % 10;
+  if (t.major < 7) throw InvalidArgument(fmt::format("bad target '{}': kjit needs sm_70 or newer", text));
+  return t;
+}
+
+Target Target::for_compute_capability(int major, int minor) {
+  Target t;
+  t.major = major;
+  t.minor = minor;
+  // Hopper and datacenter Blackwell have arch-specific instruction sets (wgmma, tcgen05) that
+  // only an sm_XYa cubin may use; a cubin for sm_90a runs only on 9.0, which is what we want.
+  t.arch_specific = (major == 9 && minor == 0) || (major == 10 && minor == 0);
+  return t;
+}
+
+bool driver_available() noexcept { return detail::try_driver() != nullptr; }
+
+std::string driver_unavailable_reason() { return detail::driver_reason(); }
+
+int device_count() noexcept {
+  const detail::Driver* d = detail::try_driver();
+  if (!d) return 0;
+  int n = 0;
+  return d->cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
+}
+
+const DeviceInfo& device_info(int ordinal) {
+  static constexpr int kMaxDevices = 64;
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<std::unique_ptr<DeviceInfo>, kMaxDevices> infos;
+  const detail::Driver& d = detail::driver();
+  if (ordinal < 0 || ordinal >= kMaxDevices || ordinal >= device_count()) {
+    throw InvalidArgument(fmt::format("device ordinal {} out of range ({} devices)", ordinal, device_count()));
+  }
+  std::call_once(once[ordinal], [&] {
+    auto info = std::make_unique<DeviceInfo>();
+    CUdevice dev = 0;
+    KJIT_CU(cuDeviceGet(&dev, ordinal));
+    char name[256] = {};
+    KJIT_CU(cuDeviceGetName(name, sizeof(name), dev));
+    auto attr = [&](CUdevice_attribute a) {
+      int v = 0;
+      detail::check_driver(d.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+      return v;
+    };
+    info->ordinal = ordinal;
+    info->name = name;
+    info->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    info->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    info->sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    info->max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    info->max_smem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    info->max_smem_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    info->l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+    size_t total = 0;
+    KJIT_CU(cuDeviceTotalMem(&total, dev));
+    info->global_mem_bytes = static_cast<int64_t>(total);
+    KJIT_CU(cuDriverGetVersion(&info->driver_version));
+    infos[ordinal] = std::move(info);
+  });
+  if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);
+  return *infos[ordinal];
+}
+
+}  // namespace kjit

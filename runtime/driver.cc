@@ -1,0 +1,136 @@
+#include "runtime/driver.hpp"
+
+#include <kjit/error.hpp>
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <mutex>
+#include <string>
+
+namespace kjit::detail {
+namespace {
+
+struct Loaded {
+  Driver driver;
+  bool ok = false;
+  std::string reason;
+};
+
+// cuGetProcAddress takes the CUDA version whose ABI the caller was compiled against, so entry
+// points whose signature changed (cuMemAlloc → _v2, cuCtxCreate → _v4, ...) resolve to the
+// variant matching our cuda.h.
+Loaded load_driver() {
+  Loaded l;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    l.reason = fmt::format("cannot load libcuda.so.1 ({}): no NVIDIA driver on this machine",
+                           e ? e : "unknown error");
+    return l;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(lib, "cuInit"));
+  if (!get_proc || !init) {
+    l.reason = "libcuda.so.1 lacks cuGetProcAddress_v2/cuInit: the driver is older than CUDA 12";
+    return l;
+  }
+  if (CUresult r = init(0); r != CUDA_SUCCESS) {
+    l.reason = fmt::format("cuInit failed with CUresult {} (no usable device or driver mismatch)",
+                           static_cast<int>(r));
+    return l;
+  }
+  bool missing = false;
+  std::string missing_names;
+#define KJIT_RESOLVE(name)                                                                 \
+  {                                                                                        \
+    void* p = nullptr;                                                                     \
+    CUdriverProcAddressQueryResult q{};                                                    \
+    if (get_proc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS \
+        || !p) {                                                                           \
+      missing = true;                                                                      \
+      missing_names += " " #name;                                                          \
+    }                                                                                      \
+    l.driver.name = reinterpret_cast<decltype(l.driver.name)>(p);                          \
+  }
+  KJIT_DRIVER_ENTRY_POINTS(KJIT_RESOLVE)
+#undef KJIT_RESOLVE
+  if (missing) {
+    l.reason = "the CUDA driver lacks entry points:" + missing_names;
+    return l;
+  }
+  l.ok = true;
+  return l;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load_driver();
+  return l;
+}
+
+}  // namespace
+
+const Driver* try_driver() noexcept {
+  try {
+    const Loaded& l = loaded();
+    return l.ok ? &l.driver : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+const Driver& driver() {
+  const Loaded& l = loaded();
+  if (!l.ok) throw DriverError("kjit: CUDA driver unavailable: " + l.reason, 0);
+  return l.driver;
+}
+
+std::string driver_reason() { return loaded().reason; }
+
+void check_driver(CUresult result, const char* call) {
+  if (result == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (const Driver* d = try_driver()) {
+    d->cuGetErrorName(result, &name);
+    d->cuGetErrorString(result, &text);
+  }
+  throw DriverError(fmt::format("{} failed: {} ({})", call, name ? name : "CUDA_ERROR_?",
+                                text ? text : "no description"),
+                    static_cast<int>(result));
+}
+
+CUcontext ensure_context(int ordinal) {
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current) {
+    CUdevice dev = 0;
+    check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+    if (static_cast<int>(dev) != ordinal) {
+      throw InvalidArgument(fmt::format(
+          "tensors are on device {} but the current CUDA context belongs to device {}", ordinal,
+          static_cast<int>(dev)));
+    }
+    return current;
+  }
+  // Retain each device's primary context once for the life of the process (what the CUDA
+  // runtime does), so host apps that never touched CUDA still get a working context.
+  static std::mutex mutex;
+  static std::array<CUcontext, 64> primary{};
+  std::lock_guard lock(mutex);
+  if (ordinal < 0 || ordinal >= static_cast<int>(primary.size())) {
+    throw InvalidArgument(fmt::format("device ordinal {} out of range", ordinal));
+  }
+  if (!primary[ordinal]) {
+    CUdevice dev = 0;
+    check_driver(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    check_driver(d.cuDevicePrimaryCtxRetain(&primary[ordinal], dev), "cuDevicePrimaryCtxRetain");
+  }
+  check_driver(d.cuCtxSetCurrent(primary[ordinal]), "cuCtxSetCurrent");
+  return primary[ordinal];
+}
+
+}  // namespace kjit::detail

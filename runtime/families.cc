@@ -1,0 +1,48 @@
+#include <kjit/error.hpp>
+#include <kjit/families.hpp>
+
+#include "runtime/ops/attention_decode.hpp"
+#include "runtime/ops/rotary.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace kjit {
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> all = {rotary_family(), attention::decode_family()};
+  return all;
+}
+
+const Family& family(std::string_view name) {
+  for (const Family& f : families()) {
+    if (f.name == name) return f;
+  }
+  std::string names;
+  for (const Family& f : families()) names += (names.empty() ? "" : ", ") + f.name;
+  throw InvalidArgument(fmt::format("unknown kernel family '{}' (known: {})", name, names));
+}
+
+void check_params(const Family& f, const ParamMap& params) {
+  for (const auto& [name, value] : params) {
+    auto it = std::find_if(f.params.begin(), f.params.end(), [&](const FamilyParam& p) { return p.name == name; });
+    if (it == f.params.end()) {
+      std::string known;
+      for (const auto& p : f.params) known += (known.empty() ? "" : ", ") + p.name;
+      throw InvalidArgument(fmt::format("{}: unknown parameter '{}' (parameters: {})", f.name, name, known));
+    }
+    if (std::find(it->values.begin(), it->values.end(), value) == it->values.end()) {
+      throw InvalidArgument(fmt::format("{}: {}={} is not in the specialization space ({})", f.name, name, value,
+                                        fmt::join(it->values, ", ")));
+    }
+  }
+  for (const auto& p : f.params) {
+    if (!params.count(p.name)) {
+      throw InvalidArgument(fmt::format("{}: missing parameter {} (one of {})", f.name, p.name, fmt::join(p.values, ", ")));
+    }
+  }
+}
+
+}  // namespace kjit

@@ -1,0 +1,79 @@
+#include "tools/testing/gpu.hpp"
+
+#include <kjit/device.hpp>
+
+#include "runtime/driver.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace kjit::testing {
+
+bool has_gpu() {
+  static const bool present = [] {
+    if (kjit::device_count() == 0) return false;
+    detail::ensure_context(0);
+    return true;
+  }();
+  if (present) detail::ensure_context(0);
+  return present;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes) KJIT_CU(cuMemAlloc(&ptr_, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) {
+    if (const detail::Driver* d = detail::try_driver()) d->cuMemFree(ptr_);
+  }
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    DeviceBuffer old(std::move(*this));
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  if (bytes) KJIT_CU(cuMemcpyHtoD(ptr_, host, bytes));
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  if (bytes) KJIT_CU(cuMemcpyDtoH(host, ptr_, bytes));
+}
+
+void DeviceBuffer::fill(uint8_t value) {
+  if (bytes_) KJIT_CU(cuMemsetD8(ptr_, value, bytes_));
+}
+
+void synchronize() { KJIT_CU(cuCtxSynchronize()); }
+
+double time_ms(const std::function<void()>& fn, int reps, CUstream stream) {
+  CUevent start = nullptr, stop = nullptr;
+  KJIT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  KJIT_CU(cuEventCreate(&stop, CU_EVENT_DEFAULT));
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    KJIT_CU(cuEventRecord(start, stream));
+    fn();
+    KJIT_CU(cuEventRecord(stop, stream));
+    KJIT_CU(cuEventSynchronize(stop));
+    float ms = 0;
+    KJIT_CU(cuEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  detail::driver().cuEventDestroy(start);
+  detail::driver().cuEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times.empty() ? 0 : times[times.size() / 2];
+}
+
+}  // namespace kjit::testing
