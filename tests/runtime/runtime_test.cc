@@ -1,0 +1,336 @@
+// The runtime's compile path without a GPU: the key, single-flight, the cross-process lock,
+// corrupt entries, an unusable cache dir, live kernel sources and compile errors.
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/runtime.hpp>
+
+#include "cache/store.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const char* tag) {
+  std::string pattern = (fs::temp_directory_path() / (std::string("kjit-") + tag + "-XXXXXX")).string();
+  const char* made = mkdtemp(pattern.data());
+  if (!made) throw std::runtime_error("mkdtemp failed");
+  return made;
+}
+
+kjit::RuntimeConfig config_for(const fs::path& dir) {
+  kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+  c.cache_dir = dir.string();
+  c.kernel_dir.clear();
+  return c;
+}
+
+// A small host-provided kernel source, so these tests do not depend on the shipped kernels.
+kjit::ProgramSpec demo_spec(int value = 3) {
+  kjit::ProgramSpec s;
+  s.family = "demo";
+  s.template_args = "value=" + std::to_string(value);
+  s.source_name = "demo.cu";
+  s.source_text = R"(#include "kjit/config.cuh"
+#include "demo_params.h"
+template <int N> __global__ void fill(KJIT_PARAMS DemoParams p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) p.out[i] = N * p.scale;
+}
+)";
+  s.headers = {{"demo_params.h", "#pragma once\nstruct DemoParams { float* out; int n; float scale; };\n"}};
+  s.name_expressions = {"fill<" + std::to_string(value) + ">"};
+  return s;
+}
+
+const kjit::Target kSm90a = kjit::Target::parse("sm_90a");
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = temp_dir("rt"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(RuntimeTest, KeyIsStableAcrossRuntimes) {
+  kjit::Runtime a(config_for(dir_)), b(config_for(dir_));
+  EXPECT_EQ(a.key(demo_spec(), kSm90a), b.key(demo_spec(), kSm90a));
+  EXPECT_EQ(a.key(demo_spec(), kSm90a).size(), 32u);
+}
+
+TEST_F(RuntimeTest, KeyChangesWithEveryInput) {
+  kjit::Runtime rt(config_for(dir_));
+  const std::string base = rt.key(demo_spec(), kSm90a);
+  auto changed = [&](const kjit::ProgramSpec& s, const kjit::Target& t = kSm90a) { return rt.key(s, t) != base; };
+
+  kjit::ProgramSpec s = demo_spec();
+  s.source_text += "\n// a comment changes the bytes\n";
+  EXPECT_TRUE(changed(s)) << "source text";
+  s = demo_spec();
+  s.headers[0].second += "\n";
+  EXPECT_TRUE(changed(s)) << "included header text";
+  s = demo_spec();
+  s.source_name = "other.cu";
+  EXPECT_TRUE(changed(s)) << "source name";
+  EXPECT_TRUE(changed(demo_spec(4))) << "name expression";
+  s = demo_spec();
+  s.options = {"-DKJIT_EXTRA=1"};
+  EXPECT_TRUE(changed(s)) << "options";
+  EXPECT_TRUE(changed(demo_spec(), kjit::Target::parse("sm_89"))) << "target";
+  EXPECT_TRUE(changed(demo_spec(), kjit::Target::parse("sm_90"))) << "arch-specific suffix";
+  EXPECT_TRUE(changed(demo_spec(), kjit::Target::parse("compute_90a"))) << "PTX vs cubin";
+
+  // Metadata is not part of the key, and options are normalized (order, whitespace, duplicates).
+  s = demo_spec();
+  s.family = "renamed";
+  s.template_args = "whatever";
+  EXPECT_FALSE(changed(s));
+  kjit::ProgramSpec o1 = demo_spec(), o2 = demo_spec();
+  o1.options = {"-DA=1", "-DB=2"};
+  o2.options = {" -DB=2", "-DA=1", "-DA=1 "};
+  EXPECT_EQ(rt.key(o1, kSm90a), rt.key(o2, kSm90a));
+}
+
+TEST_F(RuntimeTest, KeyChangesWithTheCudaHeadersVersion) {
+  // A fake toolkit whose cuda.h declares another CUDA_VERSION; everything else links to the real one.
+  kjit::Runtime real(config_for(dir_));
+  const fs::path real_include = real.cuda_include_dir();
+  const fs::path fake = dir_ / "fake-cuda";
+  fs::create_directories(fake / "include");
+  for (const auto& e : fs::directory_iterator(real_include)) {
+    if (e.path().filename() != "cuda.h") fs::create_symlink(e.path(), fake / "include" / e.path().filename());
+  }
+  std::ifstream in(real_include / "cuda.h");
+  std::ofstream out(fake / "include" / "cuda.h");
+  std::string line;
+  while (std::getline(in, line)) {
+    out << (line.rfind("#define CUDA_VERSION ", 0) == 0 ? std::string("#define CUDA_VERSION 99990") : line) << "\n";
+  }
+  out.close();
+  kjit::RuntimeConfig c = config_for(dir_);
+  c.cuda_home = fake.string();
+  kjit::Runtime faked(c);
+  EXPECT_EQ(faked.cuda_headers_version(), "99990");
+  EXPECT_NE(faked.key(demo_spec(), kSm90a), real.key(demo_spec(), kSm90a));
+}
+
+TEST_F(RuntimeTest, CompilesOnceThenHitsMemoryThenDisk) {
+  {
+    kjit::Runtime rt(config_for(dir_));
+    auto p = rt.compile(demo_spec(), kSm90a);
+    ASSERT_EQ(p->kernels.size(), 1u);
+    EXPECT_EQ(p->origin, kjit::CompiledProgram::Origin::kCompiled);
+    EXPECT_FALSE(p->binary.empty());
+    EXPECT_EQ(p->kernels[0].lowered_name.rfind("_Z", 0), 0u) << p->kernels[0].lowered_name;
+    EXPECT_GT(p->kernels[0].registers, 0) << "ptxas report parsed";
+    EXPECT_EQ(p->kernels[0].spill_bytes, 0);
+    auto again = rt.compile(demo_spec(), kSm90a);
+    EXPECT_EQ(again.get(), p.get());
+    auto s = rt.stats();
+    EXPECT_EQ(s.compiles, 1u);
+    EXPECT_EQ(s.memory_hits, 1u);
+    EXPECT_EQ(s.misses, 1u);
+  }
+  kjit::Runtime fresh(config_for(dir_));  // a new process, as far as the cache can tell
+  auto p = fresh.compile(demo_spec(), kSm90a);
+  EXPECT_EQ(p->origin, kjit::CompiledProgram::Origin::kDisk);
+  EXPECT_EQ(fresh.stats().compiles, 0u);
+  EXPECT_EQ(fresh.stats().disk_hits, 1u);
+}
+
+TEST_F(RuntimeTest, SixteenThreadsOnOneKeyCompileOnce) {
+  kjit::Runtime rt(config_for(dir_));
+  std::atomic<int> go{0};
+  std::vector<std::thread> threads;
+  std::vector<std::string> keys(16);
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      keys[i] = rt.compile(demo_spec(7), kSm90a)->key;
+    });
+  }
+  go = 1;
+  for (auto& t : threads) t.join();
+  for (const auto& k : keys) EXPECT_EQ(k, keys[0]);
+  EXPECT_EQ(rt.stats().compiles, 1u);
+  EXPECT_EQ(rt.stats().memory_hits + rt.stats().misses, 16u);
+}
+
+TEST_F(RuntimeTest, EightProcessesColdStartingOnOneKeyCompileOnce) {
+  constexpr int kProcesses = 8;
+  int pipes[kProcesses][2];
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    ASSERT_EQ(pipe(pipes[i]), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        kjit::Runtime rt(config_for(dir_));
+        auto p = rt.compile(demo_spec(11), kSm90a);
+        code = p->binary.empty() ? 3 : static_cast<int>(rt.stats().compiles);  // 0 or 1
+      } catch (...) {
+        code = 4;
+      }
+      char c = static_cast<char>(code);
+      (void)!write(pipes[i][1], &c, 1);
+      _exit(0);
+    }
+    children.push_back(pid);
+    close(pipes[i][1]);
+  }
+  int compiles = 0;
+  for (int i = 0; i < kProcesses; ++i) {
+    char c = 9;
+    ASSERT_EQ(read(pipes[i][0], &c, 1), 1);
+    close(pipes[i][0]);
+    ASSERT_LE(c, 1) << "process " << i << " failed with code " << int(c);
+    compiles += c;
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(compiles, 1) << "one NVRTC compile across all processes";
+}
+
+TEST_F(RuntimeTest, CorruptEntryIsRebuiltAndReplaced) {
+  std::string key;
+  {
+    kjit::Runtime rt(config_for(dir_));
+    key = rt.compile(demo_spec(), kSm90a)->key;
+  }
+  // Flip a byte in the middle of the entry.
+  fs::path entry;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.path().filename() == key + ".kjit") entry = e.path();
+  }
+  ASSERT_FALSE(entry.empty());
+  {
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
+    f.put('\x5a');
+  }
+  kjit::Runtime rt(config_for(dir_));
+  testing::internal::CaptureStderr();
+  auto p = rt.compile(demo_spec(), kSm90a);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(p->origin, kjit::CompiledProgram::Origin::kCompiled);
+  EXPECT_EQ(rt.stats().compiles, 1u);
+  EXPECT_NE(err.find("corrupt"), std::string::npos) << err;
+  EXPECT_EQ(rt.disk_cache().verify().bad, 0u) << "the rebuilt entry replaced the corrupt one";
+}
+
+TEST_F(RuntimeTest, UnwritableCacheDirFallsBackToMemory) {
+  const fs::path file = dir_ / "a-file";
+  std::ofstream(file) << "x";
+  kjit::RuntimeConfig c = config_for(dir_);
+  c.cache_dir = (file / "cache").string();  // below a regular file: cannot be created, even by root
+  testing::internal::CaptureStderr();
+  kjit::Runtime rt(c);
+  auto p = rt.compile(demo_spec(), kSm90a);
+  auto q = rt.compile(demo_spec(), kSm90a);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(rt.disk_cache().enabled());
+  EXPECT_EQ(p.get(), q.get());
+  EXPECT_EQ(rt.stats().compiles, 1u);
+  EXPECT_NE(err.find(c.cache_dir), std::string::npos) << "the warning names the path: " << err;
+}
+
+TEST_F(RuntimeTest, CompileErrorNamesFileLineAndOptions) {
+  kjit::Runtime rt(config_for(dir_));
+  kjit::ProgramSpec s = demo_spec();
+  s.source_text += "__global__ void broken() { undeclared_thing = 1; }\n";
+  s.options = {"-DKJIT_MARKER=1"};
+  try {
+    rt.compile(s, kSm90a);
+    FAIL() << "expected CompileError";
+  } catch (const kjit::CompileError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("demo.cu(7)"), std::string::npos) << what;
+    EXPECT_NE(what.find("undeclared_thing"), std::string::npos) << what;
+    EXPECT_NE(what.find("-DKJIT_MARKER=1"), std::string::npos) << what;
+    EXPECT_NE(what.find("NVRTC " + rt.nvrtc_version()), std::string::npos) << what;
+    EXPECT_NE(what.find("sm_90a"), std::string::npos) << what;
+  }
+  EXPECT_EQ(rt.stats().compile_failures, 1u);
+  EXPECT_EQ(rt.disk_cache().stats().entries, 0u) << "a failed compile publishes nothing";
+}
+
+TEST_F(RuntimeTest, MissingSourceAndEmptyNameExpressionsAreInvalid) {
+  kjit::Runtime rt(config_for(dir_));
+  kjit::ProgramSpec s;
+  s.source_name = "no/such/file.cu";
+  s.name_expressions = {"k"};
+  EXPECT_THROW(rt.compile(s, kSm90a), kjit::InvalidArgument);
+  s = demo_spec();
+  s.name_expressions.clear();
+  EXPECT_THROW(rt.compile(s, kSm90a), kjit::InvalidArgument);
+  s = demo_spec();
+  s.options = {"-arch=sm_80"};
+  EXPECT_THROW(rt.compile(s, kSm90a), kjit::InvalidArgument) << "the target is not an option";
+}
+
+TEST_F(RuntimeTest, LiveKernelDirIsReadAndKeyed) {
+  const fs::path live = dir_ / "live";
+  fs::create_directories(live / "kjit");
+  fs::create_directories(live / "demo");
+  // The live folder's own copy of kjit's config header, then a kernel that includes it.
+  for (const char* f : {"kjit/config.cuh", "kjit/types.h"}) {
+    std::ofstream(live / f) << "// live copy\n#pragma once\n#include <cuda_bf16.h>\n#define KJIT_DEVICE __device__\n#define KJIT_PARAMS const __grid_constant__\n";
+  }
+  std::ofstream(live / "demo" / "k.cu") << "#include \"kjit/config.cuh\"\nstruct P { float* o; };\n__global__ void k(KJIT_PARAMS P p) { *p.o = 1; }\n";
+  kjit::RuntimeConfig c = config_for(dir_);
+  c.kernel_dir = live.string();
+  kjit::Runtime rt(c);
+  kjit::ProgramSpec s;
+  s.source_name = "demo/k.cu";
+  s.name_expressions = {"k"};
+  const std::string before = rt.key(s, kSm90a);
+  EXPECT_FALSE(rt.compile(s, kSm90a)->binary.empty());
+  std::ofstream(live / "kjit" / "config.cuh", std::ios::app) << "// edited\n";
+  EXPECT_NE(rt.key(s, kSm90a), before) << "an edit to an included header changes the key";
+}
+
+TEST(TargetTest, ParsesAndPrints) {
+  EXPECT_EQ(kjit::Target::parse("sm_90a").str(), "sm_90a");
+  EXPECT_EQ(kjit::Target::parse("89").str(), "sm_89");
+  EXPECT_EQ(kjit::Target::parse("compute_80").str(), "compute_80");
+  EXPECT_EQ(kjit::Target::parse("sm_100a").sm(), 100);
+  EXPECT_EQ(kjit::Target::for_compute_capability(9, 0).str(), "sm_90a");
+  EXPECT_EQ(kjit::Target::for_compute_capability(8, 9).str(), "sm_89");
+  EXPECT_EQ(kjit::Target::for_compute_capability(10, 0).str(), "sm_100a");
+  EXPECT_EQ(kjit::Target::for_compute_capability(12, 0).str(), "sm_120");
+  for (const char* bad : {"", "sm_", "sm_9x", "gfx90a", "sm_60", "compute_"}) {
+    EXPECT_THROW(kjit::Target::parse(bad), kjit::InvalidArgument) << bad;
+  }
+}
+
+TEST(DriverTest, LaunchWithoutDriverSaysSo) {
+  if (kjit::driver_available()) GTEST_SKIP() << "a CUDA driver is present";
+  EXPECT_EQ(kjit::device_count(), 0);
+  EXPECT_NE(kjit::driver_unavailable_reason().find("libcuda.so.1"), std::string::npos);
+  kjit::RuntimeConfig c = config_for(fs::temp_directory_path());
+  c.disk_cache = false;
+  kjit::Runtime rt(c);
+  try {
+    rt.load(demo_spec());
+    FAIL() << "expected DriverError";
+  } catch (const kjit::DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("no NVIDIA driver"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
