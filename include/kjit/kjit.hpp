@@ -1,0 +1,13 @@
+#pragma once
+/// \file kjit.hpp
+/// Everything a host application needs: the runtime, launching, devices, tensors, errors, the
+/// family registry and the typed ops.
+
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/families.hpp>
+#include <kjit/launch.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/ops/rotary.hpp>
+#include <kjit/runtime.hpp>
+#include <kjit/tensor.hpp>
