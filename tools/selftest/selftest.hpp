@@ -23,5 +23,6 @@ struct Result {
 /// Each op's checks; they need a GPU (device 0's context current).
 std::vector<Result> rotary(Runtime& runtime);
 std::vector<Result> attention_decode(Runtime& runtime);
+std::vector<Result> swa_decode(Runtime& runtime);
 
 }  // namespace kjit::selftest
