@@ -24,5 +24,6 @@ struct Result {
 std::vector<Result> rotary(Runtime& runtime);
 std::vector<Result> attention_decode(Runtime& runtime);
 std::vector<Result> swa_decode(Runtime& runtime);
+std::vector<Result> fp8(Runtime& runtime);  ///< quantize + GEMM
 
 }  // namespace kjit::selftest
