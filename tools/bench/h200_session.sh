@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on the lent H200: GPU tests, `kjit selftest` and every benchmark, kjit beside its peers
+# in the same run. Build here first (cmake --build build), then through the device tool:
+#   run(command="bash tools/bench/h200_session.sh", carry=["build"])
+# Results land under $OUT (logs + JSON); the last lines printed are the summary table.
+set -uo pipefail
+root=$PWD
+build=${KJIT_BUILD:-build}
+out=${OUT:-/tmp/kjit-out}
+mkdir -p "$out"
+# The build tree records absolute paths (CTest, RPATH): make this checkout appear where it was built.
+if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
+export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
+export KJIT_CACHE_DIR=/tmp/kjit-cache
+export PYTHONUNBUFFERED=1
+kjit=$root/$build/tools/kjit
+shim=$root/$build/tools/libkjit_bench_shim.so
+step() { echo; echo "=== $* ==="; }
+
+step gpu
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+"$kjit" devices
+
+step "precompile (cold, then warm)"
+rm -rf "$KJIT_CACHE_DIR"
+/usr/bin/time -f "%e s wall" "$kjit" precompile -j 16 --json > "$out/precompile_cold.json"
+/usr/bin/time -f "%e s wall" "$kjit" precompile -j 16 --json > "$out/precompile_warm.json"
+cat "$out/precompile_cold.json" "$out/precompile_warm.json"
+for j in 1 4 16; do
+  d=/tmp/kjit-pc-$j; rm -rf $d
+  s=$(date +%s.%N); KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null; e=$(date +%s.%N)
+  echo "precompile -j $j: $(echo "$e - $s" | bc) s" | tee -a "$out/precompile_throughput.txt"
+done
+
+step "GPU tests"
+ctest --test-dir "$build" --output-on-failure -j 1 -L gpu 2>&1 | tee "$out/gpu_tests.txt" | tail -n 40
+
+step selftest
+"$kjit" selftest 2>&1 | tee "$out/selftest.txt"
+
+step "runtime costs"
+"$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
+
+for b in decode rotary swa fp8; do
+  if [ -f "$root/tools/bench/bench_$b.py" ]; then
+    step "bench $b"
+    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
+  fi
+done
