@@ -16,6 +16,10 @@
 
 namespace kjit::cache {
 
+namespace detail {
+struct CacheState;
+}  // namespace detail
+
 /// An exclusive per-key lock across processes (flock on `<root>/locks/<hex>.lock`), released
 /// when destroyed. A lock on a memory-only cache is a no-op.
 class KeyLock {
@@ -96,11 +100,16 @@ class DiskCache {
  private:
   DiskCache() = default;
   std::string entry_path(const Key& key) const;
-  void evict_to(uint64_t max_bytes, const Key* keep);
+  /// Deletes least-recently-used entries other than `keep` until the total is <= max_bytes
+  /// (0 = no cap). Returns how many it deleted.
+  uint64_t evict_to(uint64_t max_bytes, const Key* keep);
 
   std::string root_;   ///< the versioned folder: <root>/v1
   uint64_t max_bytes_ = 0;
   bool enabled_ = false;
+  /// Which warnings were already given. Shared, so copies of a DiskCache stay copyable and warn
+  /// once between them; null for a memory-only cache.
+  std::shared_ptr<detail::CacheState> state_;
 };
 
 }  // namespace kjit::cache

@@ -13,6 +13,7 @@ if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
 export KJIT_CACHE_DIR=/tmp/kjit-cache
 export PYTHONUNBUFFERED=1
+export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
@@ -28,8 +29,8 @@ rm -rf "$KJIT_CACHE_DIR"
 cat "$out/precompile_cold.json" "$out/precompile_warm.json"
 for j in 1 4 16; do
   d=/tmp/kjit-pc-$j; rm -rf $d
-  s=$(date +%s.%N); KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null; e=$(date +%s.%N)
-  echo "precompile -j $j: $(echo "$e - $s" | bc) s" | tee -a "$out/precompile_throughput.txt"
+  s=$(date +%s%N); KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null
+  echo "precompile -j $j: $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/precompile_throughput.txt"
 done
 
 step "GPU tests"
