@@ -1,0 +1,434 @@
+// GQA decode attention over a contiguous BLHD KV cache (family "attention.decode").
+//
+//   out[b, h] = softmax(scale · q[b, h] · K[b, :kv_len[b], h / group]ᵀ, masked) · V[b, :kv_len[b], h / group]
+//
+// ── Memory-traffic floor ───────────────────────────────────────────────────────────────────────
+// Decode reads every live K and V row exactly once and does ~2·group flops per byte read (~16
+// bf16-MMA flops per byte after padding M to 16), so it is bandwidth-bound on every GPU kjit
+// targets. The bytes that must cross DRAM are
+//     q + out:   2 · batch · q_heads · head_dim · 2
+//     K + V:     Σ_b kv_len[b] · kv_heads · head_dim · 2 · 2
+//     mask:      Σ_b kv_len[b] (when given)
+//     splits>1:  2 · batch · q_heads · num_splits · (head_dim + 1) · 4   (partials written + read)
+// and the floor is that sum over the device's read bandwidth (H200: ~4.2–4.4 TB/s; e.g.
+// B16 L4096 Hkv8 D128 moves 268 MB → ≥ 63 µs). The split partials are ≤ 1–2% of K + V for the
+// shapes the planner splits, which is why split-KV is nearly free once the grid is full.
+//
+// ── Design ─────────────────────────────────────────────────────────────────────────────────────
+// * One CTA per (batch, kv head, KV split, M tile). All query heads of one KV head ("the group")
+//   are the MMA M dimension, so each K/V byte fetched feeds the whole group: rows = 8 when
+//   group ≤ 8 (only rows 0..7 of the m16 tile are live and rows 8..15 keep no accumulators),
+//   rows = 16 otherwise, with ceil(group / 16) M tiles (separate CTAs that share the KV stream
+//   through L2) for group > 16.
+// * K and V stream through a 3-stage ring of 32 KiB (K + V) stages in shared memory, filled with
+//   16-byte cp.async.cg copies (zero-filled, never read, past the split end or kv_len; nothing
+//   is ever read past max_kv_len). Two CTAs fit per SM, so ≥ 4 stages (128 KiB) are in flight per
+//   SM — enough to cover DRAM latency at full bandwidth (Little's law: ~32 GB/s/SM × ~1 µs).
+//   Rows are XOR-swizzled in 16-byte chunks so ldmatrix and the cp.async stores are
+//   bank-conflict-free. One __syncthreads per tile: the stage refilled at tile i is the one every
+//   warp finished at tile i − 1.
+// * Warps split each tile's tokens (token_groups; see DecodeShape). Q·Kᵀ: mma.sync m16n8k16 with
+//   Q as A (loaded once from global into registers), K as B via ldmatrix (row-major K is the
+//   "col" B operand as is). Online softmax in fp32, log2 domain: scores are multiplied once by
+//   scale·log2(e) and every exponential is one ex2. P stays in registers and becomes the A
+//   operand of P·V, with V as B via ldmatrix.trans. At hd256 two warps share a token group and
+//   split head_dim in P·V, keeping accumulators within budget.
+// * At the end the token groups' (m, l, o) are merged through shared memory (reusing the ring).
+//   With one split the CTA writes out (bf16) and lse directly; with several it writes o / l (f32)
+//   and lse (log2 domain) partials to the caller's workspace, and decode_merge_kernel combines
+//   them: out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M), M = max_s lse_s (FlashDecoding).
+// * Empty rows (kv_len 0, everything masked, a split past kv_len) end with l = 0: zeros and
+//   lse = −inf, never NaN (see softmax.cuh).
+#include "kjit/config.cuh"
+
+#include "attention/decode_params.h"
+#include "attention/mma.cuh"
+#include "attention/softmax.cuh"
+
+namespace kjit::attention {
+
+namespace detail {
+constexpr float kLn2 = 0.693147180559945309f;
+
+KJIT_DEVICE void store_bf16x4(void* dst, float a, float b, float c, float d) {
+  uint2 v;
+  v.x = pack_bf16x2(a, b);
+  v.y = pack_bf16x2(c, d);
+  *reinterpret_cast<uint2*>(dst) = v;
+}
+}  // namespace detail
+
+/// Split-KV decode: see the file comment. kHeadDim ∈ {64, 128, 256}; kRows ∈ {8, 16} query heads
+/// per CTA (8 when group ≤ 8). Launch: grid as DecodeParams says, DecodeShape<kHeadDim>::kThreads
+/// threads, DecodeShape<kHeadDim>::kSmemBytes bytes of dynamic shared memory.
+template <int kHeadDim, int kRows>
+__global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
+    decode_kernel(KJIT_PARAMS DecodeParams p) {
+#if KJIT_HAS_SM80
+  using Shape = DecodeShape<kHeadDim>;
+  constexpr int kThreads = Shape::kThreads;
+  constexpr int kTile = Shape::kTileTokens;
+  constexpr int kStages = Shape::kStages;
+  constexpr int kTokensPerWarp = Shape::kTokensPerWarp;
+  constexpr int kGroups = Shape::kTokenGroups;
+  constexpr int kRowBytes = kHeadDim * 2;
+  constexpr int kChunks = kHeadDim / 8;            // 16-byte chunks per K/V row
+  constexpr int kStageBytes = kTile * kRowBytes;   // K (or V) bytes per stage
+  constexpr int kSTiles = kTokensPerWarp / 8;      // n8 score tiles per warp and KV tile
+  constexpr int kKSteps = kHeadDim / 16;           // k16 steps of Q·Kᵀ
+  constexpr int kWarpCols = kHeadDim / Shape::kDSplit;
+  constexpr int kOTiles = kWarpCols / 8;           // n8 output tiles per warp
+  constexpr bool kFull = kRows == 16;
+  constexpr int kCopies = kTile * kChunks / kThreads;
+  constexpr int kRedStride = kHeadDim + 8;         // padded: the float2 stores below hit 2 banks
+  static_assert(kRows == 8 || kRows == 16, "rows is 8 or 16");
+  static_assert(kTile * kChunks % kThreads == 0, "copies must divide evenly over threads");
+  static_assert(kKSteps % 2 == 0 && kSTiles % 2 == 0 && kOTiles % 2 == 0, "x4 ldmatrix pairs");
+  static_assert((kGroups * kRows * kRedStride + 2 * kGroups * kRows) * 4 <= Shape::kSmemBytes,
+                "the merge scratch must fit in the stage ring");
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t smem_k = smem_u32(smem);
+  const uint32_t smem_v = smem_k + kStages * kStageBytes;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int tg = warp / Shape::kDSplit;  // token group
+  const int dh = warp % Shape::kDSplit;  // head_dim slice of P·V
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  int idx = blockIdx.x;
+  const int m_tile = idx % p.m_tiles;
+  idx /= p.m_tiles;
+  const int split = idx % p.num_splits;
+  idx /= p.num_splits;
+  const int kv_head = idx % p.kv_heads;
+  const int b = idx / p.kv_heads;
+
+  int kv_len = p.max_kv_len;
+  if (p.kv_lens != nullptr) kv_len = min(max(__ldg(p.kv_lens + b), 0), p.max_kv_len);
+  const int begin = split * p.split_tokens;
+  const int end = min(begin + p.split_tokens, kv_len);
+  const int num_tiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
+  const int head0 = kv_head * p.group + m_tile * kRows;
+  const int rows_valid = min(kRows, p.group - m_tile * kRows);
+
+  // ---- K/V producer: every thread copies kCopies 16-byte chunks of K and of V per tile. -------
+  const char* k_base = static_cast<const char*>(p.k) +
+                       (static_cast<int64_t>(b) * p.k_stride_b + static_cast<int64_t>(kv_head) * p.k_stride_h) * 2;
+  const char* v_base = static_cast<const char*>(p.v) +
+                       (static_cast<int64_t>(b) * p.v_stride_b + static_cast<int64_t>(kv_head) * p.v_stride_h) * 2;
+  const int64_t k_row_bytes = p.k_stride_l * 2;
+  const int64_t v_row_bytes = p.v_stride_l * 2;
+  auto load_tile = [&](int tile, int stage) {
+    const int tile_begin = begin + tile * kTile;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int c = tid + i * kThreads;
+      const int row = c / kChunks;
+      const int chunk = c % kChunks;
+      const int token = tile_begin + row;
+      const bool valid = token < end;
+      const int64_t src = valid ? token : begin;  // a mapped row even when nothing is read
+      const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, chunk);
+      cp_async_16(smem_k + dst, k_base + src * k_row_bytes + chunk * 16, valid);
+      cp_async_16(smem_v + dst, v_base + src * v_row_bytes + chunk * 16, valid);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(s, s);
+    cp_async_commit();
+  }
+
+  // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
+  // qa[k] = {a0, a1, a2, a3} (kFull) or {a0, a2} (rows 8..15 are zero and not kept).
+  uint32_t qa[kKSteps][kFull ? 4 : 2];
+  {
+    const char* q_b = static_cast<const char*>(p.q) + static_cast<int64_t>(b) * p.q_stride_b * 2;
+    const bool lo_ok = g < rows_valid;
+    const bool hi_ok = g + 8 < rows_valid;
+    const uint32_t* q_lo = reinterpret_cast<const uint32_t*>(
+        q_b + static_cast<int64_t>(lo_ok ? head0 + g : head0) * p.q_stride_h * 2);
+    const uint32_t* q_hi = reinterpret_cast<const uint32_t*>(
+        q_b + static_cast<int64_t>(hi_ok ? head0 + g + 8 : head0) * p.q_stride_h * 2);
+#pragma unroll
+    for (int k = 0; k < kKSteps; ++k) {
+      // 32-bit words: d = 16k + 2t lives in word 8k + t, d + 8 in word 8k + 4 + t.
+      const uint32_t lo0 = lo_ok ? __ldg(q_lo + 8 * k + t) : 0u;
+      const uint32_t lo1 = lo_ok ? __ldg(q_lo + 8 * k + 4 + t) : 0u;
+      if constexpr (kFull) {
+        qa[k][0] = lo0;
+        qa[k][1] = hi_ok ? __ldg(q_hi + 8 * k + t) : 0u;
+        qa[k][2] = lo1;
+        qa[k][3] = hi_ok ? __ldg(q_hi + 8 * k + 4 + t) : 0u;
+      } else {
+        (void)q_hi;
+        qa[k][0] = lo0;
+        qa[k][1] = lo1;
+      }
+    }
+  }
+
+  // ---- Which of this lane's score columns are attended: in range and (optionally) unmasked. ---
+  // Prefetched one tile ahead into registers so mask loads never stall the softmax.
+  constexpr int kCols = 2 * kSTiles;  // score columns per lane and row
+  const uint8_t* mask_b = p.mask != nullptr ? p.mask + static_cast<int64_t>(b) * p.mask_stride_b : nullptr;
+  auto fetch_keep = [&](int tile, uint8_t (&keep)[kCols]) {
+    const int base = begin + tile * kTile + tg * kTokensPerWarp + 2 * t;
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int token = base + 8 * j + e;
+        uint8_t k = token < end;
+        if (mask_b != nullptr && k) k = __ldg(mask_b + static_cast<int64_t>(token) * p.mask_stride_l) != 0;
+        keep[2 * j + e] = k;
+      }
+    }
+  };
+  uint8_t keep_next[kCols];
+  fetch_keep(0, keep_next);
+
+  float o[kOTiles][kFull ? 4 : 2];
+#pragma unroll
+  for (int n = 0; n < kOTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < (kFull ? 4 : 2); ++i) o[n][i] = 0.f;
+  }
+  SoftmaxRow row_lo = SoftmaxRow::empty();
+  SoftmaxRow row_hi = SoftmaxRow::empty();
+
+  const int lrow = lane & 7;  // ldmatrix: the row this lane addresses within its 8x8 matrix
+  const int lmat = lane >> 3; // ldmatrix: which of the four matrices
+  const uint32_t k_lane = static_cast<uint32_t>((tg * kTokensPerWarp + lrow) * kRowBytes);
+  const uint32_t v_lane = static_cast<uint32_t>((tg * kTokensPerWarp + (lmat & 1) * 8 + lrow) * kRowBytes);
+  const int v_chunk0 = dh * (kWarpCols / 8) + (lmat >> 1);
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    {
+      const int next = tile + kStages - 1;
+      if (next < num_tiles) load_tile(next, next % kStages);
+      cp_async_commit();
+    }
+    uint8_t keep[kCols];
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) keep[i] = keep_next[i];
+    if (tile + 1 < num_tiles) fetch_keep(tile + 1, keep_next);
+
+    const int stage = tile % kStages;
+    const uint32_t k_stage = smem_k + static_cast<uint32_t>(stage * kStageBytes) + k_lane;
+    const uint32_t v_stage = smem_v + static_cast<uint32_t>(stage * kStageBytes) + v_lane;
+
+    // S = Q · Kᵀ over this warp's tokens; even and odd k steps accumulate separately so each
+    // n8 tile has two independent MMA chains.
+    float s_even[kSTiles][kFull ? 4 : 2];
+    float s_odd[kSTiles][kFull ? 4 : 2];
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < (kFull ? 4 : 2); ++i) s_even[j][i] = s_odd[j][i] = 0.f;
+    }
+#pragma unroll
+    for (int kp = 0; kp < kKSteps / 2; ++kp) {
+      const uint32_t chunk_off = static_cast<uint32_t>((((kp << 2) | lmat) ^ lrow) << 4);
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, k_stage + static_cast<uint32_t>(j * 8 * kRowBytes) + chunk_off);
+        if constexpr (kFull) {
+          mma_bf16_16816(s_even[j], qa[2 * kp], kb[0], kb[1]);
+          mma_bf16_16816(s_odd[j], qa[2 * kp + 1], kb[2], kb[3]);
+        } else {
+          mma_bf16_16816_upper(s_even[j][0], s_even[j][1], qa[2 * kp][0], qa[2 * kp][1], kb[0], kb[1]);
+          mma_bf16_16816_upper(s_odd[j][0], s_odd[j][1], qa[2 * kp + 1][0], qa[2 * kp + 1][1], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Online softmax (log2 domain); masked columns are −inf.
+    float p_lo[kCols];
+    float p_hi[kCols];
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool kept = keep[2 * j + e] != 0;
+        p_lo[2 * j + e] = kept ? (s_even[j][e] + s_odd[j][e]) * p.scale_log2 : neg_inf();
+        if constexpr (kFull) {
+          p_hi[2 * j + e] = kept ? (s_even[j][2 + e] + s_odd[j][2 + e]) * p.scale_log2 : neg_inf();
+        }
+      }
+    }
+    const float alpha_lo = row_lo.update(p_lo);
+    float alpha_hi = 1.f;
+    if constexpr (kFull) alpha_hi = row_hi.update(p_hi);
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      o[n][0] *= alpha_lo;
+      o[n][1] *= alpha_lo;
+      if constexpr (kFull) {
+        o[n][2] *= alpha_hi;
+        o[n][3] *= alpha_hi;
+      }
+    }
+
+    // O += P · V: P from the score registers (two n8 score tiles = one k16 A fragment).
+#pragma unroll
+    for (int kb = 0; kb < kSTiles / 2; ++kb) {
+      const uint32_t pa0 = pack_bf16x2(p_lo[4 * kb + 0], p_lo[4 * kb + 1]);
+      const uint32_t pa2 = pack_bf16x2(p_lo[4 * kb + 2], p_lo[4 * kb + 3]);
+      uint32_t pa[4] = {pa0, 0u, pa2, 0u};
+      if constexpr (kFull) {
+        pa[1] = pack_bf16x2(p_hi[4 * kb + 0], p_hi[4 * kb + 1]);
+        pa[3] = pack_bf16x2(p_hi[4 * kb + 2], p_hi[4 * kb + 3]);
+      }
+      const uint32_t v_rows = v_stage + static_cast<uint32_t>(kb * 16 * kRowBytes);
+#pragma unroll
+      for (int np = 0; np < kOTiles / 2; ++np) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, v_rows + static_cast<uint32_t>(((v_chunk0 + 2 * np) ^ lrow) << 4));
+        if constexpr (kFull) {
+          mma_bf16_16816(o[2 * np], pa, vb[0], vb[1]);
+          mma_bf16_16816(o[2 * np + 1], pa, vb[2], vb[3]);
+        } else {
+          mma_bf16_16816_upper(o[2 * np][0], o[2 * np][1], pa0, pa2, vb[0], vb[1]);
+          mma_bf16_16816_upper(o[2 * np + 1][0], o[2 * np + 1][1], pa0, pa2, vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
+  // ---- Merge the token groups' (m, l, o) through shared memory (the ring is free now). --------
+  cp_async_wait<0>();
+  __syncthreads();
+  float* red_o = reinterpret_cast<float*>(smem);  // [kGroups][kRows][kRedStride]
+  float* red_m = red_o + kGroups * kRows * kRedStride;
+  float* red_l = red_m + kGroups * kRows;
+  const float l_lo = row_lo.total();
+  float l_hi = 0.f;
+  if constexpr (kFull) l_hi = row_hi.total();
+  if (dh == 0 && t == 0) {
+    red_m[tg * kRows + g] = row_lo.m;
+    red_l[tg * kRows + g] = l_lo;
+    if constexpr (kFull) {
+      red_m[tg * kRows + g + 8] = row_hi.m;
+      red_l[tg * kRows + g + 8] = l_hi;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kOTiles; ++n) {
+    const int col = dh * kWarpCols + n * 8 + 2 * t;
+    *reinterpret_cast<float2*>(red_o + (tg * kRows + g) * kRedStride + col) = make_float2(o[n][0], o[n][1]);
+    if constexpr (kFull) {
+      *reinterpret_cast<float2*>(red_o + (tg * kRows + g + 8) * kRedStride + col) =
+          make_float2(o[n][2], o[n][3]);
+    }
+  }
+  __syncthreads();
+
+  const bool direct = p.num_splits == 1;
+  constexpr int kQuads = kHeadDim / 4;
+  for (int item = tid; item < rows_valid * kQuads; item += kThreads) {
+    const int r = item / kQuads;
+    const int c = (item % kQuads) * 4;
+    float m_max = neg_inf();
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) m_max = fmaxf(m_max, red_m[i * kRows + r]);
+    float l_sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) {
+      const float w = merge_weight(red_m[i * kRows + r], m_max);
+      const float4 x = *reinterpret_cast<const float4*>(red_o + (i * kRows + r) * kRedStride + c);
+      l_sum += w * red_l[i * kRows + r];
+      acc.x += w * x.x;
+      acc.y += w * x.y;
+      acc.z += w * x.z;
+      acc.w += w * x.w;
+    }
+    const float inv = l_sum > 0.f ? 1.f / l_sum : 0.f;
+    const int head = head0 + r;
+    if (direct) {
+      char* dst = static_cast<char*>(p.out) +
+                  (static_cast<int64_t>(b) * p.out_stride_b + static_cast<int64_t>(head) * p.out_stride_h + c) * 2;
+      detail::store_bf16x4(dst, acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    } else {
+      float* dst = p.o_part + ((static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split) * kHeadDim + c;
+      *reinterpret_cast<float4*>(dst) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    }
+  }
+  if (tid < rows_valid) {
+    const int r = tid;
+    float m_max = neg_inf();
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) m_max = fmaxf(m_max, red_m[i * kRows + r]);
+    float l_sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) l_sum += merge_weight(red_m[i * kRows + r], m_max) * red_l[i * kRows + r];
+    const float lse2 = l_sum > 0.f ? m_max + fast_log2(l_sum) : neg_inf();
+    const int head = head0 + r;
+    if (direct) {
+      if (p.lse != nullptr) p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = lse2 * detail::kLn2;
+    } else {
+      p.lse_part[(static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split] = lse2;
+    }
+  }
+#endif
+}
+
+/// Combines the split partials of decode_kernel: one warp per (b, q head), each lane owning
+/// kHeadDim / 32 consecutive columns. Writes out (bf16) and, when requested, lse (natural log).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(KJIT_PARAMS DecodeMergeParams p) {
+  constexpr int kVec = kHeadDim / 32;  // 2, 4 or 8 columns per lane
+  static_assert(kVec % 2 == 0, "head_dim must be a multiple of 64");
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kDecodeMergeRowsPerCta + (threadIdx.x >> 5);
+  if (row >= p.batch * p.q_heads) return;
+  const int b = row / p.q_heads;
+  const int head = row % p.q_heads;
+  const int n = p.num_splits;
+  const float* lse = p.lse_part + static_cast<int64_t>(row) * n;
+
+  float m = neg_inf();
+  for (int s = lane; s < n; s += 32) m = fmaxf(m, lse[s]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+
+  float acc[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
+  float l = 0.f;
+  const float* o = p.o_part + static_cast<int64_t>(row) * n * kHeadDim + lane * kVec;
+#pragma unroll 4
+  for (int s = 0; s < n; ++s) {
+    const float w = merge_weight(lse[s], m);
+    l += w;
+    const float* src = o + static_cast<int64_t>(s) * kHeadDim;
+#pragma unroll
+    for (int i = 0; i < kVec; i += 2) {
+      const float2 x = *reinterpret_cast<const float2*>(src + i);
+      acc[i] += w * x.x;
+      acc[i + 1] += w * x.y;
+    }
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  char* dst = static_cast<char*>(p.out) +
+              (static_cast<int64_t>(b) * p.out_stride_b + static_cast<int64_t>(head) * p.out_stride_h + lane * kVec) * 2;
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    *reinterpret_cast<uint32_t*>(dst + i * 2) = pack_bf16x2(acc[i] * inv, acc[i + 1] * inv);
+  }
+  if (lane == 0 && p.lse != nullptr) {
+    p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] =
+        l > 0.f ? (m + fast_log2(l)) * detail::kLn2 : neg_inf();
+  }
+}
+
+}  // namespace kjit::attention
