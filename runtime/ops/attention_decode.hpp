@@ -1,0 +1,73 @@
+#pragma once
+/// \file runtime/ops/attention_decode.hpp
+/// Internals of kjit::attention::decode (include/kjit/ops/attention.hpp): the "attention.decode"
+/// kernel family, the host-only validation step and the split-KV planner, exposed so tests can
+/// check every rejection and every plan without a GPU.
+
+#include <kjit/families.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kjit::attention {
+
+/// The "attention.decode" family (kernel_sources/attention/decode.cu). Parameters:
+///   head_dim  64 | 128 | 256
+///   rows      8 | 16   query heads per CTA: 8 when q_heads / kv_heads ≤ 8, else 16
+/// Each specialization is one program with two kernels: [0] decode_kernel<head_dim, rows>,
+/// [1] decode_merge_kernel<head_dim> (the split-KV combine). min_sm 80 (mma.sync bf16, cp.async).
+const Family& decode_family();
+
+namespace detail {
+
+/// The shape of a validated DecodeArgs.
+struct DecodeDims {
+  int device = 0;
+  int64_t batch = 0;
+  int64_t max_kv_len = 0;
+  int64_t q_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t group = 0;  ///< q_heads / kv_heads
+  bool has_kv_lens = false;
+  bool has_mask = false;
+  bool has_lse = false;
+};
+
+/// Checks `args` against the contract in include/kjit/ops/attention.hpp. Pure host code: no
+/// driver call, no allocation unless it throws. Throws InvalidArgument
+/// "kjit::attention::decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
+DecodeDims validate_decode(const DecodeArgs& args);
+
+/// How a decode runs: the specialization, the split-KV partition and the workspace it needs.
+struct DecodePlan {
+  int rows = 8;            ///< query heads per CTA (the `rows` family parameter)
+  int m_tiles = 1;         ///< ceil(group / rows)
+  int num_splits = 1;      ///< KV splits per sequence (1: no merge kernel, no workspace)
+  int split_tokens = 1;    ///< tokens per split
+  int64_t ctas = 0;        ///< decode-kernel CTAs: batch · kv_heads · num_splits · m_tiles
+  size_t o_part_bytes = 0; ///< workspace offset of lse_part (o_part starts at 0)
+  size_t workspace_bytes = 0;
+};
+
+/// CTAs of decode_kernel<head_dim, ·> resident per SM given the SM's shared memory (bytes),
+/// in [1, 2]: the kernel is launched with __launch_bounds__(threads, 2).
+int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
+
+/// Plans a validated decode. `requested_splits` is DecodeArgs::num_splits (0 = choose). When
+/// choosing, the planner takes the split count s minimizing
+///   ceil(base · s / slots) · (ceil(tiles / s) + kCtaOverheadTiles) + (s > 1) · kMergeCostTiles
+/// with base = batch · kv_heads · m_tiles CTAs per split, slots = sm_count · ctas_per_sm and
+/// tiles = ceil(max_kv_len / tile_tokens): full waves of equal-length CTAs, each paying a fixed
+/// pipeline fill, plus one merge launch when split. A requested count is honoured up to
+/// max_kv_len (each split gets ceil(max_kv_len / s) tokens; trailing empty splits are dropped).
+DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
+                       int ctas_per_sm);
+
+/// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
+/// partials (too small, null, or not 16-byte aligned). Host-only.
+void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);
+
+}  // namespace detail
+}  // namespace kjit::attention
