@@ -56,8 +56,10 @@ struct Entry {
 std::string encode(const Entry& entry);
 
 /// Parses bytes written by encode(). Returns nullopt, with `why` set ("truncated",
-/// "bad magic", "checksum mismatch", "key mismatch", "format version 0 != 1", "bad metadata: …"),
-/// when the bytes are not a whole, intact entry for `expected` (when given).
+/// "bad magic", "checksum mismatch", "key mismatch", "format version 0 != 1", "trailing bytes",
+/// "bad metadata: …"), when the bytes are not a whole, intact entry for `expected` (when given).
+/// The checksum does not cover the header's key, so pass `expected` to catch a damaged key.
+/// Never reads outside `bytes`, and no content of them makes it throw.
 std::optional<Entry> decode(std::string_view bytes, const Key* expected, std::string* why);
 
 }  // namespace kjit::cache

@@ -36,9 +36,13 @@ struct KeyHash {
 /// sequences serialize alike. The serialization starts with kFormatVersion.
 class KeyBuilder {
  public:
+  /// Starts the serialization with kFormatVersion (u32, little-endian).
   KeyBuilder();
+  /// Appends one field; all lengths are little-endian.
   KeyBuilder& add(std::string_view name, std::string_view value);
+  /// Appends an integer field as its decimal text: add(n, 5) is the same as add(n, "5").
   KeyBuilder& add(std::string_view name, int64_t value);
+  /// XXH3-128 of bytes(); the builder can keep growing afterwards.
   Key finish() const;
   /// The canonical bytes hashed so far (for tests and `kjit compile --explain`).
   const std::string& bytes() const noexcept { return bytes_; }

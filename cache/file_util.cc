@@ -1,0 +1,195 @@
+// POSIX file primitives for the disk cache: read, atomic write, mkdir -p, directory listing.
+
+#include "cache/file_util.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace kjit::cache::detail {
+namespace {
+
+constexpr std::string_view kTempMarker = ".tmp-";
+
+/// Closes a descriptor on every path out of a function.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  /// Closes now and reports the close error, which for NFS-like filesystems can be the first
+  /// sign that a write did not reach the disk.
+  int close_checked() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+int write_all(int fd, std::string_view data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;  // no progress and no errno: do not spin
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+/// Splits "a/b/c" into ("a/b", "c"); a bare name lives in ".".
+void split_path(const std::string& path, std::string* dir, std::string* base) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    *dir = ".";
+    *base = path;
+  } else {
+    *dir = slash == 0 ? "/" : path.substr(0, slash);
+    *base = path.substr(slash + 1);
+  }
+}
+
+}  // namespace
+
+std::string errno_text(int err) {
+  char buf[256];
+  // The GNU strerror_r may return a static string instead of filling buf; the XSI one returns
+  // an int. Overloads accept both so this compiles under either.
+  struct Pick {
+    static const char* get(const char* r, const char*) { return r; }
+    static const char* get(int r, const char* b) { return r == 0 ? b : "unknown error"; }
+  };
+  buf[0] = '\0';
+  return Pick::get(strerror_r(err, buf, sizeof(buf)), buf);
+}
+
+std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  // pid alone collides across threads, the counter alone across processes (and across fork,
+  // where the child inherits the counter); all three together cannot.
+  return std::to_string(::getpid()) + "-" + std::to_string(static_cast<long>(::syscall(SYS_gettid))) +
+         "-" + std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+int make_dirs(const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) return ENOENT;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  // ENOTDIR (a parent is a file) or EACCES will not be fixed by creating parents.
+  if (errno != ENOENT) return errno;
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (int err = make_dirs(path.substr(0, slash)); err != 0) return err;
+  }
+  if (::mkdir(path.c_str(), 0755) == 0) return 0;
+  const int err = errno;
+  // Another process may have created it between our stat and mkdir.
+  if (err == EEXIST && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+  return err == EEXIST ? ENOTDIR : err;
+}
+
+int read_file(const std::string& path, uint64_t max_bytes, bool touch, std::string* out) {
+  out->clear();
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return errno;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return EFBIG;
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out->size()) {
+    const ssize_t n = ::read(fd.get(), out->data() + got, out->size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) break;  // shrank under us; decode() will call it truncated
+    got += static_cast<size_t>(n);
+  }
+  out->resize(got);
+  // Touching through the descriptor marks exactly the file we read, even if a publish renamed a
+  // new one over the path meanwhile. Failure (read-only cache) only costs LRU accuracy.
+  if (touch) (void)::futimens(fd.get(), nullptr);
+  return 0;
+}
+
+int write_file_atomic(const std::string& path, std::string_view data) {
+  std::string dir;
+  std::string base;
+  split_path(path, &dir, &base);
+  // Leading dot: listings and `ls` skip it; the marker lets prune() find leftovers of crashes.
+  const std::string tmp = dir + "/." + base + std::string(kTempMarker) + unique_suffix();
+  int err = 0;
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return errno;
+    err = write_all(fd.get(), data);
+    // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
+    if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+    const int close_err = fd.close_checked();
+    if (err == 0) err = close_err;
+  }
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  // Persist the rename itself. Some filesystems refuse fsync on directories; the entry is still
+  // correct, only its durability across a power cut is weaker, so this is best effort.
+  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() >= 0) (void)::fsync(dfd.get());
+  return 0;
+}
+
+bool is_temp_name(std::string_view name) {
+  return !name.empty() && name[0] == '.' && name.find(kTempMarker) != std::string_view::npos;
+}
+
+int probe_writable(const std::string& dir) {
+  const std::string probe = dir + "/.probe-" + unique_suffix();
+  Fd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return errno;
+  int err = write_all(fd.get(), "k");
+  const int close_err = fd.close_checked();
+  if (err == 0) err = close_err;
+  ::unlink(probe.c_str());
+  return err;
+}
+
+int list_dir(const std::string& path, std::vector<std::string>* names) {
+  names->clear();
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return errno;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    if (name != "." && name != "..") names->emplace_back(name);
+    errno = 0;
+  }
+  const int err = errno;
+  ::closedir(d);
+  return err;
+}
+
+}  // namespace kjit::cache::detail

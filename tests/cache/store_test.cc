@@ -1,0 +1,523 @@
+// The disk cache: publish/lookup, damaged entries, unusable roots, LRU cap, cross-process
+// single compile, housekeeping.
+
+#include "cache/store.hpp"
+
+#include "cache_test_util.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kjit::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::exists;
+using testing::key_for;
+using testing::mtime_of;
+using testing::read_all;
+using testing::sample_entry;
+using testing::set_mtime;
+using testing::TempDir;
+using testing::write_all;
+
+/// Every test opens its cache at <tmp>/cache, so the tree below it is all the cache's own.
+std::string cache_dir(const TempDir& dir) { return dir.path() + "/cache"; }
+
+std::string v_root(const TempDir& dir) {
+  return cache_dir(dir) + "/v" + std::to_string(kFormatVersion);
+}
+
+std::string path_for(const TempDir& dir, const Key& key) {
+  const std::string hex = key.hex();
+  return v_root(dir) + "/" + hex.substr(0, 2) + "/" + hex + ".kjit";
+}
+
+size_t count_substr(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+/// Every file under `root` that is neither an entry nor a lock file.
+std::vector<std::string> stray_files(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_directory()) continue;
+    const std::string name = e.path().filename().string();
+    const bool entry = name.size() == 37 && name.substr(32) == ".kjit";
+    const bool lock = e.path().parent_path().filename() == "locks" && name.size() > 5 &&
+                      name.substr(name.size() - 5) == ".lock";
+    if (!entry && !lock) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+TEST(Store, PublishThenLookup) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  ASSERT_TRUE(cache.enabled());
+  EXPECT_EQ(cache.root(), v_root(dir));
+
+  const Entry e = sample_entry(1);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(e.key).has_value());  // a plain miss is quiet
+  cache.publish(e);
+  auto hit = cache.lookup(e.key);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->key, e.key);
+  EXPECT_EQ(hit->payload, e.payload);
+  EXPECT_EQ(hit->meta.family, e.meta.family);
+  EXPECT_TRUE(exists(path_for(dir, e.key)));
+  EXPECT_FALSE(cache.lookup(key_for(2)).has_value());
+
+  // A second DiskCache on the same root (another process, say) sees it too.
+  DiskCache again(cache_dir(dir) + "/", 0);
+  EXPECT_EQ(again.root(), v_root(dir));
+  ASSERT_TRUE(again.lookup(e.key).has_value());
+
+  const CacheStats st = cache.stats();
+  EXPECT_EQ(st.entries, 1u);
+  EXPECT_EQ(st.bytes, encode(e).size());
+  EXPECT_EQ(st.root, v_root(dir));
+  EXPECT_TRUE(st.enabled);
+
+  const auto infos = cache.list();
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(infos[0].key, e.key);
+  EXPECT_EQ(infos[0].path, path_for(dir, e.key));
+  EXPECT_EQ(infos[0].bytes, encode(e).size());
+  ASSERT_TRUE(infos[0].meta.has_value());
+  EXPECT_EQ(infos[0].meta->target, "sm_90a");
+  EXPECT_EQ(infos[0].problem, "");
+}
+
+TEST(Store, RepublishReplacesEntry) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  Entry e = sample_entry(3);
+  cache.publish(e);
+  e.payload = "new payload";
+  cache.publish(e);
+  auto hit = cache.lookup(e.key);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->payload, "new payload");
+  EXPECT_EQ(cache.stats().entries, 1u);
+}
+
+TEST(Store, TruncatedEntryIsAWarnedMissThenReplaced) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Entry e = sample_entry(4);
+  cache.publish(e);
+  const std::string path = path_for(dir, e.key);
+  const std::string whole = read_all(path);
+  write_all(path, whole.substr(0, whole.size() / 2));
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "kjit: warning: cache entry " + path + " is corrupt (truncated); recompiling\n");
+
+  cache.publish(e);
+  auto hit = cache.lookup(e.key);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->payload, e.payload);
+
+  // Broken again after the replacement: that is new, so it is reported again.
+  write_all(path, whole.substr(0, 10));
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  EXPECT_EQ(count_substr(::testing::internal::GetCapturedStderr(), "is corrupt (truncated)"), 1u);
+}
+
+TEST(Store, BitFlippedEntryIsAMiss) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Entry e = sample_entry(5);
+  cache.publish(e);
+  const std::string path = path_for(dir, e.key);
+  std::string bytes = read_all(path);
+  bytes[bytes.size() - 3] ^= 0x10;
+  write_all(path, bytes);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("(checksum mismatch)"), std::string::npos);
+  const VerifyResult v = cache.verify();
+  EXPECT_EQ(v.ok, 0u);
+  ASSERT_EQ(v.bad, 1u);
+  EXPECT_EQ(v.bad_paths[0], path + ": checksum mismatch");
+}
+
+TEST(Store, ForeignFileNamedLikeAnEntryIsAMiss) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  cache.publish(sample_entry(6));
+  const Key foreign = key_for(7);
+  const std::string path = path_for(dir, foreign);
+  fs::create_directories(fs::path(path).parent_path());
+  std::mt19937 rng(7);
+  std::string noise(500, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  write_all(path, noise);
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(foreign).has_value());
+  EXPECT_EQ(count_substr(::testing::internal::GetCapturedStderr(), "kjit: warning: cache entry"), 1u);
+  const VerifyResult v = cache.verify();
+  EXPECT_EQ(v.ok, 1u);
+  EXPECT_EQ(v.bad, 1u);
+  ASSERT_EQ(v.bad_paths.size(), 1u);
+  EXPECT_EQ(v.bad_paths[0], path + ": bad magic");
+
+  // list() reports it with its problem instead of metadata.
+  const auto infos = cache.list();
+  ASSERT_EQ(infos.size(), 2u);
+  const auto it = std::find_if(infos.begin(), infos.end(), [&](const EntryInfo& i) { return i.key == foreign; });
+  ASSERT_NE(it, infos.end());
+  EXPECT_FALSE(it->meta.has_value());
+  EXPECT_EQ(it->problem, "bad magic");
+
+  // Another key's valid entry copied under this name is foreign too.
+  write_all(path, read_all(path_for(dir, key_for(6))));
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(foreign).has_value());
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(cache.verify().bad_paths.at(0), path + ": key mismatch");
+}
+
+TEST(Store, FilesNotNamedLikeEntriesAreIgnored) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  cache.publish(sample_entry(8));
+  write_all(v_root(dir) + "/README", "hello");
+  fs::create_directories(v_root(dir) + "/zz");
+  write_all(v_root(dir) + "/zz/" + std::string(32, 'z') + ".kjit", "x");
+  // Right name, wrong shard: lookup would never find it, so it is not an entry.
+  const std::string hex = key_for(9).hex();
+  const std::string wrong_shard = hex[0] == '0' ? "11" : "00";
+  fs::create_directories(v_root(dir) + "/" + wrong_shard);
+  write_all(v_root(dir) + "/" + wrong_shard + "/" + hex + ".kjit", "x");
+  EXPECT_EQ(cache.stats().entries, 1u);
+  EXPECT_EQ(cache.list().size(), 1u);
+  EXPECT_EQ(cache.verify().bad, 0u);
+}
+
+TEST(Store, RootBelowARegularFileIsMemoryOnly) {
+  TempDir dir;
+  write_all(dir.path() + "/file", "not a folder");
+  const std::string root = dir.path() + "/file/cache";
+
+  ::testing::internal::CaptureStderr();
+  DiskCache cache(root, 1000);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "kjit: warning: cache directory " + root + "/v" + std::to_string(kFormatVersion) +
+                     " is not writable (Not a directory); caching in memory only\n");
+  EXPECT_FALSE(cache.enabled());
+
+  ::testing::internal::CaptureStderr();
+  const Entry e = sample_entry(10);
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  EXPECT_NO_THROW(cache.publish(e));
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  { KeyLock lock = cache.lock(e.key); }
+  EXPECT_TRUE(cache.list().empty());
+  EXPECT_EQ(cache.verify().ok + cache.verify().bad, 0u);
+  EXPECT_EQ(cache.prune(), 0u);
+  EXPECT_EQ(cache.clear(), 0u);
+  const CacheStats st = cache.stats();
+  EXPECT_FALSE(st.enabled);
+  EXPECT_EQ(st.entries, 0u);
+  EXPECT_EQ(st.max_bytes, 1000u);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // warned once, at construction
+
+  try {
+    DiskCache strict(root, 0, /*strict=*/true);
+    FAIL() << "strict cache accepted an unusable root";
+  } catch (const CacheError& ex) {
+    const std::string what = ex.what();
+    EXPECT_NE(what.find(root), std::string::npos) << what;
+    EXPECT_NE(what.find("Not a directory"), std::string::npos) << what;
+  }
+}
+
+TEST(Store, ReadOnlyRootIsMemoryOnly) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores permission bits";
+  TempDir dir;
+  const std::string root = dir.path() + "/ro";
+  fs::create_directories(root);
+  ::chmod(root.c_str(), 0555);
+  ::testing::internal::CaptureStderr();
+  DiskCache cache(root, 0);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_NE(err.find("Permission denied"), std::string::npos) << err;
+  EXPECT_THROW(DiskCache(root, 0, true), CacheError);
+
+  // An existing versioned folder that is read-only: mkdir succeeds, the probe write does not.
+  ::chmod(root.c_str(), 0755);
+  fs::create_directories(root + "/v" + std::to_string(kFormatVersion) + "/locks");
+  ::chmod((root + "/v" + std::to_string(kFormatVersion)).c_str(), 0555);
+  ::testing::internal::CaptureStderr();
+  DiskCache cache2(root, 0);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(cache2.enabled());
+  ::chmod((root + "/v" + std::to_string(kFormatVersion)).c_str(), 0755);
+}
+
+TEST(Store, DisabledCacheDoesNothing) {
+  DiskCache cache = DiskCache::disabled();
+  EXPECT_FALSE(cache.enabled());
+  const Entry e = sample_entry(11);
+  cache.publish(e);
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  { KeyLock lock = cache.lock(e.key); }
+  EXPECT_FALSE(cache.stats().enabled);
+}
+
+TEST(Store, PublishFailureWarnsOnceAndDoesNotThrow) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Entry a = sample_entry(12);
+  // Make a's shard folder a regular file: every publish into it fails with ENOTDIR.
+  const std::string shard = v_root(dir) + "/" + a.key.hex().substr(0, 2);
+  write_all(shard, "blocker");
+  Entry b = a;
+  b.payload = "other";
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(cache.publish(a));
+  EXPECT_NO_THROW(cache.publish(b));
+  EXPECT_FALSE(cache.lookup(a.key).has_value());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_substr(err, "kjit: warning: cannot write cache entry " + path_for(dir, a.key)), 1u) << err;
+  EXPECT_NE(err.find("Not a directory"), std::string::npos) << err;
+  EXPECT_EQ(count_substr(err, "kjit: warning:"), 1u) << err;
+}
+
+TEST(Store, LookupRefreshesMtime) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Entry e = sample_entry(13);
+  cache.publish(e);
+  const std::string path = path_for(dir, e.key);
+  set_mtime(path, 1000000);
+  ASSERT_TRUE(cache.lookup(e.key).has_value());
+  EXPECT_GE(mtime_of(path), static_cast<int64_t>(::time(nullptr)) - 60);
+  EXPECT_GE(cache.list().at(0).last_used_unix, static_cast<int64_t>(::time(nullptr)) - 60);
+}
+
+TEST(Store, ByteCapEvictsLeastRecentlyUsed) {
+  TempDir dir;
+  const uint64_t entry_bytes = encode(sample_entry(0, 1000)).size();
+  DiskCache cache(cache_dir(dir), 3 * entry_bytes + entry_bytes / 2);
+  // Explicit, well-separated mtimes make the LRU order independent of clock resolution.
+  const int64_t base = static_cast<int64_t>(::time(nullptr)) - 100000;
+  for (int i = 0; i < 6; ++i) {
+    cache.publish(sample_entry(i, 1000));
+    set_mtime(path_for(dir, key_for(i)), base + i * 10);
+  }
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(exists(path_for(dir, key_for(i))), i >= 3) << "entry " << i;
+  }
+  EXPECT_EQ(cache.stats().entries, 3u);
+  EXPECT_LE(cache.stats().bytes, cache.max_bytes());
+
+  // A hit makes entry 3 the most recently used, so entry 4 is the next to go.
+  ASSERT_TRUE(cache.lookup(key_for(3)).has_value());
+  cache.publish(sample_entry(6, 1000));
+  EXPECT_TRUE(exists(path_for(dir, key_for(3))));
+  EXPECT_FALSE(exists(path_for(dir, key_for(4))));
+  EXPECT_TRUE(exists(path_for(dir, key_for(5))));
+  EXPECT_TRUE(exists(path_for(dir, key_for(6))));
+  EXPECT_FALSE(cache.lookup(key_for(0)).has_value());
+}
+
+TEST(Store, ByteCapNeverEvictsTheEntryJustPublished) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 10);  // smaller than any entry
+  cache.publish(sample_entry(20));
+  set_mtime(path_for(dir, key_for(20)), static_cast<int64_t>(::time(nullptr)) + 1000);  // "newer"
+  cache.publish(sample_entry(21));
+  EXPECT_FALSE(exists(path_for(dir, key_for(20))));
+  EXPECT_TRUE(cache.lookup(key_for(21)).has_value());
+  EXPECT_EQ(cache.stats().entries, 1u);
+}
+
+TEST(Store, ConcurrentColdStartCompilesOnce) {
+  TempDir dir;
+  const std::string root = cache_dir(dir);
+  const std::string counter = dir.path() + "/compiles.txt";
+  { DiskCache init(root, 0); }  // the children race on the key, not on creating the root
+  constexpr int kProcesses = 8;
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Child: no gtest macros, only an exit status.
+      ::close(gate[1]);
+      char c;
+      while (::read(gate[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      DiskCache cache(root, 0);
+      const Entry want = sample_entry(100);
+      std::optional<Entry> hit = cache.lookup(want.key);
+      if (!hit) {
+        KeyLock lock = cache.lock(want.key);
+        hit = cache.lookup(want.key);
+        if (!hit) {
+          const int fd = ::open(counter.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+          const std::string line = std::to_string(::getpid()) + "\n";
+          if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) ::_exit(3);
+          ::close(fd);
+          ::usleep(50 * 1000);  // the "compile"
+          cache.publish(want);
+          hit = cache.lookup(want.key);
+        }
+      }
+      ::_exit(hit && hit->payload == want.payload ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);  // EOF on the pipe releases every child at once
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  const std::string lines = read_all(counter);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << lines;
+  EXPECT_TRUE(stray_files(root).empty());
+}
+
+TEST(Store, ThreadsPublishingAndReadingOneKeyNeverSeeAPartialEntry) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Entry e = sample_entry(30, 64 * 1024);
+  std::atomic<int> bad{0};
+  ::testing::internal::CaptureStderr();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        if (t % 2 == 0) {
+          cache.publish(e);
+        } else if (auto hit = cache.lookup(e.key); hit && hit->payload != e.payload) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_TRUE(stray_files(cache_dir(dir)).empty());
+}
+
+TEST(Store, NoTempFilesLeftAfterPublishes) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  for (int i = 0; i < 40; ++i) cache.publish(sample_entry(i % 20));
+  { KeyLock lock = cache.lock(key_for(1)); }
+  EXPECT_EQ(cache.stats().entries, 20u);
+  EXPECT_TRUE(stray_files(cache_dir(dir)).empty());
+}
+
+TEST(Store, LockIsExclusiveAcrossDescriptors) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Key k = key_for(40);
+  std::atomic<bool> second_holds{false};
+  KeyLock first = cache.lock(k);
+  std::thread other([&] {
+    KeyLock second = cache.lock(k);  // a separate open file: blocks until `first` is gone
+    second_holds = true;
+  });
+  ::usleep(50 * 1000);
+  EXPECT_FALSE(second_holds.load());
+  first = KeyLock();  // move-assigning releases
+  other.join();
+  EXPECT_TRUE(second_holds.load());
+}
+
+TEST(Store, PruneRemovesBadEntriesStaleTempsAndOverflow) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const int64_t base = static_cast<int64_t>(::time(nullptr)) - 10000;
+  for (int i = 0; i < 5; ++i) {
+    cache.publish(sample_entry(i, 1000));
+    set_mtime(path_for(dir, key_for(i)), base + i);
+  }
+  write_all(path_for(dir, key_for(0)), "garbage");
+  const std::string shard = fs::path(path_for(dir, key_for(1))).parent_path().string();
+  const std::string stale = shard + "/." + key_for(1).hex() + ".kjit.tmp-1-1-0";
+  const std::string fresh = shard + "/." + key_for(1).hex() + ".kjit.tmp-1-1-1";
+  write_all(stale, "half");
+  write_all(fresh, "half");
+  set_mtime(stale, base);
+  { KeyLock lock = cache.lock(key_for(2)); }
+  KeyLock held = cache.lock(key_for(3));
+
+  EXPECT_EQ(cache.prune(), 1u);  // only the garbage entry: no cap given
+  EXPECT_FALSE(exists(path_for(dir, key_for(0))));
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(fresh));  // may be a publish in flight
+  EXPECT_FALSE(exists(v_root(dir) + "/locks/" + key_for(2).hex() + ".lock"));
+  EXPECT_TRUE(exists(v_root(dir) + "/locks/" + key_for(3).hex() + ".lock"));  // in use
+  EXPECT_EQ(cache.stats().entries, 4u);
+
+  const uint64_t entry_bytes = encode(sample_entry(0, 1000)).size();
+  EXPECT_EQ(cache.prune(2 * entry_bytes), 2u);  // the two least recently used: 1 and 2
+  EXPECT_FALSE(exists(path_for(dir, key_for(1))));
+  EXPECT_FALSE(exists(path_for(dir, key_for(2))));
+  EXPECT_TRUE(exists(path_for(dir, key_for(3))));
+  EXPECT_TRUE(exists(path_for(dir, key_for(4))));
+  EXPECT_EQ(cache.verify().bad, 0u);
+  EXPECT_EQ(cache.verify().ok, 2u);
+}
+
+TEST(Store, ClearRemovesEverything) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  for (int i = 0; i < 7; ++i) cache.publish(sample_entry(i));
+  fs::create_directories(fs::path(path_for(dir, key_for(50))).parent_path());
+  write_all(path_for(dir, key_for(50)), "corrupt entries count too");
+  { KeyLock lock = cache.lock(key_for(1)); }
+  EXPECT_EQ(cache.clear(), 8u);
+  EXPECT_EQ(cache.stats().entries, 0u);
+  EXPECT_EQ(cache.stats().bytes, 0u);
+  EXPECT_TRUE(cache.list().empty());
+  EXPECT_TRUE(stray_files(cache_dir(dir)).empty());
+  EXPECT_FALSE(exists(v_root(dir) + "/locks/" + key_for(1).hex() + ".lock"));
+  EXPECT_EQ(cache.clear(), 0u);
+
+  // Still usable afterwards, though clear() removed the shard folders.
+  const Entry e = sample_entry(2);
+  cache.publish(e);
+  EXPECT_TRUE(cache.lookup(e.key).has_value());
+  { KeyLock lock = cache.lock(e.key); }
+}
+
+}  // namespace
+}  // namespace kjit::cache
