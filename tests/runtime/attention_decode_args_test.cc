@@ -1,0 +1,315 @@
+// Host-only checks of kjit::attention::decode: every validation rule fires with a message naming
+// the tensor (before any driver call), the split planner's partitions, the workspace check, and
+// that every specialization of the family compiles without spills. No GPU needed.
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/runtime.hpp>
+
+#include "attention/decode_params.h"
+#include "runtime/ops/attention_decode.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+using kjit::attention::DecodeArgs;
+namespace ad = kjit::attention::detail;
+
+constexpr int64_t kB = 3, kL = 100, kHq = 8, kHkv = 2, kD = 128;
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
+
+DecodeArgs valid_args() {
+  DecodeArgs a;
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kB, 1, kHq, kD}, {}, 0);
+  a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, kHkv, kD}, {}, 0);
+  a.v = TensorRef(fake_ptr(0x200000), DType::kBF16, {kB, kL, kHkv, kD}, {}, 0);
+  a.kv_lens = TensorRef(fake_ptr(0x300000), DType::kI32, {kB}, {}, 0);
+  a.mask = TensorRef(fake_ptr(0x310000), DType::kBool, {kB, kL}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x400000), DType::kBF16, {kB, 1, kHq, kD}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0x500000), DType::kF32, {kB, kHq}, {}, 0);
+  return a;
+}
+
+/// Applies `edit` to valid args and expects validate_decode — and the public decode(), which must
+/// validate before touching the driver — to throw InvalidArgument mentioning every `needles`.
+void expect_invalid(const std::function<void(DecodeArgs&)>& edit, std::initializer_list<const char*> needles) {
+  DecodeArgs a = valid_args();
+  edit(a);
+  for (int via_op = 0; via_op < 2; ++via_op) {
+    try {
+      if (via_op) {
+        kjit::attention::decode(a, nullptr, 0, nullptr);
+      } else {
+        ad::validate_decode(a);
+      }
+      ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::attention::decode"), std::string::npos) << what;
+      for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  }
+}
+
+TEST(AttentionDecodeArgs, ValidArgsPass) {
+  const ad::DecodeDims d = ad::validate_decode(valid_args());
+  EXPECT_EQ(d.batch, kB);
+  EXPECT_EQ(d.max_kv_len, kL);
+  EXPECT_EQ(d.q_heads, kHq);
+  EXPECT_EQ(d.kv_heads, kHkv);
+  EXPECT_EQ(d.head_dim, kD);
+  EXPECT_EQ(d.group, kHq / kHkv);
+  EXPECT_TRUE(d.has_kv_lens && d.has_mask && d.has_lse);
+  DecodeArgs a = valid_args();
+  a.kv_lens = {};
+  a.mask = {};
+  a.lse = {};
+  const ad::DecodeDims e = ad::validate_decode(a);
+  EXPECT_FALSE(e.has_kv_lens || e.has_mask || e.has_lse);
+  // A u8 mask and an empty cache are fine too.
+  a = valid_args();
+  a.mask.dtype = DType::kU8;
+  EXPECT_NO_THROW(ad::validate_decode(a));
+  a = valid_args();
+  a.k = TensorRef(nullptr, DType::kBF16, {kB, 0, kHkv, kD}, {}, 0);
+  a.v = TensorRef(nullptr, DType::kBF16, {kB, 0, kHkv, kD}, {}, 0);
+  a.mask = TensorRef(nullptr, DType::kBool, {kB, 0}, {}, 0);
+  EXPECT_NO_THROW(ad::validate_decode(a));
+}
+
+TEST(AttentionDecodeArgs, QRules) {
+  expect_invalid([](DecodeArgs& a) { a.q = {}; }, {"q is required"});
+  expect_invalid([](DecodeArgs& a) { a.q.dtype = DType::kF16; }, {"q must be bf16"});
+  expect_invalid([](DecodeArgs& a) { a.q = TensorRef(fake_ptr(), DType::kBF16, {kB, kHq, kD}, {}, 0); }, {"q must be 4-d"});
+  expect_invalid([](DecodeArgs& a) { a.q = TensorRef(fake_ptr(), DType::kBF16, {kB, 2, kHq, kD}, {}, 0); },
+                 {"q dim 1 must be 1"});
+  expect_invalid(
+      [](DecodeArgs& a) {
+        a.q = TensorRef(fake_ptr(), DType::kBF16, {kB, 1, kHq, 96}, {}, 0);
+        a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, kHkv, 96}, {}, 0);
+      },
+      {"head_dim", "64, 128 or 256"});
+  expect_invalid([](DecodeArgs& a) { a.q.device = -1; }, {"q must be on a CUDA device"});
+  expect_invalid([](DecodeArgs& a) { a.q.data = fake_ptr(8); }, {"q data pointer", "16-byte aligned"});
+  expect_invalid([](DecodeArgs& a) { a.q.strides[3] = 2; a.q.strides[2] = 2 * kD; }, {"q must have a contiguous last dimension"});
+  expect_invalid([](DecodeArgs& a) { a.q.data = nullptr; }, {"q has a null data pointer"});
+}
+
+TEST(AttentionDecodeArgs, KvRules) {
+  expect_invalid([](DecodeArgs& a) { a.k.dtype = DType::kF16; }, {"k must be bf16"});
+  expect_invalid([](DecodeArgs& a) { a.v.dtype = DType::kF32; }, {"v must be bf16"});
+  expect_invalid([](DecodeArgs& a) { a.k = {}; }, {"k is required"});
+  expect_invalid([](DecodeArgs& a) { a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, kHkv * kD}, {}, 0); },
+                 {"k must be 4-d"});
+  expect_invalid([](DecodeArgs& a) { a.k.shape[0] = kB + 1; }, {"k dim 0", "batch"});
+  expect_invalid([](DecodeArgs& a) { a.k.shape[3] = 64; }, {"k dim 3", "head_dim"});
+  expect_invalid([](DecodeArgs& a) { a.v.shape[1] = kL - 1; }, {"v dim 1", "max_kv_len"});
+  expect_invalid([](DecodeArgs& a) { a.v.shape[2] = kHkv * 2; }, {"v dim 2", "kv_heads"});
+  expect_invalid([](DecodeArgs& a) { a.v.shape[0] = 1; }, {"v dim 0"});
+  expect_invalid(
+      [](DecodeArgs& a) {
+        a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, 3, kD}, {}, 0);
+        a.v = TensorRef(fake_ptr(0x200000), DType::kBF16, {kB, kL, 3, kD}, {}, 0);
+      },
+      {"q_heads (8", "multiple of kv_heads (3"});
+  expect_invalid([](DecodeArgs& a) { a.k.strides[3] = 2; }, {"k must have a contiguous last dimension"});
+  expect_invalid([](DecodeArgs& a) { a.v.data = fake_ptr(0x200000 + 2); }, {"v data pointer", "16-byte aligned"});
+  // A token stride of kHkv·kD + 4 elements = 8-byte aligned rows.
+  expect_invalid([](DecodeArgs& a) { a.k.strides[1] = kHkv * kD + 4; a.k.strides[0] = kL * a.k.strides[1]; },
+                 {"k stride of dim 1", "multiple of 16 bytes"});
+  expect_invalid([](DecodeArgs& a) { a.v.device = 1; }, {"v is on CUDA device 1"});
+  expect_invalid([](DecodeArgs& a) { a.k.device = -1; }, {"k is on the host"});
+  expect_invalid([](DecodeArgs& a) { a.k.data = nullptr; }, {"k has a null data pointer"});
+}
+
+TEST(AttentionDecodeArgs, OutputRules) {
+  expect_invalid([](DecodeArgs& a) { a.out = {}; }, {"out is required"});
+  expect_invalid([](DecodeArgs& a) { a.out.dtype = DType::kF32; }, {"out must be bf16"});
+  expect_invalid([](DecodeArgs& a) { a.out.shape[2] = kHq / 2; }, {"out dim 2", "q_heads"});
+  expect_invalid([](DecodeArgs& a) { a.out.shape[0] = 1; }, {"out dim 0"});
+  expect_invalid([](DecodeArgs& a) { a.out.device = 2; }, {"out is on CUDA device 2"});
+  expect_invalid([](DecodeArgs& a) { a.out.data = fake_ptr(0x400000 + 4); }, {"out data pointer"});
+  expect_invalid([](DecodeArgs& a) { a.lse.dtype = DType::kBF16; }, {"lse must be f32"});
+  expect_invalid([](DecodeArgs& a) { a.lse.shape[1] = kHq + 1; }, {"lse dim 1", "q_heads"});
+  expect_invalid([](DecodeArgs& a) { a.lse = TensorRef(fake_ptr(0x500000), DType::kF32, {kB * kHq}, {}, 0); },
+                 {"lse must be 2-d"});
+  expect_invalid([](DecodeArgs& a) { a.lse.device = 1; }, {"lse is on CUDA device 1"});
+}
+
+TEST(AttentionDecodeArgs, LensMaskAndScalars) {
+  expect_invalid([](DecodeArgs& a) { a.kv_lens.dtype = DType::kI64; }, {"kv_lens must be i32"});
+  expect_invalid([](DecodeArgs& a) { a.kv_lens.shape[0] = kB + 1; }, {"kv_lens dim 0", "batch"});
+  expect_invalid([](DecodeArgs& a) { a.kv_lens = TensorRef(fake_ptr(0x300000), DType::kI32, {kB, 1}, {}, 0); },
+                 {"kv_lens must be 1-d"});
+  expect_invalid([](DecodeArgs& a) { a.kv_lens.strides[0] = 2; }, {"kv_lens must be contiguous"});
+  expect_invalid([](DecodeArgs& a) { a.kv_lens.device = 3; }, {"kv_lens is on CUDA device 3"});
+  expect_invalid([](DecodeArgs& a) { a.mask.dtype = DType::kF32; }, {"mask must be bool or u8"});
+  expect_invalid([](DecodeArgs& a) { a.mask.shape[1] = kL + 1; }, {"mask dim 1", "max_kv_len"});
+  expect_invalid([](DecodeArgs& a) { a.mask = TensorRef(fake_ptr(0x310000), DType::kBool, {kB, 1, kL}, {}, 0); },
+                 {"mask must be 2-d"});
+  expect_invalid([](DecodeArgs& a) { a.mask.device = -1; }, {"mask is on the host"});
+  expect_invalid([](DecodeArgs& a) { a.scale = NAN; }, {"scale must be finite"});
+  expect_invalid([](DecodeArgs& a) { a.scale = INFINITY; }, {"scale must be finite"});
+  expect_invalid([](DecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be >= 0"});
+}
+
+ad::DecodeDims dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
+  ad::DecodeDims d;
+  d.batch = batch;
+  d.max_kv_len = len;
+  d.q_heads = q_heads;
+  d.kv_heads = kv_heads;
+  d.head_dim = head_dim;
+  d.group = q_heads / kv_heads;
+  return d;
+}
+
+constexpr int kH200Sms = 132;
+constexpr int kH200SmemPerSm = 233472;
+
+ad::DecodePlan h200_plan(const ad::DecodeDims& d, int splits = 0) {
+  return ad::plan_decode(d, splits, kH200Sms, ad::decode_ctas_per_sm(d.head_dim, kH200SmemPerSm));
+}
+
+TEST(AttentionDecodePlan, TwoCtasPerSmOnH200) {
+  for (int hd : {64, 128, 256}) EXPECT_EQ(ad::decode_ctas_per_sm(hd, kH200SmemPerSm), 2) << hd;
+  EXPECT_EQ(ad::decode_ctas_per_sm(128, 100 * 1024), 1);  // an SM with little shared memory
+  // Every shape's ring fits the 227 KiB a CTA may opt into, with its 32 KiB stages.
+  for (int hd : {64, 128, 256}) {
+    const auto s = kjit::attention::decode_launch_shape(hd);
+    EXPECT_EQ(s.smem_bytes, 3 * 32 * 1024) << hd;
+    EXPECT_EQ(s.smem_bytes, 3 * s.tile_tokens * hd * 4) << hd;
+    EXPECT_EQ(s.threads, 128) << hd;
+  }
+}
+
+TEST(AttentionDecodePlan, PeerShapesFillTheMachine) {
+  // B16 L4096 Hq32 Hkv8 D128: 128 (b, kv head) pairs need splitting to fill 264 CTA slots.
+  ad::DecodePlan p = h200_plan(dims(16, 4096, 32, 8, 128));
+  EXPECT_GT(p.num_splits, 1);
+  EXPECT_GE(p.ctas, kH200Sms);
+  // B64: 512 CTAs already fill ~2 waves; splitting would only add merge traffic.
+  p = h200_plan(dims(64, 4096, 32, 8, 128));
+  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+  // B1 L8192: 8 pairs → many splits.
+  p = h200_plan(dims(1, 8192, 32, 8, 128));
+  EXPECT_GE(p.ctas, kH200Sms);
+  EXPECT_LE(p.ctas, 2 * 2 * kH200Sms);
+  // B32 Hkv8 D64: 256 CTAs fit in one wave of 264 slots.
+  EXPECT_EQ(h200_plan(dims(32, 4096, 32, 8, 64)).num_splits, 1);
+  // B16 Hq16 Hkv4 D256.
+  p = h200_plan(dims(16, 4096, 16, 4, 256));
+  EXPECT_GE(p.ctas, kH200Sms);
+}
+
+TEST(AttentionDecodePlan, RowsAndMTiles) {
+  EXPECT_EQ(h200_plan(dims(2, 64, 8, 8, 128)).rows, 8);    // group 1
+  EXPECT_EQ(h200_plan(dims(2, 64, 64, 8, 128)).rows, 8);   // group 8
+  ad::DecodePlan p = h200_plan(dims(2, 64, 96, 8, 128));   // group 12
+  EXPECT_EQ(p.rows, 16);
+  EXPECT_EQ(p.m_tiles, 1);
+  p = h200_plan(dims(2, 64, 32, 1, 128));                  // group 32
+  EXPECT_EQ(p.rows, 16);
+  EXPECT_EQ(p.m_tiles, 2);
+  EXPECT_EQ(p.ctas, 2 * 1 * p.num_splits * 2);
+}
+
+TEST(AttentionDecodePlan, PartitionsCoverEveryTokenWithoutEmptySplits) {
+  for (int64_t batch : {1, 3, 16, 200}) {
+    for (int64_t len : {0, 1, 2, 63, 64, 65, 1000, 4097, 32768}) {
+      for (int hd : {64, 128, 256}) {
+        for (int req : {0, 1, 3, 7, 1000}) {
+          const ad::DecodePlan p = h200_plan(dims(batch, len, 32, 8, hd), req);
+          const int64_t n = std::max<int64_t>(len, 1);
+          SCOPED_TRACE(testing::Message() << "B" << batch << " L" << len << " D" << hd << " req " << req);
+          EXPECT_GE(p.num_splits, 1);
+          EXPECT_GE(int64_t{p.split_tokens} * p.num_splits, n);
+          EXPECT_LT(int64_t{p.split_tokens} * (p.num_splits - 1), n);  // no empty trailing split
+          if (req > 0) EXPECT_LE(p.num_splits, req);
+          EXPECT_EQ(p.ctas, batch * 8 * p.num_splits);
+          const size_t rows = static_cast<size_t>(batch * 32 * p.num_splits);
+          if (p.num_splits == 1) {
+            EXPECT_EQ(p.workspace_bytes, 0u);
+          } else {
+            EXPECT_EQ(p.o_part_bytes, rows * hd * 4);
+            EXPECT_GE(p.workspace_bytes, p.o_part_bytes + rows * 4);
+            EXPECT_EQ(p.o_part_bytes % 16, 0u);
+          }
+        }
+      }
+    }
+  }
+  // A forced split count is honoured exactly when the cache is long enough.
+  const ad::DecodePlan p = h200_plan(dims(3, 65, 32, 8, 128), 3);
+  EXPECT_EQ(p.num_splits, 3);
+  EXPECT_EQ(p.split_tokens, 22);
+}
+
+TEST(AttentionDecodePlan, WorkspaceCheckNamesTheBytes) {
+  const ad::DecodePlan p = h200_plan(dims(16, 4096, 32, 8, 128));
+  ASSERT_GT(p.workspace_bytes, 0u);
+  const std::string needed = std::to_string(p.workspace_bytes);
+  try {
+    ad::check_decode_workspace(p, fake_ptr(), p.workspace_bytes - 1);
+    ADD_FAILURE() << "no error for a short workspace";
+  } catch (const kjit::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("workspace too small"), std::string::npos) << what;
+    EXPECT_NE(what.find("needs " + needed + " bytes"), std::string::npos) << what;
+  }
+  EXPECT_THROW(ad::check_decode_workspace(p, nullptr, p.workspace_bytes), kjit::InvalidArgument);
+  EXPECT_THROW(ad::check_decode_workspace(p, fake_ptr(8), p.workspace_bytes), kjit::InvalidArgument);
+  EXPECT_NO_THROW(ad::check_decode_workspace(p, fake_ptr(), p.workspace_bytes));
+  // One split needs no workspace at all.
+  EXPECT_NO_THROW(ad::check_decode_workspace(h200_plan(dims(64, 4096, 32, 8, 128)), nullptr, 0));
+}
+
+TEST(AttentionDecodeFamily, SpaceAndSpecs) {
+  const kjit::Family& f = kjit::attention::decode_family();
+  EXPECT_EQ(f.name, "attention.decode");
+  EXPECT_EQ(f.min_sm, 80);
+  EXPECT_FALSE(f.defaults.empty());
+  const kjit::ProgramSpec spec = f.make({{"head_dim", "256"}, {"rows", "16"}});
+  ASSERT_EQ(spec.name_expressions.size(), 2u);
+  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<256, 16>");
+  EXPECT_EQ(spec.name_expressions[1], "kjit::attention::decode_merge_kernel<256>");
+  EXPECT_EQ(spec.source_name, "attention/decode.cu");
+  EXPECT_THROW(f.make({{"head_dim", "96"}, {"rows", "8"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.make({{"head_dim", "128"}}), kjit::InvalidArgument);
+}
+
+// Every specialization compiles for the oldest and the H200 arch, and ptxas reports no spills.
+TEST(AttentionDecodeFamily, EverySpecializationCompilesWithoutSpills) {
+  kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+  c.disk_cache = false;
+  kjit::Runtime rt(c);
+  const kjit::Family& f = kjit::attention::decode_family();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (const char* hd : {"64", "128", "256"}) {
+      for (const char* rows : {"8", "16"}) {
+        SCOPED_TRACE(testing::Message() << arch << " head_dim=" << hd << " rows=" << rows);
+        const auto prog = rt.compile(f.make({{"head_dim", hd}, {"rows", rows}}), kjit::Target::parse(arch));
+        ASSERT_EQ(prog->kernels.size(), 2u);
+        for (const auto& k : prog->kernels) {
+          std::printf("%s %s: %d registers, %d spill bytes\n", arch, k.name_expression.c_str(), k.registers,
+                      k.spill_bytes);
+          EXPECT_LE(k.spill_bytes, 0) << k.name_expression;
+          EXPECT_LE(k.registers, 255) << k.name_expression;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
