@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""kjit GQA decode attention beside its peers on one GPU, in one process, on the same tensors.
+
+    python3 tools/bench/bench_decode.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+
+The shim library (tools/bench/decode_shim.cc) comes from --lib, else $KJIT_BENCH_SHIM, else the
+first positional argument. For each shape the script
+
+  1. checks kjit against torch SDPA (math backend, float32) on ragged lengths, a mask and LSE, and
+     on the benchmark inputs (relative L2 must stay <= 1e-2: bf16 output);
+  2. times kjit, cuDNN SDPA and FlashAttention-2 SDPA (torch.nn.attention.sdpa_kernel with
+     SDPBackend.CUDNN_ATTENTION / FLASH_ATTENTION, enable_gqa=True, q as [B, Hq, 1, D]) with
+     triton.testing.do_bench (median). Each implementation's calls are captured in one CUDA graph
+     that rotates over enough K/V buffer sets to exceed the 60 MB L2 several times, so host-side
+     launch cost is excluded for everyone and every call streams its K/V from DRAM; the graph time
+     is divided by the number of calls. kjit's eager (ctypes + launch) time is reported too.
+
+GB/s counts q + K + V bytes read plus out written.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# (batch, q_heads, kv_heads, head_dim, kv_len): the shapes of shared/PEERS-H200.md.
+SHAPES = [
+    (1, 32, 8, 128, 512),
+    (1, 32, 8, 128, 8192),
+    (16, 32, 8, 128, 4096),
+    (64, 32, 8, 128, 4096),
+    (32, 32, 8, 64, 4096),
+    (16, 16, 4, 256, 4096),
+]
+L2_BYTES = 60e6
+ROTATE_BYTES = 4 * L2_BYTES  # K/V bytes one graph cycles through
+MAX_SETS = 128
+TOL = 1e-2
+
+c_void_p, c_size_t, c_int, c_float = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    lib.kjit_bench_decode.argtypes = [c_void_p] * 6 + [c_size_t] + [c_int] * 5 + [c_void_p]
+    lib.kjit_bench_decode.restype = c_int
+    lib.kjit_bench_decode_ex.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 5 + [c_float, c_int, c_void_p]
+    lib.kjit_bench_decode_ex.restype = c_int
+    lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
+    lib.kjit_bench_decode_workspace_ex.restype = c_int
+    return lib
+
+
+def ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def stream_ptr():
+    return torch.cuda.current_stream().cuda_stream
+
+
+class Kjit:
+    def __init__(self, lib):
+        self.lib = lib
+        self.ws = {}
+
+    def workspace(self, B, L, Hq, Hkv, D, splits):
+        key = (B, L, Hq, Hkv, D, splits)
+        if key not in self.ws:
+            n = c_size_t(0)
+            if self.lib.kjit_bench_decode_workspace_ex(B, L, Hq, Hkv, D, splits, ctypes.byref(n)) != 0:
+                raise RuntimeError("kjit workspace query failed")
+            self.ws[key] = torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+        return self.ws[key]
+
+    def decode(self, q, k, v, lens, out, mask=None, lse=None, scale=0.0, splits=0):
+        B, L, Hkv, D = k.shape
+        Hq = q.shape[2]
+        ws = self.workspace(B, L, Hq, Hkv, D, splits)
+        rc = self.lib.kjit_bench_decode_ex(ptr(q), ptr(k), ptr(v), ptr(lens), ptr(mask), ptr(out), ptr(lse),
+                                           ptr(ws), ws.numel(), B, L, Hq, Hkv, D, scale, splits, stream_ptr())
+        if rc != 0:
+            raise RuntimeError("kjit decode failed (see stderr)")
+
+    def decode_fast(self, q, k, v, lens, out, ws):
+        B, L, Hkv, D = k.shape
+        rc = self.lib.kjit_bench_decode(ptr(q), ptr(k), ptr(v), ptr(lens), ptr(out), ptr(ws), ws.numel(), B, L,
+                                        q.shape[2], Hkv, D, stream_ptr())
+        if rc != 0:
+            raise RuntimeError("kjit decode failed (see stderr)")
+
+
+def reference(q, k, v, lens, mask=None, scale=None):
+    """float32 SDPA (math backend) over j < lens[b] and mask[b, j]; returns out [B,1,Hq,D], lse [B,Hq]."""
+    B, L, Hkv, D = k.shape
+    Hq = q.shape[2]
+    scale = scale or 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for b0 in range(0, B, 8):  # chunks keep the float32 copies small
+        b1 = min(B, b0 + 8)
+        qf = q[b0:b1].float().transpose(1, 2)  # [b, Hq, 1, D]
+        kf = k[b0:b1].float().transpose(1, 2)  # [b, Hkv, L, D]
+        vf = v[b0:b1].float().transpose(1, 2)
+        keep = torch.arange(L, device=q.device)[None, :] < lens[b0:b1, None].long()
+        if mask is not None:
+            keep = keep & mask[b0:b1]
+        attn_mask = keep[:, None, None, :]
+        with sdpa_kernel([SDPBackend.MATH]):
+            o = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=attn_mask, scale=scale, enable_gqa=True)
+        outs.append(o.transpose(1, 2))
+        s = torch.einsum("bhgd,bhld->bhgl", qf.reshape(b1 - b0, Hkv, Hq // Hkv, D), kf) * scale
+        s = s.masked_fill(~keep[:, None, None, :], float("-inf"))
+        lses.append(torch.logsumexp(s, dim=-1).reshape(b1 - b0, Hq))
+    return torch.cat(outs), torch.cat(lses)
+
+
+def rel_l2(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def make_inputs(B, Hq, Hkv, D, L, gen):
+    q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    return q, k, v
+
+
+def check_options(kj, B, Hq, Hkv, D, L, gen):
+    """Ragged lengths, a random mask, LSE and forced split counts against float32 SDPA."""
+    results = []
+    q, k, v = make_inputs(B, Hq, Hkv, D, L, gen)
+    lens = torch.randint(1, L + 1, (B,), device="cuda", dtype=torch.int32, generator=gen)
+    lens[0] = L
+    mask = torch.rand(B, L, device="cuda", generator=gen) < 0.8
+    mask[:, 0] = True  # SDPA returns NaN for rows that attend nothing; kjit's zeros are tested in C++
+    ref_out, ref_lse = reference(q, k, v, lens, mask)
+    for splits in (1, 3, 0):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((B, Hq), float("nan"), device="cuda")
+        kj.decode(q, k, v, lens, out, mask=mask, lse=lse, splits=splits)
+        torch.cuda.synchronize()
+        e_out, e_lse = rel_l2(out, ref_out), rel_l2(lse, ref_lse)
+        ok = e_out <= TOL and e_lse <= 1e-4 and bool(torch.isfinite(out).all())
+        results.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} ragged+mask+lse splits={splits or 'auto'}",
+                        "rel_l2_out": e_out, "rel_l2_lse": e_lse, "ok": ok})
+    return results
+
+
+def graph_time_us(step, n_calls):
+    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(n_calls):
+            step(i)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n_calls):
+            step(i)
+    torch.cuda.synchronize()
+    ms = triton.testing.do_bench(graph.replay, warmup=25, rep=300, return_mode="median")
+    return ms * 1e3 / n_calls
+
+
+def bench_shape(kj, B, Hq, Hkv, D, L, gen):
+    kv_bytes = 2 * B * L * Hkv * D * 2
+    io_bytes = kv_bytes + 2 * B * Hq * D * 2
+    n_sets = int(min(MAX_SETS, max(2, math.ceil(ROTATE_BYTES / kv_bytes))))
+    q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ks = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    ws = kj.workspace(B, L, Hq, Hkv, D, 0)
+    row = {"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L}", "batch": B, "q_heads": Hq, "kv_heads": Hkv,
+           "head_dim": D, "kv_len": L, "bytes": io_bytes, "kv_sets": n_sets, "workspace_bytes": ws.numel()}
+
+    # Correctness on the benchmark inputs (set 0).
+    kj.decode_fast(q, ks[0], vs[0], lens, out, ws)
+    torch.cuda.synchronize()
+    ref_out, _ = reference(q, ks[0], vs[0], lens)
+    row["rel_l2"] = rel_l2(out, ref_out)
+    row["ok"] = row["rel_l2"] <= TOL and bool(torch.isfinite(out).all())
+
+    row["kjit_us"] = graph_time_us(lambda i: kj.decode_fast(q, ks[i], vs[i], lens, out, ws), n_sets)
+    counter = [0]
+
+    def eager():
+        i = counter[0] = (counter[0] + 1) % n_sets
+        kj.decode_fast(q, ks[i], vs[i], lens, out, ws)
+
+    row["kjit_eager_us"] = triton.testing.do_bench(eager, warmup=25, rep=200, return_mode="median") * 1e3
+
+    qt = q.transpose(1, 2)  # [B, Hq, 1, D]
+    kts = [k.transpose(1, 2) for k in ks]  # [B, Hkv, L, D] views of the BLHD cache
+    vts = [v.transpose(1, 2) for v in vs]
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+        def step(i, backend=backend):
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(qt, kts[i], vts[i], enable_gqa=True)
+        try:
+            peer = step(0)
+            torch.cuda.synchronize()
+            row[f"{name}_rel_l2"] = rel_l2(peer.transpose(1, 2), ref_out)
+            row[f"{name}_us"] = graph_time_us(step, n_sets)
+        except Exception as e:  # a backend that does not take this shape
+            row[f"{name}_us"] = None
+            row[f"{name}_error"] = str(e).splitlines()[0][:200]
+    for name in ("kjit", "cudnn", "fa2"):
+        us = row.get(f"{name}_us")
+        row[f"{name}_gbps"] = io_bytes / (us * 1e-6) / 1e9 if us else None
+    row["kjit_over_cudnn"] = row["kjit_gbps"] / row["cudnn_gbps"] if row.get("cudnn_gbps") else None
+    del ks, vs
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
+    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
+    if not lib_path:
+        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
+    kj = Kjit(load_shim(lib_path))
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
+
+    checks = []
+    for (B, Hq, Hkv, D, L) in ((3, 32, 8, 128, 1000), (3, 16, 2, 64, 777), (3, 16, 4, 256, 1500),
+                               (2, 32, 32, 128, 300), (2, 32, 2, 128, 129)):
+        checks += check_options(kj, B, Hq, Hkv, D, L, gen)
+    for c in checks:
+        print(f"check {c['shape']}: out rel_l2 {c['rel_l2_out']:.2e}, lse rel_l2 {c['rel_l2_lse']:.2e} "
+              f"{'ok' if c['ok'] else 'FAIL'}")
+
+    rows = []
+    for shape in SHAPES:
+        rows.append(bench_shape(kj, *shape, gen))
+        r = rows[-1]
+        print(f"{r['shape']}: kjit {r['kjit_us']:.1f} us (eager {r['kjit_eager_us']:.1f}), rel_l2 {r['rel_l2']:.2e}"
+              + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
+
+    head = f"{'shape':<28} {'kjit us':>9} {'kjit GB/s':>10} {'cuDNN GB/s':>11} {'FA2 GB/s':>9} {'kjit/cuDNN':>11} {'ok':>4}"
+    print()
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['shape']:<28} {fmt(r['kjit_us'], '9.1f')} {fmt(r['kjit_gbps'], '10.0f')} "
+              f"{fmt(r['cudnn_gbps'], '11.0f')} {fmt(r['fa2_gbps'], '9.0f')} {fmt(r['kjit_over_cudnn'], '11.2f')} "
+              f"{'yes' if r['ok'] else 'NO':>4}")
+    all_ok = all(r["ok"] for r in rows) and all(c["ok"] for c in checks)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
+                       "checks": checks, "rows": rows, "ok": all_ok}, f, indent=2)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
