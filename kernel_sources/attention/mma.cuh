@@ -1,8 +1,9 @@
 #pragma once
 // Warp-level tensor-core and async-copy building blocks shared by the attention kernels
 // (decode now, prefill later): mma.sync m16n8k16 bf16 with f32 accumulators, ldmatrix
-// (plain and transposed), cp.async 16-byte copies with zero fill, and an XOR swizzle for
-// row-major bf16 tiles in shared memory.
+// (plain and transposed), cp.async 16-byte copies with zero fill, an XOR swizzle for
+// row-major bf16 tiles in shared memory, and the ex2/lg2 approximations. Every inline PTX of the
+// attention kernels lives in this header.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16", bf16): with
 // g = lane / 4 and t = lane % 4,
@@ -111,6 +112,20 @@ template <int kRowBytes>
 KJIT_DEVICE uint32_t swizzle_offset(int row, int chunk) {
   static_assert(kRowBytes % 128 == 0, "swizzled rows must span whole 128-byte bank sweeps");
   return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+/// 2^x with the hardware approximation (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
+KJIT_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// log2(x) with the hardware approximation (lg2.approx.ftz; lg2(0) = -inf).
+KJIT_DEVICE float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 }  // namespace kjit::attention

@@ -9,23 +9,12 @@
 // Fully masked rows never produce NaN: a −inf max is replaced by 0 before subtracting, so
 // 2^(−inf − 0) = 0 and the row ends with l = 0, which callers turn into zeros / lse = −inf.
 // Reference: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax".
+// Plain C++ on top of mma.cuh's PTX wrappers (all inline PTX lives there).
 #include "kjit/config.cuh"
 
+#include "attention/mma.cuh"  // fast_exp2 / fast_log2
+
 namespace kjit::attention {
-
-/// 2^x with the hardware approximation (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
-KJIT_DEVICE float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-/// log2(x) with the hardware approximation (lg2.approx.ftz; lg2(0) = -inf).
-KJIT_DEVICE float fast_log2(float x) {
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 /// −inf as a float (NVRTC has neither INFINITY nor __builtin_huge_valf).
 KJIT_DEVICE float neg_inf() { return __int_as_float(0xff800000u); }

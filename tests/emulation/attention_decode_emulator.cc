@@ -1,0 +1,225 @@
+// Runs the real kernel_sources/attention/decode.cu text on the host: every CUDA thread is a
+// std::thread, and the PTX wrappers of attention/mma.cuh (mma.sync, ldmatrix, cp.async, ex2) are
+// replaced by emulations written from the PTX ISA's fragment definitions (include/attention/
+// mma.cuh here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
+// M-tiling against the float64 reference without a GPU. cp.async copies land either at issue or
+// at the last moment a wait allows, which exposes a missing wait or a stage refilled while in use.
+// Not part of CTest (it needs its own include order); build and run by hand:
+//
+//   g++ -std=c++17 -O2 -Wno-unknown-pragmas -pthread -Itests/emulation/include -I. -Iinclude \
+//       -Ikernel_sources -I/usr/local/cuda/include tests/emulation/attention_decode_emulator.cc \
+//       tools/testing/reference_attention.cc tools/testing/compare.cc tools/testing/gpu.cc \
+//       -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/decode_emulator && /tmp/decode_emulator
+#include "attention/decode.cu"
+
+#include "runtime/ops/attention_decode.hpp"
+#include "tools/testing/compare.hpp"
+#include "tools/testing/host_types.hpp"
+#include "tools/testing/reference_attention.hpp"
+
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace emu {
+Block g_block;
+thread_local Dim3 t_thread, t_block;
+}  // namespace emu
+
+namespace kjit::attention {
+alignas(128) uint8_t smem[232448];
+namespace emu_detail {
+bool g_late_copies = false;
+thread_local AsyncState t_async;
+}  // namespace emu_detail
+}  // namespace kjit::attention
+
+namespace {
+
+using namespace kjit::attention;
+namespace kt = kjit::testing;
+
+void launch(int grid, int threads, const std::function<void()>& kernel) {
+  for (int b = 0; b < grid; ++b) {
+    emu::g_block.barrier.reset(threads);
+    for (auto& w : emu::g_block.warps) w.barrier.reset(32);
+    std::memset(smem, 0xA5, sizeof(smem));  // stale garbage from "a previous CTA"
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([=] {
+        emu::t_thread.x = static_cast<unsigned>(t);
+        emu::t_block.x = static_cast<unsigned>(b);
+        emu_detail::t_async = {};
+        kernel();
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+}
+
+template <int kHeadDim>
+void run_kernels(int rows, const DecodeParams& p, int ctas, const DecodeMergeParams& m, int merge_ctas) {
+  if (rows == 8) {
+    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 8>(p); });
+  } else {
+    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 16>(p); });
+  }
+  if (p.num_splits > 1) launch(merge_ctas, kDecodeMergeThreads, [&] { decode_merge_kernel<kHeadDim>(m); });
+}
+
+struct Case {
+  int batch, len, q_heads, kv_heads, head_dim, splits;
+  bool ragged, mask, pad;
+};
+
+bool run(const Case& c, bool late, uint64_t seed) {
+  emu_detail::g_late_copies = late;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t B = c.batch, L = c.len, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;
+  kt::DecodeProblem pr;
+  pr.batch = B;
+  pr.max_kv_len = L;
+  pr.q_heads = Hq;
+  pr.kv_heads = Hkv;
+  pr.head_dim = D;
+  pr.scale = 1.f / std::sqrt(static_cast<float>(D));
+  pr.q.resize(B * Hq * D);
+  for (float& x : pr.q) x = kt::round_bf16(2.f * u(rng));
+  pr.k.resize(B * L * Hkv * D);
+  pr.v.resize(pr.k.size());
+  for (float& x : pr.k) x = kt::round_bf16(u(rng));
+  for (float& x : pr.v) x = kt::round_bf16(u(rng));
+  pr.kv_lens.assign(B, static_cast<int32_t>(L));
+  if (c.ragged) {
+    for (int64_t b = 1; b < B; ++b) pr.kv_lens[b] = std::uniform_int_distribution<int>(0, static_cast<int>(L))(rng);
+  }
+  if (c.mask) {
+    pr.mask.resize(B * L);
+    for (auto& m : pr.mask) m = rng() % 10 < 7;
+    if (B > 1) std::fill(pr.mask.begin() + (B - 1) * L, pr.mask.end(), 0);
+  }
+  // Device-like layouts: k/v with a padded token stride; dead tokens and padding hold NaN.
+  const int64_t l_cap = L + (c.pad ? 3 : 0), h_cap = Hkv + (c.pad ? 1 : 0);
+  std::vector<uint16_t> q16(B * Hq * D), k16(B * l_cap * h_cap * D + 64, 0xFFFF), v16(k16.size(), 0xFFFF);
+  for (size_t i = 0; i < q16.size(); ++i) q16[i] = kt::float_to_bf16(pr.q[i]);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < pr.kv_lens[b]; ++t)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          k16[((b * l_cap + t) * h_cap + h) * D + d] = kt::float_to_bf16(pr.k[((b * L + t) * Hkv + h) * D + d]);
+          v16[((b * l_cap + t) * h_cap + h) * D + d] = kt::float_to_bf16(pr.v[((b * L + t) * Hkv + h) * D + d]);
+        }
+  // 16-byte aligned copies of the host arrays (cp.async needs aligned rows).
+  auto aligned = [](const void* src, size_t bytes) {
+    void* p = std::aligned_alloc(128, (bytes + 127) / 128 * 128 + 128);
+    std::memcpy(p, src, bytes);
+    return p;
+  };
+  void* qd = aligned(q16.data(), q16.size() * 2);
+  void* kd = aligned(k16.data(), k16.size() * 2);
+  void* vd = aligned(v16.data(), v16.size() * 2);
+  std::vector<uint16_t> out(B * Hq * D, 0xFFFF);
+  std::vector<float> lse(B * Hq, NAN);
+
+  detail::DecodeDims dims;
+  dims.batch = B;
+  dims.max_kv_len = L;
+  dims.q_heads = Hq;
+  dims.kv_heads = Hkv;
+  dims.head_dim = D;
+  dims.group = Hq / Hkv;
+  const detail::DecodePlan plan = detail::plan_decode(dims, c.splits, 132, 2);
+  std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
+
+  DecodeParams p{};
+  p.q = qd;
+  p.k = kd;
+  p.v = vd;
+  p.kv_lens = pr.kv_lens.data();
+  p.mask = c.mask ? pr.mask.data() : nullptr;
+  p.out = out.data();
+  p.lse = lse.data();
+  p.o_part = ws.data();
+  p.lse_part = reinterpret_cast<float*>(reinterpret_cast<char*>(ws.data()) + plan.o_part_bytes);
+  p.q_stride_b = Hq * D;
+  p.q_stride_h = D;
+  p.k_stride_b = p.v_stride_b = l_cap * h_cap * D;
+  p.k_stride_l = p.v_stride_l = h_cap * D;
+  p.k_stride_h = p.v_stride_h = D;
+  p.mask_stride_b = L;
+  p.mask_stride_l = 1;
+  p.out_stride_b = Hq * D;
+  p.out_stride_h = D;
+  p.lse_stride_b = Hq;
+  p.lse_stride_h = 1;
+  p.batch = static_cast<int32_t>(B);
+  p.q_heads = static_cast<int32_t>(Hq);
+  p.kv_heads = static_cast<int32_t>(Hkv);
+  p.group = static_cast<int32_t>(Hq / Hkv);
+  p.max_kv_len = static_cast<int32_t>(L);
+  p.num_splits = plan.num_splits;
+  p.split_tokens = plan.split_tokens;
+  p.m_tiles = plan.m_tiles;
+  p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
+  DecodeMergeParams m{};
+  m.o_part = p.o_part;
+  m.lse_part = p.lse_part;
+  m.out = p.out;
+  m.lse = p.lse;
+  m.out_stride_b = p.out_stride_b;
+  m.out_stride_h = p.out_stride_h;
+  m.lse_stride_b = p.lse_stride_b;
+  m.lse_stride_h = p.lse_stride_h;
+  m.batch = p.batch;
+  m.q_heads = p.q_heads;
+  m.num_splits = p.num_splits;
+  const int merge_ctas = static_cast<int>((B * Hq + kDecodeMergeRowsPerCta - 1) / kDecodeMergeRowsPerCta);
+  const int ctas = static_cast<int>(plan.ctas);
+  if (D == 64) run_kernels<64>(plan.rows, p, ctas, m, merge_ctas);
+  if (D == 128) run_kernels<128>(plan.rows, p, ctas, m, merge_ctas);
+  if (D == 256) run_kernels<256>(plan.rows, p, ctas, m, merge_ctas);
+
+  const kt::DecodeReference ref = kt::decode_reference(pr);
+  std::vector<float> outf(out.size());
+  for (size_t i = 0; i < out.size(); ++i) outf[i] = kt::bf16_to_float(out[i]);
+  const kt::Comparison co = kt::compare(outf, ref.out);
+  const kt::Comparison cl = kt::compare(lse, ref.lse);
+  const bool ok = co.ok(1e-2) && cl.ok(1e-4);
+  std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s %s: out %s | lse %s\n",
+              ok ? "ok  " : "FAIL", c.batch, c.len, c.q_heads, c.kv_heads, c.head_dim, c.splits, plan.num_splits,
+              plan.rows, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "",
+              late ? "late-copies" : "early-copies", co.describe().c_str(), cl.describe().c_str());
+  std::free(qd);
+  std::free(kd);
+  std::free(vd);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const Case cases[] = {
+      {2, 150, 8, 2, 128, 1, true, true, true},   // rows 8, 3 tiles, ragged, mask, padded
+      {2, 150, 8, 2, 128, 3, true, false, false}, // split merge
+      {1, 300, 4, 1, 64, 2, false, true, true},   // hd64 128-token tiles
+      {2, 100, 8, 2, 256, 1, true, true, false},  // hd256 d-split warps
+      {1, 100, 8, 2, 256, 3, false, false, true},
+      {2, 70, 24, 2, 128, 1, true, false, false}, // group 12: rows 16
+      {1, 65, 32, 1, 128, 2, false, true, false}, // group 32: two M tiles
+      {1, 40, 32, 2, 256, 1, false, false, true}, // group 16 at hd256
+      {1, 130, 16, 1, 64, 1, false, false, false},// group 16 at hd64
+      {3, 1, 8, 2, 128, 0, true, false, false},   // kv_len 1 and 0
+      {2, 0, 8, 2, 64, 0, false, false, false},   // empty cache
+  };
+  int failures = 0;
+  for (const Case& c : cases) {
+    for (bool late : {false, true}) failures += !run(c, late, seed);
+  }
+  std::printf("%d failures\n", failures);
+  return failures != 0;
+}

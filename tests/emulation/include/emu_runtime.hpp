@@ -1,0 +1,102 @@
+#pragma once
+// CUDA built-ins for running kernel_sources text on the host (tests/emulation only). One
+// std::thread per CUDA thread; __syncthreads is a block barrier; warp collectives (shuffles,
+// ldmatrix, mma) exchange per-lane values through a per-warp scratch between two warp barriers.
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#define __global__
+#define __device__
+#define __forceinline__
+#define __shared__
+#define __grid_constant__
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+
+namespace emu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+/// A reusable barrier for `count` threads (generation counting).
+class Barrier {
+ public:
+  void reset(int count) { count_ = count; waiting_ = 0; }
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t gen = generation_;
+    if (++waiting_ == count_) {
+      waiting_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != gen; });
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_ = 0;
+  int waiting_ = 0;
+  uint64_t generation_ = 0;
+};
+
+constexpr int kMaxWarps = 32;
+
+/// Per-warp exchange area: each lane's operands of the current collective.
+struct WarpScratch {
+  Barrier barrier;
+  uint32_t u[32][16];
+  float f[32][8];
+};
+
+struct Block {
+  Barrier barrier;
+  WarpScratch warps[kMaxWarps];
+};
+
+extern Block g_block;
+extern thread_local Dim3 t_thread, t_block;
+
+inline WarpScratch& my_warp() { return g_block.warps[t_thread.x / 32]; }
+inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
+
+}  // namespace emu
+
+#define threadIdx (::emu::t_thread)
+#define blockIdx (::emu::t_block)
+
+inline void __syncthreads() { emu::g_block.barrier.arrive_and_wait(); }
+
+inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  emu::WarpScratch& w = emu::my_warp();
+  const int lane = emu::my_lane();
+  w.f[lane][0] = v;
+  w.barrier.arrive_and_wait();
+  const float r = w.f[lane ^ lane_mask][0];
+  w.barrier.arrive_and_wait();
+  return r;
+}
+
+template <class T>
+inline T __ldg(const T* p) { return *p; }
+
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+inline float __int_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct uint2 { uint32_t x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }

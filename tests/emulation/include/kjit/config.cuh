@@ -1,0 +1,11 @@
+#pragma once
+// Host emulation of kernel_sources/kjit/config.cuh for tests/emulation (see the emulator's file
+// comment): the CUDA built-ins the attention kernels use, implemented with std::thread per CUDA
+// thread and barriers for warp collectives, so the real kernel text compiles with g++.
+#include "emu_runtime.hpp"
+
+#include "kjit/types.h"
+
+#define KJIT_DEVICE inline
+#define KJIT_PARAMS const
+#define KJIT_HAS_SM80 1
