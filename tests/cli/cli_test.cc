@@ -1,0 +1,554 @@
+// The `kjit` command-line tool, run as a separate process the way users and scripts run it:
+// exit statuses, the one-line error rule, --json printing exactly one object on stdout, the
+// cache commands against a real cache folder (including a corrupted entry and an unusable
+// folder), compile/precompile landing in the cache, and selftest's behaviour with and without
+// a GPU. Each test works in its own cache folder.
+#include "tests/cli/process.hpp"
+
+#include <kjit/device.hpp>
+#include <kjit/families.hpp>
+#include <kjit/runtime.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kjit::test {
+namespace {
+
+using nlohmann::json;
+
+fs::path kjit_binary() {
+#ifdef KJIT_CLI_PATH
+  return fs::path(KJIT_CLI_PATH);
+#else
+  return build_dir() / "tools" / "kjit";
+#endif
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kjit_binary()))
+        << "the kjit binary is not at " << kjit_binary() << " (build the kjit_cli target)";
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    work_ = fresh_dir(std::string(info->test_suite_name()) + "." + info->name());
+    cache_dir_ = work_ / "cache";
+  }
+
+  /// Runs kjit with `args`, KJIT_CACHE_DIR set to this test's cache (unless `env` sets it).
+  ProcessResult kjit(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+    env.emplace("KJIT_CACHE_DIR", cache_dir_.string());
+    std::vector<std::string> argv = {kjit_binary().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, env, work_ / "io");
+  }
+
+  /// Parses stdout as exactly one JSON object (nothing before or after it).
+  static json parse_object(const ProcessResult& r) {
+    json j;
+    try {
+      j = json::parse(r.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "stdout is not one JSON value: " << e.what() << '\n' << r.describe();
+      return json::object();
+    }
+    EXPECT_TRUE(j.is_object()) << r.describe();
+    return j;
+  }
+
+  /// The failure contract: non-zero exit, and stderr is one line "kjit: error: ...".
+  static void expect_one_line_error(const ProcessResult& r, const std::string& must_contain) {
+    EXPECT_NE(r.code, 0) << r.describe();
+    const std::vector<std::string> lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 1u) << r.describe();
+    EXPECT_EQ(lines[0].rfind("kjit: error: ", 0), 0u) << r.describe();
+    EXPECT_NE(lines[0].find(must_contain), std::string::npos)
+        << "expected '" << must_contain << "' in the error\n" << r.describe();
+  }
+
+  fs::path work_;
+  fs::path cache_dir_;
+};
+
+/// The family the compile tests use: rotary when shipped (it compiles fastest), else the first.
+const Family& test_family() {
+  for (const Family& f : families()) {
+    if (f.name == "rotary" && !f.defaults.empty()) return f;
+  }
+  for (const Family& f : families()) {
+    if (!f.defaults.empty()) return f;
+  }
+  throw std::runtime_error("no family has default specializations");
+}
+
+/// A cubin target the family compiles for.
+std::string test_arch(const Family& f) { return f.min_sm <= 90 ? "sm_90a" : "sm_100a"; }
+
+std::vector<std::string> param_words(const ParamMap& params) {
+  std::vector<std::string> words;
+  for (const auto& [k, v] : params) words.push_back(k + "=" + v);
+  return words;
+}
+
+std::vector<std::string> compile_args(const Family& f, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"compile", f.name};
+  for (const std::string& w : param_words(f.defaults.front())) args.push_back(w);
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+bool is_hex32(const std::string& s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// --- general ----------------------------------------------------------------------------------
+
+TEST_F(CliTest, VersionAndHelp) {
+  ProcessResult r = kjit({"--version"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(r.out.rfind("kjit ", 0), 0u) << r.describe();
+  EXPECT_NE(r.out.find_first_of("0123456789"), std::string::npos) << r.describe();
+
+  r = kjit({"--help"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  for (const char* command : {"devices", "kernels", "compile", "precompile", "cache", "selftest"}) {
+    EXPECT_NE(r.out.find(command), std::string::npos) << command << '\n' << r.describe();
+  }
+}
+
+TEST_F(CliTest, UsageErrorsAreOneLine) {
+  expect_one_line_error(kjit({}), "subcommand");
+  expect_one_line_error(kjit({"frobnicate"}), "frobnicate");
+  expect_one_line_error(kjit({"cache", "frob"}), "frob");
+  expect_one_line_error(kjit({"devices", "--bogus"}), "--bogus");
+  expect_one_line_error(kjit({"cache"}), "subcommand");
+  expect_one_line_error(kjit({"precompile", "-j", "0"}), "-j");
+  expect_one_line_error(kjit({"compile", "rotary", "--emit", "sass"}), "sass");
+}
+
+// --- devices, kernels ---------------------------------------------------------------------------
+
+TEST_F(CliTest, DevicesReportsTheDriverOrItsAbsence) {
+  ProcessResult r = kjit({"devices"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  if (!driver_available()) {
+    EXPECT_NE(r.out.find("no CUDA driver"), std::string::npos) << r.describe();
+  } else {
+    EXPECT_NE(r.out.find("CUDA driver"), std::string::npos) << r.describe();
+    for (int i = 0; i < device_count(); ++i) {
+      EXPECT_NE(r.out.find(device_info(i).name), std::string::npos) << r.describe();
+      EXPECT_NE(r.out.find(device_info(i).target().str()), std::string::npos) << r.describe();
+    }
+  }
+
+  r = kjit({"devices", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  ASSERT_TRUE(j.contains("devices")) << r.describe();
+  ASSERT_EQ(j["devices"].size(), static_cast<size_t>(device_count())) << r.describe();
+  for (int i = 0; i < device_count(); ++i) {
+    EXPECT_EQ(j["devices"][i]["name"], device_info(i).name);
+    EXPECT_EQ(j["devices"][i]["target"], device_info(i).target().str());
+    EXPECT_EQ(j["devices"][i]["sm_count"], device_info(i).sm_count);
+  }
+  if (!driver_available()) {
+    EXPECT_TRUE(j["driver"].is_null()) << r.describe();
+  }
+}
+
+TEST_F(CliTest, KernelsListsEveryFamily) {
+  ProcessResult r = kjit({"kernels"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  for (const Family& f : families()) {
+    EXPECT_NE(r.out.find(f.name), std::string::npos) << f.name << '\n' << r.describe();
+    for (const FamilyParam& p : f.params) {
+      EXPECT_NE(r.out.find(p.name), std::string::npos) << p.name << '\n' << r.describe();
+    }
+  }
+
+  r = kjit({"kernels", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  ASSERT_EQ(j["families"].size(), families().size()) << r.describe();
+  for (size_t i = 0; i < families().size(); ++i) {
+    const Family& f = families()[i];
+    const json& jf = j["families"][i];
+    EXPECT_EQ(jf["name"], f.name);
+    EXPECT_EQ(jf["min_sm"], f.min_sm);
+    EXPECT_EQ(jf["default_count"], f.defaults.size());
+    ASSERT_EQ(jf["params"].size(), f.params.size());
+    for (size_t p = 0; p < f.params.size(); ++p) {
+      EXPECT_EQ(jf["params"][p]["name"], f.params[p].name);
+      EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].values);
+    }
+  }
+}
+
+// --- compile ------------------------------------------------------------------------------------
+
+TEST_F(CliTest, CompileLandsInTheCacheAndTheSecondRunIsCached) {
+  const Family& f = test_family();
+  const std::string arch = test_arch(f);
+  const ProgramSpec spec = f.make(f.defaults.front());
+  // The key the library computes for the same specialization, in this process.
+  const std::string expected_key = Runtime::global().key(spec, Target::parse(arch));
+
+  ProcessResult r = kjit(compile_args(f, {"--arch", arch, "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["compiled"], 1) << r.describe();
+  EXPECT_EQ(j["cached"], 0) << r.describe();
+  EXPECT_EQ(j["failed"], 0) << r.describe();
+  EXPECT_EQ(j["key"], expected_key) << r.describe();
+  EXPECT_EQ(j["target"], arch);
+  ASSERT_EQ(j["kernels"].size(), spec.name_expressions.size()) << r.describe();
+  for (size_t i = 0; i < spec.name_expressions.size(); ++i) {
+    const json& k = j["kernels"][i];
+    EXPECT_EQ(k["name_expression"], spec.name_expressions[i]);
+    EXPECT_FALSE(k["lowered_name"].get<std::string>().empty());
+    // ptxas reports registers for every kernel it compiled; -1 would mean the log was lost.
+    EXPECT_GT(k["registers"].get<int>(), 0) << r.describe();
+    EXPECT_GE(k["spill_bytes"].get<int>(), 0) << r.describe();
+    EXPECT_GE(k["static_smem"].get<int>(), 0) << r.describe();
+  }
+
+  r = kjit(compile_args(f, {"--arch", arch, "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["compiled"], 0) << r.describe();
+  EXPECT_EQ(j["cached"], 1) << r.describe();
+  EXPECT_EQ(j["key"], expected_key);
+  EXPECT_EQ(j["origin"], "disk");
+
+  // Human output names the key and says it was cached.
+  r = kjit(compile_args(f, {"--arch", arch}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find(expected_key), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("cached"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find(spec.name_expressions.front()), std::string::npos) << r.describe();
+
+  r = kjit({"cache", "ls", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  ASSERT_EQ(j["entries"].size(), 1u) << r.describe();
+  EXPECT_EQ(j["entries"][0]["key"], expected_key);
+  EXPECT_EQ(j["entries"][0]["family"], spec.family);
+  EXPECT_EQ(j["entries"][0]["target"], arch);
+}
+
+TEST_F(CliTest, CompileEmitsCubinPtxAndSource) {
+  const Family& f = test_family();
+  const std::string arch = test_arch(f);
+  const ProgramSpec spec = f.make(f.defaults.front());
+
+  const fs::path cubin = work_ / "out.cubin";
+  ProcessResult r = kjit(compile_args(f, {"--arch", arch, "-o", cubin.string()}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const std::string cubin_bytes = read_file(cubin);
+  ASSERT_GT(cubin_bytes.size(), 4u);
+  EXPECT_EQ(cubin_bytes.substr(0, 4), std::string("\x7f" "ELF")) << "a cubin is an ELF file";
+
+  const fs::path ptx = work_ / "out.ptx";
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "ptx", "-o", ptx.string(), "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["compiled"], 1) << r.describe();
+  const std::string ptx_text = read_file(ptx);
+  EXPECT_NE(ptx_text.find(".version"), std::string::npos);
+  EXPECT_NE(ptx_text.find(".entry"), std::string::npos);
+  EXPECT_EQ(j["target"].get<std::string>().rfind("compute_", 0), 0u) << r.describe();
+  EXPECT_NE(j["key"], Runtime::global().key(spec, Target::parse(arch)))
+      << "PTX and cubin of one spec must not share a key";
+
+  // PTX without -o goes to stdout (alone); the report moves to stderr.
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "ptx"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(r.out, ptx_text);
+  EXPECT_NE(r.err.find("cached"), std::string::npos) << r.describe();
+
+  // Source: the kernel text itself, and nothing compiled.
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "source"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("__global__"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("#include"), std::string::npos) << r.describe();
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "source", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["compiled"], 0);
+  EXPECT_EQ(j["key"], Runtime::global().key(spec, Target::parse(arch)));
+  EXPECT_NE(j["source"].get<std::string>().find("__global__"), std::string::npos);
+
+  r = kjit({"cache", "stats", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["entries"], 2) << "one cubin and one PTX entry\n" << r.describe();
+}
+
+TEST_F(CliTest, CompileErrorsNameTheProblem) {
+  const Family& f = test_family();
+  expect_one_line_error(kjit({"compile", "no_such_family"}), "no_such_family");
+  expect_one_line_error(kjit({"compile", f.name, "not_a_pair"}), "not_a_pair");
+  expect_one_line_error(kjit({"compile", f.name, "bogus_param=1"}), "bogus_param");
+  expect_one_line_error(kjit({"compile", f.name, "--arch", "sm_9x"}), "sm_9x");
+
+  ParamMap bad = f.defaults.front();
+  const std::string param = f.params.front().name;
+  bad[param] = "12345";
+  std::vector<std::string> args = {"compile", f.name};
+  for (const std::string& w : param_words(bad)) args.push_back(w);
+  expect_one_line_error(kjit(args), param);
+
+  // Below the family's minimum SM.
+  expect_one_line_error(kjit(compile_args(f, {"--arch", "sm_75"})), "sm_75");
+
+  // With --json the failure is still one object on stdout.
+  ProcessResult r = kjit({"compile", "no_such_family", "--json"});
+  EXPECT_NE(r.code, 0);
+  const json j = parse_object(r);
+  EXPECT_NE(j["error"].get<std::string>().find("no_such_family"), std::string::npos);
+}
+
+// --- precompile ---------------------------------------------------------------------------------
+
+TEST_F(CliTest, PrecompileTwiceCompilesNothingTheSecondTime) {
+  // The family with the fewest defaults keeps this quick; no --arch: the machine's default set.
+  const Family* f = &families().front();
+  for (const Family& g : families()) {
+    if (!g.defaults.empty() && (f->defaults.empty() || g.defaults.size() < f->defaults.size())) f = &g;
+  }
+  std::vector<std::string> expected_targets;
+  for (int i = 0; i < device_count(); ++i) {
+    const std::string t = device_info(i).target().str();
+    if (std::find(expected_targets.begin(), expected_targets.end(), t) == expected_targets.end()) {
+      expected_targets.push_back(t);
+    }
+  }
+  if (expected_targets.empty()) expected_targets = {"sm_90a", "sm_89"};
+  size_t expected_items = 0;
+  for (const std::string& t : expected_targets) {
+    if (Target::parse(t).sm() >= f->min_sm) expected_items += f->defaults.size();
+  }
+
+  ProcessResult r = kjit({"precompile", "--family", f->name, "-j", "2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["targets"].get<std::vector<std::string>>(), expected_targets) << r.describe();
+  EXPECT_EQ(j["compiled"], expected_items) << r.describe();
+  EXPECT_EQ(j["cached"], 0) << r.describe();
+  EXPECT_EQ(j["failed"], 0) << r.describe();
+  ASSERT_EQ(j["items"].size(), expected_items) << r.describe();
+  std::set<std::string> keys;
+  for (const json& item : j["items"]) {
+    EXPECT_EQ(item["status"], "compiled") << item.dump();
+    EXPECT_TRUE(is_hex32(item["key"])) << item.dump();
+    keys.insert(item["key"]);
+    // Each item's key is the key of the family's spec, as the ops would ask for it.
+    ParamMap params;
+    for (const auto& [k, v] : item["params"].items()) params[k] = v.get<std::string>();
+    EXPECT_EQ(item["key"], Runtime::global().key(f->make(params), Target::parse(item["target"].get<std::string>())));
+  }
+  EXPECT_EQ(keys.size(), expected_items) << "every default specialization is distinct";
+  // stderr is not a terminal here: one progress line per item.
+  size_t progress_lines = 0;
+  for (const std::string& line : r.err_lines()) progress_lines += line.rfind("[", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(progress_lines, expected_items) << r.describe();
+
+  r = kjit({"precompile", "--family", f->name, "-j", "2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["compiled"], 0) << r.describe();
+  EXPECT_EQ(j["cached"], expected_items) << r.describe();
+  EXPECT_EQ(j["failed"], 0) << r.describe();
+
+  // Human summary.
+  r = kjit({"precompile", "--family", f->name});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("0 compiled, " + std::to_string(expected_items) + " cached, 0 failed"),
+            std::string::npos)
+      << r.describe();
+
+  r = kjit({"cache", "stats", "--json"});
+  EXPECT_EQ(parse_object(r)["entries"], expected_items) << r.describe();
+}
+
+TEST_F(CliTest, PrecompileSkipsFamiliesAboveTheTarget) {
+  // sm_75 is below every shipped family's minimum (sm_80 at the lowest): nothing to compile.
+  ProcessResult r = kjit({"precompile", "--arch", "sm_75", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  size_t above = 0;
+  for (const Family& f : families()) above += f.min_sm > 75 ? 1 : 0;
+  EXPECT_EQ(j["skipped"].size(), above) << r.describe();
+  EXPECT_EQ(j["items"].size(), families().size() - above) << r.describe();
+  expect_one_line_error(kjit({"precompile", "--family", "no_such_family"}), "no_such_family");
+}
+
+// --- cache --------------------------------------------------------------------------------------
+
+TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
+  const Family& f = test_family();
+  const std::string arch = test_arch(f);
+  ProcessResult r = kjit(compile_args(f, {"--arch", arch}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "ptx", "-o", (work_ / "x.ptx").string()}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+
+  r = kjit({"cache", "ls", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  ASSERT_EQ(j["entries"].size(), 2u) << r.describe();
+  for (const json& e : j["entries"]) EXPECT_TRUE(e["ok"].get<bool>()) << e.dump();
+  r = kjit({"cache", "ls"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find(f.make(f.defaults.front()).family), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("2 entries"), std::string::npos) << r.describe();
+
+  r = kjit({"cache", "verify", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["ok"], 2);
+  EXPECT_EQ(j["bad"], 0);
+
+  // Flip one payload byte of the first entry: its checksum no longer matches.
+  r = kjit({"cache", "ls", "--json"});
+  const std::string victim = parse_object(r)["entries"][0]["path"];
+  {
+    std::fstream file(victim, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file) << victim;
+    file.seekg(0, std::ios::end);
+    const auto size = static_cast<std::streamoff>(file.tellg());
+    ASSERT_GT(size, 64);
+    file.seekg(size - 8);
+    char c = 0;
+    file.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    file.seekp(size - 8);
+    file.write(&c, 1);
+  }
+  r = kjit({"cache", "verify", "--json"});
+  EXPECT_EQ(r.code, 1) << "verify fails when an entry is bad\n" << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["ok"], 1) << r.describe();
+  EXPECT_EQ(j["bad"], 1) << r.describe();
+  ASSERT_EQ(j["bad_paths"].size(), 1u) << r.describe();
+  EXPECT_NE(j["bad_paths"][0].get<std::string>().find(victim), std::string::npos) << r.describe();
+  r = kjit({"cache", "verify"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find(victim), std::string::npos) << r.describe();
+  r = kjit({"cache", "ls", "--json"});
+  j = parse_object(r);
+  size_t bad_listed = 0;
+  for (const json& e : j["entries"]) bad_listed += e["ok"].get<bool>() ? 0 : 1;
+  EXPECT_EQ(bad_listed, 1u) << r.describe();
+  r = kjit({"cache", "stats", "--json"});
+  EXPECT_EQ(parse_object(r)["bad"], 1) << r.describe();
+
+  r = kjit({"cache", "prune", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["removed"], 1) << r.describe();
+  EXPECT_EQ(j["entries"], 1) << r.describe();
+  EXPECT_FALSE(fs::exists(victim));
+  r = kjit({"cache", "verify", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["bad"], 0);
+
+  // The corrupt entry was a miss: compiling its spec again rebuilds it.
+  r = kjit(compile_args(f, {"--arch", arch, "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  r = kjit(compile_args(f, {"--arch", arch, "--emit", "ptx", "-o", (work_ / "x.ptx").string(), "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(kjit({"cache", "stats", "--json"}))["entries"], 2);
+
+  // A cap below two entries: LRU eviction leaves at most the cap.
+  r = kjit({"cache", "stats", "--json"});
+  const uint64_t total = parse_object(r)["bytes"];
+  const uint64_t cap = total - 1;
+  r = kjit({"cache", "prune", "--max-bytes", std::to_string(cap), "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_GE(j["removed"].get<int>(), 1) << r.describe();
+  EXPECT_LE(j["bytes"].get<uint64_t>(), cap) << r.describe();
+  expect_one_line_error(kjit({"cache", "prune", "--max-bytes", "lots"}), "lots");
+
+  r = kjit({"cache", "clear", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_GE(parse_object(r)["removed"].get<int>(), 1);
+  r = kjit({"cache", "ls", "--json"});
+  EXPECT_EQ(parse_object(r)["entries"].size(), 0u) << r.describe();
+  r = kjit({"cache", "stats"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find(cache_dir_.string()), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, UnusableCacheDirFailsLoudlyNamingThePath) {
+  // Tests run as root, so permissions do not stop writes: a folder below a regular file can
+  // never be created.
+  const fs::path file = work_ / "regular-file";
+  std::ofstream(file) << "not a folder";
+  const std::string bad = (file / "cache").string();
+  const std::map<std::string, std::string> env = {{"KJIT_CACHE_DIR", bad}};
+  const Family& f = test_family();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "prune"},
+           {"cache", "clear"}, {"precompile", "--family", f.name}}) {
+    const ProcessResult r = kjit(args, env);
+    SCOPED_TRACE(r.command);
+    expect_one_line_error(r, file.string());
+    EXPECT_TRUE(r.out.empty()) << r.describe();
+  }
+  ProcessResult r = kjit({"cache", "ls", "--json"}, env);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(parse_object(r)["error"].get<std::string>().find(file.string()), std::string::npos);
+  r = kjit({"precompile", "--family", f.name, "--json"}, env);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(parse_object(r)["error"].get<std::string>().find(file.string()), std::string::npos);
+
+  // An unparsable cap is an error too, not a silent default.
+  expect_one_line_error(kjit({"cache", "stats"}, {{"KJIT_CACHE_MAX_BYTES", "plenty"}}), "KJIT_CACHE_MAX_BYTES");
+}
+
+// --- selftest -----------------------------------------------------------------------------------
+
+TEST_F(CliTest, SelftestNeedsAGpuAndPassesOnOne) {
+  if (device_count() == 0) {
+    ProcessResult r = kjit({"selftest"});
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_NE(r.err.find("no CUDA device: selftest needs a GPU"), std::string::npos) << r.describe();
+    r = kjit({"selftest", "--json"});
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_EQ(parse_object(r)["passed"], false);
+    r = kjit({"selftest", "--skip-without-gpu"});
+    EXPECT_EQ(r.code, 0) << r.describe();
+    EXPECT_NE(r.out.find("skipped"), std::string::npos) << r.describe();
+    return;
+  }
+  ProcessResult r = kjit({"selftest"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.describe();
+  r = kjit({"selftest", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  EXPECT_EQ(j["passed"], true) << r.describe();
+  std::set<std::string> ops;
+  for (const json& check : j["results"]) {
+    ops.insert(check["op"]);
+    EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
+    EXPECT_LE(check["rel_l2"].get<double>(), check["tolerance"].get<double>()) << check.dump();
+    EXPECT_GT(check["tolerance"].get<double>(), 0.0) << check.dump();
+  }
+  EXPECT_TRUE(ops.count("rotary")) << r.describe();
+  EXPECT_TRUE(ops.count("attention.decode")) << r.describe();
+}
+
+}  // namespace
+}  // namespace kjit::test

@@ -1,0 +1,178 @@
+// Helpers the kjit command groups share (see common.hpp).
+#include "tools/cli/common.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdio>
+#include <iostream>
+
+namespace kjit::cli {
+
+OutputState& output() {
+  static OutputState state;
+  return state;
+}
+
+void add_json_flag(CLI::App* command) {
+  command->add_flag("--json", output().json,
+                    "Print exactly one JSON object on stdout (progress and warnings go to stderr)");
+}
+
+void print_json(const nlohmann::json& value) {
+  // One object per invocation: a second one would make stdout unparsable for scripts.
+  if (output().json_written) return;
+  output().json_written = true;
+  std::cout << value.dump(2) << '\n' << std::flush;
+}
+
+std::string first_line(std::string_view text) {
+  const size_t end = text.find('\n');
+  return std::string(end == std::string_view::npos ? text : text.substr(0, end));
+}
+
+ParamMap parse_params(const std::vector<std::string>& words) {
+  ParamMap params;
+  for (const std::string& word : words) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InvalidArgument(fmt::format("parameter '{}' is not key=value (e.g. head_dim=128)", word));
+    }
+    std::string key = word.substr(0, eq);
+    if (!params.emplace(key, word.substr(eq + 1)).second) {
+      throw InvalidArgument(fmt::format("parameter '{}' is given twice", key));
+    }
+  }
+  return params;
+}
+
+std::string format_params(const ParamMap& params) {
+  std::string out;
+  for (const auto& [key, value] : params) {
+    if (!out.empty()) out += ' ';
+    out += key;
+    out += '=';
+    out += value;
+  }
+  return out;
+}
+
+nlohmann::json params_json(const ParamMap& params) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : params) out[key] = value;
+  return out;
+}
+
+uint64_t parse_bytes(std::string_view text, std::string_view what) {
+  auto bad = [&]() {
+    return InvalidArgument(fmt::format("{} '{}' is not a byte count (digits with an optional "
+                                       "K, M, G or T suffix)", what, text));
+  };
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) throw bad();
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) throw bad();
+  std::string suffix;
+  for (; i < text.size(); ++i) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  int shift = 0;
+  if (!suffix.empty()) {
+    const char unit = suffix[0];
+    const std::string rest = suffix.substr(1);
+    if (unit == 'B' && rest.empty()) {
+      shift = 0;
+    } else if (rest.empty() || rest == "B" || rest == "IB") {
+      switch (unit) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        case 'T': shift = 40; break;
+        default: throw bad();
+      }
+    } else {
+      throw bad();
+    }
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) throw bad();
+  return value << shift;
+}
+
+std::string human_bytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+std::vector<Target> parse_targets(const std::vector<std::string>& texts) {
+  std::vector<Target> targets;
+  for (const std::string& text : texts) {
+    const Target target = Target::parse(text);
+    bool seen = false;
+    for (const Target& t : targets) seen = seen || t == target;
+    if (!seen) targets.push_back(target);
+  }
+  return targets;
+}
+
+std::vector<Target> default_targets() {
+  std::vector<Target> targets;
+  const int count = device_count();
+  for (int i = 0; i < count; ++i) {
+    const Target target = device_info(i).target();
+    bool seen = false;
+    for (const Target& t : targets) seen = seen || t == target;
+    if (!seen) targets.push_back(target);
+  }
+  // Without a GPU (an image build, CI) the common datacenter archs: Hopper and Ada.
+  if (targets.empty()) targets = {Target::parse("sm_90a"), Target::parse("sm_89")};
+  return targets;
+}
+
+cache::DiskCache open_cache_strict(const RuntimeConfig& config) {
+  if (config.cache_dir.empty()) {
+    throw CacheError("no cache directory: set KJIT_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+  }
+  try {
+    return cache::DiskCache(config.cache_dir, config.cache_max_bytes, /*strict=*/true);
+  } catch (const std::exception& e) {
+    // The user has to be able to act on one line: make sure it names the directory.
+    const std::string why = first_line(e.what());
+    if (why.find(config.cache_dir) != std::string::npos) throw CacheError(why);
+    throw CacheError(fmt::format("cache directory {} is unusable: {}", config.cache_dir, why));
+  }
+}
+
+const char* origin_name(CompiledProgram::Origin origin) {
+  switch (origin) {
+    case CompiledProgram::Origin::kMemory: return "memory";
+    case CompiledProgram::Origin::kDisk: return "disk";
+    case CompiledProgram::Origin::kCompiled: return "compiled";
+  }
+  return "unknown";
+}
+
+nlohmann::json kernels_json(const std::vector<KernelInfo>& kernels) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const KernelInfo& k : kernels) {
+    out.push_back({{"name_expression", k.name_expression},
+                   {"lowered_name", k.lowered_name},
+                   {"registers", k.registers},
+                   {"spill_bytes", k.spill_bytes},
+                   {"static_smem", k.static_smem}});
+  }
+  return out;
+}
+
+}  // namespace kjit::cli

@@ -1,0 +1,95 @@
+#pragma once
+/// \file common.hpp
+/// What the `kjit` command groups share: how a command registers itself, the output rules
+/// (human text, or exactly one JSON object on stdout with --json), parsing of targets, parameters
+/// and byte counts, the default precompile targets and the strict disk cache the CLI insists on.
+
+#include <kjit/device.hpp>
+#include <kjit/families.hpp>
+#include <kjit/runtime.hpp>
+
+#include "cache/store.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#ifndef KJIT_VERSION
+#define KJIT_VERSION "unknown"
+#endif
+
+namespace kjit::cli {
+
+/// Exit codes of every command.
+inline constexpr int kExitOk = 0;
+/// The command ran and something it checked failed (a compile, a cache entry, a selftest).
+inline constexpr int kExitFailed = 1;
+/// The command could not run: bad arguments, an unusable cache, no GPU for `selftest`.
+inline constexpr int kExitCannotRun = 2;
+
+/// One (sub)command: the CLI11 app it parses into and what runs when it was chosen. `run`
+/// returns the exit code; it may throw kjit::Error or std::exception (main reports them).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// Each command group adds its subcommands to `root` and its Commands to `out`.
+void add_devices_command(CLI::App& root, std::vector<Command>& out);
+void add_kernels_command(CLI::App& root, std::vector<Command>& out);
+void add_compile_command(CLI::App& root, std::vector<Command>& out);
+void add_precompile_command(CLI::App& root, std::vector<Command>& out);
+void add_cache_commands(CLI::App& root, std::vector<Command>& out);
+void add_selftest_command(CLI::App& root, std::vector<Command>& out);
+
+/// The output mode of this invocation. `json` is bound to every command's --json flag.
+struct OutputState {
+  bool json = false;
+  bool json_written = false;  ///< the one JSON object has gone out; main must not add another
+};
+OutputState& output();
+
+/// Adds the --json flag (bound to output().json) to `command`.
+void add_json_flag(CLI::App* command);
+
+/// Writes `value` as the invocation's one JSON object (pretty-printed, then a newline) to stdout.
+void print_json(const nlohmann::json& value);
+
+/// The first line of `text` (error messages may carry an NVRTC log below their first line).
+std::string first_line(std::string_view text);
+
+/// Parses "key=value" words into a ParamMap. Throws InvalidArgument for a word without '=' or
+/// with an empty key, or a key given twice.
+ParamMap parse_params(const std::vector<std::string>& words);
+/// "head_dim=128 style=neox" (ParamMap order, i.e. sorted by key).
+std::string format_params(const ParamMap& params);
+nlohmann::json params_json(const ParamMap& params);
+
+/// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, an optional
+/// trailing "B" or "iB" accepted). Throws InvalidArgument naming `what` otherwise.
+uint64_t parse_bytes(std::string_view text, std::string_view what);
+/// "1.5 MiB", "312 B".
+std::string human_bytes(uint64_t bytes);
+
+/// Parses each --arch value (Target::parse), dropping repeats while keeping the order.
+std::vector<Target> parse_targets(const std::vector<std::string>& texts);
+/// The targets of this machine's GPUs (one per distinct arch, device order), or sm_90a and sm_89
+/// when there is no driver or no device.
+std::vector<Target> default_targets();
+
+/// Opens the disk cache the environment names (RuntimeConfig::from_env) in strict mode: throws
+/// CacheError naming the path when it cannot be created or written. The CLI never falls back to
+/// memory-only caching silently.
+cache::DiskCache open_cache_strict(const RuntimeConfig& config);
+
+/// Name of a CompiledProgram origin: "memory", "disk", "compiled".
+const char* origin_name(CompiledProgram::Origin origin);
+/// The per-kernel report of a compiled program (name, lowered name, registers, spills, smem).
+nlohmann::json kernels_json(const std::vector<KernelInfo>& kernels);
+
+}  // namespace kjit::cli

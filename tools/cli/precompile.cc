@@ -1,0 +1,253 @@
+// `kjit precompile`: compile every family's default specializations for this machine's archs
+// (or the --arch list) into the disk cache, on N worker threads, so production never compiles.
+#include "tools/cli/common.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace kjit::cli {
+namespace {
+
+struct PrecompileOptions {
+  std::vector<std::string> archs;
+  std::vector<std::string> families;
+  int jobs = 0;
+};
+
+/// One specialization to compile, and what happened to it.
+struct Item {
+  const Family* family = nullptr;
+  const ParamMap* params = nullptr;
+  Target target;
+  enum class Status { kPending, kCompiled, kCached, kFailed } status = Status::kPending;
+  std::string key;
+  double ms = 0;  ///< NVRTC time for a compile, wall time of the lookup for a cache hit
+  std::string error;
+};
+
+const char* status_name(Item::Status s) {
+  switch (s) {
+    case Item::Status::kPending: return "pending";
+    case Item::Status::kCompiled: return "compiled";
+    case Item::Status::kCached: return "cached";
+    case Item::Status::kFailed: return "failed";
+  }
+  return "?";
+}
+
+std::string describe(const Item& item) {
+  const std::string args = format_params(*item.params);
+  return fmt::format("{} {}{}{}", item.target.str(), item.family->name, args.empty() ? "" : " ",
+                     args);
+}
+
+/// Progress on stderr: a bar redrawn in place on a terminal, one line per item otherwise (logs).
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO) == 1) {}
+
+  void done(const Item& item, size_t compiled, size_t cached, size_t failed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++finished_;
+    if (!tty_) {
+      fmt::print(stderr, "[{}/{}] {} {} ({:.1f} ms){}\n", finished_, total_,
+                 status_name(item.status), describe(item), item.ms,
+                 item.error.empty() ? "" : ": " + first_line(item.error));
+      return;
+    }
+    constexpr size_t kWidth = 28;
+    const size_t filled = total_ == 0 ? kWidth : finished_ * kWidth / total_;
+    std::string label = describe(item);
+    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    fmt::print(stderr, "\r\033[K[{}{}] {}/{}  compiled {} cached {} failed {}  {}",
+               std::string(filled, '#'), std::string(kWidth - filled, '.'), finished_, total_,
+               compiled, cached, failed, label);
+    if (finished_ == total_) fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::mutex mutex_;
+  size_t total_;
+  size_t finished_ = 0;
+  bool tty_;
+};
+
+int run_precompile(const PrecompileOptions& o) {
+  // Fail before compiling anything when the results could not be kept, and before the global
+  // runtime opens the cache leniently (it would warn and carry on in memory).
+  const RuntimeConfig config = RuntimeConfig::from_env();
+  if (!config.disk_cache) {
+    throw CacheError("the disk cache is disabled (KJIT_CACHE_DISABLE=1): precompiling would keep "
+                     "nothing");
+  }
+  open_cache_strict(config);
+  Runtime& runtime = Runtime::global();
+  if (!runtime.disk_cache().enabled()) {
+    throw CacheError(fmt::format("cache directory {} is unusable", runtime.config().cache_dir));
+  }
+
+  const std::vector<Target> targets = o.archs.empty() ? default_targets() : parse_targets(o.archs);
+  std::vector<const Family*> chosen;
+  if (o.families.empty()) {
+    for (const Family& f : families()) chosen.push_back(&f);
+  } else {
+    for (const std::string& name : o.families) {
+      const Family* f = &kjit::family(name);  // throws, listing the known names
+      if (std::find(chosen.begin(), chosen.end(), f) == chosen.end()) chosen.push_back(f);
+    }
+  }
+
+  std::vector<Item> items;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const Target& target : targets) {
+    for (const Family* f : chosen) {
+      if (f->min_sm > target.sm()) {
+        skipped.push_back({{"family", f->name},
+                           {"target", target.str()},
+                           {"reason", fmt::format("needs sm_{} or newer", f->min_sm)}});
+        continue;
+      }
+      for (const ParamMap& params : f->defaults) {
+        Item item;
+        item.family = f;
+        item.params = &params;
+        item.target = target;
+        items.push_back(std::move(item));
+      }
+    }
+  }
+
+  std::string target_list;
+  for (const Target& t : targets) target_list += (target_list.empty() ? "" : ", ") + t.str();
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t jobs = std::max<size_t>(
+      1, std::min<size_t>(o.jobs > 0 ? static_cast<size_t>(o.jobs) : hw, items.size()));
+  fmt::print(stderr, "precompiling {} specialization{} for {} on {} thread{} into {}\n",
+             items.size(), items.size() == 1 ? "" : "s", target_list, jobs, jobs == 1 ? "" : "s",
+             runtime.disk_cache().root());
+  for (const nlohmann::json& s : skipped) {
+    fmt::print(stderr, "skipping {} for {}: {}\n", s["family"].get<std::string>(),
+               s["target"].get<std::string>(), s["reason"].get<std::string>());
+  }
+
+  Progress progress(items.size());
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> compiled{0}, cached{0}, failed{0};
+  std::mutex seen_mutex;
+  std::set<std::string> seen;
+  auto worker = [&] {
+    for (size_t i = next++; i < items.size(); i = next++) {
+      Item& item = items[i];
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        const ProgramSpec spec = item.family->make(*item.params);
+        const std::shared_ptr<const CompiledProgram> program = runtime.compile(spec, item.target);
+        item.key = program->key;
+        // A program already seen in this process carries the origin of its first arrival, so
+        // a repeated key (two items, one program) counts as cached, not as a second compile.
+        bool first_seen = false;
+        {
+          std::lock_guard<std::mutex> lock(seen_mutex);
+          first_seen = seen.insert(item.key).second;
+        }
+        if (first_seen && program->origin == CompiledProgram::Origin::kCompiled) {
+          item.status = Item::Status::kCompiled;
+          item.ms = program->compile_ms;
+          ++compiled;
+        } else {
+          item.status = Item::Status::kCached;
+          item.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          ++cached;
+        }
+      } catch (const std::exception& e) {
+        item.status = Item::Status::kFailed;
+        item.error = e.what();
+        item.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        ++failed;
+      }
+      progress.done(item, compiled, cached, failed);
+    }
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  for (const Item& item : items) {
+    if (item.status == Item::Status::kFailed) {
+      fmt::print(stderr, "failed: {}: {}\n", describe(item), first_line(item.error));
+    }
+  }
+
+  if (output().json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Item& item : items) {
+      nlohmann::json j = {{"family", item.family->name},
+                          {"params", params_json(*item.params)},
+                          {"target", item.target.str()},
+                          {"status", status_name(item.status)},
+                          {"key", item.key},
+                          {"ms", item.ms}};
+      if (!item.error.empty()) j["error"] = item.error;
+      list.push_back(std::move(j));
+    }
+    nlohmann::json target_names = nlohmann::json::array();
+    for (const Target& t : targets) target_names.push_back(t.str());
+    print_json({{"compiled", compiled.load()},
+                {"cached", cached.load()},
+                {"failed", failed.load()},
+                {"seconds", seconds},
+                {"jobs", jobs},
+                {"targets", target_names},
+                {"cache_dir", runtime.disk_cache().root()},
+                {"items", list},
+                {"skipped", skipped}});
+  } else {
+    fmt::print("{} compiled, {} cached, {} failed ({} specialization{} for {}) in {:.1f} s; "
+               "cache {}\n",
+               compiled.load(), cached.load(), failed.load(), items.size(),
+               items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root());
+  }
+  if (failed > 0) {
+    fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
+               items.size());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_precompile_command(CLI::App& root, std::vector<Command>& out) {
+  auto o = std::make_shared<PrecompileOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "precompile", "Compile every family's default specializations into the disk cache, for "
+                    "this machine's GPU archs (sm_90a and sm_89 without a GPU); a second run "
+                    "finds them all cached");
+  cmd->add_option("--arch", o->archs, "Target to compile for (repeatable): sm_90a, sm_89, "
+                                      "sm_100a, ...");
+  cmd->add_option("--family", o->families, "Only this family (repeatable; see `kjit kernels`)");
+  cmd->add_option("-j,--jobs", o->jobs, "Worker threads (default: the number of CPUs)")
+      ->check(CLI::PositiveNumber);
+  add_json_flag(cmd);
+  out.push_back({cmd, [o] { return run_precompile(*o); }});
+}
+
+}  // namespace kjit::cli
