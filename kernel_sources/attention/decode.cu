@@ -406,16 +406,25 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(KJIT_
   for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
   float l = 0.f;
   const float* o = p.o_part + static_cast<int64_t>(row) * n * kHeadDim + lane * kVec;
-#pragma unroll 4
+  // Unrolled so several splits' loads are in flight at once (the loop is latency-bound).
+#pragma unroll 8
   for (int s = 0; s < n; ++s) {
     const float w = merge_weight(lse[s], m);
     l += w;
     const float* src = o + static_cast<int64_t>(s) * kHeadDim;
+    if constexpr (kVec % 4 == 0) {
 #pragma unroll
-    for (int i = 0; i < kVec; i += 2) {
-      const float2 x = *reinterpret_cast<const float2*>(src + i);
-      acc[i] += w * x.x;
-      acc[i + 1] += w * x.y;
+      for (int i = 0; i < kVec; i += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(src + i);
+        acc[i] += w * x.x;
+        acc[i + 1] += w * x.y;
+        acc[i + 2] += w * x.z;
+        acc[i + 3] += w * x.w;
+      }
+    } else {
+      const float2 x = *reinterpret_cast<const float2*>(src);
+      acc[0] += w * x.x;
+      acc[1] += w * x.y;
     }
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
