@@ -26,7 +26,8 @@ void check_dim(const char* op, const char* name, const TensorRef& t, int dim, in
 void check_last_dim_contiguous(const char* op, const char* name, const TensorRef& t);
 /// The whole tensor is compact row-major.
 void check_contiguous(const char* op, const char* name, const TensorRef& t);
-/// The data pointer and every non-unit-dim stride (in bytes) are multiples of `bytes`.
+/// The data pointer and every stride other than a unit stride (in bytes) are multiples of
+/// `bytes`, so each row along the contiguous dimension starts aligned.
 void check_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
 /// The tensor lives on CUDA device `device`.
 void check_device(const char* op, const char* name, const TensorRef& t, int device);
