@@ -12,6 +12,14 @@
 namespace kjit::test {
 namespace {
 
+/// The line of `ldd` output that resolves libkjit ("" when none does).
+std::string libkjit_line(const std::string& ldd) {
+  const size_t at = ldd.find("libkjit.so");
+  if (at == std::string::npos) return "";
+  const size_t end = ldd.find('\n', at);
+  return ldd.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 TEST(Consumer, FindPackageBuildsAndRunsAgainstAnInstalledKjit) {
   const std::string cmake = cmake_cache_value("CMAKE_COMMAND");
   const std::string source_dir = cmake_cache_value("kjit_SOURCE_DIR");
@@ -52,14 +60,18 @@ TEST(Consumer, FindPackageBuildsAndRunsAgainstAnInstalledKjit) {
 
   // The consumer linked the installed library, not the build tree's.
   r = run_process({"ldd", program.string()}, {}, scratch);
-  EXPECT_NE(r.out.find(config.string()), std::string::npos) << r.describe();
+  EXPECT_NE(libkjit_line(r.out).find(prefix.string()), std::string::npos) << r.describe();
 
-  // The installed CLI runs from the prefix.
+  // The installed CLI runs from the prefix and uses the installed library (its RPATH points
+  // from <prefix>/bin to <prefix>/lib), with no LD_LIBRARY_PATH.
   const fs::path installed_kjit = prefix / "bin" / "kjit";
   ASSERT_TRUE(fs::exists(installed_kjit));
-  r = run_process({installed_kjit.string(), "--version"}, {{"LD_LIBRARY_PATH", config.string()}}, scratch);
+  r = run_process({installed_kjit.string(), "kernels", "--json"},
+                  {{"KJIT_CACHE_DIR", (work / "cache").string()}}, scratch);
   EXPECT_EQ(r.code, 0) << r.describe();
-  EXPECT_EQ(r.out.rfind("kjit ", 0), 0u) << r.describe();
+  EXPECT_NE(r.out.find("\"families\""), std::string::npos) << r.describe();
+  r = run_process({"ldd", installed_kjit.string()}, {}, scratch);
+  EXPECT_NE(libkjit_line(r.out).find(prefix.string()), std::string::npos) << r.describe();
 }
 
 }  // namespace

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (CUDA 13 toolkit at /usr/local/cuda) for kjit: installs the
+# Debian build dependencies, configures a Release build in build/ and builds the library, the
+# `kjit` CLI, the benchmarks and the tests.
+#
+#   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps]
+#
+# Runs as root (or through sudo when it is not). A toolkit elsewhere: set CUDAToolkit_ROOT.
+set -euo pipefail
+
+jobs=$(nproc)
+build_dir=build
+install_deps=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -j|--jobs) jobs=$2; shift 2 ;;
+    --build-dir) build_dir=$2; shift 2 ;;
+    --no-deps) install_deps=0; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+cd "$(dirname "$0")/.."
+
+if [ "$install_deps" = 1 ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: installing packages needs root (or sudo)" >&2; exit 2; }
+    sudo=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update
+  $sudo apt-get install -y cmake make g++ libfmt-dev libxxhash-dev libcli11-dev \
+    nlohmann-json3-dev libdlpack-dev libgtest-dev
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build_dir" -j "$jobs"
+echo "setup.sh: built $build_dir/tools/kjit"
