@@ -18,9 +18,8 @@ struct Loaded {
   std::string reason;
 };
 
-// cuGetProcAddress takes the CUDA version whose ABI the caller was compiled against, so entry
-// points whose signature changed (cuMemAlloc → _v2, cuCtxCreate → _v4, ...) resolve to the
-// variant matching our cuda.h.
+// Each entry point is resolved for the version listed in KJIT_DRIVER_ENTRY_POINTS, so its
+// signature is the PFN_<name>_v<version> type we call it through.
 Loaded load_driver() {
   Loaded l;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -44,11 +43,11 @@ Loaded load_driver() {
   }
   bool missing = false;
   std::string missing_names;
-#define KJIT_RESOLVE(name)                                                                 \
+#define KJIT_RESOLVE(name, version)                                                        \
   {                                                                                        \
     void* p = nullptr;                                                                     \
     CUdriverProcAddressQueryResult q{};                                                    \
-    if (get_proc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS \
+    if (get_proc(#name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS      \
         || !p) {                                                                           \
       missing = true;                                                                      \
       missing_names += " " #name;                                                          \

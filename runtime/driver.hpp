@@ -5,30 +5,36 @@
 /// everything but launching works on machines without a GPU.
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 
 namespace kjit::detail {
 
-#define KJIT_DRIVER_ENTRY_POINTS(X)                                   \
-  X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion)          \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                \
-  X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                          \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)             \
-  X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)              \
-  X(cuCtxSynchronize) X(cuCtxCreate) X(cuCtxDestroy)                   \
-  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)         \
-  X(cuFuncGetAttribute) X(cuFuncSetAttribute)                          \
-  X(cuLaunchKernel) X(cuLaunchKernelEx)                                \
-  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)           \
-  X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemGetInfo)     \
-  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)          \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                  \
-  X(cuEventSynchronize) X(cuEventElapsedTime)
+// Each entry point with the CUDA version whose ABI we call (cudaTypedefs.h names the function
+// type PFN_<name>_v<version>). cuGetProcAddress is asked for exactly that version, so a driver
+// newer than our headers (where e.g. cuCtxGetDevice gained a context argument in 13.0) still
+// hands us the signature we were compiled against.
+#define KJIT_DRIVER_ENTRY_POINTS(X)                                                        \
+  X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuDriverGetVersion, 2020)            \
+  X(cuDeviceGetCount, 2000) X(cuDeviceGet, 2000) X(cuDeviceGetName, 2000)                 \
+  X(cuDeviceGetAttribute, 2000) X(cuDeviceTotalMem, 3020)                                  \
+  X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000)                    \
+  X(cuCtxGetCurrent, 4000) X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000)                \
+  X(cuCtxSynchronize, 2000)                                                                \
+  X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)           \
+  X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)                                  \
+  X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060)                                       \
+  X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)       \
+  X(cuMemcpyDtoD, 3020) X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020) X(cuMemGetInfo, 3020) \
+  X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)            \
+  X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                    \
+  X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                  \
+  X(cuTensorMapEncodeTiled, 12000)
 
 /// Function pointers to the driver entry points kjit uses, named as in cuda.h.
 struct Driver {
-#define KJIT_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+#define KJIT_DRIVER_MEMBER(name, version) PFN_##name##_v##version name = nullptr;
   KJIT_DRIVER_ENTRY_POINTS(KJIT_DRIVER_MEMBER)
 #undef KJIT_DRIVER_MEMBER
 };
