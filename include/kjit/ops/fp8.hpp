@@ -1,0 +1,227 @@
+#pragma once
+/// \file ops/fp8.hpp
+/// FP8 quantization, FP8 GEMM and an FP8 linear layer (the astrai seed's `fp8_ops`), sm_89+.
+///
+/// Formats (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", arXiv:2209.05433):
+///   E4M3 ("fn"): max ±448, smallest denormal 2^-9, no inf, NaN = S.1111.111.
+///   E5M2:        max ±57344, smallest denormal 2^-16, IEEE-style ±inf and NaN.
+///
+/// Conversion (every op here): y = sat(f32(x) · multiplier), one f32 rounding of the product,
+/// then round to nearest even into the format, saturating: a finite value beyond the format's
+/// max, and ±inf, become ±max (never NaN, never inf); NaN stays NaN; magnitudes below half the
+/// smallest denormal become (signed) zero. This is CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE,
+/// fmt) (cvt.rn.satfinite on sm_89+); tools/testing/reference_fp8.hpp reproduces it bit for bit.
+///
+/// Scale semantics (as the seed): quantize takes or computes the quantization *multiplier*
+/// (fp8 = sat(x · multiplier)) and reports the dequant scale scale_inv = 1 / multiplier (f32,
+/// correctly rounded); the GEMM takes dequant scales (D = A_fp8 · B_fp8ᵀ · sa · sb). amax is
+/// always max |x| of the *input* (NaN elements are ignored by it and stay NaN in y).
+
+#include <kjit/runtime.hpp>
+#include <kjit/tensor.hpp>
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace kjit::fp8 {
+
+/// Largest finite values of the formats.
+inline constexpr float kE4M3Max = 448.f;
+inline constexpr float kE5M2Max = 57344.f;
+
+/// Which elements share one multiplier.
+enum class Granularity : uint8_t {
+  kTensor,        ///< one multiplier for the whole tensor
+  kRow,           ///< one per row ("per token" for activations, "per channel" for [N, K] weights)
+  kBlock1x128,    ///< one per 1×128 block of a row (activations, DeepSeek-V3 style)
+  kBlock128x128,  ///< one per 128×128 block (weights)
+};
+
+/// Arguments of quantize(). All tensors on one CUDA device.
+struct QuantizeArgs {
+  /// [rows, cols] bf16, f16 or f32; last dim contiguous; cols % 16 == 0; the data pointer and the
+  /// row stride (in bytes) multiples of 16.
+  TensorRef x;
+  /// [rows, cols] e4m3 or e5m2 (the dtype picks the format); same layout rules as x.
+  TensorRef y;
+  Granularity granularity = Granularity::kTensor;
+
+  /// kTensor only. false: a given multiplier (`multiplier`, else `multiplier_value`), one pass
+  /// that also reduces amax. true: multiplier = fmt_max / amax of this call (two passes: amax,
+  /// then convert; `amax` is required and receives it).
+  bool dynamic = false;
+  /// kTensor, not dynamic: [1] f32 on the device holding the multiplier (read by the kernel, so a
+  /// delayed-scaling state or a captured graph can update it); ndim == 0 uses multiplier_value.
+  /// The multiplier must be positive, finite and normal (a device value is not checked).
+  TensorRef multiplier;
+  float multiplier_value = 1.f;
+
+  /// f32 output, max |x| per scale group: kTensor [1]; kRow [rows]; kBlock1x128 [rows,
+  /// ceil(cols/128)]; kBlock128x128 [ceil(rows/128), ceil(cols/128)]. Any strides. Optional
+  /// (ndim == 0) except for dynamic kTensor. For kTensor the op zeroes it (cuMemsetD8Async on
+  /// `stream`) and the kernel reduces into it with atomicMax: stream-ordered, graph-capturable.
+  TensorRef amax;
+  /// f32 output, 1 / multiplier per scale group, same shapes as amax. Required for kRow and the
+  /// block granularities (it is what the GEMM consumes), optional for kTensor.
+  TensorRef scale_inv;
+
+  /// Round every multiplier down to a power of two (UE8M0 scales; exact dequantization).
+  bool pow2_scale = false;
+};
+
+/// Quantizes x into y on `stream`.
+///
+/// Computed multipliers (kRow, blocks, dynamic kTensor), for a group with amax a:
+///   multiplier = fmt_max / a   (IEEE f32 division) when 0 < a < inf, clamped to FLT_MAX
+///   multiplier = 1             when a == 0 (all-zero or all-NaN group) or a == inf
+///   multiplier = 2^floor(log2(multiplier))   additionally when pow2_scale
+/// and scale_inv = 1 / multiplier (f32, round to nearest). So |x| · multiplier ≤ fmt_max: only a
+/// group containing ±inf saturates.
+///
+/// Never allocates or synchronizes (graph-capturable). Throws InvalidArgument naming the tensor
+/// and the rule it broke, Unsupported below sm_89 (FP8 conversion instructions), DriverError.
+void quantize(const QuantizeArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
+
+/// How the GEMM's operands are scaled.
+enum class ScaleMode : uint8_t {
+  /// scale_a is [1] (per tensor) or [M] (per row of A); scale_b is [1] or [N] (per row of B,
+  /// i.e. per output channel): D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n].
+  kTensorwise,
+  /// scale_a is [M, K/128] (1×128 blocks of A), scale_b is [ceil(N/128), K/128] (128×128
+  /// blocks of B): D[m, n] = Σ_kb (Σ_{k in kb} A[m, k] · B[n, k]) · sa[m, kb] · sb[n/128, kb].
+  /// Needs K % 128 == 0.
+  kBlockwise,
+};
+
+/// CTA tile of the mma.sync kernel (M × N). kAuto lets the planner choose. k128x128 is not
+/// available with ScaleMode::kBlockwise.
+enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128 };
+
+/// Arguments of gemm(). All tensors on one CUDA device.
+struct GemmArgs {
+  /// [M, K] e4m3 or e5m2. Either dim may be the contiguous one: K-major (stride(1) == 1, e.g. a
+  /// row-major activation) or M-major (stride(0) == 1, a transposed view of a [K, M] buffer).
+  /// The data pointer and the other stride (in bytes) must be multiples of 16.
+  TensorRef a;
+  /// [N, K] e4m3 or e5m2 (the nn.Linear weight layout: D = A · Bᵀ), K-major (stride(1) == 1) or
+  /// N-major (stride(0) == 1, a transposed view of a [K, N] buffer); same alignment rules.
+  /// All four layout combinations are native specializations.
+  TensorRef b;
+  /// [M, N] bf16 or f32, row-major (stride(1) == 1) or, with kTensorwise scales, column-major
+  /// (stride(0) == 1; computed as Dᵀ = B · Aᵀ by swapping the operands).
+  TensorRef d;
+  /// f32 dequant scales on the device (see ScaleMode); any strides.
+  TensorRef scale_a;
+  TensorRef scale_b;
+  ScaleMode scale_mode = ScaleMode::kTensorwise;
+  /// Optional [N] bf16 or f32, added after scaling: D[m, n] += bias[n].
+  TensorRef bias;
+  /// Planner overrides for tests and tuning: tile (kAuto = plan) and pipeline stages (0 = the
+  /// deepest of 4, 3 that fits the device's shared memory; else 2..4).
+  GemmTile tile = GemmTile::kAuto;
+  int stages = 0;
+};
+
+/// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores
+/// (mma.sync m16n8k32 e4m3/e5m2, sm_89+). Requirements: K % 16 == 0 (16-byte cp.async chunks;
+/// M and N are free, partial tiles are zero-filled and masked); K % 128 == 0 with kBlockwise.
+/// Never allocates or synchronizes (graph-capturable). Throws InvalidArgument naming the tensor
+/// and the rule it broke, Unsupported below sm_89 (naming the device's arch), DriverError.
+void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
+
+/// How Linear scales its input activations.
+enum class Recipe : uint8_t {
+  /// Per-tensor multiplier from this call's amax: multiplier = fmt_max / amax(x) (quantize
+  /// with dynamic = true). Weights: kTensor or kRow.
+  kDynamicTensor,
+  /// Per-row (per-token) multipliers from each row's amax. Weights: kTensor or kRow.
+  kDynamicRow,
+  /// 1×128 block multipliers; weights must be kBlock128x128 (the DeepSeek-V3 recipe).
+  kDynamicBlock,
+  /// Delayed scaling (Micikevicius et al. 2022, §4.3; NVIDIA Transformer Engine's
+  /// DelayedScaling with amax_compute_algo = "max"): step t quantizes x_t with the multiplier
+  /// m_t derived from *past* amaxes, records amax(x_t) into a ring of `history_len` entries,
+  /// then sets
+  ///   m_{t+1} = fmt_max / (max(history) · 2^margin)   when 0 < max(history) < inf
+  ///   m_{t+1} = m_t                                   otherwise (kept, as TE does)
+  /// with m_0 = 1 (so step 0 saturates inputs beyond fmt_max, as in TE). Weights: kTensor or kRow.
+  kDelayed,
+};
+
+/// Configuration of a Linear.
+struct LinearConfig {
+  int64_t in_features = 0;   ///< K, a multiple of 16 (of 128 for kDynamicBlock)
+  int64_t out_features = 0;  ///< N
+  int64_t max_tokens = 0;    ///< largest M forward() accepts (sizes the activation buffers)
+  Recipe recipe = Recipe::kDelayed;
+  Granularity weight_granularity = Granularity::kRow;  ///< kTensor, kRow or kBlock128x128
+  DType activation_format = DType::kE4M3;              ///< kE4M3 or kE5M2
+  DType weight_format = DType::kE4M3;
+  int history_len = 16;  ///< kDelayed: amax history length (≥ 1)
+  int margin = 0;        ///< kDelayed: the multiplier is divided by 2^margin (≥ 0)
+  int device = 0;        ///< CUDA device of the weight and of every buffer
+};
+
+/// y = x · Wᵀ (+ bias) with FP8 operands: the weight is quantized once at construction, the
+/// input on every call per `recipe`, then one FP8 GEMM (bf16 or f32 out).
+///
+/// Memory: everything is allocated once in the constructor (cuMemAlloc on `device`) and freed by
+/// the destructor: the fp8 weight [N, K] and its dequant scales; the fp8 activation buffer
+/// [max_tokens, K] and its scales ([1], [max_tokens] or [max_tokens, K/128]); a [1] amax; for
+/// kDelayed the state: amax history [history_len], step counter, multiplier. forward() allocates
+/// nothing and never synchronizes, so it can be captured in a CUDA graph (the delayed-scaling
+/// state advances on the device, once per replay). Calls must be stream-ordered with each other
+/// (they share the activation buffers). Not copyable; movable.
+class Linear {
+ public:
+  /// Quantizes `weight` ([out_features, in_features] bf16, f16 or f32, row-major, on `device`)
+  /// per config.weight_granularity on `stream` and waits for it. Throws InvalidArgument for an
+  /// inconsistent config or weight, Unsupported below sm_89, DriverError.
+  Linear(const LinearConfig& config, const TensorRef& weight, CUstream stream,
+         Runtime& runtime = Runtime::global());
+  ~Linear();
+  Linear(Linear&& other) noexcept;
+  Linear& operator=(Linear&& other) noexcept;
+  Linear(const Linear&) = delete;
+  Linear& operator=(const Linear&) = delete;
+
+  /// y[M, N] = x[M, K] · Wᵀ (+ bias[N]) on `stream`. x: bf16, f16 or f32, row-major with 16-byte
+  /// aligned rows, 1 ≤ M ≤ max_tokens; y: bf16 or f32, row-major; bias: optional [N] bf16/f32.
+  void forward(const TensorRef& x, const TensorRef& y, CUstream stream, const TensorRef& bias = {});
+
+  const LinearConfig& config() const noexcept { return config_; }
+  /// Views of the owned device buffers (for inspection and tests).
+  TensorRef weight_fp8() const;        ///< [N, K] fp8
+  TensorRef weight_scale_inv() const;  ///< [1], [N] or [ceil(N/128), K/128] f32
+  /// The activation buffers of the last forward: fp8 x [max_tokens, K] and its scale_inv
+  /// ([1], [max_tokens] or [max_tokens, K/128] f32).
+  TensorRef input_fp8() const;
+  TensorRef input_scale_inv() const;
+  /// kDelayed state: [history_len] f32 amax ring, [1] int32 steps taken, [1] f32 multiplier for
+  /// the next call. ndim == 0 for the dynamic recipes.
+  TensorRef amax_history() const;
+  TensorRef step() const;
+  TensorRef multiplier() const;
+  /// [1] f32 amax of the last forward's input (kDynamicTensor and kDelayed; else ndim == 0).
+  TensorRef amax() const;
+
+ private:
+  void release() noexcept;
+
+  LinearConfig config_;
+  Runtime* runtime_ = nullptr;
+  CUdeviceptr buffer_ = 0;  // one allocation, carved into the buffers below
+  void* w_q_ = nullptr;
+  float* w_scale_inv_ = nullptr;
+  int64_t w_scale_shape_[2] = {1, 1};
+  int w_scale_ndim_ = 1;
+  void* x_q_ = nullptr;
+  float* x_scale_inv_ = nullptr;
+  float* amax_ = nullptr;
+  float* history_ = nullptr;
+  int32_t* step_ = nullptr;
+  float* multiplier_ = nullptr;
+};
+
+}  // namespace kjit::fp8

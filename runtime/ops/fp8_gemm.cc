@@ -1,0 +1,709 @@
+// kjit::fp8::gemm: validate (layouts, operand swap) → (driver) context, arch check → tile
+// planner → kernel table → gemm kernel. Also kjit::fp8::Linear, which strings quantize, gemm and
+// the delayed-scaling update together over buffers it allocates once.
+#include "runtime/ops/fp8_gemm.hpp"
+
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/launch.hpp>
+
+#include "fp8/quantize_params.h"
+#include "runtime/driver.hpp"
+#include "runtime/ops/fp8_quantize.hpp"
+#include "runtime/ops/kernel_table.hpp"
+#include "runtime/ops/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace kjit::fp8 {
+namespace {
+
+constexpr const char* kOp = "kjit::fp8::gemm";
+
+/// The POD specialization key of the op's kernel table (zero-initialized before it is filled).
+struct Choice {
+  int32_t fmt_a, fmt_b, out_f32, block, bm, bn, stages, a_trans, b_trans;
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
+
+ProgramSpec make_spec(const ParamMap& params) {
+  check_params(gemm_family(), params);
+  const int fa = params.at("a") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
+  const int fb = params.at("b") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
+  const bool out_f32 = params.at("out") == "f32";
+  const bool block = params.at("scale") == "block";
+  const std::string& tile = params.at("tile");
+  if (block && tile == "128x128") {
+    throw InvalidArgument("fp8.gemm: tile=128x128 is not available with scale=block (two accumulator sets of a "
+                          "128x128 tile do not fit the register file); use 128x64 or 64x64");
+  }
+  const int bm = tile == "64x64" ? 64 : 128;
+  const int bn = tile == "128x128" ? 128 : 64;
+  const std::string& stages = params.at("stages");
+  const bool a_trans = params.at("a_major") == "m";
+  const bool b_trans = params.at("b_major") == "n";
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  ProgramSpec spec;
+  spec.family = "fp8.gemm";
+  spec.template_args = fmt::format("a={} b={} out={} scale={} tile={} stages={} a_major={} b_major={}",
+                                   params.at("a"), params.at("b"), params.at("out"), params.at("scale"), tile, stages,
+                                   params.at("a_major"), params.at("b_major"));
+  spec.source_name = "fp8/gemm.cu";
+  spec.name_expressions = {fmt::format("kjit::fp8::gemm_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", fa, fb,
+                                       b(out_f32), b(block), bm, bn, stages, b(a_trans), b(b_trans))};
+  return spec;
+}
+
+void check_sizes(const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
+  }
+}
+
+void check_not_null(const char* name, const TensorRef& t) {
+  if (t.data == nullptr && t.numel() > 0) {
+    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
+  }
+}
+
+struct Operand {
+  const uint8_t* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  int fmt = kFormatE4M3;
+};
+
+/// An fp8 [rows, K] operand: K-major (stride(1) == 1) or rows-major (stride(0) == 1), the other
+/// stride and the pointer 16-byte aligned.
+Operand check_operand(const char* name, const TensorRef& t, int device, const char* rows_dim) {
+  kjit::detail::check_rank(kOp, name, t, 2);
+  check_sizes(name, t);
+  kjit::detail::check_dtype(kOp, name, t, {DType::kE4M3, DType::kE5M2});
+  kjit::detail::check_device(kOp, name, t, device);
+  check_not_null(name, t);
+  Operand o;
+  o.data = static_cast<const uint8_t*>(t.data);
+  o.fmt = t.dtype == DType::kE4M3 ? kFormatE4M3 : kFormatE5M2;
+  int64_t outer = 0;  // extent of the strided dim
+  if (t.strides[1] == 1 || t.shape[1] <= 1) {
+    o.trans = false;
+    o.ld = t.strides[0];
+    outer = t.shape[0];
+  } else if (t.strides[0] == 1 || t.shape[0] <= 1) {
+    o.trans = true;
+    o.ld = t.strides[1];
+    outer = t.shape[1];
+  } else {
+    kjit::detail::fail(kOp, fmt::format("{} must have K (dim 1) or {} (dim 0) contiguous (stride 1), got {} with "
+                                        "strides [{}, {}]",
+                                        name, rows_dim, t.describe(), t.strides[0], t.strides[1]));
+  }
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer {} must be 16-byte aligned, got {}", name, t.data,
+                                        t.describe()));
+  }
+  if (outer > 1 && o.ld % 16 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} leading stride ({} bytes) must be a multiple of 16 bytes (16-byte "
+                                        "cp.async chunks), got {} with strides [{}, {}]",
+                                        name, o.ld, t.describe(), t.strides[0], t.strides[1]));
+  }
+  if (outer <= 1 && o.ld % 16 != 0) o.ld = 16;  // never used for a single row; keep it aligned
+  return o;
+}
+
+struct Scale {
+  const float* data = nullptr;
+  int64_t s0 = 0, s1 = 0;
+};
+
+/// Tensorwise: [1] or [extent] f32.
+Scale check_scale_1d(const char* name, const TensorRef& t, int device, int64_t extent, const char* what) {
+  kjit::detail::check_rank(kOp, name, t, 1);
+  check_sizes(name, t);
+  kjit::detail::check_dtype(kOp, name, t, DType::kF32);
+  kjit::detail::check_device(kOp, name, t, device);
+  if (t.shape[0] != 1 && t.shape[0] != extent) {
+    kjit::detail::fail(kOp, fmt::format("{} must be [1] (per tensor) or [{}] (per {}) with kTensorwise scales, "
+                                        "got {}",
+                                        name, extent, what, t.describe()));
+  }
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
+  }
+  check_not_null(name, t);
+  Scale s;
+  s.data = static_cast<const float*>(t.data);
+  s.s0 = t.shape[0] == 1 ? 0 : t.strides[0];
+  return s;
+}
+
+/// Blockwise: [d0, d1] f32.
+Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d0, int64_t d1, const char* what) {
+  kjit::detail::check_rank(kOp, name, t, 2);
+  check_sizes(name, t);
+  kjit::detail::check_dtype(kOp, name, t, DType::kF32);
+  kjit::detail::check_device(kOp, name, t, device);
+  if (t.shape[0] != d0 || t.shape[1] != d1) {
+    kjit::detail::fail(kOp, fmt::format("{} must be [{}, {}] ({}) with kBlockwise scales, got {}", name, d0, d1, what,
+                                        t.describe()));
+  }
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
+  }
+  check_not_null(name, t);
+  Scale s;
+  s.data = static_cast<const float*>(t.data);
+  s.s0 = t.strides[0];
+  s.s1 = t.strides[1];
+  return s;
+}
+
+}  // namespace
+
+namespace detail {
+
+GemmProblem validate_gemm(const GemmArgs& args) {
+  using kjit::detail::fail;
+  const TensorRef& a = args.a;
+  const TensorRef& b = args.b;
+  const TensorRef& d = args.d;
+  kjit::detail::check_rank(kOp, "a", a, 2);
+  if (a.device < 0) fail(kOp, fmt::format("a must be on a CUDA device, got host memory {}", a.describe()));
+  GemmProblem g;
+  g.device = a.device;
+  const Operand oa = check_operand("a", a, g.device, "M");
+  const Operand ob = check_operand("b", b, g.device, "N");
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
+  kjit::detail::check_dim(kOp, "b", b, 1, k, "K (a dim 1)");
+  if (k <= 0 || k % 16 != 0) {
+    fail(kOp, fmt::format("K (a dim 1) must be a positive multiple of 16 (16-byte cp.async chunks of fp8), got a {} "
+                          "and b {}",
+                          a.describe(), b.describe()));
+  }
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
+    fail(kOp, fmt::format("M, N and K must stay below 2^31, got a {} and b {}", a.describe(), b.describe()));
+  }
+  if (args.scale_mode != ScaleMode::kTensorwise && args.scale_mode != ScaleMode::kBlockwise) {
+    fail(kOp, "scale_mode is not a ScaleMode value");
+  }
+  g.block = args.scale_mode == ScaleMode::kBlockwise;
+  if (g.block && k % kScaleBlock != 0) {
+    fail(kOp, fmt::format("K must be a multiple of 128 with kBlockwise scales (1x128 / 128x128 scale blocks "
+                          "cover whole k-tiles), got K = {}",
+                          k));
+  }
+
+  kjit::detail::check_rank(kOp, "d", d, 2);
+  check_sizes("d", d);
+  kjit::detail::check_dtype(kOp, "d", d, {DType::kBF16, DType::kF32});
+  kjit::detail::check_device(kOp, "d", d, g.device);
+  kjit::detail::check_dim(kOp, "d", d, 0, m, "M (a dim 0)");
+  kjit::detail::check_dim(kOp, "d", d, 1, n, "N (b dim 0)");
+  check_not_null("d", d);
+  const int elem = dtype_size(d.dtype);
+  if (reinterpret_cast<uintptr_t>(d.data) % elem != 0) {
+    fail(kOp, fmt::format("d data pointer must be {}-byte aligned, got {}", elem, d.describe()));
+  }
+  int64_t ldd = 0;
+  if (d.strides[1] == 1 || n <= 1) {
+    ldd = d.strides[0];
+  } else if (d.strides[0] == 1 || m <= 1) {
+    if (g.block) {
+      fail(kOp, fmt::format("d must be row-major (stride(1) == 1) with kBlockwise scales (the column-major operand "
+                            "swap needs symmetric scales), got {} with strides [{}, {}]",
+                            d.describe(), d.strides[0], d.strides[1]));
+    }
+    g.swapped = true;
+    ldd = d.strides[1];
+  } else {
+    fail(kOp, fmt::format("d must be row-major (stride(1) == 1) or column-major (stride(0) == 1), got {} with "
+                          "strides [{}, {}]",
+                          d.describe(), d.strides[0], d.strides[1]));
+  }
+  g.out_f32 = d.dtype == DType::kF32;
+
+  Scale sa, sb;
+  if (!g.block) {
+    sa = check_scale_1d("scale_a", args.scale_a, g.device, m, "row of a");
+    sb = check_scale_1d("scale_b", args.scale_b, g.device, n, "row of b (output channel)");
+  } else {
+    sa = check_scale_2d("scale_a", args.scale_a, g.device, m, k / kScaleBlock, "M x K/128: 1x128 blocks of a");
+    sb = check_scale_2d("scale_b", args.scale_b, g.device, ceil_div(n, kScaleBlock), k / kScaleBlock,
+                        "ceil(N/128) x K/128: 128x128 blocks of b");
+  }
+
+  const void* bias = nullptr;
+  bool bias_bf16 = false;
+  if (args.bias.ndim != 0) {
+    const TensorRef& t = args.bias;
+    kjit::detail::check_rank(kOp, "bias", t, 1);
+    check_sizes("bias", t);
+    kjit::detail::check_dtype(kOp, "bias", t, {DType::kBF16, DType::kF32});
+    kjit::detail::check_device(kOp, "bias", t, g.device);
+    kjit::detail::check_dim(kOp, "bias", t, 0, n, "N (b dim 0)");
+    kjit::detail::check_last_dim_contiguous(kOp, "bias", t);
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
+      fail(kOp, fmt::format("bias data pointer must be {}-byte aligned, got {}", dtype_size(t.dtype), t.describe()));
+    }
+    check_not_null("bias", t);
+    bias = t.data;
+    bias_bf16 = t.dtype == DType::kBF16;
+  }
+
+  GemmParams& p = g.params;
+  const Operand& a2 = g.swapped ? ob : oa;
+  const Operand& b2 = g.swapped ? oa : ob;
+  const Scale& sa2 = g.swapped ? sb : sa;
+  const Scale& sb2 = g.swapped ? sa : sb;
+  g.m = g.swapped ? n : m;
+  g.n = g.swapped ? m : n;
+  g.k = k;
+  g.fmt_a = a2.fmt;
+  g.fmt_b = b2.fmt;
+  g.a_trans = a2.trans;
+  g.b_trans = b2.trans;
+  p.a = a2.data;
+  p.b = b2.data;
+  p.d = d.data;
+  p.scale_a = sa2.data;
+  p.scale_b = sb2.data;
+  p.bias = bias;
+  p.lda = a2.ld;
+  p.ldb = b2.ld;
+  p.ldd = ldd;
+  p.sa_stride_m = sa2.s0;
+  p.sa_stride_k = sa2.s1;
+  p.sb_stride_n = sb2.s0;
+  p.sb_stride_k = sb2.s1;
+  p.m = static_cast<int32_t>(g.m);
+  p.n = static_cast<int32_t>(g.n);
+  p.k = static_cast<int32_t>(g.k);
+  p.bias_bf16 = bias_bf16 ? 1 : 0;
+  p.bias_rows = g.swapped ? 1 : 0;
+  p.vec_store = reinterpret_cast<uintptr_t>(d.data) % 16 == 0 && (ldd * elem) % 16 == 0 ? 1 : 0;
+  return g;
+}
+
+GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev) {
+  check_fp8_arch(kOp, dev.sm, g.device, nullptr);
+  GemmPlan plan;
+  auto ctas = [&](int bm, int bn) { return ceil_div(g.m, bm) * ceil_div(g.n, bn); };
+  switch (tile) {
+    case GemmTile::k64x64: plan.bm = 64, plan.bn = 64; break;
+    case GemmTile::k128x64: plan.bm = 128, plan.bn = 64; break;
+    case GemmTile::k128x128:
+      if (g.block) {
+        kjit::detail::fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a "
+                                "128x128 tile do not fit the register file); use k128x64, k64x64 or kAuto");
+      }
+      plan.bm = 128, plan.bn = 128;
+      break;
+    case GemmTile::kAuto:
+      if (g.m <= 64) {
+        plan.bm = 64, plan.bn = 64;
+      } else if (!g.block && ctas(128, 128) >= dev.sm_count) {
+        plan.bm = 128, plan.bn = 128;
+      } else if (ctas(128, 64) >= dev.sm_count) {
+        plan.bm = 128, plan.bn = 64;
+      } else {
+        plan.bm = 64, plan.bn = 64;
+      }
+      break;
+    default: kjit::detail::fail(kOp, "tile is not a GemmTile value");
+  }
+  const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
+  plan.threads = shape.threads;
+  if (stages != 0) {
+    if (stages < 2 || stages > 4) kjit::detail::fail(kOp, fmt::format("stages must be 0 (auto) or 2..4, got {}", stages));
+    if (stages * shape.stage_bytes > dev.smem_optin) {
+      kjit::detail::fail(kOp, fmt::format("stages = {} of a {}x{} tile need {} bytes of shared memory, the device "
+                                          "allows {}",
+                                          stages, plan.bm, plan.bn, stages * shape.stage_bytes, dev.smem_optin));
+    }
+    plan.stages = stages;
+  } else {
+    plan.stages = 0;
+    for (int s = 4; s >= 2; --s) {
+      if (s * shape.stage_bytes <= dev.smem_optin) {
+        plan.stages = s;
+        break;
+      }
+    }
+    if (plan.stages == 0) {
+      throw Unsupported(fmt::format("{}: two stages of a {}x{} tile need {} bytes of shared memory, the device allows "
+                                    "{}",
+                                    kOp, plan.bm, plan.bn, 2 * shape.stage_bytes, dev.smem_optin));
+    }
+  }
+  plan.smem_bytes = plan.stages * shape.stage_bytes;
+  plan.tiles_m = ceil_div(g.m, plan.bm);
+  plan.tiles_n = ceil_div(g.n, plan.bn);
+  if (plan.tiles_m * plan.tiles_n > INT32_MAX) {
+    kjit::detail::fail(kOp, fmt::format("{} x {} tiles exceed one launch", plan.tiles_m, plan.tiles_n));
+  }
+  return plan;
+}
+
+ParamMap gemm_params(const GemmProblem& g, const GemmPlan& plan) {
+  return {{"a", fmt_name(g.fmt_a)},
+          {"b", fmt_name(g.fmt_b)},
+          {"out", g.out_f32 ? "f32" : "bf16"},
+          {"scale", g.block ? "block" : "tensor"},
+          {"tile", fmt::format("{}x{}", plan.bm, plan.bn)},
+          {"stages", std::to_string(plan.stages)},
+          {"a_major", g.a_trans ? "m" : "k"},
+          {"b_major", g.b_trans ? "n" : "k"}};
+}
+
+}  // namespace detail
+
+const Family& gemm_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "fp8.gemm";
+    f.doc = "FP8 GEMM on pre-quantized operands, mma.sync m16n8k32 e4m3/e5m2 -> f32, tensor/channel or "
+            "1x128/128x128 block scales (kernel_sources/fp8/gemm.cu)";
+    f.params = {
+        {"a", {"e4m3", "e5m2"}, "format of A"},
+        {"b", {"e4m3", "e5m2"}, "format of B"},
+        {"out", {"bf16", "f32"}, "output element type"},
+        {"scale", {"tensor", "block"}, "tensor: per-tensor/row/column scales; block: 1x128 (A) and 128x128 (B)"},
+        {"tile", {"64x64", "128x64", "128x128"}, "CTA tile M x N (scale=block: 64x64 or 128x64)"},
+        {"stages", {"2", "3", "4"}, "cp.async pipeline stages (128 k each)"},
+        {"a_major", {"k", "m"}, "A stored [M, K] (k) or [K, M] (m)"},
+        {"b_major", {"k", "n"}, "B stored [N, K] (k) or [K, N] (n)"},
+    };
+    f.min_sm = detail::kFp8MinSm;
+    f.make = make_spec;
+    auto p = [](const char* scale, const char* tile, const char* stages) {
+      return ParamMap{{"a", "e4m3"},   {"b", "e4m3"},      {"out", "bf16"},   {"scale", scale},
+                      {"tile", tile},  {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
+    };
+    // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): the three tiles the planner
+    // picks at 4 stages (sm_90/sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB), for
+    // tensor/channel scales, and the two blockwise tiles (DeepSeek-V3 block scales).
+    f.defaults = {
+        p("tensor", "128x128", "4"), p("tensor", "128x128", "3"), p("tensor", "128x64", "4"),
+        p("tensor", "64x64", "4"),   p("block", "128x64", "4"),   p("block", "64x64", "4"),
+    };
+    return f;
+  }();
+  return family;
+}
+
+void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
+  // All argument checks come before the first driver call.
+  const detail::GemmProblem g = detail::validate_gemm(args);
+  const CUcontext context = kjit::detail::ensure_context(g.device);
+  const DeviceInfo& info = device_info(g.device);
+  const int sm = info.cc_major * 10 + info.cc_minor;
+  detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
+  if (g.m == 0 || g.n == 0) return;
+  const detail::GemmPlan plan =
+      detail::plan_gemm(g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin});
+
+  Choice choice{};
+  choice.fmt_a = g.fmt_a;
+  choice.fmt_b = g.fmt_b;
+  choice.out_f32 = g.out_f32;
+  choice.block = g.block;
+  choice.bm = plan.bm;
+  choice.bn = plan.bn;
+  choice.stages = plan.stages;
+  choice.a_trans = g.a_trans;
+  choice.b_trans = g.b_trans;
+  static kjit::detail::KernelTable<Choice> table;
+  const LoadedProgram& program =
+      table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
+
+  GemmParams p = g.params;
+  p.tiles_m = static_cast<int32_t>(plan.tiles_m);
+  p.tiles_n = static_cast<int32_t>(plan.tiles_n);
+  LaunchConfig config;
+  config.grid[0] = static_cast<uint32_t>(plan.tiles_m * plan.tiles_n);
+  config.block[0] = static_cast<uint32_t>(plan.threads);
+  config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
+  config.stream = stream;
+  launch(program.kernel(0), config, p);
+}
+
+// --- Linear ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kLinear = "kjit::fp8::Linear";
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+int fmt_of(DType t) { return t == DType::kE4M3 ? kFormatE4M3 : kFormatE5M2; }
+
+int in_code(DType t) { return t == DType::kBF16 ? kInBF16 : t == DType::kF16 ? kInF16 : kInF32; }
+
+void check_config(const LinearConfig& c) {
+  using kjit::detail::fail;
+  if (c.in_features <= 0 || c.in_features % 16 != 0) {
+    fail(kLinear, fmt::format("in_features must be a positive multiple of 16, got {}", c.in_features));
+  }
+  if (c.out_features <= 0) fail(kLinear, fmt::format("out_features must be positive, got {}", c.out_features));
+  if (c.max_tokens <= 0) fail(kLinear, fmt::format("max_tokens must be positive, got {}", c.max_tokens));
+  if (c.in_features > INT32_MAX / 2 || c.out_features > INT32_MAX / 2 || c.max_tokens > INT32_MAX / 2) {
+    fail(kLinear, "in_features, out_features and max_tokens must stay below 2^30");
+  }
+  for (DType t : {c.activation_format, c.weight_format}) {
+    if (t != DType::kE4M3 && t != DType::kE5M2) {
+      fail(kLinear, fmt::format("activation_format and weight_format must be e4m3 or e5m2, got {}", dtype_name(t)));
+    }
+  }
+  const bool block_w = c.weight_granularity == Granularity::kBlock128x128;
+  if (c.weight_granularity != Granularity::kTensor && c.weight_granularity != Granularity::kRow && !block_w) {
+    fail(kLinear, "weight_granularity must be kTensor, kRow or kBlock128x128");
+  }
+  const bool block_x = c.recipe == Recipe::kDynamicBlock;
+  if (block_x != block_w) {
+    fail(kLinear, "Recipe::kDynamicBlock and weight_granularity kBlock128x128 go together (the block-scaled GEMM "
+                  "needs 1x128 activation and 128x128 weight scales)");
+  }
+  if (block_x && c.in_features % kScaleBlock != 0) {
+    fail(kLinear, fmt::format("in_features must be a multiple of 128 with block scaling, got {}", c.in_features));
+  }
+  if (c.recipe != Recipe::kDynamicTensor && c.recipe != Recipe::kDynamicRow && c.recipe != Recipe::kDynamicBlock &&
+      c.recipe != Recipe::kDelayed) {
+    fail(kLinear, "recipe is not a Recipe value");
+  }
+  if (c.recipe == Recipe::kDelayed) {
+    if (c.history_len < 1 || c.history_len > 65536) {
+      fail(kLinear, fmt::format("history_len must be in [1, 65536], got {}", c.history_len));
+    }
+    if (c.margin < 0 || c.margin > 64) fail(kLinear, fmt::format("margin must be in [0, 64], got {}", c.margin));
+  }
+}
+
+}  // namespace
+
+Linear::Linear(const LinearConfig& config, const TensorRef& weight, CUstream stream, Runtime& runtime)
+    : config_(config), runtime_(&runtime) {
+  check_config(config_);
+  const int64_t n = config_.out_features, k = config_.in_features, t = config_.max_tokens;
+  kjit::detail::check_rank(kLinear, "weight", weight, 2);
+  kjit::detail::check_dim(kLinear, "weight", weight, 0, n, "out_features");
+  kjit::detail::check_dim(kLinear, "weight", weight, 1, k, "in_features");
+  kjit::detail::check_device(kLinear, "weight", weight, config_.device);
+  kjit::detail::check_dtype(kLinear, "weight", weight, {DType::kBF16, DType::kF16, DType::kF32});
+
+  kjit::detail::ensure_context(config_.device);
+  const DeviceInfo& info = device_info(config_.device);
+  detail::check_fp8_arch(kLinear, info.cc_major * 10 + info.cc_minor, config_.device, info.name.c_str());
+
+  // One allocation, carved into 256-byte aligned pieces.
+  const bool block = config_.recipe == Recipe::kDynamicBlock;
+  switch (config_.weight_granularity) {
+    case Granularity::kTensor: w_scale_ndim_ = 1, w_scale_shape_[0] = 1; break;
+    case Granularity::kRow: w_scale_ndim_ = 1, w_scale_shape_[0] = n; break;
+    default: w_scale_ndim_ = 2, w_scale_shape_[0] = ceil_div(n, kScaleBlock), w_scale_shape_[1] = k / kScaleBlock;
+  }
+  const int64_t w_scales = w_scale_shape_[0] * (w_scale_ndim_ == 2 ? w_scale_shape_[1] : 1);
+  const int64_t x_scales = config_.recipe == Recipe::kDynamicRow ? t : block ? t * (k / kScaleBlock) : 1;
+  const bool delayed = config_.recipe == Recipe::kDelayed;
+  size_t off = 0;
+  auto carve = [&](size_t bytes) {
+    const size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  const size_t o_wq = carve(static_cast<size_t>(n * k));
+  const size_t o_ws = carve(static_cast<size_t>(w_scales) * 4);
+  const size_t o_xq = carve(static_cast<size_t>(t * k));
+  const size_t o_xs = carve(static_cast<size_t>(x_scales) * 4);
+  const size_t o_amax = carve(4);
+  const size_t o_hist = delayed ? carve(static_cast<size_t>(config_.history_len) * 4) : 0;
+  const size_t o_step = delayed ? carve(4) : 0;
+  const size_t o_mult = delayed ? carve(4) : 0;
+  KJIT_CU(cuMemAlloc(&buffer_, off));
+  char* base = reinterpret_cast<char*>(buffer_);
+  w_q_ = base + o_wq;
+  w_scale_inv_ = reinterpret_cast<float*>(base + o_ws);
+  x_q_ = base + o_xq;
+  x_scale_inv_ = reinterpret_cast<float*>(base + o_xs);
+  amax_ = reinterpret_cast<float*>(base + o_amax);
+  try {
+    KJIT_CU(cuMemsetD8(buffer_, 0, off));
+    if (delayed) {
+      history_ = reinterpret_cast<float*>(base + o_hist);
+      step_ = reinterpret_cast<int32_t*>(base + o_step);
+      multiplier_ = reinterpret_cast<float*>(base + o_mult);
+      const float one = 1.f;
+      KJIT_CU(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(multiplier_), &one, sizeof(one)));
+    }
+    QuantizeArgs q;
+    q.x = weight;
+    q.y = weight_fp8();
+    q.granularity = config_.weight_granularity;
+    q.scale_inv = weight_scale_inv();
+    if (q.granularity == Granularity::kTensor) {
+      q.dynamic = true;
+      q.amax = TensorRef(amax_, DType::kF32, {1}, {}, config_.device);  // scratch for every recipe
+    }
+    fp8::quantize(q, stream, *runtime_);
+    KJIT_CU(cuStreamSynchronize(stream));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Linear::~Linear() { release(); }
+
+void Linear::release() noexcept {
+  if (buffer_ != 0) {
+    if (const kjit::detail::Driver* d = kjit::detail::try_driver()) d->cuMemFree(buffer_);
+  }
+  buffer_ = 0;
+  w_q_ = x_q_ = nullptr;
+  w_scale_inv_ = x_scale_inv_ = amax_ = history_ = multiplier_ = nullptr;
+  step_ = nullptr;
+}
+
+Linear::Linear(Linear&& other) noexcept { *this = std::move(other); }
+
+Linear& Linear::operator=(Linear&& other) noexcept {
+  if (this != &other) {
+    release();
+    config_ = other.config_;
+    runtime_ = other.runtime_;
+    buffer_ = std::exchange(other.buffer_, 0);
+    w_q_ = std::exchange(other.w_q_, nullptr);
+    w_scale_inv_ = std::exchange(other.w_scale_inv_, nullptr);
+    w_scale_shape_[0] = other.w_scale_shape_[0];
+    w_scale_shape_[1] = other.w_scale_shape_[1];
+    w_scale_ndim_ = other.w_scale_ndim_;
+    x_q_ = std::exchange(other.x_q_, nullptr);
+    x_scale_inv_ = std::exchange(other.x_scale_inv_, nullptr);
+    amax_ = std::exchange(other.amax_, nullptr);
+    history_ = std::exchange(other.history_, nullptr);
+    step_ = std::exchange(other.step_, nullptr);
+    multiplier_ = std::exchange(other.multiplier_, nullptr);
+  }
+  return *this;
+}
+
+TensorRef Linear::weight_fp8() const {
+  return TensorRef(w_q_, config_.weight_format, {config_.out_features, config_.in_features}, {}, config_.device);
+}
+
+TensorRef Linear::weight_scale_inv() const {
+  if (w_scale_ndim_ == 1) return TensorRef(w_scale_inv_, DType::kF32, {w_scale_shape_[0]}, {}, config_.device);
+  return TensorRef(w_scale_inv_, DType::kF32, {w_scale_shape_[0], w_scale_shape_[1]}, {}, config_.device);
+}
+
+TensorRef Linear::input_fp8() const {
+  return TensorRef(x_q_, config_.activation_format, {config_.max_tokens, config_.in_features}, {}, config_.device);
+}
+
+TensorRef Linear::input_scale_inv() const {
+  switch (config_.recipe) {
+    case Recipe::kDynamicRow: return TensorRef(x_scale_inv_, DType::kF32, {config_.max_tokens}, {}, config_.device);
+    case Recipe::kDynamicBlock:
+      return TensorRef(x_scale_inv_, DType::kF32, {config_.max_tokens, config_.in_features / kScaleBlock}, {},
+                       config_.device);
+    default: return TensorRef(x_scale_inv_, DType::kF32, {1}, {}, config_.device);
+  }
+}
+
+TensorRef Linear::amax_history() const {
+  if (!history_) return TensorRef();
+  return TensorRef(history_, DType::kF32, {config_.history_len}, {}, config_.device);
+}
+
+TensorRef Linear::step() const {
+  if (!step_) return TensorRef();
+  return TensorRef(step_, DType::kI32, {1}, {}, config_.device);
+}
+
+TensorRef Linear::multiplier() const {
+  if (!multiplier_) return TensorRef();
+  return TensorRef(multiplier_, DType::kF32, {1}, {}, config_.device);
+}
+
+TensorRef Linear::amax() const {
+  if (config_.recipe != Recipe::kDynamicTensor && config_.recipe != Recipe::kDelayed) return TensorRef();
+  return TensorRef(amax_, DType::kF32, {1}, {}, config_.device);
+}
+
+void Linear::forward(const TensorRef& x, const TensorRef& y, CUstream stream, const TensorRef& bias) {
+  using kjit::detail::fail;
+  if (buffer_ == 0) fail(kLinear, "forward() on a moved-from Linear");
+  kjit::detail::check_rank(kLinear, "x", x, 2);
+  kjit::detail::check_dim(kLinear, "x", x, 1, config_.in_features, "in_features");
+  kjit::detail::check_dtype(kLinear, "x", x, {DType::kBF16, DType::kF16, DType::kF32});
+  kjit::detail::check_device(kLinear, "x", x, config_.device);
+  const int64_t m = x.shape[0];
+  if (m < 0 || m > config_.max_tokens) {
+    fail(kLinear, fmt::format("x has {} rows; at most max_tokens = {} (the activation buffers' size), got {}", m,
+                              config_.max_tokens, x.describe()));
+  }
+  kjit::detail::check_rank(kLinear, "y", y, 2);
+  kjit::detail::check_dim(kLinear, "y", y, 0, m, "tokens (x dim 0)");
+  kjit::detail::check_dim(kLinear, "y", y, 1, config_.out_features, "out_features");
+  if (m == 0) return;
+  const int64_t k = config_.in_features;
+
+  QuantizeArgs q;
+  q.x = x;
+  q.y = TensorRef(x_q_, config_.activation_format, {m, k}, {}, config_.device);
+  switch (config_.recipe) {
+    case Recipe::kDynamicTensor:
+      q.granularity = Granularity::kTensor;
+      q.dynamic = true;
+      q.amax = amax();
+      q.scale_inv = TensorRef(x_scale_inv_, DType::kF32, {1}, {}, config_.device);
+      break;
+    case Recipe::kDynamicRow:
+      q.granularity = Granularity::kRow;
+      q.scale_inv = TensorRef(x_scale_inv_, DType::kF32, {m}, {}, config_.device);
+      break;
+    case Recipe::kDynamicBlock:
+      q.granularity = Granularity::kBlock1x128;
+      q.scale_inv = TensorRef(x_scale_inv_, DType::kF32, {m, k / kScaleBlock}, {}, config_.device);
+      break;
+    case Recipe::kDelayed:
+      q.granularity = Granularity::kTensor;
+      q.multiplier = multiplier();
+      q.amax = amax();
+      q.scale_inv = TensorRef(x_scale_inv_, DType::kF32, {1}, {}, config_.device);
+      break;
+  }
+  fp8::quantize(q, stream, *runtime_);
+
+  GemmArgs g;
+  g.a = q.y;
+  g.b = weight_fp8();
+  g.d = y;
+  g.scale_a = q.scale_inv;
+  g.scale_b = weight_scale_inv();
+  g.scale_mode = config_.recipe == Recipe::kDynamicBlock ? ScaleMode::kBlockwise : ScaleMode::kTensorwise;
+  g.bias = bias;
+  fp8::gemm(g, stream, *runtime_);
+
+  if (config_.recipe == Recipe::kDelayed) {
+    DelayedScalingParams d{};
+    d.amax = amax_;
+    d.history = history_;
+    d.step = step_;
+    d.multiplier = multiplier_;
+    d.margin_scale = std::ldexp(1.f, config_.margin);
+    d.history_len = config_.history_len;
+    detail::launch_delayed_scaling(d, in_code(x.dtype), fmt_of(config_.activation_format), config_.device, stream,
+                                   *runtime_);
+  }
+}
+
+}  // namespace kjit::fp8

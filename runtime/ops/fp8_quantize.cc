@@ -1,0 +1,424 @@
+// kjit::fp8::quantize: validate → (driver) context, arch check → planner → kernel table →
+// [memset amax] → kernel(s).
+#include "runtime/ops/fp8_quantize.hpp"
+
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/launch.hpp>
+
+#include "runtime/driver.hpp"
+#include "runtime/ops/kernel_table.hpp"
+#include "runtime/ops/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <string>
+
+namespace kjit::fp8 {
+namespace {
+
+constexpr const char* kOp = "kjit::fp8::quantize";
+
+/// The POD specialization key of the op's kernel table (zero-initialized before it is filled).
+struct Choice {
+  int32_t in;
+  int32_t fmt;
+  int32_t granularity;
+  int32_t pow2;
+};
+
+const char* in_name(int in) { return in == kInBF16 ? "bf16" : in == kInF16 ? "f16" : "f32"; }
+const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
+const char* gran_name(int g) {
+  switch (g) {
+    case kGranTensor: return "tensor";
+    case kGranRow: return "row";
+    case kGranBlock1x128: return "block1x128";
+    default: return "block128x128";
+  }
+}
+
+int parse_index(const std::string& value, std::initializer_list<const char*> names) {
+  int i = 0;
+  for (const char* n : names) {
+    if (value == n) return i;
+    ++i;
+  }
+  return -1;  // unreachable after check_params
+}
+
+ProgramSpec make_spec(const ParamMap& params) {
+  check_params(quantize_family(), params);
+  const int in = parse_index(params.at("in"), {"bf16", "f16", "f32"});
+  const int fmt = parse_index(params.at("fmt"), {"e4m3", "e5m2"});
+  const int gran = parse_index(params.at("granularity"), {"tensor", "row", "block1x128", "block128x128"});
+  const bool pow2 = params.at("pow2") == "1";
+  const char* p2 = pow2 ? "true" : "false";
+  ProgramSpec spec;
+  spec.family = "fp8.quantize";
+  spec.template_args = fmt::format("in={} fmt={} granularity={} pow2={}", in_name(in), fmt_name(fmt),
+                                   gran_name(gran), pow2 ? 1 : 0);
+  spec.source_name = "fp8/quantize.cu";
+  switch (gran) {
+    case kGranTensor:
+      // Order matters: the op launches kernel(0) (given multiplier), kernel(2) then kernel(1)
+      // (dynamic), and Linear launches kernel(3).
+      spec.name_expressions = {
+          fmt::format("kjit::fp8::quantize_tensor_kernel<{}, {}, false, {}>", in, fmt, p2),
+          fmt::format("kjit::fp8::quantize_tensor_kernel<{}, {}, true, {}>", in, fmt, p2),
+          fmt::format("kjit::fp8::amax_kernel<{}>", in),
+          fmt::format("kjit::fp8::delayed_scaling_kernel<{}>", fmt),
+      };
+      break;
+    case kGranRow:
+      spec.name_expressions = {fmt::format("kjit::fp8::quantize_row_kernel<{}, {}, {}>", in, fmt, p2)};
+      break;
+    case kGranBlock1x128:
+      spec.name_expressions = {fmt::format("kjit::fp8::quantize_block_kernel<{}, {}, {}>", in, fmt, p2)};
+      break;
+    default:
+      spec.name_expressions = {fmt::format("kjit::fp8::quantize_tile_kernel<{}, {}, {}>", in, fmt, p2)};
+      break;
+  }
+  return spec;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_sizes(const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
+  }
+}
+
+void check_not_null(const char* name, const TensorRef& t) {
+  if (t.data == nullptr && t.numel() > 0) {
+    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
+  }
+}
+
+/// A rank-2 tensor on `device` whose rows start 16-byte aligned and are contiguous.
+void check_rows16(const char* name, const TensorRef& t, int device) {
+  kjit::detail::check_rank(kOp, name, t, 2);
+  check_sizes(name, t);
+  kjit::detail::check_device(kOp, name, t, device);
+  kjit::detail::check_last_dim_contiguous(kOp, name, t);
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % 16 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be 16-byte aligned, got {}", name, address,
+                                        t.describe()));
+  }
+  const int64_t row_bytes = t.strides[0] * dtype_size(t.dtype);
+  if (t.shape[0] > 1 && row_bytes % 16 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} row stride ({} elements = {} bytes) must be a multiple of 16 bytes, "
+                                        "got {}",
+                                        name, t.strides[0], row_bytes, t.describe()));
+  }
+  check_not_null(name, t);
+}
+
+/// An f32 scale-group tensor on `device`, 4-byte aligned, of shape [d0] (rank 1) or [d0, d1].
+void check_groups(const char* name, const TensorRef& t, int device, int rank, int64_t d0, int64_t d1,
+                  const char* what) {
+  kjit::detail::check_rank(kOp, name, t, rank);
+  check_sizes(name, t);
+  kjit::detail::check_dtype(kOp, name, t, DType::kF32);
+  kjit::detail::check_device(kOp, name, t, device);
+  if (t.shape[0] != d0 || (rank == 2 && t.shape[1] != d1)) {
+    const std::string shape = rank == 1 ? fmt::format("[{}]", d0) : fmt::format("[{}, {}]", d0, d1);
+    kjit::detail::fail(kOp, fmt::format("{} must be {} {}, got {}", name, shape, what, t.describe()));
+  }
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
+  }
+  check_not_null(name, t);
+}
+
+}  // namespace
+
+namespace detail {
+
+void check_fp8_arch(const char* op, int sm, int device, const char* device_name) {
+  if (sm < kFp8MinSm) {
+    const std::string which = device_name != nullptr && *device_name != '\0'
+                                  ? fmt::format("device {} ({})", device, device_name)
+                                  : fmt::format("device {}", device);
+    throw Unsupported(fmt::format("{}: needs sm_89 or newer (FP8 cvt.satfinite and mma.sync e4m3/e5m2 exist from "
+                                  "Ada/Hopper on); {} is sm_{}",
+                                  op, which, sm));
+  }
+}
+
+ParamMap quantize_params(int in, int fmt, int granularity, bool pow2) {
+  return {{"in", in_name(in)},
+          {"fmt", fmt_name(fmt)},
+          {"granularity", gran_name(granularity)},
+          {"pow2", pow2 ? "1" : "0"}};
+}
+
+QuantizeProblem validate_quantize(const QuantizeArgs& args) {
+  using kjit::detail::fail;
+  const TensorRef& x = args.x;
+  const TensorRef& y = args.y;
+  kjit::detail::check_rank(kOp, "x", x, 2);
+  if (x.device < 0) fail(kOp, fmt::format("x must be on a CUDA device, got host memory {}", x.describe()));
+  QuantizeProblem q;
+  q.device = x.device;
+  kjit::detail::check_dtype(kOp, "x", x, {DType::kBF16, DType::kF16, DType::kF32});
+  check_rows16("x", x, q.device);
+  q.in = x.dtype == DType::kBF16 ? kInBF16 : x.dtype == DType::kF16 ? kInF16 : kInF32;
+  q.rows = x.shape[0];
+  q.cols = x.shape[1];
+  if (q.cols % 16 != 0) {
+    fail(kOp, fmt::format("x cols (dim 1) must be a multiple of 16 (16-byte vectors never straddle a 128-column "
+                          "block), got {}",
+                          x.describe()));
+  }
+  kjit::detail::check_dtype(kOp, "y", y, {DType::kE4M3, DType::kE5M2});
+  check_rows16("y", y, q.device);
+  kjit::detail::check_dim(kOp, "y", y, 0, q.rows, "rows (x dim 0)");
+  kjit::detail::check_dim(kOp, "y", y, 1, q.cols, "cols (x dim 1)");
+  q.fmt = y.dtype == DType::kE4M3 ? kFormatE4M3 : kFormatE5M2;
+  q.pow2 = args.pow2_scale;
+  if (q.rows > INT32_MAX || q.cols > INT32_MAX / 2) {
+    fail(kOp, fmt::format("rows must stay below 2^31 and cols below 2^30, got {}", x.describe()));
+  }
+
+  const bool has_amax = args.amax.ndim != 0;
+  const bool has_scale_inv = args.scale_inv.ndim != 0;
+  QuantizeParams& p = q.params;
+  p.x = x.data;
+  p.y = y.data;
+  p.rows = q.rows;
+  p.cols = q.cols;
+  p.x_stride = x.strides[0];
+  p.y_stride = y.strides[0];
+  p.col_blocks = static_cast<int32_t>(ceil_div(q.cols, kScaleBlock));
+  p.multiplier_value = args.multiplier_value;
+
+  switch (args.granularity) {
+    case Granularity::kTensor: {
+      q.granularity = kGranTensor;
+      q.dynamic = args.dynamic;
+      if (args.dynamic) {
+        if (args.multiplier.ndim != 0) {
+          fail(kOp, "multiplier must be absent (ndim 0) when dynamic = true: the multiplier is fmt_max / amax of "
+                    "this call");
+        }
+        if (!has_amax) fail(kOp, "amax ([1] f32) is required when dynamic = true: the first pass reduces into it");
+      } else if (args.multiplier.ndim != 0) {
+        check_groups("multiplier", args.multiplier, q.device, 1, 1, 0, "(one f32 multiplier)");
+        p.multiplier = static_cast<const float*>(args.multiplier.data);
+      } else {
+        const float m = args.multiplier_value;
+        if (!(std::isfinite(m) && m >= FLT_MIN)) {
+          fail(kOp, fmt::format("multiplier_value must be positive, finite and normal (>= {}), got {}", FLT_MIN, m));
+        }
+      }
+      if (has_amax) check_groups("amax", args.amax, q.device, 1, 1, 0, "(one f32 per tensor)");
+      if (has_scale_inv) check_groups("scale_inv", args.scale_inv, q.device, 1, 1, 0, "(one f32 per tensor)");
+      // Both compact: one long row, no per-vector division in the kernel.
+      q.collapse = x.strides[0] == q.cols && y.strides[0] == q.cols;
+      if (q.collapse) {
+        p.cols = q.rows * q.cols;
+        p.rows = 1;
+        p.x_stride = p.y_stride = p.cols;
+      }
+      break;
+    }
+    case Granularity::kRow:
+    case Granularity::kBlock1x128:
+    case Granularity::kBlock128x128: {
+      q.granularity = args.granularity == Granularity::kRow          ? kGranRow
+                      : args.granularity == Granularity::kBlock1x128 ? kGranBlock1x128
+                                                                     : kGranBlock128x128;
+      if (args.dynamic) {
+        fail(kOp, fmt::format("dynamic applies to kTensor only: {} multipliers are always computed from their "
+                              "group's amax",
+                              gran_name(q.granularity)));
+      }
+      if (args.multiplier.ndim != 0) {
+        fail(kOp, fmt::format("multiplier must be absent (ndim 0) for {} granularity: multipliers are computed",
+                              gran_name(q.granularity)));
+      }
+      if (!has_scale_inv) {
+        fail(kOp, fmt::format("scale_inv (f32) is required for {} granularity: it receives the dequant scales",
+                              gran_name(q.granularity)));
+      }
+      const TensorRef* outs[2] = {&args.scale_inv, has_amax ? &args.amax : nullptr};
+      const char* names[2] = {"scale_inv", "amax"};
+      for (int i = 0; i < 2; ++i) {
+        if (!outs[i]) continue;
+        if (q.granularity == kGranRow) {
+          check_groups(names[i], *outs[i], q.device, 1, q.rows, 0, "(one f32 per row)");
+        } else if (q.granularity == kGranBlock1x128) {
+          check_groups(names[i], *outs[i], q.device, 2, q.rows, p.col_blocks, "(one f32 per 1x128 block)");
+        } else {
+          check_groups(names[i], *outs[i], q.device, 2, ceil_div(q.rows, kScaleBlock), p.col_blocks,
+                       "(one f32 per 128x128 block)");
+        }
+      }
+      if (has_amax && (args.amax.strides[0] != args.scale_inv.strides[0] ||
+                       (args.amax.ndim == 2 && args.amax.shape[1] > 1 &&
+                        args.amax.strides[1] != args.scale_inv.strides[1]))) {
+        fail(kOp, fmt::format("amax and scale_inv must have the same strides, got {} and {}", args.amax.describe(),
+                              args.scale_inv.describe()));
+      }
+      p.s_stride0 = args.scale_inv.strides[0];
+      p.s_stride1 = args.scale_inv.ndim == 2 ? args.scale_inv.strides[1] : 0;
+      if (q.granularity == kGranBlock128x128 && ceil_div(q.rows, kScaleBlock) > 65535) {
+        fail(kOp, fmt::format("128x128 blocks: at most 65535 row blocks, got {}", x.describe()));
+      }
+      break;
+    }
+    default: fail(kOp, "granularity is not a Granularity value");
+  }
+  p.amax = has_amax ? static_cast<float*>(args.amax.data) : nullptr;
+  p.scale_inv = has_scale_inv ? static_cast<float*>(args.scale_inv.data) : nullptr;
+  return q;
+}
+
+QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
+  check_fp8_arch(kOp, sm, q.device, nullptr);
+  QuantizePlan plan;
+  const int vec = q.in == kInF32 ? 4 : 8;
+  const int64_t vectors = q.params.rows * (q.params.cols / vec);
+  switch (q.granularity) {
+    case kGranTensor: {
+      plan.zero_amax = q.params.amax != nullptr;
+      const int64_t want = ceil_div(std::max<int64_t>(vectors, 1), int64_t{kTensorThreads} * kTensorUnroll);
+      const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t{8} * std::max(sm_count, 1)));
+      QuantizeLaunch l;
+      l.grid[0] = static_cast<uint32_t>(grid);
+      l.block = kTensorThreads;
+      if (q.dynamic) {
+        l.kernel = 2;  // amax pass
+        plan.launch[plan.launches++] = l;
+        l.kernel = 1;
+      } else {
+        l.kernel = 0;
+      }
+      plan.launch[plan.launches++] = l;
+      break;
+    }
+    case kGranRow: {
+      if (q.rows == 0) break;
+      const int64_t vpr = q.cols / vec;
+      const int64_t threads = std::clamp<int64_t>(ceil_div(ceil_div(vpr, kRowCache), 32) * 32, 32, kRowMaxThreads);
+      QuantizeLaunch l;
+      l.grid[0] = static_cast<uint32_t>(q.rows);
+      l.block = static_cast<uint32_t>(threads);
+      plan.launch[plan.launches++] = l;
+      break;
+    }
+    case kGranBlock1x128: {
+      const int64_t blocks = q.rows * q.params.col_blocks;
+      if (blocks == 0) break;
+      const int group = kScaleBlock / vec;
+      const int64_t per_cta = int64_t{kBlockThreads / group} * kBlockUnroll;
+      QuantizeLaunch l;
+      l.grid[0] = static_cast<uint32_t>(ceil_div(blocks, per_cta));
+      l.block = kBlockThreads;
+      plan.launch[plan.launches++] = l;
+      break;
+    }
+    default: {
+      if (q.rows == 0 || q.params.col_blocks == 0) break;
+      QuantizeLaunch l;
+      l.grid[0] = static_cast<uint32_t>(q.params.col_blocks);
+      l.grid[1] = static_cast<uint32_t>(ceil_div(q.rows, kScaleBlock));
+      l.block = kBlockThreads;
+      plan.launch[plan.launches++] = l;
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace detail
+
+const Family& quantize_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "fp8.quantize";
+    f.doc = "FP8 quantization bf16/f16/f32 -> e4m3/e5m2 with amax; per tensor, row, 1x128 or 128x128 block "
+            "(kernel_sources/fp8/quantize.cu)";
+    f.params = {
+        {"in", {"bf16", "f16", "f32"}, "input element type"},
+        {"fmt", {"e4m3", "e5m2"}, "output FP8 format"},
+        {"granularity", {"tensor", "row", "block1x128", "block128x128"}, "which elements share a multiplier"},
+        {"pow2", {"0", "1"}, "1: round multipliers down to powers of two (UE8M0 scales)"},
+    };
+    f.min_sm = detail::kFp8MinSm;
+    f.make = make_spec;
+    // bf16 activations and weights in e4m3 at every granularity (per-tensor delayed/dynamic
+    // scaling, per-token, DeepSeek-V3 1x128 activations and 128x128 weights), and e5m2 gradients.
+    f.defaults = {
+        detail::quantize_params(kInBF16, kFormatE4M3, kGranTensor, false),
+        detail::quantize_params(kInBF16, kFormatE4M3, kGranRow, false),
+        detail::quantize_params(kInBF16, kFormatE4M3, kGranBlock1x128, false),
+        detail::quantize_params(kInBF16, kFormatE4M3, kGranBlock128x128, false),
+        detail::quantize_params(kInBF16, kFormatE5M2, kGranTensor, false),
+    };
+    return f;
+  }();
+  return family;
+}
+
+namespace {
+
+const LoadedProgram& program_for(Runtime& runtime, CUcontext context, int in, int fmt, int gran, bool pow2) {
+  Choice choice{};
+  choice.in = in;
+  choice.fmt = fmt;
+  choice.granularity = gran;
+  choice.pow2 = pow2 ? 1 : 0;
+  static kjit::detail::KernelTable<Choice> table;
+  return table.get(runtime, context, choice, [&choice] {
+    return make_spec(detail::quantize_params(choice.in, choice.fmt, choice.granularity, choice.pow2 != 0));
+  });
+}
+
+}  // namespace
+
+void quantize(const QuantizeArgs& args, CUstream stream, Runtime& runtime) {
+  // All argument checks come before the first driver call.
+  const detail::QuantizeProblem q = detail::validate_quantize(args);
+  const CUcontext context = kjit::detail::ensure_context(q.device);
+  const DeviceInfo& info = device_info(q.device);
+  detail::check_fp8_arch(kOp, info.cc_major * 10 + info.cc_minor, q.device, info.name.c_str());
+  const detail::QuantizePlan plan = detail::plan_quantize(q, info.cc_major * 10 + info.cc_minor, info.sm_count);
+  if (plan.zero_amax) {
+    KJIT_CU(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(q.params.amax), 0, sizeof(float), stream));
+  }
+  if (plan.launches == 0) return;
+  const LoadedProgram& program = program_for(runtime, context, q.in, q.fmt, q.granularity, q.pow2);
+  for (int i = 0; i < plan.launches; ++i) {
+    const detail::QuantizeLaunch& l = plan.launch[i];
+    LaunchConfig config;
+    config.grid[0] = l.grid[0];
+    config.grid[1] = l.grid[1];
+    config.block[0] = l.block;
+    config.stream = stream;
+    launch(program.kernel(static_cast<size_t>(l.kernel)), config, q.params);
+  }
+}
+
+namespace detail {
+
+void launch_delayed_scaling(const DelayedScalingParams& params, int in, int fmt, int device, CUstream stream,
+                            Runtime& runtime) {
+  const CUcontext context = kjit::detail::ensure_context(device);
+  const LoadedProgram& program = program_for(runtime, context, in, fmt, kGranTensor, false);
+  LaunchConfig config;
+  config.block[0] = 32;
+  config.stream = stream;
+  launch(program.kernel(3), config, params);
+}
+
+}  // namespace detail
+}  // namespace kjit::fp8

@@ -1,0 +1,667 @@
+// Host-only checks of the FP8 family: the host E4M3/E5M2 codec (known values, every code, an
+// independent bit-level encoder on millions of floats), every validation rule of quantize and
+// gemm (fired before any driver call, naming the tensor), the Unsupported error below sm_89, the
+// planners' choices, the family specs, and NVRTC compiles of the defaults and of every layout
+// and format specialization kind without spills. No GPU needed.
+#include <kjit/error.hpp>
+#include <kjit/ops/fp8.hpp>
+#include <kjit/runtime.hpp>
+
+#include "fp8/gemm_params.h"
+#include "fp8/quantize_params.h"
+#include "runtime/ops/fp8_gemm.hpp"
+#include "runtime/ops/fp8_quantize.hpp"
+#include "tools/testing/reference_fp8.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+namespace f8 = kjit::fp8;
+namespace fd = kjit::fp8::detail;
+namespace kt = kjit::testing;
+using kt::Fp8Format;
+
+// --- host codec -------------------------------------------------------------------------------
+
+/// An encoder written independently of reference_fp8.cc: scale to the quantum of |x|'s binade,
+/// round half to even with nearbyint, then assemble the bits.
+uint8_t naive_encode(float x, Fp8Format f) {
+  const bool e4 = f == Fp8Format::kE4M3;
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+  const double a = std::fabs(static_cast<double>(x));
+  const uint8_t max_code = e4 ? 0x7e : 0x7b;
+  if (e4 ? a > 464.0 : a >= 61440.0) return sign | max_code;  // satfinite, ±inf included
+  const int emin = 1 - bias;
+  const int e = a > 0 ? std::max(std::ilogb(a), emin) : emin;
+  const double ulp = std::ldexp(1.0, e - mbits);
+  const double v = std::nearbyint(a / ulp) * ulp;  // ties to even (default rounding mode)
+  if (v == 0) return sign;
+  if (v > (e4 ? 448.0 : 57344.0)) return sign | max_code;
+  const int ev = std::ilogb(v);
+  if (ev < emin) return sign | static_cast<uint8_t>(v / std::ldexp(1.0, emin - mbits));
+  const int mant = static_cast<int>((v / std::ldexp(1.0, ev) - 1.0) * (1 << mbits));
+  return sign | static_cast<uint8_t>(((ev + bias) << mbits) | mant);
+}
+
+TEST(Fp8Codec, KnownValues) {
+  const Fp8Format e4 = Fp8Format::kE4M3, e5 = Fp8Format::kE5M2;
+  struct K {
+    float x;
+    Fp8Format f;
+    uint8_t code;
+  };
+  const K known[] = {
+      {0.f, e4, 0x00},          {-0.f, e4, 0x80},          {1.f, e4, 0x38},        {-1.f, e4, 0xb8},
+      {448.f, e4, 0x7e},        {-448.f, e4, 0xfe},        {447.f, e4, 0x7e},      {440.f, e4, 0x7e},
+      {416.f, e4, 0x7d},        {431.f, e4, 0x7d},         {432.f, e4, 0x7e},  // 416|448 tie → even mantissa
+      {464.f, e4, 0x7e},  // 448|(480) tie → even, not NaN
+      {465.f, e4, 0x7e},  // saturates
+      {1e4f, e4, 0x7e},         {-1e4f, e4, 0xfe},         {INFINITY, e4, 0x7e},   {-INFINITY, e4, 0xfe},
+      {0x1p-6f, e4, 0x08},      {0x1p-9f, e4, 0x01},       {0x1p-10f, e4, 0x00},   {0x1.8p-10f, e4, 0x01},
+      {0x1.4p-7f, e4, 0x05},    {0x7p-9f, e4, 0x07},       {0x1.ep-7f, e4, 0x08},  {1e-30f, e4, 0x00},
+      {-1e-30f, e4, 0x80},      {0.f, e5, 0x00},           {1.f, e5, 0x3c},        {57344.f, e5, 0x7b},
+      {-57344.f, e5, 0xfb},     {61439.f, e5, 0x7b},       {61440.f, e5, 0x7b},    {1e6f, e5, 0x7b},
+      {INFINITY, e5, 0x7b},     {-INFINITY, e5, 0xfb},     {0x1p-14f, e5, 0x04},   {0x1p-16f, e5, 0x01},
+      {0x1p-17f, e5, 0x00},     {0x1.8p-17f, e5, 0x01},    {3.f, e5, 0x42},        {2.5f, e5, 0x41},
+      {3.5f, e5, 0x43},         {3.75f, e5, 0x44},  // 3.5|4 tie → even mantissa (4 = 0x44)
+  };
+  for (const K& k : known) {
+    EXPECT_EQ(kt::fp8_encode(k.x, k.f), k.code) << "x=" << k.x << " " << kt::fp8_name(k.f);
+  }
+  EXPECT_EQ(kt::fp8_encode(NAN, e4), 0x7f);
+  EXPECT_EQ(kt::fp8_encode(-NAN, e4), 0x7f);
+  EXPECT_EQ(kt::fp8_encode(NAN, e5), 0x7f);
+  EXPECT_TRUE(kt::fp8_is_nan(0x7f, e4) && kt::fp8_is_nan(0xff, e4) && !kt::fp8_is_nan(0x7e, e4));
+  EXPECT_TRUE(kt::fp8_is_nan(0x7d, e5) && kt::fp8_is_nan(0xfe, e5) && !kt::fp8_is_nan(0x7c, e5));
+  EXPECT_EQ(kt::fp8_decode(0x7e, e4), 448.f);
+  EXPECT_EQ(kt::fp8_decode(0x01, e4), 0x1p-9f);
+  EXPECT_EQ(kt::fp8_decode(0x08, e4), 0x1p-6f);
+  EXPECT_TRUE(std::signbit(kt::fp8_decode(0x80, e4)) && kt::fp8_decode(0x80, e4) == 0.f);
+  EXPECT_EQ(kt::fp8_decode(0x7b, e5), 57344.f);
+  EXPECT_EQ(kt::fp8_decode(0x01, e5), 0x1p-16f);
+  EXPECT_EQ(kt::fp8_decode(0x7c, e5), INFINITY);
+  EXPECT_EQ(kt::fp8_decode(0xfc, e5), -INFINITY);
+  EXPECT_TRUE(std::isnan(kt::fp8_decode(0x7f, e4)) && std::isnan(kt::fp8_decode(0x7e | 0x80 | 1, e5)));
+  EXPECT_EQ(kt::fp8_max(e4), 448.f);
+  EXPECT_EQ(kt::fp8_max(e5), 57344.f);
+}
+
+TEST(Fp8Codec, EveryCodeRoundTripsAndOrders) {
+  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    float prev = -1.f;
+    for (int c = 0; c < 256; ++c) {
+      const uint8_t code = static_cast<uint8_t>(c);
+      const float v = kt::fp8_decode(code, f);
+      if (kt::fp8_is_nan(code, f)) {
+        EXPECT_TRUE(std::isnan(v));
+        continue;
+      }
+      if (std::isinf(v)) continue;  // E5M2 ±inf encode to ±max under satfinite
+      EXPECT_EQ(kt::fp8_encode(v, f), code) << kt::fp8_name(f) << " code " << c;
+      EXPECT_EQ(naive_encode(v, f), code) << kt::fp8_name(f) << " code " << c;
+      if (c < 0x80 && c > 0) {
+        EXPECT_GT(v, prev) << "codes must ascend with value";
+        prev = v;
+      }
+    }
+  }
+}
+
+TEST(Fp8Codec, MatchesIndependentEncoderEverywhere) {
+  std::random_device rd;
+  const uint32_t seed = rd();
+  std::mt19937 rng(seed);
+  size_t checked = 0;
+  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    // Every grid value, its float neighbours and the exact midpoints to the next value.
+    for (int c = 0; c < 0x7f; ++c) {
+      const float v = kt::fp8_decode(static_cast<uint8_t>(c), f);
+      if (!std::isfinite(v)) continue;
+      const float next = kt::fp8_decode(static_cast<uint8_t>(c + 1), f);
+      std::vector<float> probes = {v, std::nextafter(v, 0.f), std::nextafter(v, INFINITY)};
+      if (std::isfinite(next)) {
+        const float mid = (v + next) / 2;  // exact: one more mantissa bit
+        probes.insert(probes.end(), {mid, std::nextafter(mid, 0.f), std::nextafter(mid, INFINITY)});
+      }
+      for (float p : probes) {
+        for (float s : {p, -p}) {
+          ASSERT_EQ(kt::fp8_encode(s, f), naive_encode(s, f)) << kt::fp8_name(f) << " x=" << s;
+          ++checked;
+        }
+      }
+    }
+    // Random floats over the whole exponent range around the format's.
+    for (int i = 0; i < 2000000; ++i) {
+      uint32_t bits = rng();
+      const uint32_t exp = 127 - 30 + rng() % 50;  // 2^-30 .. 2^19
+      bits = (bits & 0x807fffffu) | (exp << 23);
+      float x;
+      std::memcpy(&x, &bits, 4);
+      ASSERT_EQ(kt::fp8_encode(x, f), naive_encode(x, f)) << kt::fp8_name(f) << " x=" << x << " seed " << seed;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 4000000u);
+}
+
+TEST(Fp8Codec, MultiplierFormula) {
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(0.f, Fp8Format::kE4M3, false), 1.f);
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(INFINITY, Fp8Format::kE4M3, false), 1.f);
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(448.f, Fp8Format::kE4M3, false), 1.f);
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(3.f, Fp8Format::kE4M3, false), 448.f / 3.f);
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(3.f, Fp8Format::kE4M3, true), 128.f);  // 149.33 → 2^7
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(1e-40f, Fp8Format::kE5M2, false), FLT_MAX);
+  EXPECT_EQ(kt::fp8_multiplier_from_amax(1e-40f, Fp8Format::kE5M2, true), 0x1p127f);
+  EXPECT_EQ(kt::fp8_round_multiplier(0.3f, true), 0.25f);
+}
+
+// --- quantize validation --------------------------------------------------------------------
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
+
+constexpr int64_t kRows = 200, kCols = 272;
+
+f8::QuantizeArgs quantize_args(f8::Granularity g) {
+  f8::QuantizeArgs a;
+  a.x = TensorRef(fake_ptr(0), DType::kBF16, {kRows, kCols}, {}, 0);
+  a.y = TensorRef(fake_ptr(0x100000), DType::kE4M3, {kRows, kCols}, {}, 0);
+  a.granularity = g;
+  const int64_t cb = (kCols + 127) / 128;
+  switch (g) {
+    case f8::Granularity::kTensor:
+      a.amax = TensorRef(fake_ptr(0x200000), DType::kF32, {1}, {}, 0);
+      a.scale_inv = TensorRef(fake_ptr(0x200100), DType::kF32, {1}, {}, 0);
+      a.multiplier_value = 2.5f;
+      break;
+    case f8::Granularity::kRow:
+      a.amax = TensorRef(fake_ptr(0x200000), DType::kF32, {kRows}, {}, 0);
+      a.scale_inv = TensorRef(fake_ptr(0x210000), DType::kF32, {kRows}, {}, 0);
+      break;
+    case f8::Granularity::kBlock1x128:
+      a.amax = TensorRef(fake_ptr(0x200000), DType::kF32, {kRows, cb}, {}, 0);
+      a.scale_inv = TensorRef(fake_ptr(0x210000), DType::kF32, {kRows, cb}, {}, 0);
+      break;
+    case f8::Granularity::kBlock128x128:
+      a.amax = TensorRef(fake_ptr(0x200000), DType::kF32, {(kRows + 127) / 128, cb}, {}, 0);
+      a.scale_inv = TensorRef(fake_ptr(0x210000), DType::kF32, {(kRows + 127) / 128, cb}, {}, 0);
+      break;
+  }
+  return a;
+}
+
+/// Applies `edit` to valid args and expects validate_quantize — and the public quantize(), which
+/// must validate before touching the driver — to throw InvalidArgument mentioning every needle.
+void expect_quantize_invalid(f8::Granularity g, const std::function<void(f8::QuantizeArgs&)>& edit,
+                             std::initializer_list<const char*> needles) {
+  f8::QuantizeArgs a = quantize_args(g);
+  edit(a);
+  for (int via_op = 0; via_op < 2; ++via_op) {
+    try {
+      if (via_op) {
+        f8::quantize(a, nullptr);
+      } else {
+        fd::validate_quantize(a);
+      }
+      ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::fp8::quantize"), std::string::npos) << what;
+      for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  }
+}
+
+TEST(Fp8QuantizeArgs, ValidArgsPass) {
+  using G = f8::Granularity;
+  for (G g : {G::kTensor, G::kRow, G::kBlock1x128, G::kBlock128x128}) {
+    const fd::QuantizeProblem q = fd::validate_quantize(quantize_args(g));
+    EXPECT_EQ(q.rows, kRows);
+    EXPECT_EQ(q.cols, kCols);
+    EXPECT_EQ(q.in, f8::kInBF16);
+    EXPECT_EQ(q.fmt, f8::kFormatE4M3);
+    EXPECT_EQ(q.params.col_blocks, 3);
+  }
+  // Compact per-tensor inputs collapse into one row; strided ones keep their rows.
+  fd::QuantizeProblem t = fd::validate_quantize(quantize_args(G::kTensor));
+  EXPECT_TRUE(t.collapse);
+  EXPECT_EQ(t.params.rows, 1);
+  EXPECT_EQ(t.params.cols, kRows * kCols);
+  f8::QuantizeArgs a = quantize_args(G::kTensor);
+  a.x = TensorRef(fake_ptr(0), DType::kF32, {kRows, kCols}, {kCols + 4, 1}, 0);
+  a.y = TensorRef(fake_ptr(0x1000000), DType::kE5M2, {kRows, kCols}, {kCols + 16, 1}, 0);
+  t = fd::validate_quantize(a);
+  EXPECT_FALSE(t.collapse);
+  EXPECT_EQ(t.in, f8::kInF32);
+  EXPECT_EQ(t.fmt, f8::kFormatE5M2);
+  EXPECT_EQ(t.params.x_stride, kCols + 4);
+  EXPECT_EQ(t.params.y_stride, kCols + 16);
+  // Optional outputs may be absent where allowed; dynamic needs only amax.
+  a = quantize_args(G::kTensor);
+  a.amax = {};
+  a.scale_inv = {};
+  EXPECT_EQ(fd::validate_quantize(a).params.amax, nullptr);
+  a = quantize_args(G::kTensor);
+  a.dynamic = true;
+  a.scale_inv = {};
+  EXPECT_TRUE(fd::validate_quantize(a).dynamic);
+  a = quantize_args(G::kRow);
+  a.amax = {};
+  EXPECT_EQ(fd::validate_quantize(a).params.amax, nullptr);
+  // Empty inputs are fine.
+  a = quantize_args(G::kRow);
+  a.x.shape[0] = a.y.shape[0] = a.amax.shape[0] = a.scale_inv.shape[0] = 0;
+  EXPECT_NO_THROW(fd::validate_quantize(a));
+}
+
+TEST(Fp8QuantizeArgs, RejectsBadInputs) {
+  using G = f8::Granularity;
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.x = {}; }, {"x is required"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.x = TensorRef(fake_ptr(), DType::kBF16, {kRows * kCols}, {}, 0); },
+                          {"x must be 2-d"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.x.dtype = DType::kE4M3; }, {"x must be bf16 or f16 or f32"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.x.device = -1; }, {"x must be on a CUDA device"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.x.data = fake_ptr(8); }, {"x data pointer", "16-byte aligned"});
+  expect_quantize_invalid(G::kRow, [](auto& a) { a.x.strides[0] = kCols + 4; }, {"x row stride", "multiple of 16"});
+  expect_quantize_invalid(G::kRow, [](auto& a) { a.x.strides[1] = 2; }, {"x must have a contiguous last dimension"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) {
+    a.x.shape[1] = a.y.shape[1] = 40;
+  }, {"x cols", "multiple of 16"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.dtype = DType::kBF16; }, {"y must be e4m3 or e5m2"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.dtype = DType::kU8; }, {"y must be e4m3 or e5m2"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.shape[0] = kRows - 1; }, {"y dim 0", "rows"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.device = 1; }, {"y is on CUDA device 1"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.data = fake_ptr(0x100004); }, {"y data pointer"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.y.data = nullptr; }, {"y has a null data pointer"});
+}
+
+TEST(Fp8QuantizeArgs, RejectsBadScales) {
+  using G = f8::Granularity;
+  // Per tensor.
+  for (float bad : {0.f, -1.f, NAN, INFINITY, 1e-40f}) {
+    expect_quantize_invalid(G::kTensor, [bad](auto& a) { a.multiplier_value = bad; }, {"multiplier_value"});
+  }
+  expect_quantize_invalid(G::kTensor, [](auto& a) {
+    a.multiplier = TensorRef(fake_ptr(0x300000), DType::kF32, {2}, {}, 0);
+  }, {"multiplier must be [1]"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) {
+    a.multiplier = TensorRef(fake_ptr(0x300000), DType::kBF16, {1}, {}, 0);
+  }, {"multiplier must be f32"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) {
+    a.dynamic = true;
+    a.multiplier = TensorRef(fake_ptr(0x300000), DType::kF32, {1}, {}, 0);
+  }, {"multiplier must be absent", "dynamic"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) {
+    a.dynamic = true;
+    a.amax = {};
+  }, {"amax", "required when dynamic"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.amax.shape[0] = 2; }, {"amax must be [1]"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.scale_inv.dtype = DType::kF64; }, {"scale_inv must be f32"});
+  expect_quantize_invalid(G::kTensor, [](auto& a) { a.amax.data = fake_ptr(0x200002); }, {"amax data pointer", "4-byte"});
+  // Per row / block.
+  expect_quantize_invalid(G::kRow, [](auto& a) { a.scale_inv = {}; }, {"scale_inv", "required for row"});
+  expect_quantize_invalid(G::kRow, [](auto& a) { a.scale_inv.shape[0] = kRows + 1; }, {"scale_inv must be [200]"});
+  expect_quantize_invalid(G::kRow, [](auto& a) { a.dynamic = true; }, {"dynamic applies to kTensor only"});
+  expect_quantize_invalid(G::kRow, [](auto& a) {
+    a.multiplier = TensorRef(fake_ptr(0x300000), DType::kF32, {1}, {}, 0);
+  }, {"multiplier must be absent"});
+  expect_quantize_invalid(G::kBlock1x128, [](auto& a) { a.scale_inv.shape[1] = 2; }, {"scale_inv must be [200, 3]", "1x128"});
+  expect_quantize_invalid(G::kBlock1x128, [](auto& a) { a.amax.shape[0] = 2; }, {"amax must be [200, 3]"});
+  expect_quantize_invalid(G::kBlock128x128, [](auto& a) { a.scale_inv.shape[0] = kRows; }, {"scale_inv must be [2, 3]", "128x128"});
+  expect_quantize_invalid(G::kBlock1x128, [](auto& a) {
+    a.amax = TensorRef(fake_ptr(0x200000), DType::kF32, {kRows, 3}, {1, kRows}, 0);
+  }, {"same strides"});
+}
+
+// --- gemm validation ------------------------------------------------------------------------
+
+constexpr int64_t kM = 100, kN = 300, kK = 256;
+
+f8::GemmArgs gemm_args(bool block = false) {
+  f8::GemmArgs a;
+  a.a = TensorRef(fake_ptr(0), DType::kE4M3, {kM, kK}, {}, 0);
+  a.b = TensorRef(fake_ptr(0x100000), DType::kE4M3, {kN, kK}, {}, 0);
+  a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {kM, kN}, {}, 0);
+  if (block) {
+    a.scale_mode = f8::ScaleMode::kBlockwise;
+    a.scale_a = TensorRef(fake_ptr(0x300000), DType::kF32, {kM, kK / 128}, {}, 0);
+    a.scale_b = TensorRef(fake_ptr(0x310000), DType::kF32, {(kN + 127) / 128, kK / 128}, {}, 0);
+  } else {
+    a.scale_a = TensorRef(fake_ptr(0x300000), DType::kF32, {kM}, {}, 0);
+    a.scale_b = TensorRef(fake_ptr(0x310000), DType::kF32, {1}, {}, 0);
+  }
+  return a;
+}
+
+void expect_gemm_invalid(bool block, const std::function<void(f8::GemmArgs&)>& edit,
+                         std::initializer_list<const char*> needles) {
+  f8::GemmArgs a = gemm_args(block);
+  edit(a);
+  for (int via_op = 0; via_op < 2; ++via_op) {
+    try {
+      if (via_op) {
+        f8::gemm(a, nullptr);
+      } else {
+        fd::validate_gemm(a);
+      }
+      ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::fp8::gemm"), std::string::npos) << what;
+      for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  }
+}
+
+TEST(Fp8GemmArgs, LayoutsAndSwap) {
+  fd::GemmProblem g = fd::validate_gemm(gemm_args());
+  EXPECT_FALSE(g.a_trans || g.b_trans || g.swapped || g.out_f32 || g.block);
+  EXPECT_EQ(g.params.lda, kK);
+  EXPECT_EQ(g.params.ldb, kK);
+  EXPECT_EQ(g.params.sa_stride_m, 1);
+  EXPECT_EQ(g.params.sb_stride_n, 0);  // [1]: per tensor
+  EXPECT_EQ(g.params.vec_store, 0);    // 300 bf16 = 600-byte rows are not 16-byte multiples
+  // Transposed views: A stored [K, M], B stored [K, N].
+  f8::GemmArgs a = gemm_args();
+  a.a = TensorRef(fake_ptr(0), DType::kE5M2, {kM, kK}, {1, 112}, 0);
+  a.b = TensorRef(fake_ptr(0x100000), DType::kE4M3, {kN, kK}, {1, 304}, 0);
+  a.d = TensorRef(fake_ptr(0x200000), DType::kF32, {kM, kN}, {304, 1}, 0);
+  g = fd::validate_gemm(a);
+  EXPECT_TRUE(g.a_trans && g.b_trans && g.out_f32 && !g.swapped);
+  EXPECT_EQ(g.fmt_a, f8::kFormatE5M2);
+  EXPECT_EQ(g.params.lda, 112);
+  EXPECT_EQ(g.params.ldb, 304);
+  EXPECT_EQ(g.params.vec_store, 1);
+  // Column-major D: D' = B · A'ᵀ, so the kernel's A is b, its B is a, scales and bias swap too.
+  a = gemm_args();
+  a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {kM, kN}, {1, kM}, 0);
+  a.bias = TensorRef(fake_ptr(0x400000), DType::kF32, {kN}, {}, 0);
+  g = fd::validate_gemm(a);
+  EXPECT_TRUE(g.swapped);
+  EXPECT_EQ(g.m, kN);
+  EXPECT_EQ(g.n, kM);
+  EXPECT_EQ(g.params.a, static_cast<const uint8_t*>(fake_ptr(0x100000)));
+  EXPECT_EQ(g.params.b, static_cast<const uint8_t*>(fake_ptr(0)));
+  EXPECT_EQ(g.params.scale_a, static_cast<const float*>(fake_ptr(0x310000)));
+  EXPECT_EQ(g.params.sa_stride_m, 0);
+  EXPECT_EQ(g.params.sb_stride_n, 1);
+  EXPECT_EQ(g.params.ldd, kM);
+  EXPECT_EQ(g.params.bias_rows, 1);
+  // Blockwise.
+  g = fd::validate_gemm(gemm_args(true));
+  EXPECT_TRUE(g.block);
+  EXPECT_EQ(g.params.sa_stride_m, kK / 128);
+  EXPECT_EQ(g.params.sa_stride_k, 1);
+  EXPECT_EQ(g.params.sb_stride_n, kK / 128);
+}
+
+TEST(Fp8GemmArgs, RejectsBadOperands) {
+  expect_gemm_invalid(false, [](auto& a) { a.a.dtype = DType::kBF16; }, {"a must be e4m3 or e5m2"});
+  expect_gemm_invalid(false, [](auto& a) { a.b = {}; }, {"b is required"});
+  expect_gemm_invalid(false, [](auto& a) { a.b.shape[1] = kK + 16; }, {"b dim 1", "K"});
+  expect_gemm_invalid(false, [](auto& a) {
+    a.a.shape[1] = a.b.shape[1] = 72;
+    a.a.strides[0] = a.b.strides[0] = 80;
+  }, {"multiple of 16"});
+  expect_gemm_invalid(false, [](auto& a) { a.a.shape[1] = a.b.shape[1] = 0; }, {"positive multiple of 16"});
+  expect_gemm_invalid(false, [](auto& a) { a.a.strides[1] = 2; a.a.strides[0] = 1024; },
+                      {"a must have K (dim 1) or M (dim 0) contiguous"});
+  expect_gemm_invalid(false, [](auto& a) { a.a.data = fake_ptr(8); }, {"a data pointer", "16-byte aligned"});
+  expect_gemm_invalid(false, [](auto& a) { a.b.strides[0] = kK + 8; }, {"b leading stride", "multiple of 16"});
+  expect_gemm_invalid(false, [](auto& a) {
+    a.b = TensorRef(fake_ptr(0x100000), DType::kE4M3, {kN, kK}, {1, kN}, 0);  // 300-byte rows
+  }, {"b leading stride"});
+  expect_gemm_invalid(false, [](auto& a) { a.b.device = 2; }, {"b is on CUDA device 2"});
+  expect_gemm_invalid(false, [](auto& a) { a.a.device = -1; }, {"a must be on a CUDA device"});
+}
+
+TEST(Fp8GemmArgs, RejectsBadOutputsAndScales) {
+  expect_gemm_invalid(false, [](auto& a) { a.d.dtype = DType::kF16; }, {"d must be bf16 or f32"});
+  expect_gemm_invalid(false, [](auto& a) { a.d.shape[1] = kN - 1; }, {"d dim 1", "N"});
+  expect_gemm_invalid(false, [](auto& a) { a.d.strides[1] = 2; a.d.strides[0] = 1000; },
+                      {"d must be row-major", "or column-major"});
+  expect_gemm_invalid(false, [](auto& a) { a.d.data = fake_ptr(0x200001); }, {"d data pointer"});
+  expect_gemm_invalid(true, [](auto& a) {
+    a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {kM, kN}, {1, kM}, 0);
+  }, {"d must be row-major", "kBlockwise"});
+  expect_gemm_invalid(false, [](auto& a) { a.scale_a.shape[0] = 7; }, {"scale_a must be [1]", "[100]"});
+  expect_gemm_invalid(false, [](auto& a) { a.scale_b.dtype = DType::kBF16; }, {"scale_b must be f32"});
+  expect_gemm_invalid(false, [](auto& a) { a.scale_b = {}; }, {"scale_b is required"});
+  expect_gemm_invalid(false, [](auto& a) { a.scale_a.device = 3; }, {"scale_a is on CUDA device 3"});
+  expect_gemm_invalid(true, [](auto& a) {
+    a.a.shape[1] = a.b.shape[1] = 208;
+    a.a.strides[0] = a.b.strides[0] = 208;
+  }, {"K must be a multiple of 128", "kBlockwise"});
+  expect_gemm_invalid(true, [](auto& a) { a.scale_a.shape[1] = 3; }, {"scale_a must be [100, 2]", "1x128"});
+  expect_gemm_invalid(true, [](auto& a) { a.scale_b.shape[0] = 2; }, {"scale_b must be [3, 2]", "128x128"});
+  expect_gemm_invalid(true, [](auto& a) {
+    a.scale_a = TensorRef(fake_ptr(0x300000), DType::kF32, {kM}, {}, 0);
+  }, {"scale_a must be 2-d"});
+  expect_gemm_invalid(false, [](auto& a) {
+    a.bias = TensorRef(fake_ptr(0x400000), DType::kF32, {kM}, {}, 0);
+  }, {"bias dim 0", "N"});
+  expect_gemm_invalid(false, [](auto& a) {
+    a.bias = TensorRef(fake_ptr(0x400000), DType::kF16, {kN}, {}, 0);
+  }, {"bias must be bf16 or f32"});
+  expect_gemm_invalid(false, [](auto& a) {
+    a.bias = TensorRef(fake_ptr(0x400000), DType::kF32, {kN}, {2}, 0);
+  }, {"bias must have a contiguous last dimension"});
+}
+
+// --- planners -------------------------------------------------------------------------------
+
+TEST(Fp8Plan, UnsupportedBelowSm89NamesTheArch) {
+  const fd::GemmProblem g = fd::validate_gemm(gemm_args());
+  for (int sm : {70, 75, 80, 86, 87}) {
+    try {
+      fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {sm, 108, 166912});
+      ADD_FAILURE() << "sm_" << sm << " accepted";
+    } catch (const kjit::Unsupported& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("sm_" + std::to_string(sm)), std::string::npos) << what;
+      EXPECT_NE(what.find("sm_89"), std::string::npos) << what;
+      EXPECT_NE(what.find("kjit::fp8::gemm"), std::string::npos) << what;
+    }
+    const fd::QuantizeProblem q = fd::validate_quantize(quantize_args(f8::Granularity::kRow));
+    try {
+      fd::plan_quantize(q, sm, 108);
+      ADD_FAILURE() << "sm_" << sm << " accepted";
+    } catch (const kjit::Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("sm_" + std::to_string(sm)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {89, 128, 101376}));
+  EXPECT_NO_THROW(fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {100, 148, 232448}));
+}
+
+fd::GemmProblem problem(int64_t m, int64_t n, int64_t k, bool block = false) {
+  f8::GemmArgs a = gemm_args(block);
+  a.a = TensorRef(fake_ptr(0), DType::kE4M3, {m, k}, {}, 0);
+  a.b = TensorRef(fake_ptr(0x10000000), DType::kE4M3, {n, k}, {}, 0);
+  a.d = TensorRef(fake_ptr(0x20000000), DType::kBF16, {m, n}, {}, 0);
+  if (block) {
+    a.scale_a = TensorRef(fake_ptr(0x30000000), DType::kF32, {m, k / 128}, {}, 0);
+    a.scale_b = TensorRef(fake_ptr(0x31000000), DType::kF32, {(n + 127) / 128, k / 128}, {}, 0);
+  } else {
+    a.scale_a = TensorRef(fake_ptr(0x30000000), DType::kF32, {1}, {}, 0);
+  }
+  return fd::validate_gemm(a);
+}
+
+TEST(Fp8Plan, TilesAndStages) {
+  const fd::GemmDevice h200{90, 132, 232448}, l40{89, 142, 101376};
+  auto tile = [](const fd::GemmPlan& p) { return std::to_string(p.bm) + "x" + std::to_string(p.bn); };
+  EXPECT_EQ(tile(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, h200)), "128x128");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "128x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, h200)), "64x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "64x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "64x64");
+  const fd::GemmPlan big = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, h200);
+  EXPECT_EQ(big.stages, 4);
+  EXPECT_EQ(big.threads, 256);
+  EXPECT_EQ(big.tiles_m, 32);
+  EXPECT_EQ(big.smem_bytes, 4 * 32768);
+  const fd::GemmPlan ada = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, l40);
+  EXPECT_EQ(ada.stages, 3);  // 4 × 32 KiB exceeds sm_89's 99 KiB
+  EXPECT_LE(ada.smem_bytes, 101376);
+  // Blockwise: 128x64 at most (32x32 warp tiles), 4 stages fit even sm_89.
+  const fd::GemmPlan blk = fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::kAuto, 0, l40);
+  EXPECT_EQ(tile(blk), "128x64");
+  EXPECT_EQ(blk.stages, 4);
+  EXPECT_EQ(blk.threads, 256);
+  EXPECT_EQ(blk.smem_bytes, 4 * (24576 + 640));
+  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, h200)), "64x64");
+  EXPECT_EQ(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, h200).threads, 128);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::k128x128, 0, h200),
+               kjit::InvalidArgument);
+  const fd::GemmPlan small = fd::plan_gemm(problem(33, 65, 48), f8::GemmTile::k64x64, 2, h200);
+  EXPECT_EQ(small.stages, 2);
+  EXPECT_EQ(small.threads, 128);
+  EXPECT_EQ(small.tiles_m, 1);
+  EXPECT_EQ(small.tiles_n, 2);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x128, 4, l40), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 5, h200), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 1, h200), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, {90, 132, 40000}),
+               kjit::Unsupported);
+  const fd::GemmPlan forced = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x64, 3, h200);
+  const kjit::ParamMap params = fd::gemm_params(problem(4096, 4096, 4096), forced);
+  EXPECT_EQ(params.at("tile"), "128x64");
+  EXPECT_EQ(params.at("stages"), "3");
+  EXPECT_NO_THROW(kjit::check_params(f8::gemm_family(), params));
+}
+
+TEST(Fp8Plan, QuantizeLaunches) {
+  using G = f8::Granularity;
+  fd::QuantizeProblem q = fd::validate_quantize(quantize_args(G::kTensor));
+  fd::QuantizePlan p = fd::plan_quantize(q, 90, 132);
+  EXPECT_TRUE(p.zero_amax);
+  ASSERT_EQ(p.launches, 1);
+  EXPECT_EQ(p.launch[0].kernel, 0);
+  EXPECT_EQ(p.launch[0].block, 256u);
+  EXPECT_EQ(p.launch[0].grid[0], (kRows * kCols / 8 + 1023) / 1024);
+  f8::QuantizeArgs a = quantize_args(G::kTensor);
+  a.dynamic = true;
+  q = fd::validate_quantize(a);
+  p = fd::plan_quantize(q, 90, 132);
+  ASSERT_EQ(p.launches, 2);
+  EXPECT_EQ(p.launch[0].kernel, 2);  // amax pass first
+  EXPECT_EQ(p.launch[1].kernel, 1);
+  // A huge tensor is capped at 8 CTAs per SM (grid-stride).
+  a = quantize_args(G::kTensor);
+  a.x.shape[0] = a.y.shape[0] = 16384;
+  a.x.shape[1] = a.y.shape[1] = 7168;
+  a.x.strides[0] = a.y.strides[0] = 7168;
+  p = fd::plan_quantize(fd::validate_quantize(a), 90, 132);
+  EXPECT_EQ(p.launch[0].grid[0], 8u * 132u);
+  // Per row: a CTA per row sized to the row.
+  a = quantize_args(G::kRow);
+  a.x.shape[1] = a.y.shape[1] = 7168;
+  a.x.strides[0] = a.y.strides[0] = 7168;
+  p = fd::plan_quantize(fd::validate_quantize(a), 90, 132);
+  ASSERT_EQ(p.launches, 1);
+  EXPECT_EQ(p.launch[0].grid[0], uint32_t(kRows));
+  EXPECT_EQ(p.launch[0].block, 128u);  // 896 vectors / 8 cached per thread
+  EXPECT_FALSE(p.zero_amax);
+  // 1x128: 16 groups of 16 lanes per CTA, 4 blocks each → 64 blocks per CTA.
+  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock1x128)), 90, 132);
+  EXPECT_EQ(p.launch[0].grid[0], uint32_t((kRows * 3 + 63) / 64));
+  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock128x128)), 90, 132);
+  EXPECT_EQ(p.launch[0].grid[0], 3u);
+  EXPECT_EQ(p.launch[0].grid[1], 2u);
+}
+
+// --- families -------------------------------------------------------------------------------
+
+TEST(Fp8Family, SpecsNameTheKernels) {
+  const kjit::Family& q = f8::quantize_family();
+  EXPECT_EQ(q.name, "fp8.quantize");
+  EXPECT_EQ(q.min_sm, 89);
+  kjit::ProgramSpec s = q.make(fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranTensor, true));
+  ASSERT_EQ(s.name_expressions.size(), 4u);
+  EXPECT_EQ(s.name_expressions[0], "kjit::fp8::quantize_tensor_kernel<2, 1, false, true>");
+  EXPECT_EQ(s.name_expressions[1], "kjit::fp8::quantize_tensor_kernel<2, 1, true, true>");
+  EXPECT_EQ(s.name_expressions[2], "kjit::fp8::amax_kernel<2>");
+  EXPECT_EQ(s.name_expressions[3], "kjit::fp8::delayed_scaling_kernel<1>");
+  s = q.make(fd::quantize_params(f8::kInBF16, f8::kFormatE4M3, f8::kGranBlock1x128, false));
+  EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::quantize_block_kernel<0, 0, false>");
+  EXPECT_EQ(s.source_name, "fp8/quantize.cu");
+  EXPECT_THROW(q.make({{"in", "bf16"}}), kjit::InvalidArgument);
+
+  const kjit::Family& g = f8::gemm_family();
+  EXPECT_EQ(g.name, "fp8.gemm");
+  EXPECT_EQ(g.min_sm, 89);
+  s = g.make({{"a", "e5m2"}, {"b", "e4m3"}, {"out", "f32"}, {"scale", "block"}, {"tile", "128x64"}, {"stages", "3"},
+              {"a_major", "m"}, {"b_major", "k"}});
+  ASSERT_EQ(s.name_expressions.size(), 1u);
+  EXPECT_EQ(s.name_expressions[0], "kjit::fp8::gemm_kernel<1, 0, true, true, 128, 64, 3, true, false>");
+  EXPECT_THROW(g.make({{"a", "e4m3"}, {"b", "e4m3"}, {"out", "f32"}, {"scale", "block"}, {"tile", "128x128"},
+                       {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}}),
+               kjit::InvalidArgument);
+  EXPECT_GE(g.defaults.size(), 2u);
+  EXPECT_LE(g.defaults.size(), 8u);
+}
+
+// Defaults for every arch the CI compiles, plus one specialization of each layout and format
+// kind for sm_90a; ptxas must report no spills.
+TEST(Fp8Family, CompilesWithoutSpills) {
+  kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+  c.disk_cache = false;
+  kjit::Runtime rt(c);
+  std::vector<std::pair<const kjit::Family*, kjit::ParamMap>> jobs;
+  for (const kjit::Family* f : {&f8::quantize_family(), &f8::gemm_family()}) {
+    for (const auto& p : f->defaults) jobs.emplace_back(f, p);
+  }
+  auto gp = [](const char* a, const char* b, const char* out, const char* scale, const char* tile, const char* st,
+               const char* am, const char* bm) {
+    return kjit::ParamMap{{"a", a},         {"b", b},       {"out", out},    {"scale", scale},
+                          {"tile", tile},   {"stages", st}, {"a_major", am}, {"b_major", bm}};
+  };
+  std::vector<std::pair<const kjit::Family*, kjit::ParamMap>> extra = {
+      {&f8::gemm_family(), gp("e4m3", "e4m3", "f32", "tensor", "128x128", "4", "m", "n")},
+      {&f8::gemm_family(), gp("e5m2", "e4m3", "bf16", "tensor", "128x64", "3", "k", "n")},
+      {&f8::gemm_family(), gp("e4m3", "e5m2", "bf16", "block", "128x64", "4", "m", "k")},
+      {&f8::gemm_family(), gp("e5m2", "e5m2", "f32", "block", "64x64", "2", "m", "n")},
+      {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranRow, true)},
+      {&f8::quantize_family(), fd::quantize_params(f8::kInF16, f8::kFormatE4M3, f8::kGranBlock128x128, true)},
+      {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE4M3, f8::kGranBlock1x128, false)},
+  };
+  for (const char* arch : {"sm_89", "sm_90a", "sm_100a"}) {
+    const kjit::Target t = kjit::Target::parse(arch);
+    auto list = jobs;
+    if (std::string(arch) == "sm_90a") list.insert(list.end(), extra.begin(), extra.end());
+    for (const auto& [family, params] : list) {
+      std::string what = std::string(arch) + " " + family->name;
+      for (const auto& [k, v] : params) what += " " + k + "=" + v;
+      try {
+        const auto prog = rt.compile(family->make(params), t);
+        ASSERT_FALSE(prog->binary.empty()) << what;
+        for (const auto& k : prog->kernels) {
+          EXPECT_LE(k.spill_bytes, 0) << what << ": " << k.name_expression << " spills " << k.spill_bytes << " bytes";
+          std::printf("%s: %s regs=%d spill=%d smem=%d\n", what.c_str(), k.name_expression.c_str(), k.registers,
+                      k.spill_bytes, k.static_smem);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << what << ": " << e.what();
+      }
+    }
+  }
+}
+
+}  // namespace
