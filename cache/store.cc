@@ -188,16 +188,28 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   root_ = root.empty() ? std::string() : root + "/v" + std::to_string(kFormatVersion);
   int err = root_.empty() ? ENOENT : detail::make_dirs(root_ + "/locks");
-  // mkdir succeeds on an existing read-only folder; only writing a file proves we can publish.
-  if (err == 0) err = detail::probe_writable(root_);
+  // Only writing a file proves we can publish (the CLI wants that certainty); the library checks
+  // with access(2), which costs microseconds instead of a file create on every process start,
+  // and a publish that fails anyway is warned then.
+  if (err == 0) err = strict ? detail::probe_writable(root_) : (::access(root_.c_str(), W_OK) == 0 ? 0 : errno);
   if (err != 0) {
     const std::string what = fmt::format("cache directory {} is not writable ({})",
                                          root_.empty() ? "\"\"" : root_, detail::errno_text(err));
     if (strict) throw CacheError(what);
+    // A cache precompiled into a read-only image still serves its entries.
+    struct stat st {};
+    if (!root_.empty() && ::stat(root_.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        ::access(root_.c_str(), R_OK | X_OK) == 0) {
+      detail::warn(what + "; reading its entries, new compiles stay in memory");
+      enabled_ = true;
+      state_ = std::make_shared<detail::CacheState>();
+      return;
+    }
     detail::warn(what + "; caching in memory only");
     return;
   }
   enabled_ = true;
+  writable_ = true;
   state_ = std::make_shared<detail::CacheState>();
 }
 
@@ -236,7 +248,7 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
 }
 
 void DiskCache::publish(const Entry& entry) {
-  if (!enabled_) return;
+  if (!writable_) return;
   const std::string path = entry_path(entry.key);
   int err = 0;
   try {
@@ -274,7 +286,7 @@ void DiskCache::publish(const Entry& entry) {
 }
 
 KeyLock DiskCache::lock(const Key& key) const {
-  if (!enabled_) return KeyLock();
+  if (!writable_) return KeyLock();
   const std::string dir = root_ + "/locks";
   const std::string path = dir + "/" + key.hex() + std::string(kLockSuffix);
   int err = 0;
@@ -323,7 +335,7 @@ KeyLock DiskCache::lock(const Key& key) const {
 }
 
 uint64_t DiskCache::evict_to(uint64_t max_bytes, const Key* keep) {
-  if (!enabled_ || max_bytes == 0) return 0;
+  if (!writable_ || max_bytes == 0) return 0;
   // A full scan per publish is O(entries) stats, small next to the compile that preceded it.
   Scan s = scan(root_);
   uint64_t total = 0;
@@ -376,6 +388,7 @@ CacheStats DiskCache::stats() const {
   st.max_bytes = max_bytes_;
   st.root = root_;
   st.enabled = enabled_;
+  st.writable = writable_;
   if (!enabled_) return st;
   for (const EntryRecord& rec : scan(root_).entries) {
     ++st.entries;
@@ -403,7 +416,7 @@ VerifyResult DiskCache::verify() const {
 }
 
 uint64_t DiskCache::prune(uint64_t max_bytes) {
-  if (!enabled_) return 0;
+  if (!writable_) return 0;
   const Scan s = scan(root_);
   uint64_t removed = 0;
   for (const EntryRecord& rec : s.entries) {
@@ -422,7 +435,7 @@ uint64_t DiskCache::prune(uint64_t max_bytes) {
 }
 
 uint64_t DiskCache::clear() {
-  if (!enabled_) return 0;
+  if (!writable_) return 0;
   const Scan s = scan(root_);
   uint64_t removed = 0;
   for (const EntryRecord& rec : s.entries) {

@@ -52,6 +52,7 @@ struct CacheStats {
   uint64_t max_bytes = 0;  ///< 0 = no cap
   std::string root;
   bool enabled = false;
+  bool writable = false;
 };
 
 struct VerifyResult {
@@ -63,14 +64,18 @@ struct VerifyResult {
 class DiskCache {
  public:
   /// Opens (creating when missing) the cache at `root` with a byte cap (0 = none). When the root
-  /// cannot be created or written, warns once on stderr and becomes memory-only: enabled() is
-  /// false, lookups miss and publishes do nothing. `strict` turns that into a thrown CacheError
-  /// naming the path (what the CLI wants).
+  /// cannot be written, warns once on stderr: an existing readable folder (a cache precompiled
+  /// into a read-only image) stays enabled() for lookups but not writable() — publishes and locks
+  /// do nothing; anything else becomes memory-only (enabled() false, lookups miss). `strict`
+  /// turns an unwritable root into a thrown CacheError naming the path (what the CLI wants).
   DiskCache(std::string root, uint64_t max_bytes, bool strict = false);
   /// A memory-only cache (KJIT_CACHE_DISABLE=1).
   static DiskCache disabled();
 
+  /// Lookups can hit.
   bool enabled() const noexcept { return enabled_; }
+  /// Publishes, locks, prune and clear act on disk.
+  bool writable() const noexcept { return writable_; }
   const std::string& root() const noexcept { return root_; }
   uint64_t max_bytes() const noexcept { return max_bytes_; }
 
@@ -107,6 +112,7 @@ class DiskCache {
   std::string root_;   ///< the versioned folder: <root>/v1
   uint64_t max_bytes_ = 0;
   bool enabled_ = false;
+  bool writable_ = false;
   /// Which warnings were already given. Shared, so copies of a DiskCache stay copyable and warn
   /// once between them; null for a memory-only cache.
   std::shared_ptr<detail::CacheState> state_;

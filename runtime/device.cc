@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,11 @@ const DeviceInfo& device_info(int ordinal) {
   static constexpr int kMaxDevices = 64;
   static std::array<std::once_flag, kMaxDevices> once;
   static std::array<std::unique_ptr<DeviceInfo>, kMaxDevices> infos;
+  // Ops ask on every call: after the first read it is one atomic load.
+  static std::array<std::atomic<const DeviceInfo*>, kMaxDevices> ready{};
+  if (ordinal >= 0 && ordinal < kMaxDevices) {
+    if (const DeviceInfo* info = ready[ordinal].load(std::memory_order_acquire)) return *info;
+  }
   const detail::Driver& d = detail::driver();
   if (ordinal < 0 || ordinal >= kMaxDevices || ordinal >= device_count()) {
     throw InvalidArgument(fmt::format("device ordinal {} out of range ({} devices)", ordinal, device_count()));
@@ -99,6 +105,7 @@ const DeviceInfo& device_info(int ordinal) {
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);
+  ready[ordinal].store(infos[ordinal].get(), std::memory_order_release);
   return *infos[ordinal];
 }
 

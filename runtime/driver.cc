@@ -106,12 +106,18 @@ CUcontext ensure_context(int ordinal) {
   CUcontext current = nullptr;
   check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current) {
-    CUdevice dev = 0;
-    check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-    if (static_cast<int>(dev) != ordinal) {
+    // The device of a context never changes: ask the driver once per thread and context.
+    thread_local CUcontext known_context = nullptr;
+    thread_local int known_device = -1;
+    if (current != known_context) {
+      CUdevice dev = 0;
+      check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+      known_context = current;
+      known_device = static_cast<int>(dev);
+    }
+    if (known_device != ordinal) {
       throw InvalidArgument(fmt::format(
-          "tensors are on device {} but the current CUDA context belongs to device {}", ordinal,
-          static_cast<int>(dev)));
+          "tensors are on device {} but the current CUDA context belongs to device {}", ordinal, known_device));
     }
     return current;
   }

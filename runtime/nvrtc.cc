@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +18,7 @@ namespace kjit::detail {
 namespace {
 
 bool has_bf16_header(const std::string& include_dir) {
-  std::error_code ec;
-  return !include_dir.empty() && std::filesystem::exists(include_dir + "/cuda_bf16.h", ec);
+  return !include_dir.empty() && ::access((include_dir + "/cuda_bf16.h").c_str(), R_OK) == 0;
 }
 
 std::string read_cuda_version(const std::string& include_dir) {
@@ -106,11 +106,10 @@ CudaHeaders find_cuda_headers(const std::string& configured) {
   for (const auto& dir : candidates) {
     if (!has_bf16_header(dir)) continue;
     CudaHeaders h;
-    h.include_dir = std::filesystem::weakly_canonical(dir).string();
+    h.include_dir = std::filesystem::path(dir).lexically_normal().string();
     h.version = read_cuda_version(h.include_dir);
     h.include_options.push_back("-I" + h.include_dir);
-    std::error_code ec;
-    if (std::filesystem::exists(h.include_dir + "/cccl", ec)) h.include_options.push_back("-I" + h.include_dir + "/cccl");
+    if (::access((h.include_dir + "/cccl").c_str(), R_OK) == 0) h.include_options.push_back("-I" + h.include_dir + "/cccl");
     if (!configured.empty() && dir != candidates.front()) {
       fmt::print(stderr, "kjit: warning: {}/include has no cuda_bf16.h; using {}\n", configured, h.include_dir);
     }

@@ -1,8 +1,10 @@
 #pragma once
 /// \file kernel_table.hpp
 /// The hot-path table of a typed op: a small POD key (the op's specialization choice plus the
-/// runtime and context it is loaded into) → the loaded program. A hit is one hash probe under a
-/// shared lock: no strings, no allocation. A miss builds the ProgramSpec and asks the Runtime.
+/// runtime and context it is loaded into) → the loaded program. A repeat of the thread's last
+/// call is one memcmp; another hit is one hash probe under a shared lock: no strings, no
+/// allocation. A miss builds the ProgramSpec and asks the Runtime. Programs live as long as
+/// their Runtime; a context destroyed while kjit holds modules in it must not be reused.
 
 #include <kjit/runtime.hpp>
 
@@ -48,15 +50,23 @@ class KernelTable {
     key.runtime = &runtime;
     key.context = context;
     key.choice = choice;
+    // A serving loop calls an op with the same choice over and over: remember this thread's last
+    // hit so the common call takes no lock at all.
+    thread_local Memo memo;
+    if (memo.table == this && PodEqual<Entry>()(memo.key, key)) return *memo.program;
+    const LoadedProgram* program = nullptr;
     {
       std::shared_lock lock(mutex_);
       auto it = table_.find(key);
-      if (it != table_.end()) return *it->second;
+      if (it != table_.end()) program = it->second;
     }
-    const LoadedProgram& program = runtime.load(make_spec(), context);
-    std::unique_lock lock(mutex_);
-    table_.emplace(key, &program);
-    return program;
+    if (!program) {
+      program = &runtime.load(make_spec(), context);
+      std::unique_lock lock(mutex_);
+      table_.emplace(key, program);
+    }
+    memo = Memo{this, key, program};
+    return *program;
   }
 
  private:
@@ -64,6 +74,11 @@ class KernelTable {
     Runtime* runtime;
     CUcontext context;
     Choice choice;
+  };
+  struct Memo {
+    const KernelTable* table = nullptr;
+    Entry key{};
+    const LoadedProgram* program = nullptr;
   };
   std::shared_mutex mutex_;
   std::unordered_map<Entry, const LoadedProgram*, PodHash<Entry>, PodEqual<Entry>> table_;

@@ -259,7 +259,7 @@ TEST(Store, RootBelowARegularFileIsMemoryOnly) {
   }
 }
 
-TEST(Store, ReadOnlyRootIsMemoryOnly) {
+TEST(Store, ReadOnlyRootServesLookupsOnly) {
   if (::geteuid() == 0) GTEST_SKIP() << "root ignores permission bits";
   TempDir dir;
   const std::string root = dir.path() + "/ro";
@@ -272,15 +272,25 @@ TEST(Store, ReadOnlyRootIsMemoryOnly) {
   EXPECT_NE(err.find("Permission denied"), std::string::npos) << err;
   EXPECT_THROW(DiskCache(root, 0, true), CacheError);
 
-  // An existing versioned folder that is read-only: mkdir succeeds, the probe write does not.
+  // An existing, populated versioned folder that is read-only (a cache precompiled into an
+  // image): lookups still hit, publishes and locks do nothing, the CLI's strict open refuses it.
   ::chmod(root.c_str(), 0755);
-  fs::create_directories(root + "/v" + std::to_string(kFormatVersion) + "/locks");
-  ::chmod((root + "/v" + std::to_string(kFormatVersion)).c_str(), 0555);
+  const Entry shipped = sample_entry(21);
+  DiskCache(root, 0).publish(shipped);
+  const std::string vroot = root + "/v" + std::to_string(kFormatVersion);
+  ::chmod(vroot.c_str(), 0555);
   ::testing::internal::CaptureStderr();
   DiskCache cache2(root, 0);
-  ::testing::internal::GetCapturedStderr();
-  EXPECT_FALSE(cache2.enabled());
-  ::chmod((root + "/v" + std::to_string(kFormatVersion)).c_str(), 0755);
+  const std::string err2 = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(cache2.enabled());
+  EXPECT_FALSE(cache2.writable());
+  EXPECT_NE(err2.find("reading its entries"), std::string::npos) << err2;
+  EXPECT_TRUE(cache2.lookup(shipped.key).has_value());
+  cache2.publish(sample_entry(22));
+  EXPECT_FALSE(cache2.lookup(sample_entry(22).key).has_value());
+  { KeyLock lock = cache2.lock(shipped.key); }
+  EXPECT_THROW(DiskCache(root, 0, true), CacheError);
+  ::chmod(vroot.c_str(), 0755);
 }
 
 TEST(Store, DisabledCacheDoesNothing) {
