@@ -224,6 +224,31 @@ def bench_shape(kj, B, Hq, Hkv, D, L, gen):
     return row
 
 
+def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)):
+    """Graph-replayed µs of kjit decode for each forced split count (the planner's tuning data)."""
+    kv_bytes = 2 * B * L * Hkv * D * 2
+    n_sets = int(min(MAX_SETS, max(2, math.ceil(ROTATE_BYTES / kv_bytes))))
+    q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ks = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    times = {}
+    for s in (0,) + tuple(splits):
+        if s and (L + s - 1) // s < 16:
+            continue
+        ws = kj.workspace(B, L, Hq, Hkv, D, s)
+        def step(i, s=s, ws=ws):
+            rc = kj.lib.kjit_bench_decode_ex(ptr(q), ptr(ks[i]), ptr(vs[i]), ptr(lens), None, ptr(out), None,
+                                             ptr(ws), ws.numel(), B, L, Hq, Hkv, D, 0.0, s, stream_ptr())
+            if rc != 0:
+                raise RuntimeError("kjit decode failed")
+        times[s] = graph_time_us(step, n_sets)
+    del ks, vs
+    torch.cuda.empty_cache()
+    return times
+
+
 def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
@@ -234,6 +259,7 @@ def main():
     ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--sweep-splits", action="store_true", help="also time every forced split count")
     args = ap.parse_args()
     lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
     if not lib_path:
@@ -266,11 +292,19 @@ def main():
         print(f"{r['shape']:<28} {fmt(r['kjit_us'], '9.1f')} {fmt(r['kjit_gbps'], '10.0f')} "
               f"{fmt(r['cudnn_gbps'], '11.0f')} {fmt(r['fa2_gbps'], '9.0f')} {fmt(r['kjit_over_cudnn'], '11.2f')} "
               f"{'yes' if r['ok'] else 'NO':>4}")
+    sweeps = {}
+    if args.sweep_splits:
+        print()
+        for shape in SHAPES:
+            t = sweep_splits(kj, *shape, gen)
+            sweeps["B{} Hq{} Hkv{} D{} L{}".format(*shape)] = t
+            print("splits B{} Hq{} Hkv{} D{} L{}: ".format(*shape)
+                  + " ".join(f"{k or 'auto'}={v:.1f}" for k, v in t.items()))
     all_ok = all(r["ok"] for r in rows) and all(c["ok"] for c in checks)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
-                       "checks": checks, "rows": rows, "ok": all_ok}, f, indent=2)
+                       "checks": checks, "rows": rows, "split_sweeps": sweeps, "ok": all_ok}, f, indent=2)
     return 0 if all_ok else 1
 
 

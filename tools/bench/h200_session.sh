@@ -45,6 +45,6 @@ step "runtime costs"
 for b in decode rotary swa fp8; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
-    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
+    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" ${KJIT_BENCH_ARGS:-} 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
