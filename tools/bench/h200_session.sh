@@ -17,6 +17,8 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
+# KJIT_SWEEP=1 adds the decode planner sweep (every forced split count).
+extra_args() { [ "$1" = decode ] && [ "${KJIT_SWEEP:-0}" = 1 ] && echo --sweep-splits; }
 
 step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
@@ -45,6 +47,6 @@ step "runtime costs"
 for b in decode rotary swa fp8; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
-    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" ${KJIT_BENCH_ARGS:-} 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
+    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
