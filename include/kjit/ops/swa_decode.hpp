@@ -1,0 +1,79 @@
+#pragma once
+/// \file ops/swa_decode.hpp
+/// Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: the cached
+/// latent is both K and V). It computes what the seed's `_fallback_batched_sdp`
+/// (shared/seeds/swa-fp8-decode-cutedsl.py) computes, in one kernel (plus a merge kernel when the
+/// window is split across CTAs):
+///
+///   for token t, head h, over the window positions j < lens[t] whose slot s_j = indices[t, j]
+///   is ≥ 0 (slot = block · block_size + offset):
+///     k_j          = fp8(kv_cache[s_j / block_size, s_j % block_size, :]) · inv_scale[s_j, 0]
+///     out[t, h, :] = Σ_j softmax_j(scale · q[t, h, :] · k_j) · k_j
+///     lse[t, h]    = log Σ_j exp(scale · q[t, h, :] · k_j)                 (natural log)
+///   A row with no such position gets out = 0 and lse = −inf (the seed's SDPA would give NaN).
+///
+/// Numerics: fp8 values are exact in f16, so the kernel multiplies f16 copies of the cached
+/// values and applies inv_scale in f32 to the scores and (folded into P) to the output; q is
+/// converted to f16 exactly through a per-row power of two. The seed instead rounds each
+/// dequantized value fp8 · inv_scale to bf16 before both products; the two differ by that
+/// rounding (≈ 2^-9 relative per element, random sign: ~1e-3 relative L2 on the output).
+/// P is f16 and accumulation f32; the output is rounded to bf16 once.
+
+#include <kjit/runtime.hpp>
+#include <kjit/tensor.hpp>
+
+#include <cuda.h>
+
+#include <cstddef>
+
+namespace kjit::mla {
+
+/// Arguments of swa_decode(). All tensors on one CUDA device.
+struct SwaDecodeArgs {
+  /// [T, NH, HD] bf16 queries, RoPE already applied. HD = 512 (the specialization space);
+  /// NH a multiple of 16 (heads share a CTA in groups of 16 or 32). Any token/head strides, the
+  /// last dim contiguous, rows 16-byte aligned.
+  TensorRef q;
+  /// [num_blocks, block_size, HD] paged fp8 cache. dtype kU8 (raw E4M3 bytes, as the seed stores
+  /// them), kE4M3 or kE5M2. Any block/row strides, the last dim contiguous, rows 16-byte aligned.
+  /// Bytes 0x7f/0xff (E4M3 NaN) are not valid contents.
+  TensorRef kv_cache;
+  /// [max_slots, 1] bf16: the dequantization multiplier of each cached token (slot). Any row
+  /// stride.
+  TensorRef inv_scale;
+  /// [≥ T, W] int64 slot ids, contiguous (a leading dim of 1, [1, ≥ T, W], is accepted as the
+  /// seed accepts it; rows past T are ignored). A negative id masks its position. W, the window,
+  /// is 64, 128, 256 or 512. Ids must be < num_blocks · block_size and < max_slots: checking
+  /// that would need a device synchronization, so it is the caller's contract (as in the seed).
+  TensorRef indices;
+  /// [≥ T] int64 or int32: only window positions j < lens[t] count (values are clamped to
+  /// [0, W]). Contiguous.
+  TensorRef lens;
+  /// [T, NH, HD] bf16 output; same layout rules as q.
+  TensorRef out;
+  /// Optional [T, NH] f32 natural-log log-sum-exp of the scaled scores, −inf for an empty row;
+  /// ndim == 0 for none. Any strides.
+  TensorRef lse;
+  /// Softmax scale; 0 means 1 / sqrt(HD). Must be finite.
+  float scale = 0.f;
+  /// Window splits per token (each split a CTA, combined by a merge kernel through the
+  /// workspace); 0 lets the planner choose from the SM count and T. At most min(32, W / 16).
+  int num_splits = 0;
+  /// Heads per CTA, 16 or 32 (NH must be a multiple); 0 lets the planner choose.
+  int head_group = 0;
+};
+
+/// Bytes of device workspace swa_decode() needs for `args` on their device (split partials:
+/// T · NH · splits · (HD + 1) floats when the plan splits the window, else 0). Depends only on
+/// the shapes, num_splits, head_group and the device's SM count. Throws what swa_decode's
+/// validation throws, DriverError when the device cannot be queried.
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& runtime = Runtime::global());
+
+/// Runs the decode on `stream`. `workspace` must hold swa_decode_workspace_bytes(args) bytes,
+/// 16-byte aligned (null is fine when that is 0). Never allocates or synchronizes
+/// (graph-capturable). Throws InvalidArgument naming the tensor and the rule it broke (checked
+/// before any driver call), Unsupported below sm_80, DriverError for driver failures.
+void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
+                Runtime& runtime = Runtime::global());
+
+}  // namespace kjit::mla

@@ -1,0 +1,610 @@
+// Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: K = V, one
+// 512-wide latent per cached token, 128 query heads). Contract: include/kjit/ops/swa_decode.hpp;
+// host side: runtime/ops/swa_decode.cc; the function it computes is the seed's
+// `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py).
+//
+// For token t and head h, over the window positions j < lens[t] whose slot indices[t, j] ≥ 0:
+//   out[t, h] = Σ_j softmax_j(scale · q[t, h] · k_j) · k_j,   k_j = fp8(kv[slot_j]) · inv_scale[slot_j]
+//
+// ---------------------------------------------------------------------------------------------
+// Design
+// ---------------------------------------------------------------------------------------------
+// CTA = (token, window split, `group` heads); four warps per 16 heads ("m-tile", the M of
+// mma.sync m16n8k16), group 16 → 128 threads, group 32 → 256 threads sharing one KV tile.
+//
+// 1. Load. The CTA's window slice (≤ kTile rows of 512 fp8 bytes) goes into shared memory once,
+//    raw (fp8), with cp.async; masked rows (position ≥ len, index < 0) are zero-filled and never
+//    read from global memory. The same bytes serve Q·Kᵀ and P·V (K = V).
+// 2. Q·Kᵀ. Warp (dh, th) of an m-tile multiplies the 16 heads by the KV rows of the k-steps
+//    k ≡ th (mod 2), over head dims [256·dh, 256·dh + 256). Its Q fragments (64 registers) stay
+//    in registers. K fragments are built straight from the raw bytes: each lane reads the rows
+//    of its mma column (lane / 4) and converts fp8 pairs to f16 pairs (one cvt per pair on
+//    sm_89+, bit operations on sm_80). Because a dot product does not care how its terms are
+//    ordered, each lane takes whole 16-byte chunks of a row and the Q fragments are loaded in
+//    the same (permuted) dim order, so no shuffles are needed.
+//    Every lane copies exactly the chunks it reads here, so on one m-tile Q·Kᵀ waits only on its
+//    own cp.async groups (a 64-thread named barrier per step when two m-tiles share the loads).
+// 3. The two dim halves exchange partial scores through shared memory (each finalizes half of
+//    the steps), apply the per-token factor, and the four warps agree on each row's max; the
+//    whole slice fits in registers, so the softmax is exact (no online rescaling).
+// 4. P·V. Warp w owns output dims [128·w, 128·w + 128) over all of the slice's tokens. B
+//    fragments need two tokens per register, so each lane reads 16 bytes of each of four rows
+//    and interleaves them with one byte permute per two registers before converting; the
+//    dims-to-columns map is again chosen so that every read is a whole 16-byte chunk.
+// 5. One write: bf16 out (+ LSE), or, when the window is split across CTAs, an f32 partial and
+//    its log2 LSE that swa_merge_kernel combines.
+//
+// Numerics. fp8 values are exact in f16, so K fragments are the cached fp8 values themselves;
+// the per-token inv_scale is applied in f32 to the scores (colf) and folded into P before P·V
+// (P' = p · s · c, with c a power of two that puts max |P'| in [2^14, 2^15): no f16 overflow,
+// full f16 precision). Q goes to f16 with a per-row power of two (max |q| → [2^14, 2^15)), which
+// is exact for bf16 inputs down to 2^-28 of the row max and undone in f32 on the scores. So
+// Q·Kᵀ is exact up to f32 accumulation, and P is f16 (11 bits) where bf16 kernels keep 8.
+// The seed instead rounds each dequantized value fp8 · inv_scale to bf16 before both products;
+// the float64 reference (tools/testing/reference_swa.cc) follows the seed, and the kernel
+// differs from it by that rounding (~2^-9 per element, random sign): relative L2 ~1e-3.
+// Exponentials are ex2.approx on log2-domain scores (scale · log2 e folded into colf).
+//
+// Why not dequantize to bf16 in shared memory (the seed's sketch)? Each KV row is used by
+// NH/16 = 8 m-tiles; mma.sync reads B fragments per warp, so the smem traffic per token would be
+// (K + V) · 8 m-tiles · 2 bytes = 2 MB plus the score exchange, ≈ 70 µs at T = 512 on an H200
+// (128 B/clk/SM). Reading the raw fp8 (half the bytes) and converting in registers with the
+// hardware cvt brings the estimate to ≈ 26 µs of smem, ≈ 26 µs of mma and ≈ 25 µs of issue,
+// all under the DRAM floor below.
+//
+// Floor (H200, NH 128, HD 512, W 128, per token): KV 128 × 512 B = 64 KiB fp8 (+ 256 B scales,
+// 1 KiB indices), q 128 KiB, out 128 KiB → 321 KiB; FLOPs 4 · NH · W · HD = 33.6 MFLOP.
+//   floor(T) = max(T · 321 KiB / 4.2 TB/s, T · 33.6 MFLOP / 790 TFLOP/s)
+//            = 0.08 µs · T (bytes bound: 0.043 µs · T for the FLOPs)
+//   T = 64: 5.0 µs   T = 512: 40 µs.
+//
+// Resources (NVRTC 13.0 / nvcc 13.0, ptxas -v, sm_90a): see the table in the commit message and
+// docs; tile 128: 76.6 KiB smem (group 16) / 89.1 KiB (group 32) → 2 CTAs per SM; registers
+// ≤ 128 (launch bounds (threads, 2)), 0 spills.
+#include "kjit/config.cuh"
+#include "mla/swa_decode_params.h"
+#include "mla/swa_ptx.cuh"
+
+namespace kjit::mla {
+namespace swa_detail {
+
+/// log2 of the factor the f16 fragments of the cache carry: the sm_80 E4M3 bit conversion
+/// yields value · 2^-8 (it keeps E4M3's exponent bits, whose bias is 8 less than f16's); the
+/// hardware cvt (sm_89+) and E5M2 (a truncated f16) are exact.
+template <int kCache>
+KJIT_DEVICE constexpr int kv_bias_log2() {
+  return kCache == kSwaCacheE4M3 && !KJIT_SWA_CVT_E4M3 ? -8 : 0;
+}
+
+/// The two fp8 values in the low (kHigh false) or high 16 bits of `w` as f16x2 (the lower
+/// byte in the lower half), times 2^kv_bias_log2.
+template <int kCache, bool kHigh>
+KJIT_DEVICE uint32_t fp8x2_to_f16x2(uint32_t w) {
+  // [0, b0, 0, b1]: each fp8 byte in the high byte of a 16-bit half.
+  const uint32_t spread = __byte_perm(w, 0u, kHigh ? 0x3424 : 0x1404);
+  if (kCache == kSwaCacheE5M2) return spread;  // E5M2 is the high byte of an f16
+#if KJIT_SWA_CVT_E4M3
+  return cvt_e4m3x2_f16x2<kHigh>(w);
+#else
+  // s eeee mmm at bits 15..8 → s at 15, eeee mmm at 13..7: an f16 (subnormals included) of
+  // value · 2^-8. NaN codes become finite values (they are not valid cache contents).
+  return (spread & 0x80008000u) | ((spread & 0x7f007f00u) >> 1);
+#endif
+}
+
+/// bf16x2 → f16x2 of (x · f): exact while |x · f| ≥ 2^-14 (f is a power of two).
+KJIT_DEVICE uint32_t bf16x2_to_f16x2_scaled(uint32_t w, float f) {
+  const float lo = __uint_as_float(w << 16) * f;
+  const float hi = __uint_as_float(w & 0xffff0000u) * f;
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+KJIT_DEVICE uint32_t pack_f16x2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+/// cp_async_wait for a run-time count (a branch on `pending`, warp-uniform here).
+KJIT_DEVICE void cp_async_wait_n(int pending) {
+  if (pending <= 0) {
+    cp_async_wait<0>();
+  } else if (pending == 1) {
+    cp_async_wait<1>();
+  } else if (pending == 2) {
+    cp_async_wait<2>();
+  } else {
+    cp_async_wait<3>();
+  }
+}
+
+/// −inf (NVRTC has neither INFINITY nor __builtin_huge_valf).
+KJIT_DEVICE float neg_inf() { return __uint_as_float(0xff800000u); }
+
+/// 2^e as an f32 for e in [-126, 127].
+KJIT_DEVICE float exp2i(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
+
+/// floor(log2 |x|) for a finite nonzero normal x (subnormals give -127).
+KJIT_DEVICE int ilog2(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xffu) - 127; }
+
+/// The XOR applied to the low three bits of a row's 16-byte chunk index. Q·Kᵀ reads
+/// (eight lanes of a phase = rows 2p, 2p+1 × chunks 4q + t) and P·V reads (rows c + 2t, chunk
+/// 8w + g) then hit eight distinct bank groups; so do the cp.async writes.
+KJIT_DEVICE int swizzle(int row) { return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2); }
+
+KJIT_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+KJIT_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+KJIT_DEVICE float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+KJIT_DEVICE float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/// Address of cache row `slot` (slot = block · block_size + offset).
+KJIT_DEVICE const uint8_t* kv_row(const SwaDecodeParams& p, int64_t slot) {
+  if (p.kv_compact) return p.kv + slot * p.kv_stride_row_bytes;
+  const int64_t block = slot / p.block_size;
+  const int64_t offset = slot - block * p.block_size;
+  return p.kv + block * p.kv_stride_block_bytes + offset * p.kv_stride_row_bytes;
+}
+
+KJIT_DEVICE float inv_scale_of(const SwaDecodeParams& p, int64_t slot) {
+  const uint16_t bits = __ldg(static_cast<const unsigned short*>(p.inv_scale) + slot * p.scale_stride);
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+constexpr float kLn2 = 0.6931471805599453f;
+
+}  // namespace swa_detail
+
+/// The decode kernel; see the file comment. kHeadDim 512; kGroup 16 or 32 heads per CTA;
+/// kTile 64 or 128 window positions per CTA (the host splits longer slices); kWindow the
+/// indices row length; kCache kSwaCacheE4M3 or kSwaCacheE5M2.
+template <int kHeadDim, int kGroup, int kTile, int kWindow, int kCache>
+__global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads), 2) swa_decode_kernel(KJIT_PARAMS SwaDecodeParams p) {
+#if KJIT_HAS_SM80
+  using namespace swa_detail;
+  static_assert(kHeadDim == kSwaHeadDim, "the kernel's lane maps are written for head_dim 512");
+  static_assert(kGroup == 16 || kGroup == 32, "group: 16 or 32 heads per CTA");
+  static_assert(kTile == 64 || kTile == 128, "tile: 64 or 128 window positions per CTA");
+  static_assert(kWindow % kSwaStepTokens == 0, "window: a multiple of 16");
+  constexpr int kMTiles = kGroup / kSwaHeadsPerTile;
+  constexpr int kSteps = kTile / kSwaStepTokens;  // token k-steps of a full slice
+  constexpr int kMySteps = kSteps / 2;             // Q·Kᵀ steps of one warp (k ≡ th mod 2)
+  constexpr int kFinSteps = kMySteps / 2;          // steps it finalizes (i ≡ dh mod 2)
+  constexpr int kRowBytes = kHeadDim;
+  constexpr int kQkDims = kHeadDim / 2;            // Q·Kᵀ dims of one warp
+  constexpr int kQkChunks = kQkDims / 64;          // 16-byte chunks a lane reads per row
+  constexpr int kDimSteps = kQkDims / 16;          // mma k-steps over those dims
+  constexpr int kPvTiles = kHeadDim / 4 / 8;       // P·V n-tiles of one warp
+  using Shape = SwaShape<kHeadDim, kGroup, kTile>;
+  constexpr int kBiasLog2 = kv_bias_log2<kCache>();
+  constexpr float kInvBias = kBiasLog2 == 0 ? 1.f : 256.f;  // 2^-kBiasLog2
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int mt = warp >> 2;  // m-tile of the CTA
+  const int w4 = warp & 3;   // warp within the m-tile
+  const int dh = w4 >> 1;    // Q·Kᵀ dim half
+  const int th = w4 & 1;     // Q·Kᵀ step parity
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  unsigned char* raw = smem + Shape::kRawOffset;
+  const uint32_t raw_u32 = smem_u32(raw);
+  float* xbuf = reinterpret_cast<float*>(smem + Shape::kXbufOffset + mt * Shape::kXbufBytesPerTile);
+  uint4* pbuf = reinterpret_cast<uint4*>(smem + Shape::kPbufOffset + mt * Shape::kPbufBytesPerTile);
+  float* stats = reinterpret_cast<float*>(smem + Shape::kStatsOffset + mt * Shape::kStatsBytesPerTile);
+  float* s_rowmax = stats;        // [4][16]
+  float* s_rowsum = stats + 64;   // [4][16]
+  float* s_scalemax = stats + 128;  // [4]
+
+  // ---- which token, split and heads --------------------------------------------------------
+  uint32_t cta = blockIdx.x;
+  const int head_group = static_cast<int>(cta % static_cast<uint32_t>(p.head_groups));
+  cta /= static_cast<uint32_t>(p.head_groups);
+  const int split = static_cast<int>(cta % static_cast<uint32_t>(p.num_splits));
+  const int token = static_cast<int>(cta / static_cast<uint32_t>(p.num_splits));
+  const int head0 = head_group * kGroup + mt * kSwaHeadsPerTile + g;  // this lane's rows: head0, head0 + 8
+
+  int64_t len64 = p.lens_i64 ? __ldg(static_cast<const long long*>(p.lens) + token)
+                             : static_cast<int64_t>(__ldg(static_cast<const int*>(p.lens) + token));
+  len64 = len64 < 0 ? 0 : (len64 > kWindow ? kWindow : len64);
+  const int start = split * p.split_len;
+  const int end = min(start + p.split_len, static_cast<int>(len64));
+  const int n_tok = max(end - start, 0);          // window positions [start, start + n_tok)
+  const int n_steps = (n_tok + kSwaStepTokens - 1) / kSwaStepTokens;
+  const long long* idx_row = reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
+
+  // ---- 1. cp.async of the rows this lane reads in Q·Kᵀ (one commit group per own step) -----
+#pragma unroll
+  for (int i = 0; i < kMySteps; ++i) {
+    if (i % kMTiles == mt) {
+      const int k = th + 2 * i;
+      if (k < n_steps) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int r = k * kSwaStepTokens + nt * 8 + g;
+          const int64_t slot = r < n_tok ? static_cast<int64_t>(__ldg(idx_row + r)) : -1;
+          const bool valid = slot >= 0;
+          const uint8_t* src = valid ? kv_row(p, slot) : p.fill_src;
+          // The finalizing warps read this row's scale after Q·Kᵀ: pull it into L1 now.
+          if (valid) prefetch_l1(static_cast<const unsigned short*>(p.inv_scale) + slot * p.scale_stride);
+          const uint32_t dst_row = raw_u32 + r * kRowBytes;
+          const int sw = swizzle(r);
+#pragma unroll
+          for (int q = 0; q < kQkChunks; ++q) {
+            const int c = dh * (kQkDims / 16) + 4 * q + t;
+            cp_async_16(dst_row + ((c ^ sw) << 4), valid ? src + c * 16 : src, valid);
+          }
+        }
+      }
+      cp_async_commit();
+    }
+  }
+
+  // ---- Q fragments (f16, per-row power of two), and this lane's finalize tokens ------------
+  // Lane (g, t) holds, for rows head0 and head0 + 8, dims dh·256 + 64q + 16t + [0, 16) for
+  // q < 4. mma k-step 4q + u takes dims +4u, +4u+1 (A cols 2t, 2t+1) and +4u+2, +4u+3
+  // (A cols 2t+8, 2t+9) — the order the K fragments below use.
+  uint32_t qf[kDimSteps][4];
+  float rowf[2];  // 2^-e of rows head0, head0 + 8
+  {
+    uint4 qraw[2][kQkChunks][2];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(token) * p.q_stride_t +
+                                  static_cast<int64_t>(head0 + 8 * hr) * p.q_stride_h + dh * kQkDims + 16 * t;
+#pragma unroll
+      for (int q = 0; q < kQkChunks; ++q) {
+        qraw[hr][q][0] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q));
+        qraw[hr][q][1] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q + 8));
+      }
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float m = 0.f;
+#pragma unroll
+      for (int q = 0; q < kQkChunks; ++q) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t w[4] = {qraw[hr][q][h].x, qraw[hr][q][h].y, qraw[hr][q][h].z, qraw[hr][q][h].w};
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            m = fmaxf(m, fabsf(__uint_as_float(w[u] << 16)));
+            m = fmaxf(m, fabsf(__uint_as_float(w[u] & 0xffff0000u)));
+          }
+        }
+      }
+      m = quad_max(m);
+      // max |q·2^e| in [2^14, 2^15): f16 holds every bf16 value down to 2^-28 of the max exactly.
+      const int e = m > 0.f ? min(14 - ilog2(m), 126) : 0;
+      const float f = exp2i(e);
+      rowf[hr] = exp2i(-e);
+#pragma unroll
+      for (int q = 0; q < kQkChunks; ++q) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t w[4] = {qraw[hr][q][h].x, qraw[hr][q][h].y, qraw[hr][q][h].z, qraw[hr][q][h].w};
+          // chunk half h holds dims +8h .. +8h+7 = mma steps 4q + 2h (words 0, 1) and 4q + 2h + 1
+#pragma unroll
+          for (int u2 = 0; u2 < 2; ++u2) {
+            const int ds = 4 * q + 2 * h + u2;
+            qf[ds][hr] = bf16x2_to_f16x2_scaled(w[2 * u2], f);          // cols 2t, 2t+1
+            qf[ds][2 + hr] = bf16x2_to_f16x2_scaled(w[2 * u2 + 1], f);  // cols 2t+8, 2t+9
+          }
+        }
+      }
+    }
+  }
+
+  // ---- 2. Q·Kᵀ over this warp's steps ------------------------------------------------------
+  // Not unrolled: unrolling lets the scheduler hoist the next step's loads and conversions,
+  // which costs more registers than the 64 Q fragments leave.
+#pragma unroll 1
+  for (int i = 0; i < kMySteps; ++i) {
+    const int k = th + 2 * i;
+    if (kMTiles == 1) {
+      cp_async_wait_n(kMySteps - 1 - i);
+    } else {
+      // Step i was copied by m-tile i % 2; its lanes wait for it, then both m-tiles' warps of
+      // this (dh, th) meet (the copies of one lane feed the same lane of the other m-tile).
+      if ((i & 1) == mt) cp_async_wait_n((kMySteps - 1 - i) / 2);
+      if (k < n_steps) named_barrier(5 + w4, 64);
+    }
+    if (k < n_steps) {
+      // Both dim halves park their partial of step i, [th][i][dh][n-tile][lane][4]; the warp
+      // with dh == i % 2 finalizes it. Each n-tile is stored before the next one's rows are
+      // read, which keeps the scheduler from holding both tiles' chunks at once.
+      float4* dst = reinterpret_cast<float4*>(xbuf) + (((th * kMySteps + i) * 2 + dh) * 2) * 32 + lane;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        const int r = k * kSwaStepTokens + nt * 8 + g;
+        const unsigned char* row = raw + r * kRowBytes;
+        const int sw = swizzle(r);
+#pragma unroll
+        for (int q = 0; q < kQkChunks; ++q) {
+          const int c = dh * (kQkDims / 16) + 4 * q + t;
+          const uint4 w = *reinterpret_cast<const uint4*>(row + ((c ^ sw) << 4));
+          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int ds = 4 * q + u;
+            mma_f16(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], fp8x2_to_f16x2<kCache, false>(ws[u]),
+                    fp8x2_to_f16x2<kCache, true>(ws[u]));
+          }
+        }
+        dst[nt * 32] = make_float4(s[0] * rowf[0], s[1] * rowf[0], s[2] * rowf[1], s[3] * rowf[1]);
+      }
+    }
+  }
+  // Scales of the tokens whose scores this lane finalizes: steps k = th + 2i, i = dh + 2f; C
+  // columns 2t, 2t+1 of n-tiles 0 and 1 → window offsets 16k + {2t, 2t+1, 8+2t, 9+2t}. (Loaded
+  // here, from L1 after the prefetch above: holding them through Q·Kᵀ would spill.)
+  float tok_scale[kFinSteps][4];
+  uint32_t tok_valid = 0;
+#pragma unroll
+  for (int f = 0; f < kFinSteps; ++f) {
+    const int k = th + 2 * (dh + 2 * f);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = k * kSwaStepTokens + (j >> 1) * 8 + 2 * t + (j & 1);
+      const int64_t slot = r < n_tok ? static_cast<int64_t>(__ldg(idx_row + r)) : -1;
+      tok_scale[f][j] = 0.f;
+      if (slot >= 0) {
+        tok_scale[f][j] = inv_scale_of(p, slot);
+        tok_valid |= 1u << (f * 4 + j);
+      }
+    }
+  }
+
+  named_barrier(1 + mt * 2 + th, 64);  // the two dim halves of (m-tile, th)
+
+  // ---- 3. full scores, softmax ---------------------------------------------------------------
+  const float colf_base = p.scale_log2 * kInvBias;
+  float y[kFinSteps][2][4];
+  float mloc[2] = {neg_inf(), neg_inf()};
+  float smax = 0.f;
+#pragma unroll
+  for (int f = 0; f < kFinSteps; ++f) {
+    const int i = dh + 2 * f;
+    const int k = th + 2 * i;
+    const bool active = k < n_steps;
+    const float4* src = reinterpret_cast<const float4*>(xbuf) + ((th * kMySteps + i) * 2 * 2) * 32 + lane;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+      if (active) {
+        const float4 a = src[nt * 32];       // dh 0
+        const float4 b = src[64 + nt * 32];  // dh 1
+        sum[0] = a.x + b.x;
+        sum[1] = a.y + b.y;
+        sum[2] = a.z + b.z;
+        sum[3] = a.w + b.w;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = nt * 2 + (e & 1);
+        const bool valid = (tok_valid >> (f * 4 + j)) & 1u;
+        y[f][nt][e] = valid ? sum[e] * (tok_scale[f][j] * colf_base) : neg_inf();
+        mloc[e >> 1] = fmaxf(mloc[e >> 1], y[f][nt][e]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) smax = fmaxf(smax, fabsf(tok_scale[f][j]));
+  }
+  mloc[0] = quad_max(mloc[0]);
+  mloc[1] = quad_max(mloc[1]);
+  smax = warp_max(smax);
+  if (t == 0) {
+    s_rowmax[w4 * 16 + g] = mloc[0];
+    s_rowmax[w4 * 16 + g + 8] = mloc[1];
+  }
+  if (lane == 0) s_scalemax[w4] = smax;
+  __syncthreads();
+
+  float mrow[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    mrow[hr] = fmaxf(fmaxf(s_rowmax[g + 8 * hr], s_rowmax[16 + g + 8 * hr]),
+                     fmaxf(s_rowmax[32 + g + 8 * hr], s_rowmax[48 + g + 8 * hr]));
+  }
+  const float smax_all = fmaxf(fmaxf(s_scalemax[0], s_scalemax[1]), fmaxf(s_scalemax[2], s_scalemax[3]));
+  // c puts max |P'| = smax · c / bias in [2^14, 2^15).
+  const int c_exp = smax_all > 0.f ? max(-126, min(126, 14 - (ilog2(smax_all) - kBiasLog2))) : 0;
+  const float c_norm = exp2i(c_exp);
+  {
+    const float base[2] = {mrow[0] == neg_inf() ? 0.f : mrow[0],
+                           mrow[1] == neg_inf() ? 0.f : mrow[1]};
+    float lsum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int f = 0; f < kFinSteps; ++f) {
+      const int k = th + 2 * (dh + 2 * f);
+      if (k < n_steps) {
+        float pp[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float pe = fast_exp2(y[f][nt][e] - base[e >> 1]);
+            lsum[e >> 1] += pe;
+            pp[nt][e] = pe * ((tok_scale[f][nt * 2 + (e & 1)] * c_norm) * kInvBias);
+          }
+        }
+        pbuf[k * 32 + lane] = make_uint4(pack_f16x2(pp[0][0], pp[0][1]), pack_f16x2(pp[0][2], pp[0][3]),
+                                         pack_f16x2(pp[1][0], pp[1][1]), pack_f16x2(pp[1][2], pp[1][3]));
+      }
+    }
+    lsum[0] = quad_sum(lsum[0]);
+    lsum[1] = quad_sum(lsum[1]);
+    if (t == 0) {
+      s_rowsum[w4 * 16 + g] = lsum[0];
+      s_rowsum[w4 * 16 + g + 8] = lsum[1];
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- 4. P·V: dims [128·w4, +128) over all steps of the slice -------------------------------
+  // n-tile j, column n ↔ dim 128·w4 + 16n + j: lane (g, t) reads chunk 8·w4 + g of rows
+  // 16k + {2t, 2t+1, 2t+8, 2t+9}; its C values are dims 128·w4 + 32t + j (c0) and + 16 (c1).
+  float o[kPvTiles][4];
+#pragma unroll
+  for (int j = 0; j < kPvTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  const int vchunk = w4 * 8 + g;
+#pragma unroll 1
+  for (int k = 0; k < n_steps; ++k) {
+    const uint4 a = pbuf[k * 32 + lane];
+    const int r0 = k * kSwaStepTokens + 2 * t;
+    uint4 v[4];
+#pragma unroll
+    for (int rr = 0; rr < 4; ++rr) {
+      const int r = r0 + (rr & 1) + (rr >> 1) * 8;
+      v[rr] = *reinterpret_cast<const uint4*>(raw + r * kRowBytes + ((vchunk ^ swizzle(r)) << 4));
+    }
+    const uint32_t va[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+    const uint32_t vb[4] = {v[1].x, v[1].y, v[1].z, v[1].w};
+    const uint32_t vc[4] = {v[2].x, v[2].y, v[2].z, v[2].w};
+    const uint32_t vd[4] = {v[3].x, v[3].y, v[3].z, v[3].w};
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      // bytes [A_d, B_d, A_d+1, B_d+1]: tokens 2t, 2t+1 of dims d, d+1
+      const uint32_t ab0 = __byte_perm(va[u], vb[u], 0x5140);
+      const uint32_t ab1 = __byte_perm(va[u], vb[u], 0x7362);
+      const uint32_t cd0 = __byte_perm(vc[u], vd[u], 0x5140);
+      const uint32_t cd1 = __byte_perm(vc[u], vd[u], 0x7362);
+      mma_f16(o[4 * u + 0], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, false>(ab0),
+              fp8x2_to_f16x2<kCache, false>(cd0));
+      mma_f16(o[4 * u + 1], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, true>(ab0),
+              fp8x2_to_f16x2<kCache, true>(cd0));
+      mma_f16(o[4 * u + 2], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, false>(ab1),
+              fp8x2_to_f16x2<kCache, false>(cd1));
+      mma_f16(o[4 * u + 3], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, true>(ab1),
+              fp8x2_to_f16x2<kCache, true>(cd1));
+    }
+  }
+
+  // ---- 5. epilogue ---------------------------------------------------------------------------
+  float lrow[2], inv[2], lse2[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int rr = g + 8 * hr;
+    lrow[hr] = (s_rowsum[rr] + s_rowsum[16 + rr]) + (s_rowsum[32 + rr] + s_rowsum[48 + rr]);
+    inv[hr] = lrow[hr] > 0.f ? (1.f / lrow[hr]) * exp2i(-c_exp) : 0.f;
+    lse2[hr] = lrow[hr] > 0.f ? mrow[hr] + __log2f(lrow[hr]) : neg_inf();
+  }
+  const int dim0 = w4 * (kHeadDim / 4) + 32 * t;
+  if (p.num_splits == 1) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+                            static_cast<int64_t>(head0 + 8 * hr) * p.out_stride_h + dim0;
+      uint32_t packed[16];
+#pragma unroll
+      for (int j = 0; j < kPvTiles / 2; ++j) {
+        packed[j] = pack_bf16x2(o[2 * j][2 * hr] * inv[hr], o[2 * j + 1][2 * hr] * inv[hr]);
+        packed[8 + j] = pack_bf16x2(o[2 * j][2 * hr + 1] * inv[hr], o[2 * j + 1][2 * hr + 1] * inv[hr]);
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        reinterpret_cast<uint4*>(orow)[c] =
+            make_uint4(packed[4 * c], packed[4 * c + 1], packed[4 * c + 2], packed[4 * c + 3]);
+      }
+      if (p.lse != nullptr && w4 == 0 && t == 0) {
+        p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head0 + 8 * hr) * p.lse_stride_h] =
+            lse2[hr] * kLn2;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int64_t prow = (static_cast<int64_t>(token) * p.num_heads + head0 + 8 * hr) * p.num_splits + split;
+      float* orow = p.o_part + prow * kHeadDim + dim0;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = 4 * c;
+        reinterpret_cast<float4*>(orow)[c] = make_float4(o[j][2 * hr] * inv[hr], o[j + 1][2 * hr] * inv[hr],
+                                                         o[j + 2][2 * hr] * inv[hr], o[j + 3][2 * hr] * inv[hr]);
+        reinterpret_cast<float4*>(orow + 16)[c] =
+            make_float4(o[j][2 * hr + 1] * inv[hr], o[j + 1][2 * hr + 1] * inv[hr], o[j + 2][2 * hr + 1] * inv[hr],
+                        o[j + 3][2 * hr + 1] * inv[hr]);
+      }
+      if (w4 == 0 && t == 0) p.lse_part[prow] = lse2[hr];
+    }
+  }
+#endif
+}
+
+/// Combines the split partials of one (token, head) row per warp: out = Σ_s w_s o_s / Σ_s w_s
+/// with w_s = 2^(lse_s − max lse) (Milakov & Gimelshein 2018; FlashDecoding). A row whose splits
+/// all attended nothing gets zeros and LSE −inf.
+template <int kHeadDim>
+__global__ void __launch_bounds__(kSwaMergeThreads) swa_merge_kernel(KJIT_PARAMS SwaDecodeParams p) {
+  using namespace swa_detail;
+  static_assert(kHeadDim % 128 == 0, "merge: 4 floats a lane per 128 dims");
+  constexpr int kChunks = kHeadDim / 128;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kSwaMergeRowsPerCta + (threadIdx.x >> 5);
+  if (row >= static_cast<int64_t>(p.tokens) * p.num_heads) return;
+  const int splits = p.num_splits;
+  const float mine = lane < splits ? p.lse_part[row * splits + lane] : neg_inf();
+  const float m = warp_max(mine);
+  const float base = m == neg_inf() ? 0.f : m;
+  const float w = lane < splits ? exp2f(mine - base) : 0.f;
+  const float total = warp_sum(w);
+  float4 acc[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const float* part = p.o_part + row * splits * kHeadDim + 4 * lane;
+  for (int s = 0; s < splits; ++s) {
+    const float ws = __shfl_sync(0xffffffffu, w, s);
+    if (ws == 0.f) continue;  // an empty split (its partial is zeros anyway)
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const float4 v = *reinterpret_cast<const float4*>(part + s * kHeadDim + 128 * c);
+      acc[c].x += ws * v.x;
+      acc[c].y += ws * v.y;
+      acc[c].z += ws * v.z;
+      acc[c].w += ws * v.w;
+    }
+  }
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+  const int token = static_cast<int>(row / p.num_heads);
+  const int head = static_cast<int>(row - static_cast<int64_t>(token) * p.num_heads);
+  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+                        static_cast<int64_t>(head) * p.out_stride_h + 4 * lane;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    reinterpret_cast<uint2*>(orow + 128 * c)[0] =
+        make_uint2(pack_bf16x2(acc[c].x * inv, acc[c].y * inv), pack_bf16x2(acc[c].z * inv, acc[c].w * inv));
+  }
+  if (p.lse != nullptr && lane == 0) {
+    p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head) * p.lse_stride_h] =
+        total > 0.f ? (m + __log2f(total)) * kLn2 : neg_inf();
+  }
+}
+
+}  // namespace kjit::mla

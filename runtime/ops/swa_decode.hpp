@@ -1,0 +1,75 @@
+#pragma once
+/// \file runtime/ops/swa_decode.hpp
+/// Internals of kjit::mla::swa_decode (include/kjit/ops/swa_decode.hpp): the "mla.swa_decode"
+/// kernel family, the host-only validation step and the planner, exposed so tests can check
+/// every rejection and every plan without a GPU.
+
+#include <kjit/families.hpp>
+#include <kjit/ops/swa_decode.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kjit::mla {
+
+/// The "mla.swa_decode" family (kernel_sources/mla/swa_decode.cu). Parameters:
+///   head_dim  512
+///   group     16 | 32          query heads per CTA (4 warps per 16)
+///   kv_tile   64 | 128         window positions one CTA holds (longer slices are split)
+///   window    64 | 128 | 256 | 512   the indices row length W
+///   cache     e4m3 | e5m2      fp8 format of the cache bytes
+/// Each specialization is one program with two kernels: [0] swa_decode_kernel<...>,
+/// [1] swa_merge_kernel<head_dim> (the split combine). min_sm 80 (mma.sync, cp.async); sm_89+
+/// converts E4M3 with cvt.f16x2.e4m3x2, sm_80 with bit operations.
+const Family& swa_decode_family();
+
+namespace detail {
+
+/// The shape of a validated SwaDecodeArgs.
+struct SwaDims {
+  int device = 0;
+  int64_t tokens = 0;      ///< T
+  int64_t heads = 0;       ///< NH
+  int64_t head_dim = 0;    ///< HD
+  int64_t window = 0;      ///< W
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int cache = 0;           ///< kSwaCacheE4M3 or kSwaCacheE5M2
+  bool lens_i64 = true;
+  bool has_lse = false;
+  bool kv_compact = true;  ///< block stride == block_size · row stride
+};
+
+/// Checks `args` against the contract in include/kjit/ops/swa_decode.hpp. Pure host code: no
+/// driver call, no allocation unless it throws. Throws InvalidArgument
+/// "kjit::mla::swa_decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
+SwaDims validate_swa_decode(const SwaDecodeArgs& args);
+
+/// How a decode runs: the specialization, the window partition and the workspace it needs.
+struct SwaPlan {
+  int group = 16;            ///< heads per CTA (family parameter `group`)
+  int tile = 128;            ///< family parameter `kv_tile`
+  int num_splits = 1;        ///< CTAs per (token, head group) along the window
+  int split_len = 0;         ///< window positions per split: a multiple of 16, ≤ tile
+  int64_t ctas = 0;          ///< decode-kernel CTAs: T · (NH / group) · num_splits
+  size_t o_part_bytes = 0;   ///< workspace offset of lse_part (o_part starts at 0)
+  size_t workspace_bytes = 0;
+};
+
+/// Plans a validated decode. `requested_splits` / `requested_group` are the args' num_splits /
+/// head_group (0 = choose). Choice:
+///  - tile = 64 when W ≤ 64 and the group is 16, else 128 (a slice never exceeds the tile);
+///  - group 32 when NH allows it and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps
+///    that share one KV slice), else 16;
+///  - splits: at least ceil(W / tile); when fewer than sm_count / 2 CTAs would run, enough to
+///    reach sm_count CTAs (at most min(32, W / 16)): below that the machine idles, and the
+///    merge kernel costs less than the idle SMs. A requested count is clamped to that range.
+///  - split_len = ceil(W / splits) rounded up to 16; trailing empty splits are dropped.
+SwaPlan plan_swa_decode(const SwaDims& dims, int requested_splits, int requested_group, int sm_count);
+
+/// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
+/// partials (too small, null, or not 16-byte aligned). Host-only.
+void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
+
+}  // namespace detail
+}  // namespace kjit::mla

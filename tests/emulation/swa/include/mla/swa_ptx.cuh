@@ -1,0 +1,149 @@
+#pragma once
+// Host emulation of kernel_sources/mla/swa_ptx.cuh (tests/emulation/swa only): the same
+// functions, written from the PTX ISA — mma.m16n8k16 .f16 fragments, cp.async zero fill and
+// commit/wait groups, bar.sync with a thread count, cvt.rn.f16x2.e4m3x2. Shared memory is the
+// array kjit::mla::smem; a "shared address" is a byte offset into it.
+#include "kjit/config.cuh"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+// SWA_EMU_CVT=1 emulates sm_89+ (hardware E4M3 conversion), 0 sm_80 (bit operations).
+#ifndef SWA_EMU_CVT
+#define SWA_EMU_CVT 1
+#endif
+#define KJIT_SWA_CVT_E4M3 SWA_EMU_CVT
+
+namespace kjit::mla {
+
+extern unsigned char smem[];
+
+namespace swa_detail {
+namespace emu_detail {
+
+struct Copy {
+  uint32_t dst;
+  const void* src;
+  bool valid;
+};
+/// Late copies land at the last moment a wait allows (catches a missing wait or barrier);
+/// otherwise they land at issue.
+extern bool g_late_copies;
+struct AsyncState {
+  std::vector<Copy> open;
+  std::vector<std::vector<Copy>> committed;
+};
+extern thread_local AsyncState t_async;
+/// Named barriers 1..15 of the running CTA (reset by the emulator's launch), and the thread
+/// count each was reset with.
+extern emu::Barrier g_named[16];
+extern int g_named_count[16];
+
+inline void land(const Copy& c) {
+  if (c.valid) {
+    std::memcpy(smem + c.dst, c.src, 16);
+  } else {
+    std::memset(smem + c.dst, 0, 16);
+  }
+}
+
+inline float f16(uint32_t reg, int which) {
+  return swa_emu::f16_value(static_cast<uint16_t>(which ? reg >> 16 : reg & 0xffff));
+}
+
+}  // namespace emu_detail
+
+inline uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(ptr) - smem);
+}
+
+inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  if (reinterpret_cast<uintptr_t>(src) % 16 != 0 || dst % 16 != 0) {
+    std::fprintf(stderr, "emulator: misaligned cp.async %p -> %u\n", src, dst);
+    std::abort();
+  }
+  const emu_detail::Copy c{dst, src, valid};
+  if (emu_detail::g_late_copies) {
+    emu_detail::t_async.open.push_back(c);
+  } else {
+    emu_detail::land(c);
+  }
+}
+
+inline void cp_async_commit() {
+  emu_detail::t_async.committed.push_back(std::move(emu_detail::t_async.open));
+  emu_detail::t_async.open.clear();
+}
+
+template <int kPending>
+inline void cp_async_wait() {
+  auto& groups = emu_detail::t_async.committed;
+  while (static_cast<int>(groups.size()) > kPending) {
+    for (const auto& c : groups.front()) emu_detail::land(c);
+    groups.erase(groups.begin());
+  }
+}
+
+inline void named_barrier(int id, int threads) {
+  if (id < 1 || id > 15 || emu_detail::g_named_count[id] != threads) {
+    std::fprintf(stderr, "emulator: bar.sync %d, %d does not match the barrier's %d threads\n", id, threads,
+                 id >= 1 && id <= 15 ? emu_detail::g_named_count[id] : -1);
+    std::abort();
+  }
+  emu_detail::g_named[id].arrive_and_wait();
+}
+
+/// mma.m16n8k16.row.col.f32.f16.f16.f32: every lane deposits a[4], b[2]; each lane computes
+/// its own d[4] (PTX ISA fragment layouts; products and sums in double).
+inline void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  ::emu::WarpScratch& w = ::emu::my_warp();
+  const int lane = ::emu::my_lane();
+  w.u[lane][0] = a0;
+  w.u[lane][1] = a1;
+  w.u[lane][2] = a2;
+  w.u[lane][3] = a3;
+  w.u[lane][4] = b0;
+  w.u[lane][5] = b1;
+  w.barrier.arrive_and_wait();
+  auto A = [&](int row, int col) {  // A (16x16, row-major)
+    const int l = (row % 8) * 4 + (col % 8) / 2;
+    const int reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
+    return emu_detail::f16(w.u[l][reg], col % 2);
+  };
+  auto B = [&](int k, int n) {  // B (16x8, "col")
+    const int l = n * 4 + (k % 8) / 2;
+    return emu_detail::f16(w.u[l][4 + (k >= 8 ? 1 : 0)], k % 2);
+  };
+  const int g = lane / 4, t = lane % 4;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0);
+    const int col = 2 * t + (i % 2);
+    double acc = d[i];
+    for (int k = 0; k < 16; ++k) acc += static_cast<double>(A(row, k)) * B(k, col);
+    out[i] = static_cast<float>(acc);
+  }
+  w.barrier.arrive_and_wait();
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+/// cvt.rn.f16x2.e4m3x2 of the low / high 16 bits of w (the lower byte to the lower half).
+template <bool kHigh>
+inline uint32_t cvt_e4m3x2_f16x2(uint32_t w) {
+  auto one = [](uint32_t b) -> uint16_t {
+    const int e = (b >> 3) & 0xf, m = b & 7;
+    double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    if (e == 15 && m == 7) v = NAN;
+    if (b & 0x80) v = -v;
+    return swa_emu::f16_bits(static_cast<float>(v));
+  };
+  const uint32_t pair = kHigh ? w >> 16 : w & 0xffff;
+  return static_cast<uint32_t>(one(pair & 0xff)) | (static_cast<uint32_t>(one((pair >> 8) & 0xff)) << 16);
+}
+
+inline float fast_exp2(float x) { return std::exp2(x); }
+inline void prefetch_l1(const void*) {}
+
+}  // namespace swa_detail
+}  // namespace kjit::mla

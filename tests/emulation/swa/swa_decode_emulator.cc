@@ -1,0 +1,315 @@
+// Runs the real kernel_sources/mla/swa_decode.cu text on the host: every CUDA thread is a
+// std::thread, and the PTX wrappers of mla/swa_ptx.cuh (mma.sync f16, cp.async, bar.sync,
+// cvt.f16x2.e4m3x2, ex2) are replaced by emulations written from the PTX ISA (include/mla/
+// swa_ptx.cuh here). Checks the fragment and dim permutations, the swizzle, the cp.async
+// ownership and barriers, the score exchange, masking, the P normalization and the split merge
+// against the float64 reference without a GPU. cp.async copies land either at issue or at the
+// last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
+// starts as garbage). Build with -DSWA_EMU_CVT=0 to run the sm_80 E4M3 bit conversion instead of
+// the sm_89+ cvt. Not part of CTest (it needs its own include order); build and run by hand:
+//
+//   for cvt in 0 1; do
+//     g++ -std=c++17 -O2 -DSWA_EMU_CVT=$cvt -Wno-unknown-pragmas -pthread \
+//         -Itests/emulation/swa/include -Itests/emulation/include -I. -Iinclude -Ikernel_sources \
+//         -I/usr/local/cuda/include tests/emulation/swa/swa_decode_emulator.cc \
+//         tools/testing/reference_swa.cc tools/testing/compare.cc tools/testing/gpu.cc \
+//         -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/swa_emulator$cvt && /tmp/swa_emulator$cvt
+//   done
+#include "mla/swa_decode.cu"
+
+#include "runtime/ops/swa_decode.hpp"
+#include "tools/testing/compare.hpp"
+#include "tools/testing/host_types.hpp"
+#include "tools/testing/reference_swa.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace emu {
+Block g_block;
+thread_local Dim3 t_thread, t_block;
+}  // namespace emu
+
+namespace kjit::mla {
+alignas(128) unsigned char smem[232448];
+namespace swa_detail::emu_detail {
+bool g_late_copies = false;
+thread_local AsyncState t_async;
+emu::Barrier g_named[16];
+int g_named_count[16];
+}  // namespace swa_detail::emu_detail
+}  // namespace kjit::mla
+
+namespace {
+
+using namespace kjit::mla;
+namespace kt = kjit::testing;
+namespace ed = kjit::mla::swa_detail::emu_detail;
+
+void launch(int grid, int threads, const std::function<void()>& kernel) {
+  for (int b = 0; b < grid; ++b) {
+    emu::g_block.barrier.reset(threads);
+    for (auto& w : emu::g_block.warps) w.barrier.reset(32);
+    for (int id = 1; id < 16; ++id) {
+      ed::g_named[id].reset(64);  // every named barrier of the kernel joins two warps
+      ed::g_named_count[id] = 64;
+    }
+    std::memset(smem, 0x7f, sizeof(smem));  // stale garbage (E4M3 NaN bytes) from "a previous CTA"
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([=] {
+        emu::t_thread.x = static_cast<unsigned>(t);
+        emu::t_block.x = static_cast<unsigned>(b);
+        ed::t_async = {};
+        kernel();
+        if (!ed::t_async.committed.empty() || !ed::t_async.open.empty()) {
+          // Copies still in flight at exit: harmless on the device only if nobody reads them.
+          ed::t_async = {};
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+}
+
+template <int kGroup, int kTile, int kWindow, int kCache>
+void run_decode(const SwaDecodeParams& p, int ctas) {
+  launch(ctas, SwaShape<512, kGroup, kTile>::kThreads,
+         [&] { swa_decode_kernel<512, kGroup, kTile, kWindow, kCache>(p); });
+}
+
+template <int kGroup, int kTile, int kWindow>
+void dispatch_cache(int cache, const SwaDecodeParams& p, int ctas) {
+  if (cache == kSwaCacheE4M3) run_decode<kGroup, kTile, kWindow, kSwaCacheE4M3>(p, ctas);
+  else run_decode<kGroup, kTile, kWindow, kSwaCacheE5M2>(p, ctas);
+}
+
+template <int kGroup, int kTile>
+void dispatch_window(int window, int cache, const SwaDecodeParams& p, int ctas) {
+  switch (window) {
+    case 64: dispatch_cache<kGroup, kTile, 64>(cache, p, ctas); break;
+    case 128: dispatch_cache<kGroup, kTile, 128>(cache, p, ctas); break;
+    case 256: dispatch_cache<kGroup, kTile, 256>(cache, p, ctas); break;
+    default: dispatch_cache<kGroup, kTile, 512>(cache, p, ctas); break;
+  }
+}
+
+void dispatch(int group, int tile, int window, int cache, const SwaDecodeParams& p, int ctas) {
+  if (group == 16 && tile == 64) dispatch_window<16, 64>(window, cache, p, ctas);
+  if (group == 16 && tile == 128) dispatch_window<16, 128>(window, cache, p, ctas);
+  if (group == 32 && tile == 64) dispatch_window<32, 64>(window, cache, p, ctas);
+  if (group == 32 && tile == 128) dispatch_window<32, 128>(window, cache, p, ctas);
+}
+
+void* aligned_copy(const void* src, size_t bytes) {
+  void* p = std::aligned_alloc(128, (bytes + 127) / 128 * 128 + 128);
+  std::memcpy(p, src, bytes);
+  return p;
+}
+
+struct Forced {
+  int group = 0;  ///< 0 = the planner's
+  int tile = 0;   ///< 0 = the planner's
+};
+
+bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
+  const kt::SwaProblem pr = kt::make_swa_problem(c, seed);
+  const int64_t T = pr.tokens, NH = pr.heads, D = pr.head_dim, W = pr.window;
+  const int64_t slots = pr.num_blocks * pr.block_size;
+
+  // Device-like layouts: q/out with padded strides when c.strided, the cache with a padded block
+  // stride (padding bytes 0x7f: E4M3 NaN, so reading them shows).
+  const int64_t hs = c.strided ? D + 64 : D;
+  const int64_t ts = c.strided ? NH * hs + 128 : NH * D;
+  std::vector<uint16_t> q16(static_cast<size_t>(T * ts + 8), 0xFFFF);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t d = 0; d < D; ++d) q16[t * ts + h * hs + d] = kt::float_to_bf16(pr.q[(t * NH + h) * D + d]);
+  const int64_t block_rows = c.strided ? pr.block_size + 3 : pr.block_size;
+  std::vector<uint8_t> kv(static_cast<size_t>(pr.num_blocks * block_rows * D + 16), 0x7f);
+  for (int64_t b = 0; b < pr.num_blocks; ++b)
+    std::memcpy(kv.data() + b * block_rows * D, pr.kv.data() + b * pr.block_size * D, pr.block_size * D);
+  std::vector<uint16_t> sc16(static_cast<size_t>(slots));
+  for (int64_t s = 0; s < slots; ++s) sc16[s] = kt::float_to_bf16(pr.inv_scale[s]);
+  std::vector<int32_t> lens32(pr.lens.begin(), pr.lens.end());
+  void* qd = aligned_copy(q16.data(), q16.size() * 2);
+  void* kvd = aligned_copy(kv.data(), kv.size());
+  std::vector<uint16_t> out(q16.size(), 0xFFFF);
+  const int64_t lse_ts = c.strided ? NH + 5 : NH;
+  std::vector<float> lse(static_cast<size_t>(T * lse_ts), NAN);
+
+  detail::SwaDims dims;
+  dims.tokens = T;
+  dims.heads = NH;
+  dims.head_dim = D;
+  dims.window = W;
+  dims.num_blocks = pr.num_blocks;
+  dims.block_size = pr.block_size;
+  dims.cache = static_cast<int>(pr.format);
+  detail::SwaPlan plan = detail::plan_swa_decode(dims, c.num_splits, c.head_group, 132);
+  if (forced.tile != 0) plan.tile = forced.tile;
+  (void)forced.group;
+  std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
+
+  SwaDecodeParams p{};
+  p.q = qd;
+  p.kv = static_cast<const uint8_t*>(kvd);
+  p.fill_src = p.kv;
+  p.inv_scale = sc16.data();
+  p.indices = pr.indices.data();
+  p.lens = c.lens_i32 ? static_cast<const void*>(lens32.data()) : static_cast<const void*>(pr.lens.data());
+  p.out = out.data();
+  p.lse = c.lse ? lse.data() : nullptr;
+  p.o_part = ws.data();
+  p.lse_part = reinterpret_cast<float*>(reinterpret_cast<char*>(ws.data()) + plan.o_part_bytes);
+  p.q_stride_t = ts;
+  p.q_stride_h = hs;
+  p.out_stride_t = ts;
+  p.out_stride_h = hs;
+  p.lse_stride_t = lse_ts;
+  p.lse_stride_h = 1;
+  p.kv_stride_block_bytes = block_rows * D;
+  p.kv_stride_row_bytes = D;
+  p.scale_stride = 1;
+  p.tokens = static_cast<int32_t>(T);
+  p.num_heads = static_cast<int32_t>(NH);
+  p.head_groups = static_cast<int32_t>(NH / plan.group);
+  p.block_size = static_cast<int32_t>(pr.block_size);
+  p.num_splits = plan.num_splits;
+  p.split_len = plan.split_len;
+  p.lens_i64 = c.lens_i32 ? 0 : 1;
+  p.kv_compact = c.strided ? 0 : 1;
+  p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
+
+  ed::g_late_copies = late;
+  dispatch(plan.group, plan.tile, static_cast<int>(W), static_cast<int>(pr.format), p,
+           static_cast<int>(plan.ctas));
+  if (plan.num_splits > 1) {
+    launch(static_cast<int>((T * NH + kSwaMergeRowsPerCta - 1) / kSwaMergeRowsPerCta), kSwaMergeThreads,
+           [&] { swa_merge_kernel<512>(p); });
+  }
+
+  const kt::SwaReference ref = kt::swa_reference(pr);
+  std::vector<float> outf(static_cast<size_t>(T * NH * D));
+  size_t padding_written = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < NH; ++h) {
+      for (int64_t d = 0; d < D; ++d) outf[(t * NH + h) * D + d] = kt::bf16_to_float(out[t * ts + h * hs + d]);
+      for (int64_t d = D; d < hs; ++d) padding_written += out[t * ts + h * hs + d] != 0xFFFF;
+    }
+    for (int64_t i = NH * hs; i < ts; ++i) padding_written += out[t * ts + i] != 0xFFFF;
+  }
+  const kt::Comparison co = kt::compare(outf, ref.out);
+  const kt::Comparison exact = kt::compare(outf, kt::swa_reference(pr, false).out);
+  kt::Comparison cl;
+  if (c.lse) {
+    std::vector<float> l(static_cast<size_t>(T * NH));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < NH; ++h) l[t * NH + h] = lse[t * lse_ts + h];
+      for (int64_t h = NH; h < lse_ts; ++h) padding_written += !std::isnan(lse[t * lse_ts + h]);
+    }
+    cl = kt::compare(l, ref.lse);
+  }
+  const bool ok = co.ok(kt::kSwaOutTol) && (!c.lse || cl.ok(kt::kSwaLseTol)) && padding_written == 0;
+  std::printf("%s %s [group %d tile %d splits %d×%d] %s: out %s (unrounded-dequant reference: %.3e)%s%s\n",
+              ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group, plan.tile, plan.num_splits, plan.split_len,
+              late ? "late-copies" : "early-copies", co.describe().c_str(), exact.rel_l2,
+              c.lse ? (" | lse " + cl.describe()).c_str() : "", padding_written ? " | PADDING WRITTEN" : "");
+  std::fflush(stdout);
+  std::free(qd);
+  std::free(kvd);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::random_device{}();
+  std::printf("seed %llu, E4M3 via %s\n", static_cast<unsigned long long>(seed),
+              KJIT_SWA_CVT_E4M3 ? "cvt (sm_89+)" : "bit operations (sm_80)");
+  std::vector<std::pair<kt::SwaCase, Forced>> cases;
+  auto add = [&](auto&& tweak, Forced f = {}) {
+    kt::SwaCase c;
+    c.tokens = 3;
+    c.heads = 32;
+    c.window = 128;
+    c.block_size = 64;
+    tweak(c);
+    cases.push_back({c, f});
+  };
+  // Group 16, one split, every edge length, invalid indices, strided views, LSE.
+  add([](kt::SwaCase& c) {
+    c.tokens = 6;
+    c.head_group = 16;
+    c.num_splits = 1;
+    c.lens = kt::SwaCase::Lens::kEdges;
+    c.invalid_fraction = 0.15;
+    c.strided = true;
+    c.lse = true;
+  });
+  // Group 32 (two m-tiles share the loads), an empty row, repeated slots, i32 lens.
+  add([](kt::SwaCase& c) {
+    c.head_group = 32;
+    c.num_splits = 1;
+    c.all_invalid_row = true;
+    c.repeated = true;
+    c.lens_i32 = true;
+    c.lse = true;
+  });
+  // Splits and the merge: 3 splits of 48; E4M3 over its whole range with scales 1e-3 and 300.
+  add([](kt::SwaCase& c) {
+    c.tokens = 2;
+    c.num_splits = 3;
+    c.full_range = true;
+    c.mixed_scales = true;
+    c.lens = kt::SwaCase::Lens::kRandom;
+    c.lse = true;
+  });
+  // The planner's T = 1 plan: 8 splits of 16 positions; default softmax scale.
+  add([](kt::SwaCase& c) {
+    c.tokens = 1;
+    c.heads = 128;
+    c.softmax_scale = 0.f;
+    c.u8_cache = false;
+    c.lse = true;
+  });
+  // W = 64 on the 64-position tile; E5M2.
+  add([](kt::SwaCase& c) {
+    c.window = 64;
+    c.head_group = 16;
+    c.format = kt::Fp8Format::kE5M2;
+    c.full_range = true;
+    c.scale_lo = 1e-3f;
+    c.scale_hi = 1e-2f;
+    c.lens = kt::SwaCase::Lens::kRandom;
+  });
+  // W = 256 with groups of 32: at least two splits of 128; block size 256, strided cache.
+  add([](kt::SwaCase& c) {
+    c.tokens = 2;
+    c.window = 256;
+    c.block_size = 256;
+    c.head_group = 32;
+    c.invalid_fraction = 0.3;
+    c.strided = true;
+    c.lse = true;
+  });
+  // W = 512 in 32 splits of 16.
+  add([](kt::SwaCase& c) {
+    c.tokens = 1;
+    c.window = 512;
+    c.num_splits = 32;
+    c.scale_lo = 100.f;
+    c.scale_hi = 300.f;
+    c.lse = true;
+  });
+  int failures = 0;
+  for (const auto& [c, f] : cases) {
+    for (bool late : {false, true}) failures += !run(c, f, late, seed);
+  }
+  std::printf("%d failures\n", failures);
+  return failures != 0;
+}

@@ -1,0 +1,408 @@
+// Host-only checks of kjit::mla::swa_decode: every validation rule fires with a message naming
+// the tensor (before any driver call, through the public op too), the planner's choices and
+// partitions, the workspace check, the family's space, and that the family compiles with NVRTC
+// for every CI arch without spills. No GPU needed.
+#include <kjit/error.hpp>
+#include <kjit/ops/swa_decode.hpp>
+#include <kjit/runtime.hpp>
+
+#include "mla/swa_decode_params.h"
+#include "runtime/ops/swa_decode.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+using kjit::mla::SwaDecodeArgs;
+namespace md = kjit::mla::detail;
+
+constexpr int64_t kT = 5, kNH = 32, kHD = 512, kW = 128, kBlocks = 7, kBlockSize = 64;
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
+
+SwaDecodeArgs valid_args() {
+  SwaDecodeArgs a;
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kT, kNH, kHD}, {}, 0);
+  a.kv_cache = TensorRef(fake_ptr(0x1000000), DType::kU8, {kBlocks, kBlockSize, kHD}, {}, 0);
+  a.inv_scale = TensorRef(fake_ptr(0x2000000), DType::kBF16, {kBlocks * kBlockSize, 1}, {}, 0);
+  a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, kW}, {}, 0);
+  a.lens = TensorRef(fake_ptr(0x4000000), DType::kI64, {kT}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, kNH, kHD}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0x6000000), DType::kF32, {kT, kNH}, {}, 0);
+  return a;
+}
+
+/// Applies `edit` to valid args and expects validate_swa_decode — and the public op and its
+/// workspace query, which must validate before touching the driver — to throw InvalidArgument
+/// naming the op and mentioning every `needles`.
+void expect_invalid(const std::function<void(SwaDecodeArgs&)>& edit, std::initializer_list<const char*> needles) {
+  SwaDecodeArgs a = valid_args();
+  edit(a);
+  for (int via = 0; via < 3; ++via) {
+    try {
+      if (via == 0) {
+        md::validate_swa_decode(a);
+      } else if (via == 1) {
+        kjit::mla::swa_decode(a, nullptr, 0, nullptr);
+      } else {
+        kjit::mla::swa_decode_workspace_bytes(a);
+      }
+      ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::mla::swa_decode"), std::string::npos) << what;
+      for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type (via " << via << "): " << e.what();
+    }
+  }
+}
+
+TEST(SwaDecodeArgs, ValidArgsPass) {
+  md::SwaDims d = md::validate_swa_decode(valid_args());
+  EXPECT_EQ(d.tokens, kT);
+  EXPECT_EQ(d.heads, kNH);
+  EXPECT_EQ(d.head_dim, kHD);
+  EXPECT_EQ(d.window, kW);
+  EXPECT_EQ(d.num_blocks, kBlocks);
+  EXPECT_EQ(d.block_size, kBlockSize);
+  EXPECT_EQ(d.cache, kjit::mla::kSwaCacheE4M3);
+  EXPECT_TRUE(d.lens_i64 && d.has_lse && d.kv_compact);
+
+  SwaDecodeArgs a = valid_args();
+  a.lse = {};
+  a.lens.dtype = DType::kI32;
+  a.kv_cache.dtype = DType::kE5M2;
+  d = md::validate_swa_decode(a);
+  EXPECT_FALSE(d.has_lse || d.lens_i64);
+  EXPECT_EQ(d.cache, kjit::mla::kSwaCacheE5M2);
+  a.kv_cache.dtype = DType::kE4M3;
+  EXPECT_EQ(md::validate_swa_decode(a).cache, kjit::mla::kSwaCacheE4M3);
+
+  // The seed's forms: [1, T, W] indices, and more index / lens rows than tokens.
+  a = valid_args();
+  a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {1, kT + 3, kW}, {}, 0);
+  a.lens = TensorRef(fake_ptr(0x4000000), DType::kI64, {kT + 3}, {}, 0);
+  EXPECT_NO_THROW(md::validate_swa_decode(a));
+  // A padded cache (block stride larger than block_size rows) is fine but not compact.
+  a = valid_args();
+  a.kv_cache = TensorRef(fake_ptr(0x1000000), DType::kU8, {kBlocks, kBlockSize, kHD},
+                         {(kBlockSize + 2) * kHD, kHD, 1}, 0);
+  EXPECT_FALSE(md::validate_swa_decode(a).kv_compact);
+  // Strided q/out views (a padded head stride) and T = 0 are fine.
+  a = valid_args();
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kT, kNH, kHD}, {kNH * 2 * kHD, 2 * kHD, 1}, 0);
+  EXPECT_NO_THROW(md::validate_swa_decode(a));
+  a = valid_args();
+  a.q.shape[0] = 0;
+  a.out.shape[0] = 0;
+  a.lse.shape[0] = 0;
+  EXPECT_EQ(md::validate_swa_decode(a).tokens, 0);
+  // Every window of the space.
+  for (int64_t w : {64, 128, 256, 512}) {
+    a = valid_args();
+    a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, w}, {}, 0);
+    EXPECT_EQ(md::validate_swa_decode(a).window, w);
+  }
+}
+
+TEST(SwaDecodeArgs, QRules) {
+  expect_invalid([](SwaDecodeArgs& a) { a.q = {}; }, {"q is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.dtype = DType::kF16; }, {"q must be bf16"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 1, kNH, kHD}, {}, 0); },
+                 {"q must be 3-d"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, kNH, 256}, {}, 0);
+        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, kNH, 256}, {}, 0);
+      },
+      {"q head_dim", "must be 512"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 24, kHD}, {}, 0);
+        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 24, kHD}, {}, 0);
+      },
+      {"q heads", "multiple of 16"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.shape[1] = 0; }, {"q heads"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.device = -1; }, {"q must be on a CUDA device"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.data = fake_ptr(8); }, {"q data pointer", "16-byte aligned"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.strides[2] = 2; }, {"q must have a contiguous last dimension"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.strides[1] = kHD + 4; }, {"q stride of dim 1", "16 bytes"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.data = nullptr; }, {"q has a null data pointer"});
+  expect_invalid([](SwaDecodeArgs& a) { a.q.shape[0] = -1; }, {"q has a negative size"});
+}
+
+TEST(SwaDecodeArgs, CacheRules) {
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache = {}; }, {"kv_cache is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.dtype = DType::kBF16; }, {"kv_cache must be u8 or e4m3 or e5m2"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) { a.kv_cache = TensorRef(fake_ptr(0x1000000), DType::kU8, {kBlocks * kBlockSize, kHD}, {}, 0); },
+      {"kv_cache must be 3-d"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.shape[2] = 576; }, {"kv_cache dim 2", "head_dim"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.strides[2] = 2; }, {"kv_cache must have a contiguous last dimension"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.data = fake_ptr(0x1000000 + 8); }, {"kv_cache data pointer", "16-byte"});
+  // A row stride of HD + 8 bytes: rows only 8-byte aligned.
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.kv_cache.strides[1] = kHD + 8;
+        a.kv_cache.strides[0] = kBlockSize * (kHD + 8);
+      },
+      {"kv_cache stride of dim 1", "multiple of 16 bytes"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.strides[0] = kBlockSize * kHD + 4; }, {"kv_cache stride of dim 0"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.shape[1] = 0; }, {"kv_cache block_size", "at least 1"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.device = 1; }, {"kv_cache is on CUDA device 1"});
+  expect_invalid([](SwaDecodeArgs& a) { a.kv_cache.data = nullptr; }, {"kv_cache has a null data pointer"});
+}
+
+TEST(SwaDecodeArgs, ScaleIndicesLensRules) {
+  expect_invalid([](SwaDecodeArgs& a) { a.inv_scale = {}; }, {"inv_scale is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.inv_scale.dtype = DType::kF32; }, {"inv_scale must be bf16"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) { a.inv_scale = TensorRef(fake_ptr(0x2000000), DType::kBF16, {kBlocks * kBlockSize}, {}, 0); },
+      {"inv_scale must be 2-d"});
+  expect_invalid([](SwaDecodeArgs& a) { a.inv_scale.shape[1] = 2; }, {"inv_scale dim 1", "[max_slots, 1]"});
+  expect_invalid([](SwaDecodeArgs& a) { a.inv_scale.data = fake_ptr(0x2000000 + 1); }, {"inv_scale data pointer"});
+  expect_invalid([](SwaDecodeArgs& a) { a.inv_scale.device = 2; }, {"inv_scale is on CUDA device 2"});
+
+  expect_invalid([](SwaDecodeArgs& a) { a.indices = {}; }, {"indices is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices.dtype = DType::kI32; }, {"indices must be i64"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT * kW}, {}, 0); },
+                 {"indices must be 2-d"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {2, kT, kW}, {}, 0); },
+                 {"leading dim of 1"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 100}, {}, 0); },
+                 {"indices window W", "64, 128, 256 or 512"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 1024}, {}, 0); },
+                 {"indices window W"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices.shape[0] = kT - 1; }, {"indices must have at least T = 5 rows"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices.strides[0] = 2 * kW; }, {"indices must be contiguous"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices.data = fake_ptr(0x3000000 + 4); }, {"indices data pointer", "8-byte"});
+  expect_invalid([](SwaDecodeArgs& a) { a.indices.device = -1; }, {"indices is on the host"});
+
+  expect_invalid([](SwaDecodeArgs& a) { a.lens = {}; }, {"lens is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens.dtype = DType::kF32; }, {"lens must be i64 or i32"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens.shape[0] = kT - 1; }, {"lens must have at least T = 5 entries"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens.strides[0] = 2; }, {"lens must be contiguous"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens = TensorRef(fake_ptr(0x4000000), DType::kI64, {kT, 1}, {}, 0); },
+                 {"lens must be 1-d"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens.data = fake_ptr(0x4000000 + 4); }, {"lens data pointer", "8-byte"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lens.device = 3; }, {"lens is on CUDA device 3"});
+}
+
+TEST(SwaDecodeArgs, OutputAndScalarRules) {
+  expect_invalid([](SwaDecodeArgs& a) { a.out = {}; }, {"out is required"});
+  expect_invalid([](SwaDecodeArgs& a) { a.out.dtype = DType::kF32; }, {"out must be bf16"});
+  expect_invalid([](SwaDecodeArgs& a) { a.out.shape[0] = kT + 1; }, {"out dim 0", "T (q dim 0)"});
+  expect_invalid([](SwaDecodeArgs& a) { a.out.shape[1] = kNH / 2; }, {"out dim 1", "NH"});
+  expect_invalid([](SwaDecodeArgs& a) { a.out.data = fake_ptr(0x5000000 + 4); }, {"out data pointer"});
+  expect_invalid([](SwaDecodeArgs& a) { a.out.device = 2; }, {"out is on CUDA device 2"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lse.dtype = DType::kBF16; }, {"lse must be f32"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lse.shape[1] = kNH + 1; }, {"lse dim 1", "NH"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lse = TensorRef(fake_ptr(0x6000000), DType::kF32, {kT * kNH}, {}, 0); },
+                 {"lse must be 2-d"});
+  expect_invalid([](SwaDecodeArgs& a) { a.lse.device = 1; }, {"lse is on CUDA device 1"});
+  expect_invalid([](SwaDecodeArgs& a) { a.scale = NAN; }, {"scale must be finite"});
+  expect_invalid([](SwaDecodeArgs& a) { a.scale = -INFINITY; }, {"scale must be finite"});
+  expect_invalid([](SwaDecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be in [0, 8]"});
+  expect_invalid([](SwaDecodeArgs& a) { a.num_splits = 9; }, {"num_splits must be in [0, 8]"});
+  expect_invalid([](SwaDecodeArgs& a) { a.head_group = 8; }, {"head_group must be 0 (auto), 16 or 32"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 48, kHD}, {}, 0);
+        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 48, kHD}, {}, 0);
+        a.lse = {};
+        a.head_group = 32;
+      },
+      {"head_group 32 must divide", "NH = 48"});
+}
+
+md::SwaDims dims(int64_t tokens, int64_t heads = 128, int64_t window = 128) {
+  md::SwaDims d;
+  d.tokens = tokens;
+  d.heads = heads;
+  d.head_dim = 512;
+  d.window = window;
+  d.num_blocks = 1000;
+  d.block_size = 256;
+  return d;
+}
+
+constexpr int kH200Sms = 132;
+
+TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
+  // T = 1: 8 head groups; the window is cut into 8 splits of 16 positions → 64 CTAs.
+  md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms);
+  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.tile, 128);
+  EXPECT_EQ(p.num_splits, 8);
+  EXPECT_EQ(p.split_len, 16);
+  EXPECT_EQ(p.ctas, 64);
+  EXPECT_GT(p.workspace_bytes, 0u);
+  // T = 8: 64 CTAs unsplit → 3 splits of 48 positions.
+  p = md::plan_swa_decode(dims(8), 0, 0, kH200Sms);
+  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.num_splits, 3);
+  EXPECT_EQ(p.split_len, 48);
+  // T = 64 and 512: groups of 32 heads fill the machine without splitting.
+  for (int64_t t : {64, 512}) {
+    p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms);
+    EXPECT_EQ(p.group, 32) << t;
+    EXPECT_EQ(p.num_splits, 1) << t;
+    EXPECT_EQ(p.split_len, 128) << t;
+    EXPECT_EQ(p.ctas, t * 4) << t;
+    EXPECT_EQ(p.workspace_bytes, 0u) << t;
+  }
+  // NH = 48 cannot use groups of 32.
+  EXPECT_EQ(md::plan_swa_decode(dims(512, 48), 0, 0, kH200Sms).group, 16);
+  // W = 64 with groups of 16 uses the 64-position tile; groups of 32 keep the 128 one.
+  EXPECT_EQ(md::plan_swa_decode(dims(40, 128, 64), 0, 16, kH200Sms).tile, 64);
+  EXPECT_EQ(md::plan_swa_decode(dims(400, 128, 64), 0, 32, kH200Sms).tile, 128);
+  // W = 512 needs at least 4 splits of the 128-position tile.
+  p = md::plan_swa_decode(dims(512, 128, 512), 0, 0, kH200Sms);
+  EXPECT_EQ(p.num_splits, 4);
+  EXPECT_EQ(p.split_len, 128);
+}
+
+TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
+  for (int64_t window : {64, 128, 256, 512}) {
+    for (int64_t tokens : {0, 1, 3, 7, 64, 1000}) {
+      for (int group : {0, 16, 32}) {
+        for (int req : {0, 1, 2, 3, 5, 8, 32}) {
+          if (req > std::min<int64_t>(32, window / 16)) continue;
+          SCOPED_TRACE(testing::Message() << "W" << window << " T" << tokens << " group " << group << " req " << req);
+          const md::SwaPlan p = md::plan_swa_decode(dims(tokens, 128, window), req, group, kH200Sms);
+          EXPECT_TRUE(p.group == 16 || p.group == 32);
+          if (group != 0) EXPECT_EQ(p.group, group);
+          EXPECT_TRUE(p.tile == 64 || p.tile == 128);
+          EXPECT_GE(p.num_splits, 1);
+          EXPECT_LE(p.num_splits, kjit::mla::kSwaMaxSplits);
+          EXPECT_EQ(p.split_len % 16, 0);
+          EXPECT_LE(p.split_len, p.tile);  // a slice fits the CTA's shared memory
+          EXPECT_GE(int64_t{p.split_len} * p.num_splits, window);
+          EXPECT_LT(int64_t{p.split_len} * (p.num_splits - 1), window);  // no empty trailing split
+          if (req > 0 && req * p.tile >= window) EXPECT_LE(p.num_splits, req);
+          EXPECT_EQ(p.ctas, tokens * (128 / p.group) * p.num_splits);
+          if (p.num_splits == 1 || tokens == 0) {
+            EXPECT_EQ(p.workspace_bytes, 0u);
+          } else {
+            const size_t rows = static_cast<size_t>(tokens * 128 * p.num_splits);
+            EXPECT_EQ(p.o_part_bytes, rows * 512 * 4);
+            EXPECT_GE(p.workspace_bytes, p.o_part_bytes + rows * 4);
+          }
+        }
+      }
+    }
+  }
+  // A forced count is honoured: W 128 in 3 splits of 48.
+  const md::SwaPlan p = md::plan_swa_decode(dims(100), 3, 0, kH200Sms);
+  EXPECT_EQ(p.num_splits, 3);
+  EXPECT_EQ(p.split_len, 48);
+}
+
+TEST(SwaDecodePlan, WorkspaceCheckNamesTheBytes) {
+  const md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms);
+  ASSERT_GT(p.workspace_bytes, 0u);
+  const std::string needed = std::to_string(p.workspace_bytes);
+  try {
+    md::check_swa_workspace(p, fake_ptr(), p.workspace_bytes - 1);
+    ADD_FAILURE() << "no error for a short workspace";
+  } catch (const kjit::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("workspace too small"), std::string::npos) << what;
+    EXPECT_NE(what.find("needs " + needed + " bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("kjit::mla::swa_decode"), std::string::npos) << what;
+  }
+  EXPECT_THROW(md::check_swa_workspace(p, nullptr, p.workspace_bytes), kjit::InvalidArgument);
+  EXPECT_THROW(md::check_swa_workspace(p, fake_ptr(8), p.workspace_bytes), kjit::InvalidArgument);
+  EXPECT_NO_THROW(md::check_swa_workspace(p, fake_ptr(), p.workspace_bytes));
+  EXPECT_NO_THROW(md::check_swa_workspace(md::plan_swa_decode(dims(512), 0, 0, kH200Sms), nullptr, 0));
+}
+
+TEST(SwaDecodeShape, SharedMemoryFitsTwoCtasPerSm) {
+  // H200: 228 KiB per SM, 227 KiB per CTA, 1 KiB reserved per CTA.
+  for (int group : {16, 32}) {
+    for (int tile : {64, 128}) {
+      const kjit::mla::SwaLaunchShape s = kjit::mla::swa_launch_shape(group, tile);
+      SCOPED_TRACE(testing::Message() << "group " << group << " tile " << tile);
+      EXPECT_EQ(s.threads, 128 * group / 16);
+      EXPECT_GE(s.smem_bytes, tile * 512);
+      EXPECT_LE(2 * (s.smem_bytes + 1024), 228 * 1024);
+      EXPECT_EQ(s.smem_bytes % 16, 0);
+    }
+  }
+  EXPECT_EQ(kjit::mla::swa_launch_shape(8, 128).threads, 0);
+}
+
+TEST(SwaDecodeFamily, SpaceAndSpecs) {
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  EXPECT_EQ(f.name, "mla.swa_decode");
+  EXPECT_EQ(f.min_sm, 80);
+  ASSERT_FALSE(f.defaults.empty());
+  for (const auto& d : f.defaults) EXPECT_NO_THROW(kjit::check_params(f, d));
+  const kjit::ProgramSpec spec =
+      f.make({{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}});
+  ASSERT_EQ(spec.name_expressions.size(), 2u);
+  EXPECT_EQ(spec.name_expressions[0], "kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1>");
+  EXPECT_EQ(spec.name_expressions[1], "kjit::mla::swa_merge_kernel<512>");
+  EXPECT_EQ(spec.source_name, "mla/swa_decode.cu");
+  EXPECT_EQ(spec.family, "mla.swa_decode");
+  EXPECT_THROW(f.make({{"head_dim", "256"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}}),
+               kjit::InvalidArgument);
+  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}}),
+               kjit::InvalidArgument);
+}
+
+/// Compiles `params` for `arch`, prints registers/spills/smem and expects no spills.
+void compile_and_check(kjit::Runtime& rt, const kjit::ParamMap& params, const char* arch) {
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  std::string what = arch;
+  for (const auto& [k, v] : params) what += " " + k + "=" + v;
+  SCOPED_TRACE(what);
+  const auto prog = rt.compile(f.make(params), kjit::Target::parse(arch));
+  ASSERT_EQ(prog->kernels.size(), 2u);
+  EXPECT_FALSE(prog->binary.empty());
+  for (const auto& k : prog->kernels) {
+    std::printf("%s %s: %d registers, %d spill bytes, %d static smem\n", arch, k.name_expression.c_str(),
+                k.registers, k.spill_bytes, k.static_smem);
+    EXPECT_LE(k.spill_bytes, 0) << k.name_expression;
+    EXPECT_LE(k.registers, 255) << k.name_expression;
+  }
+}
+
+// The defaults (what `kjit precompile` ships) for every CI arch, without spills.
+TEST(SwaDecodeFamily, DefaultsCompileWithoutSpills) {
+  kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+  c.disk_cache = false;
+  kjit::Runtime rt(c);
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
+    for (const auto& params : kjit::mla::swa_decode_family().defaults) compile_and_check(rt, params, arch);
+  }
+}
+
+// What the planner can pick beyond the defaults: both groups, both tiles (group 32 with the
+// 64-position tile is never planned), every window, both fp8 formats.
+TEST(SwaDecodeFamily, PlannedSpecializationsCompileWithoutSpills) {
+  kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+  c.disk_cache = false;
+  kjit::Runtime rt(c);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    compile_and_check(rt, {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}},
+                      arch);
+    compile_and_check(rt, {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "512"}, {"cache", "e4m3"}},
+                      arch);
+    compile_and_check(rt, {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e5m2"}},
+                      arch);
+    compile_and_check(rt, {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e5m2"}},
+                      arch);
+  }
+}
+
+}  // namespace
