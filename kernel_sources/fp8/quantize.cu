@@ -262,22 +262,22 @@ __global__ void __launch_bounds__(kBlockThreads, 2) quantize_tile_kernel(KJIT_PA
 
 /// Delayed scaling (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", §4.3; NVIDIA
 /// Transformer Engine's DelayedScaling with amax_compute_algo "max"): push this step's amax into
-/// the ring, then
-///   amax_h = max(history)
-///   multiplier' = fmt_max / (amax_h · 2^margin)   when 0 < amax_h < inf (clamped to FLT_MAX)
-///   multiplier' = multiplier                     otherwise (kept, as Transformer Engine does)
+/// the ring, then, with amax_h = max(history),
+///   multiplier' = (fmt_max / amax_h) / 2^margin, clamped to [FLT_MIN, FLT_MAX]   when 0 < amax_h < inf
+///   multiplier' = multiplier                                                       otherwise (kept, as TE)
+/// (divided in that order, as Transformer Engine; the clamp keeps 1 / multiplier finite).
 template <int kFmt>
 __global__ void delayed_scaling_kernel(KJIT_PARAMS DelayedScalingParams p) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   const int32_t step = *p.step;
   p.history[step % p.history_len] = *p.amax;
+  // Wrap before int32 overflow at a multiple of the ring length, so the slot sequence continues.
   *p.step = step + 1 < 0x40000000 ? step + 1 : (step + 1) % p.history_len;
   float h = 0.f;
   for (int i = 0; i < p.history_len; ++i) h = fmaxf(h, p.history[i]);
   if (h > 0.f && h <= 3.402823466e38f) {
-    const float denom = __fmul_rn(h, p.margin_scale);
-    float m = denom > 0.f ? __fdiv_rn(FormatTraits<kFmt>::kMax, denom) : 3.402823466e38f;
-    *p.multiplier = fminf(m, 3.402823466e38f);
+    const float m = __fdiv_rn(__fdiv_rn(FormatTraits<kFmt>::kMax, h), p.margin_scale);
+    *p.multiplier = fminf(fmaxf(m, 1.175494351e-38f), 3.402823466e38f);
   }
 }
 

@@ -104,6 +104,15 @@ float fp8_multiplier_from_amax(float amax, Fp8Format f, bool pow2) {
   return fp8_round_multiplier(m, pow2);
 }
 
+float fp8_delayed_multiplier(const std::vector<float>& history, float current, Fp8Format f, int margin) {
+  float h = 0.f;
+  for (float v : history) h = std::fmax(h, v);
+  if (!(h > 0.f && h <= FLT_MAX)) return current;
+  volatile float q = fp8_max(f) / h;
+  volatile float m = q / std::ldexp(1.f, margin);
+  return std::min(std::max(static_cast<float>(m), FLT_MIN), FLT_MAX);
+}
+
 Fp8QuantizeReference fp8_quantize_reference(const std::vector<float>& x, int64_t rows, int64_t cols, Fp8Format f,
                                             Fp8Granularity g, bool pow2, bool dynamic, float multiplier) {
   Fp8QuantizeReference r;

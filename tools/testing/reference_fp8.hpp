@@ -34,6 +34,11 @@ float fp8_multiplier_from_amax(float amax, Fp8Format f, bool pow2);
 /// `m` with the power-of-two rounding applied when `pow2`.
 float fp8_round_multiplier(float m, bool pow2);
 
+/// The delayed-scaling update (include/kjit/ops/fp8.hpp, Recipe::kDelayed) in the kernel's f32
+/// arithmetic: with h = max(history), (fmt_max / h) / 2^margin clamped to [FLT_MIN, FLT_MAX]
+/// when 0 < h < inf, else `current`.
+float fp8_delayed_multiplier(const std::vector<float>& history, float current, Fp8Format f, int margin);
+
 /// Granularities, numbered as kjit::fp8::Granularity.
 enum class Fp8Granularity { kTensor, kRow, kBlock1x128, kBlock128x128 };
 

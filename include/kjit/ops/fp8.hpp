@@ -145,7 +145,10 @@ enum class Recipe : uint8_t {
   /// then sets
   ///   m_{t+1} = fmt_max / (max(history) · 2^margin)   when 0 < max(history) < inf
   ///   m_{t+1} = m_t                                   otherwise (kept, as TE does)
-  /// with m_0 = 1 (so step 0 saturates inputs beyond fmt_max, as in TE). Weights: kTensor or kRow.
+  /// computed in f32 as (fmt_max / max(history)) / 2^margin (TE's order) and clamped to
+  /// [FLT_MIN, FLT_MAX]; m_0 = 1 (so step 0 saturates inputs beyond fmt_max, as in TE). The
+  /// history starts all zero and the ring slot of step t is t mod history_len. Weights: kTensor
+  /// or kRow.
   kDelayed,
 };
 

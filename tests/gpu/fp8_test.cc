@@ -1,0 +1,783 @@
+// kjit::fp8 on the GPU against the host references (tools/testing/reference_fp8.hpp).
+//
+// Quantize: the kernels do the same f32 operations as the reference (one rounding of x · m, IEEE
+// division for computed multipliers, cvt.rn.satfinite), so y, amax and scale_inv must match bit
+// for bit (a NaN may come back with either sign). GEMM: compared with a float64 GEMM on the
+// dequantized operands. fp8 × fp8 products are exact in f32; the error is f32 accumulation (the
+// Hopper FP8 tensor-core datapath keeps ~14 mantissa bits inside an MMA, DeepSeek-V3 report
+// §3.3.2, so up to ~1e-4 relative) plus, for bf16 output, one rounding (2^-9 relative, ≈1.7e-3
+// relative L2 on random data). Tolerances: relative L2 ≤ 1e-2 for bf16 and ≤ 2e-3 for f32
+// outputs; a wrong fragment, layout or scale index gives O(1). Every output is poisoned first
+// (0xFF: NaN in bf16, f32, e4m3 and e5m2) and the padding of strided outputs must keep its poison.
+// Seeds come from std::random_device and are printed on failure.
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/ops/fp8.hpp>
+
+#include "runtime/driver.hpp"
+#include "tools/testing/compare.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/host_types.hpp"
+#include "tools/testing/reference_fp8.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+namespace f8 = kjit::fp8;
+namespace kt = kjit::testing;
+using kt::Fp8Format;
+
+int device_sm() {
+  const kjit::DeviceInfo& d = kjit::device_info(0);
+  return d.cc_major * 10 + d.cc_minor;
+}
+
+#define KJIT_REQUIRE_FP8_GPU()                                                  \
+  do {                                                                          \
+    if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";                       \
+    if (device_sm() < 89) GTEST_SKIP() << "FP8 needs sm_89+ (Unsupported test)"; \
+  } while (0)
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+// --- inputs ---------------------------------------------------------------------------------
+
+/// `v` rounded to nearest even in f16 (kept as a float; |v| stays below 65504 here).
+float round_f16(float v) {
+  if (!std::isfinite(v) || v == 0.f) return v;
+  int e;
+  std::frexp(v, &e);                                  // |v| = f · 2^e, f in [0.5, 1)
+  const float q = std::ldexp(1.f, std::max(e - 11, -24));  // f16 ulp (11 significant bits)
+  return std::nearbyint(v / q) * q;
+}
+
+/// f16 bits of a float that is exactly representable in f16.
+uint16_t half_bits(float f) {
+  if (std::isnan(f)) return 0x7e00;
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const float a = std::fabs(f);
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a == 0.f) return sign;
+  const int e = std::ilogb(a);
+  if (e < -14) return sign | static_cast<uint16_t>(a / 0x1p-24f);  // subnormal
+  const int mant = static_cast<int>((a / std::ldexp(1.f, e) - 1.f) * 1024.f);
+  return sign | static_cast<uint16_t>(((e + 15) << 10) | mant);
+}
+
+/// `v` as the device sees it after upload in dtype `t`.
+float round_to(float v, DType t) {
+  if (t == DType::kBF16) return kt::round_bf16(v);
+  if (t == DType::kF16) return round_f16(v);
+  return v;
+}
+
+/// Random inputs over many binades, exactly representable in `t`.
+std::vector<float> random_inputs(size_t n, DType t, std::mt19937_64& rng, float spread_log2 = 6.f) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(-spread_log2, spread_log2);
+  std::vector<float> x(n);
+  for (auto& v : x) v = round_to(nd(rng) * std::exp2(ud(rng)), t);
+  return x;
+}
+
+/// A device copy of [rows, cols] `x` in dtype `t` with row stride `ld` elements.
+kt::DeviceBuffer upload(const std::vector<float>& x, int64_t rows, int64_t cols, int64_t ld, DType t) {
+  const int es = kjit::dtype_size(t);
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(rows * ld, 1) * es), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = x[static_cast<size_t>(i * cols + j)];
+      uint8_t* dst = bytes.data() + (i * ld + j) * es;
+      if (t == DType::kBF16) {
+        const uint16_t h = kt::float_to_bf16(v);
+        std::memcpy(dst, &h, 2);
+      } else if (t == DType::kF16) {
+        const uint16_t h = half_bits(v);
+        std::memcpy(dst, &h, 2);
+      } else {
+        std::memcpy(dst, &v, 4);
+      }
+    }
+  }
+  return kt::to_device(bytes);
+}
+
+Fp8Format fmt_of(DType t) { return t == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2; }
+
+bool same_fp8(uint8_t got, uint8_t want, Fp8Format f) {
+  if (kt::fp8_is_nan(want, f)) return kt::fp8_is_nan(got, f);
+  return got == want;
+}
+
+// --- quantize -------------------------------------------------------------------------------
+
+struct QCase {
+  DType in = DType::kBF16;
+  DType out = DType::kE4M3;
+  f8::Granularity g = f8::Granularity::kTensor;
+  int64_t rows = 0, cols = 0;
+  bool pow2 = false;
+  bool dynamic = false;
+  float multiplier = 1.f;       // kTensor, static
+  bool device_multiplier = false;
+  bool strided = false;         // padded rows for x and y
+  bool edges = false;           // sprinkle saturation edges, zeros, denormals, NaN, inf
+  bool want_amax = true;
+  CUstream stream = nullptr;
+
+  std::string describe() const {
+    static const char* gn[] = {"tensor", "row", "block1x128", "block128x128"};
+    return std::string(kjit::dtype_name(in)) + "->" + kjit::dtype_name(out) + " " + gn[static_cast<int>(g)] + " " +
+           std::to_string(rows) + "x" + std::to_string(cols) + (pow2 ? " pow2" : "") + (dynamic ? " dynamic" : "") +
+           (g == f8::Granularity::kTensor && !dynamic ? " m=" + std::to_string(multiplier) : "") +
+           (device_multiplier ? " device-m" : "") + (strided ? " strided" : "") + (edges ? " edges" : "");
+  }
+};
+
+/// Edge inputs: the E4M3/E5M2 saturation boundaries (at multiplier 1), zeros, fp8 denormals and
+/// their rounding midpoints, NaN, ±inf.
+const std::vector<float>& edge_values() {
+  static const std::vector<float> v = {447.f,  448.f,  464.f,   465.f,   -465.f, 1e4f,    -1e4f,  57344.f,
+                                       61439.f, 61440.f, 0.f,   -0.f,    0x1p-9f, 0x1p-10f, 0x1.8p-10f, 0x1p-16f,
+                                       0x1p-17f, 0x1.8p-17f, NAN, INFINITY, -INFINITY, 0x1.ep-7f, 432.f, -1.f};
+  return v;
+}
+
+void run_quantize(const QCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.describe() + " seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<float> x = random_inputs(static_cast<size_t>(c.rows * c.cols), c.in, rng);
+  if (c.edges) {
+    const auto& e = edge_values();
+    for (size_t i = 0; i < x.size(); i += 29) {
+      x[i] = round_to(e[(i / 29) % e.size()], c.in);
+    }
+    if (c.rows >= 3) {  // an all-zero row/group and an all-NaN row
+      for (int64_t j = 0; j < c.cols; ++j) x[static_cast<size_t>(c.cols + j)] = 0.f;
+      for (int64_t j = 0; j < c.cols; ++j) x[static_cast<size_t>(2 * c.cols + j)] = NAN;
+    }
+  }
+  const int es = kjit::dtype_size(c.in);
+  const int64_t ldx = c.strided ? c.cols + 64 / es : c.cols;
+  const int64_t ldy = c.strided ? c.cols + 32 : c.cols;
+  kt::DeviceBuffer dx = upload(x, c.rows, c.cols, ldx, c.in);
+  kt::DeviceBuffer dy(static_cast<size_t>(std::max<int64_t>(c.rows * ldy, 16)));
+  dy.fill(0xFF);
+
+  const Fp8Format f = fmt_of(c.out);
+  const kt::Fp8QuantizeReference ref = kt::fp8_quantize_reference(
+      x, c.rows, c.cols, f, static_cast<kt::Fp8Granularity>(c.g), c.pow2, c.dynamic, c.multiplier);
+  const size_t groups = ref.amax.size();
+  kt::DeviceBuffer damax((groups + 1) * 4), dscale((groups + 1) * 4), dmult(16);
+  damax.fill(0xFF);
+  dscale.fill(0xFF);
+  dmult.upload(&c.multiplier, 4);
+
+  f8::QuantizeArgs a;
+  a.x = TensorRef(dx.get(), c.in, {c.rows, c.cols}, {ldx, 1}, 0);
+  a.y = TensorRef(dy.get(), c.out, {c.rows, c.cols}, {ldy, 1}, 0);
+  a.granularity = c.g;
+  a.dynamic = c.dynamic;
+  a.pow2_scale = c.pow2;
+  const int64_t gr = ref.group_rows, gc = ref.group_cols;
+  auto group_ref = [&](kt::DeviceBuffer& b) {
+    if (c.g == f8::Granularity::kTensor) return TensorRef(b.get(), DType::kF32, {1}, {}, 0);
+    if (c.g == f8::Granularity::kRow) return TensorRef(b.get(), DType::kF32, {c.rows}, {}, 0);
+    return TensorRef(b.get(), DType::kF32, {gr, gc}, {}, 0);
+  };
+  if (c.want_amax) a.amax = group_ref(damax);
+  a.scale_inv = group_ref(dscale);
+  if (c.g == f8::Granularity::kTensor && !c.dynamic) {
+    if (c.device_multiplier) {
+      a.multiplier = TensorRef(dmult.get(), DType::kF32, {1}, {}, 0);
+    } else {
+      a.multiplier_value = c.multiplier;
+    }
+  }
+  f8::quantize(a, c.stream);
+  if (c.stream) KJIT_CU(cuStreamSynchronize(c.stream));
+  kt::synchronize();
+
+  const std::vector<uint8_t> y = dy.download<uint8_t>(static_cast<size_t>(c.rows * ldy));
+  size_t bad = 0, pad = 0;
+  for (int64_t i = 0; i < c.rows; ++i) {
+    for (int64_t j = 0; j < ldy; ++j) {
+      const uint8_t got = y[static_cast<size_t>(i * ldy + j)];
+      if (j >= c.cols) {
+        pad += got != 0xFF;
+        continue;
+      }
+      const size_t e = static_cast<size_t>(i * c.cols + j);
+      if (!same_fp8(got, ref.y[e], f) && bad++ < 8) {
+        ADD_FAILURE() << "y[" << i << "][" << j << "] = 0x" << std::hex << int(got) << ", want 0x" << int(ref.y[e])
+                      << std::dec << " (x = " << x[e] << ", multiplier "
+                      << ref.multiplier[0] << ")";
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "mismatched fp8 outputs";
+  EXPECT_EQ(pad, 0u) << "bytes of y's row padding written";
+  const std::vector<float> amax = damax.download<float>(groups + 1);
+  const std::vector<float> scale = dscale.download<float>(groups + 1);
+  size_t bad_s = 0;
+  for (size_t i = 0; i < groups; ++i) {
+    const bool amax_ok = !c.want_amax || amax[i] == ref.amax[i];
+    if ((!amax_ok || !(scale[i] == ref.scale_inv[i])) && bad_s++ < 8) {
+      ADD_FAILURE() << "group " << i << ": amax " << amax[i] << " want " << ref.amax[i] << ", scale_inv " << scale[i]
+                    << " want " << ref.scale_inv[i];
+    }
+  }
+  EXPECT_EQ(bad_s, 0u);
+  uint32_t tail_a, tail_s;
+  std::memcpy(&tail_a, &amax[groups], 4);
+  std::memcpy(&tail_s, &scale[groups], 4);
+  EXPECT_EQ(tail_a, 0xFFFFFFFFu) << "amax written past its groups";
+  EXPECT_EQ(tail_s, 0xFFFFFFFFu) << "scale_inv written past its groups";
+}
+
+TEST(Fp8QuantizeGpu, EveryInputFormatGranularity) {
+  KJIT_REQUIRE_FP8_GPU();
+  using G = f8::Granularity;
+  for (DType in : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (DType out : {DType::kE4M3, DType::kE5M2}) {
+      for (G g : {G::kTensor, G::kRow, G::kBlock1x128, G::kBlock128x128}) {
+        for (bool pow2 : {false, true}) {
+          QCase c;
+          c.in = in, c.out = out, c.g = g, c.pow2 = pow2;
+          c.rows = 133, c.cols = 400;  // neither a multiple of 128
+          c.multiplier = 3.3f;         // not a power of two
+          c.strided = pow2;
+          c.edges = !pow2;
+          run_quantize(c);
+          if (g == G::kTensor) {
+            c.dynamic = true;
+            run_quantize(c);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Fp8QuantizeGpu, SaturationEdgesExact) {
+  KJIT_REQUIRE_FP8_GPU();
+  // One row of edge values at multiplier 1 (and at a small non-power-of-two multiplier, where
+  // 1e4 · 0.046 = 460 rounds to 448 and 61440 · 0.046 saturates).
+  const std::vector<float>& e = edge_values();
+  std::vector<float> x(e);
+  while (x.size() % 16) x.push_back(1.f);
+  for (DType out : {DType::kE4M3, DType::kE5M2}) {
+    for (float m : {1.f, 0.046f}) {
+      const int64_t n = static_cast<int64_t>(x.size());
+      kt::DeviceBuffer dx = upload(x, 1, n, n, DType::kF32);
+      kt::DeviceBuffer dy(static_cast<size_t>(n)), damax(4), dscale(4);
+      dy.fill(0xFF);
+      f8::QuantizeArgs a;
+      a.x = TensorRef(dx.get(), DType::kF32, {1, n}, {}, 0);
+      a.y = TensorRef(dy.get(), out, {1, n}, {}, 0);
+      a.multiplier_value = m;
+      a.amax = TensorRef(damax.get(), DType::kF32, {1}, {}, 0);
+      a.scale_inv = TensorRef(dscale.get(), DType::kF32, {1}, {}, 0);
+      f8::quantize(a, nullptr);
+      kt::synchronize();
+      const std::vector<uint8_t> y = dy.download<uint8_t>(static_cast<size_t>(n));
+      const Fp8Format f = fmt_of(out);
+      for (int64_t i = 0; i < n; ++i) {
+        volatile float p = x[static_cast<size_t>(i)] * m;
+        const uint8_t want = kt::fp8_encode(p, f);
+        EXPECT_TRUE(same_fp8(y[static_cast<size_t>(i)], want, f))
+            << kt::fp8_name(f) << " x=" << x[static_cast<size_t>(i)] << " m=" << m << ": got 0x" << std::hex
+            << int(y[static_cast<size_t>(i)]) << " want 0x" << int(want);
+      }
+      if (m == 1.f && out == DType::kE4M3) {  // the documented edges, spelled out
+        EXPECT_EQ(y[0], 0x7e);  // 447 → 448
+        EXPECT_EQ(y[1], 0x7e);  // 448
+        EXPECT_EQ(y[2], 0x7e);  // 464: tie → even, not NaN
+        EXPECT_EQ(y[3], 0x7e);  // 465 saturates
+        EXPECT_EQ(y[4], 0xfe);
+        EXPECT_EQ(y[5], 0x7e);  // 1e4
+        EXPECT_EQ(y[19], 0x7e);  // +inf → max
+        EXPECT_EQ(y[20], 0xfe);  // -inf → -max
+        EXPECT_TRUE(kt::fp8_is_nan(y[18], f));
+        EXPECT_EQ(y[12], 0x01);  // 2^-9: the smallest denormal
+        EXPECT_EQ(y[13] & 0x7f, 0x00);  // 2^-10 ties to zero
+      }
+      const float amax = damax.download<float>(1)[0];
+      EXPECT_EQ(amax, INFINITY) << "amax is max |x| including inf, ignoring NaN";
+      EXPECT_EQ(dscale.download<float>(1)[0], 1.f / m);
+    }
+  }
+}
+
+TEST(Fp8QuantizeGpu, ShapesStridesStreamsAndMultipliers) {
+  KJIT_REQUIRE_FP8_GPU();
+  using G = f8::Granularity;
+  CUstream stream = nullptr;
+  KJIT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Shape s : {Shape{1, 16}, Shape{5, 48}, Shape{257, 7168}, Shape{3, 40960}, Shape{300, 128}}) {
+    for (G g : {G::kTensor, G::kRow, G::kBlock1x128, G::kBlock128x128}) {
+      QCase c;
+      c.g = g, c.rows = s.rows, c.cols = s.cols;
+      c.multiplier = 0.37f;
+      c.stream = stream;
+      c.strided = s.rows % 2 == 1;
+      run_quantize(c);
+    }
+  }
+  // A device-held multiplier, and no amax output.
+  QCase c;
+  c.rows = 64, c.cols = 4096, c.multiplier = 12.5f, c.device_multiplier = true, c.want_amax = false;
+  run_quantize(c);
+  c.edges = true, c.want_amax = true, c.pow2 = true;
+  run_quantize(c);
+  // Large enough that the per-tensor grid-strides and CTAs race on the atomic amax.
+  c = QCase{};
+  c.rows = 2048, c.cols = 7168, c.multiplier = 0.01f, c.edges = true;
+  run_quantize(c);
+  c.dynamic = true;
+  run_quantize(c);
+  KJIT_CU(cuStreamDestroy(stream));
+}
+
+// --- gemm -----------------------------------------------------------------------------------
+
+enum class Scales { kTensor, kChannel, kBlock };
+
+struct GCase {
+  int64_t m = 0, n = 0, k = 0;
+  bool a_trans = false, b_trans = false;
+  DType fa = DType::kE4M3, fb = DType::kE4M3;
+  DType out = DType::kBF16;
+  Scales scales = Scales::kTensor;
+  f8::GemmTile tile = f8::GemmTile::kAuto;
+  int stages = 0;
+  DType bias = DType::kU8;  // kU8: none
+  bool d_colmajor = false;
+  bool padded = true;       // padded strides with poisoned padding
+
+  std::string describe() const {
+    static const char* sn[] = {"tensor", "channel", "block"};
+    static const char* tn[] = {"auto", "64x64", "128x64", "128x128"};
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " a_" + (a_trans ? "km" : "mk") +
+           " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
+           kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
+           " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
+           (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "");
+  }
+};
+
+uint8_t random_fp8(std::mt19937_64& rng, Fp8Format f) {
+  for (;;) {
+    const uint8_t v = static_cast<uint8_t>(rng());
+    const float x = kt::fp8_decode(v, f);
+    if (std::isfinite(x) && std::fabs(x) <= (f == Fp8Format::kE4M3 ? 448.f : 2048.f)) return v;
+  }
+}
+
+void run_gemm(const GCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.describe() + " seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  kt::Fp8GemmProblem p;
+  p.m = c.m, p.n = c.n, p.k = c.k, p.fa = fmt_of(c.fa), p.fb = fmt_of(c.fb), p.block = c.scales == Scales::kBlock;
+  p.a.resize(static_cast<size_t>(c.m * c.k));
+  p.b.resize(static_cast<size_t>(c.n * c.k));
+  for (auto& v : p.a) v = random_fp8(rng, p.fa);
+  for (auto& v : p.b) v = random_fp8(rng, p.fb);
+  std::uniform_real_distribution<float> sd(0.01f, 0.3f);  // dequant scales, not powers of two
+  const int64_t kb = c.k / 128;
+  if (p.block) {
+    p.scale_a.resize(static_cast<size_t>(c.m * kb));
+    p.scale_b.resize(static_cast<size_t>((c.n + 127) / 128 * kb));
+  } else {
+    p.scale_a.resize(c.scales == Scales::kChannel ? static_cast<size_t>(c.m) : 1);
+    p.scale_b.resize(c.scales == Scales::kChannel ? static_cast<size_t>(c.n) : 1);
+  }
+  for (auto& s : p.scale_a) s = sd(rng);
+  for (auto& s : p.scale_b) s = sd(rng);
+  std::vector<float> bias_f;
+  std::vector<uint16_t> bias_h;
+  if (c.bias != DType::kU8) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      float v = sd(rng) * 1000.f - 150.f;
+      if (c.bias == DType::kBF16) v = kt::round_bf16(v);
+      bias_f.push_back(v);
+      bias_h.push_back(kt::float_to_bf16(v));
+      p.bias.push_back(v);
+    }
+  }
+
+  // Operands as stored: A [M, K] or [K, M], B [N, K] or [K, N], rows padded to 16-byte strides
+  // (+16 more when padded) whose padding holds NaN and must not leak into the result.
+  const int64_t a_outer = c.a_trans ? c.k : c.m, a_inner = c.a_trans ? c.m : c.k;
+  const int64_t b_outer = c.b_trans ? c.k : c.n, b_inner = c.b_trans ? c.n : c.k;
+  const int64_t lda = (a_inner + 15) / 16 * 16 + (c.padded ? 16 : 0);
+  const int64_t ldb = (b_inner + 15) / 16 * 16 + (c.padded ? 32 : 0);
+  std::vector<uint8_t> ha(static_cast<size_t>(a_outer * lda), 0x7f), hb(static_cast<size_t>(b_outer * ldb), 0x7f);
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t kk = 0; kk < c.k; ++kk)
+      ha[static_cast<size_t>(c.a_trans ? kk * lda + i : i * lda + kk)] = p.a[static_cast<size_t>(i * c.k + kk)];
+  for (int64_t j = 0; j < c.n; ++j)
+    for (int64_t kk = 0; kk < c.k; ++kk)
+      hb[static_cast<size_t>(c.b_trans ? kk * ldb + j : j * ldb + kk)] = p.b[static_cast<size_t>(j * c.k + kk)];
+  kt::DeviceBuffer da = kt::to_device(ha), db = kt::to_device(hb);
+  const int es = kjit::dtype_size(c.out);
+  const int64_t d_outer = c.d_colmajor ? c.n : c.m, d_inner = c.d_colmajor ? c.m : c.n;
+  const int64_t ldd = d_inner + (c.padded ? 5 : 0);
+  kt::DeviceBuffer dd(static_cast<size_t>(d_outer * ldd * es));
+  dd.fill(0xFF);
+  kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
+  kt::DeviceBuffer dbias = c.bias == DType::kBF16 ? kt::to_device(bias_h) : kt::to_device(bias_f);
+
+  f8::GemmArgs g;
+  g.a = c.a_trans ? TensorRef(da.get(), c.fa, {c.m, c.k}, {1, lda}, 0) : TensorRef(da.get(), c.fa, {c.m, c.k}, {lda, 1}, 0);
+  g.b = c.b_trans ? TensorRef(db.get(), c.fb, {c.n, c.k}, {1, ldb}, 0) : TensorRef(db.get(), c.fb, {c.n, c.k}, {ldb, 1}, 0);
+  g.d = c.d_colmajor ? TensorRef(dd.get(), c.out, {c.m, c.n}, {1, ldd}, 0)
+                     : TensorRef(dd.get(), c.out, {c.m, c.n}, {ldd, 1}, 0);
+  if (p.block) {
+    g.scale_mode = f8::ScaleMode::kBlockwise;
+    g.scale_a = TensorRef(dsa.get(), DType::kF32, {c.m, kb}, {}, 0);
+    g.scale_b = TensorRef(dsb.get(), DType::kF32, {(c.n + 127) / 128, kb}, {}, 0);
+  } else {
+    g.scale_a = TensorRef(dsa.get(), DType::kF32, {static_cast<int64_t>(p.scale_a.size())}, {}, 0);
+    g.scale_b = TensorRef(dsb.get(), DType::kF32, {static_cast<int64_t>(p.scale_b.size())}, {}, 0);
+  }
+  if (c.bias != DType::kU8) g.bias = TensorRef(dbias.get(), c.bias, {c.n}, {}, 0);
+  g.tile = c.tile;
+  g.stages = c.stages;
+  f8::gemm(g, nullptr);
+  kt::synchronize();
+
+  const std::vector<double> ref = kt::fp8_gemm_reference(p);
+  std::vector<uint8_t> raw = dd.download<uint8_t>(static_cast<size_t>(d_outer * ldd * es));
+  std::vector<float> out(static_cast<size_t>(c.m * c.n));
+  size_t pad = 0;
+  for (int64_t r = 0; r < d_outer; ++r) {
+    for (int64_t q = 0; q < ldd; ++q) {
+      const uint8_t* src = raw.data() + (r * ldd + q) * es;
+      if (q >= d_inner) {
+        for (int b = 0; b < es; ++b) pad += src[b] != 0xFF;
+        continue;
+      }
+      float v;
+      if (es == 4) {
+        std::memcpy(&v, src, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, src, 2);
+        v = kt::bf16_to_float(h);
+      }
+      const int64_t i = c.d_colmajor ? q : r, j = c.d_colmajor ? r : q;
+      out[static_cast<size_t>(i * c.n + j)] = v;
+    }
+  }
+  const kt::Comparison cmp = kt::compare(out, ref);
+  const double tol = c.out == DType::kF32 ? 2e-3 : 1e-2;
+  EXPECT_TRUE(cmp.ok(tol)) << cmp.describe() << " (worst at row " << cmp.worst_index / c.n << ", col "
+                           << cmp.worst_index % c.n << ")";
+  EXPECT_EQ(pad, 0u) << "bytes of D's padding written";
+}
+
+TEST(Fp8GemmGpu, EveryLayoutOutputAndScaleMode) {
+  KJIT_REQUIRE_FP8_GPU();
+  int i = 0;
+  for (bool at : {false, true}) {
+    for (bool bt : {false, true}) {
+      for (DType out : {DType::kBF16, DType::kF32}) {
+        for (Scales s : {Scales::kTensor, Scales::kChannel, Scales::kBlock}) {
+          GCase c;
+          c.m = 201, c.n = 150, c.k = s == Scales::kBlock ? 384 : 272;  // no dim a multiple of its tile
+          c.a_trans = at, c.b_trans = bt, c.out = out, c.scales = s;
+          static const f8::GemmTile tiles[] = {f8::GemmTile::kAuto, f8::GemmTile::k64x64, f8::GemmTile::k128x64,
+                                               f8::GemmTile::k128x128};
+          c.tile = tiles[i++ % 4];
+          if (s == Scales::kBlock && c.tile == f8::GemmTile::k128x128) c.tile = f8::GemmTile::k128x64;
+          run_gemm(c);
+        }
+      }
+    }
+  }
+}
+
+TEST(Fp8GemmGpu, TilesStagesAndEdges) {
+  KJIT_REQUIRE_FP8_GPU();
+  using T = f8::GemmTile;
+  const int optin = kjit::device_info(0).max_smem_per_block_optin;
+  for (T t : {T::k64x64, T::k128x64, T::k128x128}) {
+    for (int st : {2, 3, 4}) {
+      const int stage_bytes = t == T::k128x128 ? 32768 : t == T::k128x64 ? 24576 : 16384;
+      if (st * stage_bytes > optin) continue;
+      GCase c;
+      c.m = 130, c.n = 257, c.k = 656, c.tile = t, c.stages = st, c.scales = Scales::kChannel;
+      c.a_trans = st == 3, c.b_trans = t == T::k128x64;
+      run_gemm(c);
+    }
+  }
+  // Tiny and skinny shapes: one row, one column, K = 16, M < 16.
+  for (GCase c : {GCase{1, 7168, 2048}, GCase{16, 2048, 512}, GCase{7, 9, 16}, GCase{300, 1, 128}, GCase{1, 1, 16},
+                  GCase{64, 4096, 7168}}) {
+    c.scales = Scales::kChannel;
+    run_gemm(c);
+    c.a_trans = c.b_trans = true;
+    c.out = DType::kF32;
+    run_gemm(c);
+  }
+  // Many tiles: raster groups of 8 tile rows with a partial last group.
+  GCase big{1100, 1300, 512};
+  big.scales = Scales::kTensor;
+  run_gemm(big);
+  big.scales = Scales::kBlock;
+  run_gemm(big);
+  // Long K: accumulation over 8192.
+  GCase deep{128, 256, 8192};
+  deep.out = DType::kF32;
+  run_gemm(deep);
+  deep.scales = Scales::kBlock;
+  run_gemm(deep);
+}
+
+TEST(Fp8GemmGpu, FormatsBiasAndColumnMajorOutput) {
+  KJIT_REQUIRE_FP8_GPU();
+  for (DType fa : {DType::kE4M3, DType::kE5M2}) {
+    for (DType fb : {DType::kE4M3, DType::kE5M2}) {
+      GCase c{150, 170, 256};
+      c.fa = fa, c.fb = fb, c.scales = Scales::kChannel, c.out = DType::kF32;
+      run_gemm(c);
+      c.scales = Scales::kBlock, c.b_trans = true, c.out = DType::kBF16;
+      run_gemm(c);
+    }
+  }
+  for (DType bias : {DType::kF32, DType::kBF16}) {
+    for (Scales s : {Scales::kTensor, Scales::kBlock}) {
+      GCase c{99, 200, 256};
+      c.bias = bias, c.scales = s, c.a_trans = s == Scales::kBlock;
+      run_gemm(c);
+    }
+  }
+  for (bool at : {false, true}) {
+    for (bool bt : {false, true}) {
+      GCase c{77, 190, 144};
+      c.d_colmajor = true, c.a_trans = at, c.b_trans = bt, c.scales = Scales::kChannel, c.bias = DType::kF32;
+      c.out = at ? DType::kF32 : DType::kBF16;
+      run_gemm(c);
+    }
+  }
+  // Unpadded, exactly tile-sized operands with vector stores on every row.
+  GCase c{256, 256, 256};
+  c.padded = false;
+  run_gemm(c);
+  c.out = DType::kF32;
+  c.scales = Scales::kBlock;
+  run_gemm(c);
+}
+
+TEST(Fp8GemmGpu, RejectsBlockwiseWithoutK128) {
+  KJIT_REQUIRE_FP8_GPU();
+  kt::DeviceBuffer buf(1 << 20);
+  f8::GemmArgs g;
+  g.a = TensorRef(buf.get(), DType::kE4M3, {64, 144}, {}, 0);
+  g.b = TensorRef(buf.get(), DType::kE4M3, {64, 144}, {}, 0);
+  g.d = TensorRef(buf.get(), DType::kBF16, {64, 64}, {}, 0);
+  g.scale_a = TensorRef(buf.get(), DType::kF32, {64, 1}, {}, 0);
+  g.scale_b = TensorRef(buf.get(), DType::kF32, {1, 1}, {}, 0);
+  g.scale_mode = f8::ScaleMode::kBlockwise;
+  EXPECT_THROW(f8::gemm(g, nullptr), kjit::InvalidArgument);
+}
+
+// --- Linear ---------------------------------------------------------------------------------
+
+struct LCase {
+  f8::Recipe recipe;
+  f8::Granularity wg;
+  DType out = DType::kBF16;
+  int history = 3;
+  int margin = 0;
+  bool bias = false;
+};
+
+void run_linear(const LCase& lc) {
+  const uint64_t seed = fresh_seed();
+  static const char* rn[] = {"dynamic-tensor", "dynamic-row", "dynamic-block", "delayed"};
+  static const char* gn[] = {"tensor", "row", "block1x128", "block128x128"};
+  SCOPED_TRACE(std::string(rn[static_cast<int>(lc.recipe)]) + " weights=" + gn[static_cast<int>(lc.wg)] +
+               " margin=" + std::to_string(lc.margin) + " seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 320, k = 512, max_tokens = 48;
+  f8::LinearConfig cfg;
+  cfg.in_features = k, cfg.out_features = n, cfg.max_tokens = max_tokens;
+  cfg.recipe = lc.recipe, cfg.weight_granularity = lc.wg, cfg.history_len = lc.history, cfg.margin = lc.margin;
+  const std::vector<float> w = random_inputs(static_cast<size_t>(n * k), DType::kBF16, rng, 3.f);
+  kt::DeviceBuffer dw = upload(w, n, k, k, DType::kBF16);
+  f8::Linear lin(cfg, TensorRef(dw.get(), DType::kBF16, {n, k}, {}, 0), nullptr);
+
+  // The weight is quantized once, exactly as the reference.
+  const kt::Fp8QuantizeReference wref =
+      kt::fp8_quantize_reference(w, n, k, Fp8Format::kE4M3, static_cast<kt::Fp8Granularity>(lc.wg), false, true);
+  {
+    TensorRef wq = lin.weight_fp8();
+    std::vector<uint8_t> got(static_cast<size_t>(n * k));
+    KJIT_CU(cuMemcpyDtoH(got.data(), reinterpret_cast<CUdeviceptr>(wq.data), got.size()));
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += !same_fp8(got[i], wref.y[i], Fp8Format::kE4M3);
+    EXPECT_EQ(bad, 0u) << "weight bytes differ from the reference quantization";
+    TensorRef ws = lin.weight_scale_inv();
+    std::vector<float> s(static_cast<size_t>(ws.numel()));
+    KJIT_CU(cuMemcpyDtoH(s.data(), reinterpret_cast<CUdeviceptr>(ws.data), s.size() * 4));
+    EXPECT_EQ(s, wref.scale_inv);
+  }
+
+  std::vector<float> bias;
+  if (lc.bias) bias = random_inputs(static_cast<size_t>(n), DType::kF32, rng, 2.f);
+  kt::DeviceBuffer dbias = kt::to_device(bias.empty() ? std::vector<float>(1) : bias);
+  std::vector<float> history(static_cast<size_t>(lc.history), 0.f);
+  float multiplier = 1.f;
+  // Steps with varying token counts and input magnitudes (step 3 jumps ×50, so the delayed
+  // recipe saturates it, exactly as the reference does).
+  const int64_t tokens[] = {48, 17, 48, 1, 33};
+  const float magnitude[] = {1.f, 4.f, 0.5f, 50.f, 2.f};
+  for (int step = 0; step < 5; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const int64_t m = tokens[step];
+    std::vector<float> x = random_inputs(static_cast<size_t>(m * k), DType::kBF16, rng, 2.f);
+    for (auto& v : x) v = kt::round_bf16(v * magnitude[step]);
+    kt::DeviceBuffer dx = upload(x, m, k, k, DType::kBF16);
+    const int es = kjit::dtype_size(lc.out);
+    kt::DeviceBuffer dy(static_cast<size_t>(m * n * es));
+    dy.fill(0xFF);
+    lin.forward(TensorRef(dx.get(), DType::kBF16, {m, k}, {}, 0), TensorRef(dy.get(), lc.out, {m, n}, {}, 0), nullptr,
+                lc.bias ? TensorRef(dbias.get(), DType::kF32, {n}, {}, 0) : TensorRef());
+    kt::synchronize();
+
+    kt::Fp8QuantizeReference xr;
+    switch (lc.recipe) {
+      case f8::Recipe::kDelayed:
+        xr = kt::fp8_quantize_reference(x, m, k, Fp8Format::kE4M3, kt::Fp8Granularity::kTensor, false, false, multiplier);
+        break;
+      case f8::Recipe::kDynamicTensor:
+        xr = kt::fp8_quantize_reference(x, m, k, Fp8Format::kE4M3, kt::Fp8Granularity::kTensor, false, true);
+        break;
+      case f8::Recipe::kDynamicRow:
+        xr = kt::fp8_quantize_reference(x, m, k, Fp8Format::kE4M3, kt::Fp8Granularity::kRow, false);
+        break;
+      case f8::Recipe::kDynamicBlock:
+        xr = kt::fp8_quantize_reference(x, m, k, Fp8Format::kE4M3, kt::Fp8Granularity::kBlock1x128, false);
+        break;
+    }
+    kt::Fp8GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    p.a = xr.y;
+    p.b = wref.y;
+    p.block = lc.recipe == f8::Recipe::kDynamicBlock;
+    p.scale_a = xr.scale_inv;
+    p.scale_b = wref.scale_inv;
+    for (float v : bias) p.bias.push_back(v);
+    const std::vector<double> ref = kt::fp8_gemm_reference(p);
+    std::vector<float> out(static_cast<size_t>(m * n));
+    if (es == 4) {
+      out = dy.download<float>(out.size());
+    } else {
+      const std::vector<uint16_t> h = dy.download<uint16_t>(out.size());
+      for (size_t i = 0; i < h.size(); ++i) out[i] = kt::bf16_to_float(h[i]);
+    }
+    const kt::Comparison cmp = kt::compare(out, ref);
+    EXPECT_TRUE(cmp.ok(es == 4 ? 2e-3 : 1e-2)) << cmp.describe();
+
+    // The activation bytes the GEMM consumed match the reference quantization bit for bit.
+    std::vector<uint8_t> xq(static_cast<size_t>(m * k));
+    KJIT_CU(cuMemcpyDtoH(xq.data(), reinterpret_cast<CUdeviceptr>(lin.input_fp8().data), xq.size()));
+    size_t bad = 0;
+    for (size_t i = 0; i < xq.size(); ++i) bad += !same_fp8(xq[i], xr.y[i], Fp8Format::kE4M3);
+    EXPECT_EQ(bad, 0u) << "activation bytes differ from the reference quantization";
+
+    if (lc.recipe == f8::Recipe::kDelayed) {
+      history[static_cast<size_t>(step % lc.history)] = xr.amax[0];
+      multiplier = kt::fp8_delayed_multiplier(history, multiplier, Fp8Format::kE4M3, lc.margin);
+      std::vector<float> h(static_cast<size_t>(lc.history));
+      KJIT_CU(cuMemcpyDtoH(h.data(), reinterpret_cast<CUdeviceptr>(lin.amax_history().data), h.size() * 4));
+      EXPECT_EQ(h, history);
+      float m_dev = 0;
+      int32_t step_dev = 0;
+      KJIT_CU(cuMemcpyDtoH(&m_dev, reinterpret_cast<CUdeviceptr>(lin.multiplier().data), 4));
+      KJIT_CU(cuMemcpyDtoH(&step_dev, reinterpret_cast<CUdeviceptr>(lin.step().data), 4));
+      EXPECT_EQ(m_dev, multiplier);
+      EXPECT_EQ(step_dev, step + 1);
+    }
+  }
+}
+
+TEST(Fp8LinearGpu, DelayedScalingOverSteps) {
+  KJIT_REQUIRE_FP8_GPU();
+  run_linear({f8::Recipe::kDelayed, f8::Granularity::kRow});
+  run_linear({f8::Recipe::kDelayed, f8::Granularity::kTensor, DType::kF32, 2, 1, true});
+  run_linear({f8::Recipe::kDelayed, f8::Granularity::kRow, DType::kBF16, 16, 0, true});
+}
+
+TEST(Fp8LinearGpu, DynamicScaling) {
+  KJIT_REQUIRE_FP8_GPU();
+  run_linear({f8::Recipe::kDynamicTensor, f8::Granularity::kTensor});
+  run_linear({f8::Recipe::kDynamicTensor, f8::Granularity::kRow, DType::kF32, 3, 0, true});
+  run_linear({f8::Recipe::kDynamicRow, f8::Granularity::kRow});
+  run_linear({f8::Recipe::kDynamicRow, f8::Granularity::kTensor, DType::kBF16, 3, 0, true});
+  run_linear({f8::Recipe::kDynamicBlock, f8::Granularity::kBlock128x128});
+  run_linear({f8::Recipe::kDynamicBlock, f8::Granularity::kBlock128x128, DType::kF32, 3, 0, true});
+}
+
+TEST(Fp8LinearGpu, RejectsBadConfigAndInputs) {
+  KJIT_REQUIRE_FP8_GPU();
+  kt::DeviceBuffer dw(256 * 512 * 2);
+  const TensorRef w(dw.get(), DType::kBF16, {256, 512}, {}, 0);
+  f8::LinearConfig cfg;
+  cfg.in_features = 512, cfg.out_features = 256, cfg.max_tokens = 8;
+  cfg.recipe = f8::Recipe::kDynamicBlock;  // needs block weights
+  EXPECT_THROW(f8::Linear(cfg, w, nullptr), kjit::InvalidArgument);
+  cfg.recipe = f8::Recipe::kDelayed;
+  cfg.history_len = 0;
+  EXPECT_THROW(f8::Linear(cfg, w, nullptr), kjit::InvalidArgument);
+  cfg.history_len = 4;
+  f8::Linear lin(cfg, w, nullptr);
+  kt::DeviceBuffer dx(16 * 512 * 2), dy(16 * 256 * 2);
+  EXPECT_THROW(lin.forward(TensorRef(dx.get(), DType::kBF16, {9, 512}, {}, 0),
+                           TensorRef(dy.get(), DType::kBF16, {9, 256}, {}, 0), nullptr),
+               kjit::InvalidArgument);  // more than max_tokens
+  EXPECT_THROW(lin.forward(TensorRef(dx.get(), DType::kBF16, {4, 256}, {}, 0),
+                           TensorRef(dy.get(), DType::kBF16, {4, 256}, {}, 0), nullptr),
+               kjit::InvalidArgument);  // wrong in_features
+  f8::Linear moved(std::move(lin));
+  EXPECT_NO_THROW(moved.forward(TensorRef(dx.get(), DType::kBF16, {4, 512}, {}, 0),
+                                TensorRef(dy.get(), DType::kBF16, {4, 256}, {}, 0), nullptr));
+  kt::synchronize();
+}
+
+TEST(Fp8Gpu, UnsupportedBelowSm89) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (device_sm() >= 89) GTEST_SKIP() << "device supports FP8 (the host-only planner test covers sm_80)";
+  kt::DeviceBuffer buf(1 << 16);
+  f8::QuantizeArgs q;
+  q.x = TensorRef(buf.get(), DType::kBF16, {16, 16}, {}, 0);
+  q.y = TensorRef(buf.get(), DType::kE4M3, {16, 16}, {}, 0);
+  try {
+    f8::quantize(q, nullptr);
+    ADD_FAILURE() << "quantize ran below sm_89";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("sm_" + std::to_string(device_sm())), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

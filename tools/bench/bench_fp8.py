@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""kjit FP8 GEMM and quantize against PyTorch / cuBLASLt on one GPU, in one process.
+
+kjit runs through tools/bench/fp8_shim.cc (ctypes, raw device pointers, torch's current stream).
+
+GEMM (e4m3 x e4m3 -> bf16, per-tensor scales; D = A · Bᵀ with A [M, K] row-major and B [N, K]
+row-major, the nn.Linear layout): every shape is first checked against a float64 GEMM on the
+dequantized operands (relative L2 ≤ 1e-2) and against torch._scaled_mm (cuBLASLt), then timed
+with triton.testing.do_bench (median ms). TFLOP/s = 2·M·N·K / time. torch._scaled_mm gets
+b = B.t() (column-major [K, N], what cuBLASLt wants); shapes it rejects (M not a multiple of 16
+on some versions) are padded to M = 16 for it, and marked.
+
+Quantize (16384 × 7168 bf16 → e4m3 with amax): kjit's one-pass per-tensor quantize with a given
+multiplier and amax, against torch's x.abs().amax() then (x * s).clamp(-448, 448).to(e4m3).
+Effective TB/s = (2 B read + 1 B written per element) / time, the same bytes for both. kjit's
+bytes are checked against torch computing the same f32 product: (x.float() * s).clamp().to().
+Extra kjit rows: dynamic per-tensor (two passes), per-row and 1×128 block quantization.
+
+Usage: bench_fp8.py --lib build/tools/libkjit_bench_shim.so [--json out.json]
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+import torch
+
+GEMM_SHAPES = [(4096, 4096, 4096), (4096, 7168, 2048), (128, 4096, 7168), (64, 7168, 2048)]
+for _n, _k in ((7168, 2048), (4096, 7168)):
+    for _m in (1, 16, 64, 128, 256, 1024, 4096):
+        if (_m, _n, _k) not in GEMM_SHAPES:
+            GEMM_SHAPES.append((_m, _n, _k))
+QUANT_SHAPE = (16384, 7168)
+E4M3_MAX = 448.0
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    q = lib.kjit_bench_fp8_quantize
+    q.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                  ctypes.c_int, ctypes.c_void_p, ctypes.c_float, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                  ctypes.c_int, ctypes.c_void_p]
+    q.restype = ctypes.c_int
+    g = lib.kjit_bench_fp8_gemm
+    g.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                  ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
+                  ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    g.restype = ctypes.c_int
+    return q, g
+
+
+def stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+class Kjit:
+    def __init__(self, lib):
+        self.q, self.g = load_shim(lib)
+
+    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0):
+        m, k = a.shape
+        n = b.shape[0]
+        rc = self.g(a.data_ptr(), 0, 0, b.data_ptr(), 0, 0, d.data_ptr(), 1 if d.dtype == torch.float32 else 0,
+                    sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), 1 if block else 0, m, n, k, None, 0,
+                    tile, stages, stream())
+        if rc != 0:
+            raise RuntimeError("kjit_bench_fp8_gemm failed (see stderr)")
+
+    def quantize(self, x, y, granularity=0, multiplier=None, multiplier_value=1.0, dynamic=False, amax=None,
+                 scale_inv=None):
+        code = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[x.dtype]
+        rc = self.q(x.data_ptr(), code, y.data_ptr(), 0, x.shape[0], x.shape[1], granularity,
+                    None if multiplier is None else multiplier.data_ptr(), multiplier_value, 1 if dynamic else 0,
+                    None if amax is None else amax.data_ptr(), None if scale_inv is None else scale_inv.data_ptr(),
+                    0, stream())
+        if rc != 0:
+            raise RuntimeError("kjit_bench_fp8_quantize failed (see stderr)")
+
+
+def bench(fn):
+    try:
+        import triton.testing
+        return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+    except ImportError:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(50):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        times.sort()
+        return times[len(times) // 2]
+
+
+def rel_l2(x, ref):
+    x = x.double()
+    return ((x - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+
+
+def random_e4m3(shape, dev):
+    """Operands as the quantizer makes them: normal values scaled into the e4m3 range."""
+    return (torch.randn(shape, device=dev) * 80).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def scaled_mm(a, b_t, sa, sb):
+    out = torch._scaled_mm(a, b_t, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def gemm_rows(kjit, dev, failures):
+    rows = []
+    for m, n, k in GEMM_SHAPES:
+        a = random_e4m3((m, k), dev)
+        b = random_e4m3((n, k), dev)
+        sa = torch.tensor([0.0123], device=dev, dtype=torch.float32)
+        sb = torch.tensor([0.0071], device=dev, dtype=torch.float32)
+        d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+        kjit.gemm(a, b, d, sa, sb)
+        torch.cuda.synchronize()
+        ref = (a.double() @ b.double().t()) * (sa.double() * sb.double())
+        err_ref = rel_l2(d, ref)
+        # cuBLASLt through torch._scaled_mm; pad M to 16 if this torch insists.
+        padded = False
+        try:
+            t_out = scaled_mm(a, b.t(), sa, sb)
+            a_t = a
+        except RuntimeError:
+            padded = True
+            a_t = torch.zeros(16, k, device=dev, dtype=torch.float8_e4m3fn)
+            a_t[:m] = a
+            t_out = scaled_mm(a_t, b.t(), sa, sb)[:m]
+        torch.cuda.synchronize()
+        err_torch = rel_l2(d, t_out.double())
+        ok = err_ref <= 1e-2 and err_torch <= 1e-2
+        failures[0] += 0 if ok else 1
+        print(f"  check {m}x{n}x{k}: rel_l2 vs float64 {err_ref:.2e}, vs torch._scaled_mm {err_torch:.2e} "
+              f"{'ok' if ok else 'FAIL'}")
+        t_kjit = bench(lambda: kjit.gemm(a, b, d, sa, sb))
+        bt = b.t()
+        t_torch = bench(lambda: scaled_mm(a_t, bt, sa, sb))
+        flops = 2.0 * m * n * k
+        rows.append({
+            "m": m, "n": n, "k": k, "kjit_ms": t_kjit, "torch_ms": t_torch,
+            "kjit_tflops": flops / (t_kjit * 1e-3) / 1e12, "torch_tflops": flops / (t_torch * 1e-3) / 1e12,
+            "ratio_kjit_over_torch": t_torch / t_kjit, "torch_padded_m16": padded,
+            "rel_l2_vs_float64": err_ref, "rel_l2_vs_torch": err_torch,
+        })
+    return rows
+
+
+def quantize_rows(kjit, dev, failures):
+    rows_, cols = QUANT_SHAPE
+    x = torch.randn(rows_, cols, device=dev).to(torch.bfloat16)
+    y = torch.empty(rows_, cols, device=dev, dtype=torch.float8_e4m3fn)
+    amax = torch.empty(1, device=dev, dtype=torch.float32)
+    sinv = torch.empty(1, device=dev, dtype=torch.float32)
+    s = torch.tensor(E4M3_MAX / 4.5, device=dev, dtype=torch.float32)  # saturates the tail
+    mult = s.reshape(1).clone()
+
+    kjit.quantize(x, y, 0, multiplier=mult, amax=amax, scale_inv=sinv)
+    torch.cuda.synchronize()
+    same_f32 = (x.float() * s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    mismatches = (y.view(torch.uint8) != same_f32.view(torch.uint8)).sum().item()
+    amax_ok = amax.item() == x.abs().amax().float().item()
+    ok = mismatches == 0 and amax_ok
+    failures[0] += 0 if ok else 1
+    print(f"  check quantize {rows_}x{cols}: {mismatches} bytes differ from torch's f32 product, "
+          f"amax {'equal' if amax_ok else 'DIFFERS'} {'ok' if ok else 'FAIL'}")
+
+    eff = rows_ * cols * 3.0
+
+    def torch_quant():
+        xa = x.abs().amax()
+        (x * s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return xa
+
+    t_kjit = bench(lambda: kjit.quantize(x, y, 0, multiplier=mult, amax=amax, scale_inv=sinv))
+    t_torch = bench(torch_quant)
+    out = [{"what": "per-tensor given multiplier + amax (one pass)", "kjit_ms": t_kjit, "torch_ms": t_torch,
+            "kjit_tbs": eff / (t_kjit * 1e-3) / 1e12, "torch_tbs": eff / (t_torch * 1e-3) / 1e12,
+            "ratio_kjit_over_torch": t_torch / t_kjit, "mismatched_bytes": mismatches}]
+    row_s = torch.empty(rows_, device=dev, dtype=torch.float32)
+    blk_s = torch.empty(rows_, (cols + 127) // 128, device=dev, dtype=torch.float32)
+    extra = [
+        ("per-tensor dynamic (amax pass + convert)", lambda: kjit.quantize(x, y, 0, dynamic=True, amax=amax)),
+        ("per-row (token) scales", lambda: kjit.quantize(x, y, 1, scale_inv=row_s)),
+        ("1x128 block scales", lambda: kjit.quantize(x, y, 2, scale_inv=blk_s)),
+    ]
+    for what, fn in extra:
+        t = bench(fn)
+        out.append({"what": what, "kjit_ms": t, "kjit_tbs": eff / (t * 1e-3) / 1e12})
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default=os.environ.get("KJIT_BENCH_SHIM", "build/tools/libkjit_bench_shim.so"))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    kjit = Kjit(args.lib)
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    print(f"device: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs), "
+          f"torch {torch.__version__}")
+    failures = [0]
+    gemm = gemm_rows(kjit, dev, failures)
+    quant = quantize_rows(kjit, dev, failures)
+
+    print()
+    print(f"{'GEMM e4m3->bf16 M x N x K':<26} {'kjit ms':>9} {'kjit TF/s':>10} {'cuBLASLt ms':>12} {'cuBLASLt TF/s':>14} "
+          f"{'kjit/cuBLASLt':>14}")
+    for r in gemm:
+        name = f"{r['m']}x{r['n']}x{r['k']}" + (" (torch M->16)" if r["torch_padded_m16"] else "")
+        print(f"{name:<26} {r['kjit_ms']:>9.4f} {r['kjit_tflops']:>10.1f} {r['torch_ms']:>12.4f} "
+              f"{r['torch_tflops']:>14.1f} {r['ratio_kjit_over_torch']:>14.2f}")
+    print()
+    print(f"{'quantize 16384x7168 bf16->e4m3':<46} {'kjit ms':>9} {'kjit TB/s':>10} {'torch ms':>9} "
+          f"{'torch TB/s':>11} {'speedup':>8}")
+    for r in quant:
+        if "torch_ms" in r:
+            print(f"{r['what']:<46} {r['kjit_ms']:>9.4f} {r['kjit_tbs']:>10.2f} {r['torch_ms']:>9.4f} "
+                  f"{r['torch_tbs']:>11.3f} {r['ratio_kjit_over_torch']:>8.1f}")
+        else:
+            print(f"{r['what']:<46} {r['kjit_ms']:>9.4f} {r['kjit_tbs']:>10.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "gemm": gemm, "quantize": quant, "check_failures": failures[0]}, f,
+                      indent=2)
+    return 1 if failures[0] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
