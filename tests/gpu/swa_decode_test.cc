@@ -1,0 +1,202 @@
+// kjit::mla::swa_decode on the GPU against the float64 reference of the seed's fallback
+// (tools/testing/reference_swa.hpp). Every case uses fresh random data (the seed is printed on
+// failure) and poisons out / lse / workspace and the padding of strided views with 0xFF (NaN),
+// so an unwritten output or a write into padding fails the case. Skips without a GPU.
+//
+// Tolerances (kSwaOutTol, kSwaLseTol; see reference_swa.hpp): out is bf16, so rounding the
+// result costs ~1.5e-3 relative L2, and the reference rounds every dequantized value to bf16 as
+// the seed does while the kernel keeps them exact (another ~1e-3..3e-3); P is f16. 1e-2 leaves
+// margin while an indexing, masking or merge bug gives O(1) errors. The LSE differs by the same
+// per-value rounding, ~1e-3 of a score's size: 2e-3.
+#include <kjit/error.hpp>
+#include <kjit/ops/swa_decode.hpp>
+
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_swa.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+namespace {
+
+using kjit::testing::Fp8Format;
+using kjit::testing::SwaCase;
+
+class SwaDecodeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kjit::testing::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+uint64_t fresh_seed() {
+  static std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+void check(const SwaCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.describe() + " seed=" + std::to_string(seed));
+  kjit::testing::SwaCaseResult r;
+  try {
+    r = kjit::testing::run_swa_case(c, seed);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw: " << e.what();
+    return;
+  }
+  EXPECT_TRUE(r.ok(kjit::testing::kSwaOutTol, kjit::testing::kSwaLseTol)) << r.describe();
+  // The kernel computes the function without the seed's bf16 rounding of dequantized values,
+  // so against that reference only the bf16 output rounding remains (~1.6e-3 in the emulator):
+  // a tighter check that catches precision bugs (Q or P scaling, f16 overflow) the 1e-2 hides.
+  EXPECT_LT(r.out_exact.rel_l2, 5e-3) << r.describe();
+}
+
+SwaCase make(int tokens, int heads = 128, int window = 128, int block_size = 256) {
+  SwaCase c;
+  c.tokens = tokens;
+  c.heads = heads;
+  c.window = window;
+  c.block_size = block_size;
+  return c;
+}
+
+TEST_F(SwaDecodeGpu, TokenCountsWithPlannedSplits) {
+  // T = 1 (8 splits of 16), 7 (3 splits), 64 and 1000 (groups of 32, one split).
+  for (int t : {1, 7, 64}) {
+    SwaCase c = make(t);
+    c.lse = true;
+    check(c);
+  }
+  SwaCase c = make(1000, 64);
+  c.lens = SwaCase::Lens::kRandom;
+  c.lse = true;
+  check(c);
+}
+
+TEST_F(SwaDecodeGpu, EdgeLengthsAndInvalidIndices) {
+  // lens 0, 1, W−1, W, W+5 (clamped), −3 (clamped to 0), then random; some negative indices;
+  // token 1 has no valid index at all (zeros, lse −inf).
+  for (int splits : {1, 3, 0}) {
+    for (int block_size : {64, 256}) {
+      SwaCase c = make(9, 32, 128, block_size);
+      c.lens = SwaCase::Lens::kEdges;
+      c.invalid_fraction = 0.2;
+      c.all_invalid_row = true;
+      c.num_splits = splits;
+      c.lse = true;
+      check(c);
+    }
+  }
+}
+
+TEST_F(SwaDecodeGpu, RepeatedIndicesAndManyBlocks) {
+  SwaCase c = make(7);
+  c.repeated = true;
+  c.lse = true;
+  check(c);
+  // Slots spread over 4000 blocks of 64 rows.
+  c = make(16, 32, 128, 64);
+  c.num_blocks = 4000;
+  check(c);
+}
+
+TEST_F(SwaDecodeGpu, ScalesFarFromOneOverTheWholeFp8Range) {
+  for (bool lse : {false, true}) {
+    SwaCase c = make(7);
+    c.full_range = true;
+    c.mixed_scales = true;  // 1e-3 and 300 in one window
+    c.lse = lse;
+    check(c);
+    c.mixed_scales = false;
+    c.scale_lo = 1e-3f;
+    c.scale_hi = 2e-3f;
+    check(c);
+    c.scale_lo = 200.f;
+    c.scale_hi = 300.f;
+    c.num_splits = 4;
+    check(c);
+  }
+}
+
+TEST_F(SwaDecodeGpu, ForcedSplitsAndGroups) {
+  for (int splits : {1, 2, 3, 5, 8}) {
+    for (int group : {16, 32}) {
+      SwaCase c = make(5, 64);
+      c.num_splits = splits;
+      c.head_group = group;
+      c.lens = SwaCase::Lens::kRandom;
+      c.lse = splits % 2 == 1;
+      check(c);
+    }
+  }
+}
+
+TEST_F(SwaDecodeGpu, WindowsFormatsAndDtypes) {
+  for (int window : {64, 128, 256, 512}) {
+    SwaCase c = make(6, 32, window, 64);
+    c.lens = SwaCase::Lens::kRandom;
+    c.invalid_fraction = 0.1;
+    c.lse = true;
+    check(c);
+  }
+  SwaCase c = make(6, 64);
+  c.format = Fp8Format::kE5M2;
+  c.full_range = true;
+  c.scale_lo = 1e-4f;
+  c.scale_hi = 1e-3f;
+  c.lse = true;
+  check(c);
+  c = make(6, 64);
+  c.u8_cache = false;  // DType::kE4M3
+  c.lens_i32 = true;
+  check(c);
+}
+
+TEST_F(SwaDecodeGpu, StridedViewsAndSoftmaxScales) {
+  SwaCase c = make(5, 64, 128, 64);
+  c.strided = true;  // padded q/out/lse strides, a cache with padded blocks (not compact)
+  c.lse = true;
+  c.lens = SwaCase::Lens::kEdges;
+  check(c);
+  c.num_splits = 3;
+  check(c);
+  c = make(4, 32);
+  c.softmax_scale = 0.f;  // 1/sqrt(512)
+  c.lse = true;
+  check(c);
+  c.softmax_scale = 0.01f;
+  check(c);
+}
+
+TEST_F(SwaDecodeGpu, ZeroTokensIsANoOp) {
+  kjit::mla::SwaDecodeArgs a;
+  kjit::testing::DeviceBuffer buf(1 << 20);
+  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {0, 128, 512}, {}, 0);
+  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
+  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
+  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {0, 128}, {}, 0);
+  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {0}, {}, 0);
+  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {0, 128, 512}, {}, 0);
+  EXPECT_EQ(kjit::mla::swa_decode_workspace_bytes(a), 0u);
+  EXPECT_NO_THROW(kjit::mla::swa_decode(a, nullptr, 0, nullptr));
+  kjit::testing::synchronize();
+}
+
+TEST_F(SwaDecodeGpu, ShortWorkspaceIsRejected) {
+  // T = 1 splits the window, so it needs a workspace; too little is an InvalidArgument.
+  kjit::testing::DeviceBuffer buf(1 << 22);
+  kjit::mla::SwaDecodeArgs a;
+  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
+  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
+  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
+  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1, 128}, {}, 0);
+  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1}, {}, 0);
+  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
+  const size_t need = kjit::mla::swa_decode_workspace_bytes(a);
+  ASSERT_GT(need, 0u);
+  EXPECT_THROW(kjit::mla::swa_decode(a, buf.get(), need - 1, nullptr), kjit::InvalidArgument);
+}
+
+}  // namespace

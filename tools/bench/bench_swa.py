@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""kjit's fused fp8 sliding-window MLA decode beside the seed's PyTorch fallback, on one GPU.
+
+    python3 tools/bench/bench_swa.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+
+The shim library (tools/bench/swa_shim.cc) comes from --lib, else $KJIT_BENCH_SHIM, else the first
+positional argument. The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
+W 128, a paged E4M3 cache of 256-row blocks (uint8 storage) with one bf16 inverse scale per slot.
+The cache holds 2^20 slots (512 MiB), far more than L2, and every token's window indices are
+random slots spread over all of its blocks. The script
+
+  1. re-expresses the seed's `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py) in
+     torch: one batched gather, dequantize, masked SDPA;
+  2. checks kjit against it and against a float64 torch reference of the same function (the
+     dequantized values rounded to bf16 as the seed does), on the benchmark inputs and on a case
+     with ragged lengths (incl. 0 and W), invalid indices and LSE (relative L2 ≤ 1e-2 for out,
+     2e-3 for LSE: kjit keeps the dequantized values exact where the seed rounds them to bf16);
+  3. times kjit (eager through ctypes, and replayed from a CUDA graph) and the fallback with
+     triton.testing.do_bench (median; do_bench flushes L2 before every call) at T = 1, 8, 64, 512;
+  4. prints T, kjit µs, fallback µs, speedup, the floor and kjit's % of it, where
+       floor = max(bytes / 4.2 TB/s, FLOPs / 790 TFLOP/s)
+       bytes = T · (W·HD fp8 KV + W·2 scales + W·8 indices + 8 lens + NH·HD·2 q + NH·HD·2 out)
+       FLOPs = T · 4 · NH · W · HD
+     (each token's KV rows are read from DRAM once: the NH/group CTAs of a token share them in L2).
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton.testing
+
+    def bench_ms(fn, rep=200):
+        return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
+except ImportError:  # pragma: no cover - the H200 image has triton
+    def bench_ms(fn, rep=200):
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        times = []
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        for _ in range(max(10, rep // 2)):
+            flush.zero_()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(stop))
+        times.sort()
+        return times[len(times) // 2]
+
+NH, HD, W, BLOCK_SIZE = 128, 512, 128, 256
+TOKENS = [1, 8, 64, 512]
+CACHE_SLOTS = 1 << 20
+HBM_BYTES_PER_S = 4.2e12
+BF16_FLOPS_PER_S = 790e12
+OUT_TOL, LSE_TOL = 1e-2, 2e-3
+TARGET_SPEEDUP = {1: 50.0, 64: 200.0}
+TARGET_FLOOR_PCT = 50.0  # at T >= 64
+
+c_void_p, c_size_t, c_int, c_float = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    lib.kjit_bench_swa.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 7 + [c_float, c_int, c_int, c_void_p]
+    lib.kjit_bench_swa.restype = c_int
+    lib.kjit_bench_swa_workspace.argtypes = [c_int] * 7 + [ctypes.POINTER(c_size_t)]
+    lib.kjit_bench_swa_workspace.restype = c_int
+    return lib
+
+
+def ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+class Kjit:
+    def __init__(self, lib):
+        self.lib = lib
+        self.ws = {}
+
+    def workspace(self, T, num_blocks, splits=0, group=0):
+        key = (T, num_blocks, splits, group)
+        if key not in self.ws:
+            n = c_size_t(0)
+            if self.lib.kjit_bench_swa_workspace(T, NH, num_blocks, BLOCK_SIZE, W, splits, group, ctypes.byref(n)):
+                raise RuntimeError("kjit workspace query failed (see stderr)")
+            self.ws[key] = torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+        return self.ws[key]
+
+    def decode(self, q, kv, inv_scale, indices, lens, out, lse=None, scale=0.0, splits=0, group=0):
+        T = q.shape[0]
+        ws = self.workspace(T, kv.shape[0], splits, group)
+        rc = self.lib.kjit_bench_swa(ptr(q), ptr(kv), ptr(inv_scale), ptr(indices), ptr(lens), ptr(out), ptr(lse),
+                                     ptr(ws), ws.numel(), T, NH, kv.shape[0], BLOCK_SIZE, W,
+                                     int(lens.dtype == torch.int32), 0, scale, splits, group,
+                                     torch.cuda.current_stream().cuda_stream)
+        if rc != 0:
+            raise RuntimeError("kjit swa_decode failed (see stderr)")
+
+
+def seed_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
+    """The seed's `_fallback_batched_sdp`: gather every token's window at once, dequantize
+    (fp8 → bf16, times the slot's inverse scale, back to bf16), one batched SDPA over NH · T rows
+    with a −inf mask for positions ≥ lens or with a negative index."""
+    T, nh, hd = q.shape
+    if indices.dim() == 3:
+        indices = indices.squeeze(0)
+    idx = indices[:T]
+    slot = idx.clamp(min=0)
+    rows = kv_cache[slot // block_size, slot % block_size]  # [T, W, HD] uint8
+    if kv_cache.dtype == torch.uint8:
+        rows = rows.view(torch.float8_e4m3fn)
+    k = (rows.to(torch.bfloat16) * inv_scale[slot]).to(torch.bfloat16)  # [T, W, HD]
+    masked = (torch.arange(window, device=q.device)[None, :] >= lens[:T, None]) | (idx < 0)
+    bias = torch.zeros(masked.shape, dtype=torch.bfloat16, device=q.device)
+    bias[masked] = float("-inf")
+    qb = q.permute(1, 0, 2).reshape(nh * T, 1, hd)
+    kb = k.unsqueeze(0).expand(nh, T, window, hd).reshape(nh * T, window, hd)
+    mb = bias.unsqueeze(0).unsqueeze(2).expand(nh, T, 1, window).reshape(nh * T, 1, window)
+    o = F.scaled_dot_product_attention(qb, kb, kb, attn_mask=mb, is_causal=False, scale=scale)
+    return o.reshape(nh, T, hd).permute(1, 0, 2)
+
+
+def reference64(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
+    """The same function in float64 (dequantized values rounded to bf16 as the seed does; the
+    f32 product fp8 · bf16 is exact, so that is one rounding). Empty rows: out 0, lse −inf."""
+    T = q.shape[0]
+    outs, lses = [], []
+    for t0 in range(0, T, 64):
+        t1 = min(T, t0 + 64)
+        idx = indices[t0:t1]
+        slot = idx.clamp(min=0)
+        rows = kv_cache[slot // block_size, slot % block_size].view(torch.float8_e4m3fn)
+        k = (rows.float() * inv_scale[slot].float()).to(torch.bfloat16).double()  # [t, W, HD]
+        s = torch.einsum("thd,tjd->thj", q[t0:t1].double(), k) * scale
+        valid = (torch.arange(window, device=q.device)[None, :] < lens[t0:t1, None]) & (idx >= 0)
+        s = s.masked_fill(~valid[:, None, :], float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - lse[..., None].clamp(min=-1e300))
+        p = torch.nan_to_num(p, nan=0.0)
+        outs.append(torch.einsum("thj,tjd->thd", p, k))
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses)
+
+
+def rel_l2(a, b, rows=None):
+    a, b = a.double(), b.double()
+    if rows is not None:
+        a, b = a[rows], b[rows]
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def make_cache(gen):
+    num_blocks = CACHE_SLOTS // BLOCK_SIZE
+    # E4M3 bytes of N(0, 1)·2 (no NaN codes), and inverse scales log-uniform in [1/2, 2].
+    kv = torch.empty(num_blocks, BLOCK_SIZE, HD, dtype=torch.uint8, device="cuda")
+    for b0 in range(0, num_blocks, 256):
+        b1 = min(num_blocks, b0 + 256)
+        x = torch.randn(b1 - b0, BLOCK_SIZE, HD, device="cuda", generator=gen) * 2.0
+        kv[b0:b1] = x.to(torch.float8_e4m3fn).view(torch.uint8)
+    inv_scale = torch.exp2(torch.rand(CACHE_SLOTS, 1, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16)
+    return kv, inv_scale
+
+
+def make_tokens(T, gen, ragged=False):
+    q = torch.randn(T, NH, HD, device="cuda", dtype=torch.bfloat16, generator=gen)
+    indices = torch.randint(0, CACHE_SLOTS, (T, W), device="cuda", dtype=torch.int64, generator=gen)
+    lens = torch.full((T,), W, device="cuda", dtype=torch.int64)
+    if ragged:
+        lens = torch.randint(0, W + 1, (T,), device="cuda", dtype=torch.int64, generator=gen)
+        lens[0], lens[1], lens[2], lens[3] = 0, 1, W - 1, W
+        drop = torch.rand(T, W, device="cuda", generator=gen) < 0.1
+        indices[drop] = -1
+        indices[4] = -1  # a row with no valid position
+    return q, indices, lens
+
+
+def check_options(kj, kv, inv_scale, gen):
+    """Ragged lens (0, 1, W−1, W, random), 10% invalid indices, an all-invalid row, LSE; planned,
+    one and three splits and both head groups, against the float64 reference."""
+    T = 37
+    q, indices, lens = make_tokens(T, gen, ragged=True)
+    scale = 1.0 / math.sqrt(HD)
+    ref_out, ref_lse = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+    results = []
+    for splits, group in ((0, 0), (1, 16), (3, 32), (8, 16)):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((T, NH), float("nan"), device="cuda")
+        kj.decode(q, kv, inv_scale, indices, lens, out, lse=lse, splits=splits, group=group)
+        torch.cuda.synchronize()
+        finite = ref_lse.isfinite()
+        e_out = rel_l2(out, ref_out)
+        e_lse = rel_l2(lse, ref_lse, rows=finite)
+        empty_ok = bool((lse[~finite] == float("-inf")).all()) and bool((out[~finite] == 0).all())
+        ok = e_out <= OUT_TOL and e_lse <= LSE_TOL and bool(torch.isfinite(out).all()) and empty_ok
+        results.append({"case": f"T{T} ragged+invalid+empty-row+lse splits={splits or 'auto'} group={group or 'auto'}",
+                        "rel_l2_out": e_out, "rel_l2_lse": e_lse, "empty_rows_ok": empty_ok, "ok": ok})
+    return results
+
+
+def graph_us(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return bench_ms(graph.replay) * 1e3
+
+
+def bench_tokens(kj, kv, inv_scale, T, gen):
+    q, indices, lens = make_tokens(T, gen)
+    scale = 1.0 / math.sqrt(HD)
+    out = torch.empty_like(q)
+    kj.decode(q, kv, inv_scale, indices, lens, out)  # compiles / loads once
+    torch.cuda.synchronize()
+    fb = seed_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+    ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+    row = {"T": T, "rel_l2_vs_fallback": rel_l2(out, fb), "rel_l2_vs_ref64": rel_l2(out, ref),
+           "fallback_rel_l2_vs_ref64": rel_l2(fb, ref)}
+    row["ok"] = (row["rel_l2_vs_fallback"] <= OUT_TOL and row["rel_l2_vs_ref64"] <= OUT_TOL
+                 and bool(torch.isfinite(out).all()))
+    del fb, ref
+
+    row["kjit_us"] = bench_ms(lambda: kj.decode(q, kv, inv_scale, indices, lens, out)) * 1e3
+    row["kjit_graph_us"] = graph_us(lambda: kj.decode(q, kv, inv_scale, indices, lens, out))
+    row["fallback_us"] = bench_ms(lambda: seed_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W),
+                                  rep=500) * 1e3
+    row["speedup"] = row["fallback_us"] / row["kjit_us"]
+    per_token_bytes = W * HD + W * 2 + W * 8 + 8 + 2 * NH * HD * 2
+    row["bytes"] = T * per_token_bytes
+    row["flops"] = T * 4 * NH * W * HD
+    row["floor_us"] = max(row["bytes"] / HBM_BYTES_PER_S, row["flops"] / BF16_FLOPS_PER_S) * 1e6
+    row["pct_floor"] = 100.0 * row["floor_us"] / row["kjit_us"]
+    row["pct_floor_graph"] = 100.0 * row["floor_us"] / row["kjit_graph_us"]
+    row["kjit_gbps"] = row["bytes"] / (row["kjit_graph_us"] * 1e-6) / 1e9
+    row["kjit_tflops"] = row["flops"] / (row["kjit_graph_us"] * 1e-6) / 1e12
+    targets = []
+    if T in TARGET_SPEEDUP:
+        targets.append(row["speedup"] >= TARGET_SPEEDUP[T])
+    if T >= 64:
+        targets.append(row["pct_floor"] >= TARGET_FLOOR_PCT)
+    row["meets_targets"] = all(targets) if targets else None
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
+    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--tokens", type=int, nargs="*", default=TOKENS)
+    args = ap.parse_args()
+    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
+    if not lib_path:
+        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
+    kj = Kjit(load_shim(lib_path))
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
+    kv, inv_scale = make_cache(gen)
+
+    checks = check_options(kj, kv, inv_scale, gen)
+    for c in checks:
+        print(f"check {c['case']}: out rel_l2 {c['rel_l2_out']:.2e}, lse rel_l2 {c['rel_l2_lse']:.2e}, "
+              f"empty rows {'ok' if c['empty_rows_ok'] else 'WRONG'}: {'ok' if c['ok'] else 'FAIL'}")
+
+    rows = []
+    for T in args.tokens:
+        r = bench_tokens(kj, kv, inv_scale, T, gen)
+        rows.append(r)
+        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}), fallback {r['fallback_us']:.1f} us, "
+              f"rel_l2 vs fallback {r['rel_l2_vs_fallback']:.2e}, vs float64 {r['rel_l2_vs_ref64']:.2e} "
+              f"(fallback vs float64 {r['fallback_rel_l2_vs_ref64']:.2e})")
+
+    head = (f"{'T':>5} {'kjit us':>9} {'graph us':>9} {'fallback us':>12} {'speedup':>8} {'floor us':>9} "
+            f"{'% floor':>8} {'GB/s':>6} {'TFLOP/s':>8} {'ok':>4} {'targets':>8}")
+    print()
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        meets = "-" if r["meets_targets"] is None else ("yes" if r["meets_targets"] else "NO")
+        print(f"{r['T']:>5} {r['kjit_us']:>9.2f} {r['kjit_graph_us']:>9.2f} {r['fallback_us']:>12.1f} "
+              f"{r['speedup']:>8.1f} {r['floor_us']:>9.2f} {r['pct_floor']:>8.1f} {r['kjit_gbps']:>6.0f} "
+              f"{r['kjit_tflops']:>8.1f} {'yes' if r['ok'] else 'NO':>4} {meets:>8}")
+    print(f"targets: speedup >= {TARGET_SPEEDUP[1]:.0f}x at T=1 and >= {TARGET_SPEEDUP[64]:.0f}x at T=64; "
+          f">= {TARGET_FLOOR_PCT:.0f}% of the floor at T >= 64 (eager kjit time)")
+    all_ok = all(r["ok"] for r in rows) and all(c["ok"] for c in checks)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
+                       "shape": {"NH": NH, "HD": HD, "W": W, "block_size": BLOCK_SIZE, "cache_slots": CACHE_SLOTS},
+                       "checks": checks, "rows": rows, "ok": all_ok}, f, indent=2)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
