@@ -2,7 +2,10 @@
 #include <kjit/families.hpp>
 
 #include "runtime/ops/attention_decode.hpp"
+#include "runtime/ops/fp8_gemm.hpp"
+#include "runtime/ops/fp8_quantize.hpp"
 #include "runtime/ops/rotary.hpp"
+#include "runtime/ops/swa_decode.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,7 +15,8 @@
 namespace kjit {
 
 const std::vector<Family>& families() {
-  static const std::vector<Family> all = {rotary_family(), attention::decode_family()};
+  static const std::vector<Family> all = {rotary_family(), attention::decode_family(), mla::swa_decode_family(),
+                                          fp8::quantize_family(), fp8::gemm_family()};
   return all;
 }
 

@@ -8,6 +8,8 @@
 #include <kjit/families.hpp>
 #include <kjit/launch.hpp>
 #include <kjit/ops/attention.hpp>
+#include <kjit/ops/fp8.hpp>
 #include <kjit/ops/rotary.hpp>
+#include <kjit/ops/swa_decode.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
