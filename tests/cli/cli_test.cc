@@ -306,6 +306,10 @@ TEST_F(CliTest, CompileErrorsNameTheProblem) {
   for (const std::string& w : param_words(bad)) args.push_back(w);
   expect_one_line_error(kjit(args), param);
 
+  const std::string unwritable = (work_ / "no-such-dir" / "out.cubin").string();
+  expect_one_line_error(kjit(compile_args(f, {"-o", unwritable})), unwritable);
+  expect_one_line_error(kjit(compile_args(f, {"--arch", "compute_90"})), "--emit ptx");
+
   // Below the family's minimum SM.
   expect_one_line_error(kjit(compile_args(f, {"--arch", "sm_75"})), "sm_75");
 
@@ -314,6 +318,53 @@ TEST_F(CliTest, CompileErrorsNameTheProblem) {
   EXPECT_NE(r.code, 0);
   const json j = parse_object(r);
   EXPECT_NE(j["error"].get<std::string>().find("no_such_family"), std::string::npos);
+}
+
+TEST_F(CliTest, CompileFailuresReportTheNvrtcLog) {
+  // A live kernel folder (KJIT_KERNEL_DIR) whose copy of the family's source does not compile.
+  const Family& f = test_family();
+  const ProgramSpec spec = f.make(f.defaults.front());
+  const std::string source_dir = cmake_cache_value("kjit_SOURCE_DIR");
+  ASSERT_FALSE(source_dir.empty());
+  const fs::path kernels = work_ / "kernel_sources";
+  fs::copy(fs::path(source_dir) / "kernel_sources", kernels, fs::copy_options::recursive);
+  std::ofstream(kernels / spec.source_name, std::ios::app) << "\nthis is not C++;\n";
+  const std::map<std::string, std::string> env = {{"KJIT_KERNEL_DIR", kernels.string()}};
+  const std::string arch = test_arch(f);
+
+  ProcessResult r = kjit(compile_args(f, {"--arch", arch}), env);
+  EXPECT_EQ(r.code, 1) << r.describe();
+  const std::vector<std::string> lines = r.err_lines();
+  ASSERT_GE(lines.size(), 2u) << "the error line, then the log\n" << r.describe();
+  EXPECT_EQ(lines[0].rfind("kjit: error: ", 0), 0u) << r.describe();
+  EXPECT_EQ(lines[0].find("kjit: error: kjit:"), std::string::npos) << "no doubled prefix\n" << r.describe();
+  EXPECT_NE(lines[0].find(spec.source_name), std::string::npos) << r.describe();
+  for (size_t i = 1; i < lines.size(); ++i) EXPECT_EQ(lines[i].rfind("  ", 0), 0u) << r.describe();
+  EXPECT_NE(r.err.find("this is not C++"), std::string::npos) << "the NVRTC log\n" << r.describe();
+
+  r = kjit(compile_args(f, {"--arch", arch, "--json"}), env);
+  EXPECT_EQ(r.code, 1) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["failed"], 1) << r.describe();
+  EXPECT_EQ(j["compiled"], 0) << r.describe();
+  EXPECT_NE(j["log"].get<std::string>().find("this is not C++"), std::string::npos) << r.describe();
+
+  r = kjit({"precompile", "--family", f.name, "--arch", "sm_89", "-j", "2", "--json"}, env);
+  EXPECT_EQ(r.code, 1) << "precompile fails when any compile fails\n" << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["failed"], f.defaults.size()) << r.describe();
+  EXPECT_EQ(j["compiled"], 0) << r.describe();
+  for (const json& item : j["items"]) {
+    EXPECT_EQ(item["status"], "failed") << item.dump();
+    EXPECT_NE(item["error"].get<std::string>().find(spec.source_name), std::string::npos) << item.dump();
+  }
+  EXPECT_NE(r.err.find("this is not C++"), std::string::npos) << "the first failure's log\n" << r.describe();
+
+  // Nothing failed was published; the embedded sources still compile into the same cache.
+  EXPECT_EQ(parse_object(kjit({"cache", "stats", "--json"}))["entries"], 0);
+  r = kjit(compile_args(f, {"--arch", arch, "--json"}));
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["compiled"], 1) << r.describe();
 }
 
 // --- precompile ---------------------------------------------------------------------------------
@@ -384,10 +435,14 @@ TEST_F(CliTest, PrecompileSkipsFamiliesAboveTheTarget) {
   ProcessResult r = kjit({"precompile", "--arch", "sm_75", "--json"});
   ASSERT_EQ(r.code, 0) << r.describe();
   const json j = parse_object(r);
-  size_t above = 0;
-  for (const Family& f : families()) above += f.min_sm > 75 ? 1 : 0;
+  size_t above = 0, items = 0;
+  for (const Family& f : families()) {
+    if (f.min_sm > 75) ++above;
+    else items += f.defaults.size();
+  }
   EXPECT_EQ(j["skipped"].size(), above) << r.describe();
-  EXPECT_EQ(j["items"].size(), families().size() - above) << r.describe();
+  EXPECT_EQ(j["items"].size(), items) << r.describe();
+  EXPECT_EQ(j["failed"], 0) << r.describe();
   expect_one_line_error(kjit({"precompile", "--family", "no_such_family"}), "no_such_family");
 }
 

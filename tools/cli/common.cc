@@ -28,7 +28,14 @@ void print_json(const nlohmann::json& value) {
   std::cout << value.dump(2) << '\n' << std::flush;
 }
 
+std::string_view strip_prefix(std::string_view text) {
+  constexpr std::string_view kPrefix = "kjit: ";
+  if (text.substr(0, kPrefix.size()) == kPrefix) text.remove_prefix(kPrefix.size());
+  return text;
+}
+
 std::string first_line(std::string_view text) {
+  text = strip_prefix(text);
   const size_t end = text.find('\n');
   return std::string(end == std::string_view::npos ? text : text.substr(0, end));
 }

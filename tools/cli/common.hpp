@@ -60,8 +60,11 @@ void add_json_flag(CLI::App* command);
 /// Writes `value` as the invocation's one JSON object (pretty-printed, then a newline) to stdout.
 void print_json(const nlohmann::json& value);
 
-/// The first line of `text` (error messages may carry an NVRTC log below their first line).
+/// The first line of `text` (error messages may carry an NVRTC log below their first line),
+/// without the library's own "kjit: " prefix (the CLI adds "kjit: error: ").
 std::string first_line(std::string_view text);
+/// `text` without a leading "kjit: ".
+std::string_view strip_prefix(std::string_view text);
 
 /// Parses "key=value" words into a ParamMap. Throws InvalidArgument for a word without '=' or
 /// with an empty key, or a key given twice.

@@ -55,11 +55,11 @@ int run_devices() {
     fmt::print("no CUDA device\n");
     return kExitOk;
   }
-  fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<8}\n", "#", "name", "cc", "SMs", "memory",
+  fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {}\n", "#", "name", "cc", "SMs", "memory",
              "target");
   for (int i = 0; i < count; ++i) {
     const DeviceInfo& info = device_info(i);
-    fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<8}\n", info.ordinal, info.name,
+    fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {}\n", info.ordinal, info.name,
                fmt::format("{}.{}", info.cc_major, info.cc_minor), info.sm_count,
                human_bytes(static_cast<uint64_t>(info.global_mem_bytes)), info.target().str());
   }

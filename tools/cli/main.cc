@@ -17,7 +17,8 @@ using kjit::cli::output;
 
 /// Reports `message`: the first line is the error; any further lines (an NVRTC log) follow it,
 /// indented, so `kjit ... 2>&1 | head -1` is always the reason.
-void report(const std::string& message) {
+void report(const std::string& full_message) {
+  const std::string message(kjit::cli::strip_prefix(full_message));
   const std::string head = kjit::cli::first_line(message);
   if (output().json) kjit::cli::print_json({{"error", head}});
   std::cerr << "kjit: error: " << head << '\n';

@@ -58,6 +58,8 @@ class Progress {
  public:
   explicit Progress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO) == 1) {}
 
+  bool tty() const noexcept { return tty_; }
+
   void done(const Item& item, size_t compiled, size_t cached, size_t failed) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++finished_;
@@ -190,9 +192,23 @@ int run_precompile(const PrecompileOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  // The bar overwrote each failure's line: list them again. Then the whole message (the NVRTC
+  // log) of the first failure, which usually explains the rest.
+  const Item* first_failure = nullptr;
   for (const Item& item : items) {
-    if (item.status == Item::Status::kFailed) {
-      fmt::print(stderr, "failed: {}: {}\n", describe(item), first_line(item.error));
+    if (item.status != Item::Status::kFailed) continue;
+    if (!first_failure) first_failure = &item;
+    if (progress.tty()) fmt::print(stderr, "failed: {}: {}\n", describe(item), first_line(item.error));
+  }
+  if (first_failure) {
+    fmt::print(stderr, "first failure, {}:\n", describe(*first_failure));
+    const std::string_view text = strip_prefix(first_failure->error);
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      if (end > pos) fmt::print(stderr, "  {}\n", text.substr(pos, end - pos));
+      pos = end + 1;
     }
   }
 
@@ -205,7 +221,7 @@ int run_precompile(const PrecompileOptions& o) {
                           {"status", status_name(item.status)},
                           {"key", item.key},
                           {"ms", item.ms}};
-      if (!item.error.empty()) j["error"] = item.error;
+      if (!item.error.empty()) j["error"] = std::string(strip_prefix(item.error));
       list.push_back(std::move(j));
     }
     nlohmann::json target_names = nlohmann::json::array();
