@@ -133,6 +133,14 @@ TEST_F(CliTest, UsageErrorsAreOneLine) {
   expect_one_line_error(kjit({"cache"}), "subcommand");
   expect_one_line_error(kjit({"precompile", "-j", "0"}), "-j");
   expect_one_line_error(kjit({"compile", "rotary", "--emit", "sass"}), "sass");
+  // Usage errors keep the --json contract too.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"compile", "rotary", "--emit", "sass", "--json"}, {"frobnicate", "--json"},
+           {"cache", "ls", "--bogus", "--json"}}) {
+    const ProcessResult r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_TRUE(parse_object(r).contains("error")) << r.describe();
+  }
 }
 
 // --- devices, kernels ---------------------------------------------------------------------------

@@ -73,8 +73,14 @@ int main(int argc, char** argv) {
   kjit::cli::add_cache_commands(app, commands);
   kjit::cli::add_selftest_command(app, commands);
 
+  // Usage errors happen before CLI11 sets the --json flag; scripts that asked for JSON still
+  // get their one object.
+  bool wants_json = false;
+  for (int i = 1; i < argc; ++i) wants_json = wants_json || std::string(argv[i]) == "--json";
+
   std::string choices;
   if (const std::string word = unknown_command(app, argc, argv, &choices); !word.empty()) {
+    output().json = wants_json;
     report("unknown command '" + word + "' (commands: " + choices + "; see kjit --help)");
     return kjit::cli::kExitCannotRun;
   }
@@ -83,6 +89,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version "fail" with exit code 0 and print to stdout.
     if (e.get_exit_code() == 0) return app.exit(e);
+    output().json = wants_json;
     report(std::string(e.what()) + " (see kjit --help)");
     return kjit::cli::kExitCannotRun;
   }
