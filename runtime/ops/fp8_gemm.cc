@@ -7,6 +7,7 @@
 #include <kjit/error.hpp>
 #include <kjit/launch.hpp>
 
+#include "fp8/gemm_sm90_params.h"
 #include "fp8/quantize_params.h"
 #include "runtime/driver.hpp"
 #include "runtime/ops/fp8_quantize.hpp"
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -28,7 +30,7 @@ constexpr const char* kOp = "kjit::fp8::gemm";
 
 /// The POD specialization key of the op's kernel table (zero-initialized before it is filled).
 struct Choice {
-  int32_t fmt_a, fmt_b, out_f32, block, bm, bn, stages, a_trans, b_trans;
+  int32_t wgmma, fmt_a, fmt_b, out_f32, block, bm, bn, stages, a_trans, b_trans;
 };
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -37,29 +39,49 @@ const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
 
 ProgramSpec make_spec(const ParamMap& params) {
   check_params(gemm_family(), params);
+  const bool wgmma = params.at("impl") == "wgmma";
   const int fa = params.at("a") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
   const int fb = params.at("b") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
   const bool out_f32 = params.at("out") == "f32";
   const bool block = params.at("scale") == "block";
   const std::string& tile = params.at("tile");
-  if (block && tile == "128x128") {
-    throw InvalidArgument("fp8.gemm: tile=128x128 is not available with scale=block (two accumulator sets of a "
-                          "128x128 tile do not fit the register file); use 128x64 or 64x64");
-  }
   const int bm = tile == "64x64" ? 64 : 128;
-  const int bn = tile == "128x128" ? 128 : 64;
-  const std::string& stages = params.at("stages");
+  const int bn = tile == "128x256" ? 256 : tile == "128x128" ? 128 : 64;
+  const int stages = std::stoi(params.at("stages"));
   const bool a_trans = params.at("a_major") == "m";
   const bool b_trans = params.at("b_major") == "n";
+  auto reject = [&](const char* why) {
+    throw InvalidArgument(fmt::format("fp8.gemm: impl={} tile={} scale={} stages={} a_major={} b_major={}: {}",
+                                      params.at("impl"), tile, params.at("scale"), stages, params.at("a_major"),
+                                      params.at("b_major"), why));
+  };
+  if (wgmma) {
+    if (block) reject("the wgmma kernel takes tensorwise scales only");
+    if (a_trans || b_trans) reject("the wgmma kernel reads FP8 operands K-major only (a_major=k, b_major=k)");
+    if (bn < 128 || bm != 128) reject("wgmma tiles are 128x128 and 128x256");
+  } else {
+    if (bn == 256) reject("tile=128x256 is a wgmma tile");
+    if (stages > 4) reject("the mma.sync kernel takes 2..4 stages");
+    if (block && bn == 128) {
+      reject("tile=128x128 is not available with scale=block (two accumulator sets of a 128x128 tile do not fit "
+             "the register file); use 128x64 or 64x64");
+    }
+  }
   auto b = [](bool v) { return v ? "true" : "false"; };
   ProgramSpec spec;
   spec.family = "fp8.gemm";
-  spec.template_args = fmt::format("a={} b={} out={} scale={} tile={} stages={} a_major={} b_major={}",
-                                   params.at("a"), params.at("b"), params.at("out"), params.at("scale"), tile, stages,
-                                   params.at("a_major"), params.at("b_major"));
-  spec.source_name = "fp8/gemm.cu";
-  spec.name_expressions = {fmt::format("kjit::fp8::gemm_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", fa, fb,
-                                       b(out_f32), b(block), bm, bn, stages, b(a_trans), b(b_trans))};
+  spec.template_args = fmt::format("impl={} a={} b={} out={} scale={} tile={} stages={} a_major={} b_major={}",
+                                   params.at("impl"), params.at("a"), params.at("b"), params.at("out"),
+                                   params.at("scale"), tile, stages, params.at("a_major"), params.at("b_major"));
+  if (wgmma) {
+    spec.source_name = "fp8/gemm_sm90.cu";
+    spec.name_expressions = {
+        fmt::format("kjit::fp8::gemm_sm90_kernel<{}, {}, {}, {}, {}>", fa, fb, b(out_f32), bn, stages)};
+  } else {
+    spec.source_name = "fp8/gemm.cu";
+    spec.name_expressions = {fmt::format("kjit::fp8::gemm_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", fa, fb,
+                                         b(out_f32), b(block), bm, bn, stages, b(a_trans), b(b_trans))};
+  }
   return spec;
 }
 
@@ -165,6 +187,24 @@ Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d
   s.s0 = t.strides[0];
   s.s1 = t.strides[1];
   return s;
+}
+
+/// Encodes the TMA descriptor of a K-major fp8 operand [rows, k] (row stride `ld` bytes) for
+/// boxes of 128 k × `box_rows` rows with the 128-byte swizzle the wgmma kernel's descriptors
+/// expect; out-of-bounds elements read as zero. Host-only driver call, no allocation.
+void encode_tma(TmaDescriptor* out, const void* base, int64_t k, int64_t rows, int64_t ld, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "CUtensorMap is 128 bytes");
+  CUtensorMap map;
+  // A single-row operand may have a nominal stride below K; TMA wants strides ≥ the row bytes.
+  const int64_t stride = std::max<int64_t>(ld, (k + 15) / 16 * 16);
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride)};
+  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  KJIT_CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  std::memcpy(out, &map, sizeof(map));
 }
 
 }  // namespace
@@ -293,58 +333,132 @@ GemmProblem validate_gemm(const GemmArgs& args) {
   return g;
 }
 
-GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev) {
+GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel) {
   check_fp8_arch(kOp, dev.sm, g.device, nullptr);
   GemmPlan plan;
   auto ctas = [&](int bm, int bn) { return ceil_div(g.m, bm) * ceil_div(g.n, bn); };
-  switch (tile) {
-    case GemmTile::k64x64: plan.bm = 64, plan.bn = 64; break;
-    case GemmTile::k128x64: plan.bm = 128, plan.bn = 64; break;
-    case GemmTile::k128x128:
-      if (g.block) {
-        kjit::detail::fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a "
-                                "128x128 tile do not fit the register file); use k128x64, k64x64 or kAuto");
+  const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
+  const bool mma_tile = tile == GemmTile::k64x64 || tile == GemmTile::k128x64 || tile == GemmTile::k128x128;
+  switch (kernel) {
+    case GemmKernel::kWgmma:
+      if (dev.sm != 90) {
+        throw Unsupported(fmt::format("{}: the wgmma kernel needs sm_90a (Hopper); the device is sm_{}", kOp, dev.sm));
       }
-      plan.bm = 128, plan.bn = 128;
+      if (!wgmma_layout) {
+        kjit::detail::fail(kOp, "the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); "
+                                "use GemmKernel::kAuto or kMmaSync for this problem");
+      }
+      if (tile == GemmTile::k64x64 || tile == GemmTile::k128x64) {
+        kjit::detail::fail(kOp, "the wgmma kernel's tiles are k128x128 and k128x256");
+      }
+      plan.wgmma = true;
       break;
-    case GemmTile::kAuto:
-      if (g.m <= 64) {
-        plan.bm = 64, plan.bn = 64;
-      } else if (!g.block && ctas(128, 128) >= dev.sm_count) {
-        plan.bm = 128, plan.bn = 128;
-      } else if (ctas(128, 64) >= dev.sm_count) {
-        plan.bm = 128, plan.bn = 64;
-      } else {
-        plan.bm = 64, plan.bn = 64;
+    case GemmKernel::kMmaSync:
+      if (tile == GemmTile::k128x256) kjit::detail::fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      plan.wgmma = false;
+      break;
+    case GemmKernel::kAuto:
+      plan.wgmma = tile == GemmTile::k128x256 ||
+                   (dev.sm == 90 && wgmma_layout && g.m > 64 && g.n >= 64 && !mma_tile);
+      if (plan.wgmma && (dev.sm != 90 || !wgmma_layout)) {
+        if (dev.sm != 90) {
+          throw Unsupported(fmt::format("{}: tile k128x256 is the wgmma kernel's, which needs sm_90a; the device is sm_{}",
+                                        kOp, dev.sm));
+        }
+        kjit::detail::fail(kOp, "tile k128x256 is the wgmma kernel's, which takes tensorwise scales with A and B both "
+                                "K-major");
       }
       break;
-    default: kjit::detail::fail(kOp, "tile is not a GemmTile value");
+    default: kjit::detail::fail(kOp, "kernel is not a GemmKernel value");
   }
-  const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
-  plan.threads = shape.threads;
-  if (stages != 0) {
-    if (stages < 2 || stages > 4) kjit::detail::fail(kOp, fmt::format("stages must be 0 (auto) or 2..4, got {}", stages));
-    if (stages * shape.stage_bytes > dev.smem_optin) {
-      kjit::detail::fail(kOp, fmt::format("stages = {} of a {}x{} tile need {} bytes of shared memory, the device "
-                                          "allows {}",
-                                          stages, plan.bm, plan.bn, stages * shape.stage_bytes, dev.smem_optin));
+
+  if (plan.wgmma) {
+    plan.bm = kSm90BM;
+    if (tile == GemmTile::k128x128) {
+      plan.bn = 128;
+    } else if (tile == GemmTile::k128x256) {
+      plan.bn = 256;
+    } else {
+      plan.bn = ctas(128, 256) >= dev.sm_count ? 256 : 128;
     }
-    plan.stages = stages;
+    plan.threads = kSm90Threads;
+    if (stages != 0) {
+      if (stages < 2 || stages > 6) {
+        kjit::detail::fail(kOp, fmt::format("stages must be 0 (auto) or 2..6 for the wgmma kernel, got {}", stages));
+      }
+      if (sm90_smem_bytes(plan.bn, stages) > dev.smem_optin) {
+        kjit::detail::fail(kOp, fmt::format("stages = {} of a 128x{} wgmma tile need {} bytes of shared memory, the "
+                                            "device allows {}",
+                                            stages, plan.bn, sm90_smem_bytes(plan.bn, stages), dev.smem_optin));
+      }
+      plan.stages = stages;
+    } else {
+      plan.stages = 0;
+      for (int s = 6; s >= 2; --s) {
+        if (sm90_smem_bytes(plan.bn, s) <= dev.smem_optin) {
+          plan.stages = s;
+          break;
+        }
+      }
+      if (plan.stages == 0) {
+        throw Unsupported(fmt::format("{}: two stages of a 128x{} wgmma tile need {} bytes of shared memory, the "
+                                      "device allows {}",
+                                      kOp, plan.bn, sm90_smem_bytes(plan.bn, 2), dev.smem_optin));
+      }
+    }
+    plan.smem_bytes = sm90_smem_bytes(plan.bn, plan.stages);
   } else {
-    plan.stages = 0;
-    for (int s = 4; s >= 2; --s) {
-      if (s * shape.stage_bytes <= dev.smem_optin) {
-        plan.stages = s;
+    switch (tile) {
+      case GemmTile::k64x64: plan.bm = 64, plan.bn = 64; break;
+      case GemmTile::k128x64: plan.bm = 128, plan.bn = 64; break;
+      case GemmTile::k128x128:
+        if (g.block) {
+          kjit::detail::fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a "
+                                  "128x128 tile do not fit the register file); use k128x64, k64x64 or kAuto");
+        }
+        plan.bm = 128, plan.bn = 128;
         break;
+      case GemmTile::kAuto:
+        if (g.m <= 64) {
+          plan.bm = 64, plan.bn = 64;
+        } else if (!g.block && ctas(128, 128) >= dev.sm_count) {
+          plan.bm = 128, plan.bn = 128;
+        } else if (ctas(128, 64) >= dev.sm_count) {
+          plan.bm = 128, plan.bn = 64;
+        } else {
+          plan.bm = 64, plan.bn = 64;
+        }
+        break;
+      default: kjit::detail::fail(kOp, "tile is not a GemmTile value the mma.sync kernel takes");
+    }
+    const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
+    plan.threads = shape.threads;
+    if (stages != 0) {
+      if (stages < 2 || stages > 4) {
+        kjit::detail::fail(kOp, fmt::format("stages must be 0 (auto) or 2..4 for the mma.sync kernel, got {}", stages));
+      }
+      if (stages * shape.stage_bytes > dev.smem_optin) {
+        kjit::detail::fail(kOp, fmt::format("stages = {} of a {}x{} tile need {} bytes of shared memory, the device "
+                                            "allows {}",
+                                            stages, plan.bm, plan.bn, stages * shape.stage_bytes, dev.smem_optin));
+      }
+      plan.stages = stages;
+    } else {
+      plan.stages = 0;
+      for (int s = 4; s >= 2; --s) {
+        if (s * shape.stage_bytes <= dev.smem_optin) {
+          plan.stages = s;
+          break;
+        }
+      }
+      if (plan.stages == 0) {
+        throw Unsupported(fmt::format("{}: two stages of a {}x{} tile need {} bytes of shared memory, the device "
+                                      "allows {}",
+                                      kOp, plan.bm, plan.bn, 2 * shape.stage_bytes, dev.smem_optin));
       }
     }
-    if (plan.stages == 0) {
-      throw Unsupported(fmt::format("{}: two stages of a {}x{} tile need {} bytes of shared memory, the device allows "
-                                    "{}",
-                                    kOp, plan.bm, plan.bn, 2 * shape.stage_bytes, dev.smem_optin));
-    }
+    plan.smem_bytes = plan.stages * shape.stage_bytes;
   }
-  plan.smem_bytes = plan.stages * shape.stage_bytes;
   plan.tiles_m = ceil_div(g.m, plan.bm);
   plan.tiles_n = ceil_div(g.n, plan.bn);
   if (plan.tiles_m * plan.tiles_n > INT32_MAX) {
@@ -353,8 +467,30 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
   return plan;
 }
 
+GemmSm90Params sm90_params(const GemmProblem& g, const GemmPlan& plan) {
+  GemmSm90Params p{};
+  p.d = g.params.d;
+  p.scale_a = g.params.scale_a;
+  p.scale_b = g.params.scale_b;
+  p.bias = g.params.bias;
+  p.ldd = g.params.ldd;
+  p.sa_stride_m = g.params.sa_stride_m;
+  p.sb_stride_n = g.params.sb_stride_n;
+  p.m = g.params.m;
+  p.n = g.params.n;
+  p.k = g.params.k;
+  p.tiles_m = static_cast<int32_t>(plan.tiles_m);
+  p.tiles_n = static_cast<int32_t>(plan.tiles_n);
+  p.bias_bf16 = g.params.bias_bf16;
+  p.bias_rows = g.params.bias_rows;
+  const int elem = g.out_f32 ? 4 : 2;
+  p.pair_store = reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
+  return p;
+}
+
 ParamMap gemm_params(const GemmProblem& g, const GemmPlan& plan) {
-  return {{"a", fmt_name(g.fmt_a)},
+  return {{"impl", plan.wgmma ? "wgmma" : "mma"},
+          {"a", fmt_name(g.fmt_a)},
           {"b", fmt_name(g.fmt_b)},
           {"out", g.out_f32 ? "f32" : "bf16"},
           {"scale", g.block ? "block" : "tensor"},
@@ -373,27 +509,31 @@ const Family& gemm_family() {
     f.doc = "FP8 GEMM on pre-quantized operands, mma.sync m16n8k32 e4m3/e5m2 -> f32, tensor/channel or "
             "1x128/128x128 block scales (kernel_sources/fp8/gemm.cu)";
     f.params = {
+        {"impl", {"mma", "wgmma"}, "mma: mma.sync m16n8k32 kernel (sm_89+); wgmma: TMA + wgmma kernel (sm_90a)"},
         {"a", {"e4m3", "e5m2"}, "format of A"},
         {"b", {"e4m3", "e5m2"}, "format of B"},
         {"out", {"bf16", "f32"}, "output element type"},
         {"scale", {"tensor", "block"}, "tensor: per-tensor/row/column scales; block: 1x128 (A) and 128x128 (B)"},
-        {"tile", {"64x64", "128x64", "128x128"}, "CTA tile M x N (scale=block: 64x64 or 128x64)"},
-        {"stages", {"2", "3", "4"}, "cp.async pipeline stages (128 k each)"},
+        {"tile", {"64x64", "128x64", "128x128", "128x256"},
+         "CTA tile M x N (mma: the first three, scale=block: 64x64 or 128x64; wgmma: 128x128 or 128x256)"},
+        {"stages", {"2", "3", "4", "5", "6"}, "pipeline stages of 128 k (mma: 2..4)"},
         {"a_major", {"k", "m"}, "A stored [M, K] (k) or [K, M] (m)"},
         {"b_major", {"k", "n"}, "B stored [N, K] (k) or [K, N] (n)"},
     };
     f.min_sm = detail::kFp8MinSm;
     f.make = make_spec;
-    auto p = [](const char* scale, const char* tile, const char* stages) {
-      return ParamMap{{"a", "e4m3"},   {"b", "e4m3"},      {"out", "bf16"},   {"scale", scale},
-                      {"tile", tile},  {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
+    auto p = [](const char* impl, const char* scale, const char* tile, const char* stages) {
+      return ParamMap{{"impl", impl}, {"a", "e4m3"},      {"b", "e4m3"},    {"out", "bf16"},   {"scale", scale},
+                      {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
     };
-    // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): the three tiles the planner
-    // picks at 4 stages (sm_90/sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB), for
-    // tensor/channel scales, and the two blockwise tiles (DeepSeek-V3 block scales).
+    // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
+    // at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
+    // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
-        p("tensor", "128x128", "4"), p("tensor", "128x128", "3"), p("tensor", "128x64", "4"),
-        p("tensor", "64x64", "4"),   p("block", "128x64", "4"),   p("block", "64x64", "4"),
+        p("wgmma", "tensor", "128x256", "4"), p("wgmma", "tensor", "128x128", "6"),
+        p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
+        p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
+        p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),
     };
     return f;
   }();
@@ -408,10 +548,11 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   const int sm = info.cc_major * 10 + info.cc_minor;
   detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
   if (g.m == 0 || g.n == 0) return;
-  const detail::GemmPlan plan =
-      detail::plan_gemm(g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin});
+  const detail::GemmPlan plan = detail::plan_gemm(
+      g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin}, args.kernel);
 
   Choice choice{};
+  choice.wgmma = plan.wgmma;
   choice.fmt_a = g.fmt_a;
   choice.fmt_b = g.fmt_b;
   choice.out_f32 = g.out_f32;
@@ -425,14 +566,21 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   const LoadedProgram& program =
       table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
 
-  GemmParams p = g.params;
-  p.tiles_m = static_cast<int32_t>(plan.tiles_m);
-  p.tiles_n = static_cast<int32_t>(plan.tiles_n);
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.tiles_m * plan.tiles_n);
   config.block[0] = static_cast<uint32_t>(plan.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   config.stream = stream;
+  if (!plan.wgmma) {
+    GemmParams p = g.params;
+    p.tiles_m = static_cast<int32_t>(plan.tiles_m);
+    p.tiles_n = static_cast<int32_t>(plan.tiles_n);
+    launch(program.kernel(0), config, p);
+    return;
+  }
+  GemmSm90Params p = detail::sm90_params(g, plan);
+  encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
+  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn);
   launch(program.kernel(0), config, p);
 }
 

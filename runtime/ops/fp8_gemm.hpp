@@ -8,20 +8,26 @@
 #include <kjit/ops/fp8.hpp>
 
 #include "fp8/gemm_params.h"
+#include "fp8/gemm_sm90_params.h"
 
 #include <cstdint>
 
 namespace kjit::fp8 {
 
-/// The "fp8.gemm" family (kernel_sources/fp8/gemm.cu). Parameters:
+/// The "fp8.gemm" family. Parameters:
+///   impl      mma | wgmma       kernel_sources/fp8/gemm.cu (mma.sync, sm_89+) or
+///                               kernel_sources/fp8/gemm_sm90.cu (TMA + wgmma, sm_90a)
 ///   a, b      e4m3 | e5m2       operand formats
 ///   out       bf16 | f32
-///   scale     tensor | block    ScaleMode::kTensorwise | kBlockwise
-///   tile      64x64 | 128x64 | 128x128   CTA tile (M × N); scale=block: 64x64 | 128x64
-///   stages    2 | 3 | 4         cp.async pipeline depth
-///   a_major   k | m             A stored [M, K] (k) or [K, M] (m)
-///   b_major   k | n             B stored [N, K] (k) or [K, N] (n)
-/// One kernel per specialization: gemm_kernel<...>. min_sm 89 (mma.sync m16n8k32 e4m3/e5m2).
+///   scale     tensor | block    ScaleMode::kTensorwise | kBlockwise (block: mma only)
+///   tile      64x64 | 128x64 | 128x128 | 128x256   CTA tile (M × N): mma takes the first three
+///                               (scale=block: 64x64 | 128x64), wgmma 128x128 | 128x256
+///   stages    2 .. 6            pipeline depth (mma: 2..4)
+///   a_major   k | m             A stored [M, K] (k) or [K, M] (m); wgmma: k
+///   b_major   k | n             B stored [N, K] (k) or [K, N] (n); wgmma: k
+/// One kernel per specialization: gemm_kernel<...> or gemm_sm90_kernel<...>. make() rejects the
+/// combinations outside those rules. min_sm 89; the wgmma kernel body is compiled only for
+/// sm_90a (elsewhere it is a trap stub that the op never launches).
 const Family& gemm_family();
 
 namespace detail {
@@ -53,19 +59,30 @@ struct GemmDevice {
 
 /// How a GEMM runs.
 struct GemmPlan {
+  bool wgmma = false;  ///< the Hopper kernel (gemm_sm90_kernel) instead of gemm_kernel
   int bm = 128, bn = 128, stages = 3;
   int threads = 0;
   int smem_bytes = 0;
   int64_t tiles_m = 0, tiles_n = 0;
 };
 
-/// Plans a validated GEMM. Throws Unsupported below sm_89 (naming the arch) or when not even two
-/// stages of the tile fit `smem_optin`; InvalidArgument for a forced stage count outside 2..4 or
-/// one that does not fit, or a forced 128×128 tile with blockwise scales. Host-only. Tile (unless
-/// forced): 64×64 when M ≤ 64; else the first of 128×128 (tensorwise only), 128×64 whose CTA
-/// count reaches sm_count (one full wave); else 64×64. Stages (unless forced): the deepest of
-/// 4, 3, 2 that fits smem_optin.
-GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device);
+/// Plans a validated GEMM. Throws Unsupported below sm_89 (naming the arch), for a forced kWgmma
+/// off sm_90, or when not even two stages of the tile fit `smem_optin`; InvalidArgument for a
+/// forced kernel/tile/stage count that does not apply (wgmma with blockwise scales or an M- or
+/// N-major operand, a 128x256 mma tile, 128x128 with blockwise scales, stages outside 2..4
+/// (mma) / 2..6 (wgmma) or beyond shared memory). Host-only.
+///   Kernel (unless forced): wgmma on sm_90 when the scales are tensorwise, A and B are K-major,
+///   M > 64 and N ≥ 64, and no mma tile is forced; else mma.sync.
+///   wgmma tile: 128x256 when ceil(M/128)·ceil(N/256) ≥ sm_count, else 128x128; stages: the
+///   deepest of 6..2 that fits.
+///   mma tile: 64×64 when M ≤ 64; else the first of 128×128 (tensorwise only), 128×64 whose CTA
+///   count reaches sm_count (one full wave); else 64×64. Stages: the deepest of 4, 3, 2 that fits.
+GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device,
+                   GemmKernel kernel = GemmKernel::kAuto);
+
+/// The wgmma kernel's params for a validated problem and a wgmma plan, all but the two TMA
+/// descriptors (which need the driver: gemm() encodes them). Host-only.
+GemmSm90Params sm90_params(const GemmProblem& problem, const GemmPlan& plan);
 
 /// The family parameters of a problem's specialization under `plan`.
 ParamMap gemm_params(const GemmProblem& problem, const GemmPlan& plan);

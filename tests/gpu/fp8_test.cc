@@ -371,15 +371,17 @@ struct GCase {
   DType bias = DType::kU8;  // kU8: none
   bool d_colmajor = false;
   bool padded = true;       // padded strides with poisoned padding
+  f8::GemmKernel kernel = f8::GemmKernel::kAuto;
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
-    static const char* tn[] = {"auto", "64x64", "128x64", "128x128"};
+    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256"};
+    static const char* kn[] = {"auto", "mma", "wgmma"};
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " a_" + (a_trans ? "km" : "mk") +
            " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
            kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
-           (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "");
+           (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)];
   }
 };
 
@@ -462,6 +464,7 @@ void run_gemm(const GCase& c) {
   if (c.bias != DType::kU8) g.bias = TensorRef(dbias.get(), c.bias, {c.n}, {}, 0);
   g.tile = c.tile;
   g.stages = c.stages;
+  g.kernel = c.kernel;
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -585,6 +588,39 @@ TEST(Fp8GemmGpu, FormatsBiasAndColumnMajorOutput) {
   run_gemm(c);
   c.out = DType::kF32;
   c.scales = Scales::kBlock;
+  run_gemm(c);
+}
+
+// The Hopper kernel (TMA + wgmma), forced, on sm_90 only: both tiles, every stage count that
+// fits, edges in M, N and K (TMA zero fill), formats, output types, bias, column-major D. The
+// auto-planned cases above already run it for K-major tensorwise problems with M > 64.
+TEST(Fp8GemmGpu, WgmmaKernel) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  const int optin = kjit::device_info(0).max_smem_per_block_optin;
+  for (T t : {T::k128x128, T::k128x256}) {
+    const int bn = t == T::k128x256 ? 256 : 128;
+    for (int st = 2; st <= 6; ++st) {
+      if (st * (128 + bn) * 128 + 1280 > optin) continue;
+      GCase c{333, 517, 656};  // 656 = 5 k-tiles + 16
+      c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.stages = st, c.scales = Scales::kChannel;
+      c.out = st % 2 ? DType::kF32 : DType::kBF16;
+      run_gemm(c);
+    }
+  }
+  for (GCase c : {GCase{64, 64, 16}, GCase{1, 300, 128}, GCase{129, 257, 4096}, GCase{1100, 1300, 512},
+                  GCase{4096, 4096, 1024}, GCase{77, 190, 144}}) {
+    c.kernel = f8::GemmKernel::kWgmma;
+    run_gemm(c);
+    c.scales = Scales::kChannel, c.bias = DType::kBF16, c.fa = DType::kE5M2, c.out = DType::kF32;
+    run_gemm(c);
+    c.d_colmajor = true, c.bias = DType::kF32, c.fa = DType::kE4M3, c.fb = DType::kE5M2;
+    run_gemm(c);
+  }
+  GCase c{256, 256, 256};
+  c.kernel = f8::GemmKernel::kWgmma;
+  c.padded = false;
   run_gemm(c);
 }
 

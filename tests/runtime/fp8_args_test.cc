@@ -504,15 +504,56 @@ fd::GemmProblem problem(int64_t m, int64_t n, int64_t k, bool block = false) {
   return fd::validate_gemm(a);
 }
 
+TEST(Fp8Plan, KernelChoice) {
+  const fd::GemmDevice h200{90, 132, 232448}, l40{89, 142, 101376}, b200{100, 148, 232448};
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  // Hopper, tensorwise, K-major, M > 64: wgmma, 128x256 when that fills the GPU, else 128x128.
+  fd::GemmPlan p = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200);
+  EXPECT_TRUE(p.wgmma);
+  EXPECT_EQ(p.bn, 256);
+  EXPECT_EQ(p.stages, 4);
+  EXPECT_EQ(p.threads, 384);
+  EXPECT_EQ(p.smem_bytes, 4 * 384 * 128 + 1024 + 256);
+  EXPECT_EQ(fd::gemm_params(problem(4096, 4096, 4096), p).at("impl"), "wgmma");
+  p = fd::plan_gemm(problem(256, 7168, 2048), T::kAuto, 0, h200);
+  EXPECT_TRUE(p.wgmma);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.stages, 6);
+  EXPECT_FALSE(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200).wgmma);  // small M: mma
+  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096, true), T::kAuto, 0, h200).wgmma);  // blockwise
+  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, l40).wgmma);
+  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, b200).wgmma);
+  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x128, 0, h200).wgmma);  // forced mma tile
+  EXPECT_TRUE(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x128, 0, h200, K::kWgmma).wgmma);
+  EXPECT_TRUE(fd::plan_gemm(problem(100, 100, 64), T::k128x256, 0, h200).wgmma);
+  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kMmaSync).wgmma);
+  // An M-major A goes to mma even on Hopper; forcing wgmma for it is an argument error.
+  f8::GemmArgs a = gemm_args();
+  a.a = TensorRef(fake_ptr(0), DType::kE4M3, {kM, kK}, {1, 112}, 0);
+  const fd::GemmProblem mt = fd::validate_gemm(a);
+  EXPECT_FALSE(fd::plan_gemm(mt, T::kAuto, 0, h200).wgmma);
+  EXPECT_THROW(fd::plan_gemm(mt, T::kAuto, 0, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, l40, K::kWgmma), kjit::Unsupported);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 0, b200), kjit::Unsupported);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 0, h200, K::kMmaSync), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k64x64, 0, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 7, h200), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 6, h200), kjit::InvalidArgument);  // 289 KiB
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 3, h200).stages, 3);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 6, h200, K::kMmaSync), kjit::InvalidArgument);
+}
+
 TEST(Fp8Plan, TilesAndStages) {
-  const fd::GemmDevice h200{90, 132, 232448}, l40{89, 142, 101376};
+  // The mma.sync planner, on a device with H200's SM count and shared memory that has no wgmma.
+  const fd::GemmDevice dev{100, 132, 232448}, l40{89, 142, 101376};
   auto tile = [](const fd::GemmPlan& p) { return std::to_string(p.bm) + "x" + std::to_string(p.bn); };
-  EXPECT_EQ(tile(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, h200)), "128x128");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "128x64");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, h200)), "64x64");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "64x64");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, h200)), "64x64");
-  const fd::GemmPlan big = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, h200);
+  EXPECT_EQ(tile(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev)), "128x128");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  const fd::GemmPlan big = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev);
   EXPECT_EQ(big.stages, 4);
   EXPECT_EQ(big.threads, 256);
   EXPECT_EQ(big.tiles_m, 32);
@@ -526,21 +567,21 @@ TEST(Fp8Plan, TilesAndStages) {
   EXPECT_EQ(blk.stages, 4);
   EXPECT_EQ(blk.threads, 256);
   EXPECT_EQ(blk.smem_bytes, 4 * (24576 + 640));
-  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, h200)), "64x64");
-  EXPECT_EQ(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, h200).threads, 128);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::k128x128, 0, h200),
+  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev).threads, 128);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::k128x128, 0, dev),
                kjit::InvalidArgument);
-  const fd::GemmPlan small = fd::plan_gemm(problem(33, 65, 48), f8::GemmTile::k64x64, 2, h200);
+  const fd::GemmPlan small = fd::plan_gemm(problem(33, 65, 48), f8::GemmTile::k64x64, 2, dev);
   EXPECT_EQ(small.stages, 2);
   EXPECT_EQ(small.threads, 128);
   EXPECT_EQ(small.tiles_m, 1);
   EXPECT_EQ(small.tiles_n, 2);
   EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x128, 4, l40), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 5, h200), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 1, h200), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 5, dev), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 1, dev), kjit::InvalidArgument);
   EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, {90, 132, 40000}),
                kjit::Unsupported);
-  const fd::GemmPlan forced = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x64, 3, h200);
+  const fd::GemmPlan forced = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x64, 3, dev);
   const kjit::ParamMap params = fd::gemm_params(problem(4096, 4096, 4096), forced);
   EXPECT_EQ(params.at("tile"), "128x64");
   EXPECT_EQ(params.at("stages"), "3");
@@ -607,13 +648,25 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   const kjit::Family& g = f8::gemm_family();
   EXPECT_EQ(g.name, "fp8.gemm");
   EXPECT_EQ(g.min_sm, 89);
-  s = g.make({{"a", "e5m2"}, {"b", "e4m3"}, {"out", "f32"}, {"scale", "block"}, {"tile", "128x64"}, {"stages", "3"},
-              {"a_major", "m"}, {"b_major", "k"}});
+  auto gp = [](const char* impl, const char* a, const char* out, const char* scale, const char* tile, const char* st,
+               const char* am, const char* bm) {
+    return kjit::ParamMap{{"impl", impl}, {"a", a},       {"b", "e4m3"},   {"out", out},    {"scale", scale},
+                          {"tile", tile}, {"stages", st}, {"a_major", am}, {"b_major", bm}};
+  };
+  s = g.make(gp("mma", "e5m2", "f32", "block", "128x64", "3", "m", "k"));
   ASSERT_EQ(s.name_expressions.size(), 1u);
   EXPECT_EQ(s.name_expressions[0], "kjit::fp8::gemm_kernel<1, 0, true, true, 128, 64, 3, true, false>");
-  EXPECT_THROW(g.make({{"a", "e4m3"}, {"b", "e4m3"}, {"out", "f32"}, {"scale", "block"}, {"tile", "128x128"},
-                       {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}}),
-               kjit::InvalidArgument);
+  EXPECT_EQ(s.source_name, "fp8/gemm.cu");
+  s = g.make(gp("wgmma", "e5m2", "bf16", "tensor", "128x256", "4", "k", "k"));
+  EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<1, 0, false, 256, 4>");
+  EXPECT_EQ(s.source_name, "fp8/gemm_sm90.cu");
+  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "block", "128x128", "3", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "tensor", "128x256", "3", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "tensor", "128x128", "6", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "block", "128x128", "4", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "tensor", "128x128", "4", "m", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k")), kjit::InvalidArgument);
+  for (const auto& d : g.defaults) EXPECT_NO_THROW(g.make(d));
   EXPECT_GE(g.defaults.size(), 2u);
   EXPECT_LE(g.defaults.size(), 8u);
 }
@@ -630,7 +683,7 @@ TEST(Fp8Family, CompilesWithoutSpills) {
   }
   auto gp = [](const char* a, const char* b, const char* out, const char* scale, const char* tile, const char* st,
                const char* am, const char* bm) {
-    return kjit::ParamMap{{"a", a},         {"b", b},       {"out", out},    {"scale", scale},
+    return kjit::ParamMap{{"impl", "mma"},  {"a", a},       {"b", b},        {"out", out},   {"scale", scale},
                           {"tile", tile},   {"stages", st}, {"a_major", am}, {"b_major", bm}};
   };
   std::vector<std::pair<const kjit::Family*, kjit::ParamMap>> extra = {
@@ -638,6 +691,9 @@ TEST(Fp8Family, CompilesWithoutSpills) {
       {&f8::gemm_family(), gp("e5m2", "e4m3", "bf16", "tensor", "128x64", "3", "k", "n")},
       {&f8::gemm_family(), gp("e4m3", "e5m2", "bf16", "block", "128x64", "4", "m", "k")},
       {&f8::gemm_family(), gp("e5m2", "e5m2", "f32", "block", "64x64", "2", "m", "n")},
+      {&f8::gemm_family(), kjit::ParamMap{{"impl", "wgmma"}, {"a", "e5m2"}, {"b", "e4m3"}, {"out", "f32"},
+                                          {"scale", "tensor"}, {"tile", "128x256"}, {"stages", "3"},
+                                          {"a_major", "k"}, {"b_major", "k"}}},
       {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranRow, true)},
       {&f8::quantize_family(), fd::quantize_params(f8::kInF16, f8::kFormatE4M3, f8::kGranBlock128x128, true)},
       {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE4M3, f8::kGranBlock1x128, false)},

@@ -6,7 +6,8 @@ kjit runs through tools/bench/fp8_shim.cc (ctypes, raw device pointers, torch's 
 GEMM (e4m3 x e4m3 -> bf16, per-tensor scales; D = A · Bᵀ with A [M, K] row-major and B [N, K]
 row-major, the nn.Linear layout): every shape is first checked against a float64 GEMM on the
 dequantized operands (relative L2 ≤ 1e-2) and against torch._scaled_mm (cuBLASLt), then timed
-with triton.testing.do_bench (median ms). TFLOP/s = 2·M·N·K / time. torch._scaled_mm gets
+with triton.testing.do_bench (median ms). TFLOP/s = 2·M·N·K / time. kjit runs twice: the
+planner's kernel (on sm_90 the TMA + wgmma kernel when M > 64) and the mma.sync kernel forced. torch._scaled_mm gets
 b = B.t() (column-major [K, N], what cuBLASLt wants); shapes it rejects (M not a multiple of 16
 on some versions) are padded to M = 16 for it, and marked.
 
@@ -46,7 +47,7 @@ def load_shim(path):
     g.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                   ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                   ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
-                  ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     g.restype = ctypes.c_int
     return q, g
 
@@ -59,12 +60,13 @@ class Kjit:
     def __init__(self, lib):
         self.q, self.g = load_shim(lib)
 
-    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0):
+    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0):
+        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90)."""
         m, k = a.shape
         n = b.shape[0]
         rc = self.g(a.data_ptr(), 0, 0, b.data_ptr(), 0, 0, d.data_ptr(), 1 if d.dtype == torch.float32 else 0,
                     sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), 1 if block else 0, m, n, k, None, 0,
-                    tile, stages, stream())
+                    tile, stages, kernel, stream())
         if rc != 0:
             raise RuntimeError("kjit_bench_fp8_gemm failed (see stderr)")
 
@@ -142,15 +144,26 @@ def gemm_rows(kjit, dev, failures):
         failures[0] += 0 if ok else 1
         print(f"  check {m}x{n}x{k}: rel_l2 vs float64 {err_ref:.2e}, vs torch._scaled_mm {err_torch:.2e} "
               f"{'ok' if ok else 'FAIL'}")
+        # The mma.sync kernel on its own (what sm_89 and small M run), checked too.
+        d_mma = torch.empty_like(d)
+        kjit.gemm(a, b, d_mma, sa, sb, kernel=1)
+        torch.cuda.synchronize()
+        err_mma = rel_l2(d_mma, ref)
+        if err_mma > 1e-2:
+            failures[0] += 1
+            print(f"  check {m}x{n}x{k} mma.sync: rel_l2 vs float64 {err_mma:.2e} FAIL")
         t_kjit = bench(lambda: kjit.gemm(a, b, d, sa, sb))
+        t_mma = bench(lambda: kjit.gemm(a, b, d_mma, sa, sb, kernel=1))
         bt = b.t()
         t_torch = bench(lambda: scaled_mm(a_t, bt, sa, sb))
         flops = 2.0 * m * n * k
         rows.append({
-            "m": m, "n": n, "k": k, "kjit_ms": t_kjit, "torch_ms": t_torch,
-            "kjit_tflops": flops / (t_kjit * 1e-3) / 1e12, "torch_tflops": flops / (t_torch * 1e-3) / 1e12,
-            "ratio_kjit_over_torch": t_torch / t_kjit, "torch_padded_m16": padded,
-            "rel_l2_vs_float64": err_ref, "rel_l2_vs_torch": err_torch,
+            "m": m, "n": n, "k": k, "kjit_ms": t_kjit, "kjit_mma_ms": t_mma, "torch_ms": t_torch,
+            "kjit_tflops": flops / (t_kjit * 1e-3) / 1e12, "kjit_mma_tflops": flops / (t_mma * 1e-3) / 1e12,
+            "torch_tflops": flops / (t_torch * 1e-3) / 1e12,
+            "ratio_kjit_over_torch": t_torch / t_kjit, "ratio_mma_over_torch": t_torch / t_mma,
+            "torch_padded_m16": padded, "rel_l2_vs_float64": err_ref, "rel_l2_vs_torch": err_torch,
+            "rel_l2_mma_vs_float64": err_mma,
         })
     return rows
 
@@ -215,12 +228,15 @@ def main():
     quant = quantize_rows(kjit, dev, failures)
 
     print()
-    print(f"{'GEMM e4m3->bf16 M x N x K':<26} {'kjit ms':>9} {'kjit TF/s':>10} {'cuBLASLt ms':>12} {'cuBLASLt TF/s':>14} "
-          f"{'kjit/cuBLASLt':>14}")
+    print("GEMM e4m3 x e4m3 -> bf16, per-tensor scales. kjit = the planner's kernel (wgmma on sm_90 for M > 64),")
+    print("mma = the mma.sync kernel forced; ratio = cuBLASLt time / kjit time (> 1: kjit faster)")
+    print(f"{'M x N x K':<26} {'kjit ms':>9} {'kjit TF/s':>10} {'mma TF/s':>9} {'cuBLASLt ms':>12} "
+          f"{'cuBLASLt TF/s':>14} {'kjit/cuBLASLt':>14} {'mma/cuBLASLt':>13}")
     for r in gemm:
         name = f"{r['m']}x{r['n']}x{r['k']}" + (" (torch M->16)" if r["torch_padded_m16"] else "")
-        print(f"{name:<26} {r['kjit_ms']:>9.4f} {r['kjit_tflops']:>10.1f} {r['torch_ms']:>12.4f} "
-              f"{r['torch_tflops']:>14.1f} {r['ratio_kjit_over_torch']:>14.2f}")
+        print(f"{name:<26} {r['kjit_ms']:>9.4f} {r['kjit_tflops']:>10.1f} {r['kjit_mma_tflops']:>9.1f} "
+              f"{r['torch_ms']:>12.4f} {r['torch_tflops']:>14.1f} {r['ratio_kjit_over_torch']:>14.2f} "
+              f"{r['ratio_mma_over_torch']:>13.2f}")
     print()
     print(f"{'quantize 16384x7168 bf16->e4m3':<46} {'kjit ms':>9} {'kjit TB/s':>10} {'torch ms':>9} "
           f"{'torch TB/s':>11} {'speedup':>8}")

@@ -94,9 +94,22 @@ enum class ScaleMode : uint8_t {
   kBlockwise,
 };
 
-/// CTA tile of the mma.sync kernel (M × N). kAuto lets the planner choose. k128x128 is not
-/// available with ScaleMode::kBlockwise.
-enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128 };
+/// CTA tile (M × N). kAuto lets the planner choose. mma.sync kernel: k64x64, k128x64,
+/// k128x128 (not with ScaleMode::kBlockwise). Hopper wgmma kernel: k128x128, k128x256.
+enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256 };
+
+/// Which GEMM kernel runs.
+enum class GemmKernel : uint8_t {
+  /// The planner's choice: kWgmma on sm_90 for kTensorwise scales with A and B both K-major and
+  /// M > 64, N ≥ 64; kMmaSync otherwise.
+  kAuto,
+  /// mma.sync m16n8k32 + cp.async pipeline (sm_89+): every layout and scale mode.
+  kMmaSync,
+  /// Hopper (sm_90a): TMA loads, mbarrier ring, wgmma.mma_async m64nNk32, one producer and two
+  /// consumer warpgroups. kTensorwise scales, A and B K-major only (wgmma reads FP8 operands
+  /// K-major only); InvalidArgument otherwise, Unsupported on other archs.
+  kWgmma,
+};
 
 /// Arguments of gemm(). All tensors on one CUDA device.
 struct GemmArgs {
@@ -117,14 +130,19 @@ struct GemmArgs {
   ScaleMode scale_mode = ScaleMode::kTensorwise;
   /// Optional [N] bf16 or f32, added after scaling: D[m, n] += bias[n].
   TensorRef bias;
-  /// Planner overrides for tests and tuning: tile (kAuto = plan) and pipeline stages (0 = the
-  /// deepest of 4, 3 that fits the device's shared memory; else 2..4).
+  /// Planner overrides for tests and tuning: kernel, tile (kAuto = plan) and pipeline stages
+  /// (0 = the deepest that fits the device's shared memory: up to 4 for mma.sync, 6 for wgmma;
+  /// else 2..4 resp. 2..6). A forced tile of the mma.sync kind (k64x64, k128x64, k128x128)
+  /// selects the mma.sync kernel unless `kernel` is kWgmma.
+  GemmKernel kernel = GemmKernel::kAuto;
   GemmTile tile = GemmTile::kAuto;
   int stages = 0;
 };
 
 /// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores
-/// (mma.sync m16n8k32 e4m3/e5m2, sm_89+). Requirements: K % 16 == 0 (16-byte cp.async chunks;
+/// (mma.sync m16n8k32 e4m3/e5m2 on sm_89+, wgmma on sm_90; see GemmKernel). On the wgmma path
+/// the op encodes two TMA descriptors per call (host-only cuTensorMapEncodeTiled, no
+/// allocation). Requirements: K % 16 == 0 (16-byte cp.async chunks;
 /// M and N are free, partial tiles are zero-filled and masked); K % 128 == 0 with kBlockwise.
 /// Never allocates or synchronizes (graph-capturable). Throws InvalidArgument naming the tensor
 /// and the rule it broke, Unsupported below sm_89 (naming the device's arch), DriverError.

@@ -1,0 +1,45 @@
+#pragma once
+// Params and launch shape of the Hopper FP8 GEMM (kernel_sources/fp8/gemm_sm90.cu). Compiled by
+// g++ (runtime/ops/fp8_gemm.cc) and by NVRTC. Contract: include/kjit/ops/fp8.hpp.
+#include "kjit/types.h"
+
+namespace kjit::fp8 {
+
+// A CUtensorMap (cuda.h's type is 128 bytes, 64-byte aligned), opaque to the kernel: the host
+// encodes it with cuTensorMapEncodeTiled and copies the bytes here; the kernel passes its
+// address (in the __grid_constant__ parameter space) to cp.async.bulk.tensor.
+struct alignas(64) TmaDescriptor {
+  uint64_t opaque[16];
+};
+
+// CTA tile 128 × BN × 128 (k): one producer warpgroup (TMA) and two consumer warpgroups, each
+// multiplying 64 rows of A by the BN columns with wgmma m64nBNk32. A stage holds A (128 rows ×
+// 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
+constexpr int kSm90BM = 128;
+constexpr int kSm90Threads = 384;
+inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
+// Dynamic shared memory: the stages, 1024 bytes to align the base, and the barriers.
+inline constexpr int sm90_smem_bytes(int bn, int stages) { return stages * sm90_stage_bytes(bn) + 1024 + 256; }
+
+// D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
+struct GemmSm90Params {
+  TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, 128}, 128-byte swizzle
+  TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN}, 128-byte swizzle
+  void* d;               // [M, N] bf16 or f32, N contiguous
+  const float* scale_a;  // [1] or [M]
+  const float* scale_b;  // [1] or [N]
+  const void* bias;      // [N] (or [M] with bias_rows) bf16 or f32, or null
+  int64_t ldd;
+  int64_t sa_stride_m;   // 0: per tensor
+  int64_t sb_stride_n;
+  int32_t m;
+  int32_t n;
+  int32_t k;
+  int32_t tiles_m;
+  int32_t tiles_n;
+  int32_t bias_bf16;
+  int32_t bias_rows;
+  int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
+};
+
+}  // namespace kjit::fp8
