@@ -68,29 +68,76 @@
 namespace kjit::mla {
 namespace swa_detail {
 
-/// log2 of the factor the f16 fragments of the cache carry: the sm_80 E4M3 bit conversion
-/// yields value · 2^-8 (it keeps E4M3's exponent bits, whose bias is 8 less than f16's); the
-/// hardware cvt (sm_89+) and E5M2 (a truncated f16) are exact.
+/// f16 path only: log2 of the factor the f16 K / V fragments carry. E4M3 converted with bit
+/// operations comes out as value · 2^-8 (it keeps E4M3's exponent bits, whose bias is 8 less
+/// than f16's); the hardware cvt and E5M2 (a truncated f16) are exact. The fp8 mma path
+/// multiplies the bytes themselves.
 template <int kCache>
-KJIT_DEVICE constexpr int kv_bias_log2() {
-  return kCache == kSwaCacheE4M3 && !KJIT_SWA_CVT_E4M3 ? -8 : 0;
+KJIT_DEVICE constexpr int k_bias_log2() {
+  return kCache == kSwaCacheE4M3 && !KJIT_SWA_FP8_MMA && !KJIT_SWA_CVT_E4M3 ? -8 : 0;
+}
+template <int kCache>
+KJIT_DEVICE constexpr int v_bias_log2() {
+  return kCache == kSwaCacheE4M3 && !KJIT_SWA_FP8_MMA ? -8 : 0;
 }
 
-/// The two fp8 values in the low (kHigh false) or high 16 bits of `w` as f16x2 (the lower
-/// byte in the lower half), times 2^kv_bias_log2.
+/// E4M3 in the high byte of each 16-bit half of `x` (low bytes ignored) → f16x2 of value · 2^-8:
+/// s eeee mmm at bits 15..8 → s at 15, eeee mmm at 13..7, subnormals included. NaN codes become
+/// finite values (they are not valid cache contents).
+KJIT_DEVICE uint32_t e4m3_high_bytes_to_f16x2(uint32_t x) {
+  return (x & 0x80008000u) | ((x & 0x7f007f00u) >> 1);
+}
+
+/// f16 path, Q·Kᵀ operand: the two fp8 values in the low (kHigh false) or high 16 bits of `w` as
+/// f16x2 (the lower byte in the lower half), times 2^k_bias_log2. E4M3 uses the hardware cvt
+/// where there is one, so that K fragments load the conversion pipe while V fragments
+/// (v_fp8x2_to_f16x2) load the integer pipe.
 template <int kCache, bool kHigh>
-KJIT_DEVICE uint32_t fp8x2_to_f16x2(uint32_t w) {
+KJIT_DEVICE uint32_t k_fp8x2_to_f16x2(uint32_t w) {
   // [0, b0, 0, b1]: each fp8 byte in the high byte of a 16-bit half.
   const uint32_t spread = __byte_perm(w, 0u, kHigh ? 0x3424 : 0x1404);
   if (kCache == kSwaCacheE5M2) return spread;  // E5M2 is the high byte of an f16
 #if KJIT_SWA_CVT_E4M3
+  (void)spread;
   return cvt_e4m3x2_f16x2<kHigh>(w);
 #else
-  // s eeee mmm at bits 15..8 → s at 15, eeee mmm at 13..7: an f16 (subnormals included) of
-  // value · 2^-8. NaN codes become finite values (they are not valid cache contents).
-  return (spread & 0x80008000u) | ((spread & 0x7f007f00u) >> 1);
+  return e4m3_high_bytes_to_f16x2(spread);
 #endif
 }
+
+/// f16 path, P·V operand: (byte kD of token word a, byte kD of token word b) as f16x2, times
+/// 2^v_bias_log2: one byte permute [a_d, a_d, b_d, b_d] and bit operations.
+template <int kCache, int kD>
+KJIT_DEVICE uint32_t v_fp8x2_to_f16x2(uint32_t a, uint32_t b) {
+  const uint32_t x = __byte_perm(a, b, kD * 0x0011 + (4 + kD) * 0x1100);
+  if (kCache == kSwaCacheE5M2) return x & 0xff00ff00u;
+  return e4m3_high_bytes_to_f16x2(x);
+}
+
+/// fp8 path: x = hi + lo, hi rounded to 4 significant bits (Veltkamp splitting with
+/// σ = 2^20 + 1 keeps 24 − 20 bits) and lo = x − hi exactly. Stored as E4M3, hi is exact (in
+/// the normal range) and lo is rounded to 4 bits, so hi + lo keeps ~8 bits of x: as many as the
+/// bf16 q has, or a bf16 P would have.
+KJIT_DEVICE void split_hi_lo(float x, float& hi, float& lo) {
+  const float t = __fmul_rn(x, 1048577.f);
+  hi = __fsub_rn(t, __fsub_rn(t, x));
+  lo = __fsub_rn(x, hi);
+}
+
+/// fp8 path: four floats as E4M3 words (element i in byte i) of their hi and lo parts.
+KJIT_DEVICE void split_e4m3x4(float x0, float x1, float x2, float x3, uint32_t& hi, uint32_t& lo) {
+  float h0, h1, h2, h3, l0, l1, l2, l3;
+  split_hi_lo(x0, h0, l0);
+  split_hi_lo(x1, h1, l1);
+  split_hi_lo(x2, h2, l2);
+  split_hi_lo(x3, h3, l3);
+  hi = e4m3x2_pack(h0, h1) | (e4m3x2_pack(h2, h3) << 16);
+  lo = e4m3x2_pack(l0, l1) | (e4m3x2_pack(l2, l3) << 16);
+}
+
+/// Exponent of the power of two that q rows and P are scaled to (max magnitude in
+/// [2^e, 2^(e+1))): f16 path 14 (below f16's 65504), fp8 path 7 (below E4M3's 448).
+constexpr int kOperandExp = KJIT_SWA_FP8_MMA ? 7 : 14;
 
 /// bf16x2 → f16x2 of (x · f): exact while |x · f| ≥ 2^-14 (f is a power of two).
 KJIT_DEVICE uint32_t bf16x2_to_f16x2_scaled(uint32_t w, float f) {
@@ -197,8 +244,10 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   constexpr int kDimSteps = kQkDims / 16;          // mma k-steps over those dims
   constexpr int kPvTiles = kHeadDim / 4 / 8;       // P·V n-tiles of one warp
   using Shape = SwaShape<kHeadDim, kGroup, kTile>;
-  constexpr int kBiasLog2 = kv_bias_log2<kCache>();
-  constexpr float kInvBias = kBiasLog2 == 0 ? 1.f : 256.f;  // 2^-kBiasLog2
+  constexpr int kKBiasLog2 = k_bias_log2<kCache>();
+  constexpr int kVBiasLog2 = v_bias_log2<kCache>();
+  constexpr float kInvKBias = kKBiasLog2 == 0 ? 1.f : 256.f;  // 2^-kKBiasLog2
+  constexpr float kInvVBias = kVBiasLog2 == 0 ? 1.f : 256.f;
 
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x & 31;
@@ -297,8 +346,9 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
         }
       }
       m = quad_max(m);
-      // max |q·2^e| in [2^14, 2^15): f16 holds every bf16 value down to 2^-28 of the max exactly.
-      const int e = m > 0.f ? min(14 - ilog2(m), 126) : 0;
+      // max |q·2^e| in [2^kOperandExp, 2^(kOperandExp+1)): f16 holds every bf16 value down to
+      // 2^-28 of the max exactly; E4M3 hi + lo keep ~8 bits down to ~2^-12 of the max.
+      const int e = m > 0.f ? min(kOperandExp - ilog2(m), 126) : 0;
       const float f = exp2i(e);
       rowf[hr] = exp2i(-e);
 #pragma unroll
@@ -310,8 +360,15 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 #pragma unroll
           for (int u2 = 0; u2 < 2; ++u2) {
             const int ds = 4 * q + 2 * h + u2;
+#if KJIT_SWA_FP8_MMA
+            // A cols 4t..4t+3 (hi, a0/a1) and 16+4t.. (lo, a2/a3): the step's 4 dims, twice.
+            split_e4m3x4(__uint_as_float(w[2 * u2] << 16) * f, __uint_as_float(w[2 * u2] & 0xffff0000u) * f,
+                         __uint_as_float(w[2 * u2 + 1] << 16) * f, __uint_as_float(w[2 * u2 + 1] & 0xffff0000u) * f,
+                         qf[ds][hr], qf[ds][2 + hr]);
+#else
             qf[ds][hr] = bf16x2_to_f16x2_scaled(w[2 * u2], f);          // cols 2t, 2t+1
             qf[ds][2 + hr] = bf16x2_to_f16x2_scaled(w[2 * u2 + 1], f);  // cols 2t+8, 2t+9
+#endif
           }
         }
       }
@@ -351,8 +408,13 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int ds = 4 * q + u;
-            mma_f16(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], fp8x2_to_f16x2<kCache, false>(ws[u]),
-                    fp8x2_to_f16x2<kCache, true>(ws[u]));
+#if KJIT_SWA_FP8_MMA
+            // B rows 4t..4t+3 (against q hi) and 16+4t.. (against q lo) are both this word.
+            mma_fp8<kCache == kSwaCacheE5M2>(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], ws[u], ws[u]);
+#else
+            mma_f16(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], k_fp8x2_to_f16x2<kCache, false>(ws[u]),
+                    k_fp8x2_to_f16x2<kCache, true>(ws[u]));
+#endif
           }
         }
         dst[nt * 32] = make_float4(s[0] * rowf[0], s[1] * rowf[0], s[2] * rowf[1], s[3] * rowf[1]);
@@ -382,7 +444,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   named_barrier(1 + mt * 2 + th, 64);  // the two dim halves of (m-tile, th)
 
   // ---- 3. full scores, softmax ---------------------------------------------------------------
-  const float colf_base = p.scale_log2 * kInvBias;
+  const float colf_base = p.scale_log2 * kInvKBias;
   float y[kFinSteps][2][4];
   float mloc[2] = {neg_inf(), neg_inf()};
   float smax = 0.f;
@@ -431,8 +493,8 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
                      fmaxf(s_rowmax[32 + g + 8 * hr], s_rowmax[48 + g + 8 * hr]));
   }
   const float smax_all = fmaxf(fmaxf(s_scalemax[0], s_scalemax[1]), fmaxf(s_scalemax[2], s_scalemax[3]));
-  // c puts max |P'| = smax · c / bias in [2^14, 2^15).
-  const int c_exp = smax_all > 0.f ? max(-126, min(126, 14 - (ilog2(smax_all) - kBiasLog2))) : 0;
+  // c puts max |P'| = smax · c / v_bias in [2^kOperandExp, 2^(kOperandExp+1)).
+  const int c_exp = smax_all > 0.f ? max(-126, min(126, kOperandExp - (ilog2(smax_all) - kVBiasLog2))) : 0;
   const float c_norm = exp2i(c_exp);
   {
     const float base[2] = {mrow[0] == neg_inf() ? 0.f : mrow[0],
@@ -449,11 +511,20 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
           for (int e = 0; e < 4; ++e) {
             const float pe = fast_exp2(y[f][nt][e] - base[e >> 1]);
             lsum[e >> 1] += pe;
-            pp[nt][e] = pe * ((tok_scale[f][nt * 2 + (e & 1)] * c_norm) * kInvBias);
+            pp[nt][e] = pe * ((tok_scale[f][nt * 2 + (e & 1)] * c_norm) * kInvVBias);
           }
         }
+#if KJIT_SWA_FP8_MMA
+        // A row g / g+8, cols 4t..4t+3 = tokens (2t, 2t+1, 8+2t, 9+2t) of the step (P·V's k
+        // order; V's B fragment reads the same rows), hi in cols 0..15 and lo in 16..31.
+        uint32_t hi0, lo0, hi1, lo1;
+        split_e4m3x4(pp[0][0], pp[0][1], pp[1][0], pp[1][1], hi0, lo0);
+        split_e4m3x4(pp[0][2], pp[0][3], pp[1][2], pp[1][3], hi1, lo1);
+        pbuf[k * 32 + lane] = make_uint4(hi0, hi1, lo0, lo1);
+#else
         pbuf[k * 32 + lane] = make_uint4(pack_f16x2(pp[0][0], pp[0][1]), pack_f16x2(pp[0][2], pp[0][3]),
                                          pack_f16x2(pp[1][0], pp[1][1]), pack_f16x2(pp[1][2], pp[1][3]));
+#endif
       }
     }
     lsum[0] = quad_sum(lsum[0]);
@@ -491,19 +562,33 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
     const uint32_t vd[4] = {v[3].x, v[3].y, v[3].z, v[3].w};
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      // bytes [A_d, B_d, A_d+1, B_d+1]: tokens 2t, 2t+1 of dims d, d+1
-      const uint32_t ab0 = __byte_perm(va[u], vb[u], 0x5140);
-      const uint32_t ab1 = __byte_perm(va[u], vb[u], 0x7362);
+#if KJIT_SWA_FP8_MMA
+      // B rows 4t..4t+3 = tokens (2t, 2t+1, 2t+8, 2t+9) of one dim: a 4x4 byte transpose of the
+      // four rows' word u (dims 4u..4u+3); the same word serves rows 16+4t.. (P's lo part).
+      const uint32_t ab0 = __byte_perm(va[u], vb[u], 0x5140);  // [A0, B0, A1, B1]
+      const uint32_t ab1 = __byte_perm(va[u], vb[u], 0x7362);  // [A2, B2, A3, B3]
       const uint32_t cd0 = __byte_perm(vc[u], vd[u], 0x5140);
       const uint32_t cd1 = __byte_perm(vc[u], vd[u], 0x7362);
-      mma_f16(o[4 * u + 0], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, false>(ab0),
-              fp8x2_to_f16x2<kCache, false>(cd0));
-      mma_f16(o[4 * u + 1], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, true>(ab0),
-              fp8x2_to_f16x2<kCache, true>(cd0));
-      mma_f16(o[4 * u + 2], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, false>(ab1),
-              fp8x2_to_f16x2<kCache, false>(cd1));
-      mma_f16(o[4 * u + 3], a.x, a.y, a.z, a.w, fp8x2_to_f16x2<kCache, true>(ab1),
-              fp8x2_to_f16x2<kCache, true>(cd1));
+      const uint32_t d0 = __byte_perm(ab0, cd0, 0x5410);  // [A0, B0, C0, D0]
+      const uint32_t d1 = __byte_perm(ab0, cd0, 0x7632);
+      const uint32_t d2 = __byte_perm(ab1, cd1, 0x5410);
+      const uint32_t d3 = __byte_perm(ab1, cd1, 0x7632);
+      constexpr bool kE5M2 = kCache == kSwaCacheE5M2;
+      mma_fp8<kE5M2>(o[4 * u + 0], a.x, a.y, a.z, a.w, d0, d0);
+      mma_fp8<kE5M2>(o[4 * u + 1], a.x, a.y, a.z, a.w, d1, d1);
+      mma_fp8<kE5M2>(o[4 * u + 2], a.x, a.y, a.z, a.w, d2, d2);
+      mma_fp8<kE5M2>(o[4 * u + 3], a.x, a.y, a.z, a.w, d3, d3);
+#else
+      // B rows 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1) of dim 4u + d.
+      mma_f16(o[4 * u + 0], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 0>(va[u], vb[u]),
+              v_fp8x2_to_f16x2<kCache, 0>(vc[u], vd[u]));
+      mma_f16(o[4 * u + 1], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 1>(va[u], vb[u]),
+              v_fp8x2_to_f16x2<kCache, 1>(vc[u], vd[u]));
+      mma_f16(o[4 * u + 2], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 2>(va[u], vb[u]),
+              v_fp8x2_to_f16x2<kCache, 2>(vc[u], vd[u]));
+      mma_f16(o[4 * u + 3], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 3>(va[u], vb[u]),
+              v_fp8x2_to_f16x2<kCache, 3>(vc[u], vd[u]));
+#endif
     }
   }
 

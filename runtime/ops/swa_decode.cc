@@ -257,15 +257,24 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   return d;
 }
 
-SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_group, int sm_count) {
+SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_group, int sm_count,
+                        int max_smem_per_block) {
   SwaPlan plan;
   const int64_t sms = std::max(sm_count, 1);
+  const int max_smem = max_smem_per_block > 0 ? max_smem_per_block : INT_MAX;
+  auto fits = [&](int group, int tile) { return swa_launch_shape(group, tile).smem_bytes <= max_smem; };
+  auto tile_for = [&](int group) {
+    if (group == 16 && d.window <= 64) return 64;
+    return fits(group, 128) || !fits(group, 64) ? 128 : 64;
+  };
   if (requested_group != 0) {
     plan.group = requested_group;
   } else {
-    plan.group = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms ? 32 : 16;
+    // Groups of 32 only with the full tile: on a small shared memory (sm_86/89: 99 KiB) the
+    // 64-position tile would force a split and the merge for every W = 128 token.
+    plan.group = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms && fits(32, 128) ? 32 : 16;
   }
-  plan.tile = d.window <= 64 && plan.group == 16 ? 64 : 128;
+  plan.tile = tile_for(plan.group);
   const int64_t base = d.tokens * (d.heads / plan.group);
   const int64_t min_splits = ceil_div(d.window, plan.tile);
   const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
@@ -342,7 +351,8 @@ size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& /*runtime*
   const detail::SwaDims d = detail::validate_swa_decode(args);
   if (d.tokens == 0) return 0;
   const DeviceInfo& info = device_info(d.device);
-  return detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count).workspace_bytes;
+  return detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count, info.max_smem_per_block_optin)
+      .workspace_bytes;
 }
 
 void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
@@ -353,7 +363,15 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   const DeviceInfo& info = device_info(d.device);
   check_arch(info, d.device);
   if (d.tokens == 0) return;
-  const detail::SwaPlan plan = detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count);
+  const detail::SwaPlan plan =
+      detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count, info.max_smem_per_block_optin);
+  const SwaLaunchShape shape = swa_launch_shape(plan.group, plan.tile);
+  if (shape.smem_bytes > info.max_smem_per_block_optin) {
+    throw Unsupported(fmt::format("{}: head_group {} needs {} bytes of shared memory per CTA; device {} ({}) allows "
+                                  "{} (use head_group 16 or 0)",
+                                  kOp, plan.group, shape.smem_bytes, d.device, info.name,
+                                  info.max_smem_per_block_optin));
+  }
   detail::check_swa_workspace(plan, workspace, workspace_bytes);
   if (plan.ctas > INT32_MAX) kjit::detail::fail(kOp, fmt::format("{} CTAs exceed one launch; split T", plan.ctas));
 
@@ -409,7 +427,6 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   p.kv_compact = d.kv_compact ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
 
-  const SwaLaunchShape shape = swa_launch_shape(plan.group, plan.tile);
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.ctas);
   config.block[0] = static_cast<uint32_t>(shape.threads);

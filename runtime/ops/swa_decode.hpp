@@ -57,15 +57,19 @@ struct SwaPlan {
 };
 
 /// Plans a validated decode. `requested_splits` / `requested_group` are the args' num_splits /
-/// head_group (0 = choose). Choice:
-///  - tile = 64 when W ≤ 64 and the group is 16, else 128 (a slice never exceeds the tile);
-///  - group 32 when NH allows it and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps
-///    that share one KV slice), else 16;
+/// head_group (0 = choose); `max_smem_per_block` is the device's opt-in shared memory per CTA
+/// (0 = no limit). Choice:
+///  - group 32 when NH allows it, its CTA with the 128 tile fits the device's shared memory
+///    and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps that share one KV slice),
+///    else 16;
+///  - tile 128, or 64 when W ≤ 64 with groups of 16 or when 128 does not fit;
 ///  - splits: at least ceil(W / tile); when fewer than sm_count / 2 CTAs would run, enough to
 ///    reach sm_count CTAs (at most min(32, W / 16)): below that the machine idles, and the
 ///    merge kernel costs less than the idle SMs. A requested count is clamped to that range.
 ///  - split_len = ceil(W / splits) rounded up to 16; trailing empty splits are dropped.
-SwaPlan plan_swa_decode(const SwaDims& dims, int requested_splits, int requested_group, int sm_count);
+/// A requested group is kept even when it does not fit (the op then throws Unsupported).
+SwaPlan plan_swa_decode(const SwaDims& dims, int requested_splits, int requested_group, int sm_count,
+                        int max_smem_per_block);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.

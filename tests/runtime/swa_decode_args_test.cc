@@ -236,10 +236,12 @@ md::SwaDims dims(int64_t tokens, int64_t heads = 128, int64_t window = 128) {
 }
 
 constexpr int kH200Sms = 132;
+constexpr int kH200Smem = 232448;  // opt-in shared memory per CTA
+constexpr int kAdaSmem = 101376;   // sm_86 / sm_89: 99 KiB
 
 TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   // T = 1: 8 head groups; the window is cut into 8 splits of 16 positions → 64 CTAs.
-  md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms);
+  md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem);
   EXPECT_EQ(p.group, 16);
   EXPECT_EQ(p.tile, 128);
   EXPECT_EQ(p.num_splits, 8);
@@ -247,13 +249,13 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   EXPECT_EQ(p.ctas, 64);
   EXPECT_GT(p.workspace_bytes, 0u);
   // T = 8: 64 CTAs unsplit → 3 splits of 48 positions.
-  p = md::plan_swa_decode(dims(8), 0, 0, kH200Sms);
+  p = md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem);
   EXPECT_EQ(p.group, 16);
   EXPECT_EQ(p.num_splits, 3);
   EXPECT_EQ(p.split_len, 48);
   // T = 64 and 512: groups of 32 heads fill the machine without splitting.
   for (int64_t t : {64, 512}) {
-    p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms);
+    p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem);
     EXPECT_EQ(p.group, 32) << t;
     EXPECT_EQ(p.num_splits, 1) << t;
     EXPECT_EQ(p.split_len, 128) << t;
@@ -261,14 +263,31 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
   // NH = 48 cannot use groups of 32.
-  EXPECT_EQ(md::plan_swa_decode(dims(512, 48), 0, 0, kH200Sms).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(512, 48), 0, 0, kH200Sms, kH200Smem).group, 16);
   // W = 64 with groups of 16 uses the 64-position tile; groups of 32 keep the 128 one.
-  EXPECT_EQ(md::plan_swa_decode(dims(40, 128, 64), 0, 16, kH200Sms).tile, 64);
-  EXPECT_EQ(md::plan_swa_decode(dims(400, 128, 64), 0, 32, kH200Sms).tile, 128);
+  EXPECT_EQ(md::plan_swa_decode(dims(40, 128, 64), 0, 16, kH200Sms, kH200Smem).tile, 64);
+  EXPECT_EQ(md::plan_swa_decode(dims(400, 128, 64), 0, 32, kH200Sms, kH200Smem).tile, 128);
   // W = 512 needs at least 4 splits of the 128-position tile.
-  p = md::plan_swa_decode(dims(512, 128, 512), 0, 0, kH200Sms);
+  p = md::plan_swa_decode(dims(512, 128, 512), 0, 0, kH200Sms, kH200Smem);
   EXPECT_EQ(p.num_splits, 4);
   EXPECT_EQ(p.split_len, 128);
+}
+
+TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
+  // 99 KiB per CTA: groups of 32 (≈ 105 KiB) do not fit, groups of 16 with the 128 tile do.
+  md::SwaPlan p = md::plan_swa_decode(dims(512), 0, 0, 128, kAdaSmem);
+  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.tile, 128);
+  EXPECT_LE(kjit::mla::swa_launch_shape(p.group, p.tile).smem_bytes, kAdaSmem);
+  // A tiny shared memory falls back to the 64-position tile (and at least two splits of W 128).
+  const int small = kjit::mla::swa_launch_shape(16, 64).smem_bytes;
+  p = md::plan_swa_decode(dims(512), 0, 0, 128, small);
+  EXPECT_EQ(p.tile, 64);
+  EXPECT_GE(p.num_splits, 2);
+  // An explicit request is kept (the op reports Unsupported when it does not fit).
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 32, 128, kAdaSmem).group, 32);
+  // 0 = no limit.
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, 132, 0).group, 32);
 }
 
 TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
@@ -278,7 +297,7 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
         for (int req : {0, 1, 2, 3, 5, 8, 32}) {
           if (req > std::min<int64_t>(32, window / 16)) continue;
           SCOPED_TRACE(testing::Message() << "W" << window << " T" << tokens << " group " << group << " req " << req);
-          const md::SwaPlan p = md::plan_swa_decode(dims(tokens, 128, window), req, group, kH200Sms);
+          const md::SwaPlan p = md::plan_swa_decode(dims(tokens, 128, window), req, group, kH200Sms, kH200Smem);
           EXPECT_TRUE(p.group == 16 || p.group == 32);
           if (group != 0) EXPECT_EQ(p.group, group);
           EXPECT_TRUE(p.tile == 64 || p.tile == 128);
@@ -302,13 +321,13 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
     }
   }
   // A forced count is honoured: W 128 in 3 splits of 48.
-  const md::SwaPlan p = md::plan_swa_decode(dims(100), 3, 0, kH200Sms);
+  const md::SwaPlan p = md::plan_swa_decode(dims(100), 3, 0, kH200Sms, kH200Smem);
   EXPECT_EQ(p.num_splits, 3);
   EXPECT_EQ(p.split_len, 48);
 }
 
 TEST(SwaDecodePlan, WorkspaceCheckNamesTheBytes) {
-  const md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms);
+  const md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem);
   ASSERT_GT(p.workspace_bytes, 0u);
   const std::string needed = std::to_string(p.workspace_bytes);
   try {
@@ -323,7 +342,7 @@ TEST(SwaDecodePlan, WorkspaceCheckNamesTheBytes) {
   EXPECT_THROW(md::check_swa_workspace(p, nullptr, p.workspace_bytes), kjit::InvalidArgument);
   EXPECT_THROW(md::check_swa_workspace(p, fake_ptr(8), p.workspace_bytes), kjit::InvalidArgument);
   EXPECT_NO_THROW(md::check_swa_workspace(p, fake_ptr(), p.workspace_bytes));
-  EXPECT_NO_THROW(md::check_swa_workspace(md::plan_swa_decode(dims(512), 0, 0, kH200Sms), nullptr, 0));
+  EXPECT_NO_THROW(md::check_swa_workspace(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kH200Smem), nullptr, 0));
 }
 
 TEST(SwaDecodeShape, SharedMemoryFitsTwoCtasPerSm) {

@@ -5,15 +5,17 @@
 // ownership and barriers, the score exchange, masking, the P normalization and the split merge
 // against the float64 reference without a GPU. cp.async copies land either at issue or at the
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
-// starts as garbage). Build with -DSWA_EMU_CVT=0 to run the sm_80 E4M3 bit conversion instead of
-// the sm_89+ cvt. Not part of CTest (it needs its own include order); build and run by hand:
+// starts as garbage). -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
+// 89 (fp8 mma on the raw bytes, q and P split into E4M3 hi + lo; sm_89 and sm_120), 90 (f16 mma,
+// cvt for K, bit operations for V; sm_90 and sm_100). Not part of CTest (it needs its own
+// include order); build and run by hand:
 //
-//   for cvt in 0 1; do
-//     g++ -std=c++17 -O2 -DSWA_EMU_CVT=$cvt -Wno-unknown-pragmas -pthread \
+//   for arch in 80 89 90; do
+//     g++ -std=c++17 -O2 -DSWA_EMU_ARCH=$arch -Wno-unknown-pragmas -pthread \
 //         -Itests/emulation/swa/include -Itests/emulation/include -I. -Iinclude -Ikernel_sources \
 //         -I/usr/local/cuda/include tests/emulation/swa/swa_decode_emulator.cc \
 //         tools/testing/reference_swa.cc tools/testing/compare.cc tools/testing/gpu.cc \
-//         -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/swa_emulator$cvt && /tmp/swa_emulator$cvt
+//         -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/swa_emulator$arch && /tmp/swa_emulator$arch
 //   done
 #include "mla/swa_decode.cu"
 
@@ -150,7 +152,7 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   dims.num_blocks = pr.num_blocks;
   dims.block_size = pr.block_size;
   dims.cache = static_cast<int>(pr.format);
-  detail::SwaPlan plan = detail::plan_swa_decode(dims, c.num_splits, c.head_group, 132);
+  detail::SwaPlan plan = detail::plan_swa_decode(dims, c.num_splits, c.head_group, 132, 232448);
   if (forced.tile != 0) plan.tile = forced.tile;
   (void)forced.group;
   std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
@@ -229,8 +231,10 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
 
 int main(int argc, char** argv) {
   const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::random_device{}();
-  std::printf("seed %llu, E4M3 via %s\n", static_cast<unsigned long long>(seed),
-              KJIT_SWA_CVT_E4M3 ? "cvt (sm_89+)" : "bit operations (sm_80)");
+  std::printf("seed %llu, arch path %d (%s)\n", static_cast<unsigned long long>(seed), SWA_EMU_ARCH,
+              KJIT_SWA_FP8_MMA    ? "fp8 mma"
+              : KJIT_SWA_CVT_E4M3 ? "f16 mma, K by cvt, V by bit operations"
+                                  : "f16 mma, bit operations");
   std::vector<std::pair<kt::SwaCase, Forced>> cases;
   auto add = [&](auto&& tweak, Forced f = {}) {
     kt::SwaCase c;

@@ -75,3 +75,18 @@ inline float __shfl_sync(unsigned, float v, int src_lane) {
 }
 
 inline float __log2f(float x) { return std::log2(x); }
+
+// Round-to-nearest single-precision arithmetic that the compiler must not contract or
+// reassociate (as the CUDA intrinsics guarantee).
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fsub_rn(float a, float b) {
+  volatile float r = a - b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
