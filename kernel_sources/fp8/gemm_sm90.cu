@@ -12,8 +12,12 @@
 // with it; the TMA completes the stage's "full" barrier (arrive + expected transaction bytes).
 // Warpgroups 1 and 2 are consumers (setmaxnreg.inc): each waits on "full", issues 4 wgmma
 // m64nBNk32 over the tile's 128 k for its 64 rows, waits for them (wgmma.wait_group 0), then each
-// of its warps arrives on "empty". TMA zero-fills out-of-bounds rows and k, so M, N and K need
-// no predication in the main loop; the epilogue masks rows ≥ M and columns ≥ N.
+// of its warps arrives on "empty" once the tile's wgmmas are known complete: the next tile's are
+// issued first and wgmma.wait_group 1 then retires the previous ones, so the tensor cores always
+// have one tile queued. TMA zero-fills out-of-bounds rows and k, so M, N and K need no
+// predication in the main loop. Epilogue: scale (and bias) in registers, then either a TMA store
+// through a swizzled shared-memory staging tile (clipped to M × N by the TMA unit) or, when D is
+// not 16-byte aligned, direct stores masked to M × N.
 //
 // Shared memory: the TMA boxes use the 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)
 // within each 1024-byte group of 8 rows), which is the layout wgmma's "128B swizzle" K-major
@@ -97,9 +101,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   // Consumers: warpgroup c = wg - 1 owns rows [64c, 64c + 64) of the tile.
   setmaxnreg_inc<232>();
   const int c = wg - 1;
+  // No zero fill: the first wgmma runs with scale-d = 0 (D = A·B). Writing the accumulators with
+  // ordinary instructions would make ptxas serialize the wgmmas (C7515).
   float acc[kBN / 2];
-#pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.f;
   for (int kt = 0; kt < ktiles; ++kt) {
     const int s = kt % kStages;
     mbarrier_wait(full_bar(s), static_cast<uint32_t>((kt / kStages) & 1));
@@ -112,41 +116,82 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
                                       (kt | kk) != 0 ? 1u : 0u);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    if ((t & 31) == 0) mbarrier_arrive(empty_bar(s));
+    // Keep this tile's wgmmas in flight; the previous tile's are done, so its stage is free.
+    wgmma_wait<1>();
+    if (kt > 0 && (t & 31) == 0) mbarrier_arrive(empty_bar((kt - 1) % kStages));
   }
+  wgmma_wait<0>();
 
-  // Epilogue: scale, bias, convert and store straight from the accumulators.
   const int w = t / 32, l = t % 32;
   const bool bias_bf16 = p.bias_bf16 != 0;
+  // Scale and bias of the thread's outputs (outside M × N: 0, never stored, nothing read).
+  auto finish = [&](float x, int row, int col, float sa) {
+    if (row >= p.m || col >= p.n) return 0.f;
+    x *= sa * __ldg(p.scale_b + int64_t(col) * p.sb_stride_n);
+    if (p.bias != nullptr) {
+      const int i = p.bias_rows ? row : col;
+      x += bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[i])
+                     : __ldg(static_cast<const float*>(p.bias) + i);
+    }
+    return x;
+  };
+
+  if (p.tma_store) {
+    // Stage this warpgroup's 64 × BN outputs in shared memory as TMA boxes of 64 rows × 128
+    // bytes (64 bf16 or 32 f32 columns) in the 128-byte swizzle (conflict-free: the 8 rows of a
+    // store land in 8 different 16-byte slots), then one thread stores the boxes with TMA, which
+    // clips rows ≥ M and columns ≥ N. Both warpgroups must be done reading the stages first.
+    constexpr int kElem = kOutF32 ? 4 : 2;
+    constexpr int kBoxCols = 128 / kElem;
+    constexpr int kBoxes = kBN / kBoxCols;
+    const uint32_t region = base + c * (64 * kBN * kElem);
+    named_barrier<1, 256>();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * w + l / 4 + 8 * h;  // row within the warpgroup's 64
+      const int row = m0 + c * 64 + r;
+      const float sa = row < p.m ? __ldg(p.scale_a + int64_t(row) * p.sa_stride_m) : 0.f;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (l % 4);
+        const float v0 = finish(acc[4 * j + 2 * h], row, col, sa);
+        const float v1 = finish(acc[4 * j + 2 * h + 1], row, col + 1, sa);
+        const int box = (8 * j) / kBoxCols;
+        const int byte = ((8 * j) % kBoxCols + 2 * (l % 4)) * kElem;  // within the box row
+        const uint32_t addr = region + box * 8192 + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+        if constexpr (kOutF32) {
+          st_shared_f32x2(addr, v0, v1);
+        } else {
+          st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+        }
+      }
+    }
+    fence_proxy_async();
+    if (c == 0) {
+      named_barrier<2, 128>();
+    } else {
+      named_barrier<3, 128>();
+    }
+    if (t == 0) {
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) tma_store_2d(&p.tma_d, n0 + b * kBoxCols, m0 + c * 64, region + b * 8192);
+      bulk_commit();
+      bulk_wait_read();
+    }
+    return;
+  }
+
+  // Direct stores from the accumulators (D not 16-byte aligned for TMA).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = m0 + c * 64 + 16 * w + l / 4 + 8 * h;
     if (row >= p.m) continue;
     const float sa = __ldg(p.scale_a + int64_t(row) * p.sa_stride_m);
-    const float bias_row = p.bias != nullptr && p.bias_rows
-                               ? (bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[row])
-                                            : __ldg(static_cast<const float*>(p.bias) + row))
-                               : 0.f;
     char* out_row = static_cast<char*>(p.d) + int64_t(row) * p.ldd * (kOutF32 ? 4 : 2);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       const int col = n0 + 8 * j + 2 * (l % 4);
-      float v[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int cc = col + e;
-        float x = acc[4 * j + 2 * h + e];
-        if (cc < p.n) {
-          x *= sa * __ldg(p.scale_b + int64_t(cc) * p.sb_stride_n);
-          if (p.bias != nullptr) {
-            x += p.bias_rows ? bias_row
-                             : (bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[cc])
-                                          : __ldg(static_cast<const float*>(p.bias) + cc));
-          }
-        }
-        v[e] = x;
-      }
+      const float v[2] = {finish(acc[4 * j + 2 * h], row, col, sa), finish(acc[4 * j + 2 * h + 1], row, col + 1, sa)};
       if (col + 1 < p.n && p.pair_store) {
         if constexpr (kOutF32) {
           *reinterpret_cast<float2*>(out_row + int64_t(col) * 4) = make_float2(v[0], v[1]);

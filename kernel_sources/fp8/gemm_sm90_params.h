@@ -18,13 +18,16 @@ struct alignas(64) TmaDescriptor {
 constexpr int kSm90BM = 128;
 constexpr int kSm90Threads = 384;
 inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
-// Dynamic shared memory: the stages, 1024 bytes to align the base, and the barriers.
+// Dynamic shared memory: the stages, 1024 bytes to align the base, and the barriers. The
+// epilogue's D tile (128 × BN outputs, ≤ 128 KiB in f32) reuses the stage buffers.
 inline constexpr int sm90_smem_bytes(int bn, int stages) { return stages * sm90_stage_bytes(bn) + 1024 + 256; }
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
   TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, 128}, 128-byte swizzle
   TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN}, 128-byte swizzle
+  TmaDescriptor tma_d;   // D [M, N] (when tma_store): dims {N, M}, box {128 bytes of columns,
+                         // 64 rows}, 128-byte swizzle
   void* d;               // [M, N] bf16 or f32, N contiguous
   const float* scale_a;  // [1] or [M]
   const float* scale_b;  // [1] or [N]
@@ -40,6 +43,8 @@ struct GemmSm90Params {
   int32_t bias_bf16;
   int32_t bias_rows;
   int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
+  int32_t tma_store;     // 1: the epilogue stages D in shared memory and stores it with TMA
+                         //    (d and every row 16-byte aligned); 0: direct stores
 };
 
 }  // namespace kjit::fp8

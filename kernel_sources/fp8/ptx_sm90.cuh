@@ -53,6 +53,34 @@ KJIT_DEVICE void tma_load_2d(uint32_t dst, const void* tmap, int32_t x, int32_t 
       : "memory");
 }
 
+/// TMA store of the 2-D box at (x, y) of `tmap` from shared memory at `src`; out-of-bounds
+/// elements are not written. Tracked by the issuing thread's bulk-async groups.
+KJIT_DEVICE void tma_store_2d(const void* tmap, int32_t x, int32_t y, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(tmap), "r"(x),
+               "r"(y), "r"(src)
+               : "memory");
+}
+KJIT_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/// Waits until the committed bulk stores have finished reading shared memory.
+KJIT_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
+KJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+KJIT_DEVICE void st_shared_f32x2(uint32_t addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
+/// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
+KJIT_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/// Named barrier kId (1..15; 0 is __syncthreads) over kThreads threads (a multiple of 32).
+/// Immediate operands, so ptxas reserves only the barriers the kernel names.
+template <int kId, int kThreads>
+KJIT_DEVICE void named_barrier() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
 KJIT_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 KJIT_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>

@@ -207,6 +207,23 @@ void encode_tma(TmaDescriptor* out, const void* base, int64_t k, int64_t rows, i
   std::memcpy(out, &map, sizeof(map));
 }
 
+/// Encodes the TMA descriptor of D [rows, cols] (bf16 or f32, row stride `ld` elements) for
+/// boxes of 128 bytes of columns × 64 rows with the 128-byte swizzle of the wgmma kernel's
+/// staging tile. Host-only driver call, no allocation.
+void encode_tma_store(TmaDescriptor* out, void* base, bool f32, int64_t cols, int64_t rows, int64_t ld) {
+  CUtensorMap map;
+  const int elem = f32 ? 4 : 2;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(std::max<int64_t>(ld, cols) * elem)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), 64};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  KJIT_CU(cuTensorMapEncodeTiled(&map, f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                 base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  std::memcpy(out, &map, sizeof(map));
+}
+
 }  // namespace
 
 namespace detail {
@@ -485,6 +502,11 @@ GemmSm90Params sm90_params(const GemmProblem& g, const GemmPlan& plan) {
   p.bias_rows = g.params.bias_rows;
   const int elem = g.out_f32 ? 4 : 2;
   p.pair_store = reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
+  // TMA stores need a 16-byte aligned base and row stride, and the staged D tile (128 × BN
+  // outputs) must fit in the stage buffers it reuses.
+  const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
+  const bool fits = int64_t{plan.stages} * sm90_stage_bytes(plan.bn) >= int64_t{kSm90BM} * plan.bn * elem;
+  p.tma_store = aligned && fits && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   return p;
 }
 
@@ -581,6 +603,7 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   GemmSm90Params p = detail::sm90_params(g, plan);
   encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
   encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn);
+  if (p.tma_store) encode_tma_store(&p.tma_d, g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
   launch(program.kernel(0), config, p);
 }
 
