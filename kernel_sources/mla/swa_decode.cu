@@ -1,66 +1,80 @@
 // Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: K = V, one
 // 512-wide latent per cached token, 128 query heads). Contract: include/kjit/ops/swa_decode.hpp;
 // host side: runtime/ops/swa_decode.cc; the function it computes is the seed's
-// `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py).
+// `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py):
 //
-// For token t and head h, over the window positions j < lens[t] whose slot indices[t, j] ≥ 0:
-//   out[t, h] = Σ_j softmax_j(scale · q[t, h] · k_j) · k_j,   k_j = fp8(kv[slot_j]) · inv_scale[slot_j]
+//   for token t, head h, over the window positions j < lens[t] whose slot indices[t, j] ≥ 0:
+//     out[t, h] = Σ_j softmax_j(scale · q[t, h] · k_j) · k_j,  k_j = fp8(kv[slot_j]) · inv_scale[slot_j]
 //
 // ---------------------------------------------------------------------------------------------
 // Design
 // ---------------------------------------------------------------------------------------------
-// CTA = (token, window split, `group` heads); four warps per 16 heads ("m-tile", the M of
-// mma.sync m16n8k16), group 16 → 128 threads, group 32 → 256 threads sharing one KV tile.
+// CTA = (token, window split, `group` heads); four warps per 16 heads (an "m-tile", the M of
+// mma.sync), so group 16 → 128 threads and group 32 → 256 threads sharing one KV slice.
 //
 // 1. Load. The CTA's window slice (≤ kTile rows of 512 fp8 bytes) goes into shared memory once,
-//    raw (fp8), with cp.async; masked rows (position ≥ len, index < 0) are zero-filled and never
-//    read from global memory. The same bytes serve Q·Kᵀ and P·V (K = V).
-// 2. Q·Kᵀ. Warp (dh, th) of an m-tile multiplies the 16 heads by the KV rows of the k-steps
-//    k ≡ th (mod 2), over head dims [256·dh, 256·dh + 256). Its Q fragments (64 registers) stay
-//    in registers. K fragments are built straight from the raw bytes: each lane reads the rows
-//    of its mma column (lane / 4) and converts fp8 pairs to f16 pairs (one cvt per pair on
-//    sm_89+, bit operations on sm_80). Because a dot product does not care how its terms are
-//    ordered, each lane takes whole 16-byte chunks of a row and the Q fragments are loaded in
-//    the same (permuted) dim order, so no shuffles are needed.
-//    Every lane copies exactly the chunks it reads here, so on one m-tile Q·Kᵀ waits only on its
-//    own cp.async groups (a 64-thread named barrier per step when two m-tiles share the loads).
-// 3. The two dim halves exchange partial scores through shared memory (each finalizes half of
-//    the steps), apply the per-token factor, and the four warps agree on each row's max; the
-//    whole slice fits in registers, so the softmax is exact (no online rescaling).
-// 4. P·V. Warp w owns output dims [128·w, 128·w + 128) over all of the slice's tokens. B
-//    fragments need two tokens per register, so each lane reads 16 bytes of each of four rows
-//    and interleaves them with one byte permute per two registers before converting; the
-//    dims-to-columns map is again chosen so that every read is a whole 16-byte chunk.
-// 5. One write: bf16 out (+ LSE), or, when the window is split across CTAs, an f32 partial and
-//    its log2 LSE that swa_merge_kernel combines.
+//    raw, by cp.async; masked rows (position ≥ len, index < 0) are zero-filled and never read
+//    from global memory. The same bytes feed Q·Kᵀ and P·V (K = V). 16-byte chunks are XOR-
+//    swizzled per row so that both products' reads are bank-conflict free.
+// 2. Q·Kᵀ. Warp (dh, th) of an m-tile multiplies its 16 heads by the rows of the 16-token steps
+//    k ≡ th (mod 2), over head dims [256·dh, +256); its Q fragments stay in registers (64).
+//    K fragments come straight from the raw rows: lane (g, t) reads whole 16-byte chunks of
+//    row g (a dot product does not care about the order of its terms, so Q is loaded in the
+//    same permuted dim order and nothing is shuffled). Every lane copies exactly the chunks it
+//    reads here, so an m-tile waits only on its own cp.async groups (with two m-tiles, the one
+//    that did not copy a step meets the one that did at a 64-thread named barrier).
+// 3. Softmax. Both dim halves park their partial scores in shared memory; the finalizing warp
+//    of each step adds them, applies the per-token factor scale·log2(e)·inv_scale, and the four
+//    warps agree on each row's max. The slice (≤ 128 positions) is in flight at once, so the
+//    softmax is exact, not online: no rescaling of the output accumulators.
+// 4. P·V. Warp w owns output dims [128·w, +128) over all steps. Its B fragments hold two (f16)
+//    or four (fp8) tokens per register: each lane reads 16 bytes of each of four rows and
+//    regroups them with byte permutes.
+// 5. One write: bf16 out (+ LSE), or, when the window is split, an f32 partial normalized by its
+//    own sum and its log2 LSE, which swa_merge_kernel combines.
 //
-// Numerics. fp8 values are exact in f16, so K fragments are the cached fp8 values themselves;
-// the per-token inv_scale is applied in f32 to the scores (colf) and folded into P before P·V
-// (P' = p · s · c, with c a power of two that puts max |P'| in [2^14, 2^15): no f16 overflow,
-// full f16 precision). Q goes to f16 with a per-row power of two (max |q| → [2^14, 2^15)), which
-// is exact for bf16 inputs down to 2^-28 of the row max and undone in f32 on the scores. So
-// Q·Kᵀ is exact up to f32 accumulation, and P is f16 (11 bits) where bf16 kernels keep 8.
-// The seed instead rounds each dequantized value fp8 · inv_scale to bf16 before both products;
-// the float64 reference (tools/testing/reference_swa.cc) follows the seed, and the kernel
-// differs from it by that rounding (~2^-9 per element, random sign): relative L2 ~1e-3.
-// Exponentials are ex2.approx on log2-domain scores (scale · log2 e folded into colf).
+// Arithmetic per arch (swa_ptx.cuh):
+//  - sm_89, sm_120+: mma.sync m16n8k32 with E4M3 A and the raw cache bytes (E4M3 or E5M2) as B:
+//    no conversion of K or V at all. q (per-row power of two) and P' are split into E4M3
+//    hi + lo (Veltkamp), placed in k 0..15 and 16..31 against the same B register twice: ~8
+//    significant bits, like bf16.
+//  - sm_90, sm_100 (where ptxas emulates fp8 mma.sync with conversions): mma.sync m16n8k16 f16.
+//    fp8 is exact in f16; K fragments convert with cvt.f16x2.e4m3x2 (the conversion pipe, slow
+//    on Hopper) and V fragments with byte permutes and bit operations (the integer pipe), so the
+//    two pipes share the conversion work. q goes to f16 through a per-row power of two (exact
+//    for bf16 down to 2^-28 of the row max); P' in f16.
+//  - sm_80: the f16 path with bit operations for both (E4M3 comes out as value · 2^-8).
+//  In every path inv_scale is applied in f32: to the scores (per token) and folded into
+//  P' = p · s · c, c a power of two that puts max |P'| just below the operand type's range.
+//  The seed instead rounds each dequantized value fp8 · inv_scale to bf16 before both products;
+//  the float64 reference (tools/testing/reference_swa.cc) follows the seed, and the kernel
+//  differs from it by that rounding (~2^-9 per value, random sign: ~1e-3 relative L2 on out).
+//  Exponentials are ex2.approx on log2-domain scores.
 //
-// Why not dequantize to bf16 in shared memory (the seed's sketch)? Each KV row is used by
-// NH/16 = 8 m-tiles; mma.sync reads B fragments per warp, so the smem traffic per token would be
-// (K + V) · 8 m-tiles · 2 bytes = 2 MB plus the score exchange, ≈ 70 µs at T = 512 on an H200
-// (128 B/clk/SM). Reading the raw fp8 (half the bytes) and converting in registers with the
-// hardware cvt brings the estimate to ≈ 26 µs of smem, ≈ 26 µs of mma and ≈ 25 µs of issue,
-// all under the DRAM floor below.
+// Why not dequantize into a bf16 tile and ldmatrix it (the seed's sketch)? Each KV row is used
+// by NH/16 = 8 m-tiles and mma.sync reads B per warp: (K + V) · 8 · 2 bytes = 2 MiB of shared
+// memory reads per token plus the exchange, ≈ 70 µs at T = 512 on an H200 (128 B/clk/SM).
+// Reading raw fp8 halves that; per token the kernel reads ≈ 1.2 MiB of shared memory
+// (≈ 9.5k SM-cycles), issues 8192 mma (≈ 12k SM-cycles at mma.sync rates), and on sm_90
+// converts 1 Mi fp8 values split over the conversion and integer pipes (≈ 16k SM-cycles each
+// if conversions run at 16/clk/SM), i.e. ≈ 34 µs of SM time at T = 512 spread over 132 SMs.
 //
-// Floor (H200, NH 128, HD 512, W 128, per token): KV 128 × 512 B = 64 KiB fp8 (+ 256 B scales,
-// 1 KiB indices), q 128 KiB, out 128 KiB → 321 KiB; FLOPs 4 · NH · W · HD = 33.6 MFLOP.
-//   floor(T) = max(T · 321 KiB / 4.2 TB/s, T · 33.6 MFLOP / 790 TFLOP/s)
-//            = 0.08 µs · T (bytes bound: 0.043 µs · T for the FLOPs)
-//   T = 64: 5.0 µs   T = 512: 40 µs.
+// Floor (H200: 4.2 TB/s, 790 TFLOP/s bf16; NH 128, HD 512, W 128), per token:
+//   bytes = W·HD fp8 KV (64 KiB; the NH/group CTAs of a token share it through L2)
+//         + W·2 scales + W·8 indices + 8 lens + NH·HD·2 q (128 KiB) + NH·HD·2 out (128 KiB)
+//         = 321.3 KiB
+//   FLOPs = 4 · NH · W · HD = 33.6 MFLOP
+//   floor(T) = max(T · 329 kB / 4.2 TB/s, T · 33.6 MFLOP / 790 TFLOP/s) = T · 78 ns
+//   T = 1: 0.08 µs (latency bound in practice), T = 64: 5.0 µs, T = 512: 40.1 µs.
 //
-// Resources (NVRTC 13.0 / nvcc 13.0, ptxas -v, sm_90a): see the table in the commit message and
-// docs; tile 128: 76.6 KiB smem (group 16) / 89.1 KiB (group 32) → 2 CTAs per SM; registers
-// ≤ 128 (launch bounds (threads, 2)), 0 spills.
+// Resources (NVRTC 13.0, ptxas -v; launch bounds (threads, 2)), registers / spill bytes:
+//              sm_80     sm_89     sm_90a    sm_100a   sm_120
+//   group 16   167 / 0   251 / 0   167 / 0   168 / 0   217 / 0
+//   group 32   128 / 0   128 / 0   128 / 0   128 / 0   128 / 0
+//   merge kernel: 47 / 0.
+// Shared memory (dynamic): group 16 / tile 128: 86544 B, group 32 / tile 128: 107552 B, tile 64:
+// 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32). On 99 KiB parts (sm_86/89/120)
+// the planner keeps group 16.
 #include "kjit/config.cuh"
 #include "mla/swa_decode_params.h"
 #include "mla/swa_ptx.cuh"

@@ -12,12 +12,13 @@
 ///     lse[t, h]    = log Σ_j exp(scale · q[t, h, :] · k_j)                 (natural log)
 ///   A row with no such position gets out = 0 and lse = −inf (the seed's SDPA would give NaN).
 ///
-/// Numerics: fp8 values are exact in f16, so the kernel multiplies f16 copies of the cached
-/// values and applies inv_scale in f32 to the scores and (folded into P) to the output; q is
-/// converted to f16 exactly through a per-row power of two. The seed instead rounds each
-/// dequantized value fp8 · inv_scale to bf16 before both products; the two differ by that
-/// rounding (≈ 2^-9 relative per element, random sign: ~1e-3 relative L2 on the output).
-/// P is f16 and accumulation f32; the output is rounded to bf16 once.
+/// Numerics: the kernel multiplies the cached fp8 values exactly (as f16 on sm_80/sm_90/sm_100,
+/// as raw E4M3/E5M2 mma operands on sm_89/sm_120) and applies inv_scale in f32, to the scores
+/// and (folded into P) to the output. q and P enter the products with ~8 significant bits or
+/// more (f16, or an E4M3 hi + lo pair). The seed instead rounds each dequantized value
+/// fp8 · inv_scale to bf16 before both products; the two differ by that rounding (≈ 2^-9
+/// relative per value, random sign: ~1e-3 relative L2 on the output). Accumulation is f32; the
+/// output is rounded to bf16 once.
 
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
