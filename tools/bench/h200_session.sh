@@ -6,8 +6,11 @@
 set -uo pipefail
 root=$PWD
 build=${KJIT_BUILD:-build}
-out=${OUT:-/tmp/kjit-out}
-mkdir -p "$out"
+# Everything lands in one folder, packed at the end into $OUT/results.tar.gz (the device tool
+# brings back at most 8 files).
+final=${OUT:-/tmp/kjit-out}
+out=$(mktemp -d /tmp/kjit-results.XXXXXX)
+trap 'tar -C "$out" -czf "$final/results.tar.gz" . 2>/dev/null' EXIT
 # The build tree records absolute paths (CTest, RPATH): make this checkout appear where it was built.
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
