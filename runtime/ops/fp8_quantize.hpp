@@ -71,7 +71,7 @@ struct QuantizePlan {
 /// Plans a validated quantize for a device with `sm` (10 · major + minor) and `sm_count` SMs.
 /// Throws Unsupported below sm_89. Host-only.
 ///   tensor: grid = min(ceil(vectors / (256 · 4)), 8 · sm_count) CTAs of 256 threads, grid-stride
-///   row:    one CTA per row, threads = vectors per row / kRowCache rounded up to a warp, ≤ 1024
+///   row:    one CTA per row, threads = vectors per row / kRowCache (8) rounded up to a warp, ≤ 512
 ///   1×128:  256 threads = 16 groups of 16 (32-bit inputs: 8 of 32), 4 blocks per group
 ///   128×128: one 256-thread CTA per block, grid (col blocks, row blocks)
 QuantizePlan plan_quantize(const QuantizeProblem& problem, int sm, int sm_count);
