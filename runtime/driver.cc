@@ -107,8 +107,8 @@ CUcontext ensure_context(int ordinal) {
   check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current) {
     // The device of a context never changes: ask the driver once per thread and context.
-    thread_local CUcontext known_context = nullptr;
-    thread_local int known_device = -1;
+    KJIT_FAST_TLS thread_local CUcontext known_context = nullptr;
+    KJIT_FAST_TLS thread_local int known_device = -1;
     if (current != known_context) {
       CUdevice dev = 0;
       check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");

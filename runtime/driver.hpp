@@ -9,6 +9,14 @@
 
 #include <string>
 
+// libkjit is a shared library, where thread_local defaults to the general-dynamic TLS model (a
+// __tls_get_addr call per access). The hot path's few bytes of TLS use initial-exec instead.
+#if defined(__GNUC__)
+#define KJIT_FAST_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define KJIT_FAST_TLS
+#endif
+
 namespace kjit::detail {
 
 // Each entry point with the CUDA version whose ABI we call (cudaTypedefs.h names the function

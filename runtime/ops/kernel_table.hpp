@@ -8,10 +8,11 @@
 
 #include <kjit/runtime.hpp>
 
+#include "runtime/driver.hpp"  // KJIT_FAST_TLS
+
 #include <cuda.h>
 
 #include <cstring>
-#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -44,15 +45,15 @@ class KernelTable {
  public:
   /// The program for `choice` in `context`, loading it through `runtime` on the first call.
   /// `make_spec` runs only on a miss.
-  const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice,
-                           const std::function<ProgramSpec()>& make_spec) {
+  template <class MakeSpec>
+  const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec) {
     Entry key{};
     key.runtime = &runtime;
     key.context = context;
     key.choice = choice;
     // A serving loop calls an op with the same choice over and over: remember this thread's last
     // hit so the common call takes no lock at all.
-    thread_local Memo memo;
+    KJIT_FAST_TLS thread_local Memo memo;
     if (memo.table == this && PodEqual<Entry>()(memo.key, key)) return *memo.program;
     const LoadedProgram* program = nullptr;
     {
