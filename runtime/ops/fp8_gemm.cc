@@ -350,10 +350,38 @@ GemmProblem validate_gemm(const GemmArgs& args) {
   return g;
 }
 
+namespace {
+
+/// Relative time of a tile choice: the busiest SM runs ceil(CTAs / SMs) tiles one after another
+/// (an SM's tensor throughput is shared by its resident CTAs, so co-residency hides latency but
+/// adds no throughput), each costing its MACs over the kernel's relative throughput. The
+/// throughputs are estimates (wgmma ≈ 2.5× mma.sync per SM on Hopper; small tiles lose to shared-
+/// memory traffic and per-tile overhead), to be refined from bench_fp8.py measurements.
+double tile_cost(int64_t m, int64_t n, int bm, int bn, bool wgmma, int sm_count) {
+  double rate = 1.0;
+  if (wgmma) {
+    rate = bn == 256 ? 2.5 : 2.5 * 0.85;
+  } else {
+    rate = bm == 128 && bn == 128 ? 1.0 : bm == 128 ? 0.9 : 0.75;
+  }
+  const int64_t ctas = ceil_div(m, bm) * ceil_div(n, bn);
+  const int64_t waves = ceil_div(ctas, std::max(sm_count, 1));
+  return static_cast<double>(waves) * bm * bn / rate;
+}
+
+}  // namespace
+
 GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel) {
   check_fp8_arch(kOp, dev.sm, g.device, nullptr);
   GemmPlan plan;
-  auto ctas = [&](int bm, int bn) { return ceil_div(g.m, bm) * ceil_div(g.n, bn); };
+  auto cost = [&](int bm, int bn, bool wgmma) { return tile_cost(g.m, g.n, bm, bn, wgmma, dev.sm_count); };
+  // The cheapest mma.sync tile (128x128 is not available with blockwise scales).
+  auto best_mma = [&](int& bm, int& bn) {
+    bm = 64, bn = 64;
+    double best = cost(64, 64, false);
+    if (cost(128, 64, false) < best) bm = 128, bn = 64, best = cost(128, 64, false);
+    if (!g.block && cost(128, 128, false) < best) bm = 128, bn = 128;
+  };
   const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
   const bool mma_tile = tile == GemmTile::k64x64 || tile == GemmTile::k128x64 || tile == GemmTile::k128x128;
   switch (kernel) {
@@ -375,8 +403,12 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       plan.wgmma = false;
       break;
     case GemmKernel::kAuto:
-      plan.wgmma = tile == GemmTile::k128x256 ||
-                   (dev.sm == 90 && wgmma_layout && g.m > 64 && g.n >= 64 && !mma_tile);
+      plan.wgmma = tile == GemmTile::k128x256;
+      if (!plan.wgmma && dev.sm == 90 && wgmma_layout && !mma_tile) {
+        int bm, bn;
+        best_mma(bm, bn);
+        plan.wgmma = std::min(cost(128, 128, true), cost(128, 256, true)) < cost(bm, bn, false);
+      }
       if (plan.wgmma && (dev.sm != 90 || !wgmma_layout)) {
         if (dev.sm != 90) {
           throw Unsupported(fmt::format("{}: tile k128x256 is the wgmma kernel's, which needs sm_90a; the device is sm_{}",
@@ -396,7 +428,7 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
     } else if (tile == GemmTile::k128x256) {
       plan.bn = 256;
     } else {
-      plan.bn = ctas(128, 256) >= dev.sm_count ? 256 : 128;
+      plan.bn = cost(128, 256, true) <= cost(128, 128, true) ? 256 : 128;
     }
     plan.threads = kSm90Threads;
     if (stages != 0) {
@@ -435,17 +467,7 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
         }
         plan.bm = 128, plan.bn = 128;
         break;
-      case GemmTile::kAuto:
-        if (g.m <= 64) {
-          plan.bm = 64, plan.bn = 64;
-        } else if (!g.block && ctas(128, 128) >= dev.sm_count) {
-          plan.bm = 128, plan.bn = 128;
-        } else if (ctas(128, 64) >= dev.sm_count) {
-          plan.bm = 128, plan.bn = 64;
-        } else {
-          plan.bm = 64, plan.bn = 64;
-        }
-        break;
+      case GemmTile::kAuto: best_mma(plan.bm, plan.bn); break;
       default: kjit::detail::fail(kOp, "tile is not a GemmTile value the mma.sync kernel takes");
     }
     const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);

@@ -71,12 +71,13 @@ struct GemmPlan {
 /// forced kernel/tile/stage count that does not apply (wgmma with blockwise scales or an M- or
 /// N-major operand, a 128x256 mma tile, 128x128 with blockwise scales, stages outside 2..4
 /// (mma) / 2..6 (wgmma) or beyond shared memory). Host-only.
-///   Kernel (unless forced): wgmma on sm_90 when the scales are tensorwise, A and B are K-major,
-///   M > 64 and N ≥ 64, and no mma tile is forced; else mma.sync.
-///   wgmma tile: 128x256 when ceil(M/128)·ceil(N/256) ≥ sm_count, else 128x128; stages: the
-///   deepest of 6..2 that fits.
-///   mma tile: 64×64 when M ≤ 64; else the first of 128×128 (tensorwise only), 128×64 whose CTA
-///   count reaches sm_count (one full wave); else 64×64. Stages: the deepest of 4, 3, 2 that fits.
+///   Tiles and kernel (unless forced) minimize an estimated time: ceil(CTAs / sm_count) waves of
+///   BM·BN MACs (per k) over the kernel's relative throughput (wgmma 128x256: 2.5, 128x128:
+///   2.1; mma 128x128: 1, 128x64: 0.9, 64x64: 0.75). wgmma is a candidate on sm_90 when the
+///   scales are tensorwise, A and B are K-major and no mma tile is forced; 128x128 mma tiles
+///   are not candidates with blockwise scales. So large problems take wgmma 128x256, mid-sized
+///   ones (M = 256, N = 7168) wgmma 128x128, and M ≤ 128 with N ~ 4096-7168 mma 64x64 (more SMs).
+///   Stages: the deepest that fits smem_optin (wgmma 6..2, mma 4..2).
 GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device,
                    GemmKernel kernel = GemmKernel::kAuto);
 

@@ -525,6 +525,9 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(p.bn, 128);
   EXPECT_EQ(p.stages, 6);
   EXPECT_FALSE(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200).wgmma);  // small M: mma
+  EXPECT_FALSE(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200).wgmma);  // 32 wgmma CTAs vs 128
+  EXPECT_TRUE(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).wgmma);
+  EXPECT_EQ(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).bn, 256);
   EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096, true), T::kAuto, 0, h200).wgmma);  // blockwise
   EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, l40).wgmma);
   EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, b200).wgmma);
@@ -553,7 +556,8 @@ TEST(Fp8Plan, TilesAndStages) {
   const fd::GemmDevice dev{100, 132, 232448}, l40{89, 142, 101376};
   auto tile = [](const fd::GemmPlan& p) { return std::to_string(p.bm) + "x" + std::to_string(p.bn); };
   EXPECT_EQ(tile(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev)), "128x128");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x64");
+  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");  // 112 CTAs, 1 wave
+  EXPECT_EQ(tile(fd::plan_gemm(problem(512, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");
   EXPECT_EQ(tile(fd::plan_gemm(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, dev)), "64x64");
   EXPECT_EQ(tile(fd::plan_gemm(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
   EXPECT_EQ(tile(fd::plan_gemm(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");

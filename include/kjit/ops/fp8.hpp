@@ -100,8 +100,9 @@ enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256 };
 
 /// Which GEMM kernel runs.
 enum class GemmKernel : uint8_t {
-  /// The planner's choice: kWgmma on sm_90 for kTensorwise scales with A and B both K-major and
-  /// M > 64, N ≥ 64; kMmaSync otherwise.
+  /// The planner's choice: on sm_90, kWgmma for kTensorwise scales with A and B both K-major
+  /// when its estimated time beats the mma.sync tiles (large problems; small M keeps more SMs
+  /// busy with 64x64 mma tiles); kMmaSync otherwise.
   kAuto,
   /// mma.sync m16n8k32 + cp.async pipeline (sm_89+): every layout and scale mode.
   kMmaSync,
