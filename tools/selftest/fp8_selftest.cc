@@ -6,6 +6,7 @@
 // dequantized operands ≤ 1e-2 (bf16 output rounding gives ≈ 2e-3; any indexing bug gives O(1)).
 #include "tools/selftest/selftest.hpp"
 
+#include <kjit/device.hpp>
 #include <kjit/ops/fp8.hpp>
 
 #include "tools/testing/compare.hpp"
@@ -89,12 +90,13 @@ Result check_quantize(Runtime& runtime, fp8::Granularity g) {
   return r;
 }
 
-Result check_gemm(Runtime& runtime, bool block) {
+Result check_gemm(Runtime& runtime, bool block, fp8::GemmKernel kernel = fp8::GemmKernel::kAuto) {
   constexpr int64_t kM = 256, kN = 512, kK = 1024;
   Result r;
   r.op = "fp8.gemm";
-  r.shape = fmt::format("M={} N={} K={} e4m3 x e4m3 -> bf16 {}", kM, kN, kK,
-                        block ? "1x128/128x128 block scales" : "per-tensor A, per-channel B scales");
+  r.shape = fmt::format("M={} N={} K={} e4m3 x e4m3 -> bf16 {}{}", kM, kN, kK,
+                        block ? "1x128/128x128 block scales" : "per-tensor A, per-channel B scales",
+                        kernel == fp8::GemmKernel::kWgmma ? " (wgmma kernel)" : "");
   r.tolerance = kGemmTolerance;
   const unsigned seed = std::random_device{}();
   std::mt19937_64 rng(seed);
@@ -133,6 +135,7 @@ Result check_gemm(Runtime& runtime, bool block) {
     g.scale_a = TensorRef(dsa.get(), DType::kF32, {1});
     g.scale_b = TensorRef(dsb.get(), DType::kF32, {kN});
   }
+  g.kernel = kernel;
   fp8::gemm(g, nullptr, runtime);
   kt::synchronize();
 
@@ -170,6 +173,12 @@ std::vector<Result> fp8(Runtime& runtime) {
   results.push_back(guarded("fp8.quantize", "4096x4096 per-row", [&] { return check_quantize(runtime, fp8::Granularity::kRow); }));
   results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise", [&] { return check_gemm(runtime, false); }));
   results.push_back(guarded("fp8.gemm", "256x512x1024 blockwise", [&] { return check_gemm(runtime, true); }));
+  // The planner runs this shape on the mma.sync kernel; on Hopper check the wgmma kernel too.
+  const DeviceInfo& info = device_info(0);
+  if (info.cc_major == 9 && info.cc_minor == 0) {
+    results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise (wgmma)",
+                              [&] { return check_gemm(runtime, false, fp8::GemmKernel::kWgmma); }));
+  }
   return results;
 }
 
