@@ -611,6 +611,9 @@ TEST_F(CliTest, SelftestNeedsAGpuAndPassesOnOne) {
   }
   EXPECT_TRUE(ops.count("rotary")) << r.describe();
   EXPECT_TRUE(ops.count("attention.decode")) << r.describe();
+  EXPECT_TRUE(ops.count("mla.swa_decode")) << r.describe();
+  EXPECT_TRUE(ops.count("fp8.quantize")) << r.describe();
+  EXPECT_TRUE(ops.count("fp8.gemm")) << r.describe();
 }
 
 }  // namespace
