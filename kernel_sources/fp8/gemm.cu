@@ -18,8 +18,9 @@
 // 4t+2, 4t+3 (X1), so two byte permutes (prmt) give the A register of row 2g (bytes 0, 2 of X0
 // and X1) and of row 2g+1 (bytes 1, 3): all four k in order, no permutation of K. The fragment's
 // logical row g then holds physical row 2g and row g+8 holds 2g+1 (for B: the n8 tile 2p holds
-// even columns, 2p+1 odd ones); only the epilogue needs to know. All four layout combinations
-// are native specializations (kATrans, kBTrans), no swap or transposed copy.
+// even columns, 2p+1 odd ones); only the epilogue needs to know. All four operand layout
+// combinations are native specializations (kATrans, kBTrans), with no transposed copy; only a
+// column-major D goes through the host's operand swap (Dᵀ = B · Aᵀ, bias then indexed by row).
 //
 // Shared-memory swizzles (16-byte chunks, conflict-free for cp.async stores and ldmatrix):
 //   K-major rows of 128 bytes:  chunk c of row r at c ^ (r & 7)
