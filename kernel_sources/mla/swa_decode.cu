@@ -27,9 +27,11 @@
 //    of each step adds them, applies the per-token factor scale·log2(e)·inv_scale, and the four
 //    warps agree on each row's max. The slice (≤ 128 positions) is in flight at once, so the
 //    softmax is exact, not online: no rescaling of the output accumulators.
-// 4. P·V. Warp w owns output dims [128·w, +128) over all steps. Its B fragments hold two (f16)
-//    or four (fp8) tokens per register: each lane reads 16 bytes of each of four rows and
-//    regroups them with byte permutes.
+// 4. P·V. Each of the CTA's 4·m-tiles warps owns 512 / (4·m-tiles) output dims for all of its
+//    heads (16 heads × 128 dims, or 32 heads × 64 dims: 64 accumulators either way), so every V
+//    value is read and converted once per CTA. B fragments hold two (f16) or four (fp8) tokens
+//    per register: each lane reads 16 or 8 bytes of each of four rows and regroups them with
+//    byte permutes.
 // 5. One write: bf16 out (+ LSE), or, when the window is split, an f32 partial normalized by its
 //    own sum and its log2 LSE, which swa_merge_kernel combines.
 //
@@ -54,10 +56,11 @@
 // Why not dequantize into a bf16 tile and ldmatrix it (the seed's sketch)? Each KV row is used
 // by NH/16 = 8 m-tiles and mma.sync reads B per warp: (K + V) · 8 · 2 bytes = 2 MiB of shared
 // memory reads per token plus the exchange, ≈ 70 µs at T = 512 on an H200 (128 B/clk/SM).
-// Reading raw fp8 halves that; per token the kernel reads ≈ 1.2 MiB of shared memory
-// (≈ 9.5k SM-cycles), issues 8192 mma (≈ 12k SM-cycles at mma.sync rates), and on sm_90
-// converts 1 Mi fp8 values split over the conversion and integer pipes (≈ 16k SM-cycles each
-// if conversions run at 16/clk/SM), i.e. ≈ 34 µs of SM time at T = 512 spread over 132 SMs.
+// Reading raw fp8 halves that. Per token with groups of 32 (T ≥ 64) the kernel reads ≈ 1 MiB of
+// shared memory (≈ 8k SM-cycles at 128 B/clk), issues 8192 mma (≈ 12k SM-cycles at mma.sync
+// rates) and on sm_90 converts 512 Ki fp8 values for K on the conversion pipe (≈ 16k SM-cycles
+// if it runs at 16/clk/SM) and 256 Ki for V on the integer pipe (≈ 8k), i.e. ≈ 34 µs of SM
+// time at T = 512 over 132 SMs, under the DRAM floor below when the pipes overlap.
 //
 // Floor (H200: 4.2 TB/s, 790 TFLOP/s bf16; NH 128, HD 512, W 128), per token:
 //   bytes = W·HD fp8 KV (64 KiB; the NH/group CTAs of a token share it through L2)
@@ -69,7 +72,7 @@
 //
 // Resources (NVRTC 13.0, ptxas -v; launch bounds (threads, 2)), registers / spill bytes:
 //              sm_80     sm_89     sm_90a    sm_100a   sm_120
-//   group 16   167 / 0   251 / 0   167 / 0   168 / 0   217 / 0
+//   group 16   163 / 0   247 / 0   161 / 0   168 / 0   217 / 0
 //   group 32   128 / 0   128 / 0   128 / 0   128 / 0   128 / 0
 //   merge kernel: 47 / 0.
 // Shared memory (dynamic): group 16 / tile 128: 86544 B, group 32 / tile 128: 107552 B, tile 64:
@@ -256,7 +259,10 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   constexpr int kQkDims = kHeadDim / 2;            // Q·Kᵀ dims of one warp
   constexpr int kQkChunks = kQkDims / 64;          // 16-byte chunks a lane reads per row
   constexpr int kDimSteps = kQkDims / 16;          // mma k-steps over those dims
-  constexpr int kPvTiles = kHeadDim / 4 / 8;       // P·V n-tiles of one warp
+  constexpr int kPvDims = kHeadDim / (4 * kMTiles);  // P·V output dims of one warp (all heads)
+  constexpr int kPvLane = kPvDims / 8;             // bytes of a row one lane reads for P·V
+  constexpr int kPvTiles = kPvDims / 8;            // P·V n-tiles of one warp
+  constexpr int kPvWords = kPvTiles / 4;           // 32-bit words a lane reads per row
   using Shape = SwaShape<kHeadDim, kGroup, kTile>;
   constexpr int kKBiasLog2 = k_bias_log2<kCache>();
   constexpr int kVBiasLog2 = v_bias_log2<kCache>();
@@ -551,107 +557,138 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   cp_async_wait<0>();
   __syncthreads();
 
-  // ---- 4. P·V: dims [128·w4, +128) over all steps of the slice -------------------------------
-  // n-tile j, column n ↔ dim 128·w4 + 16n + j: lane (g, t) reads chunk 8·w4 + g of rows
-  // 16k + {2t, 2t+1, 2t+8, 2t+9}; its C values are dims 128·w4 + 32t + j (c0) and + 16 (c1).
-  float o[kPvTiles][4];
+  // ---- 4. P·V: warp pw owns dims [kPvDims·pw, +kPvDims) for all the CTA's heads ------------
+  // With two m-tiles each warp multiplies both m-tiles' P by the same V fragments, so every V
+  // value is read and converted once per CTA. n-tile j, column n ↔ dim kPvDims·pw + kPvLane·n + j
+  // (kPvLane = kPvDims / 8 bytes a lane reads per row): lane (g, t) reads its kPvLane bytes of
+  // rows 16k + {2t, 2t+1, 2t+8, 2t+9}; its C values are dims kPvDims·pw + 2·kPvLane·t + j (c0)
+  // and + kPvLane (c1).
+  const int pw = warp;
+  float o[kMTiles][kPvTiles][4];
 #pragma unroll
-  for (int j = 0; j < kPvTiles; ++j)
+  for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
-  const int vchunk = w4 * 8 + g;
+    for (int j = 0; j < kPvTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[m][j][e] = 0.f;
+  const int vbyte = kPvDims * pw + kPvLane * g;  // this lane's first byte of a row
+  const uint4* pbuf0 = reinterpret_cast<const uint4*>(smem + Shape::kPbufOffset);
 #pragma unroll 1
   for (int k = 0; k < n_steps; ++k) {
-    const uint4 a = pbuf[k * 32 + lane];
+    uint4 a[kMTiles];
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) a[m] = pbuf0[m * (Shape::kPbufBytesPerTile / 16) + k * 32 + lane];
     const int r0 = k * kSwaStepTokens + 2 * t;
-    uint4 v[4];
+    uint32_t v[4][kPvWords];  // rows 2t, 2t+1, 2t+8, 2t+9
 #pragma unroll
     for (int rr = 0; rr < 4; ++rr) {
       const int r = r0 + (rr & 1) + (rr >> 1) * 8;
-      v[rr] = *reinterpret_cast<const uint4*>(raw + r * kRowBytes + ((vchunk ^ swizzle(r)) << 4));
+      const unsigned char* src = raw + r * kRowBytes + (((vbyte >> 4) ^ swizzle(r)) << 4) + (vbyte & 15);
+      if constexpr (kPvWords == 4) {
+        const uint4 w = *reinterpret_cast<const uint4*>(src);
+        v[rr][0] = w.x;
+        v[rr][1] = w.y;
+        v[rr][2] = w.z;
+        v[rr][3] = w.w;
+      } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(src);
+        v[rr][0] = w.x;
+        v[rr][1] = w.y;
+      }
     }
-    const uint32_t va[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
-    const uint32_t vb[4] = {v[1].x, v[1].y, v[1].z, v[1].w};
-    const uint32_t vc[4] = {v[2].x, v[2].y, v[2].z, v[2].w};
-    const uint32_t vd[4] = {v[3].x, v[3].y, v[3].z, v[3].w};
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kPvWords; ++u) {
+      // The B fragments of dims 4u..4u+3 of this lane's bytes (n-tiles 4u..4u+3).
+      uint32_t b0[4], b1[4];
 #if KJIT_SWA_FP8_MMA
       // B rows 4t..4t+3 = tokens (2t, 2t+1, 2t+8, 2t+9) of one dim: a 4x4 byte transpose of the
-      // four rows' word u (dims 4u..4u+3); the same word serves rows 16+4t.. (P's lo part).
-      const uint32_t ab0 = __byte_perm(va[u], vb[u], 0x5140);  // [A0, B0, A1, B1]
-      const uint32_t ab1 = __byte_perm(va[u], vb[u], 0x7362);  // [A2, B2, A3, B3]
-      const uint32_t cd0 = __byte_perm(vc[u], vd[u], 0x5140);
-      const uint32_t cd1 = __byte_perm(vc[u], vd[u], 0x7362);
-      const uint32_t d0 = __byte_perm(ab0, cd0, 0x5410);  // [A0, B0, C0, D0]
-      const uint32_t d1 = __byte_perm(ab0, cd0, 0x7632);
-      const uint32_t d2 = __byte_perm(ab1, cd1, 0x5410);
-      const uint32_t d3 = __byte_perm(ab1, cd1, 0x7632);
-      constexpr bool kE5M2 = kCache == kSwaCacheE5M2;
-      mma_fp8<kE5M2>(o[4 * u + 0], a.x, a.y, a.z, a.w, d0, d0);
-      mma_fp8<kE5M2>(o[4 * u + 1], a.x, a.y, a.z, a.w, d1, d1);
-      mma_fp8<kE5M2>(o[4 * u + 2], a.x, a.y, a.z, a.w, d2, d2);
-      mma_fp8<kE5M2>(o[4 * u + 3], a.x, a.y, a.z, a.w, d3, d3);
+      // four rows' word u; the same word serves rows 16+4t.. (P's lo part).
+      const uint32_t ab0 = __byte_perm(v[0][u], v[1][u], 0x5140);  // [A0, B0, A1, B1]
+      const uint32_t ab1 = __byte_perm(v[0][u], v[1][u], 0x7362);  // [A2, B2, A3, B3]
+      const uint32_t cd0 = __byte_perm(v[2][u], v[3][u], 0x5140);
+      const uint32_t cd1 = __byte_perm(v[2][u], v[3][u], 0x7362);
+      b0[0] = __byte_perm(ab0, cd0, 0x5410);  // [A0, B0, C0, D0]
+      b0[1] = __byte_perm(ab0, cd0, 0x7632);
+      b0[2] = __byte_perm(ab1, cd1, 0x5410);
+      b0[3] = __byte_perm(ab1, cd1, 0x7632);
+#pragma unroll
+      for (int d = 0; d < 4; ++d) b1[d] = b0[d];
 #else
       // B rows 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1) of dim 4u + d.
-      mma_f16(o[4 * u + 0], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 0>(va[u], vb[u]),
-              v_fp8x2_to_f16x2<kCache, 0>(vc[u], vd[u]));
-      mma_f16(o[4 * u + 1], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 1>(va[u], vb[u]),
-              v_fp8x2_to_f16x2<kCache, 1>(vc[u], vd[u]));
-      mma_f16(o[4 * u + 2], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 2>(va[u], vb[u]),
-              v_fp8x2_to_f16x2<kCache, 2>(vc[u], vd[u]));
-      mma_f16(o[4 * u + 3], a.x, a.y, a.z, a.w, v_fp8x2_to_f16x2<kCache, 3>(va[u], vb[u]),
-              v_fp8x2_to_f16x2<kCache, 3>(vc[u], vd[u]));
+      b0[0] = v_fp8x2_to_f16x2<kCache, 0>(v[0][u], v[1][u]);
+      b0[1] = v_fp8x2_to_f16x2<kCache, 1>(v[0][u], v[1][u]);
+      b0[2] = v_fp8x2_to_f16x2<kCache, 2>(v[0][u], v[1][u]);
+      b0[3] = v_fp8x2_to_f16x2<kCache, 3>(v[0][u], v[1][u]);
+      b1[0] = v_fp8x2_to_f16x2<kCache, 0>(v[2][u], v[3][u]);
+      b1[1] = v_fp8x2_to_f16x2<kCache, 1>(v[2][u], v[3][u]);
+      b1[2] = v_fp8x2_to_f16x2<kCache, 2>(v[2][u], v[3][u]);
+      b1[3] = v_fp8x2_to_f16x2<kCache, 3>(v[2][u], v[3][u]);
 #endif
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+        for (int d = 0; d < 4; ++d) {
+#if KJIT_SWA_FP8_MMA
+          mma_fp8<kCache == kSwaCacheE5M2>(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
+#else
+          mma_f16(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
+#endif
+        }
+      }
     }
   }
 
-  // ---- 5. epilogue ---------------------------------------------------------------------------
-  float lrow[2], inv[2], lse2[2];
+  // ---- 5. epilogue: rows of every m-tile, this warp's dims -----------------------------------
+  const int dim0 = kPvDims * pw + 2 * kPvLane * t;
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int rr = g + 8 * hr;
-    lrow[hr] = (s_rowsum[rr] + s_rowsum[16 + rr]) + (s_rowsum[32 + rr] + s_rowsum[48 + rr]);
-    inv[hr] = lrow[hr] > 0.f ? (1.f / lrow[hr]) * exp2i(-c_exp) : 0.f;
-    lse2[hr] = lrow[hr] > 0.f ? mrow[hr] + __log2f(lrow[hr]) : neg_inf();
-  }
-  const int dim0 = w4 * (kHeadDim / 4) + 32 * t;
-  if (p.num_splits == 1) {
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
-                            static_cast<int64_t>(head0 + 8 * hr) * p.out_stride_h + dim0;
-      uint32_t packed[16];
-#pragma unroll
-      for (int j = 0; j < kPvTiles / 2; ++j) {
-        packed[j] = pack_bf16x2(o[2 * j][2 * hr] * inv[hr], o[2 * j + 1][2 * hr] * inv[hr]);
-        packed[8 + j] = pack_bf16x2(o[2 * j][2 * hr + 1] * inv[hr], o[2 * j + 1][2 * hr + 1] * inv[hr]);
-      }
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        reinterpret_cast<uint4*>(orow)[c] =
-            make_uint4(packed[4 * c], packed[4 * c + 1], packed[4 * c + 2], packed[4 * c + 3]);
-      }
-      if (p.lse != nullptr && w4 == 0 && t == 0) {
-        p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head0 + 8 * hr) * p.lse_stride_h] =
-            lse2[hr] * kLn2;
-      }
-    }
-  } else {
+  for (int m = 0; m < kMTiles; ++m) {
+    const float* st = reinterpret_cast<const float*>(smem + Shape::kStatsOffset + m * Shape::kStatsBytesPerTile);
+    const float* rowmax = st;
+    const float* rowsum = st + 64;
+    const float* scalemax = st + 128;
+    const float sm = fmaxf(fmaxf(scalemax[0], scalemax[1]), fmaxf(scalemax[2], scalemax[3]));
+    const int ce = sm > 0.f ? max(-126, min(126, kOperandExp - (ilog2(sm) - kVBiasLog2))) : 0;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int64_t prow = (static_cast<int64_t>(token) * p.num_heads + head0 + 8 * hr) * p.num_splits + split;
-      float* orow = p.o_part + prow * kHeadDim + dim0;
+      const int rr = g + 8 * hr;
+      const float l = (rowsum[rr] + rowsum[16 + rr]) + (rowsum[32 + rr] + rowsum[48 + rr]);
+      const float mx = fmaxf(fmaxf(rowmax[rr], rowmax[16 + rr]), fmaxf(rowmax[32 + rr], rowmax[48 + rr]));
+      const float inv = l > 0.f ? (1.f / l) * exp2i(-ce) : 0.f;
+      const float lse2 = l > 0.f ? mx + __log2f(l) : neg_inf();
+      const int head = head_group * kGroup + m * kSwaHeadsPerTile + rr;
+      if (p.num_splits == 1) {
+        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+                              static_cast<int64_t>(head) * p.out_stride_h + dim0;
+        uint32_t packed[kPvTiles];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = 4 * c;
-        reinterpret_cast<float4*>(orow)[c] = make_float4(o[j][2 * hr] * inv[hr], o[j + 1][2 * hr] * inv[hr],
-                                                         o[j + 2][2 * hr] * inv[hr], o[j + 3][2 * hr] * inv[hr]);
-        reinterpret_cast<float4*>(orow + 16)[c] =
-            make_float4(o[j][2 * hr + 1] * inv[hr], o[j + 1][2 * hr + 1] * inv[hr], o[j + 2][2 * hr + 1] * inv[hr],
-                        o[j + 3][2 * hr + 1] * inv[hr]);
+        for (int j = 0; j < kPvTiles / 2; ++j) {
+          packed[j] = pack_bf16x2(o[m][2 * j][2 * hr] * inv, o[m][2 * j + 1][2 * hr] * inv);
+          packed[kPvTiles / 2 + j] = pack_bf16x2(o[m][2 * j][2 * hr + 1] * inv, o[m][2 * j + 1][2 * hr + 1] * inv);
+        }
+#pragma unroll
+        for (int c = 0; c < kPvTiles / 4; ++c) {
+          reinterpret_cast<uint4*>(orow)[c] =
+              make_uint4(packed[4 * c], packed[4 * c + 1], packed[4 * c + 2], packed[4 * c + 3]);
+        }
+        if (p.lse != nullptr && pw == 0 && t == 0) {
+          p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head) * p.lse_stride_h] =
+              lse2 * kLn2;
+        }
+      } else {
+        const int64_t prow = (static_cast<int64_t>(token) * p.num_heads + head) * p.num_splits + split;
+        float* orow = p.o_part + prow * kHeadDim + dim0;
+#pragma unroll
+        for (int c = 0; c < kPvTiles / 4; ++c) {
+          const int j = 4 * c;
+          reinterpret_cast<float4*>(orow)[c] =
+              make_float4(o[m][j][2 * hr] * inv, o[m][j + 1][2 * hr] * inv, o[m][j + 2][2 * hr] * inv,
+                          o[m][j + 3][2 * hr] * inv);
+          reinterpret_cast<float4*>(orow + kPvTiles)[c] =
+              make_float4(o[m][j][2 * hr + 1] * inv, o[m][j + 1][2 * hr + 1] * inv, o[m][j + 2][2 * hr + 1] * inv,
+                          o[m][j + 3][2 * hr + 1] * inv);
+        }
+        if (pw == 0 && t == 0) p.lse_part[prow] = lse2;
       }
-      if (w4 == 0 && t == 0) p.lse_part[prow] = lse2[hr];
     }
   }
 #endif
