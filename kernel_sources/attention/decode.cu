@@ -42,6 +42,7 @@
 #include "kjit/config.cuh"
 
 #include "attention/decode_params.h"
+#include "attention/kv_source.cuh"
 #include "attention/mma.cuh"
 #include "attention/softmax.cuh"
 
@@ -59,9 +60,11 @@ KJIT_DEVICE void store_bf16x4(void* dst, float a, float b, float c, float d) {
 }  // namespace detail
 
 /// Split-KV decode: see the file comment. kHeadDim ∈ {64, 128, 256}; kRows ∈ {8, 16} query heads
-/// per CTA (8 when group ≤ 8). Launch: grid as DecodeParams says, DecodeShape<kHeadDim>::kThreads
-/// threads, DecodeShape<kHeadDim>::kSmemBytes bytes of dynamic shared memory.
-template <int kHeadDim, int kRows>
+/// per CTA (8 when group ≤ 8); KV = ContigKV (family attention.decode) or PagedKV
+/// (attention.paged_decode), see kv_source.cuh. Launch: grid as DecodeParams says,
+/// DecodeShape<kHeadDim>::kThreads threads, DecodeShape<kHeadDim>::kSmemBytes bytes of dynamic
+/// shared memory.
+template <int kHeadDim, int kRows, class KV = ContigKV>
 __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     decode_kernel(KJIT_PARAMS DecodeParams p) {
 #if KJIT_HAS_SM80
@@ -80,9 +83,11 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   constexpr int kOTiles = kWarpCols / 8;           // n8 output tiles per warp
   constexpr bool kFull = kRows == 16;
   constexpr int kCopies = kTile * kChunks / kThreads;
+  constexpr int kRowStep = kThreads / kChunks;     // rows between one thread's copies of a tile
   constexpr int kRedStride = kHeadDim + 8;         // padded: the float2 stores below hit 2 banks
   static_assert(kRows == 8 || kRows == 16, "rows is 8 or 16");
-  static_assert(kTile * kChunks % kThreads == 0, "copies must divide evenly over threads");
+  static_assert(kTile * kChunks % kThreads == 0 && kThreads % kChunks == 0,
+                "copies must divide evenly over threads, each thread keeping one chunk column");
   static_assert(kKSteps % 2 == 0 && kSTiles % 2 == 0 && kOTiles % 2 == 0, "x4 ldmatrix pairs");
   static_assert((kGroups * kRows * kRedStride + 2 * kGroups * kRows) * 4 <= Shape::kSmemBytes,
                 "the merge scratch must fit in the stage ring");
@@ -107,21 +112,24 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   const int kv_head = idx % p.kv_heads;
   const int b = idx / p.kv_heads;
 
-  int kv_len = p.max_kv_len;
-  if (p.kv_lens != nullptr) kv_len = min(max(__ldg(p.kv_lens + b), 0), p.max_kv_len);
-  const int begin = split * p.split_tokens;
-  const int end = min(begin + p.split_tokens, kv_len);
+  const KV kv(p, b, kv_head);
+  const int kv_len = kv.length();
+  int split_tokens = p.split_tokens;
+  if (KV::kLookup && split_tokens == 0) {
+    // Per-sequence split: this sequence's own length in num_splits ranges of whole tiles.
+    const int per_split = (kv_len + p.num_splits - 1) / p.num_splits;
+    split_tokens = max((per_split + kTile - 1) / kTile, 1) * kTile;
+  }
+  const int begin = split * split_tokens;
+  const int end = min(begin + split_tokens, kv_len);
   const int num_tiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
   const int head0 = kv_head * p.group + m_tile * kRows;
   const int rows_valid = min(kRows, p.group - m_tile * kRows);
 
-  // ---- K/V producer: every thread copies kCopies 16-byte chunks of K and of V per tile. -------
-  const char* k_base = static_cast<const char*>(p.k) +
-                       (static_cast<int64_t>(b) * p.k_stride_b + static_cast<int64_t>(kv_head) * p.k_stride_h) * 2;
-  const char* v_base = static_cast<const char*>(p.v) +
-                       (static_cast<int64_t>(b) * p.v_stride_b + static_cast<int64_t>(kv_head) * p.v_stride_h) * 2;
-  const int64_t k_row_bytes = p.k_stride_l * 2;
-  const int64_t v_row_bytes = p.v_stride_l * 2;
+  // ---- K/V producer: every thread copies kCopies 16-byte chunks of K and of V per tile, all in
+  // one chunk column: rows copy_row0 + i · kRowStep. Tokens past `end` copy nothing (zero fill)
+  // from a mapped row (`begin`'s). -------------------------------------------------------------
+  // ContigKV: rows are tokens, addressed at issue time.
   auto load_tile = [&](int tile, int stage) {
     const int tile_begin = begin + tile * kTile;
 #pragma unroll
@@ -131,17 +139,51 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       const int chunk = c % kChunks;
       const int token = tile_begin + row;
       const bool valid = token < end;
-      const int64_t src = valid ? token : begin;  // a mapped row even when nothing is read
+      const int src = kv.locate(valid ? token : begin);
       const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, chunk);
-      cp_async_16(smem_k + dst, k_base + src * k_row_bytes + chunk * 16, valid);
-      cp_async_16(smem_v + dst, v_base + src * v_row_bytes + chunk * 16, valid);
+      cp_async_16(smem_k + dst, kv.k_row(src) + chunk * 16, valid);
+      cp_async_16(smem_v + dst, kv.v_row(src) + chunk * 16, valid);
     }
   };
+  // PagedKV: the pool rows of a tile's copies are looked up one tile ahead (locate_tile into
+  // next_rows), so the page-table load never stalls the copies (load_tile_rows).
+  const int copy_row0 = tid / kChunks;
+  const int copy_chunk = tid % kChunks;
+  auto locate_tile = [&](int tile, int (&rows)[kCopies]) {
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int token = begin + tile * kTile + copy_row0 + i * kRowStep;
+      rows[i] = kv.locate(token < end ? token : begin);
+    }
+  };
+  auto load_tile_rows = [&](int tile, int stage, const int (&rows)[kCopies]) {
+    const int tile_begin = begin + tile * kTile;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int row = copy_row0 + i * kRowStep;
+      const bool valid = tile_begin + row < end;
+      const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
+      cp_async_16(smem_k + dst, kv.k_row(rows[i]) + copy_chunk * 16, valid);
+      cp_async_16(smem_v + dst, kv.v_row(rows[i]) + copy_chunk * 16, valid);
+    }
+  };
+  int next_rows[kCopies];
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s);
+    if (s < num_tiles) {
+      if constexpr (KV::kLookup) {
+        int rows[kCopies];
+        locate_tile(s, rows);
+        load_tile_rows(s, s, rows);
+      } else {
+        load_tile(s, s);
+      }
+    }
     cp_async_commit();
+  }
+  if constexpr (KV::kLookup) {
+    if (kStages - 1 < num_tiles) locate_tile(kStages - 1, next_rows);
   }
 
   // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
@@ -213,7 +255,14 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     __syncthreads();
     {
       const int next = tile + kStages - 1;
-      if (next < num_tiles) load_tile(next, next % kStages);
+      if (next < num_tiles) {
+        if constexpr (KV::kLookup) {
+          load_tile_rows(next, next % kStages, next_rows);
+          if (next + 1 < num_tiles) locate_tile(next + 1, next_rows);
+        } else {
+          load_tile(next, next % kStages);
+        }
+      }
       cp_async_commit();
     }
     uint8_t keep[kCols];

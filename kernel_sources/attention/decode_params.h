@@ -57,11 +57,18 @@ constexpr int kDecodeMergeThreads = 32 * kDecodeMergeRowsPerCta;
 /// Parameters of decode_kernel. Strides are in elements. The grid is one-dimensional:
 ///   blockIdx.x = ((b · kv_heads + kv_head) · num_splits + split) · m_tiles + m_tile
 /// (M tiles innermost so CTAs re-reading one KV head run side by side and share L2).
+/// The KV fields are read by the kernel's KV-source policy (attention/kv_source.cuh): ContigKV
+/// uses k/v as [batch, max_kv_len, kv_heads, head_dim] and kv_lens; PagedKV uses k/v as page
+/// pools [num_pages, page_size, kv_heads, head_dim] (k_stride_b = page stride, k_stride_l = slot
+/// stride) and the kv_indptr / kv_page_indices / kv_last_page_len page table.
 struct DecodeParams {
   const void* q;          ///< bf16 [batch, 1, q_heads, head_dim]
-  const void* k;          ///< bf16 [batch, max_kv_len, kv_heads, head_dim]
-  const void* v;          ///< bf16 [batch, max_kv_len, kv_heads, head_dim]
-  const int32_t* kv_lens; ///< [batch], or null: every sequence has max_kv_len tokens
+  const void* k;          ///< bf16 [batch, max_kv_len, kv_heads, head_dim], or the paged K pool
+  const void* v;          ///< bf16, as k
+  const int32_t* kv_lens; ///< ContigKV: [batch], or null: every sequence has max_kv_len tokens
+  const int32_t* kv_indptr;         ///< PagedKV: [batch + 1] ranges of kv_page_indices
+  const int32_t* kv_page_indices;   ///< PagedKV: [nnz] page ids, each sequence's in token order
+  const int32_t* kv_last_page_len;  ///< PagedKV: [batch] tokens in each sequence's last page
   const uint8_t* mask;    ///< bool [batch, max_kv_len] (nonzero = attend), or null
   void* out;              ///< bf16 [batch, 1, q_heads, head_dim]; written when num_splits == 1
   float* lse;             ///< f32 [batch, q_heads] natural-log LSE, or null; when num_splits == 1
@@ -83,10 +90,15 @@ struct DecodeParams {
   int32_t group;         ///< q_heads / kv_heads
   int32_t max_kv_len;
   int32_t num_splits;
-  int32_t split_tokens;  ///< tokens per split (the last split may be shorter or empty)
+  /// Tokens per split (the last split may be shorter or empty). 0: each sequence splits its own
+  /// kv_len into num_splits ranges of whole KV tiles (what the paged op passes: the host does not
+  /// know the paged lengths).
+  int32_t split_tokens;
   int32_t m_tiles;       ///< ceil(group / rows)
   float scale_log2;      ///< softmax scale · log2(e)
-  int32_t pad_;
+  int32_t page_size;     ///< PagedKV: tokens per page (≥ 1)
+  int32_t page_shift;    ///< PagedKV: log2(page_size) when a power of two, else −1
+  int32_t page_rows;     ///< PagedKV: page stride / slot stride (pool rows per page)
 };
 
 /// Parameters of decode_merge_kernel: combines the num_splits partials of every (b, q head).

@@ -19,6 +19,13 @@ namespace kjit::attention {
 /// [1] decode_merge_kernel<head_dim> (the split-KV combine). min_sm 80 (mma.sync bf16, cp.async).
 const Family& decode_family();
 
+// The attention family's other kernel families (runtime/families.cc lists them all; each is
+// documented where its op lives: runtime/ops/attention_paged.hpp, attention_prefill.hpp).
+const Family& paged_decode_family();
+const Family& paged_append_family();
+const Family& prefill_family();
+const Family& paged_prefill_family();
+
 namespace detail {
 
 /// The shape of a validated DecodeArgs.

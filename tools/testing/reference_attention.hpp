@@ -4,6 +4,7 @@
 /// decode problem runner that the GPU tests, `kjit selftest` and benchmarks share: it builds
 /// poisoned, optionally strided device tensors, runs the op and compares every output.
 
+#include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
 
 #include "tools/testing/compare.hpp"
@@ -85,5 +86,155 @@ struct DecodeCaseResult {
 /// synchronizes and compares with decode_reference. Needs a GPU (device 0's context current).
 /// Throws what decode throws.
 DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
+
+// ---- Prefill (dense and ragged) ---------------------------------------------------------------
+
+/// A prefill problem in compact, packed host arrays of the exact values the device sees
+/// (bf16-rounded). Request b has q_lens[b] queries and kv_lens[b] keys; queries are aligned to
+/// the end of the KV under causal (query i sees keys j ≤ i + kv_lens[b] − q_lens[b]).
+struct PrefillProblem {
+  int64_t q_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  std::vector<int32_t> q_lens;   ///< [batch]
+  std::vector<int32_t> kv_lens;  ///< [batch]
+  std::vector<float> q;          ///< [Σ q_lens][q_heads][head_dim], requests in order
+  std::vector<float> k;          ///< [Σ kv_lens][kv_heads][head_dim]
+  std::vector<float> v;          ///< [Σ kv_lens][kv_heads][head_dim]
+  bool causal = false;
+  /// Optional keep mask, per request [q_lens[b]][kv_lens[b]] (nonzero = attend), requests in
+  /// order; empty = none.
+  std::vector<uint8_t> mask;
+  double scale = 0;  ///< resolved softmax scale (never 0)
+
+  int64_t batch() const { return static_cast<int64_t>(q_lens.size()); }
+  int64_t total_q() const;
+  int64_t total_kv() const;
+};
+
+/// Reference outputs of a PrefillProblem.
+struct PrefillReference {
+  std::vector<double> out;  ///< [Σ q_lens][q_heads][head_dim]; zeros for rows that attend nothing
+  std::vector<double> lse;  ///< [Σ q_lens][q_heads], natural log; −inf for rows that attend nothing
+};
+
+/// Float64 reference (max-subtracted exponentials; GQA head h reads kv head h / group).
+/// Multithreaded over (request, row, head).
+PrefillReference prefill_reference(const PrefillProblem& problem);
+
+/// What the attention case runners below report (the same checks as run_decode_case).
+using AttentionCaseResult = DecodeCaseResult;
+
+/// One randomized dense prefill (kjit::attention::prefill, or the attention() entry).
+struct PrefillCase {
+  int batch = 1;
+  int q_len = 0;
+  int kv_len = 0;  ///< max_kv_len (k/v dim 1)
+  int q_heads = 8;
+  int kv_heads = 2;
+  int head_dim = 128;
+  bool causal = false;
+  /// 0: none; 2: [batch, kv_len]; 3: [batch, q_len, kv_len]. Random keep (p = 0.7); with a 3-D
+  /// mask query row 1 of request 0 keeps nothing, with a 2-D mask and batch > 1 the last request
+  /// keeps nothing.
+  int mask = 0;
+  /// Pass kv_lens with lengths drawn in [0, kv_len] (request 0 gets kv_len, request 2 gets 0).
+  bool ragged_kv = false;
+  bool lse = false;
+  /// q, k, v, out, lse (and the mask) as views of larger poisoned buffers.
+  bool strided = false;
+  float scale = 0.f;
+  float q_range = 2.f;
+  int block_m = 0;  ///< PrefillArgs::block_m (0 = choose)
+  /// Run through kjit::attention::attention (with this variant) instead of prefill().
+  bool use_entry = false;
+  attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
+
+  std::string describe() const;
+};
+
+/// Builds `c` from `seed` (dead K/V rows and all padding NaN, outputs 0xFF-poisoned), runs it on
+/// the default stream, synchronizes and compares with prefill_reference. Needs a GPU.
+AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
+
+/// The paged layout of a test cache.
+struct PagedLayout {
+  int page_size = 16;
+  /// K and V as the two halves of one [num_pages, 2, page_size, kv_heads, head_dim] buffer
+  /// (else two pools).
+  bool interleaved = false;
+  /// Spare pages (all NaN) in the pool and trailing spare entries in page_indices pointing at
+  /// them: a read past a request's pages reads NaN.
+  int spare_pages = 3;
+  /// Fill the pools with append_paged_kv (append_indptr mode, in two chunks per request) instead
+  /// of a host-side scatter.
+  bool via_append = false;
+};
+
+/// One randomized paged decode (kjit::attention::paged_decode, or the entry).
+struct PagedDecodeCase {
+  std::vector<int> kv_lens;  ///< per request (batch = size)
+  int q_heads = 8;
+  int kv_heads = 2;
+  int head_dim = 128;
+  PagedLayout layout;
+  bool lse = false;
+  int num_splits = 0;
+  int64_t kv_len_hint = 0;
+  bool use_entry = false;
+
+  std::string describe() const;
+};
+
+AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t seed,
+                                          Runtime& runtime = Runtime::global());
+
+/// One randomized ragged paged prefill (plan_paged_prefill + upload + paged_prefill, or the entry).
+struct PagedPrefillCase {
+  std::vector<int> q_lens;   ///< per request
+  std::vector<int> kv_lens;  ///< per request
+  int q_heads = 8;
+  int kv_heads = 2;
+  int head_dim = 128;
+  PagedLayout layout;
+  bool causal = false;
+  bool lse = false;
+  int tile_rows = 0;  ///< the plan's choice when 0
+  bool use_entry = false;
+
+  std::string describe() const;
+};
+
+AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t seed,
+                                           Runtime& runtime = Runtime::global());
+
+/// One append_paged_kv check: random pools (NaN) and table for `kv_lens`, then the last
+/// `new_counts[b]` tokens of each request appended, either by append_indptr or by per-token
+/// positions (shuffled token order). Every appended slot must hold its token bit for bit and
+/// every other pool element must be unchanged.
+struct AppendCase {
+  std::vector<int> kv_lens;     ///< per request, after the append
+  std::vector<int> new_counts;  ///< per request, ≤ kv_lens[b]
+  int kv_heads = 2;
+  int head_dim = 128;
+  PagedLayout layout;
+  bool indptr_mode = true;
+  /// Per-token mode: add tokens whose position is out of range (negative / ≥ kv_len), which must
+  /// be skipped.
+  bool stray_tokens = false;
+
+  std::string describe() const;
+};
+
+struct AppendCaseResult {
+  size_t wrong = 0;      ///< appended slots that do not hold their token
+  size_t clobbered = 0;  ///< other pool elements that changed
+  size_t checked = 0;
+  uint64_t seed = 0;
+  bool ok() const { return wrong == 0 && clobbered == 0 && checked > 0; }
+  std::string describe() const;
+};
+
+AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
 }  // namespace kjit::testing

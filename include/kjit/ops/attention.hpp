@@ -1,18 +1,41 @@
 #pragma once
 /// \file ops/attention.hpp
-/// GQA attention decode over a contiguous BLHD KV cache (the astrai seed's `attn_decode`):
-///   out[b, h] = softmax(scale · q[b, h] · K[b, :, h / group]ᵀ + mask) · V[b, :, h / group]
-/// with group = q_heads / kv_heads, over positions j < kv_lens[b] where mask[b, j] is true.
-/// Split-KV: each CTA reduces a slice of the sequence to a partial (o, lse); a merge step
-/// combines the partials (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax";
-/// FlashDecoding). MMA (mma.sync m16n8k16 bf16) on sm_80+.
-
+/// GQA attention (the astrai seed's attention family), bf16, head_dim 64/128/256, MMA
+/// (mma.sync m16n8k16 bf16) kernels for sm_80+:
+///
+///   decode          q [batch, 1, q_heads, D] over a contiguous BLHD KV cache, split-KV + merge
+///   paged_decode    the same over a paged KV cache (page pools + CSR page table)
+///   prefill         q [batch, q_len, q_heads, D] over contiguous BLHD K/V; causal, non-causal or a
+///                   bool mask; split-Q (FlashAttention-2 style)
+///   paged_prefill   ragged q [total_q, q_heads, D] (qo_indptr) over a paged KV cache, with a
+///                   host-side plan step and a CUDA-graph-safe run step
+///   append_paged_kv writes new K/V tokens into the page pools (the caller owns page allocation)
+///   attention       one entry that picks the kernel from the call and the variant from the device
+///
+/// All compute
+///   out[b, i, h] = softmax_j(scale · q[b, i, h] · k[b, j, h / group]ᵀ) · v[b, j, h / group]
+/// with group = q_heads / kv_heads (any ratio) over the attended keys j of request b: j below its
+/// kv_len, and under `causal` j ≤ i + kv_len − q_len (queries aligned to the END of the KV, as in
+/// chunked prefill; for decode the one query sees every key), and where a mask is given only where
+/// it is true. Online softmax (Milakov & Gimelshein 2018, "Online normalizer calculation for
+/// softmax"; FlashAttention-2, Dao 2023) in f32 from the bf16 inputs; P is rounded to bf16 for P·V
+/// as FlashAttention does, the output to bf16 once. A row that attends nothing gets zeros and
+/// lse = −inf (never NaN).
+///
+/// Paged KV cache layout (FlashInfer's "NHD" CSR layout): page pools k/v [num_pages, page_size,
+/// kv_heads, head_dim]; request b owns pages page_indices[indptr[b] .. indptr[b+1]) in token
+/// order, the last holding last_page_len[b] tokens, so
+///   kv_len(b) = (indptr[b+1] − indptr[b] − 1) · page_size + last_page_len[b]   (0 with no pages)
+/// and token j lives at slot j % page_size of page page_indices[indptr[b] + j / page_size].
+/// Pool slots past a request's length are never read.
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
 
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace kjit::attention {
 
@@ -61,5 +84,246 @@ size_t decode_workspace_bytes(const DecodeArgs& args, Runtime& runtime = Runtime
 /// rounded to bf16 for P·V (as FlashAttention does), the output to bf16 at the end.
 void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
             Runtime& runtime = Runtime::global());
+
+// ---- Paged KV cache ------------------------------------------------------------------------------
+
+/// A paged KV cache (see the file comment). All tensors on one CUDA device.
+struct PagedKVCache {
+  /// [num_pages, page_size, kv_heads, head_dim] bf16 page pools; head_dim contiguous, rows
+  /// 16-byte aligned (pointer and page/slot/head strides). k and v must have the same shape and
+  /// strides (separate tensors, or the two halves of one [num_pages, 2, page_size, ...] buffer);
+  /// the page stride must be a multiple of the slot stride, and num_pages · (page stride / slot
+  /// stride) < 2^31. page_size ≥ 1 (1 = token-level indirection).
+  TensorRef k;
+  TensorRef v;
+  /// [batch + 1] int32, contiguous, non-decreasing from 0 (not checked on the device).
+  TensorRef indptr;
+  /// [nnz] int32, contiguous (nnz may exceed indptr[batch]: a fixed-capacity table). Every id
+  /// must be < num_pages (the caller's contract: checking would need a sync).
+  TensorRef page_indices;
+  /// [batch] int32, contiguous, each in [1, page_size] for a request with pages (clamped to
+  /// [0, page_size] on the device).
+  TensorRef last_page_len;
+};
+
+/// Arguments of append_paged_kv(): writes new tokens' K and V rows into the page pools. The page
+/// table must already cover them (the caller allocates pages and updates indptr / page_indices /
+/// last_page_len first). Each new token is placed by either
+///   * batch_indices[n], positions[n] (its request and its position in that request's KV), or
+///   * append_indptr: request b's new tokens are rows append_indptr[b] .. append_indptr[b+1) of
+///     k/v and take the LAST n_b positions of its KV: kv_len(b) − n_b + i (the usual decode /
+///     chunked-prefill append).
+/// A token whose position is negative or at or past its request's kv_len is skipped.
+struct AppendPagedKVArgs {
+  /// [num_new, kv_heads, head_dim] bf16 new keys/values; head_dim contiguous, 16-byte aligned rows.
+  TensorRef k;
+  TensorRef v;
+  /// The cache to write into (k/v pools, and the table that locates each position).
+  PagedKVCache cache;
+  /// [num_new] int32 each, contiguous; give both, or neither and append_indptr.
+  TensorRef batch_indices;
+  TensorRef positions;
+  /// [batch + 1] int32, contiguous, append_indptr[batch] = num_new.
+  TensorRef append_indptr;
+};
+
+/// Appends on `stream`. Never allocates or synchronizes. num_new == 0 launches nothing. Throws
+/// InvalidArgument (before any driver call) naming the tensor and rule, Unsupported below sm_80,
+/// DriverError for driver failures.
+void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
+
+// ---- Paged decode --------------------------------------------------------------------------------
+
+/// Arguments of paged_decode(): decode (one query per request) over a PagedKVCache.
+struct PagedDecodeArgs {
+  /// [batch, 1, q_heads, head_dim] bf16, head_dim contiguous, 16-byte aligned rows.
+  TensorRef q;
+  PagedKVCache cache;
+  /// [batch, 1, q_heads, head_dim] bf16, as q.
+  TensorRef out;
+  /// Optional [batch, q_heads] f32 natural-log LSE (−inf for an empty request); ndim 0 for none.
+  TensorRef lse;
+  /// Softmax scale; 0 means 1 / sqrt(head_dim).
+  float scale = 0.f;
+  /// Split-KV count: 0 lets the planner choose; a positive count splits every request's own
+  /// length into that many ranges of whole KV tiles. 1 needs no workspace.
+  int num_splits = 0;
+  /// A typical (e.g. the largest) request length, in tokens, used only by the split planner (the
+  /// host does not know the paged lengths); 0 means nnz · page_size / batch. Results never depend
+  /// on it.
+  int64_t kv_len_hint = 0;
+};
+
+/// Bytes of workspace paged_decode() needs (split partials; 0 for one split). Depends on the
+/// shapes, num_splits, kv_len_hint and the SM count. Throws what paged_decode throws for invalid
+/// arguments, DriverError without a driver (unless num_splits == 1).
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, Runtime& runtime = Runtime::global());
+
+/// Runs paged decode on `stream` (the decode kernel with a page-table KV source: the same
+/// split-KV + merge as decode()). `workspace`: paged_decode_workspace_bytes(args) bytes,
+/// 16-byte aligned. Never allocates or synchronizes. Throws InvalidArgument / Unsupported /
+/// DriverError as decode().
+void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
+                  Runtime& runtime = Runtime::global());
+
+// ---- Prefill ---------------------------------------------------------------------------------------
+
+/// Arguments of prefill(): dense (rectangular) prefill over contiguous K/V.
+struct PrefillArgs {
+  /// [batch, q_len, q_heads, head_dim] bf16; head_dim contiguous, 16-byte aligned rows (pointer
+  /// and batch/token/head strides). head_dim 64, 128 or 256.
+  TensorRef q;
+  /// [batch, max_kv_len, kv_heads, head_dim] bf16 (BLHD), same rules; q_heads % kv_heads == 0.
+  TensorRef k;
+  TensorRef v;
+  /// Optional [batch] int32 per-request KV lengths (contiguous; clamped to [0, max_kv_len] on
+  /// the device); ndim 0: every request has max_kv_len keys. Under causal each request's
+  /// queries align to the end of its own kv_len.
+  TensorRef kv_lens;
+  /// Optional bool (or u8, nonzero = keep) mask, 2-D [batch, max_kv_len] or 3-D
+  /// [batch, q_len, max_kv_len], any strides; combined with causal when both are given.
+  TensorRef mask;
+  bool causal = false;
+  /// [batch, q_len, q_heads, head_dim] bf16, as q.
+  TensorRef out;
+  /// Optional [batch, q_heads, q_len] f32 natural-log LSE, any strides; ndim 0 for none.
+  TensorRef lse;
+  /// Softmax scale, ≥ 0; 0 means 1 / sqrt(head_dim).
+  float scale = 0.f;
+  /// Query rows per CTA: 0 lets kjit choose (64 for short q_len or when 128-row tiles would not
+  /// fill the device, else 128); 64 or 128 forces a tile (tuning, tests).
+  int block_m = 0;
+};
+
+/// Runs prefill on `stream`: split-Q, a CTA per (128 query rows, q head, request), K/V tiles
+/// through a cp.async pipeline, fully masked KV tiles skipped under causal. Never allocates or
+/// synchronizes; needs no workspace. q_len == 0 or batch == 0 launches nothing. Throws
+/// InvalidArgument (before any driver call), Unsupported below sm_80, DriverError.
+void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
+
+// ---- Ragged paged prefill ------------------------------------------------------------------------
+
+/// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
+/// kBlockM = 128 query rows), built once per batch composition, outside the hot path. For Q
+/// lengths [70, 10, 130]: q_tile_to_batch = [0, 0, 1, 2, 2, 2], q_tile_to_index = [0, 1, 0, 0,
+/// 1, 2] with 64-row tiles (the astrai seed's example), [0, 1, 2, 2] / [0, 0, 0, 1] with kjit's
+/// 128-row tiles.
+struct PagedPrefillPlan {
+  int64_t batch = 0;
+  int64_t total_q = 0;     ///< qo_indptr[batch]
+  int64_t head_dim = 0;
+  int tile_rows = 0;       ///< query rows per work item
+  /// [num_work] request of each work item, and its request-local q tile.
+  std::vector<int32_t> q_tile_to_batch;
+  std::vector<int32_t> q_tile_to_index;
+  /// Device workspace the run step reads the map from: q_tile_to_batch at byte 0,
+  /// q_tile_to_index at map_index_offset.
+  size_t workspace_bytes = 0;
+  size_t map_index_offset = 0;
+
+  int64_t num_work() const { return static_cast<int64_t>(q_tile_to_batch.size()); }
+};
+
+/// Plans a ragged prefill from the host copy of qo_indptr ([batch + 1], non-decreasing from 0)
+/// for `head_dim` (64, 128 or 256). `tile_rows` 0 lets kjit choose (128 today; 64 is accepted
+/// for callers that want the seed's granularity, and 128 is what the kernels run: other values
+/// throw InvalidArgument). Host only: no driver call.
+PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
+                                    int tile_rows = 0);
+
+/// Copies the plan's work map into `workspace` (≥ plan.workspace_bytes, 16-byte aligned memory of
+/// CUDA device `device`; the current context is used when one is current). A synchronous
+/// host-to-device copy: part of the plan step, not to be captured in a CUDA graph. A caller that
+/// prefers its own (asynchronous) copy writes q_tile_to_batch at byte 0 and q_tile_to_index at
+/// plan.map_index_offset instead. Throws InvalidArgument for a short or misaligned workspace,
+/// DriverError.
+void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes,
+                               int device = 0);
+
+/// Arguments of paged_prefill().
+struct PagedPrefillArgs {
+  /// [total_q, q_heads, head_dim] bf16, request b's queries at rows qo_indptr[b] ..
+  /// qo_indptr[b+1); head_dim contiguous, 16-byte aligned rows. total_q == plan.total_q.
+  TensorRef q;
+  /// [batch + 1] int32 on the device, contiguous, equal to the host copy the plan was built from.
+  TensorRef qo_indptr;
+  PagedKVCache cache;
+  bool causal = false;
+  /// [total_q, q_heads, head_dim] bf16, as q.
+  TensorRef out;
+  /// Optional [q_heads, total_q] f32 natural-log LSE, any strides; ndim 0 for none.
+  TensorRef lse;
+  /// Softmax scale, ≥ 0; 0 means 1 / sqrt(head_dim).
+  float scale = 0.f;
+};
+
+/// Runs the ragged paged prefill of `plan` on `stream`: exactly plan.num_work() × q_heads CTAs,
+/// the work map read from `workspace` (where upload_paged_prefill_plan put it). The same kernel
+/// body as prefill() with a packed Q schedule and a page-table KV source. Never allocates or
+/// synchronizes (graph-capturable; re-plan outside the graph with the same work count to replay
+/// it for another batch). Throws InvalidArgument / Unsupported / DriverError.
+void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,
+                   size_t workspace_bytes, CUstream stream, Runtime& runtime = Runtime::global());
+
+// ---- One entry -----------------------------------------------------------------------------------
+
+/// Kernel implementations ("variants") of the attention entry.
+enum class AttentionVariant {
+  kAuto,  ///< the best capable variant for the device and call (or KJIT_ATTN_VARIANT)
+  kMma,   ///< mma.sync m16n8k16 bf16 kernels, sm_80+, head_dim 64/128/256
+};
+
+/// "auto", "mma".
+const char* variant_name(AttentionVariant variant) noexcept;
+
+/// Arguments of attention(): the union of the calls above; which tensors are present picks the
+/// kernel:
+///   cache.indptr given (paged):  qo_indptr given → paged_prefill (plan required);
+///                                else q [batch, 1, Hq, D] → paged_decode
+///   contiguous k/v:              q_len == 1 without a 3-D mask → decode; else prefill
+/// lse is [batch, q_heads, q_len] for the dense calls (q_len = 1 for decode) and
+/// [q_heads, total_q] for the ragged one.
+struct AttentionArgs {
+  /// [batch, q_len, q_heads, D] (dense) or [total_q, q_heads, D] (with qo_indptr).
+  TensorRef q;
+  /// Contiguous [batch, max_kv_len, kv_heads, D] K/V (not paged).
+  TensorRef k;
+  TensorRef v;
+  /// Contiguous K/V only: optional [batch] int32 lengths.
+  TensorRef kv_lens;
+  /// The paged cache (indptr given = paged).
+  PagedKVCache cache;
+  /// Ragged q: [batch + 1] int32 on the device, and the plan built from its host copy.
+  TensorRef qo_indptr;
+  const PagedPrefillPlan* plan = nullptr;
+  /// Contiguous K/V only: optional 2-D/3-D bool mask (see PrefillArgs / DecodeArgs).
+  TensorRef mask;
+  bool causal = false;
+  TensorRef out;
+  TensorRef lse;
+  float scale = 0.f;
+  /// Decode: split-KV count (0 = auto) and the paged planner's length hint.
+  int num_splits = 0;
+  int64_t kv_len_hint = 0;
+  /// Dense prefill: query rows per CTA (0 = choose; see PrefillArgs::block_m).
+  int block_m = 0;
+  /// kAuto: KJIT_ATTN_VARIANT (read once; "mma" or "auto"), else the best capable variant,
+  /// falling back to the next capable one. Any other value is strict: Unsupported when that
+  /// variant cannot run this call on this device.
+  AttentionVariant variant = AttentionVariant::kAuto;
+};
+
+/// Which kernel attention() runs for `args`.
+enum class AttentionKind { kDecode, kPagedDecode, kPrefill, kPagedPrefill };
+
+/// Bytes of workspace attention() needs (decode split partials, or the ragged plan's map).
+size_t attention_workspace_bytes(const AttentionArgs& args, Runtime& runtime = Runtime::global());
+
+/// Runs the call on `stream` through the kernel its arguments name (see AttentionArgs) and the
+/// variant chosen for the device. For a ragged call `workspace` is the one the plan was uploaded
+/// to. Throws InvalidArgument for arguments no kernel takes, Unsupported when the requested
+/// variant (or, for kAuto, every variant) cannot run the call, DriverError.
+void attention(const AttentionArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
+               Runtime& runtime = Runtime::global());
 
 }  // namespace kjit::attention

@@ -1,0 +1,121 @@
+#pragma once
+// Parameters and static tile shapes of the split-Q prefill kernel (attention/prefill.cu), shared
+// by the dense prefill (DenseQSchedule + ContigKV, family attention.prefill) and the ragged paged
+// prefill (PackedQSchedule + PagedKV, family attention.paged_prefill). Compiled by g++ and NVRTC:
+// PODs and constexpr only.
+#include "kjit/types.h"
+
+namespace kjit::attention {
+
+/// Static shape of one prefill CTA for a head_dim and a query tile of kBlockM ∈ {64, 128} rows.
+/// A CTA owns kBlockM query rows of one (request, q head); each warp owns kWarpRows =
+/// 16 · kMTiles consecutive rows (kMTiles m16 MMA tiles that share every K/V fragment the warp
+/// loads: two halve shared-memory reads per MMA). K/V tiles of kBlockN tokens stream through a
+/// kStages-deep cp.async ring behind the resident Q tile, and are consumed kSubN keys per online-
+/// softmax step (which keeps the score registers, kMTiles · kSubN / 2 a thread, within budget
+/// next to the output accumulators, kMTiles · kHeadDim / 2):
+///   hd64 : 128 rows = 4 warps × 32, 64-token tiles, 3 stages: Q 16 KiB + 3 × 16 KiB
+///   hd128: 128 rows = 4 warps × 32, 64-token tiles, 2 stages: Q 32 KiB + 2 × 32 KiB
+///   hd256: 128 rows = 8 warps × 16, 64-token tiles, 2 stages: Q 64 KiB + 2 × 64 KiB
+///   64-row tiles (short or ragged queries): 4 warps × 16 rows, the same K/V ring.
+/// Two CTAs fit per SM for hd64/hd128, one for hd256.
+template <int kHeadDim, int kBlockMRows = 128>
+struct PrefillShape {
+  static constexpr int kBlockM = kBlockMRows;
+  static constexpr int kMTiles = (kBlockM == 64 || kHeadDim == 256) ? 1 : 2;
+  static constexpr int kWarpRows = 16 * kMTiles;
+  static constexpr int kWarps = kBlockM / kWarpRows;
+  static constexpr int kBlockN = 64;
+  static constexpr int kSubN = kHeadDim == 256 ? 64 : 32;
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMinCtasPerSm = kHeadDim == 256 ? 1 : 2;  ///< __launch_bounds__
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKvTileBytes = kBlockN * kHeadDim * 2;  ///< K (or V) bytes of one tile
+  /// PagedKV: pool rows of the next two tiles (looked up one tile ahead).
+  static constexpr int kRowTableBytes = 2 * kBlockN * 4;
+  static constexpr int kSmemBytes = kQBytes + kStages * 2 * kKvTileBytes + kRowTableBytes;
+};
+
+/// What the host needs of PrefillShape<head_dim, block_m> at run time.
+struct PrefillLaunchShape {
+  int threads = 0;
+  int block_m = 0;
+  int block_n = 0;
+  int smem_bytes = 0;
+};
+
+template <int kHeadDim, int kBlockM>
+constexpr PrefillLaunchShape prefill_launch_shape_of() {
+  using S = PrefillShape<kHeadDim, kBlockM>;
+  return PrefillLaunchShape{S::kThreads, S::kBlockM, S::kBlockN, S::kSmemBytes};
+}
+
+/// PrefillShape<head_dim, block_m> as values; all zero for an unsupported pair.
+constexpr PrefillLaunchShape prefill_launch_shape(int head_dim, int block_m) {
+  return block_m == 128 ? (head_dim == 64    ? prefill_launch_shape_of<64, 128>()
+                           : head_dim == 128 ? prefill_launch_shape_of<128, 128>()
+                           : head_dim == 256 ? prefill_launch_shape_of<256, 128>()
+                                             : PrefillLaunchShape{})
+         : block_m == 64 ? (head_dim == 64    ? prefill_launch_shape_of<64, 64>()
+                            : head_dim == 128 ? prefill_launch_shape_of<128, 64>()
+                            : head_dim == 256 ? prefill_launch_shape_of<256, 64>()
+                                              : PrefillLaunchShape{})
+                         : PrefillLaunchShape{};
+}
+
+/// Parameters of prefill_kernel. Strides are in elements. Rows of a request are its query tokens
+/// (request-local index i ∈ [0, q_len)); under `causal` query i attends keys j ≤ i + kv_len − q_len
+/// (queries aligned to the end of the KV).
+///
+/// Grid: (q tiles, q_heads, batch) for DenseQSchedule, (num_work, q_heads, 1) for PackedQSchedule.
+/// The kernel walks its flat CTA index head-fastest and, under `causal`, heaviest tile first (see
+/// q_schedule in prefill.cu), so the longest CTAs start earliest and the tail stays short.
+///
+/// The KV fields are read by the KV-source policy (attention/kv_source.cuh) exactly as in
+/// DecodeParams.
+struct PrefillParams {
+  /// bf16. Dense: [batch, q_len, q_heads, head_dim]; packed: [total_q, q_heads, head_dim] with
+  /// request b's tokens at rows qo_indptr[b] .. qo_indptr[b+1).
+  const void* q;
+  void* out;            ///< bf16, shaped (and indexed) like q
+  /// f32 natural-log LSE or null. Dense: [batch, q_heads, q_len]; packed: [q_heads, total_q].
+  float* lse;
+  /// Optional bool keep-mask (nonzero = attend), dense only: element (b, i, j) at
+  /// b · mask_stride_b + i · mask_stride_q + j · mask_stride_k (mask_stride_q = 0 for a 2-D
+  /// [batch, kv_len] mask). Read only by the kMask specializations.
+  const uint8_t* mask;
+
+  const void* k;        ///< bf16 ContigKV [batch, max_kv_len, kv_heads, head_dim] or the paged pool
+  const void* v;
+  const int32_t* kv_lens;           ///< ContigKV: [batch] or null (= max_kv_len)
+  const int32_t* kv_indptr;         ///< PagedKV
+  const int32_t* kv_page_indices;   ///< PagedKV
+  const int32_t* kv_last_page_len;  ///< PagedKV
+
+  const int32_t* qo_indptr;        ///< PackedQSchedule: [batch + 1]
+  const int32_t* q_tile_to_batch;  ///< PackedQSchedule: [num_work] request of each work item
+  const int32_t* q_tile_to_index;  ///< PackedQSchedule: [num_work] request-local q tile
+
+  int64_t q_stride_b, q_stride_l, q_stride_h;  ///< packed: q_stride_b unused, l = token stride
+  int64_t k_stride_b, k_stride_l, k_stride_h;
+  int64_t v_stride_b, v_stride_l, v_stride_h;
+  int64_t out_stride_b, out_stride_l, out_stride_h;
+  int64_t lse_stride_b, lse_stride_h, lse_stride_l;  ///< packed: lse_stride_b unused
+  int64_t mask_stride_b, mask_stride_q, mask_stride_k;
+
+  int32_t batch;
+  int32_t q_len;        ///< dense: query rows per request
+  int32_t max_kv_len;   ///< ContigKV: tokens per sequence
+  int32_t q_heads;
+  int32_t kv_heads;
+  int32_t group;        ///< q_heads / kv_heads
+  int32_t q_tiles;      ///< dense: ceil(q_len / kBlockM); packed: num_work (work items)
+  int32_t causal;       ///< nonzero: causal, bottom-right aligned
+  float scale_log2;     ///< softmax scale · log2(e), > 0
+  int32_t page_size;    ///< PagedKV: tokens per page
+  int32_t page_shift;   ///< PagedKV: log2(page_size) or −1
+  int32_t page_rows;    ///< PagedKV: page stride / slot stride
+};
+
+}  // namespace kjit::attention

@@ -1,0 +1,173 @@
+#include "runtime/ops/attention_common.hpp"
+
+#include <kjit/error.hpp>
+
+#include "runtime/ops/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
+
+namespace kjit::attention::detail {
+
+using kjit::detail::fail;
+
+void check_sizes(const char* op, const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) fail(op, fmt::format("{} has a negative size, got {}", name, t.describe()));
+  }
+}
+
+void check_not_null(const char* op, const char* name, const TensorRef& t) {
+  if (t.data == nullptr && t.numel() > 0) fail(op, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
+}
+
+void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % bytes != 0) {
+    fail(op, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address, bytes, t.describe()));
+  }
+  const int elem = dtype_size(t.dtype);
+  for (int i = 0; i + 1 < t.ndim; ++i) {
+    if (t.shape[i] > 1 && (t.strides[i] * elem) % bytes != 0) {
+      fail(op, fmt::format("{} stride of dim {} ({} elements = {} bytes) must be a multiple of {} bytes (rows "
+                           "{}-byte aligned), got {}",
+                           name, i, t.strides[i], t.strides[i] * elem, bytes, bytes, t.describe()));
+    }
+  }
+}
+
+void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device) {
+  kjit::detail::check_rank(op, name, t, rank);
+  check_sizes(op, name, t);
+  kjit::detail::check_dtype(op, name, t, DType::kBF16);
+  kjit::detail::check_device(op, name, t, device);
+  kjit::detail::check_last_dim_contiguous(op, name, t);
+  check_rows_aligned(op, name, t, 16);
+  check_not_null(op, name, t);
+}
+
+void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device) {
+  kjit::detail::check_rank(op, name, t, 1);
+  check_sizes(op, name, t);
+  kjit::detail::check_dtype(op, name, t, DType::kI32);
+  kjit::detail::check_device(op, name, t, device);
+  if (length >= 0 && t.shape[0] != length) {
+    fail(op, fmt::format("{} must have {} elements, got {}", name, length, t.describe()));
+  }
+  kjit::detail::check_contiguous(op, name, t);
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    fail(op, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
+  }
+  check_not_null(op, name, t);
+}
+
+void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device) {
+  kjit::detail::check_rank(op, name, t, rank);
+  check_sizes(op, name, t);
+  kjit::detail::check_dtype(op, name, t, DType::kF32);
+  kjit::detail::check_device(op, name, t, device);
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
+    fail(op, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
+  }
+  check_not_null(op, name, t);
+}
+
+float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative) {
+  if (!std::isfinite(scale)) fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", scale));
+  if (!allow_negative && scale < 0) {
+    fail(op, fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", scale));
+  }
+  return scale != 0.f ? scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+}
+
+void check_arch(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why) {
+  if (info.cc_major * 10 + info.cc_minor < min_sm) {
+    throw Unsupported(fmt::format("{}: needs sm_{} or newer ({}); device {} ({}) is sm_{}{}", op, min_sm, why, device,
+                                  info.name, info.cc_major, info.cc_minor));
+  }
+}
+
+void check_workspace(const char* op, size_t needed, const void* workspace, size_t workspace_bytes, const char* what) {
+  if (needed == 0) return;
+  if (workspace_bytes < needed || workspace == nullptr) {
+    fail(op, fmt::format("workspace too small: needs {} bytes for {}, got {} bytes at {}", needed, what,
+                         workspace_bytes, workspace));
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+    fail(op, fmt::format("workspace pointer {} must be 16-byte aligned", workspace));
+  }
+}
+
+int exact_log2(int64_t x) {
+  if (x <= 0 || (x & (x - 1)) != 0) return -1;
+  int s = 0;
+  while ((int64_t{1} << s) < x) ++s;
+  return s;
+}
+
+PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int device, int64_t batch,
+                                    int64_t head_dim) {
+  PagedCacheDims d;
+  check_bf16_rows(op, "cache.k", c.k, 4, device);
+  check_bf16_rows(op, "cache.v", c.v, 4, device);
+  d.num_pages = c.k.shape[0];
+  d.page_size = c.k.shape[1];
+  d.kv_heads = c.k.shape[2];
+  d.head_dim = c.k.shape[3];
+  if (head_dim > 0 && d.head_dim != head_dim) {
+    fail(op, fmt::format("cache.k dim 3 must be head_dim = {} (q dim -1), got {}", head_dim, c.k.describe()));
+  }
+  if (d.page_size < 1) fail(op, fmt::format("cache.k page_size (dim 1) must be >= 1, got {}", c.k.describe()));
+  if (d.kv_heads < 1) fail(op, fmt::format("cache.k must have at least one kv head (dim 2), got {}", c.k.describe()));
+  for (int i = 0; i < 4; ++i) {
+    if (c.v.shape[i] != c.k.shape[i]) {
+      fail(op, fmt::format("cache.v must have the shape of cache.k, got cache.k {} and cache.v {}", c.k.describe(),
+                           c.v.describe()));
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (c.v.strides[i] != c.k.strides[i] && c.k.shape[i] > 1) {
+      fail(op, fmt::format("cache.v must have the strides of cache.k (one pool layout), got cache.k {} and cache.v {}",
+                           c.k.describe(), c.v.describe()));
+    }
+  }
+  // The kernels address pool row r = page · page_rows + slot at r · slot_stride. With one slot
+  // per page the page stride is the row stride.
+  const int64_t page_stride = c.k.strides[0];
+  int64_t slot_stride = c.k.strides[1];
+  int64_t page_rows = d.page_size;
+  if (d.page_size == 1) {
+    slot_stride = d.num_pages > 1 ? page_stride : c.k.strides[2] * d.kv_heads;
+    page_rows = 1;
+  } else if (d.num_pages > 1) {
+    if (slot_stride <= 0 || page_stride <= 0 || page_stride % slot_stride != 0) {
+      fail(op, fmt::format("cache.k page stride ({}) must be a positive multiple of its slot stride ({}), got {}",
+                           page_stride, slot_stride, c.k.describe()));
+    }
+    page_rows = page_stride / slot_stride;
+  }
+  if (slot_stride <= 0) slot_stride = d.head_dim;  // a single row: any stride addresses it
+  if (d.num_pages * page_rows >= INT32_MAX || slot_stride * 2 >= INT32_MAX || d.page_size >= INT32_MAX / 2) {
+    fail(op, fmt::format("cache.k is too large: num_pages · (page stride / slot stride) and the slot stride in bytes "
+                         "must stay below 2^31, got {}",
+                         c.k.describe()));
+  }
+  d.slot_stride = slot_stride;
+  d.page_rows = static_cast<int>(page_rows);
+  d.page_shift = exact_log2(d.page_size);
+
+  check_i32_vector(op, "cache.indptr", c.indptr, -1, device);
+  if (c.indptr.shape[0] < 1) fail(op, fmt::format("cache.indptr must have batch + 1 >= 1 elements, got {}", c.indptr.describe()));
+  d.batch = c.indptr.shape[0] - 1;
+  if (batch >= 0 && d.batch != batch) {
+    fail(op, fmt::format("cache.indptr must have batch + 1 = {} elements, got {}", batch + 1, c.indptr.describe()));
+  }
+  check_i32_vector(op, "cache.page_indices", c.page_indices, -1, device);
+  d.nnz = c.page_indices.shape[0];
+  check_i32_vector(op, "cache.last_page_len", c.last_page_len, d.batch, device);
+  return d;
+}
+
+}  // namespace kjit::attention::detail

@@ -1,0 +1,60 @@
+#pragma once
+/// \file runtime/ops/attention_common.hpp
+/// Validation helpers the attention ops beyond decode share (paged decode, append, prefill,
+/// paged prefill, the entry): each throws InvalidArgument "<op>: <tensor> <rule>, got <shape
+/// dtype>" and builds strings only when it throws.
+
+#include <kjit/device.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/tensor.hpp>
+
+#include <cstdint>
+
+namespace kjit::attention::detail {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// No dimension is negative.
+void check_sizes(const char* op, const char* name, const TensorRef& t);
+/// A non-empty tensor has a data pointer.
+void check_not_null(const char* op, const char* name, const TensorRef& t);
+/// The data pointer and the stride of every dim longer than 1 except the last are multiples of
+/// `bytes`: every row start is `bytes`-aligned.
+void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
+/// A bf16 tensor of rank `rank` on `device`, last dim contiguous, 16-byte aligned rows.
+void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device);
+/// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.
+void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device);
+/// An f32 tensor of rank `rank`, 4-byte aligned, on `device`, with the given leading sizes.
+void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device);
+/// The resolved softmax scale: `scale`, or 1 / sqrt(head_dim) when 0. Throws unless finite and
+/// (when !allow_negative) ≥ 0.
+float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative);
+/// Throws Unsupported unless the device is sm_`min_sm` or newer (`why` names what it needs).
+void check_arch(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why);
+/// Throws InvalidArgument unless `workspace` holds `needed` bytes, 16-byte aligned.
+void check_workspace(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
+                     const char* what);
+
+/// The shape of a validated PagedKVCache.
+struct PagedCacheDims {
+  int64_t batch = 0;      ///< indptr.size(0) − 1
+  int64_t num_pages = 0;
+  int64_t page_size = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t nnz = 0;        ///< page_indices.size(0)
+  int page_rows = 0;      ///< page stride / slot stride
+  int64_t slot_stride = 0;  ///< elements between consecutive pool rows (the kernels' k_stride_l)
+  int page_shift = -1;    ///< log2(page_size) when a power of two
+};
+
+/// Checks a PagedKVCache (see include/kjit/ops/attention.hpp): pools of equal shape and strides,
+/// head_dim `head_dim` (when > 0), the CSR table on `device`, batch = `batch` (when ≥ 0).
+PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& cache, int device, int64_t batch,
+                                    int64_t head_dim);
+
+/// log2(x) for a power of two, else −1.
+int exact_log2(int64_t x);
+
+}  // namespace kjit::attention::detail

@@ -1,0 +1,64 @@
+#pragma once
+/// \file runtime/ops/attention_paged.hpp
+/// Internals of kjit::attention::paged_decode and kjit::attention::append_paged_kv
+/// (include/kjit/ops/attention.hpp): their kernel families, host-only validation and the paged
+/// split planner, exposed so tests can check every rejection and plan without a GPU.
+
+#include <kjit/families.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include "runtime/ops/attention_common.hpp"
+#include "runtime/ops/attention_decode.hpp"
+
+#include <cstdint>
+
+namespace kjit::attention {
+
+/// The "attention.paged_decode" family: kernel_sources/attention/decode.cu with the PagedKV
+/// source. Parameters:
+///   head_dim  64 | 128 | 256
+///   rows      8 | 16   query heads per CTA: 8 when q_heads / kv_heads ≤ 8, else 16
+/// Kernels: [0] decode_kernel<head_dim, rows, PagedKV>, [1] decode_merge_kernel<head_dim>.
+const Family& paged_decode_family();
+
+/// The "attention.paged_append" family (kernel_sources/attention/paged_append.cu). Parameters:
+///   head_dim  64 | 128 | 256
+///   index     positions | indptr   (per-token batch_indices + positions, or append_indptr)
+const Family& paged_append_family();
+
+namespace detail {
+
+/// The shape of a validated PagedDecodeArgs.
+struct PagedDecodeDims {
+  int device = 0;
+  int64_t batch = 0;
+  int64_t q_heads = 0;
+  int64_t head_dim = 0;
+  int64_t group = 0;
+  PagedCacheDims cache;
+  bool has_lse = false;
+};
+
+/// Checks `args` against the contract. Host only. Throws InvalidArgument
+/// "kjit::attention::paged_decode: <tensor> <rule>, got ...".
+PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
+
+/// The split plan of a paged decode: plan_decode over the hint length (kv_len_hint, or
+/// nnz · page_size / batch), or exactly `requested_splits` when positive. The kernels split each
+/// request's own length into num_splits ranges (DecodeParams::split_tokens = 0).
+DecodePlan plan_paged_decode(const PagedDecodeDims& dims, int requested_splits, int64_t kv_len_hint, int sm_count,
+                             int ctas_per_sm);
+
+/// The shape of validated AppendPagedKVArgs.
+struct AppendDims {
+  int device = 0;
+  int64_t num_new = 0;
+  bool indptr_mode = false;
+  PagedCacheDims cache;
+};
+
+/// Checks `args`. Host only. Throws InvalidArgument "kjit::attention::append_paged_kv: ...".
+AppendDims validate_append(const AppendPagedKVArgs& args);
+
+}  // namespace detail
+}  // namespace kjit::attention

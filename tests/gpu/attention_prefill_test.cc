@@ -1,0 +1,282 @@
+// kjit::attention::prefill (dense) and kjit::attention::paged_prefill (ragged, paged) on the GPU
+// against the float64 reference (tools/testing/reference_attention.hpp), plus the attention()
+// entry. Every case uses fresh random data (the seed is printed on failure); outputs and LSE are
+// 0xFF-poisoned (NaN) before the run, K/V rows past each request's length, padding of strided
+// views and unused pool slots/pages hold NaN, so an unwritten output, a read past the live cache
+// or a write into padding fails the case. Skips without a GPU.
+//
+// Tolerances: out is bf16 (rounding alone costs up to 2^-9 relative per element) and P is rounded
+// to bf16 before P·V as FlashAttention does: expected relative L2 ~2–3e-3 (the emulator of these
+// kernels measures 2.2e-3). 1e-2 leaves margin while an indexing, masking or pipeline bug gives
+// O(1) errors. LSE is f32 from exact bf16 products accumulated in f32 plus ex2/lg2.approx
+// (~1e-6 relative): 1e-4.
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kjit::attention::AttentionVariant;
+using kjit::testing::PagedPrefillCase;
+using kjit::testing::PrefillCase;
+
+constexpr double kOutTol = 1e-2;
+constexpr double kLseTol = 1e-4;
+const int kHeadDims[] = {64, 128, 256};
+
+class AttentionPrefillGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kjit::testing::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+uint64_t fresh_seed() {
+  static std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+void check(const PrefillCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.describe() + " seed=" + std::to_string(seed));
+  try {
+    const kjit::testing::AttentionCaseResult r = kjit::testing::run_prefill_case(c, seed);
+    EXPECT_TRUE(r.ok(kOutTol, kLseTol)) << r.describe();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw: " << e.what();
+  }
+}
+
+void check(const PagedPrefillCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(c.describe() + " seed=" + std::to_string(seed));
+  try {
+    const kjit::testing::AttentionCaseResult r = kjit::testing::run_paged_prefill_case(c, seed);
+    EXPECT_TRUE(r.ok(kOutTol, kLseTol)) << r.describe();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw: " << e.what();
+  }
+}
+
+PrefillCase dense(int batch, int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, bool causal) {
+  PrefillCase c;
+  c.batch = batch;
+  c.q_len = q_len;
+  c.kv_len = kv_len;
+  c.q_heads = q_heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.causal = causal;
+  c.lse = true;
+  return c;
+}
+
+// ---- Dense prefill --------------------------------------------------------------------------
+
+TEST_F(AttentionPrefillGpu, EdgeLengthsEveryHeadDimAndTile) {
+  // Lengths around the 64/128-row q tiles, the 64-token KV tiles and the 32-key softmax steps.
+  for (int hd : kHeadDims) {
+    for (int block_m : {64, 128}) {
+      for (int len : {1, 17, 63, 64, 65, 129, 200}) {
+        for (bool causal : {false, true}) {
+          PrefillCase c = dense(2, len, len, 4, 2, hd, causal);
+          c.block_m = block_m;
+          check(c);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AttentionPrefillGpu, ChunkedCausalQueriesAlignToTheEndOfTheKv) {
+  for (int hd : kHeadDims) {
+    for (int block_m : {64, 128}) {
+      for (auto [q, kv] : {std::pair{37, 300}, {130, 1000}, {1, 77}, {64, 65}, {129, 1030}}) {
+        PrefillCase c = dense(2, q, kv, 4, 2, hd, true);
+        c.block_m = block_m;
+        check(c);
+      }
+    }
+  }
+  // More queries than keys: the first rows see nothing (zeros, lse = −inf).
+  for (int block_m : {64, 128}) {
+    PrefillCase c = dense(2, 100, 30, 4, 1, 128, true);
+    c.block_m = block_m;
+    check(c);
+  }
+}
+
+TEST_F(AttentionPrefillGpu, MasksTwoAndThreeDIncludingRowsKeepingNothing) {
+  for (int hd : kHeadDims) {
+    for (int mask : {2, 3}) {
+      for (bool causal : {false, true}) {
+        PrefillCase c = dense(3, 70, 150, 4, 2, hd, causal);
+        c.mask = mask;
+        c.block_m = hd == 128 ? 128 : 0;
+        check(c);
+      }
+    }
+  }
+  // Everything masked in every row of a request, and a 3-D mask with q_len < kv_len.
+  PrefillCase c = dense(2, 33, 65, 8, 8, 128, false);
+  c.mask = 2;
+  check(c);
+  c = dense(1, 20, 300, 8, 2, 64, true);
+  c.mask = 3;
+  check(c);
+}
+
+TEST_F(AttentionPrefillGpu, GqaRatios) {
+  for (int ratio : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
+    PrefillCase c = dense(2, 150, 150, 2 * ratio, 2, 128, true);
+    c.block_m = ratio % 2 ? 64 : 128;
+    check(c);
+  }
+  for (int hd : {64, 256}) {
+    PrefillCase c = dense(1, 100, 180, 16, 1, hd, false);
+    check(c);
+  }
+}
+
+TEST_F(AttentionPrefillGpu, RaggedKvLensAndStridedViews) {
+  for (int hd : kHeadDims) {
+    for (bool causal : {false, true}) {
+      PrefillCase c = dense(4, 90, 200, 4, 2, hd, causal);
+      c.ragged_kv = true;
+      c.strided = true;
+      c.mask = hd == 128 ? 3 : 0;
+      check(c);
+    }
+  }
+}
+
+TEST_F(AttentionPrefillGpu, ScaleAndPeakySoftmax) {
+  for (float scale : {0.5f, 0.02f}) {
+    PrefillCase c = dense(2, 100, 100, 4, 2, 128, false);
+    c.scale = scale;
+    check(c);
+  }
+  // A wide q range makes a few keys dominate: exercises the running-max rescale (and the skip of
+  // the rescale once the max settles).
+  for (int hd : kHeadDims) {
+    PrefillCase c = dense(1, 256, 700, 4, 2, hd, true);
+    c.q_range = 12.f;
+    c.block_m = 128;
+    check(c);
+  }
+}
+
+TEST_F(AttentionPrefillGpu, ChosenTileOnAFullDevice) {
+  // Large enough that the planner picks 128-row tiles (≥ one wave of CTAs), with the LPT walk.
+  PrefillCase c = dense(2, 1100, 1100, 64, 8, 128, true);
+  c.lse = false;
+  check(c);
+  c = dense(1, 600, 600, 64, 64, 64, false);
+  check(c);
+}
+
+TEST_F(AttentionPrefillGpu, NoQueriesOrNoKeys) {
+  check(dense(2, 0, 50, 4, 2, 128, true));  // launches nothing
+  PrefillCase c = dense(2, 40, 0, 4, 2, 128, false);  // zeros, lse = −inf
+  check(c);
+  c.causal = true;
+  check(c);
+}
+
+// ---- Ragged paged prefill ----------------------------------------------------------------------
+
+PagedPrefillCase ragged(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads, int head_dim,
+                        int page_size, bool causal) {
+  PagedPrefillCase c;
+  c.q_lens = std::move(q_lens);
+  c.kv_lens = std::move(kv_lens);
+  c.q_heads = q_heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.layout.page_size = page_size;
+  c.causal = causal;
+  c.lse = true;
+  return c;
+}
+
+TEST_F(AttentionPrefillGpu, PlanOfTheSeedExample) {
+  const std::vector<int32_t> indptr = {0, 70, 80, 210};
+  const kjit::attention::PagedPrefillPlan p64 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 64);
+  EXPECT_EQ(p64.q_tile_to_batch, (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));
+  EXPECT_EQ(p64.q_tile_to_index, (std::vector<int32_t>{0, 1, 0, 0, 1, 2}));
+  for (int tile_rows : {64, 128}) {
+    for (bool causal : {false, true}) {
+      PagedPrefillCase c = ragged({70, 10, 130}, {70, 60, 130}, 8, 2, 128, 16, causal);
+      c.tile_rows = tile_rows;
+      check(c);
+    }
+  }
+}
+
+TEST_F(AttentionPrefillGpu, PagedPageSizesAndLengthsAroundPages) {
+  for (int ps : {1, 16, 64, 7}) {
+    for (bool causal : {false, true}) {
+      // kv lengths 1, page − 1, page, page + 1 and a long one; q lengths at most the kv length
+      // for causal chunked prefill, and a q_len 0 / kv_len 0 request.
+      const std::vector<int> kv = {1, std::max(ps - 1, 1), ps, ps + 1, 300, 0, 40};
+      const std::vector<int> q = {1, std::max(ps - 1, 1), ps, 1, 200, 5, 0};
+      check(ragged(q, kv, 8, 2, 128, ps, causal));
+    }
+  }
+}
+
+TEST_F(AttentionPrefillGpu, PagedEveryHeadDimAndLayouts) {
+  for (int hd : kHeadDims) {
+    for (int tile_rows : {64, 128}) {
+      PagedPrefillCase c = ragged({129, 3, 64}, {200, 3, 64}, 4, 2, hd, 16, true);
+      c.tile_rows = tile_rows;
+      check(c);
+    }
+    PagedPrefillCase c = ragged({50, 90}, {80, 90}, 4, 1, hd, 32, false);
+    c.layout.interleaved = true;
+    check(c);
+    c.layout.via_append = true;
+    c.causal = true;
+    check(c);
+  }
+}
+
+TEST_F(AttentionPrefillGpu, PagedBatchShapes) {
+  check(ragged({300}, {300}, 8, 2, 128, 16, true));                            // batch of one
+  check(ragged({1000, 3, 7, 1}, {1500, 3, 20, 1}, 8, 2, 128, 16, true));       // one far longer request
+  check(ragged({0, 0, 0}, {10, 0, 5}, 4, 2, 64, 16, false));                   // no queries at all
+  check(ragged({16, 16, 16, 16, 16, 16, 16, 16}, {16, 32, 48, 64, 80, 96, 112, 128}, 8, 8, 256, 16, true));
+  for (int ratio : {1, 2, 3, 4, 8, 16}) {
+    check(ragged({70, 10, 130}, {100, 10, 130}, 2 * ratio, 2, 128, 16, ratio % 2 == 0));
+  }
+}
+
+// ---- The attention() entry ---------------------------------------------------------------------
+
+TEST_F(AttentionPrefillGpu, EntryRunsPrefillAndRaggedCalls) {
+  for (AttentionVariant variant : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
+    PrefillCase c = dense(2, 90, 120, 8, 2, 128, true);
+    c.use_entry = true;
+    c.variant = variant;
+    c.mask = 3;
+    check(c);
+  }
+  // q_len 1 through the entry runs the decode kernel (causal is moot: the one query sees all).
+  PrefillCase d = dense(3, 1, 300, 8, 2, 64, true);
+  d.use_entry = true;
+  d.ragged_kv = true;
+  check(d);
+  PagedPrefillCase r = ragged({70, 10, 130}, {70, 60, 130}, 8, 2, 128, 16, true);
+  r.use_entry = true;
+  check(r);
+}
+
+}  // namespace

@@ -1,0 +1,187 @@
+// Host-only checks of kjit::attention::attention: which kernel a call names, the variant rules
+// (an explicitly requested variant is strict and raises Unsupported; the KJIT_ATTN_VARIANT
+// override and the default fall back to the next capable variant, and raise only when none is),
+// and that argument errors surface before any driver call. No GPU needed.
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include "runtime/ops/attention_entry.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+using kjit::attention::AttentionArgs;
+using kjit::attention::AttentionKind;
+using kjit::attention::AttentionVariant;
+namespace ad = kjit::attention::detail;
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
+
+AttentionArgs contiguous(int64_t q_len) {
+  AttentionArgs a;
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {2, q_len, 8, 128}, {}, 0);
+  a.k = TensorRef(fake_ptr(0x1000000), DType::kBF16, {2, 300, 2, 128}, {}, 0);
+  a.v = TensorRef(fake_ptr(0x2000000), DType::kBF16, {2, 300, 2, 128}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x3000000), DType::kBF16, {2, q_len, 8, 128}, {}, 0);
+  return a;
+}
+
+kjit::attention::PagedKVCache cache(int64_t batch) {
+  kjit::attention::PagedKVCache c;
+  c.k = TensorRef(fake_ptr(0x4000000), DType::kBF16, {32, 16, 2, 128}, {}, 0);
+  c.v = TensorRef(fake_ptr(0x5000000), DType::kBF16, {32, 16, 2, 128}, {}, 0);
+  c.indptr = TensorRef(fake_ptr(0x6000000), DType::kI32, {batch + 1}, {}, 0);
+  c.page_indices = TensorRef(fake_ptr(0x6001000), DType::kI32, {32}, {}, 0);
+  c.last_page_len = TensorRef(fake_ptr(0x6002000), DType::kI32, {batch}, {}, 0);
+  return c;
+}
+
+TEST(AttentionEntry, ClassifiesCalls) {
+  EXPECT_EQ(ad::classify_attention(contiguous(1)), AttentionKind::kDecode);
+  EXPECT_EQ(ad::classify_attention(contiguous(7)), AttentionKind::kPrefill);
+  AttentionArgs a = contiguous(1);
+  a.mask = TensorRef(fake_ptr(0x7000000), DType::kBool, {2, 1, 300}, {}, 0);
+  EXPECT_EQ(ad::classify_attention(a), AttentionKind::kDecode);  // a [b, 1, L] mask is decode's [b, L]
+  AttentionArgs p;
+  p.q = TensorRef(fake_ptr(0x0), DType::kBF16, {2, 1, 8, 128}, {}, 0);
+  p.cache = cache(2);
+  p.out = p.q;
+  EXPECT_EQ(ad::classify_attention(p), AttentionKind::kPagedDecode);
+  const std::vector<int32_t> indptr = {0, 70, 80};
+  const kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(indptr.data(), 2, 128);
+  p.q = TensorRef(fake_ptr(0x0), DType::kBF16, {80, 8, 128}, {}, 0);
+  p.qo_indptr = TensorRef(fake_ptr(0x8000000), DType::kI32, {3}, {}, 0);
+  p.plan = &plan;
+  EXPECT_EQ(ad::classify_attention(p), AttentionKind::kPagedPrefill);
+}
+
+TEST(AttentionEntry, RejectsCallsNoKernelTakes) {
+  auto expect = [](const AttentionArgs& a, const char* needle) {
+    try {
+      ad::classify_attention(a);
+      ADD_FAILURE() << "no error (expected: " << needle << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("kjit::attention::attention"), std::string::npos) << e.what();
+    }
+    // The public entry raises the same before touching the driver.
+    EXPECT_THROW(kjit::attention::attention(a, nullptr, 0, nullptr), kjit::InvalidArgument);
+  };
+  AttentionArgs a;
+  expect(a, "q is required");
+  a = contiguous(4);
+  a.cache = cache(2);
+  expect(a, "not both");
+  a = contiguous(4);
+  a.k = {};
+  a.v = {};
+  expect(a, "is required");
+  a = contiguous(4);
+  a.qo_indptr = TensorRef(fake_ptr(0x8000000), DType::kI32, {3}, {}, 0);
+  expect(a, "needs a paged cache");
+  AttentionArgs p;
+  p.q = TensorRef(fake_ptr(0x0), DType::kBF16, {80, 8, 128}, {}, 0);
+  p.cache = cache(2);
+  p.qo_indptr = TensorRef(fake_ptr(0x8000000), DType::kI32, {3}, {}, 0);
+  expect(p, "needs its plan");
+  p.qo_indptr = {};
+  p.mask = TensorRef(fake_ptr(0x7000000), DType::kBool, {2, 300}, {}, 0);
+  expect(p, "contiguous k/v only");
+}
+
+TEST(AttentionEntry, ArgumentErrorsComeFromTheKernelsOpBeforeTheDriver) {
+  AttentionArgs a = contiguous(7);
+  a.out.shape[1] = 6;
+  try {
+    kjit::attention::attention(a, nullptr, 0, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("kjit::attention::prefill: out dim 1"), std::string::npos) << e.what();
+  }
+  a = contiguous(1);
+  a.lse = TensorRef(fake_ptr(0x9000000), DType::kF32, {2, 8, 1}, {}, 0);  // [b, Hq, 1] is decode's [b, Hq]
+  a.k.dtype = DType::kF16;
+  try {
+    kjit::attention::attention(a, nullptr, 0, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("kjit::attention::decode: k must be bf16"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(kjit::attention::attention_workspace_bytes(a), kjit::InvalidArgument);
+}
+
+TEST(AttentionEntry, ExplicitVariantIsStrict) {
+  ad::VariantCall call;
+  call.kind = AttentionKind::kPrefill;
+  call.sm = 90;
+  call.head_dim = 128;
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kAuto, call), AttentionVariant::kMma);
+  // Below sm_80 and outside the head_dim space the MMA kernels cannot run: an explicit request
+  // raises Unsupported naming why, whatever the environment says.
+  call.sm = 75;
+  try {
+    ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kAuto, call);
+    ADD_FAILURE() << "no error";
+  } catch (const kjit::Unsupported& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("requested variant mma"), std::string::npos) << what;
+    EXPECT_NE(what.find("sm_80"), std::string::npos) << what;
+  }
+  call.sm = 90;
+  call.head_dim = 96;
+  call.kind = AttentionKind::kPagedDecode;
+  try {
+    ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kMma, call);
+    ADD_FAILURE() << "no error";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 64, 128 or 256"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("paged decode"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionEntry, EnvironmentAndDefaultFallBack) {
+  ad::VariantCall call;
+  call.kind = AttentionKind::kDecode;
+  call.sm = 80;
+  call.head_dim = 64;
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, call), AttentionVariant::kMma);
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kMma, call), AttentionVariant::kMma);
+  // With no capable variant at all the automatic choice raises, listing each variant's reason.
+  call.sm = 70;
+  for (AttentionVariant env : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
+    try {
+      ad::resolve_variant(AttentionVariant::kAuto, env, call);
+      ADD_FAILURE() << "no error";
+    } catch (const kjit::Unsupported& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("no variant can run this decode call"), std::string::npos) << what;
+      EXPECT_NE(what.find("mma needs sm_80+"), std::string::npos) << what;
+    }
+  }
+  // Every variant's capability rule.
+  call.sm = 100;
+  for (int64_t hd : {64, 128, 256}) {
+    call.head_dim = hd;
+    EXPECT_EQ(ad::variant_rejects(AttentionVariant::kMma, call), "");
+  }
+  call.head_dim = 80;
+  EXPECT_NE(ad::variant_rejects(AttentionVariant::kMma, call), "");
+  EXPECT_NE(ad::variant_rejects(AttentionVariant::kAuto, call), "");
+}
+
+TEST(AttentionEntry, ParsesTheEnvironmentValue) {
+  EXPECT_EQ(ad::parse_variant(""), AttentionVariant::kAuto);
+  EXPECT_EQ(ad::parse_variant("auto"), AttentionVariant::kAuto);
+  EXPECT_EQ(ad::parse_variant("mma"), AttentionVariant::kMma);
+  EXPECT_FALSE(ad::parse_variant("MMA").has_value());
+  EXPECT_FALSE(ad::parse_variant("wgmma").has_value());
+  EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kMma), "mma");
+  EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kAuto), "auto");
+}
+
+}  // namespace

@@ -1,0 +1,345 @@
+// Host-only checks of kjit::attention::prefill, plan_paged_prefill and paged_prefill: every
+// validation rule fires with a message naming the op and the tensor (before any driver call), the
+// tile choice, the ragged plan (the seed's example), the family specs, and that every
+// specialization compiles for sm_80/89/90a/100a (no spills on sm_80/sm_90a). No GPU needed.
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/runtime.hpp>
+
+#include "attention/prefill_params.h"
+#include "runtime/ops/attention_prefill.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kjit::DType;
+using kjit::TensorRef;
+using kjit::attention::PagedPrefillArgs;
+using kjit::attention::PagedPrefillPlan;
+using kjit::attention::PrefillArgs;
+namespace ad = kjit::attention::detail;
+
+constexpr int64_t kB = 2, kLq = 100, kL = 300, kHq = 8, kHkv = 2, kD = 128;
+
+void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
+
+PrefillArgs valid_prefill() {
+  PrefillArgs a;
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kB, kLq, kHq, kD}, {}, 0);
+  a.k = TensorRef(fake_ptr(0x1000000), DType::kBF16, {kB, kL, kHkv, kD}, {}, 0);
+  a.v = TensorRef(fake_ptr(0x2000000), DType::kBF16, {kB, kL, kHkv, kD}, {}, 0);
+  a.kv_lens = TensorRef(fake_ptr(0x3000000), DType::kI32, {kB}, {}, 0);
+  a.mask = TensorRef(fake_ptr(0x3100000), DType::kBool, {kB, kLq, kL}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x4000000), DType::kBF16, {kB, kLq, kHq, kD}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0x5000000), DType::kF32, {kB, kHq, kLq}, {}, 0);
+  a.causal = true;
+  return a;
+}
+
+void prefill_invalid(const std::function<void(PrefillArgs&)>& edit, std::initializer_list<const char*> needles) {
+  PrefillArgs a = valid_prefill();
+  edit(a);
+  for (int via_op = 0; via_op < 2; ++via_op) {
+    try {
+      if (via_op) {
+        kjit::attention::prefill(a, nullptr);
+      } else {
+        ad::validate_prefill(a);
+      }
+      ADD_FAILURE() << "no error (expected: " << *needles.begin() << ")";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::attention::prefill"), std::string::npos) << what;
+      for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  }
+}
+
+TEST(AttentionPrefillArgs, ValidArgsPass) {
+  const ad::PrefillDims d = ad::validate_prefill(valid_prefill());
+  EXPECT_EQ(d.batch, kB);
+  EXPECT_EQ(d.q_len, kLq);
+  EXPECT_EQ(d.max_kv_len, kL);
+  EXPECT_EQ(d.group, kHq / kHkv);
+  EXPECT_EQ(d.mask_rank, 3);
+  EXPECT_TRUE(d.has_kv_lens && d.has_lse);
+  PrefillArgs a = valid_prefill();
+  a.mask = TensorRef(fake_ptr(0x3100000), DType::kU8, {kB, kL}, {}, 0);
+  EXPECT_EQ(ad::validate_prefill(a).mask_rank, 2);
+  a.mask = {};
+  a.kv_lens = {};
+  a.lse = {};
+  const ad::PrefillDims e = ad::validate_prefill(a);
+  EXPECT_FALSE(e.has_kv_lens || e.has_lse || e.mask_rank);
+  // q_len 0 and an empty KV are fine (nothing to launch / zeros).
+  a.q.shape[1] = 0;
+  a.out.shape[1] = 0;
+  EXPECT_NO_THROW(ad::validate_prefill(a));
+  a = valid_prefill();
+  a.mask = {};
+  a.k.shape[1] = 0;
+  a.v.shape[1] = 0;
+  EXPECT_NO_THROW(ad::validate_prefill(a));
+  // Any GQA ratio.
+  a = valid_prefill();
+  a.q.shape[2] = 6;
+  a.out.shape[2] = 6;
+  a.lse.shape[1] = 6;
+  EXPECT_EQ(ad::validate_prefill(a).group, 3);
+}
+
+TEST(AttentionPrefillArgs, TensorRules) {
+  prefill_invalid([](PrefillArgs& a) { a.q = {}; }, {"q is required"});
+  prefill_invalid([](PrefillArgs& a) { a.q.dtype = DType::kF16; }, {"q must be bf16"});
+  prefill_invalid([](PrefillArgs& a) { a.q.device = -1; }, {"q must be on a CUDA device"});
+  prefill_invalid([](PrefillArgs& a) { a.q.shape[3] = 96; a.k.shape[3] = 96; a.v.shape[3] = 96; a.out.shape[3] = 96; },
+                  {"head_dim", "64, 128 or 256"});
+  prefill_invalid([](PrefillArgs& a) { a.q.data = fake_ptr(2); }, {"q data pointer", "16-byte aligned"});
+  prefill_invalid([](PrefillArgs& a) { a.q.strides[3] = 2; }, {"q must have a contiguous last dimension"});
+  prefill_invalid([](PrefillArgs& a) { a.k.shape[0] = 3; }, {"k dim 0", "batch"});
+  prefill_invalid([](PrefillArgs& a) { a.k.shape[2] = 3; a.v.shape[2] = 3; }, {"q_heads (8", "multiple of kv_heads (3"});
+  prefill_invalid([](PrefillArgs& a) { a.v.shape[1] = kL - 1; }, {"v dim 1", "max_kv_len"});
+  prefill_invalid([](PrefillArgs& a) { a.v.dtype = DType::kF32; }, {"v must be bf16"});
+  prefill_invalid([](PrefillArgs& a) { a.k.strides[1] = kHkv * kD + 4; a.k.strides[0] = kL * a.k.strides[1]; },
+                  {"k stride of dim 1", "multiple of 16 bytes"});
+  prefill_invalid([](PrefillArgs& a) { a.out.shape[1] = kLq + 1; }, {"out dim 1", "q_len"});
+  prefill_invalid([](PrefillArgs& a) { a.out.device = 1; }, {"out is on CUDA device 1"});
+  prefill_invalid([](PrefillArgs& a) { a.kv_lens.shape[0] = kB + 1; }, {"kv_lens must have 2 elements"});
+  prefill_invalid([](PrefillArgs& a) { a.kv_lens.dtype = DType::kI64; }, {"kv_lens must be i32"});
+  prefill_invalid([](PrefillArgs& a) { a.mask.dtype = DType::kF32; }, {"mask must be bool or u8"});
+  prefill_invalid([](PrefillArgs& a) { a.mask.shape[1] = kLq + 1; }, {"mask dim 1", "q_len"});
+  prefill_invalid([](PrefillArgs& a) { a.mask.shape[2] = kL + 1; }, {"mask dim 2", "max_kv_len"});
+  prefill_invalid([](PrefillArgs& a) { a.mask = TensorRef(fake_ptr(0x3100000), DType::kBool, {kL}, {}, 0); },
+                  {"mask must be 2-d", "or 3-d"});
+  prefill_invalid([](PrefillArgs& a) { a.lse.shape[2] = kLq - 1; }, {"lse dim 2", "q_len"});
+  prefill_invalid([](PrefillArgs& a) { a.lse = TensorRef(fake_ptr(0x5000000), DType::kF32, {kB, kHq}, {}, 0); },
+                  {"lse must be 3-d"});
+  prefill_invalid([](PrefillArgs& a) { a.scale = -1.f; }, {"scale must be >= 0"});
+  prefill_invalid([](PrefillArgs& a) { a.scale = INFINITY; }, {"scale must be finite"});
+  prefill_invalid([](PrefillArgs& a) { a.block_m = 32; }, {"block_m must be 0 (choose), 64 or 128"});
+  prefill_invalid([](PrefillArgs& a) { a.q.shape[2] = 70000; a.out.shape[2] = 70000; a.lse.shape[1] = 70000; a.k.shape[2] = 1; a.v.shape[2] = 1; },
+                  {"sizes out of range"});
+}
+
+TEST(AttentionPrefillPlan, TileChoiceAndShapes) {
+  ad::PrefillDims d;
+  d.batch = 4;
+  d.q_len = 4096;
+  d.q_heads = 32;
+  d.head_dim = 128;
+  EXPECT_EQ(ad::choose_prefill_block_m(d, 132, 2), 128);
+  d.q_len = 64;
+  EXPECT_EQ(ad::choose_prefill_block_m(d, 132, 2), 64);  // short queries
+  d.batch = 1;
+  d.q_len = 500;
+  d.q_heads = 8;
+  EXPECT_EQ(ad::choose_prefill_block_m(d, 132, 2), 64);  // 128-row tiles would leave SMs idle
+  constexpr int kSmem = 233472;  // H200
+  EXPECT_EQ(ad::prefill_ctas_per_sm(128, 128, kSmem), 2);
+  EXPECT_EQ(ad::prefill_ctas_per_sm(64, 128, kSmem), 2);
+  EXPECT_EQ(ad::prefill_ctas_per_sm(256, 128, kSmem), 1);
+  // Every shape fits the 227 KiB a CTA may opt into and matches its template.
+  for (int hd : {64, 128, 256}) {
+    for (int bm : {64, 128}) {
+      const auto s = kjit::attention::prefill_launch_shape(hd, bm);
+      EXPECT_EQ(s.block_m, bm);
+      EXPECT_LE(s.smem_bytes, 227 * 1024) << hd << " " << bm;
+      EXPECT_EQ(s.threads % 128, 0);
+    }
+  }
+  EXPECT_EQ(kjit::attention::prefill_launch_shape(96, 128).threads, 0);
+  EXPECT_EQ(kjit::attention::prefill_launch_shape(128, 32).threads, 0);
+}
+
+TEST(AttentionPrefillPlan, RaggedWorkMapOfTheSeedExample) {
+  const std::vector<int32_t> indptr = {0, 70, 80, 210};
+  const PagedPrefillPlan p64 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 64);
+  EXPECT_EQ(p64.q_tile_to_batch, (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));
+  EXPECT_EQ(p64.q_tile_to_index, (std::vector<int32_t>{0, 1, 0, 0, 1, 2}));
+  EXPECT_EQ(p64.num_work(), 6);
+  EXPECT_EQ(p64.total_q, 210);
+  EXPECT_EQ(p64.tile_rows, 64);
+  EXPECT_EQ(p64.map_index_offset % 16, 0u);
+  EXPECT_GE(p64.map_index_offset, 6 * sizeof(int32_t));
+  EXPECT_GE(p64.workspace_bytes, p64.map_index_offset + 6 * sizeof(int32_t));
+  const PagedPrefillPlan p128 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 128);
+  EXPECT_EQ(p128.q_tile_to_batch, (std::vector<int32_t>{0, 1, 2, 2}));
+  EXPECT_EQ(p128.q_tile_to_index, (std::vector<int32_t>{0, 0, 0, 1}));
+  // The automatic choice: 128 rows for these lengths, 64 for decode-like short ones.
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(indptr.data(), 3, 128).tile_rows, 128);
+  const std::vector<int32_t> short_q = {0, 1, 2, 10, 10};
+  const PagedPrefillPlan s = kjit::attention::plan_paged_prefill(short_q.data(), 4, 64);
+  EXPECT_EQ(s.tile_rows, 64);
+  EXPECT_EQ(s.q_tile_to_batch, (std::vector<int32_t>{0, 1, 2}));  // request 3 has no queries
+  // No queries at all: no work, no workspace.
+  const std::vector<int32_t> none = {0, 0, 0};
+  const PagedPrefillPlan z = kjit::attention::plan_paged_prefill(none.data(), 2, 128);
+  EXPECT_EQ(z.num_work(), 0);
+  EXPECT_EQ(z.workspace_bytes, 0u);
+  EXPECT_NO_THROW(kjit::attention::upload_paged_prefill_plan(z, nullptr, 0));
+}
+
+TEST(AttentionPrefillPlan, PlanRules) {
+  const std::vector<int32_t> bad_start = {1, 5};
+  EXPECT_THROW(kjit::attention::plan_paged_prefill(bad_start.data(), 1, 128), kjit::InvalidArgument);
+  const std::vector<int32_t> decreasing = {0, 5, 3};
+  try {
+    kjit::attention::plan_paged_prefill(decreasing.data(), 2, 128);
+    ADD_FAILURE() << "no error for a decreasing qo_indptr";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("non-decreasing"), std::string::npos) << e.what();
+  }
+  const std::vector<int32_t> ok = {0, 5};
+  EXPECT_THROW(kjit::attention::plan_paged_prefill(ok.data(), 1, 96), kjit::InvalidArgument);
+  EXPECT_THROW(kjit::attention::plan_paged_prefill(ok.data(), 1, 128, 32), kjit::InvalidArgument);
+  EXPECT_THROW(kjit::attention::plan_paged_prefill(nullptr, 1, 128), kjit::InvalidArgument);
+  // A short workspace is named before any driver call.
+  const PagedPrefillPlan p = kjit::attention::plan_paged_prefill(ok.data(), 1, 128);
+  try {
+    kjit::attention::upload_paged_prefill_plan(p, fake_ptr(), p.workspace_bytes - 1);
+    ADD_FAILURE() << "no error for a short workspace";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("needs " + std::to_string(p.workspace_bytes) + " bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
+PagedPrefillArgs valid_paged(const PagedPrefillPlan& plan) {
+  PagedPrefillArgs a;
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {plan.total_q, kHq, kD}, {}, 0);
+  a.qo_indptr = TensorRef(fake_ptr(0x800000), DType::kI32, {plan.batch + 1}, {}, 0);
+  a.cache.k = TensorRef(fake_ptr(0x1000000), DType::kBF16, {64, 16, kHkv, kD}, {}, 0);
+  a.cache.v = TensorRef(fake_ptr(0x2000000), DType::kBF16, {64, 16, kHkv, kD}, {}, 0);
+  a.cache.indptr = TensorRef(fake_ptr(0x3000000), DType::kI32, {plan.batch + 1}, {}, 0);
+  a.cache.page_indices = TensorRef(fake_ptr(0x3001000), DType::kI32, {64}, {}, 0);
+  a.cache.last_page_len = TensorRef(fake_ptr(0x3002000), DType::kI32, {plan.batch}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x4000000), DType::kBF16, {plan.total_q, kHq, kD}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0x5000000), DType::kF32, {kHq, plan.total_q}, {}, 0);
+  a.causal = true;
+  return a;
+}
+
+TEST(AttentionPrefillArgs, PagedRulesAgainstThePlan) {
+  const std::vector<int32_t> indptr = {0, 70, 80, 210};
+  const PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(indptr.data(), 3, kD, 64);
+  EXPECT_NO_THROW(ad::validate_paged_prefill(valid_paged(plan), plan));
+  auto invalid = [&](const std::function<void(PagedPrefillArgs&)>& edit, const char* needle) {
+    PagedPrefillArgs a = valid_paged(plan);
+    edit(a);
+    for (int via_op = 0; via_op < 2; ++via_op) {
+      try {
+        if (via_op) {
+          kjit::attention::paged_prefill(a, plan, fake_ptr(), plan.workspace_bytes, nullptr);
+        } else {
+          ad::validate_paged_prefill(a, plan);
+        }
+        ADD_FAILURE() << "no error (expected: " << needle << ")";
+      } catch (const kjit::InvalidArgument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("kjit::attention::paged_prefill"), std::string::npos) << what;
+        EXPECT_NE(what.find(needle), std::string::npos) << "missing '" << needle << "' in: " << what;
+      }
+    }
+  };
+  invalid([](PagedPrefillArgs& a) { a.q.shape[0] = 209; a.out.shape[0] = 209; }, "total_q = qo_indptr[batch] = 210");
+  invalid([](PagedPrefillArgs& a) { a.q = TensorRef(fake_ptr(), DType::kBF16, {210, kHq, 64}, {}, 0); },
+          "plan was built for head_dim 128");
+  invalid([](PagedPrefillArgs& a) { a.qo_indptr.shape[0] = 3; }, "qo_indptr must have 4 elements");
+  invalid([](PagedPrefillArgs& a) { a.cache.indptr.shape[0] = 5; }, "cache.indptr must have batch + 1 = 4");
+  invalid([](PagedPrefillArgs& a) { a.out.shape[1] = kHq / 2; }, "out dim 1");
+  invalid([](PagedPrefillArgs& a) { a.lse = TensorRef(fake_ptr(0x5000000), DType::kF32, {210, kHq}, {}, 0); },
+          "lse dim 0");
+  invalid([](PagedPrefillArgs& a) { a.scale = -0.5f; }, "scale must be >= 0");
+  invalid([](PagedPrefillArgs& a) { a.q.dtype = DType::kF16; }, "q must be bf16");
+  // The run step names a short workspace.
+  try {
+    kjit::attention::paged_prefill(valid_paged(plan), plan, fake_ptr(), plan.workspace_bytes - 4, nullptr);
+    ADD_FAILURE() << "no error for a short workspace";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace too small"), std::string::npos) << e.what();
+  }
+  // A plan that did not come from plan_paged_prefill.
+  PagedPrefillPlan forged = plan;
+  forged.tile_rows = 96;
+  EXPECT_THROW(ad::validate_paged_prefill(valid_paged(plan), forged), kjit::InvalidArgument);
+}
+
+TEST(AttentionPrefillFamily, SpaceAndSpecs) {
+  const kjit::Family& f = kjit::attention::prefill_family();
+  EXPECT_EQ(f.name, "attention.prefill");
+  EXPECT_EQ(f.min_sm, 80);
+  const kjit::ProgramSpec spec = f.make({{"head_dim", "128"}, {"block_m", "128"}, {"mask", "bool"}});
+  ASSERT_EQ(spec.name_expressions.size(), 1u);
+  EXPECT_EQ(spec.name_expressions[0],
+            "kjit::attention::prefill_kernel<128, 128, true, kjit::attention::DenseQSchedule, kjit::attention::ContigKV>");
+  EXPECT_EQ(spec.source_name, "attention/prefill.cu");
+  const kjit::Family& g = kjit::attention::paged_prefill_family();
+  const kjit::ProgramSpec paged = g.make({{"head_dim", "64"}, {"block_m", "64"}});
+  EXPECT_EQ(paged.name_expressions[0],
+            "kjit::attention::prefill_kernel<64, 64, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>");
+  EXPECT_EQ(paged.source_name, spec.source_name);  // one kernel body
+  EXPECT_THROW(f.make({{"head_dim", "128"}, {"block_m", "32"}, {"mask", "none"}}), kjit::InvalidArgument);
+  EXPECT_EQ(kjit::family("attention.prefill").params.size(), f.params.size());
+  EXPECT_EQ(kjit::family("attention.paged_prefill").params.size(), g.params.size());
+}
+
+TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
+  kjit::RuntimeConfig config = kjit::RuntimeConfig::from_env();
+  config.disk_cache = false;
+  kjit::Runtime rt(config);
+  struct Job {
+    const kjit::Family* family;
+    kjit::ParamMap params;
+    const char* arch;
+  };
+  std::vector<Job> jobs;
+  for (const char* arch : {"sm_80", "sm_90a", "sm_89", "sm_100a"}) {
+    for (const char* hd : {"64", "128", "256"}) {
+      for (const char* bm : {"64", "128"}) {
+        for (const char* mask : {"none", "bool"}) {
+          jobs.push_back({&kjit::attention::prefill_family(), {{"head_dim", hd}, {"block_m", bm}, {"mask", mask}}, arch});
+        }
+        jobs.push_back({&kjit::attention::paged_prefill_family(), {{"head_dim", hd}, {"block_m", bm}}, arch});
+      }
+    }
+  }
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      const Job& j = jobs[i];
+      std::string what = j.family->name + " " + j.arch;
+      for (const auto& [k, v] : j.params) what += " " + k + "=" + v;
+      try {
+        const auto prog = rt.compile(j.family->make(j.params), kjit::Target::parse(j.arch));
+        std::lock_guard lock(mutex);
+        for (const auto& k : prog->kernels) {
+          std::printf("%s: %d registers, %d spill bytes\n", what.c_str(), k.registers, k.spill_bytes);
+          const bool strict = std::string(j.arch) == "sm_80" || std::string(j.arch) == "sm_90a";
+          if (strict) EXPECT_LE(k.spill_bytes, 0) << what;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        ADD_FAILURE() << what << ": " << e.what();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned n = std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < n; ++i) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
