@@ -244,7 +244,8 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// kTile 64 or 128 window positions per CTA (the host splits longer slices); kWindow the
 /// indices row length; kCache kSwaCacheE4M3 or kSwaCacheE5M2.
 template <int kHeadDim, int kGroup, int kTile, int kWindow, int kCache>
-__global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads), 2) swa_decode_kernel(KJIT_PARAMS SwaDecodeParams p) {
+__global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads), 2)
+    swa_decode_kernel(KJIT_PARAMS SwaDecodeParams p) {
 #if KJIT_HAS_SM80
   using namespace swa_detail;
   static_assert(kHeadDim == kSwaHeadDim, "the kernel's lane maps are written for head_dim 512");
@@ -303,7 +304,8 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   const int end = min(start + p.split_len, static_cast<int>(len64));
   const int n_tok = max(end - start, 0);          // window positions [start, start + n_tok)
   const int n_steps = (n_tok + kSwaStepTokens - 1) / kSwaStepTokens;
-  const long long* idx_row = reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
+  const long long* idx_row =
+      reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
 
   // ---- 1. cp.async of the rows this lane reads in Q·Kᵀ (one commit group per own step) -----
 #pragma unroll

@@ -50,10 +50,14 @@ struct SwaLaunchShape {
 };
 
 constexpr SwaLaunchShape swa_launch_shape(int group, int tile) {
-  return group == 16 && tile == 64    ? SwaLaunchShape{SwaShape<512, 16, 64>::kThreads, SwaShape<512, 16, 64>::kSmemBytes}
-         : group == 16 && tile == 128 ? SwaLaunchShape{SwaShape<512, 16, 128>::kThreads, SwaShape<512, 16, 128>::kSmemBytes}
-         : group == 32 && tile == 64  ? SwaLaunchShape{SwaShape<512, 32, 64>::kThreads, SwaShape<512, 32, 64>::kSmemBytes}
-         : group == 32 && tile == 128 ? SwaLaunchShape{SwaShape<512, 32, 128>::kThreads, SwaShape<512, 32, 128>::kSmemBytes}
+  using G16T64 = SwaShape<512, 16, 64>;
+  using G16T128 = SwaShape<512, 16, 128>;
+  using G32T64 = SwaShape<512, 32, 64>;
+  using G32T128 = SwaShape<512, 32, 128>;
+  return group == 16 && tile == 64    ? SwaLaunchShape{G16T64::kThreads, G16T64::kSmemBytes}
+         : group == 16 && tile == 128 ? SwaLaunchShape{G16T128::kThreads, G16T128::kSmemBytes}
+         : group == 32 && tile == 64  ? SwaLaunchShape{G32T64::kThreads, G32T64::kSmemBytes}
+         : group == 32 && tile == 128 ? SwaLaunchShape{G32T128::kThreads, G32T128::kSmemBytes}
                                       : SwaLaunchShape{};
 }
 
