@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
+
+    python3 tools/bench/bench_attention.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+
+The shim library (tools/bench/attention_shim.cc + decode_shim.cc) comes from --lib, else
+$KJIT_BENCH_SHIM, else the first positional argument. The script
+
+  1. checks kjit against float32 SDPA (math backend) on small problems: dense prefill (causal with
+     q_len < kv_len, 2-D/3-D masks, GQA, LSE), paged decode (page sizes 1/16/64, against kjit's
+     contiguous decode too) and the ragged paged prefill (q_len 0 / kv_len 0 requests), plus the
+     paged append (a decode loop: append one token per request, decode, compare);
+  2. times dense prefill at B4 H32 L4096 D128 causal and full, B1 H32 L8192 D128 causal and B8 H16
+     L2048 D64 causal against cuDNN and FlashAttention-2 SDPA (torch.nn.attention.sdpa_kernel, q as
+     a [B, H, L, D] view of the BLHD tensor), in TFLOP/s with causal FLOPs = half of full
+     (4 · B · H · Lq · Lkv · D for full);
+  3. times paged decode at page sizes 1, 16 and 64 against kjit's contiguous decode at B16 Hq32 Hkv8
+     D128 L4096, the pools a random permutation of pages, rotating K/V sets so every call streams
+     from DRAM (target: page 16 ≥ 0.95, page 1 ≥ 0.85 of contiguous);
+  4. times the ragged paged prefill (page 16) against the dense prefill at the same total work
+     (B4 H32 L4096 D128 causal as four packed requests), and a mixed-length batch (target ≥ 0.9).
+Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
+launch cost is excluded for everyone. A compact table is printed last.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+TOL = 1e-2
+L2_BYTES = 60e6
+ROTATE_BYTES = 4 * L2_BYTES
+MAX_SETS = 16
+
+c_void_p, c_size_t, c_int, c_float, c_ll = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float, ctypes.c_longlong
+
+# (batch, heads, kv_len, head_dim, causal): the issue's prefill shapes (MHA, q_len = kv_len).
+PREFILL_SHAPES = [
+    (4, 32, 4096, 128, True),
+    (4, 32, 4096, 128, False),
+    (1, 32, 8192, 128, True),
+    (8, 16, 2048, 64, True),
+]
+DECODE_SHAPE = (16, 32, 8, 128, 4096)  # batch, q_heads, kv_heads, head_dim, kv_len
+PAGE_SIZES = (1, 16, 64)
+
+
+def load_shim(path):
+    lib = ctypes.CDLL(path)
+    lib.kjit_bench_prefill.argtypes = [c_void_p] * 4 + [c_int] + [c_void_p] * 2 + [c_int] * 8 + [c_void_p]
+    lib.kjit_bench_prefill.restype = c_int
+    lib.kjit_bench_paged_decode_workspace.argtypes = [c_int] * 7 + [c_ll, c_int, ctypes.POINTER(c_size_t)]
+    lib.kjit_bench_paged_decode_workspace.restype = c_int
+    lib.kjit_bench_paged_decode.argtypes = [c_void_p] * 9 + [c_size_t] + [c_int] * 7 + [c_ll, c_int, c_void_p]
+    lib.kjit_bench_paged_decode.restype = c_int
+    lib.kjit_bench_paged_prefill_plan.argtypes = [c_void_p, c_int, c_int, c_int, ctypes.POINTER(c_void_p),
+                                                  ctypes.POINTER(c_size_t), ctypes.POINTER(c_int)]
+    lib.kjit_bench_paged_prefill_plan.restype = c_int
+    lib.kjit_bench_plan_upload.argtypes = [c_void_p, c_void_p, c_size_t]
+    lib.kjit_bench_plan_upload.restype = c_int
+    lib.kjit_bench_plan_free.argtypes = [c_void_p]
+    lib.kjit_bench_plan_free.restype = None
+    lib.kjit_bench_paged_prefill.argtypes = [c_void_p] * 11 + [c_size_t] + [c_int] * 9 + [c_void_p]
+    lib.kjit_bench_paged_prefill.restype = c_int
+    lib.kjit_bench_append_paged_kv.argtypes = [c_void_p] * 3 + [c_int] + [c_void_p] * 5 + [c_int] * 6 + [c_void_p]
+    lib.kjit_bench_append_paged_kv.restype = c_int
+    # decode_shim.cc (contiguous decode), linked into the same library.
+    lib.kjit_bench_decode_ex.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 5 + [c_float, c_int, c_void_p]
+    lib.kjit_bench_decode_ex.restype = c_int
+    lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
+    lib.kjit_bench_decode_workspace_ex.restype = c_int
+    return lib
+
+
+def ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def stream_ptr():
+    return torch.cuda.current_stream().cuda_stream
+
+
+def check_rc(rc, what):
+    if rc != 0:
+        raise RuntimeError(f"kjit {what} failed (see stderr)")
+
+
+class PagedCache:
+    """Pools [num_pages, page_size, Hkv, D] holding contiguous k/v [B, L, Hkv, D] (per-request
+    lengths `lens`) on a random permutation of pages, with spare NaN pages."""
+
+    def __init__(self, k, v, lens, page_size, gen, spare=2):
+        B, L, H, D = k.shape
+        self.page_size = page_size
+        pages_per = [(int(n) + page_size - 1) // page_size for n in lens]
+        total = sum(pages_per)
+        self.num_pages = total + spare
+        perm = torch.randperm(self.num_pages, device="cuda", generator=gen)
+        self.k = torch.full((self.num_pages, page_size, H, D), float("nan"), device="cuda", dtype=torch.bfloat16)
+        self.v = torch.full_like(self.k, float("nan"))
+        indices, indptr, last = [], [0], []
+        used = 0
+        for b in range(B):
+            n, p = int(lens[b]), pages_per[b]
+            ids = perm[used:used + p]
+            used += p
+            if p:
+                pad = p * page_size - n
+                kb = torch.cat([k[b, :n], k.new_full((pad, H, D), float("nan"))]).view(p, page_size, H, D)
+                vb = torch.cat([v[b, :n], v.new_full((pad, H, D), float("nan"))]).view(p, page_size, H, D)
+                self.k[ids] = kb
+                self.v[ids] = vb
+            indices.append(ids)
+            indptr.append(indptr[-1] + p)
+            last.append(n - (p - 1) * page_size if p else 0)
+        self.indices = torch.cat(indices + [perm[used:]]).to(torch.int32)  # spare capacity at the end
+        self.indptr = torch.tensor(indptr, device="cuda", dtype=torch.int32)
+        self.last = torch.tensor(last, device="cuda", dtype=torch.int32)
+        self.nnz = self.indices.numel()
+
+
+class Kjit:
+    def __init__(self, lib):
+        self.lib = lib
+
+    def prefill(self, q, k, v, out, lse=None, mask=None, causal=False, block_m=0):
+        B, Lq, Hq, D = q.shape
+        Lkv, Hkv = k.shape[1], k.shape[2]
+        check_rc(self.lib.kjit_bench_prefill(ptr(q), ptr(k), ptr(v), ptr(mask), 0 if mask is None else mask.dim(),
+                                             ptr(out), ptr(lse), B, Lq, Lkv, Hq, Hkv, D, int(causal), block_m,
+                                             stream_ptr()), "prefill")
+
+    def paged_decode_workspace(self, B, Hq, cache, D, Hkv, hint=0, splits=0):
+        n = c_size_t(0)
+        check_rc(self.lib.kjit_bench_paged_decode_workspace(B, Hq, Hkv, D, cache.num_pages, cache.page_size, cache.nnz,
+                                                            hint, splits, ctypes.byref(n)), "paged decode workspace")
+        return torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+
+    def paged_decode(self, q, cache, out, ws, lse=None, hint=0, splits=0):
+        B, _, Hq, D = q.shape
+        Hkv = cache.k.shape[2]
+        check_rc(self.lib.kjit_bench_paged_decode(ptr(q), ptr(cache.k), ptr(cache.v), ptr(cache.indptr),
+                                                  ptr(cache.indices), ptr(cache.last), ptr(out), ptr(lse), ptr(ws),
+                                                  ws.numel(), B, Hq, Hkv, D, cache.num_pages, cache.page_size,
+                                                  cache.nnz, hint, splits, stream_ptr()), "paged decode")
+
+    def decode_workspace(self, B, L, Hq, Hkv, D):
+        n = c_size_t(0)
+        check_rc(self.lib.kjit_bench_decode_workspace_ex(B, L, Hq, Hkv, D, 0, ctypes.byref(n)), "decode workspace")
+        return torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+
+    def decode(self, q, k, v, lens, out, ws):
+        B, L, Hkv, D = k.shape
+        check_rc(self.lib.kjit_bench_decode_ex(ptr(q), ptr(k), ptr(v), ptr(lens), None, ptr(out), None, ptr(ws),
+                                               ws.numel(), B, L, q.shape[2], Hkv, D, 0.0, 0, stream_ptr()), "decode")
+
+    def plan(self, q_lens, D, tile_rows=0):
+        indptr = [0]
+        for n in q_lens:
+            indptr.append(indptr[-1] + int(n))
+        arr = (ctypes.c_int32 * len(indptr))(*indptr)
+        handle, nbytes, nwork = c_void_p(), c_size_t(0), c_int(0)
+        check_rc(self.lib.kjit_bench_paged_prefill_plan(ctypes.cast(arr, c_void_p), len(q_lens), D, tile_rows,
+                                                        ctypes.byref(handle), ctypes.byref(nbytes),
+                                                        ctypes.byref(nwork)), "plan")
+        ws = torch.empty(max(nbytes.value, 16), dtype=torch.uint8, device="cuda")
+        check_rc(self.lib.kjit_bench_plan_upload(handle, ptr(ws), nbytes.value), "plan upload")
+        return {"handle": handle, "ws": ws, "bytes": nbytes.value, "work": nwork.value,
+                "qo_indptr": torch.tensor(indptr, device="cuda", dtype=torch.int32), "total_q": indptr[-1],
+                "batch": len(q_lens)}
+
+    def free_plan(self, plan):
+        self.lib.kjit_bench_plan_free(plan["handle"])
+
+    def paged_prefill(self, plan, q, cache, out, lse=None, causal=False):
+        total_q, Hq, D = q.shape
+        Hkv = cache.k.shape[2]
+        check_rc(self.lib.kjit_bench_paged_prefill(plan["handle"], ptr(q), ptr(plan["qo_indptr"]), ptr(cache.k),
+                                                   ptr(cache.v), ptr(cache.indptr), ptr(cache.indices),
+                                                   ptr(cache.last), ptr(out), ptr(lse), ptr(plan["ws"]),
+                                                   plan["bytes"], plan["batch"], total_q, Hq, Hkv, D,
+                                                   cache.num_pages, cache.page_size, cache.nnz, int(causal),
+                                                   stream_ptr()), "paged prefill")
+
+    def append(self, k_new, v_new, append_indptr, cache):
+        n, Hkv, D = k_new.shape
+        check_rc(self.lib.kjit_bench_append_paged_kv(ptr(k_new), ptr(v_new), ptr(append_indptr), n, ptr(cache.k),
+                                                     ptr(cache.v), ptr(cache.indptr), ptr(cache.indices),
+                                                     ptr(cache.last), cache.indptr.numel() - 1, Hkv, D,
+                                                     cache.num_pages, cache.page_size, cache.nnz, stream_ptr()),
+                 "append")
+
+
+# ---- references ---------------------------------------------------------------------------------
+
+def reference(q, k, v, kv_len=None, mask=None, causal=False):
+    """float32 SDPA (math) for one request: q [Lq, Hq, D], k/v [Lkv, Hkv, D]; queries aligned to the
+    end of the KV under causal; mask [Lq, Lkv] bool (True = keep). Returns out [Lq, Hq, D], lse
+    [Hq, Lq]; rows that keep nothing are zeros / -inf."""
+    Lq, Hq, D = q.shape
+    Lkv, Hkv = k.shape[0], k.shape[1]
+    if kv_len is not None:
+        k, v, Lkv = k[:kv_len], v[:kv_len], kv_len
+        if mask is not None:
+            mask = mask[:, :kv_len]
+    keep = torch.ones(Lq, Lkv, dtype=torch.bool, device=q.device)
+    if causal:
+        keep &= torch.arange(Lkv, device=q.device)[None, :] <= torch.arange(Lq, device=q.device)[:, None] + Lkv - Lq
+    if mask is not None:
+        keep &= mask
+    g = Hq // Hkv
+    qf = q.float().permute(1, 0, 2)  # [Hq, Lq, D]
+    kf = k.float().permute(1, 0, 2).repeat_interleave(g, 0)
+    vf = v.float().permute(1, 0, 2).repeat_interleave(g, 0)
+    s = (qf @ kf.transpose(1, 2)) / math.sqrt(D)
+    s = s.masked_fill(~keep[None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # [Hq, Lq]
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    out = (p @ vf).permute(1, 0, 2)
+    return out, lse
+
+
+def rel_l2(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def lse_err(a, b):
+    fin = torch.isfinite(b)
+    same_inf = bool(((a == b) | fin).all())
+    return rel_l2(a[fin], b[fin]) if same_inf else float("inf")
+
+
+# ---- checks -------------------------------------------------------------------------------------
+
+def check_prefill(kj, gen):
+    results = []
+    for (B, Lq, Lkv, Hq, Hkv, D, causal, mask_rank) in ((2, 300, 300, 8, 2, 128, True, 0), (2, 37, 500, 8, 1, 64, True, 3),
+                                                         (2, 200, 200, 8, 8, 256, False, 2),
+                                                         (2, 129, 129, 12, 4, 128, False, 0),
+                                                         (1, 1000, 1000, 4, 4, 128, True, 0)):
+        q = torch.randn(B, Lq, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(B, Lkv, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(B, Lkv, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        mask = None
+        if mask_rank == 3:
+            mask = torch.rand(B, Lq, Lkv, device="cuda", generator=gen) < 0.7
+        elif mask_rank == 2:
+            mask = torch.rand(B, Lkv, device="cuda", generator=gen) < 0.7
+        for block_m in (0, 64, 128):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((B, Hq, Lq), float("nan"), device="cuda")
+            kj.prefill(q, k, v, out, lse, mask, causal, block_m)
+            torch.cuda.synchronize()
+            eo, el = 0.0, 0.0
+            for b in range(B):
+                m = None if mask is None else (mask[b] if mask_rank == 3 else mask[b][None, :].expand(Lq, Lkv))
+                ro, rl = reference(q[b], k[b], v[b], mask=m, causal=causal)
+                eo = max(eo, rel_l2(out[b], ro))
+                el = max(el, lse_err(lse[b], rl))
+            ok = eo <= TOL and el <= 1e-4 and bool(torch.isfinite(out).all())
+            results.append({"check": f"prefill B{B} Lq{Lq} Lkv{Lkv} Hq{Hq}/Hkv{Hkv} D{D} causal={causal} "
+                                     f"mask={mask_rank}d block_m={block_m or 'auto'}",
+                            "rel_l2_out": eo, "rel_l2_lse": el, "ok": ok})
+    return results
+
+
+def check_paged(kj, gen):
+    results = []
+    B, Hq, Hkv, D = 5, 16, 4, 128
+    for ps in PAGE_SIZES:
+        lens = torch.tensor([1, max(ps - 1, 1), ps, ps + 1, 700], device="cuda", dtype=torch.int32)
+        L = int(lens.max())
+        q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        cache = PagedCache(k, v, lens.tolist(), ps, gen)
+        for splits in (1, 3, 0):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((B, Hq), float("nan"), device="cuda")
+            ws = kj.paged_decode_workspace(B, Hq, cache, D, Hkv, splits=splits)
+            kj.paged_decode(q, cache, out, ws, lse, splits=splits)
+            ref_c = torch.empty_like(q)
+            kj.decode(q, k, v, lens, ref_c, kj.decode_workspace(B, L, Hq, Hkv, D))
+            torch.cuda.synchronize()
+            eo, el = 0.0, 0.0
+            for b in range(B):
+                ro, rl = reference(q[b], k[b], v[b], kv_len=int(lens[b]))
+                eo = max(eo, rel_l2(out[b], ro))
+                el = max(el, lse_err(lse[b], rl[:, 0]))
+            ec = rel_l2(out, ref_c)
+            ok = eo <= TOL and el <= 1e-4 and ec <= TOL and bool(torch.isfinite(out).all())
+            results.append({"check": f"paged decode page={ps} lens={lens.tolist()} splits={splits or 'auto'}",
+                            "rel_l2_out": eo, "rel_l2_lse": el, "vs_contiguous": ec, "ok": ok})
+    # A decode loop through the append op: grow every request by one token, decode, compare.
+    ps, steps = 16, 5
+    lens = [3, 16, 40]
+    cap = max(lens) + steps
+    k = torch.randn(3, cap, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(3, cap, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    worst = 0.0
+    for step in range(steps):
+        lens = [n + 1 for n in lens]
+        full = PagedCache(k, v, lens, ps, gen)  # the table after the append
+        # Blank the new tokens, then append them through kjit.
+        for b, n in enumerate(lens):
+            pages = full.indices[full.indptr[b]:full.indptr[b + 1]]
+            full.k[pages[(n - 1) // ps], (n - 1) % ps] = float("nan")
+            full.v[pages[(n - 1) // ps], (n - 1) % ps] = float("nan")
+        new_k = torch.stack([k[b, n - 1] for b, n in enumerate(lens)])
+        new_v = torch.stack([v[b, n - 1] for b, n in enumerate(lens)])
+        kj.append(new_k, new_v, torch.arange(4, device="cuda", dtype=torch.int32), full)
+        q = torch.randn(3, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        out = torch.full_like(q, float("nan"))
+        kj.paged_decode(q, full, out, kj.paged_decode_workspace(3, Hq, full, D, Hkv), None)
+        torch.cuda.synchronize()
+        for b in range(3):
+            ro, _ = reference(q[b], k[b], v[b], kv_len=lens[b])
+            worst = max(worst, rel_l2(out[b], ro))
+    results.append({"check": f"append + paged decode loop ({steps} steps, page 16)", "rel_l2_out": worst,
+                    "ok": worst <= TOL})
+    return results
+
+
+def check_ragged(kj, gen):
+    results = []
+    Hq, Hkv, D = 8, 2, 128
+    for (q_lens, kv_lens, ps, causal) in (([70, 10, 130], [70, 60, 130], 16, True),
+                                          ([1, 0, 200, 5], [1, 10, 300, 0], 1, True),
+                                          ([64, 65], [64, 65], 64, False)):
+        B = len(q_lens)
+        Lk = max(kv_lens)
+        k = torch.randn(B, Lk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(B, Lk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        cache = PagedCache(k, v, kv_lens, ps, gen)
+        total = sum(q_lens)
+        q = torch.randn(total, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        for tile_rows in (64, 128):
+            plan = kj.plan(q_lens, D, tile_rows)
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((Hq, total), float("nan"), device="cuda")
+            kj.paged_prefill(plan, q, cache, out, lse, causal)
+            torch.cuda.synchronize()
+            kj.free_plan(plan)
+            eo, el, first = 0.0, 0.0, 0
+            for b in range(B):
+                n = q_lens[b]
+                if n:
+                    ro, rl = reference(q[first:first + n], k[b], v[b], kv_len=kv_lens[b], causal=causal)
+                    eo = max(eo, rel_l2(out[first:first + n], ro) if ro.norm() > 0 else out[first:first + n].abs().max().item())
+                    el = max(el, lse_err(lse[:, first:first + n], rl))
+                first += n
+            ok = eo <= TOL and el <= 1e-4 and bool(torch.isfinite(out).all())
+            results.append({"check": f"ragged paged prefill q={q_lens} kv={kv_lens} page={ps} causal={causal} "
+                                     f"tile={tile_rows}", "rel_l2_out": eo, "rel_l2_lse": el, "ok": ok})
+    return results
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def graph_time_us(step, n_calls):
+    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(n_calls):
+            step(i)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n_calls):
+            step(i)
+    torch.cuda.synchronize()
+    ms = triton.testing.do_bench(graph.replay, warmup=25, rep=300, return_mode="median")
+    return ms * 1e3 / n_calls
+
+
+def flops(B, H, Lq, Lkv, D, causal):
+    return 4.0 * B * H * Lq * Lkv * D * (0.5 if causal else 1.0)
+
+
+def bench_prefill(kj, B, H, L, D, causal, gen):
+    q = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    out = torch.empty_like(q)
+    f = flops(B, H, L, L, D, causal)
+    row = {"shape": f"B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}", "flops": f}
+    kj.prefill(q, k, v, out, causal=causal)
+    torch.cuda.synchronize()
+    # Spot-check a few heads against the float32 reference (the full one is expensive).
+    ro, _ = reference(q[0, :, :2], k[0, :, :2], v[0, :, :2], causal=causal)
+    row["rel_l2"] = rel_l2(out[0, :, :2], ro)
+    row["ok"] = row["rel_l2"] <= TOL and bool(torch.isfinite(out).all())
+    row["kjit_us"] = graph_time_us(lambda i: kj.prefill(q, k, v, out, causal=causal), 3)
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+        def step(i, backend=backend):
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        try:
+            step(0)
+            torch.cuda.synchronize()
+            row[f"{name}_us"] = graph_time_us(step, 3)
+        except Exception as e:  # a backend that does not take this shape
+            row[f"{name}_us"] = None
+            row[f"{name}_error"] = str(e).splitlines()[0][:200]
+    for name in ("kjit", "cudnn", "fa2"):
+        us = row.get(f"{name}_us")
+        row[f"{name}_tflops"] = f / (us * 1e-6) / 1e12 if us else None
+    row["kjit_over_fa2"] = row["kjit_tflops"] / row["fa2_tflops"] if row.get("fa2_tflops") else None
+    row["kjit_over_cudnn"] = row["kjit_tflops"] / row["cudnn_tflops"] if row.get("cudnn_tflops") else None
+    return row
+
+
+def bench_paged_decode(kj, gen):
+    B, Hq, Hkv, D, L = DECODE_SHAPE
+    kv_bytes = 2 * B * L * Hkv * D * 2
+    io_bytes = kv_bytes + 2 * B * Hq * D * 2
+    n_sets = int(min(MAX_SETS, max(2, math.ceil(ROTATE_BYTES / kv_bytes))))
+    q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ks = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
+    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    ws = kj.decode_workspace(B, L, Hq, Hkv, D)
+    rows = []
+    contig_us = graph_time_us(lambda i: kj.decode(q, ks[i], vs[i], lens, out, ws), n_sets)
+    ref = torch.empty_like(q)
+    kj.decode(q, ks[0], vs[0], lens, ref, ws)
+    rows.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} contiguous", "us": contig_us,
+                 "gbps": io_bytes / (contig_us * 1e-6) / 1e9, "vs_contiguous": 1.0, "ok": True})
+    for ps in PAGE_SIZES:
+        caches = []
+        for i in range(n_sets):
+            caches.append(PagedCache(ks[i], vs[i], [L] * B, ps, gen, spare=0))
+        pws = kj.paged_decode_workspace(B, Hq, caches[0], D, Hkv)
+        kj.paged_decode(q, caches[0], out, pws)
+        torch.cuda.synchronize()
+        err = rel_l2(out, ref)
+        us = graph_time_us(lambda i: kj.paged_decode(q, caches[i], out, pws), n_sets)
+        target = 0.85 if ps == 1 else 0.95
+        rows.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} page {ps}", "us": us,
+                     "gbps": io_bytes / (us * 1e-6) / 1e9, "vs_contiguous": contig_us / us, "target": target,
+                     "rel_l2_vs_contiguous": err, "ok": err <= TOL})
+        del caches
+        torch.cuda.empty_cache()
+    return rows
+
+
+def bench_ragged(kj, gen):
+    rows = []
+    H, D = 32, 128
+    for (name, q_lens, causal) in (("B4 H32 L4096 D128 causal as 4 packed requests", [4096] * 4, True),
+                                   ("B4 H32 L4096 D128 full as 4 packed requests", [4096] * 4, False),
+                                   ("mixed [7000, 3000, 2000, 4384] causal", [7000, 3000, 2000, 4384], True)):
+        B = len(q_lens)
+        L = max(q_lens)
+        k = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        cache = PagedCache(k, v, q_lens, 16, gen, spare=0)
+        total = sum(q_lens)
+        q = torch.randn(total, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        out = torch.empty_like(q)
+        plan = kj.plan(q_lens, D)
+        f = sum(flops(1, H, n, n, D, causal) for n in q_lens)
+        kj.paged_prefill(plan, q, cache, out, causal=causal)
+        torch.cuda.synchronize()
+        ro, _ = reference(q[:q_lens[0], :2], k[0, :q_lens[0], :2], v[0, :q_lens[0], :2], causal=causal)
+        err = rel_l2(out[:q_lens[0], :2], ro)
+        us = graph_time_us(lambda i: kj.paged_prefill(plan, q, cache, out, causal=causal), 3)
+        row = {"shape": name, "paged_us": us, "paged_tflops": f / (us * 1e-6) / 1e12, "rel_l2": err,
+               "ok": err <= TOL}
+        if len(set(q_lens)) == 1:
+            # The same work as one dense prefill over contiguous K/V.
+            qd = q.view(B, L, H, D)
+            od = torch.empty_like(qd)
+            dus = graph_time_us(lambda i: kj.prefill(qd, k, v, od, causal=causal), 3)
+            row["dense_us"] = dus
+            row["dense_tflops"] = f / (dus * 1e-6) / 1e12
+            row["paged_over_dense"] = dus / us
+        kj.free_plan(plan)
+        rows.append(row)
+        del k, v, cache, q, out
+        torch.cuda.empty_cache()
+    return rows
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
+    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
+    if not lib_path:
+        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
+    kj = Kjit(load_shim(lib_path))
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
+
+    checks = check_prefill(kj, gen) + check_paged(kj, gen) + check_ragged(kj, gen)
+    for c in checks:
+        extra = "".join(f", {k} {c[k]:.2e}" for k in ("rel_l2_lse", "vs_contiguous") if k in c)
+        print(f"check {c['check']}: out rel_l2 {c['rel_l2_out']:.2e}{extra} {'ok' if c['ok'] else 'FAIL'}")
+
+    prefill_rows = []
+    for shape in PREFILL_SHAPES:
+        prefill_rows.append(bench_prefill(kj, *shape, gen))
+        r = prefill_rows[-1]
+        print(f"prefill {r['shape']}: kjit {r['kjit_us']:.0f} us, rel_l2 {r['rel_l2']:.2e}"
+              + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
+        torch.cuda.empty_cache()
+    decode_rows = bench_paged_decode(kj, gen)
+    ragged_rows = bench_ragged(kj, gen)
+
+    print()
+    head = f"{'prefill':<30} {'kjit TF/s':>10} {'cuDNN TF/s':>11} {'FA2 TF/s':>9} {'kjit/FA2':>9} {'kjit/cuDNN':>11} {'ok':>4}"
+    print(head)
+    print("-" * len(head))
+    for r in prefill_rows:
+        print(f"{r['shape']:<30} {fmt(r['kjit_tflops'], '10.1f')} {fmt(r['cudnn_tflops'], '11.1f')} "
+              f"{fmt(r['fa2_tflops'], '9.1f')} {fmt(r['kjit_over_fa2'], '9.2f')} {fmt(r['kjit_over_cudnn'], '11.2f')} "
+              f"{'yes' if r['ok'] else 'NO':>4}")
+    print()
+    head = f"{'paged decode':<42} {'us':>8} {'GB/s':>7} {'vs contig':>10} {'target':>7} {'ok':>4}"
+    print(head)
+    print("-" * len(head))
+    for r in decode_rows:
+        print(f"{r['shape']:<42} {r['us']:8.1f} {r['gbps']:7.0f} {r['vs_contiguous']:10.2f} "
+              f"{fmt(r.get('target'), '7.2f')} {'yes' if r['ok'] else 'NO':>4}")
+    print()
+    head = f"{'ragged paged prefill (page 16)':<48} {'paged TF/s':>11} {'dense TF/s':>11} {'paged/dense':>12} {'ok':>4}"
+    print(head)
+    print("-" * len(head))
+    for r in ragged_rows:
+        print(f"{r['shape']:<48} {r['paged_tflops']:11.1f} {fmt(r.get('dense_tflops'), '11.1f')} "
+              f"{fmt(r.get('paged_over_dense'), '12.2f')} {'yes' if r['ok'] else 'NO':>4}")
+    all_ok = all(c["ok"] for c in checks) and all(r["ok"] for r in prefill_rows + decode_rows + ragged_rows)
+    print(f"\nchecks: {sum(c['ok'] for c in checks)}/{len(checks)} ok")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
+                       "checks": checks, "prefill": prefill_rows, "paged_decode": decode_rows,
+                       "ragged": ragged_rows, "ok": all_ok}, f, indent=2)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
