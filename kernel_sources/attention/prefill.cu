@@ -420,9 +420,9 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
 #pragma unroll
     for (int sub = 0; sub < kBlockN / kSubN; ++sub) {
       const int kv0 = tile * kBlockN + sub * kSubN;
-      // A warp computes only sub-tiles some row of it can see (under causal its last row's
-      // limit may lie before kv0).
-      if (warp_active && !(causal && kv0 > warp_row0 + kWarpRows - 1 + diag)) {
+      // A warp computes only steps some row of it can see: not past kv_end (zero-filled keys),
+      // and under causal not past its last row's limit.
+      if (warp_active && kv0 < kv_end && !(causal && kv0 > warp_row0 + kWarpRows - 1 + diag)) {
         const uint32_t sub_off = static_cast<uint32_t>(stage * Shape::kKvTileBytes + sub * kSubN * kRowBytes) + kv_lane;
         attend(kv0, smem_k + sub_off, smem_v + sub_off);
       }
