@@ -72,7 +72,7 @@
 //
 // Resources (NVRTC 13.0, ptxas -v; launch bounds (threads, 2)), registers / spill bytes:
 //              sm_80     sm_89     sm_90a    sm_100a   sm_120
-//   group 16   163 / 0   247 / 0   161 / 0   168 / 0   217 / 0
+//   group 16   168 / 0   247 / 0   168 / 0   185 / 0   220 / 0
 //   group 32   128 / 0   128 / 0   128 / 0   128 / 0   128 / 0
 //   merge kernel: 47 / 0.
 // Shared memory (dynamic): group 16 / tile 128: 86544 B, group 32 / tile 128: 107552 B, tile 64:
@@ -297,15 +297,29 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   const int token = static_cast<int>(cta / static_cast<uint32_t>(p.num_splits));
   const int head0 = head_group * kGroup + mt * kSwaHeadsPerTile + g;  // this lane's rows: head0, head0 + 8
 
+  // The slots of the rows this lane copies are requested before lens (each is a DRAM round trip
+  // and neither depends on the other); the q rows right after the copies are issued. (Loading q
+  // first as well would hold its 64 registers through the copies and spill.)
+  const int start = split * p.split_len;
+  const int avail = min(p.split_len, kWindow - start);  // window positions of this split
+  const long long* idx_row =
+      reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
+  int64_t slots[kMySteps][2];
+#pragma unroll
+  for (int i = 0; i < kMySteps; ++i) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int r = (th + 2 * i) * kSwaStepTokens + nt * 8 + g;
+      slots[i][nt] = i % kMTiles == mt && r < avail ? static_cast<int64_t>(__ldg(idx_row + r)) : -1;
+    }
+  }
+
   int64_t len64 = p.lens_i64 ? __ldg(static_cast<const long long*>(p.lens) + token)
                              : static_cast<int64_t>(__ldg(static_cast<const int*>(p.lens) + token));
   len64 = len64 < 0 ? 0 : (len64 > kWindow ? kWindow : len64);
-  const int start = split * p.split_len;
-  const int end = min(start + p.split_len, static_cast<int>(len64));
-  const int n_tok = max(end - start, 0);          // window positions [start, start + n_tok)
+  // Window positions [start, start + n_tok) count; the lens clamp makes n_tok ≤ avail.
+  const int n_tok = max(min(p.split_len, static_cast<int>(len64) - start), 0);
   const int n_steps = (n_tok + kSwaStepTokens - 1) / kSwaStepTokens;
-  const long long* idx_row =
-      reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
 
   // ---- 1. cp.async of the rows this lane reads in Q·Kᵀ (one commit group per own step) -----
 #pragma unroll
@@ -316,7 +330,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const int r = k * kSwaStepTokens + nt * 8 + g;
-          const int64_t slot = r < n_tok ? static_cast<int64_t>(__ldg(idx_row + r)) : -1;
+          const int64_t slot = r < n_tok ? slots[i][nt] : -1;
           const bool valid = slot >= 0;
           const uint8_t* src = valid ? kv_row(p, slot) : p.fill_src;
           // The finalizing warps read this row's scale after Q·Kᵀ: pull it into L1 now.
@@ -334,24 +348,27 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
     }
   }
 
-  // ---- Q fragments (f16, per-row power of two), and this lane's finalize tokens ------------
+  // This lane's q rows (see the Q fragments below).
+  uint4 qraw[2][kQkChunks][2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(token) * p.q_stride_t +
+                                static_cast<int64_t>(head0 + 8 * hr) * p.q_stride_h + dh * kQkDims + 16 * t;
+#pragma unroll
+    for (int q = 0; q < kQkChunks; ++q) {
+      qraw[hr][q][0] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q));
+      qraw[hr][q][1] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q + 8));
+    }
+  }
+
+  // ---- Q fragments: per-row power of two; f16, or E4M3 hi + lo on the fp8 mma path --------
   // Lane (g, t) holds, for rows head0 and head0 + 8, dims dh·256 + 64q + 16t + [0, 16) for
-  // q < 4. mma k-step 4q + u takes dims +4u, +4u+1 (A cols 2t, 2t+1) and +4u+2, +4u+3
-  // (A cols 2t+8, 2t+9) — the order the K fragments below use.
+  // q < 4. mma k-step 4q + u takes dims +4u .. +4u+3 — the order the K fragments below use:
+  // f16: A cols 2t, 2t+1 ← dims +4u, +4u+1 and cols 2t+8, 2t+9 ← +4u+2, +4u+3;
+  // fp8: A cols 4t..4t+3 ← the 4 dims' hi parts and cols 16+4t.. ← their lo parts.
   uint32_t qf[kDimSteps][4];
   float rowf[2];  // 2^-e of rows head0, head0 + 8
   {
-    uint4 qraw[2][kQkChunks][2];
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(token) * p.q_stride_t +
-                                  static_cast<int64_t>(head0 + 8 * hr) * p.q_stride_h + dh * kQkDims + 16 * t;
-#pragma unroll
-      for (int q = 0; q < kQkChunks; ++q) {
-        qraw[hr][q][0] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q));
-        qraw[hr][q][1] = __ldg(reinterpret_cast<const uint4*>(qrow + 64 * q + 8));
-      }
-    }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float m = 0.f;
