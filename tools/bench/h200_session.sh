@@ -47,7 +47,7 @@ step selftest
 step "runtime costs"
 "$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
 
-for b in decode rotary swa fp8; do
+for b in decode rotary swa fp8 attention; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
