@@ -685,10 +685,6 @@ TEST(Fp8Family, CompilesWithoutSpills) {
   kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
   c.disk_cache = false;
   kjit::Runtime rt(c);
-  std::vector<std::pair<const kjit::Family*, kjit::ParamMap>> jobs;
-  for (const kjit::Family* f : {&f8::quantize_family(), &f8::gemm_family()}) {
-    for (const auto& p : f->defaults) jobs.emplace_back(f, p);
-  }
   auto gp = [](const char* a, const char* b, const char* out, const char* scale, const char* tile, const char* st,
                const char* am, const char* bm) {
     return kjit::ParamMap{{"impl", "mma"},  {"a", a},       {"b", b},        {"out", out},   {"scale", scale},
@@ -712,11 +708,12 @@ TEST(Fp8Family, CompilesWithoutSpills) {
     kjit::ParamMap params;
     kjit::Target target;
   };
+  // The defaults already compile for every CI arch in kernels.families_compile_test; here only
+  // the non-default corners of the space, on the arch that runs them (keeps CI time down).
   std::vector<Job> work;
-  for (const char* arch : {"sm_89", "sm_90a", "sm_100a"}) {
+  for (const char* arch : {"sm_90a"}) {
     const kjit::Target t = kjit::Target::parse(arch);
-    auto list = jobs;
-    if (std::string(arch) == "sm_90a") list.insert(list.end(), extra.begin(), extra.end());
+    const auto& list = extra;
     for (const auto& [family, params] : list) {
       // The wgmma kernel is a trap stub off sm_90a (the lead's family test still compiles it).
       if (params.count("impl") && params.at("impl") == "wgmma" && std::string(arch) != "sm_90a") continue;

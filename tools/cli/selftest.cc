@@ -25,6 +25,7 @@ struct OpChecks {
 const OpChecks kOpChecks[] = {
     {"rotary", selftest::rotary},
     {"attention.decode", selftest::attention_decode},
+    {"attention", selftest::attention},
     {"mla.swa_decode", selftest::swa_decode},
     {"fp8", selftest::fp8},
 };

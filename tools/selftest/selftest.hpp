@@ -23,6 +23,8 @@ struct Result {
 /// Each op's checks; they need a GPU (device 0's context current).
 std::vector<Result> rotary(Runtime& runtime);
 std::vector<Result> attention_decode(Runtime& runtime);
+/// Prefill, paged decode, ragged paged prefill and the paged append.
+std::vector<Result> attention(Runtime& runtime);
 std::vector<Result> swa_decode(Runtime& runtime);
 std::vector<Result> fp8(Runtime& runtime);  ///< quantize + GEMM
 
