@@ -2,6 +2,12 @@
 """kjit's fused fp8 sliding-window MLA decode beside the seed's PyTorch fallback, on one GPU.
 
     python3 tools/bench/bench_swa.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+    python3 tools/bench/bench_swa.py --sweep [--lib ...] [--json sweep.json]
+
+--sweep times, for each T, every (head group, split count) the op accepts, forced through the
+shim (the planner clamps a requested split count, so requests that give the same plan are timed
+once), checks each against the float64 reference, and prints one line per T: the planner's own
+choice, then `g<group>/s<splits>x<split_len> eager/graph µs` per plan, then the fastest.
 
 The shim library (tools/bench/swa_shim.cc) comes from --lib, else $KJIT_BENCH_SHIM, else the first
 positional argument. The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
@@ -74,6 +80,8 @@ def load_shim(path):
     lib.kjit_bench_swa.restype = c_int
     lib.kjit_bench_swa_workspace.argtypes = [c_int] * 7 + [ctypes.POINTER(c_size_t)]
     lib.kjit_bench_swa_workspace.restype = c_int
+    lib.kjit_bench_swa_plan.argtypes = [c_int] * 7 + [ctypes.POINTER(ctypes.c_longlong)]
+    lib.kjit_bench_swa_plan.restype = c_int
     return lib
 
 
@@ -94,6 +102,13 @@ class Kjit:
                 raise RuntimeError("kjit workspace query failed (see stderr)")
             self.ws[key] = torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
         return self.ws[key]
+
+    def plan(self, T, num_blocks, splits=0, group=0):
+        """(group, tile, num_splits, split_len, ctas, launches) the op runs for these requests."""
+        out = (ctypes.c_longlong * 6)()
+        if self.lib.kjit_bench_swa_plan(T, NH, num_blocks, BLOCK_SIZE, W, splits, group, out):
+            raise RuntimeError("kjit plan query failed (see stderr)")
+        return tuple(int(v) for v in out)
 
     def decode(self, q, kv, inv_scale, indices, lens, out, lse=None, scale=0.0, splits=0, group=0):
         T = q.shape[0]
@@ -257,6 +272,62 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
     return row
 
 
+def sweep_tokens(kj, kv, inv_scale, T, gen):
+    """Every distinct plan the op accepts at this T (groups 16 and 32 × requested splits
+    1..min(32, W/16)), plus the planner's choice: correctness vs float64, eager and graph µs."""
+    q, indices, lens = make_tokens(T, gen)
+    scale = 1.0 / math.sqrt(HD)
+    ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+    auto = kj.plan(T, kv.shape[0])
+    plans = {}
+    for group in (16, 32):
+        if NH % group:
+            continue
+        for splits in range(1, min(32, W // 16) + 1):
+            key = kj.plan(T, kv.shape[0], splits, group)
+            plans.setdefault(key, (splits, group))
+    plans.setdefault(auto, (0, 0))
+    rows = []
+    for key, (splits, group) in sorted(plans.items(), key=lambda kv_: (kv_[0][0], kv_[0][2])):
+        out = torch.full_like(q, float("nan"))
+        fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, splits=splits, group=group)  # noqa: E731
+        fn()
+        torch.cuda.synchronize()
+        err = rel_l2(out, ref)
+        ok = err <= OUT_TOL and bool(torch.isfinite(out).all())
+        rows.append({"group": key[0], "tile": key[1], "splits": key[2], "split_len": key[3], "ctas": key[4],
+                     "launches": key[5], "requested_splits": splits, "requested_group": group,
+                     "auto": key == auto, "rel_l2_vs_ref64": err, "ok": ok,
+                     "eager_us": bench_ms(fn) * 1e3, "graph_us": graph_us(fn)})
+    kj.ws.clear()  # split partials reach 1 GiB at T = 512
+    torch.cuda.empty_cache()
+    return auto, rows
+
+
+def run_sweep(kj, kv, inv_scale, gen, tokens, json_path, seed):
+    results = {}
+    all_ok = True
+    for T in tokens:
+        auto, rows = sweep_tokens(kj, kv, inv_scale, T, gen)
+        results[T] = {"auto": auto, "rows": rows}
+        best_e = min(rows, key=lambda r: r["eager_us"])
+        best_g = min(rows, key=lambda r: r["graph_us"])
+        auto_row = next(r for r in rows if r["auto"])
+        cells = " ".join(f"g{r['group']}/s{r['splits']}x{r['split_len']}{'*' if r['auto'] else ''}"
+                         f"{'' if r['ok'] else '(WRONG)'} {r['eager_us']:.1f}/{r['graph_us']:.1f}" for r in rows)
+        print(f"sweep T={T}: auto g{auto[0]}/s{auto[2]}x{auto[3]} {auto_row['eager_us']:.1f}/{auto_row['graph_us']:.1f} us"
+              f" | {cells} | best eager g{best_e['group']}/s{best_e['splits']} {best_e['eager_us']:.1f},"
+              f" best graph g{best_g['group']}/s{best_g['splits']} {best_g['graph_us']:.1f}", flush=True)
+        all_ok = all_ok and all(r["ok"] for r in rows)
+    print("(g<group>/s<splits>x<split_len> eager/graph us; * = planner's choice; tile and CTAs in --json)")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
+                       "shape": {"NH": NH, "HD": HD, "W": W, "block_size": BLOCK_SIZE, "cache_slots": CACHE_SLOTS},
+                       "sweep": {str(T): v for T, v in results.items()}, "ok": all_ok}, f, indent=2)
+    return 0 if all_ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
@@ -264,6 +335,8 @@ def main():
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--tokens", type=int, nargs="*", default=TOKENS)
+    ap.add_argument("--sweep", action="store_true",
+                    help="time every (head group, split count) plan per T instead of the default comparison")
     args = ap.parse_args()
     lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
     if not lib_path:
@@ -273,6 +346,8 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(seed)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
     kv, inv_scale = make_cache(gen)
+    if args.sweep:
+        return run_sweep(kj, kv, inv_scale, gen, args.tokens, args.json, seed)
 
     checks = check_options(kj, kv, inv_scale, gen)
     for c in checks:

@@ -1,8 +1,11 @@
 // C entry points for tools/bench/bench_swa.py: the Python script hands raw device pointers of
 // torch tensors and torch's current stream, so kjit and the seed's PyTorch fallback run in one
 // process on the same memory. Every function returns 0 on success and 1 after printing the error.
+#include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/ops/swa_decode.hpp>
+
+#include "runtime/ops/swa_decode.hpp"
 
 #include <cuda.h>
 
@@ -58,6 +61,30 @@ int kjit_bench_swa_workspace(int tokens, int heads, int num_blocks, int block_si
     return 0;
   } catch (const std::exception& e) {
     return report("kjit_bench_swa_workspace", e);
+  }
+}
+
+/// The plan kjit_bench_swa would run for this shape and these requests on device 0 (the sweep
+/// prints it next to each timing, since the planner clamps a requested split count):
+/// out[0..5] = group, kv_tile, num_splits, split_len, decode CTAs, launches (1 or 2).
+int kjit_bench_swa_plan(int tokens, int heads, int num_blocks, int block_size, int window, int num_splits,
+                        int head_group, long long* out) {
+  try {
+    void* p = reinterpret_cast<void*>(uintptr_t{1} << 20);
+    const kjit::mla::detail::SwaDims d = kjit::mla::detail::validate_swa_decode(make_args(
+        p, p, p, p, p, p, nullptr, tokens, heads, num_blocks, block_size, window, 0, 0, 0.f, num_splits, head_group));
+    const kjit::DeviceInfo& info = kjit::device_info(d.device);
+    const kjit::mla::detail::SwaPlan plan = kjit::mla::detail::plan_swa_decode(
+        d, num_splits, head_group, info.sm_count, info.max_smem_per_block_optin);
+    out[0] = plan.group;
+    out[1] = plan.tile;
+    out[2] = plan.num_splits;
+    out[3] = plan.split_len;
+    out[4] = plan.ctas;
+    out[5] = plan.num_splits > 1 ? 2 : 1;
+    return 0;
+  } catch (const std::exception& e) {
+    return report("kjit_bench_swa_plan", e);
   }
 }
 
