@@ -8,19 +8,17 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/tensor.hpp>
 
+#include "runtime/ops/validate.hpp"
+
 #include <cstdint>
 
 namespace kjit::attention::detail {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using kjit::detail::ceil_div;
+using kjit::detail::check_not_null;
+using kjit::detail::check_rows_aligned;
+using kjit::detail::check_sizes;
 
-/// No dimension is negative.
-void check_sizes(const char* op, const char* name, const TensorRef& t);
-/// A non-empty tensor has a data pointer.
-void check_not_null(const char* op, const char* name, const TensorRef& t);
-/// The data pointer and the stride of every dim longer than 1 except the last are multiples of
-/// `bytes`: every row start is `bytes`-aligned.
-void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
 /// A bf16 tensor of rank `rank` on `device`, last dim contiguous, 16-byte aligned rows.
 void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device);
 /// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.

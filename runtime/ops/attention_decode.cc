@@ -50,48 +50,16 @@ ProgramSpec make_spec(const ParamMap& params) {
   return spec;
 }
 
-void check_sizes(const char* name, const TensorRef& t) {
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
-  }
-}
-
-/// The data pointer and the stride of every dim longer than 1 except the last (which is
-/// contiguous) are multiples of `bytes`: every row start is `bytes`-aligned.
-void check_rows_aligned(const char* name, const TensorRef& t, int bytes) {
-  const auto address = reinterpret_cast<uintptr_t>(t.data);
-  if (address % bytes != 0) {
-    kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
-                                        bytes, t.describe()));
-  }
-  const int elem = dtype_size(t.dtype);
-  for (int i = 0; i + 1 < t.ndim; ++i) {
-    if (t.shape[i] > 1 && (t.strides[i] * elem) % bytes != 0) {
-      kjit::detail::fail(kOp, fmt::format("{} stride of dim {} ({} elements = {} bytes) must be a multiple of {} "
-                                          "bytes (rows {}-byte aligned), got {}",
-                                          name, i, t.strides[i], t.strides[i] * elem, bytes, bytes, t.describe()));
-    }
-  }
-}
-
-void check_not_null(const char* name, const TensorRef& t) {
-  if (t.data == nullptr && t.numel() > 0) {
-    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
-  }
-}
-
 /// A bf16 rank-4 tensor with a contiguous last dim, 16-byte aligned rows, on `device`.
 void check_bf16_rows(const char* name, const TensorRef& t, int device) {
   kjit::detail::check_rank(kOp, name, t, 4);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kBF16);
   kjit::detail::check_device(kOp, name, t, device);
   kjit::detail::check_last_dim_contiguous(kOp, name, t);
-  check_rows_aligned(name, t, 16);
-  check_not_null(name, t);
+  kjit::detail::check_rows_aligned(kOp, name, t, 16);
+  kjit::detail::check_not_null(kOp, name, t);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -153,7 +121,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   if (d.has_kv_lens) {
     const TensorRef& t = args.kv_lens;
     check_rank(kOp, "kv_lens", t, 1);
-    check_sizes("kv_lens", t);
+    kjit::detail::check_sizes(kOp, "kv_lens", t);
     check_dtype(kOp, "kv_lens", t, DType::kI32);
     kjit::detail::check_device(kOp, "kv_lens", t, d.device);
     check_dim(kOp, "kv_lens", t, 0, d.batch, "batch (q dim 0)");
@@ -161,26 +129,26 @@ DecodeDims validate_decode(const DecodeArgs& args) {
     if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
       fail(kOp, fmt::format("kv_lens data pointer must be 4-byte aligned, got {}", t.describe()));
     }
-    check_not_null("kv_lens", t);
+    kjit::detail::check_not_null(kOp, "kv_lens", t);
   }
 
   d.has_mask = args.mask.ndim != 0;
   if (d.has_mask) {
     const TensorRef& t = args.mask;
     check_rank(kOp, "mask", t, 2);
-    check_sizes("mask", t);
+    kjit::detail::check_sizes(kOp, "mask", t);
     check_dtype(kOp, "mask", t, {DType::kBool, DType::kU8});
     kjit::detail::check_device(kOp, "mask", t, d.device);
     check_dim(kOp, "mask", t, 0, d.batch, "batch (q dim 0)");
     check_dim(kOp, "mask", t, 1, d.max_kv_len, "max_kv_len (k dim 1)");
-    check_not_null("mask", t);
+    kjit::detail::check_not_null(kOp, "mask", t);
   }
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
     const TensorRef& t = args.lse;
     check_rank(kOp, "lse", t, 2);
-    check_sizes("lse", t);
+    kjit::detail::check_sizes(kOp, "lse", t);
     check_dtype(kOp, "lse", t, DType::kF32);
     kjit::detail::check_device(kOp, "lse", t, d.device);
     check_dim(kOp, "lse", t, 0, d.batch, "batch (q dim 0)");
@@ -188,7 +156,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
     if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
       fail(kOp, fmt::format("lse data pointer must be 4-byte aligned, got {}", t.describe()));
     }
-    check_not_null("lse", t);
+    kjit::detail::check_not_null(kOp, "lse", t);
   }
 
   if (!std::isfinite(args.scale)) fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
@@ -219,23 +187,23 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
 DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm) {
   DecodePlan plan;
   plan.rows = d.group <= 8 ? 8 : 16;
-  plan.m_tiles = static_cast<int>(ceil_div(d.group, plan.rows));
+  plan.m_tiles = static_cast<int>(kjit::detail::ceil_div(d.group, plan.rows));
   const int64_t len = std::max<int64_t>(d.max_kv_len, 1);
   const int64_t tile = decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens;
   const int64_t base = d.batch * d.kv_heads * plan.m_tiles;
 
   int64_t split_tokens = len;
   if (requested_splits > 0) {
-    split_tokens = ceil_div(len, std::min<int64_t>(requested_splits, len));
+    split_tokens = kjit::detail::ceil_div(len, std::min<int64_t>(requested_splits, len));
   } else if (tile > 0 && base > 0) {
-    const int64_t tiles = ceil_div(len, tile);
+    const int64_t tiles = kjit::detail::ceil_div(len, tile);
     const int64_t slots = std::max<int64_t>(1, int64_t{sm_count} * std::max(ctas_per_sm, 1));
     int64_t best_cost = std::numeric_limits<int64_t>::max();
     int64_t best_chunk = tiles;
     for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxAutoSplits); ++s) {
-      const int64_t chunk = ceil_div(tiles, s);
-      if (ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
-      const int64_t waves = ceil_div(base * s, slots);
+      const int64_t chunk = kjit::detail::ceil_div(tiles, s);
+      if (kjit::detail::ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
+      const int64_t waves = kjit::detail::ceil_div(base * s, slots);
       const int64_t cost = waves * (chunk + kCtaOverheadTiles) + (s > 1 ? kMergeCostTiles : 0);
       if (cost < best_cost) {
         best_cost = cost;
@@ -245,7 +213,7 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
     split_tokens = best_chunk * tile;
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
-  plan.num_splits = static_cast<int>(ceil_div(len, split_tokens));
+  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));
   plan.ctas = base * plan.num_splits;
   if (plan.num_splits > 1) {
     const size_t rows = static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits);
@@ -403,7 +371,7 @@ void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUs
     m.q_heads = p.q_heads;
     m.num_splits = plan.num_splits;
     LaunchConfig merge;
-    merge.grid[0] = static_cast<uint32_t>(ceil_div(d.batch * d.q_heads, kDecodeMergeRowsPerCta));
+    merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(d.batch * d.q_heads, kDecodeMergeRowsPerCta));
     merge.block[0] = kDecodeMergeThreads;
     merge.stream = stream;
     launch(program.kernel(1), merge, m);

@@ -33,8 +33,6 @@ struct Choice {
   int32_t wgmma, fmt_a, fmt_b, out_f32, block, bm, bn, stages, a_trans, b_trans;
 };
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
 
 ProgramSpec make_spec(const ParamMap& params) {
@@ -85,18 +83,6 @@ ProgramSpec make_spec(const ParamMap& params) {
   return spec;
 }
 
-void check_sizes(const char* name, const TensorRef& t) {
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
-  }
-}
-
-void check_not_null(const char* name, const TensorRef& t) {
-  if (t.data == nullptr && t.numel() > 0) {
-    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
-  }
-}
-
 struct Operand {
   const uint8_t* data = nullptr;
   int64_t ld = 0;
@@ -108,10 +94,10 @@ struct Operand {
 /// stride and the pointer 16-byte aligned.
 Operand check_operand(const char* name, const TensorRef& t, int device, const char* rows_dim) {
   kjit::detail::check_rank(kOp, name, t, 2);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, {DType::kE4M3, DType::kE5M2});
   kjit::detail::check_device(kOp, name, t, device);
-  check_not_null(name, t);
+  kjit::detail::check_not_null(kOp, name, t);
   Operand o;
   o.data = static_cast<const uint8_t*>(t.data);
   o.fmt = t.dtype == DType::kE4M3 ? kFormatE4M3 : kFormatE5M2;
@@ -150,7 +136,7 @@ struct Scale {
 /// Tensorwise: [1] or [extent] f32.
 Scale check_scale_1d(const char* name, const TensorRef& t, int device, int64_t extent, const char* what) {
   kjit::detail::check_rank(kOp, name, t, 1);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kF32);
   kjit::detail::check_device(kOp, name, t, device);
   if (t.shape[0] != 1 && t.shape[0] != extent) {
@@ -161,7 +147,7 @@ Scale check_scale_1d(const char* name, const TensorRef& t, int device, int64_t e
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
   }
-  check_not_null(name, t);
+  kjit::detail::check_not_null(kOp, name, t);
   Scale s;
   s.data = static_cast<const float*>(t.data);
   s.s0 = t.shape[0] == 1 ? 0 : t.strides[0];
@@ -171,7 +157,7 @@ Scale check_scale_1d(const char* name, const TensorRef& t, int device, int64_t e
 /// Blockwise: [d0, d1] f32.
 Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d0, int64_t d1, const char* what) {
   kjit::detail::check_rank(kOp, name, t, 2);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kF32);
   kjit::detail::check_device(kOp, name, t, device);
   if (t.shape[0] != d0 || t.shape[1] != d1) {
@@ -181,7 +167,7 @@ Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
   }
-  check_not_null(name, t);
+  kjit::detail::check_not_null(kOp, name, t);
   Scale s;
   s.data = static_cast<const float*>(t.data);
   s.s0 = t.strides[0];
@@ -260,12 +246,12 @@ GemmProblem validate_gemm(const GemmArgs& args) {
   }
 
   kjit::detail::check_rank(kOp, "d", d, 2);
-  check_sizes("d", d);
+  kjit::detail::check_sizes(kOp, "d", d);
   kjit::detail::check_dtype(kOp, "d", d, {DType::kBF16, DType::kF32});
   kjit::detail::check_device(kOp, "d", d, g.device);
   kjit::detail::check_dim(kOp, "d", d, 0, m, "M (a dim 0)");
   kjit::detail::check_dim(kOp, "d", d, 1, n, "N (b dim 0)");
-  check_not_null("d", d);
+  kjit::detail::check_not_null(kOp, "d", d);
   const int elem = dtype_size(d.dtype);
   if (reinterpret_cast<uintptr_t>(d.data) % elem != 0) {
     fail(kOp, fmt::format("d data pointer must be {}-byte aligned, got {}", elem, d.describe()));
@@ -294,7 +280,7 @@ GemmProblem validate_gemm(const GemmArgs& args) {
     sb = check_scale_1d("scale_b", args.scale_b, g.device, n, "row of b (output channel)");
   } else {
     sa = check_scale_2d("scale_a", args.scale_a, g.device, m, k / kScaleBlock, "M x K/128: 1x128 blocks of a");
-    sb = check_scale_2d("scale_b", args.scale_b, g.device, ceil_div(n, kScaleBlock), k / kScaleBlock,
+    sb = check_scale_2d("scale_b", args.scale_b, g.device, kjit::detail::ceil_div(n, kScaleBlock), k / kScaleBlock,
                         "ceil(N/128) x K/128: 128x128 blocks of b");
   }
 
@@ -303,7 +289,7 @@ GemmProblem validate_gemm(const GemmArgs& args) {
   if (args.bias.ndim != 0) {
     const TensorRef& t = args.bias;
     kjit::detail::check_rank(kOp, "bias", t, 1);
-    check_sizes("bias", t);
+    kjit::detail::check_sizes(kOp, "bias", t);
     kjit::detail::check_dtype(kOp, "bias", t, {DType::kBF16, DType::kF32});
     kjit::detail::check_device(kOp, "bias", t, g.device);
     kjit::detail::check_dim(kOp, "bias", t, 0, n, "N (b dim 0)");
@@ -311,7 +297,7 @@ GemmProblem validate_gemm(const GemmArgs& args) {
     if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
       fail(kOp, fmt::format("bias data pointer must be {}-byte aligned, got {}", dtype_size(t.dtype), t.describe()));
     }
-    check_not_null("bias", t);
+    kjit::detail::check_not_null(kOp, "bias", t);
     bias = t.data;
     bias_bf16 = t.dtype == DType::kBF16;
   }
@@ -364,8 +350,8 @@ double tile_cost(int64_t m, int64_t n, int bm, int bn, bool wgmma, int sm_count)
   } else {
     rate = bm == 128 && bn == 128 ? 1.0 : bm == 128 ? 0.9 : 0.75;
   }
-  const int64_t ctas = ceil_div(m, bm) * ceil_div(n, bn);
-  const int64_t waves = ceil_div(ctas, std::max(sm_count, 1));
+  const int64_t ctas = kjit::detail::ceil_div(m, bm) * kjit::detail::ceil_div(n, bn);
+  const int64_t waves = kjit::detail::ceil_div(ctas, std::max(sm_count, 1));
   return static_cast<double>(waves) * bm * bn / rate;
 }
 
@@ -498,8 +484,8 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
     }
     plan.smem_bytes = plan.stages * shape.stage_bytes;
   }
-  plan.tiles_m = ceil_div(g.m, plan.bm);
-  plan.tiles_n = ceil_div(g.n, plan.bn);
+  plan.tiles_m = kjit::detail::ceil_div(g.m, plan.bm);
+  plan.tiles_n = kjit::detail::ceil_div(g.n, plan.bn);
   if (plan.tiles_m * plan.tiles_n > INT32_MAX) {
     kjit::detail::fail(kOp, fmt::format("{} x {} tiles exceed one launch", plan.tiles_m, plan.tiles_n));
   }
@@ -701,7 +687,7 @@ Linear::Linear(const LinearConfig& config, const TensorRef& weight, CUstream str
   switch (config_.weight_granularity) {
     case Granularity::kTensor: w_scale_ndim_ = 1, w_scale_shape_[0] = 1; break;
     case Granularity::kRow: w_scale_ndim_ = 1, w_scale_shape_[0] = n; break;
-    default: w_scale_ndim_ = 2, w_scale_shape_[0] = ceil_div(n, kScaleBlock), w_scale_shape_[1] = k / kScaleBlock;
+    default: w_scale_ndim_ = 2, w_scale_shape_[0] = kjit::detail::ceil_div(n, kScaleBlock), w_scale_shape_[1] = k / kScaleBlock;
   }
   const int64_t w_scales = w_scale_shape_[0] * (w_scale_ndim_ == 2 ? w_scale_shape_[1] : 1);
   const int64_t x_scales = config_.recipe == Recipe::kDynamicRow ? t : block ? t * (k / kScaleBlock) : 1;

@@ -87,24 +87,10 @@ ProgramSpec make_spec(const ParamMap& params) {
   return spec;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-void check_sizes(const char* name, const TensorRef& t) {
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
-  }
-}
-
-void check_not_null(const char* name, const TensorRef& t) {
-  if (t.data == nullptr && t.numel() > 0) {
-    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
-  }
-}
-
 /// A rank-2 tensor on `device` whose rows start 16-byte aligned and are contiguous.
 void check_rows16(const char* name, const TensorRef& t, int device) {
   kjit::detail::check_rank(kOp, name, t, 2);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_device(kOp, name, t, device);
   kjit::detail::check_last_dim_contiguous(kOp, name, t);
   const auto address = reinterpret_cast<uintptr_t>(t.data);
@@ -118,14 +104,14 @@ void check_rows16(const char* name, const TensorRef& t, int device) {
                                         "got {}",
                                         name, t.strides[0], row_bytes, t.describe()));
   }
-  check_not_null(name, t);
+  kjit::detail::check_not_null(kOp, name, t);
 }
 
 /// An f32 scale-group tensor on `device`, 4-byte aligned, of shape [d0] (rank 1) or [d0, d1].
 void check_groups(const char* name, const TensorRef& t, int device, int rank, int64_t d0, int64_t d1,
                   const char* what) {
   kjit::detail::check_rank(kOp, name, t, rank);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kF32);
   kjit::detail::check_device(kOp, name, t, device);
   if (t.shape[0] != d0 || (rank == 2 && t.shape[1] != d1)) {
@@ -135,7 +121,7 @@ void check_groups(const char* name, const TensorRef& t, int device, int rank, in
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
   }
-  check_not_null(name, t);
+  kjit::detail::check_not_null(kOp, name, t);
 }
 
 }  // namespace
@@ -197,7 +183,7 @@ QuantizeProblem validate_quantize(const QuantizeArgs& args) {
   p.cols = q.cols;
   p.x_stride = x.strides[0];
   p.y_stride = y.strides[0];
-  p.col_blocks = static_cast<int32_t>(ceil_div(q.cols, kScaleBlock));
+  p.col_blocks = static_cast<int32_t>(kjit::detail::ceil_div(q.cols, kScaleBlock));
   p.multiplier_value = args.multiplier_value;
 
   switch (args.granularity) {
@@ -258,7 +244,7 @@ QuantizeProblem validate_quantize(const QuantizeArgs& args) {
         } else if (q.granularity == kGranBlock1x128) {
           check_groups(names[i], *outs[i], q.device, 2, q.rows, p.col_blocks, "(one f32 per 1x128 block)");
         } else {
-          check_groups(names[i], *outs[i], q.device, 2, ceil_div(q.rows, kScaleBlock), p.col_blocks,
+          check_groups(names[i], *outs[i], q.device, 2, kjit::detail::ceil_div(q.rows, kScaleBlock), p.col_blocks,
                        "(one f32 per 128x128 block)");
         }
       }
@@ -270,7 +256,7 @@ QuantizeProblem validate_quantize(const QuantizeArgs& args) {
       }
       p.s_stride0 = args.scale_inv.strides[0];
       p.s_stride1 = args.scale_inv.ndim == 2 ? args.scale_inv.strides[1] : 0;
-      if (q.granularity == kGranBlock128x128 && ceil_div(q.rows, kScaleBlock) > 65535) {
+      if (q.granularity == kGranBlock128x128 && kjit::detail::ceil_div(q.rows, kScaleBlock) > 65535) {
         fail(kOp, fmt::format("128x128 blocks: at most 65535 row blocks, got {}", x.describe()));
       }
       break;
@@ -290,7 +276,7 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
   switch (q.granularity) {
     case kGranTensor: {
       plan.zero_amax = q.params.amax != nullptr;
-      const int64_t want = ceil_div(std::max<int64_t>(vectors, 1), int64_t{kTensorThreads} * kTensorUnroll);
+      const int64_t want = kjit::detail::ceil_div(std::max<int64_t>(vectors, 1), int64_t{kTensorThreads} * kTensorUnroll);
       const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t{8} * std::max(sm_count, 1)));
       QuantizeLaunch l;
       l.grid[0] = static_cast<uint32_t>(grid);
@@ -308,7 +294,7 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
     case kGranRow: {
       if (q.rows == 0) break;
       const int64_t vpr = q.cols / vec;
-      const int64_t threads = std::clamp<int64_t>(ceil_div(ceil_div(vpr, kRowCache), 32) * 32, 32, kRowMaxThreads);
+      const int64_t threads = std::clamp<int64_t>(kjit::detail::ceil_div(kjit::detail::ceil_div(vpr, kRowCache), 32) * 32, 32, kRowMaxThreads);
       QuantizeLaunch l;
       l.grid[0] = static_cast<uint32_t>(q.rows);
       l.block = static_cast<uint32_t>(threads);
@@ -321,7 +307,7 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
       const int group = kScaleBlock / vec;
       const int64_t per_cta = int64_t{kBlockThreads / group} * kBlockUnroll;
       QuantizeLaunch l;
-      l.grid[0] = static_cast<uint32_t>(ceil_div(blocks, per_cta));
+      l.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(blocks, per_cta));
       l.block = kBlockThreads;
       plan.launch[plan.launches++] = l;
       break;
@@ -330,7 +316,7 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
       if (q.rows == 0 || q.params.col_blocks == 0) break;
       QuantizeLaunch l;
       l.grid[0] = static_cast<uint32_t>(q.params.col_blocks);
-      l.grid[1] = static_cast<uint32_t>(ceil_div(q.rows, kScaleBlock));
+      l.grid[1] = static_cast<uint32_t>(kjit::detail::ceil_div(q.rows, kScaleBlock));
       l.block = kBlockThreads;
       plan.launch[plan.launches++] = l;
       break;

@@ -66,21 +66,13 @@ bool rows_aligned16(const TensorRef& t) {
   return true;
 }
 
-void check_sizes(const TensorRef& t, const char* name) {
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) {
-      detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
-    }
-  }
-}
-
 /// A bf16 [tokens, heads, head_dim] tensor whose last dim is contiguous, on `device`.
 void check_heads_tensor(const char* name, const TensorRef& t, int device) {
   detail::check_rank(kOp, name, t, 3);
-  check_sizes(t, name);
+  detail::check_sizes(kOp, name, t);
   detail::check_dtype(kOp, name, t, DType::kBF16);
   detail::check_last_dim_contiguous(kOp, name, t);
-  detail::check_aligned(kOp, name, t, 2);
+  detail::check_rows_aligned(kOp, name, t, 2);
   detail::check_device(kOp, name, t, device);
 }
 
@@ -165,14 +157,14 @@ RotaryPlan validate_rotary(const RotaryArgs& args) {
   // Tables: [max_position, rotary_dim / 2] f32, compact, same shape.
   const auto check_table = [&](const char* name, const TensorRef& t) {
     check_rank(kOp, name, t, 2);
-    check_sizes(t, name);
+    detail::check_sizes(kOp, name, t);
     check_dtype(kOp, name, t, DType::kF32);
     check_dim(kOp, name, t, 1, rotary_dim / 2, "rotary_dim / 2");
     if (t.shape[0] < 1) {
       fail(kOp, fmt::format("{} must have at least one row (max_position >= 1), got {}", name, t.describe()));
     }
     check_contiguous(kOp, name, t);
-    check_aligned(kOp, name, t, 4);
+    check_rows_aligned(kOp, name, t, 4);
     check_device(kOp, name, t, device);
   };
   check_table("cos", args.cos);
@@ -181,11 +173,11 @@ RotaryPlan validate_rotary(const RotaryArgs& args) {
 
   const TensorRef& pos = args.positions;
   check_rank(kOp, "positions", pos, 1);
-  check_sizes(pos, "positions");
+  detail::check_sizes(kOp, "positions", pos);
   check_dtype(kOp, "positions", pos, {DType::kI32, DType::kI64});
   check_dim(kOp, "positions", pos, 0, tokens, "tokens (q dim 0)");
   check_contiguous(kOp, "positions", pos);
-  check_aligned(kOp, "positions", pos, dtype_size(pos.dtype));
+  check_rows_aligned(kOp, "positions", pos, dtype_size(pos.dtype));
   check_device(kOp, "positions", pos, device);
 
   if (tokens > INT32_MAX || q_heads + kv_heads > INT32_MAX) {

@@ -57,37 +57,11 @@ ProgramSpec make_spec(const ParamMap& params) {
   return spec;
 }
 
-void check_sizes(const char* name, const TensorRef& t) {
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) kjit::detail::fail(kOp, fmt::format("{} has a negative size, got {}", name, t.describe()));
-  }
-}
-
-void check_not_null(const char* name, const TensorRef& t) {
-  if (t.data == nullptr && t.numel() > 0) {
-    kjit::detail::fail(kOp, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
-  }
-}
-
 void check_pointer_aligned(const char* name, const TensorRef& t, int bytes) {
   const auto address = reinterpret_cast<uintptr_t>(t.data);
   if (address % bytes != 0) {
     kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
                                         bytes, t.describe()));
-  }
-}
-
-/// The data pointer and the stride of every dim longer than 1 except the last (which is
-/// contiguous) are multiples of `bytes`: every row start is `bytes`-aligned.
-void check_rows_aligned(const char* name, const TensorRef& t, int bytes) {
-  check_pointer_aligned(name, t, bytes);
-  const int elem = dtype_size(t.dtype);
-  for (int i = 0; i + 1 < t.ndim; ++i) {
-    if (t.shape[i] > 1 && (t.strides[i] * elem) % bytes != 0) {
-      kjit::detail::fail(kOp, fmt::format("{} stride of dim {} ({} elements = {} bytes) must be a multiple of {} "
-                                          "bytes (rows {}-byte aligned), got {}",
-                                          name, i, t.strides[i], t.strides[i] * elem, bytes, bytes, t.describe()));
-    }
   }
 }
 
@@ -102,16 +76,14 @@ void check_strides_nonnegative(const char* name, const TensorRef& t) {
 /// A bf16 rank-3 [T, NH, HD] tensor with a contiguous last dim and 16-byte aligned rows.
 void check_bf16_rows(const char* name, const TensorRef& t, int device) {
   kjit::detail::check_rank(kOp, name, t, 3);
-  check_sizes(name, t);
+  kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kBF16);
   kjit::detail::check_device(kOp, name, t, device);
   kjit::detail::check_last_dim_contiguous(kOp, name, t);
   check_strides_nonnegative(name, t);
-  check_rows_aligned(name, t, 16);
-  check_not_null(name, t);
+  kjit::detail::check_rows_aligned(kOp, name, t, 16);
+  kjit::detail::check_not_null(kOp, name, t);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -145,14 +117,14 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   }
 
   check_rank(kOp, "kv_cache", kv, 3);
-  check_sizes("kv_cache", kv);
+  kjit::detail::check_sizes(kOp, "kv_cache", kv);
   check_dtype(kOp, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
   kjit::detail::check_device(kOp, "kv_cache", kv, d.device);
   check_dim(kOp, "kv_cache", kv, 2, d.head_dim, "head_dim (q dim 2)");
   kjit::detail::check_last_dim_contiguous(kOp, "kv_cache", kv);
   check_strides_nonnegative("kv_cache", kv);
-  check_rows_aligned("kv_cache", kv, 16);
-  check_not_null("kv_cache", kv);
+  kjit::detail::check_rows_aligned(kOp, "kv_cache", kv, 16);
+  kjit::detail::check_not_null(kOp, "kv_cache", kv);
   d.num_blocks = kv.shape[0];
   d.block_size = kv.shape[1];
   if (d.num_blocks > 0 && d.block_size < 1) {
@@ -168,13 +140,13 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
 
   const TensorRef& sc = args.inv_scale;
   check_rank(kOp, "inv_scale", sc, 2);
-  check_sizes("inv_scale", sc);
+  kjit::detail::check_sizes(kOp, "inv_scale", sc);
   check_dtype(kOp, "inv_scale", sc, DType::kBF16);
   kjit::detail::check_device(kOp, "inv_scale", sc, d.device);
   check_dim(kOp, "inv_scale", sc, 1, 1, "1 (one multiplier per slot: [max_slots, 1])");
   check_strides_nonnegative("inv_scale", sc);
   check_pointer_aligned("inv_scale", sc, 2);
-  check_not_null("inv_scale", sc);
+  kjit::detail::check_not_null(kOp, "inv_scale", sc);
 
   // indices: [>= T, W] or [1, >= T, W], int64, contiguous.
   const TensorRef& idx = args.indices;
@@ -182,7 +154,7 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   if (idx.ndim != 2 && idx.ndim != 3) {
     fail(kOp, fmt::format("indices must be 2-d [T, W] (or [1, T, W]), got {}", idx.describe()));
   }
-  check_sizes("indices", idx);
+  kjit::detail::check_sizes(kOp, "indices", idx);
   if (idx.ndim == 3 && idx.shape[0] != 1) {
     fail(kOp, fmt::format("indices of rank 3 must have a leading dim of 1 ([1, T, W]), got {}", idx.describe()));
   }
@@ -190,7 +162,7 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   kjit::detail::check_device(kOp, "indices", idx, d.device);
   kjit::detail::check_contiguous(kOp, "indices", idx);
   check_pointer_aligned("indices", idx, 8);
-  check_not_null("indices", idx);
+  kjit::detail::check_not_null(kOp, "indices", idx);
   const int64_t idx_rows = idx.size(-2);
   d.window = idx.size(-1);
   if (std::find(std::begin(kWindows), std::end(kWindows), d.window) == std::end(kWindows)) {
@@ -204,12 +176,12 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
 
   const TensorRef& lens = args.lens;
   check_rank(kOp, "lens", lens, 1);
-  check_sizes("lens", lens);
+  kjit::detail::check_sizes(kOp, "lens", lens);
   check_dtype(kOp, "lens", lens, {DType::kI64, DType::kI32});
   kjit::detail::check_device(kOp, "lens", lens, d.device);
   kjit::detail::check_contiguous(kOp, "lens", lens);
   check_pointer_aligned("lens", lens, dtype_size(lens.dtype));
-  check_not_null("lens", lens);
+  kjit::detail::check_not_null(kOp, "lens", lens);
   if (lens.shape[0] < d.tokens) {
     fail(kOp, fmt::format("lens must have at least T = {} entries (q dim 0), got {}", d.tokens, lens.describe()));
   }
@@ -224,14 +196,14 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   if (d.has_lse) {
     const TensorRef& t = args.lse;
     check_rank(kOp, "lse", t, 2);
-    check_sizes("lse", t);
+    kjit::detail::check_sizes(kOp, "lse", t);
     check_dtype(kOp, "lse", t, DType::kF32);
     kjit::detail::check_device(kOp, "lse", t, d.device);
     check_dim(kOp, "lse", t, 0, d.tokens, "T (q dim 0)");
     check_dim(kOp, "lse", t, 1, d.heads, "NH (q dim 1)");
     check_strides_nonnegative("lse", t);
     check_pointer_aligned("lse", t, 4);
-    check_not_null("lse", t);
+    kjit::detail::check_not_null(kOp, "lse", t);
   }
 
   if (!std::isfinite(args.scale)) {
@@ -276,17 +248,17 @@ SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_gr
   }
   plan.tile = tile_for(plan.group);
   const int64_t base = d.tokens * (d.heads / plan.group);
-  const int64_t min_splits = ceil_div(d.window, plan.tile);
+  const int64_t min_splits = kjit::detail::ceil_div(d.window, plan.tile);
   const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
   int64_t splits = min_splits;
   if (requested_splits > 0) {
     splits = std::clamp<int64_t>(requested_splits, min_splits, max_splits);
   } else if (base > 0 && base * min_splits * 2 < sms) {
-    splits = std::clamp<int64_t>(ceil_div(sms, base), min_splits, max_splits);
+    splits = std::clamp<int64_t>(kjit::detail::ceil_div(sms, base), min_splits, max_splits);
   }
-  const int64_t split_len = ceil_div(ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
+  const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
-  plan.num_splits = static_cast<int>(ceil_div(d.window, split_len));
+  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
   plan.ctas = base * plan.num_splits;
   if (plan.num_splits > 1 && d.tokens > 0) {
     const size_t rows = static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits);
@@ -436,7 +408,7 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
 
   if (plan.num_splits > 1) {
     LaunchConfig merge;
-    merge.grid[0] = static_cast<uint32_t>(ceil_div(d.tokens * d.heads, kSwaMergeRowsPerCta));
+    merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(d.tokens * d.heads, kSwaMergeRowsPerCta));
     merge.block[0] = kSwaMergeThreads;
     merge.stream = stream;
     launch(program.kernel(1), merge, p);

@@ -44,20 +44,31 @@ void check_contiguous(const char* op, const char* name, const TensorRef& t) {
   if (!t.is_contiguous()) fail(op, fmt::format("{} must be contiguous, got {}", name, t.describe()));
 }
 
-void check_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
+void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
   const auto address = reinterpret_cast<uintptr_t>(t.data);
   if (address % bytes != 0) {
-    fail(op, fmt::format("{} data pointer {:#x} must be {}-byte aligned", name, address, bytes));
+    fail(op, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address, bytes, t.describe()));
   }
   const int elem = dtype_size(t.dtype);
   for (int i = 0; i < t.ndim; ++i) {
     // The unit-stride (contiguous) dimension is covered by the pointer check; the others must
     // keep every row start aligned.
     if (t.shape[i] > 1 && t.strides[i] != 1 && (t.strides[i] * elem) % bytes != 0) {
-      fail(op, fmt::format("{} stride {} of dim {} ({} bytes) must be a multiple of {} bytes, got {}", name,
-                           t.strides[i], i, t.strides[i] * elem, bytes, t.describe()));
+      fail(op, fmt::format("{} stride of dim {} ({} elements = {} bytes) must be a multiple of {} bytes (rows "
+                           "{}-byte aligned), got {}",
+                           name, i, t.strides[i], t.strides[i] * elem, bytes, bytes, t.describe()));
     }
   }
+}
+
+void check_sizes(const char* op, const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) fail(op, fmt::format("{} has a negative size, got {}", name, t.describe()));
+  }
+}
+
+void check_not_null(const char* op, const char* name, const TensorRef& t) {
+  if (t.data == nullptr && t.numel() > 0) fail(op, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
 }
 
 void check_device(const char* op, const char* name, const TensorRef& t, int device) {

@@ -12,6 +12,8 @@
 
 namespace kjit::detail {
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 /// `t` is present (ndim > 0) and has rank `ndim`.
 void check_rank(const char* op, const char* name, const TensorRef& t, int ndim);
 /// `t` has dtype `dtype`.
@@ -28,7 +30,11 @@ void check_last_dim_contiguous(const char* op, const char* name, const TensorRef
 void check_contiguous(const char* op, const char* name, const TensorRef& t);
 /// The data pointer and every stride other than a unit stride (in bytes) are multiples of
 /// `bytes`, so each row along the contiguous dimension starts aligned.
-void check_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
+void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
+/// No dimension is negative.
+void check_sizes(const char* op, const char* name, const TensorRef& t);
+/// A tensor with elements has a data pointer.
+void check_not_null(const char* op, const char* name, const TensorRef& t);
 /// The tensor lives on CUDA device `device`.
 void check_device(const char* op, const char* name, const TensorRef& t, int device);
 /// Throws InvalidArgument "<op>: <message>" (fmt-formatted by the caller).
