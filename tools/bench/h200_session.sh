@@ -20,13 +20,21 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_SWEEP=1 adds the decode planner sweep (every forced split count).
-extra_args() { [ "$1" = decode ] && [ "${KJIT_SWEEP:-0}" = 1 ] && echo --sweep-splits; }
+# KJIT_STEPS picks steps (default: all), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# planner sweeps (every forced split count / head group) to the decode and SWA benchmarks.
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench"}
+benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
+want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+extra_args() {
+  [ "${KJIT_SWEEP:-0}" = 1 ] || return 0
+  case "$1" in decode) echo --sweep-splits ;; swa) echo --sweep ;; esac
+}
 
 step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
 "$kjit" devices
 
+if want precompile; then
 step "precompile (cold, then warm)"
 rm -rf "$KJIT_CACHE_DIR"
 /usr/bin/time -f "%e s wall" "$kjit" precompile -j 16 --json > "$out/precompile_cold.json"
@@ -37,17 +45,15 @@ for j in 1 4 16; do
   s=$(date +%s%N); KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null
   echo "precompile -j $j: $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/precompile_throughput.txt"
 done
+fi
 
-step "GPU tests"
-ctest --test-dir "$build" --output-on-failure -j 1 -L gpu 2>&1 | tee "$out/gpu_tests.txt" | tail -n 40
+want tests && step "GPU tests" && ctest --test-dir "$build" --output-on-failure -j 1 -L gpu 2>&1 | tee "$out/gpu_tests.txt" | tail -n 40
 
-step selftest
-"$kjit" selftest 2>&1 | tee "$out/selftest.txt"
+want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"
 
-step "runtime costs"
-"$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
+want runtime && step "runtime costs" && "$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
 
-for b in decode rotary swa fp8 attention; do
+want bench && for b in $benches; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
