@@ -63,7 +63,7 @@ SwaCase make(int tokens, int heads = 128, int window = 128, int block_size = 256
 }
 
 TEST_F(SwaDecodeGpu, TokenCountsWithPlannedSplits) {
-  // T = 1 (8 splits of 16), 7 (3 splits), 64 and 1000 (groups of 32, one split).
+  // T = 1 and 7 (groups of 16), 64 and 1000 (groups of 32): the planner does not split W 128.
   for (int t : {1, 7, 64}) {
     SwaCase c = make(t);
     c.lse = true;
@@ -185,7 +185,7 @@ TEST_F(SwaDecodeGpu, ZeroTokensIsANoOp) {
 }
 
 TEST_F(SwaDecodeGpu, ShortWorkspaceIsRejected) {
-  // T = 1 splits the window, so it needs a workspace; too little is an InvalidArgument.
+  // Eight splits need a workspace; too little is an InvalidArgument.
   kjit::testing::DeviceBuffer buf(1 << 22);
   kjit::mla::SwaDecodeArgs a;
   a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
@@ -194,6 +194,7 @@ TEST_F(SwaDecodeGpu, ShortWorkspaceIsRejected) {
   a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1, 128}, {}, 0);
   a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1}, {}, 0);
   a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
+  a.num_splits = 8;
   const size_t need = kjit::mla::swa_decode_workspace_bytes(a);
   ASSERT_GT(need, 0u);
   EXPECT_THROW(kjit::mla::swa_decode(a, buf.get(), need - 1, nullptr), kjit::InvalidArgument);
