@@ -145,37 +145,44 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       cp_async_16(smem_v + dst, kv.v_row(src) + chunk * 16, valid);
     }
   };
-  // PagedKV: the pool rows of a tile's copies are looked up one tile ahead (locate_tile into
-  // next_rows), so the page-table load never stalls the copies (load_tile_rows).
+  // PagedKV: the page ids of a tile's copies are loaded one tile ahead (fetch_ids into next_ids)
+  // and only turned into pool rows when the copies issue (load_tile_ids). Nothing that consumes
+  // the table load sits in the iteration that issues it, so its latency (a DRAM miss on first
+  // touch, queued behind the K/V stream) hides behind a whole tile of math instead of stalling
+  // the warp right after the load. The fetch is unconditional inside the tile loop (tokens past
+  // `end` fetch `begin`'s page, which exists whenever there is a tile), so no branch separates
+  // the load from the math either.
   const int copy_row0 = tid / kChunks;
   const int copy_chunk = tid % kChunks;
-  auto locate_tile = [&](int tile, int (&rows)[kCopies]) {
+  auto fetch_ids = [&](int tile, int (&ids)[kCopies]) {
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const int token = begin + tile * kTile + copy_row0 + i * kRowStep;
-      rows[i] = kv.locate(token < end ? token : begin);
+      ids[i] = kv.page_id(token < end ? token : begin);
     }
   };
-  auto load_tile_rows = [&](int tile, int stage, const int (&rows)[kCopies]) {
+  auto load_tile_ids = [&](int tile, int stage, const int (&ids)[kCopies]) {
     const int tile_begin = begin + tile * kTile;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const int row = copy_row0 + i * kRowStep;
-      const bool valid = tile_begin + row < end;
+      const int token = tile_begin + row;
+      const bool valid = token < end;
+      const int src = kv.row_on_page(ids[i], valid ? token : begin);
       const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
-      cp_async_16(smem_k + dst, kv.k_row(rows[i]) + copy_chunk * 16, valid);
-      cp_async_16(smem_v + dst, kv.v_row(rows[i]) + copy_chunk * 16, valid);
+      cp_async_16(smem_k + dst, kv.k_row(src) + copy_chunk * 16, valid);
+      cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
     }
   };
-  int next_rows[kCopies];
+  int next_ids[kCopies];
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) {
       if constexpr (KV::kLookup) {
-        int rows[kCopies];
-        locate_tile(s, rows);
-        load_tile_rows(s, s, rows);
+        int ids[kCopies];
+        fetch_ids(s, ids);
+        load_tile_ids(s, s, ids);
       } else {
         load_tile(s, s);
       }
@@ -183,7 +190,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     cp_async_commit();
   }
   if constexpr (KV::kLookup) {
-    if (kStages - 1 < num_tiles) locate_tile(kStages - 1, next_rows);
+    if (num_tiles > 0) fetch_ids(kStages - 1, next_ids);
   }
 
   // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
@@ -257,13 +264,14 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       const int next = tile + kStages - 1;
       if (next < num_tiles) {
         if constexpr (KV::kLookup) {
-          load_tile_rows(next, next % kStages, next_rows);
-          if (next + 1 < num_tiles) locate_tile(next + 1, next_rows);
+          load_tile_ids(next, next % kStages, next_ids);
         } else {
           load_tile(next, next % kStages);
         }
       }
       cp_async_commit();
+      // Tile next + 1's page ids (clamped to `begin` past the end: a valid, unused id).
+      if constexpr (KV::kLookup) fetch_ids(next + 1, next_ids);
     }
     uint8_t keep[kCols];
 #pragma unroll

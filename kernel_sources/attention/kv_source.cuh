@@ -54,6 +54,9 @@ struct ContigKV {
   KJIT_DEVICE int length() const { return len_; }
   /// The pool row of token `token` (< length()).
   KJIT_DEVICE int locate(int token) const { return token; }
+  /// PagedKV's split locate() (see there): no table, so no load.
+  KJIT_DEVICE int page_id(int /*token*/) const { return 0; }
+  KJIT_DEVICE int row_on_page(int /*id*/, int token) const { return token; }
   KJIT_DEVICE const char* k_row(int row) const { return k_ + static_cast<int64_t>(row) * static_cast<int64_t>(k_row_bytes_); }
   KJIT_DEVICE const char* v_row(int row) const { return v_ + static_cast<int64_t>(row) * static_cast<int64_t>(v_row_bytes_); }
 };
@@ -95,6 +98,16 @@ struct PagedKV {
     const int page = page_shift_ >= 0 ? token >> page_shift_ : token / page_size_;
     const int slot = token - page * page_size_;
     return __ldg(pages_ + page) * page_rows_ + slot;
+  }
+  /// The two halves of locate(), for kernels that want the table load and the math it feeds in
+  /// different loop iterations: page_id(token) is the load (the id of token's page) and
+  /// row_on_page(page_id(token), token) == locate(token) is math only.
+  KJIT_DEVICE int page_id(int token) const {
+    return __ldg(pages_ + (page_shift_ >= 0 ? token >> page_shift_ : token / page_size_));
+  }
+  KJIT_DEVICE int row_on_page(int id, int token) const {
+    const int slot = page_shift_ >= 0 ? token & (page_size_ - 1) : token % page_size_;
+    return id * page_rows_ + slot;
   }
   KJIT_DEVICE const char* k_row(int row) const { return k_ + static_cast<int64_t>(row) * static_cast<int64_t>(k_row_bytes_); }
   KJIT_DEVICE const char* v_row(int row) const { return v_ + static_cast<int64_t>(row) * static_cast<int64_t>(v_row_bytes_); }
