@@ -435,7 +435,11 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
       float4* dst = reinterpret_cast<float4*>(xbuf) + (((th * kMySteps + i) * 2 + dh) * 2) * 32 + lane;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
+        // Two accumulators (even / odd dim steps): one would chain all 16 mma of the n-tile on
+        // each other's results (~33 clk apiece on Hopper), which with 4-8 warps per scheduler
+        // leaves the tensor pipe idle; two halve the chain for 4 registers.
         float s[4] = {0.f, 0.f, 0.f, 0.f};
+        float s1[4] = {0.f, 0.f, 0.f, 0.f};
         const int r = k * kSwaStepTokens + nt * 8 + g;
         const unsigned char* row = raw + r * kRowBytes;
         const int sw = swizzle(r);
@@ -447,16 +451,18 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             const int ds = 4 * q + u;
+            float(&acc)[4] = (u & 1) ? s1 : s;
 #if KJIT_SWA_FP8_MMA
             // B rows 4t..4t+3 (against q hi) and 16+4t.. (against q lo) are both this word.
-            mma_fp8<kCache == kSwaCacheE5M2>(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], ws[u], ws[u]);
+            mma_fp8<kCache == kSwaCacheE5M2>(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], ws[u], ws[u]);
 #else
-            mma_f16(s, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], k_fp8x2_to_f16x2<kCache, false>(ws[u]),
+            mma_f16(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], k_fp8x2_to_f16x2<kCache, false>(ws[u]),
                     k_fp8x2_to_f16x2<kCache, true>(ws[u]));
 #endif
           }
         }
-        dst[nt * 32] = make_float4(s[0] * rowf[0], s[1] * rowf[0], s[2] * rowf[1], s[3] * rowf[1]);
+        dst[nt * 32] = make_float4((s[0] + s1[0]) * rowf[0], (s[1] + s1[1]) * rowf[0], (s[2] + s1[2]) * rowf[1],
+                                   (s[3] + s1[3]) * rowf[1]);
       }
     }
   }
