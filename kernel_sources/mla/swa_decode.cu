@@ -60,7 +60,11 @@
 // shared memory (≈ 8k SM-cycles at 128 B/clk), issues 8192 mma (≈ 12k SM-cycles at mma.sync
 // rates) and on sm_90 converts 512 Ki fp8 values for K on the conversion pipe (≈ 16k SM-cycles
 // if it runs at 16/clk/SM) and 256 Ki for V on the integer pipe (≈ 8k), i.e. ≈ 34 µs of SM
-// time at T = 512 over 132 SMs, under the DRAM floor below when the pipes overlap.
+// time at T = 512 over 132 SMs if the pipes overlapped. They do not (measured 144 µs): a CTA
+// runs its phases in sequence behind barriers and the two CTAs of an SM start together, so the
+// pipe times add (≈ 44k SM-cycles per token), and every wave of CTAs first waits for two
+// dependent DRAM round trips (indices, then rows). docs/perf-notes.md ("fp8 SWA decode") has
+// the counts per CTA and what would remove each term.
 //
 // Floor (H200: 4.2 TB/s, 790 TFLOP/s bf16; NH 128, HD 512, W 128), per token:
 //   bytes = W·HD fp8 KV (64 KiB; the NH/group CTAs of a token share it through L2)
@@ -72,9 +76,9 @@
 //
 // Resources (NVRTC 13.0, ptxas -v; launch bounds (threads, 2)), registers / spill bytes:
 //              sm_80     sm_89     sm_90a    sm_100a   sm_120
-//   group 16   168 / 0   247 / 0   168 / 0   185 / 0   220 / 0
+//   group 16   168 / 0   247 / 0   168 / 0   179 / 0   220 / 0
 //   group 32   128 / 0   128 / 0   128 / 0   128 / 0   128 / 0
-//   merge kernel: 47 / 0.
+//   merge kernel: 40 / 0.
 // Shared memory (dynamic): group 16 / tile 128: 86544 B, group 32 / tile 128: 107552 B, tile 64:
 // 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32). On 99 KiB parts (sm_86/89/120)
 // the planner keeps group 16.
