@@ -5,22 +5,6 @@
 
 namespace kjit {
 
-int dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::kBF16:
-    case DType::kF16: return 2;
-    case DType::kF32:
-    case DType::kI32: return 4;
-    case DType::kF64:
-    case DType::kI64: return 8;
-    case DType::kU8:
-    case DType::kBool:
-    case DType::kE4M3:
-    case DType::kE5M2: return 1;
-  }
-  return 0;
-}
-
 const char* dtype_name(DType t) noexcept {
   switch (t) {
     case DType::kBF16: return "bf16";
@@ -96,12 +80,6 @@ TensorRef TensorRef::from_dlpack(const DLTensor& t) {
                  ? t.device.device_id
                  : -1;
   return r;
-}
-
-int64_t TensorRef::numel() const noexcept {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[i];
-  return n;
 }
 
 bool TensorRef::is_contiguous() const noexcept {

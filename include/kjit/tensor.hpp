@@ -27,7 +27,21 @@ enum class DType : uint8_t {
 };
 
 /// Bytes per element of `t`.
-int dtype_size(DType t) noexcept;
+constexpr int dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::kBF16:
+    case DType::kF16: return 2;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kU8:
+    case DType::kBool:
+    case DType::kE4M3:
+    case DType::kE5M2: return 1;
+  }
+  return 0;
+}
 /// Lower-case name ("bf16", "e4m3", ...).
 const char* dtype_name(DType t) noexcept;
 
@@ -57,7 +71,11 @@ struct TensorRef {
   int64_t size(int dim) const noexcept { return shape[dim < 0 ? dim + ndim : dim]; }
   int64_t stride(int dim) const noexcept { return strides[dim < 0 ? dim + ndim : dim]; }
   /// Number of elements (1 for a 0-d tensor).
-  int64_t numel() const noexcept;
+  int64_t numel() const noexcept {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
   /// True when the strides are those of a compact row-major tensor of this shape.
   bool is_contiguous() const noexcept;
   /// A "[2, 3, 4] bf16" description for error messages.

@@ -14,29 +14,76 @@ namespace kjit::detail {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The ops validate on every call, so each check is an inline test here and its message is built
+// in an out-of-line, never-returning function in validate.cc, reached only when the check fails.
+[[noreturn]] void rank_failed(const char* op, const char* name, const TensorRef& t, int ndim);
+[[noreturn]] void dtype_failed(const char* op, const char* name, const TensorRef& t,
+                               std::initializer_list<DType> dtypes);
+[[noreturn]] void dim_failed(const char* op, const char* name, const TensorRef& t, int dim, int64_t expected,
+                             const char* what);
+[[noreturn]] void last_dim_failed(const char* op, const char* name, const TensorRef& t);
+[[noreturn]] void contiguous_failed(const char* op, const char* name, const TensorRef& t);
+[[noreturn]] void pointer_alignment_failed(const char* op, const char* name, const TensorRef& t, int bytes);
+[[noreturn]] void stride_alignment_failed(const char* op, const char* name, const TensorRef& t, int dim, int bytes);
+[[noreturn]] void negative_size_failed(const char* op, const char* name, const TensorRef& t);
+[[noreturn]] void null_failed(const char* op, const char* name, const TensorRef& t);
+[[noreturn]] void device_failed(const char* op, const char* name, const TensorRef& t, int device);
+
 /// `t` is present (ndim > 0) and has rank `ndim`.
-void check_rank(const char* op, const char* name, const TensorRef& t, int ndim);
+inline void check_rank(const char* op, const char* name, const TensorRef& t, int ndim) {
+  if (t.ndim != ndim || ndim == 0) rank_failed(op, name, t, ndim);
+}
 /// `t` has dtype `dtype`.
-void check_dtype(const char* op, const char* name, const TensorRef& t, DType dtype);
+inline void check_dtype(const char* op, const char* name, const TensorRef& t, DType dtype) {
+  if (t.dtype != dtype) dtype_failed(op, name, t, {dtype});
+}
 /// `t` has one of `dtypes`.
-void check_dtype(const char* op, const char* name, const TensorRef& t,
-                 std::initializer_list<DType> dtypes);
+inline void check_dtype(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes) {
+  for (DType d : dtypes) {
+    if (t.dtype == d) return;
+  }
+  dtype_failed(op, name, t, dtypes);
+}
 /// t.size(dim) == expected; `what` names the expected quantity ("batch").
-void check_dim(const char* op, const char* name, const TensorRef& t, int dim, int64_t expected,
-               const char* what);
+inline void check_dim(const char* op, const char* name, const TensorRef& t, int dim, int64_t expected,
+                      const char* what) {
+  if (t.size(dim) != expected) dim_failed(op, name, t, dim, expected, what);
+}
 /// The last dimension has stride 1.
-void check_last_dim_contiguous(const char* op, const char* name, const TensorRef& t);
+inline void check_last_dim_contiguous(const char* op, const char* name, const TensorRef& t) {
+  if (t.ndim > 0 && t.size(-1) > 1 && t.stride(-1) != 1) last_dim_failed(op, name, t);
+}
 /// The whole tensor is compact row-major.
-void check_contiguous(const char* op, const char* name, const TensorRef& t);
+inline void check_contiguous(const char* op, const char* name, const TensorRef& t) {
+  if (!t.is_contiguous()) contiguous_failed(op, name, t);
+}
 /// The data pointer and every stride other than a unit stride (in bytes) are multiples of
 /// `bytes`, so each row along the contiguous dimension starts aligned.
-void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes);
+inline void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
+  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0) pointer_alignment_failed(op, name, t, bytes);
+  const int elem = dtype_size(t.dtype);
+  for (int i = 0; i < t.ndim; ++i) {
+    // The unit-stride (contiguous) dimension is covered by the pointer check; the others must
+    // keep every row start aligned.
+    if (t.shape[i] > 1 && t.strides[i] != 1 && (t.strides[i] * elem) % bytes != 0) {
+      stride_alignment_failed(op, name, t, i, bytes);
+    }
+  }
+}
 /// No dimension is negative.
-void check_sizes(const char* op, const char* name, const TensorRef& t);
+inline void check_sizes(const char* op, const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) negative_size_failed(op, name, t);
+  }
+}
 /// A tensor with elements has a data pointer.
-void check_not_null(const char* op, const char* name, const TensorRef& t);
+inline void check_not_null(const char* op, const char* name, const TensorRef& t) {
+  if (t.data == nullptr && t.numel() > 0) null_failed(op, name, t);
+}
 /// The tensor lives on CUDA device `device`.
-void check_device(const char* op, const char* name, const TensorRef& t, int device);
+inline void check_device(const char* op, const char* name, const TensorRef& t, int device) {
+  if (t.device != device) device_failed(op, name, t, device);
+}
 /// Throws InvalidArgument "<op>: <message>" (fmt-formatted by the caller).
 [[noreturn]] void fail(const char* op, const std::string& message);
 
