@@ -19,12 +19,14 @@ std::string env(const char* name) {
 uint64_t parse_bytes(const std::string& text, const char* variable) {
   size_t pos = 0;
   unsigned long long value = 0;
+  // stoull accepts "-1" (and wraps it); a byte count starts with a digit.
+  const bool starts_with_digit = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
   try {
-    value = std::stoull(text, &pos);
+    if (starts_with_digit) value = std::stoull(text, &pos);
   } catch (const std::exception&) {
     pos = std::string::npos;
   }
-  if (pos == std::string::npos) {
+  if (!starts_with_digit || pos == std::string::npos || pos == 0) {
     throw InvalidArgument(fmt::format("{}='{}' is not a byte count (e.g. 536870912, 512M, 2G)", variable, text));
   }
   std::string suffix = text.substr(pos);
@@ -36,6 +38,9 @@ uint64_t parse_bytes(const std::string& text, const char* variable) {
   else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'G') shift = 30;
   else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'T') shift = 40;
   else throw InvalidArgument(fmt::format("{}='{}': unknown suffix '{}' (use K, M, G or T)", variable, text, suffix));
+  if (shift > 0 && value > (~0ull >> shift)) {
+    throw InvalidArgument(fmt::format("{}='{}' is more bytes than 64 bits hold", variable, text));
+  }
   return static_cast<uint64_t>(value) << shift;
 }
 

@@ -49,4 +49,9 @@ void check_params(const Family& f, const ParamMap& params) {
   }
 }
 
+std::string unsupported_reason(const Family& f, const ParamMap& params, const Target& target) {
+  if (target.sm() < f.min_sm) return fmt::format("{} needs sm_{} or newer; the target is {}", f.name, f.min_sm, target.str());
+  return f.unsupported_reason ? f.unsupported_reason(params, target) : std::string();
+}
+
 }  // namespace kjit

@@ -31,6 +31,9 @@ struct Family {
   std::vector<FamilyParam> params;
   /// Lowest SM (10 * major + minor) the family compiles for.
   int min_sm = 80;
+  /// Why the point `params` has no kernel for `target` beyond min_sm ("impl=wgmma needs sm_90a"),
+  /// or "" when it has one. Empty function: every target from min_sm up.
+  std::function<std::string(const ParamMap& params, const Target& target)> unsupported_reason;
   /// Builds the ProgramSpec. Throws InvalidArgument naming a missing, unknown or out-of-space
   /// parameter (check_params below does the checking).
   std::function<ProgramSpec(const ParamMap&)> make;
@@ -44,5 +47,8 @@ const std::vector<Family>& families();
 const Family& family(std::string_view name);
 /// Throws InvalidArgument unless `params` gives exactly `family`'s parameters with accepted values.
 void check_params(const Family& family, const ParamMap& params);
+/// Why `family` at `params` cannot be compiled for `target` (below min_sm, or the family's own
+/// unsupported_reason), or "" when it can.
+std::string unsupported_reason(const Family& family, const ParamMap& params, const Target& target);
 
 }  // namespace kjit

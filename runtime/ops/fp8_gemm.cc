@@ -552,6 +552,14 @@ const Family& gemm_family() {
     };
     f.min_sm = detail::kFp8MinSm;
     f.make = make_spec;
+    // The wgmma kernel exists only for sm_90a; elsewhere its source compiles to an empty stub.
+    f.unsupported_reason = [](const ParamMap& params, const Target& target) -> std::string {
+      auto impl = params.find("impl");
+      if (impl != params.end() && impl->second == "wgmma" && !(target.sm() == 90 && target.arch_specific)) {
+        return fmt::format("fp8.gemm impl=wgmma needs sm_90a; the target is {}", target.str());
+      }
+      return {};
+    };
     auto p = [](const char* impl, const char* scale, const char* tile, const char* stages) {
       return ParamMap{{"impl", impl}, {"a", "e4m3"},      {"b", "e4m3"},    {"out", "bf16"},   {"scale", scale},
                       {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};

@@ -35,7 +35,9 @@ TEST(FamiliesCompile, DefaultsCompileForEveryCiArch) {
     for (const kjit::Family& f : kjit::families()) {
       if (t.sm() < f.min_sm) continue;
       ASSERT_FALSE(f.defaults.empty()) << f.name << " has no default specializations";
-      for (const auto& p : f.defaults) jobs.push_back({&f, p, t});
+      for (const auto& p : f.defaults) {
+        if (kjit::unsupported_reason(f, p, t).empty()) jobs.push_back({&f, p, t});
+      }
     }
   }
   std::atomic<size_t> next{0};
@@ -84,6 +86,21 @@ TEST(FamiliesCompile, RejectParametersOutsideTheSpace) {
     EXPECT_THROW(f.make(bad), kjit::InvalidArgument) << f.name;
   }
   EXPECT_THROW(kjit::family("no-such-family"), kjit::InvalidArgument);
+}
+
+TEST(FamiliesCompile, PointsOutsideTheirTargetsAreRefused) {
+  const kjit::Family& gemm = kjit::family("fp8.gemm");
+  kjit::ParamMap wgmma;
+  for (const auto& p : gemm.defaults) {
+    if (p.at("impl") == "wgmma") wgmma = p;
+  }
+  ASSERT_FALSE(wgmma.empty());
+  EXPECT_EQ(kjit::unsupported_reason(gemm, wgmma, kjit::Target::parse("sm_90a")), "");
+  for (const char* t : {"sm_89", "sm_90", "sm_100a"}) {
+    EXPECT_NE(kjit::unsupported_reason(gemm, wgmma, kjit::Target::parse(t)).find("needs sm_90a"), std::string::npos) << t;
+  }
+  EXPECT_NE(kjit::unsupported_reason(gemm, gemm.defaults.back(), kjit::Target::parse("sm_80")).find("sm_89"),
+            std::string::npos);
 }
 
 }  // namespace

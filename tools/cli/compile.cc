@@ -55,10 +55,7 @@ int run_compile(const CompileOptions& o) {
   if (o.emit == "cubin" && target.ptx) {
     throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
   }
-  if (target.sm() < family.min_sm) {
-    throw Unsupported(fmt::format("{} needs sm_{} or newer; the target is {}", family.name,
-                                  family.min_sm, target.str()));
-  }
+  if (std::string why = unsupported_reason(family, params, target); !why.empty()) throw Unsupported(why);
   if (output().json && o.output_path == "-") {
     throw InvalidArgument("--json and -o - would both write to stdout; name a file with -o");
   }

@@ -123,6 +123,10 @@ int run_precompile(const PrecompileOptions& o) {
         continue;
       }
       for (const ParamMap& params : f->defaults) {
+        if (std::string why = unsupported_reason(*f, params, target); !why.empty()) {
+          skipped.push_back({{"family", f->name}, {"target", target.str()}, {"reason", why}});
+          continue;
+        }
         Item item;
         item.family = f;
         item.params = &params;
