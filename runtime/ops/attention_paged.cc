@@ -197,18 +197,11 @@ const Family& paged_decode_family() {
     f.name = "attention.paged_decode";
     f.doc = "GQA decode attention over a paged bf16 KV cache (page pools + CSR page table): the split-KV "
             "mma.sync decode kernel with the PagedKV source, plus merge (kernel_sources/attention/decode.cu)";
-    f.params = {
-        {"head_dim", {"64", "128", "256"}, "head dimension (elements)"},
-        {"rows", {"8", "16"}, "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16"},
-    };
+    // The same kernel body over another KV source: the same specialization space and defaults.
+    f.params = decode_family().params;
     f.min_sm = kMinSm;
     f.make = make_decode_spec;
-    f.defaults = {
-        {{"head_dim", "128"}, {"rows", "8"}},
-        {{"head_dim", "64"}, {"rows", "8"}},
-        {{"head_dim", "256"}, {"rows", "8"}},
-        {{"head_dim", "128"}, {"rows", "16"}},
-    };
+    f.defaults = decode_family().defaults;
     return f;
   }();
   return family;
