@@ -6,8 +6,9 @@
 // 4 fp8 bytes; cols is a multiple of 16 and rows are 16-byte aligned, so no vector straddles a
 // row or a 128-column block. y = sat(x · multiplier) with one f32 rounding of the product.
 //
-//  - quantize_tensor_kernel<kIn, kFmt, kDynamic, kPow2>: grid-stride over the tensor's vectors,
-//    kTensorUnroll loads in flight per thread. Given multiplier (kDynamic = false): also reduces
+//  - quantize_tensor_kernel<kIn, kFmt, kDynamic, kPow2>: kTensorUnroll vectors per thread, all
+//    loads in flight before any conversion; the host launches one CTA per kTensorThreads ·
+//    kTensorUnroll vectors (the grid-stride loop only matters past the grid limit). Given multiplier (kDynamic = false): also reduces
 //    amax (fmaxf per thread, warp shuffles, one atomicMax per CTA on the float bits: non-negative
 //    floats order like their bit patterns as unsigned ints) into p.amax, which the host zeroed
 //    with cuMemsetD8Async just before. Dynamic (kDynamic = true): the multiplier comes from the

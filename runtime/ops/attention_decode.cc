@@ -171,17 +171,20 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   return d;
 }
 
-int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
+int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm) {
   const int smem = decode_launch_shape(static_cast<int>(head_dim)).smem_bytes;
-  // The driver reserves 1 KiB of shared memory per CTA.
+  // The driver reserves 1 KiB of shared memory per CTA; __launch_bounds__(threads, 2) caps at 2.
   const int fit = smem > 0 ? max_smem_per_sm / (smem + 1024) : 1;
-  // Two CTAs fit, but one streaming CTA per SM already saturates HBM, so the planner counts one
-  // slot per SM and a second resident CTA is a bonus rather than a target. Measured on the H200
-  // (2026-11-30, graph-replayed): B16 Hq32 Hkv8 D128 L4096 takes 68.3 µs with 1 split (128 CTAs)
-  // and 71.6 µs with 2 (256 CTAs); B1 L8192 is fastest at 16 splits (128 CTAs, 16.1 µs) against
-  // 17.7 µs at 32.
-  constexpr int kPlannedCtasPerSm = 1;
-  return std::clamp(fit, 1, kPlannedCtasPerSm);
+  return std::clamp(fit, 1, 2);
+}
+
+int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
+  // Two CTAs fit, but one streaming CTA per SM already saturates HBM over a contiguous cache, so
+  // the planner counts one slot per SM and a second resident CTA is a bonus rather than a target.
+  // Measured on the H200 (2026-11-30, graph-replayed): B16 Hq32 Hkv8 D128 L4096 takes 68.3 µs
+  // with 1 split (128 CTAs) and 71.6 µs with 2 (256 CTAs); B1 L8192 is fastest at 16 splits
+  // (128 CTAs, 16.1 µs) against 17.7 µs at 32. The paged planner differs (paged_ctas_per_sm).
+  return std::min(decode_resident_ctas(head_dim, max_smem_per_sm), 1);
 }
 
 DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm) {

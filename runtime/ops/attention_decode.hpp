@@ -58,8 +58,11 @@ struct DecodePlan {
   size_t workspace_bytes = 0;
 };
 
-/// CTAs of decode_kernel<head_dim, ·> resident per SM given the SM's shared memory (bytes),
-/// in [1, 2]: the kernel is launched with __launch_bounds__(threads, 2).
+/// CTAs of decode_kernel<head_dim, ·> that can be resident per SM given the SM's shared memory
+/// (bytes), in [1, 2]: the kernel is launched with __launch_bounds__(threads, 2).
+int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm);
+
+/// CTAs per SM the contiguous decode planner counts as slots: 1 (measured; see the definition).
 int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 
 /// Plans a validated decode. `requested_splits` is DecodeArgs::num_splits (0 = choose). When

@@ -125,6 +125,15 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
   return d;
 }
 
+int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
+  // Unlike the contiguous kernel, one paged CTA per SM leaves HBM idle while each tile waits on
+  // its page ids, so the planner fills every resident slot. Measured on the H200 (2026-11-30,
+  // graph-replayed, B16 Hq32 Hkv8 D128 L4096, contiguous 67.9 µs at 1 split): 1 / 2 / 3 / 4 splits
+  // take 85.8 / 74.4 / 87.0 / 79.4 µs at page 1, 82.7 / 73.9 / 85.4 / 78.2 at page 16 and
+  // 79.0 / 73.9 / 84.9 / 77.5 at page 64: two CTAs per SM (2 splits, 256 CTAs) are best.
+  return decode_resident_ctas(head_dim, max_smem_per_sm);
+}
+
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
                              int ctas_per_sm) {
   DecodeDims dd;
@@ -233,7 +242,7 @@ namespace {
 detail::DecodePlan paged_plan_for_device(const detail::PagedDecodeDims& d, const PagedDecodeArgs& args,
                                          const DeviceInfo& info) {
   return detail::plan_paged_decode(d, args.num_splits, args.kv_len_hint, info.sm_count,
-                                   detail::decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
+                                   detail::paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
 }
 
 }  // namespace

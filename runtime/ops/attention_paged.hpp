@@ -43,6 +43,10 @@ struct PagedDecodeDims {
 /// "kjit::attention::paged_decode: <tensor> <rule>, got ...".
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
 
+/// CTAs per SM the paged decode planner counts as slots: every resident one (decode_resident_ctas;
+/// measured, see the definition).
+int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
+
 /// The split plan of a paged decode: plan_decode over the hint length (kv_len_hint, or
 /// nnz · page_size / batch), or exactly `requested_splits` when positive. The kernels split each
 /// request's own length into num_splits ranges (DecodeParams::split_tokens = 0).

@@ -268,7 +268,7 @@ QuantizeProblem validate_quantize(const QuantizeArgs& args) {
   return q;
 }
 
-QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
+QuantizePlan plan_quantize(const QuantizeProblem& q, int sm) {
   check_fp8_arch(kOp, sm, q.device, nullptr);
   QuantizePlan plan;
   const int vec = q.in == kInF32 ? 4 : 8;
@@ -276,8 +276,13 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm, int sm_count) {
   switch (q.granularity) {
     case kGranTensor: {
       plan.zero_amax = q.params.amax != nullptr;
+      // One CTA per kTensorThreads · kTensorUnroll vectors, not a grid-stride loop over a wave:
+      // each CTA issues all its loads at once and retires, and the block scheduler balances the
+      // SMs. Measured on the H200 (2026-11-30, 16384×7168 bf16 → E4M3 + amax): 3.63 TB/s against
+      // 3.23 with 8 CTAs per SM looping; 8 loads per thread instead of 4 gave 3.58 (and 3.39
+      // looping). The kernel keeps its grid-stride loop for tensors past the grid limit.
       const int64_t want = kjit::detail::ceil_div(std::max<int64_t>(vectors, 1), int64_t{kTensorThreads} * kTensorUnroll);
-      const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t{8} * std::max(sm_count, 1)));
+      const int64_t grid = std::clamp<int64_t>(want, 1, INT32_MAX);
       QuantizeLaunch l;
       l.grid[0] = static_cast<uint32_t>(grid);
       l.block = kTensorThreads;
@@ -377,7 +382,7 @@ void quantize(const QuantizeArgs& args, CUstream stream, Runtime& runtime) {
   const CUcontext context = kjit::detail::ensure_context(q.device);
   const DeviceInfo& info = device_info(q.device);
   detail::check_fp8_arch(kOp, info.cc_major * 10 + info.cc_minor, q.device, info.name.c_str());
-  const detail::QuantizePlan plan = detail::plan_quantize(q, info.cc_major * 10 + info.cc_minor, info.sm_count);
+  const detail::QuantizePlan plan = detail::plan_quantize(q, info.cc_major * 10 + info.cc_minor);
   if (plan.zero_amax) {
     KJIT_CU(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(q.params.amax), 0, sizeof(float), stream));
   }

@@ -68,13 +68,13 @@ struct QuantizePlan {
   QuantizeLaunch launch[2];
 };
 
-/// Plans a validated quantize for a device with `sm` (10 · major + minor) and `sm_count` SMs.
+/// Plans a validated quantize for a device with `sm` (10 · major + minor).
 /// Throws Unsupported below sm_89. Host-only.
-///   tensor: grid = min(ceil(vectors / (256 · 4)), 8 · sm_count) CTAs of 256 threads, grid-stride
+///   tensor: grid = ceil(vectors / (256 · 4)) CTAs of 256 threads, 4 vectors each
 ///   row:    one CTA per row, threads = vectors per row / kRowCache (8) rounded up to a warp, ≤ 512
 ///   1×128:  256 threads = 16 groups of 16 (32-bit inputs: 8 of 32), 4 blocks per group
 ///   128×128: one 256-thread CTA per block, grid (col blocks, row blocks)
-QuantizePlan plan_quantize(const QuantizeProblem& problem, int sm, int sm_count);
+QuantizePlan plan_quantize(const QuantizeProblem& problem, int sm);
 
 /// The family parameters of a problem's specialization.
 ParamMap quantize_params(int in, int fmt, int granularity, bool pow2);

@@ -484,7 +484,7 @@ TEST(Fp8Plan, UnsupportedBelowSm89NamesTheArch) {
     }
     const fd::QuantizeProblem q = fd::validate_quantize(quantize_args(f8::Granularity::kRow));
     try {
-      fd::plan_quantize(q, sm, 108);
+      fd::plan_quantize(q, sm);
       ADD_FAILURE() << "sm_" << sm << " accepted";
     } catch (const kjit::Unsupported& e) {
       EXPECT_NE(std::string(e.what()).find("sm_" + std::to_string(sm)), std::string::npos) << e.what();
@@ -599,7 +599,7 @@ TEST(Fp8Plan, TilesAndStages) {
 TEST(Fp8Plan, QuantizeLaunches) {
   using G = f8::Granularity;
   fd::QuantizeProblem q = fd::validate_quantize(quantize_args(G::kTensor));
-  fd::QuantizePlan p = fd::plan_quantize(q, 90, 132);
+  fd::QuantizePlan p = fd::plan_quantize(q, 90);
   EXPECT_TRUE(p.zero_amax);
   ASSERT_EQ(p.launches, 1);
   EXPECT_EQ(p.launch[0].kernel, 0);
@@ -608,30 +608,30 @@ TEST(Fp8Plan, QuantizeLaunches) {
   f8::QuantizeArgs a = quantize_args(G::kTensor);
   a.dynamic = true;
   q = fd::validate_quantize(a);
-  p = fd::plan_quantize(q, 90, 132);
+  p = fd::plan_quantize(q, 90);
   ASSERT_EQ(p.launches, 2);
   EXPECT_EQ(p.launch[0].kernel, 2);  // amax pass first
   EXPECT_EQ(p.launch[1].kernel, 1);
-  // A huge tensor is capped at 8 CTAs per SM (grid-stride).
+  // A large tensor still gets one CTA per 1024 vectors (no grid-stride wave).
   a = quantize_args(G::kTensor);
   a.x.shape[0] = a.y.shape[0] = 16384;
   a.x.shape[1] = a.y.shape[1] = 7168;
   a.x.strides[0] = a.y.strides[0] = 7168;
-  p = fd::plan_quantize(fd::validate_quantize(a), 90, 132);
-  EXPECT_EQ(p.launch[0].grid[0], 8u * 132u);
+  p = fd::plan_quantize(fd::validate_quantize(a), 90);
+  EXPECT_EQ(p.launch[0].grid[0], 16384u * 7168u / 8u / 1024u);
   // Per row: a CTA per row sized to the row.
   a = quantize_args(G::kRow);
   a.x.shape[1] = a.y.shape[1] = 7168;
   a.x.strides[0] = a.y.strides[0] = 7168;
-  p = fd::plan_quantize(fd::validate_quantize(a), 90, 132);
+  p = fd::plan_quantize(fd::validate_quantize(a), 90);
   ASSERT_EQ(p.launches, 1);
   EXPECT_EQ(p.launch[0].grid[0], uint32_t(kRows));
   EXPECT_EQ(p.launch[0].block, 128u);  // 896 vectors / 8 cached per thread
   EXPECT_FALSE(p.zero_amax);
   // 1x128: 16 groups of 16 lanes per CTA, 4 blocks each → 64 blocks per CTA.
-  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock1x128)), 90, 132);
+  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock1x128)), 90);
   EXPECT_EQ(p.launch[0].grid[0], uint32_t((kRows * 3 + 63) / 64));
-  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock128x128)), 90, 132);
+  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock128x128)), 90);
   EXPECT_EQ(p.launch[0].grid[0], 3u);
   EXPECT_EQ(p.launch[0].grid[1], 2u);
 }
