@@ -215,6 +215,25 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
 
 DiskCache DiskCache::disabled() { return DiskCache(); }
 
+DiskCache DiskCache::open_for_reading(std::string root, uint64_t max_bytes) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  DiskCache cache;
+  cache.max_bytes_ = max_bytes;
+  cache.root_ = root.empty() ? std::string() : root + "/v" + std::to_string(kFormatVersion);
+  struct stat st {};
+  const int err = cache.root_.empty() ? ENOENT : (::stat(cache.root_.c_str(), &st) == 0 ? 0 : errno);
+  if (err == ENOENT) return cache;  // nothing cached yet
+  if (err != 0) throw CacheError(fmt::format("cache directory {} cannot be read ({})", cache.root_, detail::errno_text(err)));
+  if (!S_ISDIR(st.st_mode)) throw CacheError(fmt::format("cache directory {} is not a directory", cache.root_));
+  if (::access(cache.root_.c_str(), R_OK | X_OK) != 0) {
+    const int access_err = errno;
+    throw CacheError(fmt::format("cache directory {} cannot be read ({})", cache.root_, detail::errno_text(access_err)));
+  }
+  cache.enabled_ = true;
+  cache.state_ = std::make_shared<detail::CacheState>();
+  return cache;
+}
+
 std::string DiskCache::entry_path(const Key& key) const {
   const std::string hex = key.hex();
   return root_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);

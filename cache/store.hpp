@@ -71,6 +71,11 @@ class DiskCache {
   DiskCache(std::string root, uint64_t max_bytes, bool strict = false);
   /// A memory-only cache (KJIT_CACHE_DISABLE=1).
   static DiskCache disabled();
+  /// Opens the cache at `root` for inspection only (`kjit cache ls|stats|verify`): creates
+  /// nothing, writes nothing and needs no write permission. An existing readable folder is
+  /// enabled() and never writable(); a missing one is an empty, disabled cache (no warning).
+  /// Throws CacheError naming the path when it exists but cannot be read, or is not a folder.
+  static DiskCache open_for_reading(std::string root, uint64_t max_bytes);
 
   /// Lookups can hit.
   bool enabled() const noexcept { return enabled_; }

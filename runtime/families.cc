@@ -11,6 +11,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace kjit {
 
@@ -42,10 +44,14 @@ void check_params(const Family& f, const ParamMap& params) {
                                         fmt::join(it->values, ", ")));
     }
   }
+  // Name every missing parameter at once, with its values, so one error fixes the command line.
+  std::vector<std::string> missing;
   for (const auto& p : f.params) {
-    if (!params.count(p.name)) {
-      throw InvalidArgument(fmt::format("{}: missing parameter {} (one of {})", f.name, p.name, fmt::join(p.values, ", ")));
-    }
+    if (!params.count(p.name)) missing.push_back(fmt::format("{} (one of {})", p.name, fmt::join(p.values, ", ")));
+  }
+  if (!missing.empty()) {
+    throw InvalidArgument(fmt::format("{}: missing parameter{} {}", f.name, missing.size() == 1 ? "" : "s",
+                                      fmt::join(missing, "; ")));
   }
 }
 

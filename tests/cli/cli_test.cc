@@ -143,6 +143,29 @@ TEST_F(CliTest, UsageErrorsAreOneLine) {
   }
 }
 
+TEST_F(CliTest, UsageErrorsNameEverythingAndStayShort) {
+  // --version keeps the --json contract.
+  ProcessResult r = kjit({"--version", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["version"].get<std::string>().find_first_of("0123456789"), 0u) << r.describe();
+  // The -j range reads as a range.
+  expect_one_line_error(kjit({"precompile", "-j", "0"}), "not in range 1 to 4096");
+  // An empty value is refused, not read as the default.
+  expect_one_line_error(kjit({"cache", "prune", "--max-bytes", ""}), "--max-bytes");
+  expect_one_line_error(kjit({"precompile", "--arch", ""}), "--arch");
+  expect_one_line_error(kjit({"compile", "rotary", "-o", ""}), "--output");
+  // Every missing parameter is named at once.
+  const Family& f = test_family();
+  ASSERT_GE(f.params.size(), 2u);
+  r = kjit({"compile", f.name});
+  expect_one_line_error(r, "missing parameters");
+  for (const FamilyParam& p : f.params) EXPECT_NE(r.err.find(p.name), std::string::npos) << p.name << '\n' << r.describe();
+  // A huge argument quoted back is cut.
+  r = kjit({"compile", f.name, f.params.front().name + "=" + std::string(5000, '9')});
+  expect_one_line_error(r, "more characters)");
+  EXPECT_LT(r.err.size(), 700u) << r.describe();
+}
+
 // --- devices, kernels ---------------------------------------------------------------------------
 
 TEST_F(CliTest, DevicesReportsTheDriverOrItsAbsence) {
@@ -550,6 +573,18 @@ TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
   r = kjit({"cache", "stats"});
   EXPECT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find(cache_dir_.string()), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, InspectingAMissingCacheCreatesNothing) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "stats", "--json"}}) {
+    const ProcessResult r = kjit(args);
+    EXPECT_EQ(r.code, 0) << r.describe();
+    EXPECT_FALSE(fs::exists(cache_dir_)) << r.describe();
+  }
+  const json j = parse_object(kjit({"cache", "stats", "--json"}));
+  EXPECT_EQ(j["entries"], 0);
+  EXPECT_EQ(j["exists"], false);
 }
 
 TEST_F(CliTest, UnusableCacheDirFailsLoudlyNamingThePath) {

@@ -1,11 +1,14 @@
-// `kjit cache ls|stats|verify|prune|clear`: the disk cache the environment names. Each command
-// opens it strictly: a directory that cannot be created or written is an error naming the path,
-// never a silent memory-only cache.
+// `kjit cache ls|stats|verify|prune|clear`: the disk cache the environment names. The inspecting
+// commands (ls, stats, verify) only read: a missing folder is an empty cache, a read-only one is
+// listed. prune and clear open it strictly: a directory that cannot be created or written is an
+// error naming the path, never a silent memory-only cache.
 #include "tools/cli/common.hpp"
 
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <ctime>
 #include <map>
@@ -57,7 +60,7 @@ nlohmann::json entry_json(const cache::EntryInfo& e) {
 }
 
 int run_ls() {
-  const cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   const std::vector<cache::EntryInfo> entries = cache.list();
   uint64_t total = 0;
   for (const cache::EntryInfo& e : entries) total += e.bytes;
@@ -89,8 +92,10 @@ int run_ls() {
 }
 
 int run_stats() {
-  const cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   const cache::CacheStats stats = cache.stats();
+  // The cache was opened for reading only; say whether this user could also write to it.
+  const bool writable = stats.enabled && ::access(stats.root.c_str(), W_OK) == 0;
   // Break the total down by family and target (from the entries' metadata).
   std::map<std::string, uint64_t> by_family, by_target;
   uint64_t bad = 0;
@@ -104,7 +109,8 @@ int run_stats() {
   }
   if (output().json) {
     print_json({{"root", stats.root},
-                {"enabled", stats.enabled},
+                {"exists", stats.enabled},
+                {"writable", writable},
                 {"entries", stats.entries},
                 {"bytes", stats.bytes},
                 {"max_bytes", stats.max_bytes},
@@ -113,7 +119,8 @@ int run_stats() {
                 {"by_target", by_target}});
     return kExitOk;
   }
-  fmt::print("root       {}\n", stats.root);
+  fmt::print("root       {}{}\n", stats.root,
+             !stats.enabled ? " (does not exist yet)" : writable ? "" : " (read-only)");
   fmt::print("entries    {}{}\n", stats.entries, bad ? fmt::format(" ({} bad: run `kjit cache verify`)", bad) : "");
   fmt::print("size       {} ({} bytes)\n", human_bytes(stats.bytes), stats.bytes);
   fmt::print("cap        {}\n", stats.max_bytes == 0 ? std::string("none") : human_bytes(stats.max_bytes));
@@ -123,7 +130,7 @@ int run_stats() {
 }
 
 int run_verify() {
-  const cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   const cache::VerifyResult result = cache.verify();
   if (output().json) {
     print_json({{"root", cache.root()},
@@ -200,7 +207,8 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
                                                    "ones until the cache fits its cap");
   prune->add_option("--max-bytes", *max_bytes, "The cap to prune to: bytes with an optional "
                                                "K/M/G/T suffix (default: KJIT_CACHE_MAX_BYTES, "
-                                               "2G when unset)");
+                                               "2G when unset)")
+      ->check(non_empty());
   add_json_flag(prune);
   out.push_back({prune, [max_bytes] { return run_prune(*max_bytes); }});
 

@@ -161,6 +161,20 @@ cache::DiskCache open_cache_strict(const RuntimeConfig& config) {
   }
 }
 
+const CLI::Validator& non_empty() {
+  static const CLI::Validator check(
+      [](std::string& value) { return value.empty() ? std::string("an empty value is not allowed") : std::string(); },
+      "", "non-empty");
+  return check;
+}
+
+cache::DiskCache open_cache_for_reading(const RuntimeConfig& config) {
+  if (config.cache_dir.empty()) {
+    throw CacheError("no cache directory: set KJIT_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+  }
+  return cache::DiskCache::open_for_reading(config.cache_dir, config.cache_max_bytes);
+}
+
 const char* origin_name(CompiledProgram::Origin origin) {
   switch (origin) {
     case CompiledProgram::Origin::kMemory: return "memory";

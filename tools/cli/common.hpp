@@ -57,6 +57,10 @@ OutputState& output();
 /// Adds the --json flag (bound to output().json) to `command`.
 void add_json_flag(CLI::App* command);
 
+/// A CLI11 check that refuses an empty value (`--arch ""`), which would otherwise read as the
+/// option's default.
+const CLI::Validator& non_empty();
+
 /// Writes `value` as the invocation's one JSON object (pretty-printed, then a newline) to stdout.
 void print_json(const nlohmann::json& value);
 
@@ -89,6 +93,9 @@ std::vector<Target> default_targets();
 /// CacheError naming the path when it cannot be created or written. The CLI never falls back to
 /// memory-only caching silently.
 cache::DiskCache open_cache_strict(const RuntimeConfig& config);
+/// Opens the disk cache the environment names for inspection (DiskCache::open_for_reading):
+/// a missing folder is an empty cache and stays missing; a read-only one can be listed.
+cache::DiskCache open_cache_for_reading(const RuntimeConfig& config);
 
 /// Name of a CompiledProgram origin: "memory", "disk", "compiled".
 const char* origin_name(CompiledProgram::Origin origin);

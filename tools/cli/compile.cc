@@ -169,13 +169,15 @@ void add_compile_command(CLI::App& root, std::vector<Command>& out) {
   cmd->add_option("params", o->params, "Specialization parameters as key=value (every parameter "
                                        "of the family)");
   cmd->add_option("--arch", o->arch, "Target: sm_90a, sm_89, compute_90, ... (default: device "
-                                     "0's target, or sm_90a without a GPU)");
+                                     "0's target, or sm_90a without a GPU)")
+      ->check(non_empty());
   cmd->add_option("--emit", o->emit, "What to produce: cubin (default), ptx (compiles a "
                                      "compute_XX target; printed when there is no -o) or "
                                      "source (prints the kernel source text, compiles nothing)")
       ->check(CLI::IsMember({"cubin", "ptx", "source"}));
   cmd->add_option("-o,--output", o->output_path, "Write the cubin, PTX or source to this file "
-                                                 "('-' for stdout)");
+                                                 "('-' for stdout)")
+      ->check(non_empty());
   add_json_flag(cmd);
   out.push_back({cmd, [o] { return run_compile(*o); }});
 }

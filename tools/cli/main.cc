@@ -5,6 +5,8 @@
 
 #include <kjit/error.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -19,10 +21,15 @@ using kjit::cli::output;
 /// indented, so `kjit ... 2>&1 | head -1` is always the reason.
 void report(const std::string& full_message) {
   const std::string message(kjit::cli::strip_prefix(full_message));
-  const std::string head = kjit::cli::first_line(message);
+  std::string head = kjit::cli::first_line(message);
+  // An error that quotes a huge argument back stays readable: keep its start and say how much
+  // was cut.
+  constexpr size_t kMaxHead = 480;
+  const size_t full_head = head.size();
+  if (full_head > kMaxHead) head = fmt::format("{}... ({} more characters)", head.substr(0, kMaxHead), full_head - kMaxHead);
   if (output().json) kjit::cli::print_json({{"error", head}});
   std::cerr << "kjit: error: " << head << '\n';
-  size_t pos = head.size();
+  size_t pos = full_head;
   while (pos < message.size()) {
     const size_t start = pos + 1;
     size_t end = message.find('\n', start);
@@ -88,7 +95,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version "fail" with exit code 0 and print to stdout.
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) {
+      if (wants_json && dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
+        kjit::cli::print_json({{"version", KJIT_VERSION}});
+        return kjit::cli::kExitOk;
+      }
+      return app.exit(e);
+    }
     output().json = wants_json;
     report(std::string(e.what()) + " (see kjit --help)");
     return kjit::cli::kExitCannotRun;

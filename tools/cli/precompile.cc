@@ -262,10 +262,12 @@ void add_precompile_command(CLI::App& root, std::vector<Command>& out) {
                     "this machine's GPU archs (sm_90a and sm_89 without a GPU); a second run "
                     "finds them all cached");
   cmd->add_option("--arch", o->archs, "Target to compile for (repeatable): sm_90a, sm_89, "
-                                      "sm_100a, ...");
-  cmd->add_option("--family", o->families, "Only this family (repeatable; see `kjit kernels`)");
+                                      "sm_100a, ...")
+      ->check(non_empty());
+  cmd->add_option("--family", o->families, "Only this family (repeatable; see `kjit kernels`)")
+      ->check(non_empty());
   cmd->add_option("-j,--jobs", o->jobs, "Worker threads (default: the number of CPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096).description("").name("1..4096"));
   add_json_flag(cmd);
   out.push_back({cmd, [o] { return run_precompile(*o); }});
 }
