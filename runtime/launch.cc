@@ -47,7 +47,7 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& c, void* params) {
     kernel.reserve_dynamic_smem(c.dynamic_smem_bytes);
   }
 
-  CUlaunchAttribute attr[1];
+  CUlaunchAttribute attr[2] = {};
   CUlaunchConfig config{};
   config.gridDimX = c.grid[0];
   config.gridDimY = c.grid[1];
@@ -57,13 +57,22 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& c, void* params) {
   config.blockDimZ = c.block[2];
   config.sharedMemBytes = c.dynamic_smem_bytes;
   config.hStream = c.stream;
+  unsigned num_attrs = 0;
   if (c.cluster[0] * c.cluster[1] * c.cluster[2] > 1) {
-    attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr[0].value.clusterDim.x = c.cluster[0];
-    attr[0].value.clusterDim.y = c.cluster[1];
-    attr[0].value.clusterDim.z = c.cluster[2];
+    CUlaunchAttribute& a = attr[num_attrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = c.cluster[0];
+    a.value.clusterDim.y = c.cluster[1];
+    a.value.clusterDim.z = c.cluster[2];
+  }
+  if (c.overlap_previous) {
+    CUlaunchAttribute& a = attr[num_attrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (num_attrs > 0) {
     config.attrs = attr;
-    config.numAttrs = 1;
+    config.numAttrs = num_attrs;
   }
   void* args[] = {params};
   const CUresult r = driver().cuLaunchKernelEx(&config, kernel.function(), args, nullptr);

@@ -20,6 +20,12 @@ struct LaunchConfig {
   CUstream stream = nullptr;
   /// Thread-block cluster dims; {1,1,1} = no cluster attribute.
   uint32_t cluster[3] = {1, 1, 1};
+  /// Programmatic dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; sm_90+
+  /// devices only, the caller checks): the kernel may be scheduled before the previous kernel in
+  /// the stream has finished, hiding its launch latency, and must execute KJIT_WAIT_PREVIOUS_GRID()
+  /// (kernel_sources/kjit/config.cuh) before reading that kernel's output. CUDA graphs capture it
+  /// as a programmatic edge.
+  bool overlap_previous = false;
 };
 
 namespace detail {

@@ -361,6 +361,10 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     }
   }
 
+  // The KV stream is done: a split launch's merge kernel (launched with overlap_previous) may take
+  // SM slots from here on and wait there for this grid's partials.
+  KJIT_LAUNCH_DEPENDENTS();
+
   // ---- Merge the token groups' (m, l, o) through shared memory (the ring is free now). --------
   cp_async_wait<0>();
   __syncthreads();
@@ -445,6 +449,8 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(KJIT_PARAMS DecodeMergeParams p) {
   constexpr int kVec = kHeadDim / 32;  // 2, 4 or 8 columns per lane
   static_assert(kVec % 2 == 0, "head_dim must be a multiple of 64");
+  // Launched with overlap_previous on sm_90+: the partials are the decode kernel's output.
+  KJIT_WAIT_PREVIOUS_GRID();
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kDecodeMergeRowsPerCta + (threadIdx.x >> 5);
   if (row >= p.batch * p.q_heads) return;

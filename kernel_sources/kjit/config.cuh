@@ -18,3 +18,17 @@
 #else
 #define KJIT_HAS_SM80 0
 #endif
+
+// Programmatic dependent launch (sm_90+; PTX ISA "griddepcontrol"). A kernel launched with
+// LaunchConfig::overlap_previous may start while the kernel before it in the stream is still
+// running: it must pass KJIT_WAIT_PREVIOUS_GRID() before it reads anything that kernel wrote
+// (the wait returns once that grid has completed and its memory is visible). A primary kernel
+// calls KJIT_LAUNCH_DEPENDENTS() once its remaining work no longer needs the SM slots the
+// dependent's CTAs would take. Both are no-ops below sm_90, where the launch attribute is not used.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KJIT_WAIT_PREVIOUS_GRID() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define KJIT_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define KJIT_WAIT_PREVIOUS_GRID() ((void)0)
+#define KJIT_LAUNCH_DEPENDENTS() ((void)0)
+#endif

@@ -227,6 +227,29 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   return plan;
 }
 
+void launch_decode_merge(const Kernel& merge_kernel, const DecodeParams& p, const DeviceInfo& info, CUstream stream) {
+  DecodeMergeParams m{};
+  m.o_part = p.o_part;
+  m.lse_part = p.lse_part;
+  m.out = p.out;
+  m.lse = p.lse;
+  m.out_stride_b = p.out_stride_b;
+  m.out_stride_h = p.out_stride_h;
+  m.lse_stride_b = p.lse_stride_b;
+  m.lse_stride_h = p.lse_stride_h;
+  m.batch = p.batch;
+  m.q_heads = p.q_heads;
+  m.num_splits = p.num_splits;
+  LaunchConfig merge;
+  merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(int64_t{p.batch} * p.q_heads, kDecodeMergeRowsPerCta));
+  merge.block[0] = kDecodeMergeThreads;
+  merge.stream = stream;
+  // sm_90+: the merge launches while the decode grid drains (the decode kernel signals after its
+  // KV loop; the merge waits for the grid before reading the partials), hiding its launch latency.
+  merge.overlap_previous = info.cc_major >= 9;
+  launch(merge_kernel, merge, m);
+}
+
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes) {
   if (plan.workspace_bytes == 0) return;
   if (workspace_bytes < plan.workspace_bytes || workspace == nullptr) {
@@ -360,25 +383,7 @@ void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUs
   config.stream = stream;
   launch(program.kernel(0), config, p);
 
-  if (plan.num_splits > 1) {
-    DecodeMergeParams m{};
-    m.o_part = p.o_part;
-    m.lse_part = p.lse_part;
-    m.out = p.out;
-    m.lse = p.lse;
-    m.out_stride_b = p.out_stride_b;
-    m.out_stride_h = p.out_stride_h;
-    m.lse_stride_b = p.lse_stride_b;
-    m.lse_stride_h = p.lse_stride_h;
-    m.batch = p.batch;
-    m.q_heads = p.q_heads;
-    m.num_splits = plan.num_splits;
-    LaunchConfig merge;
-    merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(d.batch * d.q_heads, kDecodeMergeRowsPerCta));
-    merge.block[0] = kDecodeMergeThreads;
-    merge.stream = stream;
-    launch(program.kernel(1), merge, m);
-  }
+  if (plan.num_splits > 1) detail::launch_decode_merge(program.kernel(1), p, info, stream);
 }
 
 }  // namespace kjit::attention

@@ -5,7 +5,11 @@
 /// check every rejection and every plan without a GPU.
 
 #include <kjit/families.hpp>
+#include <kjit/device.hpp>
+#include <kjit/launch.hpp>
 #include <kjit/ops/attention.hpp>
+
+#include "attention/decode_params.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +78,11 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 /// max_kv_len (each split gets ceil(max_kv_len / s) tokens; trailing empty splits are dropped).
 DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
                        int ctas_per_sm);
+
+/// Launches decode_merge_kernel (`merge_kernel`) over the split partials the decode kernel wrote
+/// for `p` (p.o_part, p.lse_part, p.num_splits > 1) into p.out / p.lse, on `stream` right after
+/// the decode kernel: overlapped with it through programmatic dependent launch on sm_90+.
+void launch_decode_merge(const Kernel& merge_kernel, const DecodeParams& p, const DeviceInfo& info, CUstream stream);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.

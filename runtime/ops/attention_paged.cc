@@ -320,25 +320,7 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
   config.stream = stream;
   launch(program.kernel(0), config, p);
 
-  if (plan.num_splits > 1) {
-    DecodeMergeParams m{};
-    m.o_part = p.o_part;
-    m.lse_part = p.lse_part;
-    m.out = p.out;
-    m.lse = p.lse;
-    m.out_stride_b = p.out_stride_b;
-    m.out_stride_h = p.out_stride_h;
-    m.lse_stride_b = p.lse_stride_b;
-    m.lse_stride_h = p.lse_stride_h;
-    m.batch = p.batch;
-    m.q_heads = p.q_heads;
-    m.num_splits = plan.num_splits;
-    LaunchConfig merge;
-    merge.grid[0] = static_cast<uint32_t>(detail::ceil_div(d.batch * d.q_heads, kDecodeMergeRowsPerCta));
-    merge.block[0] = kDecodeMergeThreads;
-    merge.stream = stream;
-    launch(program.kernel(1), merge, m);
-  }
+  if (plan.num_splits > 1) detail::launch_decode_merge(program.kernel(1), p, info, stream);
 }
 
 void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& runtime) {
