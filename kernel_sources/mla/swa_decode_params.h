@@ -44,20 +44,23 @@ struct SwaShape {
 
 /// The Hopper kernel (mla/swa_decode_sm90.cu, swa_decode_wgmma_kernel; sm_90a): one CTA per
 /// (token, 64 heads), two warpgroups, the whole window (≤ 128 positions) in shared memory.
+/// The CTA loops over (token, 64-head) items with the next item's window rows in flight.
 /// Shared memory from a 1024-byte-aligned base (the 128-byte swizzle atoms need it):
-///   kv    [0, 64 KiB)       K rows as 4 k-blocks [128 rows][128 B]; then Vᵀ [512 dims][128 B]
-///   q     [64, 128 KiB)     q · 2^e as E4M3 hi (first 32 KiB) and lo, each [4 k-blocks][64][128 B]
-///   p     [128, 144 KiB)    P' as E4M3 hi and lo, each [64 heads][128 B]
-///   misc  token scales [128] f32, token valid [128] i32, q row factors [64] f32,
+///   kv    [0, 128 KiB)      two K buffers (this item's, the next item's), each 4 k-blocks of
+///                           [128 rows][128 B], later Vᵀ [512 dims][128 B] in place
+///   q     [128, 192 KiB)    q · 2^e as E4M3 hi (first 32 KiB) and lo, each [4 k-blocks][64][128 B];
+///                           then the bf16 output staging tile [64][1 KiB]
+///   p     [192, 208 KiB)    P' as E4M3 hi and lo, each [64 heads][128 B]
+///   misc  token scale words [2][128] u32, token valid [2][128] i32, q row factors [64] f32,
 ///         row max [2][64] f32, row sum [2][64] f32, per-warp scale max [8] f32
 constexpr int kSwaWgmmaHeads = 64;
 constexpr int kSwaWgmmaThreads = 256;
 constexpr int kSwaWgmmaTile = 128;
 constexpr int kSwaWgmmaKvOffset = 0;
-constexpr int kSwaWgmmaQOffset = 64 * 1024;
-constexpr int kSwaWgmmaPOffset = 128 * 1024;
-constexpr int kSwaWgmmaMiscOffset = 144 * 1024;
-constexpr int kSwaWgmmaMiscBytes = (128 + 128 + 64 + 128 + 128 + 8) * 4;
+constexpr int kSwaWgmmaQOffset = 128 * 1024;
+constexpr int kSwaWgmmaPOffset = 192 * 1024;
+constexpr int kSwaWgmmaMiscOffset = 208 * 1024;
+constexpr int kSwaWgmmaMiscBytes = (256 + 256 + 64 + 128 + 128 + 8) * 4;
 /// Dynamic shared memory of a launch: the layout plus the alignment slack.
 constexpr int kSwaWgmmaSmemBytes = kSwaWgmmaMiscOffset + kSwaWgmmaMiscBytes + 1024;
 

@@ -24,6 +24,14 @@ KJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
 }
 KJIT_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 KJIT_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+/// Waits until at most the newest cp.async group of this thread is still in flight.
+KJIT_DEVICE void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+/// 4-byte global → shared copy through L1 (.ca: .cg takes 16 bytes only); `valid` false
+/// zero-fills without reading `src` (which must still be a mapped address).
+KJIT_DEVICE void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
 
 /// E4M3 bytes of (lo, hi), round to nearest even, saturated to ±448, in the low 16 bits (lo in
 /// the lower byte).
@@ -36,6 +44,13 @@ KJIT_DEVICE uint32_t e4m3x2_pack(float lo, float hi) {
 KJIT_DEVICE void st_shared_u16(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(static_cast<unsigned short>(v)) : "memory");
 }
+/// Pulls the line of `ptr` into L2 (no register result).
+KJIT_DEVICE void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr)); }
+KJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+/// bar.sync on named barrier `id` (1..15) for the 128 threads of one warpgroup.
+KJIT_DEVICE void named_barrier_wg(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 KJIT_DEVICE void st_shared_v2(uint32_t addr, uint32_t a, uint32_t b) {
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }

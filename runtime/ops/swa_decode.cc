@@ -464,6 +464,11 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   }
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.ctas);
+  if (plan.group == kSwaWgmmaHeads) {
+    // One CTA per SM (its shared memory allows no second) looping over the items, the next
+    // item's window rows in flight while it computes the current one.
+    config.grid[0] = static_cast<uint32_t>(std::min<int64_t>(plan.ctas, std::max(info.sm_count, 1)));
+  }
   config.block[0] = static_cast<uint32_t>(shape.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
   config.stream = stream;
