@@ -171,10 +171,31 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     cp_async_commit();
   };
 
+  // Thread (qr, qd) converts dims 32i + 8qd + [0, 8), i < 16, of head row qr of an item's q.
+  const int qr = tid >> 2;
+  const int qd = tid & 3;
+  uint4 qv[16];
+  auto load_q = [&](int it) {
+    const int tok = it / p.head_groups;
+    const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(tok) * p.q_stride_t +
+                                static_cast<int64_t>((it - tok * p.head_groups) * kSwaWgmmaHeads + qr) * p.q_stride_h +
+                                8 * qd;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) qv[i] = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * i));
+  };
+
+  // Prologue: the first item's q (its round trip overlaps the indices → rows chain) and rows;
+  // the second item's indices. Each iteration then holds the next item's q in registers from
+  // the end of the previous one, and the indices of the item after next from its start.
   int item = blockIdx.x;
+  int64_t slot_n = -1, len_n = 0;  // indices of item + gridDim.x, loaded an iteration ahead
   if (item < items) {
+    load_q(item);
     int64_t slot, len;
     load_slot(item / p.head_groups, slot, len);
+    if (item + static_cast<int>(gridDim.x) < items) {
+      load_slot((item + static_cast<int>(gridDim.x)) / p.head_groups, slot_n, len_n);
+    }
     issue_rows(0, slot, len);
   }
   for (int iter = 0; item < items; ++iter, item += gridDim.x) {
@@ -183,21 +204,9 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     const int token = item / p.head_groups;
     const int head_base = (item - token * p.head_groups) * kSwaWgmmaHeads;
     const int next = item + static_cast<int>(gridDim.x);
-
-    // ---- q rows, then the next item's indices: both round trips overlap -------------------
-    // Thread (qr, qd) holds dims 32i + 8qd + [0, 8), i < 16, of head row qr.
-    const int qr = tid >> 2;
-    const int qd = tid & 3;
-    uint4 qv[16];
-    {
-      const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) +
-                                  static_cast<int64_t>(token) * p.q_stride_t +
-                                  static_cast<int64_t>(head_base + qr) * p.q_stride_h + 8 * qd;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) qv[i] = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * i));
-    }
-    int64_t slot_n = -1, len_n = 0;
-    if (next < items) load_slot(next / p.head_groups, slot_n, len_n);
+    const int next2 = next + static_cast<int>(gridDim.x);
+    int64_t slot_nn = -1, len_nn = 0;
+    if (next2 < items) load_slot(next2 / p.head_groups, slot_nn, len_nn);
 
     // ---- q → E4M3 hi + lo of q · 2^e (max |q · 2^e| in [2^7, 2^8)) ---------------------------
     {
@@ -417,6 +426,8 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
             l > 0.f ? (mrow[hr] + __log2f(l)) * kLn2 : neg_inf();
       }
     }
+    // The next item's q: its round trip overlaps these stores and the closing barrier.
+    if (next < items) load_q(next);
     // Each warpgroup stores the dims it computed: only its own four warps need to meet.
     named_barrier_wg(1 + wg);
     {
@@ -433,6 +444,8 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     // The next item writes q over the staging tile, P, the row statistics and (two items on)
     // this K buffer.
     __syncthreads();
+    slot_n = slot_nn;
+    len_n = len_nn;
   }
   cp_async_wait_all();  // nothing may be in flight into shared memory at exit
 #endif

@@ -61,9 +61,11 @@ struct SwaPlan {
 /// Plans a validated decode. `requested_splits` / `requested_group` are the args' num_splits /
 /// head_group (0 = choose); `max_smem_per_block` is the device's opt-in shared memory per CTA
 /// (0 = no limit); `sm` the device's 10 · major + minor (0 = unknown). Choice:
-///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: one CTA per token
-///    and 64 heads, the whole window, never split), when sm == 90, NH is a multiple of 64,
-///    W ≤ 128, no split was requested and its shared memory fits; or when requested;
+///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
+///    over (token, 64 heads) items, the whole window, never split), when sm == 90, NH is a
+///    multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
+///    T · NH / 64 > sm_count (fewer items leave each CTA one latency chain, which the mma.sync
+///    kernel runs faster); or when requested;
 ///  - group 32 when NH allows it, its CTA with the 128 tile fits the device's shared memory
 ///    and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps that share one KV slice),
 ///    else 16;

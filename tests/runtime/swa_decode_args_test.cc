@@ -288,8 +288,8 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
 
 TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
   constexpr int kSm90 = 90;
-  // Every benchmark T: one CTA per token and 64 heads, unsplit, no workspace.
-  for (int64_t t : {1, 8, 64, 512}) {
+  // More (token, 64-head) items than SMs: the wgmma kernel, unsplit, no workspace.
+  for (int64_t t : {67, 512, 1000}) {
     const md::SwaPlan p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem, kSm90);
     EXPECT_EQ(p.group, 64) << t;
     EXPECT_EQ(p.tile, 128) << t;
@@ -297,15 +297,21 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
     EXPECT_EQ(p.ctas, t * 2) << t;
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
-  EXPECT_EQ(md::plan_swa_decode(dims(5, 128, 64), 0, 0, kH200Sms, kH200Smem, kSm90).group, 64);
+  EXPECT_EQ(md::plan_swa_decode(dims(500, 128, 64), 0, 0, kH200Sms, kH200Smem, kSm90).group, 64);
+  // At most one item per SM: the mma.sync kernel's plan (T = 1, 8: groups of 16; 64: of 32).
+  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(66), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
+  // Asked for, it runs at any T.
+  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 64, kH200Sms, kH200Smem, kSm90).ctas, 2);
   // Outside its shape, or when splits or another group are asked for: the mma.sync kernel.
-  EXPECT_EQ(md::plan_swa_decode(dims(8, 128, 256), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(512, 128, 256), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
   EXPECT_EQ(md::plan_swa_decode(dims(512, 96), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(1), 4, 0, kH200Sms, kH200Smem, kSm90).num_splits, 4);
-  EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 32, kH200Sms, kH200Smem, kSm90).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 0, kH200Sms, kAdaSmem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 4, 0, kH200Sms, kH200Smem, kSm90).num_splits, 4);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 32, kH200Sms, kH200Smem, kSm90).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kAdaSmem, kSm90).group, 16);
   // Other archs never get it unless asked (the op then throws Unsupported).
-  EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 0, kH200Sms, kH200Smem, 100).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kH200Smem, 100).group, 32);
   EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 64, kH200Sms, kH200Smem, 89).group, 64);
 }
 

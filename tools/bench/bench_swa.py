@@ -261,6 +261,11 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
     mma_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=mma_group)  # noqa: E731
     row["mma_us"] = bench_ms(mma_fn) * 1e3
     row["mma_graph_us"] = graph_us(mma_fn)
+    if torch.cuda.get_device_capability() == (9, 0):  # the sm_90a wgmma kernel (head group 64), forced
+        wg_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=64)  # noqa: E731
+        row["wgmma_us"] = bench_ms(wg_fn) * 1e3
+        row["wgmma_graph_us"] = graph_us(wg_fn)
+    row["plan"] = kj.plan(T, kv.shape[0])
     per_token_bytes = W * HD + W * 2 + W * 8 + 8 + 2 * NH * HD * 2
     row["bytes"] = T * per_token_bytes
     row["flops"] = T * 4 * NH * W * HD
@@ -374,8 +379,9 @@ def main():
     for T in args.tokens:
         r = bench_tokens(kj, kv, inv_scale, T, gen)
         rows.append(r)
-        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}; mma.sync kernel g{r['mma_group']} "
-              f"{r['mma_us']:.1f} / {r['mma_graph_us']:.1f}), fallback {r['fallback_us']:.1f} us, "
+        wg = f"; wgmma kernel {r['wgmma_us']:.1f} / {r['wgmma_graph_us']:.1f}" if "wgmma_us" in r else ""
+        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}; planner g{r['plan'][0]}; mma.sync kernel "
+              f"g{r['mma_group']} {r['mma_us']:.1f} / {r['mma_graph_us']:.1f}{wg}), fallback {r['fallback_us']:.1f} us, "
               f"rel_l2 vs fallback {r['rel_l2_vs_fallback']:.2e}, vs float64 {r['rel_l2_vs_ref64']:.2e} "
               f"(fallback vs float64 {r['fallback_rel_l2_vs_ref64']:.2e})")
 
