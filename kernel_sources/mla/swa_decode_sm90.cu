@@ -7,7 +7,8 @@
 // 16-head m-tile) and in phases that do not overlap (docs/perf-notes.md, "fp8 SWA decode").
 // Here one CTA takes 64 heads of one token and the whole window, and nothing of K is converted:
 //
-// 1. Load. Thread pairs gather the window's 128 rows (cp.async, masked rows zero-filled) into
+// 1. Load. Each warp gathers 16 of the window's 128 rows (cp.async, one 512-byte row per
+//    instruction, masked rows zero-filled) into
 //    the 128-byte-swizzle K-major layout wgmma reads (4 k-blocks of [128 rows][128 B]); the
 //    token scales go to shared memory. Meanwhile each thread loads a quarter of a q row, scales
 //    the row by a power of two 2^e (max |q·2^e| in [2^7, 2^8)) and stores it as E4M3 hi + lo
@@ -137,36 +138,44 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
   const int g = lane >> 2;
   const int t = lane & 3;
   const int items = p.tokens * p.head_groups;
-  const int r_copy = tid >> 1;  // the window row this thread pair copies
-  const int half = tid & 1;     // ... its 16-byte chunks [16 half, +16)
+  // Window rows: lane l of warp w owns the slot of row r_own = 16w + l % 16; warp w copies rows
+  // 16w .. 16w + 15, one 512-byte row per instruction with lane l taking 16-byte chunk l, so
+  // each cp.async touches 4 cache lines (one lane per 16 bytes of one row per instruction
+  // touched 32 lines and kept the load/store unit's queue full: ncu stall_lg / long_sb on the
+  // copies' address registers).
+  const int r_own = 16 * warp + (lane & 15);
 
-  // Window slot and length of row r_copy of `token` (both loads in flight before either is used).
+  // Window slot of row r_own of `token` and the token's length (both loads in flight before
+  // either is used).
   auto load_slot = [&](int token, int64_t& slot, int64_t& len) {
     const long long* idx_row = reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow;
-    slot = r_copy < kWindow ? static_cast<int64_t>(__ldg(idx_row + r_copy)) : -1;
+    slot = r_own < kWindow ? static_cast<int64_t>(__ldg(idx_row + r_own)) : -1;
     len = p.lens_i64 ? __ldg(static_cast<const long long*>(p.lens) + token)
                      : static_cast<int64_t>(__ldg(static_cast<const int*>(p.lens) + token));
   };
-  // cp.async of row r_copy into K buffer `buf` (masked rows zero-filled, nothing read), and of
-  // the 4-byte word holding its bf16 inverse scale; one commit group. s_valid[buf][r] says
-  // whether the row counts (bit 0) and which half of the word the scale is (bit 1).
+  // cp.async of the warp's 16 rows into K buffer `buf` (masked rows zero-filled, nothing read)
+  // and of the 4-byte word holding each row's bf16 inverse scale; one commit group.
+  // s_valid[buf][r] says whether row r counts (bit 0) and which half of the word is its scale
+  // (bit 1).
   auto issue_rows = [&](int buf, int64_t slot, int64_t len) {
     len = len < 0 ? 0 : (len > kWindow ? kWindow : len);
-    const bool valid = r_copy < len && slot >= 0;
+    const bool valid = r_own < len && slot >= 0;
     const uint8_t* src = valid ? kv_row(p, slot) : p.fill_src;
-    const uint32_t dst = base + buf * 65536;
+    const uint32_t dst = base + buf * 65536 + (lane >> 3) * 16384;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      // Half 1 starts at its fourth chunk so the two halves of a phase hit different banks.
-      const int cc = 16 * half + ((i + 4 * half) & 15);
-      cp_async_16(dst + (cc >> 3) * 16384 + sw128(r_copy, (cc & 7) << 4), valid ? src + cc * 16 : src, valid);
+      const int row = 16 * warp + i;
+      const uint8_t* rsrc = reinterpret_cast<const uint8_t*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), i));
+      const bool rvalid = __shfl_sync(0xffffffffu, valid ? 1 : 0, i) != 0;
+      cp_async_16(dst + sw128(row, (lane & 7) << 4), rvalid ? rsrc + lane * 16 : rsrc, rvalid);
     }
-    if (half == 0) {
+    if (lane < 16) {
       const uintptr_t sa = reinterpret_cast<uintptr_t>(static_cast<const unsigned short*>(p.inv_scale) +
                                                        (valid ? slot : 0) * p.scale_stride);
-      cp_async_4(misc_s + (buf * 128 + r_copy) * 4, valid ? reinterpret_cast<const void*>(sa & ~uintptr_t{3}) : p.fill_src,
+      cp_async_4(misc_s + (buf * 128 + r_own) * 4, valid ? reinterpret_cast<const void*>(sa & ~uintptr_t{3}) : p.fill_src,
                  valid);
-      s_valid[buf * 128 + r_copy] = valid ? 1 | static_cast<int>(sa & 2) : 0;
+      s_valid[buf * 128 + r_own] = valid ? 1 | static_cast<int>(sa & 2) : 0;
     }
     cp_async_commit();
   };

@@ -259,13 +259,14 @@ SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_gr
   const int max_smem = max_smem_per_block > 0 ? max_smem_per_block : INT_MAX;
   auto fits = [&](int group, int tile) { return swa_launch_shape(group, tile).smem_bytes <= max_smem; };
   // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
-  // no K conversion) when its shape fits, no split was asked for, and there are more items than
-  // SMs, so that its CTAs loop with the next item's rows in flight. With at most one item per
-  // SM a CTA is one latency chain, which the mma.sync kernel's smaller CTAs run faster (H200:
-  // T = 1 13.0 µs against 17.9, T = 8 14.4 against 18.2, T = 64 22.4 against 22.3).
+  // no K conversion) when its shape fits, no split was asked for, and there are at least half
+  // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
+  // kernel's smaller CTAs run faster (H200, same run: T = 1 13.7 µs against 17.2, T = 8 13.9
+  // against 17.3; T = 64, 128 items: 23.1 against 20.8). The crossover between 16 and 128 items
+  // was not measured; half the SMs is the guess.
   const bool wgmma_ok = sm == 90 && d.heads % kSwaWgmmaHeads == 0 && d.window <= kSwaWgmmaTile &&
                         requested_splits <= 1 && fits(kSwaWgmmaHeads, kSwaWgmmaTile) &&
-                        d.tokens * (d.heads / kSwaWgmmaHeads) > sms;
+                        2 * d.tokens * (d.heads / kSwaWgmmaHeads) >= sms;
   if (requested_group == kSwaWgmmaHeads || (requested_group == 0 && wgmma_ok)) {
     plan.group = kSwaWgmmaHeads;
     plan.tile = kSwaWgmmaTile;

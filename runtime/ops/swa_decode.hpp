@@ -64,8 +64,8 @@ struct SwaPlan {
 ///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
 ///    over (token, 64 heads) items, the whole window, never split), when sm == 90, NH is a
 ///    multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
-///    T · NH / 64 > sm_count (fewer items leave each CTA one latency chain, which the mma.sync
-///    kernel runs faster); or when requested;
+///    T · NH / 64 ≥ sm_count / 2 (fewer items leave each CTA one latency chain, which the
+///    mma.sync kernel runs faster); or when requested;
 ///  - group 32 when NH allows it, its CTA with the 128 tile fits the device's shared memory
 ///    and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps that share one KV slice),
 ///    else 16;

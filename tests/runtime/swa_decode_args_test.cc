@@ -288,8 +288,9 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
 
 TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
   constexpr int kSm90 = 90;
-  // More (token, 64-head) items than SMs: the wgmma kernel, unsplit, no workspace.
-  for (int64_t t : {67, 512, 1000}) {
+  // At least half as many (token, 64-head) items as SMs: the wgmma kernel, unsplit, no
+  // workspace.
+  for (int64_t t : {33, 64, 512, 1000}) {
     const md::SwaPlan p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem, kSm90);
     EXPECT_EQ(p.group, 64) << t;
     EXPECT_EQ(p.tile, 128) << t;
@@ -298,10 +299,10 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
   EXPECT_EQ(md::plan_swa_decode(dims(500, 128, 64), 0, 0, kH200Sms, kH200Smem, kSm90).group, 64);
-  // At most one item per SM: the mma.sync kernel's plan (T = 1, 8: groups of 16; 64: of 32).
+  // Fewer: the mma.sync kernel's plan (groups of 16 below one CTA of 32 per SM).
   EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
   EXPECT_EQ(md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
-  EXPECT_EQ(md::plan_swa_decode(dims(66), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(32), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
   // Asked for, it runs at any T.
   EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 64, kH200Sms, kH200Smem, kSm90).ctas, 2);
   // Outside its shape, or when splits or another group are asked for: the mma.sync kernel.
