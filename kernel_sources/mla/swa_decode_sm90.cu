@@ -1,17 +1,20 @@
 // Hopper (sm_90a) fused fp8 sliding-window MLA decode: wgmma on the raw E4M3/E5M2 cache bytes.
 // Same function and Params as swa_decode_kernel (mla/swa_decode.cu, whose file comment gives the
 // contract and the floor); runtime/ops/swa_decode.cc picks this kernel as head group 64 on
-// sm_90 for windows of at most 128 positions and NH a multiple of 64.
+// sm_90 for windows of at most 128 positions, NH a multiple of 64 and T · NH / 64 ≥ SMs / 2.
 //
 // Why: the mma.sync kernel spends most of a CTA's life converting K (8 × per token, once per
 // 16-head m-tile) and in phases that do not overlap (docs/perf-notes.md, "fp8 SWA decode").
-// Here one CTA takes 64 heads of one token and the whole window, and nothing of K is converted:
+// Here a work item is 64 heads of one token and the whole window, nothing of K is converted,
+// and a CTA (one per SM) loops over items with the next item's window rows, scales, indices and
+// q already requested:
 //
 // 1. Load. Each warp gathers 16 of the window's 128 rows (cp.async, one 512-byte row per
-//    instruction, masked rows zero-filled) into
-//    the 128-byte-swizzle K-major layout wgmma reads (4 k-blocks of [128 rows][128 B]); the
-//    token scales go to shared memory. Meanwhile each thread loads a quarter of a q row, scales
-//    the row by a power of two 2^e (max |q·2^e| in [2^7, 2^8)) and stores it as E4M3 hi + lo
+//    instruction, masked rows zero-filled) into the 128-byte-swizzle K-major layout wgmma reads
+//    (4 k-blocks of [128 rows][128 B]) of one of two K buffers, and the 4-byte word holding each
+//    row's bf16 inverse scale; this happens one item ahead (the indices two items ahead). Each
+//    thread converts a quarter of a q row (loaded at the end of the previous item): the row is
+//    scaled by a power of two 2^e (max |q·2^e| in [2^7, 2^8)) and stored as E4M3 hi + lo
 //    (Veltkamp split: hi keeps 4 significant bits, lo the next ~4; hi + lo ≈ bf16's 8 bits).
 // 2. Q·Kᵀ. Warpgroup w multiplies the 64 heads (M) by window positions [64w, 64w + 64) (N):
 //    32 wgmma m64n64k32 (16 k-steps of 32 dims, for q hi then q lo, against the same K bytes).
@@ -25,14 +28,17 @@
 //    masked to −inf; row max and sum across the two warpgroups through shared memory.
 //    P' = p · inv_scale · 2^c (max P' just below 2^8) as E4M3 hi + lo, [64 heads][128 B].
 // 5. P·V. Warpgroup w computes dims [256w, 256w + 256) of all 64 heads: 8 wgmma m64n256k32
-//    (4 k-steps of 32 tokens, P' hi then lo). Output = O / (l · 2^c), bf16, straight from the
-//    accumulators; LSE from the row max and sum.
+//    (4 k-steps of 32 tokens, P' hi then lo). Output = O / (l · 2^c) as bf16, staged in shared
+//    memory (over the q tile) and stored 16 bytes per lane, a 512-byte row per instruction;
+//    LSE from the row max and sum.
 //
 // Numerics: as the sm_89 path of swa_decode.cu (q and P' as E4M3 hi + lo, the cache bytes
 // exact, inv_scale in f32). The seed rounds dequantized values to bf16; the kernel does not.
 //
-// Resources: 256 threads, __launch_bounds__(256, 1); kSwaWgmmaSmemBytes (≈ 146 KiB) of dynamic
-// shared memory: one CTA per SM.
+// Resources (NVRTC 13.0, sm_90a): 255 registers, no spills; 256 threads,
+// __launch_bounds__(256, 1); kSwaWgmmaSmemBytes (≈ 212 KiB) of dynamic shared memory: one CTA
+// per SM, and the host launches min(items, SMs) CTAs. SASS: 32 QGMMA.64x64x32 + 8
+// QGMMA.64x256x32 per item, issued back to back (no serialization warning).
 #include "kjit/config.cuh"
 #include "mla/swa_decode_params.h"
 
