@@ -1,5 +1,6 @@
 // kjit::mla::swa_decode: validate → (driver) context, arch check → planner → kernel table →
-// decode kernel (+ merge kernel when the window is split).
+// decode kernel (+ merge kernel when the window is split), or on Hopper the persistent wgmma
+// kernel (head group 64).
 #include "runtime/ops/swa_decode.hpp"
 
 #include <kjit/device.hpp>
@@ -261,9 +262,9 @@ SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_gr
   // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
   // no K conversion) when its shape fits, no split was asked for, and there are at least half
   // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
-  // kernel's smaller CTAs run faster (H200, same run: T = 1 13.7 µs against 17.2, T = 8 13.9
-  // against 17.3; T = 64, 128 items: 23.1 against 20.8). The crossover between 16 and 128 items
-  // was not measured; half the SMs is the guess.
+  // kernel's smaller CTAs run faster (H200, one run, eager µs mma.sync / wgmma: T = 1 13.8 /
+  // 15.5, T = 8 13.8 / 15.9; T = 64, 128 items: 22.4 / 18.8; T = 512: 136.2 / 95.2). The
+  // crossover between 16 and 128 items was not measured; half the SMs is the guess.
   const bool wgmma_ok = sm == 90 && d.heads % kSwaWgmmaHeads == 0 && d.window <= kSwaWgmmaTile &&
                         requested_splits <= 1 && fits(kSwaWgmmaHeads, kSwaWgmmaTile) &&
                         2 * d.tokens * (d.heads / kSwaWgmmaHeads) >= sms;
@@ -332,7 +333,8 @@ const Family& swa_decode_family() {
     Family f;
     f.name = kFamily;
     f.doc = "fp8 sliding-window MLA decode attention (K = V, paged E4M3/E5M2 cache + per-token bf16 inverse "
-            "scale, window indices): fused mma.sync kernel plus split merge (kernel_sources/mla/swa_decode.cu)";
+            "scale, window indices): fused mma.sync kernel plus split merge (kernel_sources/mla/swa_decode.cu); group 64 "
+            "is the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu)";
     f.params = {
         {"head_dim", {"512"}, "latent dimension (elements)"},
         {"group",
@@ -462,11 +464,6 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   p.kv_compact = d.kv_compact ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
 
-  if (plan.group == kSwaWgmmaHeads) {
-    // The heads of a token's CTAs are 64 apart; the kernel never splits.
-    p.num_splits = 1;
-    p.split_len = static_cast<int32_t>(d.window);
-  }
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.ctas);
   if (plan.group == kSwaWgmmaHeads) {
