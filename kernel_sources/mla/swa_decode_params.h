@@ -42,8 +42,31 @@ struct SwaShape {
   static constexpr int kSmemBytes = kStatsOffset + kMTiles * kStatsBytesPerTile;
 };
 
+/// The Hopper kernel (mla/swa_decode_sm90.cu, swa_decode_wgmma_kernel; sm_90a): one CTA per
+/// (token, 64 heads), two warpgroups, the whole window (≤ 128 positions) in shared memory.
+/// The CTA loops over (token, 64-head) items with the next item's window rows in flight.
+/// Shared memory from a 1024-byte-aligned base (the 128-byte swizzle atoms need it):
+///   kv    [0, 128 KiB)      two K buffers (this item's, the next item's), each 4 k-blocks of
+///                           [128 rows][128 B], later Vᵀ [512 dims][128 B] in place
+///   q     [128, 192 KiB)    q · 2^e as E4M3 hi (first 32 KiB) and lo, each [4 k-blocks][64][128 B];
+///                           then the bf16 output staging tile [64][1 KiB]
+///   p     [192, 208 KiB)    P' as E4M3 hi and lo, each [64 heads][128 B]
+///   misc  token scale words [2][128] u32, token valid [2][128] i32, q row factors [64] f32,
+///         row max [2][64] f32, row sum [2][64] f32, per-warp scale max [8] f32
+constexpr int kSwaWgmmaHeads = 64;
+constexpr int kSwaWgmmaThreads = 256;
+constexpr int kSwaWgmmaTile = 128;
+constexpr int kSwaWgmmaKvOffset = 0;
+constexpr int kSwaWgmmaQOffset = 128 * 1024;
+constexpr int kSwaWgmmaPOffset = 192 * 1024;
+constexpr int kSwaWgmmaMiscOffset = 208 * 1024;
+constexpr int kSwaWgmmaMiscBytes = (256 + 256 + 64 + 128 + 128 + 8) * 4;
+/// Dynamic shared memory of a launch: the layout plus the alignment slack.
+constexpr int kSwaWgmmaSmemBytes = kSwaWgmmaMiscOffset + kSwaWgmmaMiscBytes + 1024;
+
 /// What the host needs of SwaShape for run-time (group, tile) values of the family's space
-/// (head_dim 512): threads and dynamic shared memory; {0, 0} outside the space.
+/// (head_dim 512): threads and dynamic shared memory; {0, 0} outside the space. Group 64 is the
+/// Hopper wgmma kernel (tile 128 only).
 struct SwaLaunchShape {
   int threads = 0;
   int smem_bytes = 0;
@@ -58,6 +81,7 @@ constexpr SwaLaunchShape swa_launch_shape(int group, int tile) {
          : group == 16 && tile == 128 ? SwaLaunchShape{G16T128::kThreads, G16T128::kSmemBytes}
          : group == 32 && tile == 64  ? SwaLaunchShape{G32T64::kThreads, G32T64::kSmemBytes}
          : group == 32 && tile == 128 ? SwaLaunchShape{G32T128::kThreads, G32T128::kSmemBytes}
+         : group == 64 && tile == 128 ? SwaLaunchShape{kSwaWgmmaThreads, kSwaWgmmaSmemBytes}
                                       : SwaLaunchShape{};
 }
 

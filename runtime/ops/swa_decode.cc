@@ -1,5 +1,6 @@
 // kjit::mla::swa_decode: validate → (driver) context, arch check → planner → kernel table →
-// decode kernel (+ merge kernel when the window is split).
+// decode kernel (+ merge kernel when the window is split), or on Hopper the persistent wgmma
+// kernel (head group 64).
 #include "runtime/ops/swa_decode.hpp"
 
 #include <kjit/device.hpp>
@@ -49,6 +50,18 @@ ProgramSpec make_spec(const ParamMap& params) {
   spec.family = kFamily;
   spec.template_args =
       fmt::format("head_dim={} group={} kv_tile={} window={} cache={}", head_dim, group, tile, window, cache);
+  if (group == "64") {
+    // The Hopper wgmma kernel: one program, one kernel, the whole window in one tile.
+    if (tile != "128" || std::stoi(window) > kSwaWgmmaTile) {
+      kjit::detail::fail(kFamily, fmt::format("group=64 (the sm_90a wgmma kernel) takes kv_tile=128 and window 64 or "
+                                              "128, got kv_tile={} window={}",
+                                              tile, window));
+    }
+    spec.source_name = "mla/swa_decode_sm90.cu";
+    spec.name_expressions = {
+        fmt::format("kjit::mla::swa_decode_wgmma_kernel<{}, {}, {}>", head_dim, window, cache_id)};
+    return spec;
+  }
   spec.source_name = "mla/swa_decode.cu";
   // Order matters: the op launches kernel(0) for the decode and kernel(1) for the merge.
   spec.name_expressions = {
@@ -214,8 +227,19 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
     fail(kOp, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min(32, W / 16) for W = {}), got {}",
                           max_splits, d.window, args.num_splits));
   }
-  if (args.head_group != 0 && args.head_group != 16 && args.head_group != 32) {
-    fail(kOp, fmt::format("head_group must be 0 (auto), 16 or 32, got {}", args.head_group));
+  if (args.head_group != 0 && args.head_group != 16 && args.head_group != 32 && args.head_group != 64) {
+    fail(kOp, fmt::format("head_group must be 0 (auto), 16, 32 or 64 (64: the sm_90a wgmma kernel), got {}",
+                          args.head_group));
+  }
+  if (args.head_group == 64 && d.window > kSwaWgmmaTile) {
+    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
+                          "indices {}",
+                          kSwaWgmmaTile, idx.describe()));
+  }
+  if (args.head_group == 64 && args.num_splits > 1) {
+    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) does not split the window; num_splits must be 0 "
+                          "or 1, got {}",
+                          args.num_splits));
   }
   if (args.head_group != 0 && d.heads % args.head_group != 0) {
     fail(kOp, fmt::format("head_group {} must divide the head count NH = {} (q dim 1), got q {}", args.head_group,
@@ -230,11 +254,28 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
 }
 
 SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_group, int sm_count,
-                        int max_smem_per_block) {
+                        int max_smem_per_block, int sm) {
   SwaPlan plan;
   const int64_t sms = std::max(sm_count, 1);
   const int max_smem = max_smem_per_block > 0 ? max_smem_per_block : INT_MAX;
   auto fits = [&](int group, int tile) { return swa_launch_shape(group, tile).smem_bytes <= max_smem; };
+  // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
+  // no K conversion) when its shape fits, no split was asked for, and there are at least half
+  // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
+  // kernel's smaller CTAs run faster (H200, one run, eager µs mma.sync / wgmma: T = 1 13.8 /
+  // 15.5, T = 8 13.8 / 15.9; T = 64, 128 items: 22.4 / 18.8; T = 512: 136.2 / 95.2). The
+  // crossover between 16 and 128 items was not measured; half the SMs is the guess.
+  const bool wgmma_ok = sm == 90 && d.heads % kSwaWgmmaHeads == 0 && d.window <= kSwaWgmmaTile &&
+                        requested_splits <= 1 && fits(kSwaWgmmaHeads, kSwaWgmmaTile) &&
+                        2 * d.tokens * (d.heads / kSwaWgmmaHeads) >= sms;
+  if (requested_group == kSwaWgmmaHeads || (requested_group == 0 && wgmma_ok)) {
+    plan.group = kSwaWgmmaHeads;
+    plan.tile = kSwaWgmmaTile;
+    plan.num_splits = 1;
+    plan.split_len = static_cast<int>(d.window);
+    plan.ctas = d.tokens * (d.heads / kSwaWgmmaHeads);
+    return plan;
+  }
   auto tile_for = [&](int group) {
     if (group == 16 && d.window <= 64) return 64;
     return fits(group, 128) || !fits(group, 64) ? 128 : 64;
@@ -292,20 +333,33 @@ const Family& swa_decode_family() {
     Family f;
     f.name = kFamily;
     f.doc = "fp8 sliding-window MLA decode attention (K = V, paged E4M3/E5M2 cache + per-token bf16 inverse "
-            "scale, window indices): fused mma.sync kernel plus split merge (kernel_sources/mla/swa_decode.cu)";
+            "scale, window indices): fused mma.sync kernel plus split merge (kernel_sources/mla/swa_decode.cu); group 64 "
+            "is the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu)";
     f.params = {
         {"head_dim", {"512"}, "latent dimension (elements)"},
-        {"group", {"16", "32"}, "query heads per CTA (four warps per 16 heads share one KV slice)"},
+        {"group",
+         {"16", "32", "64"},
+         "query heads per CTA: 16 / 32 the mma.sync kernel (four warps per 16 heads share one KV slice); 64 the "
+         "sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: kv_tile 128, window <= 128)"},
         {"kv_tile", {"64", "128"}, "window positions one CTA holds in shared memory"},
         {"window", {"64", "128", "256", "512"}, "window size W (length of an indices row)"},
         {"cache", {"e4m3", "e5m2"}, "fp8 format of the cache bytes"},
     };
     f.min_sm = kMinSm;
     f.make = make_spec;
-    // DeepSeek-V4 decode (HD 512, W 128, E4M3): group 16 for small batches, 32 for large ones.
+    f.unsupported_reason = [](const ParamMap& params, const Target& target) -> std::string {
+      auto group = params.find("group");
+      if (group != params.end() && group->second == "64" && !(target.sm() == 90 && target.arch_specific)) {
+        return fmt::format("mla.swa_decode group=64 (the wgmma kernel) needs sm_90a; the target is {}", target.str());
+      }
+      return {};
+    };
+    // DeepSeek-V4 decode (HD 512, W 128, E4M3): group 16 for small batches, 32 for large ones;
+    // on sm_90a the wgmma kernel (group 64).
     f.defaults = {
         {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
         {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
+        {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
     };
     return f;
   }();
@@ -327,7 +381,8 @@ size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& /*runtime*
   const detail::SwaDims d = detail::validate_swa_decode(args);
   if (d.tokens == 0) return 0;
   const DeviceInfo& info = device_info(d.device);
-  return detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count, info.max_smem_per_block_optin)
+  return detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count, info.max_smem_per_block_optin,
+                                 info.cc_major * 10 + info.cc_minor)
       .workspace_bytes;
 }
 
@@ -339,8 +394,14 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   const DeviceInfo& info = device_info(d.device);
   check_arch(info, d.device);
   if (d.tokens == 0) return;
-  const detail::SwaPlan plan =
-      detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count, info.max_smem_per_block_optin);
+  const int sm = info.cc_major * 10 + info.cc_minor;
+  const detail::SwaPlan plan = detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count,
+                                                       info.max_smem_per_block_optin, sm);
+  if (plan.group == kSwaWgmmaHeads && sm != 90) {
+    throw Unsupported(fmt::format("{}: head_group 64 is the wgmma kernel, which needs sm_90a (Hopper); device {} ({}) "
+                                  "is sm_{}",
+                                  kOp, d.device, info.name, sm));
+  }
   const SwaLaunchShape shape = swa_launch_shape(plan.group, plan.tile);
   if (shape.smem_bytes > info.max_smem_per_block_optin) {
     throw Unsupported(fmt::format("{}: head_group {} needs {} bytes of shared memory per CTA; device {} ({}) allows "
@@ -405,12 +466,17 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
 
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.ctas);
+  if (plan.group == kSwaWgmmaHeads) {
+    // One CTA per SM (its shared memory allows no second) looping over the items, the next
+    // item's window rows in flight while it computes the current one.
+    config.grid[0] = static_cast<uint32_t>(std::min<int64_t>(plan.ctas, std::max(info.sm_count, 1)));
+  }
   config.block[0] = static_cast<uint32_t>(shape.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
   config.stream = stream;
   launch(program.kernel(0), config, p);
 
-  if (plan.num_splits > 1) {
+  if (plan.num_splits > 1 && plan.group != kSwaWgmmaHeads) {
     LaunchConfig merge;
     merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(d.tokens * d.heads, kSwaMergeRowsPerCta));
     merge.block[0] = kSwaMergeThreads;

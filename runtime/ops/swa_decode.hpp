@@ -14,12 +14,14 @@ namespace kjit::mla {
 
 /// The "mla.swa_decode" family (kernel_sources/mla/swa_decode.cu). Parameters:
 ///   head_dim  512
-///   group     16 | 32          query heads per CTA (4 warps per 16)
+///   group     16 | 32 | 64     query heads per CTA (4 warps per 16); 64 = the sm_90a wgmma
+///                              kernel (mla/swa_decode_sm90.cu; kv_tile 128, window ≤ 128)
 ///   kv_tile   64 | 128         window positions one CTA holds (longer slices are split)
 ///   window    64 | 128 | 256 | 512   the indices row length W
 ///   cache     e4m3 | e5m2      fp8 format of the cache bytes
-/// Each specialization is one program with two kernels: [0] swa_decode_kernel<...>,
-/// [1] swa_merge_kernel<head_dim> (the split combine). min_sm 80 (mma.sync, cp.async); sm_89+
+/// Each specialization of groups 16 / 32 is one program with two kernels: [0]
+/// swa_decode_kernel<...>, [1] swa_merge_kernel<head_dim> (the split combine); group 64 is one
+/// kernel, swa_decode_wgmma_kernel<head_dim, window, cache>. min_sm 80 (mma.sync, cp.async); sm_89+
 /// converts E4M3 with cvt.f16x2.e4m3x2, sm_80 with bit operations.
 const Family& swa_decode_family();
 
@@ -58,7 +60,12 @@ struct SwaPlan {
 
 /// Plans a validated decode. `requested_splits` / `requested_group` are the args' num_splits /
 /// head_group (0 = choose); `max_smem_per_block` is the device's opt-in shared memory per CTA
-/// (0 = no limit). Choice:
+/// (0 = no limit); `sm` the device's 10 · major + minor (0 = unknown). Choice:
+///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
+///    over (token, 64 heads) items, the whole window, never split), when sm == 90, NH is a
+///    multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
+///    T · NH / 64 ≥ sm_count / 2 (fewer items leave each CTA one latency chain, which the
+///    mma.sync kernel runs faster); or when requested;
 ///  - group 32 when NH allows it, its CTA with the 128 tile fits the device's shared memory
 ///    and T · NH / 32 ≥ sm_count (every SM gets a CTA of 8 warps that share one KV slice),
 ///    else 16;
@@ -70,7 +77,7 @@ struct SwaPlan {
 ///  - split_len = ceil(W / splits) rounded up to 16; trailing empty splits are dropped.
 /// A requested group is kept even when it does not fit (the op then throws Unsupported).
 SwaPlan plan_swa_decode(const SwaDims& dims, int requested_splits, int requested_group, int sm_count,
-                        int max_smem_per_block);
+                        int max_smem_per_block, int sm = 0);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.

@@ -8,6 +8,7 @@
 // the seed does while the kernel keeps them exact (another ~1e-3..3e-3); P is f16. 1e-2 leaves
 // margin while an indexing, masking or merge bug gives O(1) errors. The LSE differs by the same
 // per-value rounding, ~1e-3 of a score's size: 2e-3.
+#include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/ops/swa_decode.hpp>
 
@@ -18,6 +19,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -130,6 +132,83 @@ TEST_F(SwaDecodeGpu, ForcedSplitsAndGroups) {
       c.lse = splits % 2 == 1;
       check(c);
     }
+  }
+}
+
+bool is_hopper() {
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  return info.cc_major == 9 && info.cc_minor == 0;
+}
+
+TEST_F(SwaDecodeGpu, EveryKernelVariantOnTheIssueCases) {
+  // Each kernel the planner can pick on this device, forced (group 16 and 32: the mma.sync
+  // kernel; 64: the sm_90a wgmma kernel, which auto picks on Hopper), over the issue's cases:
+  // T = 1, 7, 64, 1000; lens 0 / 1 / W−1 / W; a row with no valid index; repeated indices; slots
+  // over many blocks; block sizes 64 and 256; scales far from 1; LSE.
+  std::vector<int> groups = {16, 32};
+  if (is_hopper()) groups.push_back(64);
+  for (int group : groups) {
+    SCOPED_TRACE("head_group " + std::to_string(group));
+    for (int t : {1, 7, 64}) {
+      SwaCase c = make(t);
+      c.head_group = group;
+      c.lse = true;
+      check(c);
+    }
+    SwaCase c = make(1000);
+    c.head_group = group;
+    c.lens = SwaCase::Lens::kRandom;
+    c.lse = true;
+    check(c);
+    for (int block_size : {64, 256}) {
+      c = make(9, 128, 128, block_size);
+      c.head_group = group;
+      c.lens = SwaCase::Lens::kEdges;
+      c.invalid_fraction = 0.2;
+      c.all_invalid_row = true;
+      c.lse = true;
+      check(c);
+    }
+    c = make(7);
+    c.head_group = group;
+    c.repeated = true;
+    c.lse = true;
+    check(c);
+    c = make(16, 128, 128, 64);
+    c.head_group = group;
+    c.num_blocks = 4000;
+    check(c);
+    c = make(7);
+    c.head_group = group;
+    c.full_range = true;
+    c.mixed_scales = true;
+    c.lse = true;
+    check(c);
+    c.mixed_scales = false;
+    c.scale_lo = 200.f;
+    c.scale_hi = 300.f;
+    check(c);
+    c = make(6, 128, 64, 64);  // W 64: the wgmma kernel masks the tile's second half
+    c.head_group = group;
+    c.lens = SwaCase::Lens::kRandom;
+    c.invalid_fraction = 0.1;
+    c.lse = true;
+    check(c);
+    c = make(6, 128);
+    c.head_group = group;
+    c.format = Fp8Format::kE5M2;
+    c.full_range = true;
+    c.scale_lo = 1e-4f;
+    c.scale_hi = 1e-3f;
+    c.lse = true;
+    check(c);
+    c = make(5, 128, 128, 64);
+    c.head_group = group;
+    c.strided = true;
+    c.lens = SwaCase::Lens::kEdges;
+    c.lens_i32 = true;
+    c.lse = true;
+    check(c);
   }
 }
 

@@ -213,7 +213,13 @@ TEST(SwaDecodeArgs, OutputAndScalarRules) {
   expect_invalid([](SwaDecodeArgs& a) { a.scale = -INFINITY; }, {"scale must be finite"});
   expect_invalid([](SwaDecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be in [0, 8]"});
   expect_invalid([](SwaDecodeArgs& a) { a.num_splits = 9; }, {"num_splits must be in [0, 8]"});
-  expect_invalid([](SwaDecodeArgs& a) { a.head_group = 8; }, {"head_group must be 0 (auto), 16 or 32"});
+  expect_invalid([](SwaDecodeArgs& a) { a.head_group = 8; }, {"head_group must be 0 (auto), 16, 32 or 64"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.head_group = 64;
+        a.num_splits = 2;
+      },
+      {"head_group 64", "does not split the window"});
   expect_invalid(
       [](SwaDecodeArgs& a) {
         a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 48, kHD}, {}, 0);
@@ -278,6 +284,36 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   p = md::plan_swa_decode(dims(512, 128, 512), 0, 0, kH200Sms, kH200Smem);
   EXPECT_EQ(p.num_splits, 4);
   EXPECT_EQ(p.split_len, 128);
+}
+
+TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
+  constexpr int kSm90 = 90;
+  // At least half as many (token, 64-head) items as SMs: the wgmma kernel, unsplit, no
+  // workspace.
+  for (int64_t t : {33, 64, 512, 1000}) {
+    const md::SwaPlan p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem, kSm90);
+    EXPECT_EQ(p.group, 64) << t;
+    EXPECT_EQ(p.tile, 128) << t;
+    EXPECT_EQ(p.num_splits, 1) << t;
+    EXPECT_EQ(p.ctas, t * 2) << t;
+    EXPECT_EQ(p.workspace_bytes, 0u) << t;
+  }
+  EXPECT_EQ(md::plan_swa_decode(dims(500, 128, 64), 0, 0, kH200Sms, kH200Smem, kSm90).group, 64);
+  // Fewer: the mma.sync kernel's plan (groups of 16 below one CTA of 32 per SM).
+  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(md::plan_swa_decode(dims(32), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  // Asked for, it runs at any T.
+  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 64, kH200Sms, kH200Smem, kSm90).ctas, 2);
+  // Outside its shape, or when splits or another group are asked for: the mma.sync kernel.
+  EXPECT_EQ(md::plan_swa_decode(dims(512, 128, 256), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(512, 96), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 4, 0, kH200Sms, kH200Smem, kSm90).num_splits, 4);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 32, kH200Sms, kH200Smem, kSm90).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kAdaSmem, kSm90).group, 16);
+  // Other archs never get it unless asked (the op then throws Unsupported).
+  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kH200Smem, 100).group, 32);
+  EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 64, kH200Sms, kH200Smem, 89).group, 64);
 }
 
 TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
@@ -384,6 +420,16 @@ TEST(SwaDecodeFamily, SpaceAndSpecs) {
                kjit::InvalidArgument);
   EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}}),
                kjit::InvalidArgument);
+  // Group 64: the sm_90a wgmma kernel, its own source, one kernel, the whole window in one tile.
+  const kjit::ProgramSpec w =
+      f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "64"}, {"cache", "e5m2"}});
+  ASSERT_EQ(w.name_expressions.size(), 1u);
+  EXPECT_EQ(w.name_expressions[0], "kjit::mla::swa_decode_wgmma_kernel<512, 64, 1>");
+  EXPECT_EQ(w.source_name, "mla/swa_decode_sm90.cu");
+  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}}),
+               kjit::InvalidArgument);
+  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e4m3"}}),
+               kjit::InvalidArgument);
 }
 
 /// Compiles `params` for `arch`, prints registers/spills/smem and expects no spills.
@@ -392,8 +438,15 @@ void compile_and_check(kjit::Runtime& rt, const kjit::ParamMap& params, const ch
   std::string what = arch;
   for (const auto& [k, v] : params) what += " " + k + "=" + v;
   SCOPED_TRACE(what);
-  const auto prog = rt.compile(f.make(params), kjit::Target::parse(arch));
-  ASSERT_EQ(prog->kernels.size(), 2u);
+  const kjit::Target target = kjit::Target::parse(arch);
+  const bool wgmma = params.at("group") == "64";
+  if (wgmma && !(target.sm() == 90 && target.arch_specific)) {
+    // The wgmma kernel exists for sm_90a only: the family says so instead of compiling.
+    EXPECT_NE(kjit::unsupported_reason(f, params, target).find("needs sm_90a"), std::string::npos);
+    return;
+  }
+  const auto prog = rt.compile(f.make(params), target);
+  ASSERT_EQ(prog->kernels.size(), wgmma ? 1u : 2u);
   EXPECT_FALSE(prog->binary.empty());
   for (const auto& k : prog->kernels) {
     std::printf("%s %s: %d registers, %d spill bytes, %d static smem\n", arch, k.name_expression.c_str(),

@@ -206,7 +206,7 @@ def check_options(kj, kv, inv_scale, gen):
     scale = 1.0 / math.sqrt(HD)
     ref_out, ref_lse = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
     results = []
-    for splits, group in ((0, 0), (1, 16), (3, 32), (8, 16)):
+    for splits, group in ((0, 0), (1, 16), (0, 32), (3, 32), (8, 16)):
         out = torch.full_like(q, float("nan"))
         lse = torch.full((T, NH), float("nan"), device="cuda")
         kj.decode(q, kv, inv_scale, indices, lens, out, lse=lse, splits=splits, group=group)
@@ -254,6 +254,18 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
     row["fallback_us"] = bench_ms(lambda: seed_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W),
                                   rep=500) * 1e3
     row["speedup"] = row["fallback_us"] / row["kjit_us"]
+    # The mma.sync kernel (what the planner picked on the H200 before the wgmma kernel; the only
+    # path off Hopper) at its R5 group, same inputs, same run.
+    mma_group = 16 if T * NH // 32 < torch.cuda.get_device_properties(0).multi_processor_count else 32
+    row["mma_group"] = mma_group
+    mma_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=mma_group)  # noqa: E731
+    row["mma_us"] = bench_ms(mma_fn) * 1e3
+    row["mma_graph_us"] = graph_us(mma_fn)
+    if torch.cuda.get_device_capability() == (9, 0):  # the sm_90a wgmma kernel (head group 64), forced
+        wg_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=64)  # noqa: E731
+        row["wgmma_us"] = bench_ms(wg_fn) * 1e3
+        row["wgmma_graph_us"] = graph_us(wg_fn)
+    row["plan"] = kj.plan(T, kv.shape[0])
     per_token_bytes = W * HD + W * 2 + W * 8 + 8 + 2 * NH * HD * 2
     row["bytes"] = T * per_token_bytes
     row["flops"] = T * 4 * NH * W * HD
@@ -274,16 +286,18 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
 
 def sweep_tokens(kj, kv, inv_scale, T, gen):
     """Every distinct plan the op accepts at this T (groups 16 and 32 × requested splits
-    1..min(32, W/16)), plus the planner's choice: correctness vs float64, eager and graph µs."""
+    1..min(32, W/16); group 64, the sm_90a wgmma kernel, unsplit, on Hopper), plus the planner's
+    choice: correctness vs float64, eager and graph µs."""
     q, indices, lens = make_tokens(T, gen)
     scale = 1.0 / math.sqrt(HD)
     ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
     auto = kj.plan(T, kv.shape[0])
     plans = {}
-    for group in (16, 32):
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    for group in (16, 32, 64) if hopper else (16, 32):
         if NH % group:
             continue
-        for splits in range(1, min(32, W // 16) + 1):
+        for splits in range(1, (1 if group == 64 else min(32, W // 16)) + 1):
             key = kj.plan(T, kv.shape[0], splits, group)
             plans.setdefault(key, (splits, group))
     plans.setdefault(auto, (0, 0))
@@ -365,7 +379,9 @@ def main():
     for T in args.tokens:
         r = bench_tokens(kj, kv, inv_scale, T, gen)
         rows.append(r)
-        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}), fallback {r['fallback_us']:.1f} us, "
+        wg = f"; wgmma kernel {r['wgmma_us']:.1f} / {r['wgmma_graph_us']:.1f}" if "wgmma_us" in r else ""
+        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}; planner g{r['plan'][0]}; mma.sync kernel "
+              f"g{r['mma_group']} {r['mma_us']:.1f} / {r['mma_graph_us']:.1f}{wg}), fallback {r['fallback_us']:.1f} us, "
               f"rel_l2 vs fallback {r['rel_l2_vs_fallback']:.2e}, vs float64 {r['rel_l2_vs_ref64']:.2e} "
               f"(fallback vs float64 {r['fallback_rel_l2_vs_ref64']:.2e})")
 

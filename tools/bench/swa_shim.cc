@@ -75,7 +75,7 @@ int kjit_bench_swa_plan(int tokens, int heads, int num_blocks, int block_size, i
         p, p, p, p, p, p, nullptr, tokens, heads, num_blocks, block_size, window, 0, 0, 0.f, num_splits, head_group));
     const kjit::DeviceInfo& info = kjit::device_info(d.device);
     const kjit::mla::detail::SwaPlan plan = kjit::mla::detail::plan_swa_decode(
-        d, num_splits, head_group, info.sm_count, info.max_smem_per_block_optin);
+        d, num_splits, head_group, info.sm_count, info.max_smem_per_block_optin, info.cc_major * 10 + info.cc_minor);
     out[0] = plan.group;
     out[1] = plan.tile;
     out[2] = plan.num_splits;

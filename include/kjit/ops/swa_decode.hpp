@@ -12,8 +12,9 @@
 ///     lse[t, h]    = log Σ_j exp(scale · q[t, h, :] · k_j)                 (natural log)
 ///   A row with no such position gets out = 0 and lse = −inf (the seed's SDPA would give NaN).
 ///
-/// Numerics: the kernel multiplies the cached fp8 values exactly (as f16 on sm_80/sm_90/sm_100,
-/// as raw E4M3/E5M2 mma operands on sm_89/sm_120) and applies inv_scale in f32, to the scores
+/// Numerics: the kernel multiplies the cached fp8 values exactly (as f16 on sm_80/sm_100 and in
+/// the sm_90 mma.sync kernel, as raw E4M3/E5M2 mma operands on sm_89/sm_120 and in the sm_90a
+/// wgmma kernel) and applies inv_scale in f32, to the scores
 /// and (folded into P) to the output. q and P enter the products with ~8 significant bits or
 /// more (f16, or an E4M3 hi + lo pair). The seed instead rounds each dequantized value
 /// fp8 · inv_scale to bf16 before both products; the two differ by that rounding (≈ 2^-9
@@ -60,7 +61,9 @@ struct SwaDecodeArgs {
   /// Window splits per token (each split a CTA, combined by a merge kernel through the
   /// workspace); 0 lets the planner choose from the SM count and T. At most min(32, W / 16).
   int num_splits = 0;
-  /// Heads per CTA, 16 or 32 (NH must be a multiple); 0 lets the planner choose.
+  /// Heads per CTA, 16 or 32 (the mma.sync kernel, any arch), or 64 (the sm_90a wgmma kernel:
+  /// Hopper only, W ≤ 128, num_splits 0 or 1); NH must be a multiple. 0 lets the planner choose
+  /// (64 on Hopper for W ≤ 128 with at least SMs / 2 items of 64 heads).
   int head_group = 0;
 };
 
