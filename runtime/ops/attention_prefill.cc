@@ -103,7 +103,9 @@ std::string tma_reason(const char* name, const TensorRef& t) {
 /// are not written by stores). A dim of extent 1 gets a nominal stride (never stepped).
 void encode_blhd(TmaDescriptor* out, const TensorRef& t, int box_rows) {
   static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "CUtensorMap is 128 bytes");
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.shape[3]), static_cast<cuuint64_t>(t.shape[1]),
+  // TMA rejects empty dims; a K/V of no tokens (kv_len 0) is never loaded (the kernel walks no
+  // tile), so its map just has to encode.
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.shape[3]), static_cast<cuuint64_t>(std::max<int64_t>(t.shape[1], 1)),
                               static_cast<cuuint64_t>(t.shape[2]), static_cast<cuuint64_t>(t.shape[0])};
   cuuint64_t strides[3];
   int64_t extent = t.shape[3] * 2;  // bytes spanned by the dims inside, for extent-1 dims
