@@ -21,9 +21,10 @@
 // * O += P·V: wgmma m64n{D}k16 with A = P from registers and B = the V tile [kv, d] read in
 //   place as an MN-major ("transposed") operand: no transpose pass.
 // * Intra-warpgroup overlap: iteration `it` issues S_it = Q·K_itᵀ and then O += P_{it−1}·V_{it−1}
-//   back to back, waits for S only (wgmma.wait_group 1), runs the masks and the softmax of S_it
-//   while the P·V wgmmas still run, then waits for those, releases stage it − 1, rescales O and
-//   packs P_it. The two consumer warpgroups interleave on the tensor cores on their own.
+//   back to back, waits for S only (wgmma.wait_group 1; K_it's slot is released), runs the masks
+//   and the softmax of S_it while the P·V wgmmas still run, then waits for those (V_{it−1}'s
+//   slot is released), rescales O and packs P_it. Optionally (p.pingpong) the two consumer
+//   warpgroups take turns issuing, so one's softmax overlaps the other's GEMMs.
 // * KV tiles are walked from the last to the first, so the tiles that need masks (the causal
 //   diagonal, the kv_len tail) come first and the rest run without any per-element test; tiles
 //   past the CTA's last row's causal limit are never loaded.
@@ -106,7 +107,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   const uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8u * (1 + s); };
   auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
-  auto empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
   // The CTA's work: the flat index head-fastest, heaviest (latest) q tile first under causal.
   const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
@@ -127,7 +129,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
-      mbarrier_init(empty(s), 8);  // one arrival per consumer warp
+      mbarrier_init(k_empty(s), 8);  // one arrival per consumer warp
+      mbarrier_init(v_empty(s), 8);
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_q);
@@ -149,14 +152,17 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
         const int tile = n_tiles - 1 - it;
         const int s = it % kStages;
         const int round = it / kStages;
-        if (round > 0) mbarrier_wait(empty(s), static_cast<uint32_t>((round - 1) & 1));
         const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
         const uint32_t v_dst = v_smem + s * Shape::kKvBytes;
+        // K and V of a stage are released separately (K once S = Q·Kᵀ is done, V once P·V is),
+        // so the next K lands while the previous P·V still runs.
+        if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
         mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
           tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, kv_head, b, k_full(s));
         }
+        if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
         mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
@@ -256,19 +262,48 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
       p_frag[kk][3] = pack_bf16x2(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
     }
   };
-  auto release = [&](int s) {
-    if (lane == 0) mbarrier_arrive(empty(s));
+  auto release_k = [&](int s) {
+    if (lane == 0) mbarrier_arrive(k_empty(s));
   };
+  auto release_v = [&](int s) {
+    if (lane == 0) mbarrier_arrive(v_empty(s));
+  };
+  // Pingpong (FlashAttention-3): the two consumer warpgroups take turns issuing their wgmmas, so
+  // one's softmax runs while the other's GEMMs own the tensor cores. Named barrier 3 + c means
+  // "warpgroup c may issue": it completes when c's 128 threads sync and the other warpgroup's 128
+  // arrive (after its own issue). Warpgroup 1 opens the first turn for warpgroup 0 and skips the
+  // arrival after its last issue, so every arrival is matched by a sync.
+  const bool pingpong = p.pingpong != 0;
+  auto wait_turn = [&]() {
+    if (!pingpong) return;
+    if (c == 0) {
+      named_barrier<3, 256>();
+    } else {
+      named_barrier<4, 256>();
+    }
+  };
+  auto pass_turn = [&](bool last) {
+    if (!pingpong) return;
+    if (c == 0) {
+      named_barrier_arrive<4, 256>();
+    } else if (!last) {
+      named_barrier_arrive<3, 256>();
+    }
+  };
+  if (pingpong && c == 1 && n_tiles > 0) named_barrier_arrive<3, 256>();
 
   mbarrier_wait(q_full, 0);
   if (n_tiles > 0) {
     // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
     {
       mbarrier_wait(k_full(0), 0);
+      wait_turn();
       wgmma_fence();
       issue_qk(0);
       wgmma_commit();
+      pass_turn(false);
       wgmma_wait<0>();
+      release_k(0);
       float alpha[2];
       softmax(n_tiles - 1, alpha);
       pack_p();
@@ -277,28 +312,33 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
       const int s = it % kStages;
       const int sp = (it - 1) % kStages;
       mbarrier_wait(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
+      mbarrier_wait(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
+      wait_turn();
       wgmma_fence();
       issue_qk(s);
       wgmma_commit();
-      mbarrier_wait(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
       issue_pv(sp, it > 1);
       wgmma_commit();
+      pass_turn(false);
       wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
+      release_k(s);
       float alpha[2];
       softmax(n_tiles - 1 - it, alpha);
       wgmma_wait<0>();
-      release(sp);
+      release_v(sp);
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
       pack_p();
     }
     const int sl = (n_tiles - 1) % kStages;
     mbarrier_wait(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
+    wait_turn();
     wgmma_fence();
     issue_pv(sl, n_tiles > 1);
     wgmma_commit();
+    pass_turn(true);
     wgmma_wait<0>();
-    release(sl);
+    release_v(sl);
   } else {
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;

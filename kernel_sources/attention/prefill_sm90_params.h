@@ -16,12 +16,14 @@ using TmaDescriptor = kjit::fp8::TmaDescriptor;
 /// in the 128-byte swizzle (what TMA writes and wgmma's descriptors read): the atom of columns
 /// 64a..64a+63 of an R-row tile lives at a · R · 128 bytes.
 ///   hd64 : Q 16 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 112 KiB
-///   hd128: Q 32 KiB + 2 stages × (K 32 KiB + V 32 KiB) = 160 KiB
+///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use)
+/// Three stages: a K slot is refilled once S = Q·Kᵀ of its tile is done, a V slot once P·V is, so
+/// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
 template <int kHeadDim>
 struct PrefillSm90Shape {
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 128;
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kStages = 3;
   static constexpr int kAtoms = kHeadDim / 64;
   static constexpr int kThreads = 384;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
@@ -68,6 +70,7 @@ struct PrefillSm90Params {
   int32_t q_tiles;  ///< ceil(q_len / 128)
   int32_t causal;
   float scale_log2;  ///< softmax scale · log2(e), > 0
+  int32_t pingpong;  ///< nonzero: the consumer warpgroups take turns issuing wgmmas
 };
 
 }  // namespace kjit::attention

@@ -23,6 +23,13 @@ KJIT_DEVICE uint64_t smem_desc_mn128(uint32_t addr, uint32_t mn_block_bytes) {
          (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
 }
 
+/// Arrives on named barrier kId (counted over kThreads threads) without waiting: the producer
+/// half of a bar.sync / bar.arrive handshake between warpgroups.
+template <int kId, int kThreads>
+KJIT_DEVICE void named_barrier_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
 /// TMA: copies the 4-D box at (x0 innermost .. x3) of `tmap` into shared memory at `dst`,
 /// completing its bytes on barrier `bar`. Out-of-bounds elements are zero-filled (and counted).
 KJIT_DEVICE void tma_load_4d(uint32_t dst, const void* tmap, int32_t x0, int32_t x1, int32_t x2, int32_t x3,
