@@ -7,8 +7,8 @@
 // a bool mask or per-request kv_lens; the host routes everything else to that kernel.
 //
 // ── Design (FlashAttention-3 style: warp specialization, TMA, wgmma) ────────────────────────────
-// * A work item = 128 query rows of one (batch, q head); CTA = 384 threads. Warpgroup 0 is the
-//   producer: it gives registers back (setmaxnreg.dec) and one thread issues TMA loads — Q once, then per KV
+// * CTA = 128 query rows of one (batch, q head), 384 threads. Warpgroup 0 is the producer: it
+//   gives registers back (setmaxnreg.dec) and one thread issues TMA loads — Q once, then per KV
 //   tile a K box and a V box into stage it % kStages, each completing its own "full" mbarrier
 //   (so Q·Kᵀ can start before V lands), after the stage's "empty" barrier says all 8 consumer
 //   warps are done with it. Warpgroups 1 and 2 (setmaxnreg.inc) own 64 query rows each.
@@ -23,16 +23,15 @@
 // * Intra-warpgroup overlap: iteration `it` issues S_it = Q·K_itᵀ and then O += P_{it−1}·V_{it−1}
 //   back to back, waits for S only (wgmma.wait_group 1; K_it's slot is released), runs the masks
 //   and the softmax of S_it while the P·V wgmmas still run, then waits for those (V_{it−1}'s
-//   slot is released), rescales O and packs P_it. Pingpong: the two consumer warpgroups take
-//   turns issuing (named barriers), so one's softmax overlaps the other's GEMMs.
-// * Persistent: one CTA per SM walks work items (snake order over heaviest-first items). The K/V
-//   ring runs on across items, and Q's slot is released after an item's last Q·Kᵀ, so the next
-//   item's Q and first K/V tiles load while the current one finishes.
+//   slot is released), rescales O and packs P_it. Optionally (p.pingpong) the two consumer
+//   warpgroups take turns issuing, so one's softmax overlaps the other's GEMMs.
 // * KV tiles are walked from the last to the first, so the tiles that need masks (the causal
 //   diagonal, the kv_len tail) come first and the rest run without any per-element test; tiles
 //   past the CTA's last row's causal limit are never loaded.
-// * Epilogue: O / l as bf16 stored from the accumulators (rows ≥ q_len skipped); LSE =
-//   (m + log2 l) · ln 2 from the quad's lane 0, −inf and zeros for a row that attends nothing.
+// * Epilogue: O / l as bf16 written by each warpgroup over its own Q rows in shared memory (the
+//   same swizzled layout), then TMA-stored (the TMA unit clips rows ≥ q_len and handles any
+//   row/head/batch strides); LSE = (m + log2 l) · ln 2 from the quad's lane 0, −inf and zeros for
+//   a row that attends nothing.
 //
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
@@ -81,23 +80,14 @@ KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
 
 }  // namespace sm90_prefill
 
-/// One work item as the CTA resolves it (see PrefillSm90Params for the walk).
-struct Sm90Work {
-  int b;
-  int head;
-  int q0;       ///< request-local first query row
-  int n_tiles;  ///< KV tiles of kBlockN tokens this item walks (0: it attends nothing)
-};
-
 /// See the file comment. kHeadDim ∈ {64, 128}. Launch: 384 threads,
-/// PrefillSm90Shape<kHeadDim>::kSmemBytes of dynamic shared memory, grid (min(items, SMs)).
+/// PrefillSm90Shape<kHeadDim>::kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
 template <int kHeadDim>
 __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   using namespace sm90_prefill;
   using Shape = PrefillSm90Shape<kHeadDim>;
-  constexpr int kBlockM = Shape::kBlockM;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
   constexpr int kAtoms = Shape::kAtoms;
@@ -115,96 +105,75 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   const uint32_t v_smem = k_smem + kStages * Shape::kKvBytes;  // atom a at a · kBlockN · 128
   const uint32_t bars = v_smem + kStages * Shape::kKvBytes;
   const uint32_t q_full = bars;
-  const uint32_t q_empty = bars + 8u;
-  auto k_full = [&](int s) { return bars + 8u * (2 + s); };
-  auto v_full = [&](int s) { return bars + 8u * (2 + kStages + s); };
-  auto k_empty = [&](int s) { return bars + 8u * (2 + 2 * kStages + s); };
-  auto v_empty = [&](int s) { return bars + 8u * (2 + 3 * kStages + s); };
+  auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+  auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
+  // The CTA's work: the flat index head-fastest, heaviest (latest) q tile first under causal.
+  const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+  const int head = flat % p.q_heads;
+  const int q_tile = p.causal ? p.q_tiles - 1 - flat / p.q_heads : flat / p.q_heads;
+  const int b = static_cast<int>(blockIdx.z);
+  const int kv_head = head / p.group;
+  const int q0 = q_tile * Shape::kBlockM;
+  const int q_rows = min(Shape::kBlockM, p.q_len - q0);
   const int kv_len = p.kv_len;
   const int diag = kv_len - p.q_len;  // causal: row i sees keys j ≤ i + diag
   const bool causal = p.causal != 0;
-  const int ctas = static_cast<int>(gridDim.x);
-  const int cta = static_cast<int>(blockIdx.x);
-  // The item of round r (snake order), or ≥ items once the CTA is done.
-  auto item_of = [&](int r) { return (r & 1) ? (r + 1) * ctas - 1 - cta : r * ctas + cta; };
-  auto resolve = [&](int item) {
-    Sm90Work w;
-    const int per_batch = p.q_tiles * p.q_heads;
-    w.b = item / per_batch;
-    const int rem = item - w.b * per_batch;
-    w.head = rem % p.q_heads;
-    const int t = rem / p.q_heads;
-    w.q0 = (causal ? p.q_tiles - 1 - t : t) * kBlockM;
-    const int q_rows = min(kBlockM, p.q_len - w.q0);
-    // Keys this item needs: [0, kv_end). Under causal, what its last row can see.
-    const int kv_end = causal ? max(min(kv_len, w.q0 + q_rows + diag), 0) : kv_len;
-    w.n_tiles = (kv_end + kBlockN - 1) / kBlockN;
-    return w;
-  };
+  const int kv_end = causal ? max(min(kv_len, q0 + q_rows + diag), 0) : kv_len;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
-    mbarrier_init(q_empty, 8);  // one arrival per consumer warp
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
-      mbarrier_init(k_empty(s), 8);
+      mbarrier_init(k_empty(s), 8);  // one arrival per consumer warp
       mbarrier_init(v_empty(s), 8);
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_q);
     prefetch_tensormap(&p.tma_k);
     prefetch_tensormap(&p.tma_v);
+    prefetch_tensormap(&p.tma_out);
   }
   __syncthreads();
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    // ---- Producer: for each item with keys, Q (once the previous item's last Q·Kᵀ is done),
-    // then its K/V tiles, last first, through the ring (slot gi % kStages of global tile gi). --
+    // ---- Producer. -------------------------------------------------------------------------
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0) {
-      int q_uses = 0;
-      int gi = 0;
-      for (int r = 0;; ++r) {
-        const int item = item_of(r);
-        if (item >= p.items) break;
-        const Sm90Work w = resolve(item);
-        if (w.n_tiles == 0) continue;
-        const int kv_head = w.head / p.group;
-        if (q_uses > 0) mbarrier_wait(q_empty, static_cast<uint32_t>((q_uses - 1) & 1));
-        ++q_uses;
-        mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
+      mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
-        for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * (128 * 128), &p.tma_q, a * 64, w.q0, w.head, w.b, q_full);
-        for (int it = 0; it < w.n_tiles; ++it, ++gi) {
-          const int tile = w.n_tiles - 1 - it;
-          const int s = gi % kStages;
-          const int use = gi / kStages;
-          const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
-          const uint32_t v_dst = v_smem + s * Shape::kKvBytes;
-          // K and V of a slot are released separately (K once S = Q·Kᵀ is done, V once P·V is),
-          // so the next K lands while the previous P·V still runs.
-          if (use > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((use - 1) & 1));
-          mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
+      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * (128 * 128), &p.tma_q, a * 64, q0, head, b, q_full);
+      for (int it = 0; it < n_tiles; ++it) {
+        const int tile = n_tiles - 1 - it;
+        const int s = it % kStages;
+        const int round = it / kStages;
+        const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
+        const uint32_t v_dst = v_smem + s * Shape::kKvBytes;
+        // K and V of a stage are released separately (K once S = Q·Kᵀ is done, V once P·V is),
+        // so the next K lands while the previous P·V still runs.
+        if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
+        mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
 #pragma unroll
-          for (int a = 0; a < kAtoms; ++a) {
-            tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, kv_head, w.b, k_full(s));
-          }
-          if (use > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((use - 1) & 1));
-          mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
+        for (int a = 0; a < kAtoms; ++a) {
+          tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, kv_head, b, k_full(s));
+        }
+        if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
+        mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
 #pragma unroll
-          for (int a = 0; a < kAtoms; ++a) {
-            tma_load_4d(v_dst + a * (kBlockN * 128), &p.tma_v, a * 64, tile * kBlockN, kv_head, w.b, v_full(s));
-          }
+        for (int a = 0; a < kAtoms; ++a) {
+          tma_load_4d(v_dst + a * (kBlockN * 128), &p.tma_v, a * 64, tile * kBlockN, kv_head, b, v_full(s));
         }
       }
     }
     return;
   }
 
-  // ---- Consumers: warpgroup c = wg − 1 owns rows [q0 + 64c, q0 + 64c + 64) of each item. ------
+  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of the request. -----------
   setmaxnreg_inc<240>();
   const int c = wg - 1;
   const int t = threadIdx.x % 128;
@@ -212,16 +181,18 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   const int lane = t % 32;
   const int g = lane / 4;
   const int tq = lane % 4;
+  const int row0 = q0 + 64 * c;
+  const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
   const float scale_log2 = p.scale_log2;
   const uint32_t q_wg = q_smem + c * (64 * 128);  // this warpgroup's rows inside each Q atom
 
   float s_acc[kSRegs];
   float o_acc[kORegs];
   uint32_t p_frag[kPSteps][4];
-  float row_m[2];
-  float row_l[2];
+  float row_m[2] = {neg_inf(), neg_inf()};
+  float row_l[2] = {0.f, 0.f};
 
-  // S = Q · K_slotᵀ (issued, not waited for).
+  // S = Q · K_stageᵀ (issued, not waited for).
   auto issue_qk = [&](int s) {
     const uint32_t k_tile = k_smem + s * Shape::kKvBytes;
 #pragma unroll
@@ -231,7 +202,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
       wgmma_bf16_ss<kBlockN>(s_acc, smem_desc_k128(q_wg + a_off), smem_desc_k128(k_tile + b_off), kk > 0 ? 1u : 0u);
     }
   };
-  // O (+)= P · V_slot (issued, not waited for); accumulate = false overwrites O.
+  // O (+)= P · V_stage (issued, not waited for); accumulate = false overwrites O.
   auto issue_pv = [&](int s, bool accumulate) {
     const uint32_t v_tile = v_smem + s * Shape::kKvBytes;
 #pragma unroll
@@ -243,7 +214,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   // Masks (only on tiles that cross the causal diagonal or the kv_len tail of these rows), then
   // the online-softmax update of s_acc into unnormalized probabilities; returns the factors by
   // which O's rows must be rescaled.
-  auto softmax = [&](int tile, int row0, int my_row, float (&alpha)[2]) {
+  auto softmax = [&](int tile, float (&alpha)[2]) {
     const int col0 = tile * kBlockN;
     const bool need_mask = col0 + kBlockN > kv_len || (causal && col0 + kBlockN - 1 > row0 + diag);
     if (need_mask) {
@@ -291,126 +262,127 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
       p_frag[kk][3] = pack_bf16x2(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
     }
   };
-  auto release = [&](uint32_t bar) {
-    if (lane == 0) mbarrier_arrive(bar);
+  auto release_k = [&](int s) {
+    if (lane == 0) mbarrier_arrive(k_empty(s));
+  };
+  auto release_v = [&](int s) {
+    if (lane == 0) mbarrier_arrive(v_empty(s));
   };
   // Pingpong (FlashAttention-3): the two consumer warpgroups take turns issuing their wgmmas, so
   // one's softmax runs while the other's GEMMs own the tensor cores. Named barrier 3 + c means
   // "warpgroup c may issue": it completes when c's 128 threads sync and the other warpgroup's 128
-  // arrive (after its own issue), so turns strictly alternate. Warpgroup 1 opens the first turn;
-  // its arrival after its last issue is absorbed by warpgroup 0 at the end.
+  // arrive (after its own issue). Warpgroup 1 opens the first turn for warpgroup 0 and skips the
+  // arrival after its last issue, so every arrival is matched by a sync.
+  const bool pingpong = p.pingpong != 0;
   auto wait_turn = [&]() {
+    if (!pingpong) return;
     if (c == 0) {
       named_barrier<3, 256>();
     } else {
       named_barrier<4, 256>();
     }
   };
-  auto pass_turn = [&]() {
+  auto pass_turn = [&](bool last) {
+    if (!pingpong) return;
     if (c == 0) {
       named_barrier_arrive<4, 256>();
-    } else {
+    } else if (!last) {
       named_barrier_arrive<3, 256>();
     }
   };
-  if (c == 1) named_barrier_arrive<3, 256>();
+  if (pingpong && c == 1 && n_tiles > 0) named_barrier_arrive<3, 256>();
 
-  int q_uses = 0;
-  int gi = 0;  // global KV tile index of this CTA (ring slot gi % kStages, use gi / kStages)
-  auto phase = [](int g_tile) { return static_cast<uint32_t>((g_tile / kStages) & 1); };
-  for (int r = 0;; ++r) {
-    const int item = item_of(r);
-    if (item >= p.items) break;
-    const Sm90Work w = resolve(item);
-    const int row0 = w.q0 + 64 * c;
-    const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
-    const int n = w.n_tiles;
-    row_m[0] = row_m[1] = neg_inf();
-    row_l[0] = row_l[1] = 0.f;
-    if (n > 0) {
-      mbarrier_wait(q_full, static_cast<uint32_t>(q_uses & 1));
-      ++q_uses;
-      // Prologue: S of the item's first tile and its softmax (the first P·V overwrites O).
-      {
-        const int s = gi % kStages;
-        mbarrier_wait(k_full(s), phase(gi));
-        wait_turn();
-        wgmma_fence();
-        issue_qk(s);
-        wgmma_commit();
-        pass_turn();
-        wgmma_wait<0>();
-        release(k_empty(s));
-        if (n == 1) release(q_empty);
-        float alpha[2];
-        softmax(n - 1, row0, my_row, alpha);
-        pack_p();
-      }
-      for (int it = 1; it < n; ++it) {
-        const int gc = gi + it;
-        const int s = gc % kStages;
-        const int sp = (gc - 1) % kStages;
-        mbarrier_wait(k_full(s), phase(gc));
-        mbarrier_wait(v_full(sp), phase(gc - 1));
-        wait_turn();
-        wgmma_fence();
-        issue_qk(s);
-        wgmma_commit();
-        issue_pv(sp, it > 1);
-        wgmma_commit();
-        pass_turn();
-        wgmma_wait<1>();  // S is ready; the previous tile's P·V may still run
-        release(k_empty(s));
-        if (it == n - 1) release(q_empty);  // the item's last read of Q is done
-        float alpha[2];
-        softmax(n - 1 - it, row0, my_row, alpha);
-        wgmma_wait<0>();
-        release(v_empty(sp));
-#pragma unroll
-        for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
-        pack_p();
-      }
-      const int gl = gi + n - 1;
-      const int sl = gl % kStages;
-      mbarrier_wait(v_full(sl), phase(gl));
+  mbarrier_wait(q_full, 0);
+  if (n_tiles > 0) {
+    // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
+    {
+      mbarrier_wait(k_full(0), 0);
       wait_turn();
       wgmma_fence();
-      issue_pv(sl, n > 1);
+      issue_qk(0);
       wgmma_commit();
-      pass_turn();
+      pass_turn(false);
       wgmma_wait<0>();
-      release(v_empty(sl));
-      gi += n;
-    } else {
-#pragma unroll
-      for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
+      release_k(0);
+      float alpha[2];
+      softmax(n_tiles - 1, alpha);
+      pack_p();
     }
+    for (int it = 1; it < n_tiles; ++it) {
+      const int s = it % kStages;
+      const int sp = (it - 1) % kStages;
+      mbarrier_wait(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
+      mbarrier_wait(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
+      wait_turn();
+      wgmma_fence();
+      issue_qk(s);
+      wgmma_commit();
+      issue_pv(sp, it > 1);
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
+      release_k(s);
+      float alpha[2];
+      softmax(n_tiles - 1 - it, alpha);
+      wgmma_wait<0>();
+      release_v(sp);
+#pragma unroll
+      for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
+      pack_p();
+    }
+    const int sl = (n_tiles - 1) % kStages;
+    mbarrier_wait(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
+    wait_turn();
+    wgmma_fence();
+    issue_pv(sl, n_tiles > 1);
+    wgmma_commit();
+    pass_turn(true);
+    wgmma_wait<0>();
+    release_v(sl);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
+  }
 
-    // ---- Epilogue: O / l as bf16 straight from the accumulators (a quad writes 16 contiguous
-    // bytes per n8 tile and row), and LSE from the quad's lane 0. Q's slot is already released,
-    // so the next item's Q load overlaps the last P·V and these stores. -------------------------
-    char* out_bh = static_cast<char*>(p.out) +
-                   (static_cast<int64_t>(w.b) * p.out_stride_b + static_cast<int64_t>(w.head) * p.out_stride_h) * 2;
+  // ---- Epilogue: O / l as bf16 over this warpgroup's Q rows (its own wgmmas, the only readers,
+  // are complete once all four warps get here), then one TMA store per 64-column atom. ---------
+  if (c == 0) {
+    named_barrier<1, 128>();
+  } else {
+    named_barrier<2, 128>();
+  }
+  float inv[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float l = quad_sum(row_l[h]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const int row = my_row + 8 * h;
-      if (row < p.q_len) {
-        if (p.lse != nullptr && tq == 0) {
-          p.lse[w.b * p.lse_stride_b + w.head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
-              l > 0.f ? (row_m[h] + log2_approx(l)) * 0.693147180559945309f : neg_inf();
-        }
-        char* out_row = out_bh + static_cast<int64_t>(row) * p.out_stride_l * 2;
-#pragma unroll
-        for (int j = 0; j < kHeadDim / 8; ++j) {
-          *reinterpret_cast<uint32_t*>(out_row + (8 * j + 2 * tq) * 2) =
-              pack_bf16x2(o_acc[4 * j + 2 * h] * inv, o_acc[4 * j + 2 * h + 1] * inv);
-        }
-      }
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(row_l[h]);
+    inv[h] = l > 0.f ? 1.f / l : 0.f;
+    const int row = my_row + 8 * h;
+    if (p.lse != nullptr && tq == 0 && row < p.q_len) {
+      p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
+          l > 0.f ? (row_m[h] + log2_approx(l)) * 0.693147180559945309f : neg_inf();
     }
   }
-  if (c == 0) named_barrier<3, 256>();  // warpgroup 1's arrival after its last issue
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * warp + g + 8 * h;  // row within the warpgroup's 64
+      const uint32_t addr = q_wg + (j / 8) * (128 * 128) + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
+      st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
+    }
+  }
+  fence_proxy_async();
+  if (c == 0) {
+    named_barrier<1, 128>();
+  } else {
+    named_barrier<2, 128>();
+  }
+  if (t == 0 && row0 < p.q_len) {
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * (128 * 128));
+    bulk_commit();
+    bulk_wait_read();
+  }
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
   // points build for every arch).

@@ -28,7 +28,7 @@ struct PrefillSm90Shape {
   static constexpr int kThreads = 384;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage
-  /// Q, the stages, 1024 bytes to align the base to the swizzle atom, and the mbarriers.
+  /// The stages, 1024 bytes to align the base to the swizzle atom, and the mbarriers.
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024 + 256;
 };
 
@@ -48,38 +48,29 @@ constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim) {
                            : PrefillSm90LaunchShape{};
 }
 
-/// Parameters of prefill_sm90_kernel. The tensor maps address BLHD bf16 tensors as 4-D
+/// Parameters of prefill_sm90_kernel. The four tensor maps address BLHD bf16 tensors as 4-D
 /// (d, token, head, batch) boxes with the 128-byte swizzle:
 ///   tma_q   q   [batch, q_len, q_heads, D]:      box (64, 128, 1, 1)
 ///   tma_k/v k/v [batch, kv_len, kv_heads, D]:    box (64, kBlockN, 1, 1)
-/// Tokens past kv_len (the tensor's extent) and rows past q_len load as zeros. Under `causal`
-/// query i attends keys j ≤ i + kv_len − q_len (queries aligned to the end of the KV: chunked
-/// prefill).
-///
-/// Persistent grid: gridDim.x ≤ items CTAs walk the work items (128 query rows of one (batch,
-/// q head)) in rounds, CTA c taking item r · gridDim.x + c in even rounds r and
-/// (r + 1) · gridDim.x − 1 − c in odd ones (a snake, which evens out the per-CTA sums). Item i is
-/// batch b = i / (q_tiles · q_heads), then head-fastest: head (i % (q_tiles · q_heads)) % q_heads,
-/// q tile (i % (q_tiles · q_heads)) / q_heads (under causal reversed: heaviest tiles first). Batch
-/// slowest keeps the items in flight on few (batch, kv head) K/V streams, which L2 then serves.
-/// With gridDim.x = items every CTA takes exactly one item (a plain grid).
+///   tma_out out [batch, q_len, q_heads, D]:      box (64, 64, 1, 1) (stores clip rows ≥ q_len)
+/// Tokens past kv_len (the tensor's extent) load as zeros. Under `causal` query i attends keys
+/// j ≤ i + kv_len − q_len (queries aligned to the end of the KV: chunked prefill).
+/// Grid: (q_tiles, q_heads, batch), walked head-fastest and, under causal, heaviest tile first.
 struct PrefillSm90Params {
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
-  void* out;   ///< bf16 [batch, q_len, q_heads, D] (strided; rows 16-byte aligned)
+  TmaDescriptor tma_out;
   float* lse;  ///< f32 natural-log LSE [batch, q_heads, q_len] (strided) or null
-  int64_t out_stride_b, out_stride_l, out_stride_h;  ///< elements
   int64_t lse_stride_b, lse_stride_h, lse_stride_l;
-  int32_t batch;
   int32_t q_len;
   int32_t kv_len;
   int32_t q_heads;
   int32_t group;    ///< q_heads / kv_heads
   int32_t q_tiles;  ///< ceil(q_len / 128)
-  int32_t items;    ///< q_tiles · q_heads · batch
   int32_t causal;
   float scale_log2;  ///< softmax scale · log2(e), > 0
+  int32_t pingpong;  ///< nonzero: the consumer warpgroups take turns issuing wgmmas
 };
 
 }  // namespace kjit::attention

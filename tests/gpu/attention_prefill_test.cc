@@ -236,9 +236,8 @@ TEST_F(AttentionPrefillGpu, LongerSequencesAcrossManyKvTiles) {
   c = dense(2, 513, 513, 4, 4, 64, false);
   c.strided = true;
   check(c);
-  // More work items than SMs (the persistent wgmma kernel walks several per CTA), with items
-  // that attend nothing (q_len > kv_len under causal: the first 700 rows see no key) between
-  // items that do.
+  // More CTAs than SMs, with CTAs that attend nothing (q_len > kv_len under causal: the first
+  // 700 rows see no key) between CTAs that do.
   check(dense(2, 1000, 300, 64, 8, 64, true));
   check(dense(3, 260, 260, 40, 8, 128, false));
 }
