@@ -18,7 +18,8 @@ namespace kjit {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> all = {rotary_family(), attention::decode_family(), mla::swa_decode_family(),
-                                          fp8::quantize_family(), fp8::gemm_family(), attention::paged_decode_family(), attention::paged_append_family(), attention::prefill_family(), attention::paged_prefill_family()};
+                                          fp8::quantize_family(), fp8::gemm_family(), attention::paged_decode_family(), attention::paged_append_family(), attention::prefill_family(),
+                                          attention::prefill_sm90_family(), attention::paged_prefill_family()};
   return all;
 }
 

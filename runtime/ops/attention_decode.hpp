@@ -28,6 +28,7 @@ const Family& decode_family();
 const Family& paged_decode_family();
 const Family& paged_append_family();
 const Family& prefill_family();
+const Family& prefill_sm90_family();
 const Family& paged_prefill_family();
 
 namespace detail {

@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kOp = "kjit::attention::attention";
 
 /// Preference order of the automatic choice.
-constexpr AttentionVariant kPreference[] = {AttentionVariant::kMma};
+constexpr AttentionVariant kPreference[] = {AttentionVariant::kWgmma, AttentionVariant::kMma};
 
 const char* kind_name(AttentionKind kind) {
   switch (kind) {
@@ -134,6 +134,8 @@ const char* variant_name(AttentionVariant variant) noexcept {
       return "auto";
     case AttentionVariant::kMma:
       return "mma";
+    case AttentionVariant::kWgmma:
+      return "wgmma";
   }
   return "?";
 }
@@ -172,6 +174,18 @@ std::string variant_rejects(AttentionVariant variant, const VariantCall& call) {
         return fmt::format("mma is specialized for head_dim 64, 128 or 256, not {}", call.head_dim);
       }
       return {};
+    case AttentionVariant::kWgmma:
+      if (call.kind != AttentionKind::kPrefill) {
+        return fmt::format("wgmma is a dense prefill kernel, not a {} one", kind_name(call.kind));
+      }
+      if (call.sm != 90) return fmt::format("wgmma needs sm_90a (Hopper wgmma, TMA), the device is sm_{}", call.sm);
+      if (call.head_dim != 64 && call.head_dim != 128) {
+        return fmt::format("wgmma is specialized for head_dim 64 or 128, not {}", call.head_dim);
+      }
+      if (call.has_mask) return "wgmma takes no bool mask (causal or full only)";
+      if (call.has_kv_lens) return "wgmma takes no per-request kv_lens (every request has max_kv_len keys)";
+      if (!call.tma_layout.empty()) return "wgmma cannot address the tensors with TMA: " + call.tma_layout;
+      return {};
   }
   return "unknown variant";
 }
@@ -179,6 +193,7 @@ std::string variant_rejects(AttentionVariant variant, const VariantCall& call) {
 std::optional<AttentionVariant> parse_variant(std::string_view text) {
   if (text.empty() || text == "auto") return AttentionVariant::kAuto;
   if (text == "mma") return AttentionVariant::kMma;
+  if (text == "wgmma") return AttentionVariant::kWgmma;
   return std::nullopt;
 }
 
@@ -207,7 +222,7 @@ AttentionVariant env_variant() {
     if (text == nullptr) return AttentionVariant::kAuto;
     const std::optional<AttentionVariant> v = parse_variant(text);
     if (!v) {
-      std::fprintf(stderr, "kjit: ignoring KJIT_ATTN_VARIANT=%s (expected auto or mma)\n", text);
+      std::fprintf(stderr, "kjit: ignoring KJIT_ATTN_VARIANT=%s (expected auto, mma or wgmma)\n", text);
       return AttentionVariant::kAuto;
     }
     return *v;
@@ -242,8 +257,14 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
   call.kind = kind;
   call.sm = info.cc_major * 10 + info.cc_minor;
   call.head_dim = args.q.shape[args.q.ndim - 1];
+  if (kind == AttentionKind::kPrefill) {
+    call.has_mask = args.mask.ndim != 0;
+    call.has_kv_lens = args.kv_lens.ndim != 0;
+    call.tma_layout = detail::prefill_tma_layout_reason(to_prefill(args));
+  }
   const AttentionVariant variant = detail::resolve_variant(args.variant, detail::env_variant(), call);
-  (void)variant;  // kMma is the only variant: every kind runs its mma.sync op.
+  // Decode and the paged kernels run on mma.sync (the only variant that takes them); prefill
+  // runs the resolved kernel.
   switch (kind) {
     case AttentionKind::kDecode:
       decode(to_decode(args), workspace, workspace_bytes, stream, runtime);
@@ -251,9 +272,12 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
     case AttentionKind::kPagedDecode:
       paged_decode(to_paged_decode(args), workspace, workspace_bytes, stream, runtime);
       break;
-    case AttentionKind::kPrefill:
-      prefill(to_prefill(args), stream, runtime);
+    case AttentionKind::kPrefill: {
+      PrefillArgs p = to_prefill(args);
+      p.variant = variant;
+      prefill(p, stream, runtime);
       break;
+    }
     case AttentionKind::kPagedPrefill:
       paged_prefill(to_paged_prefill(args), *args.plan, workspace, workspace_bytes, stream, runtime);
       break;

@@ -22,19 +22,26 @@ struct VariantCall {
   AttentionKind kind = AttentionKind::kPrefill;
   int sm = 0;             ///< 10 · major + minor of the device
   int64_t head_dim = 0;
+  bool has_mask = false;     ///< a bool mask is given
+  bool has_kv_lens = false;  ///< per-request kv_lens are given
+  /// Why the call's q/k/v/out strides cannot be TMA tensor maps ("" when they can; see
+  /// prefill_tma_layout_reason).
+  std::string tma_layout;
 };
 
 /// Why `variant` cannot run `call` ("" when it can). kAuto never runs anything itself.
 std::string variant_rejects(AttentionVariant variant, const VariantCall& call);
 
-/// Parses a KJIT_ATTN_VARIANT value: "" and "auto" → kAuto, "mma" → kMma (case-sensitive);
+/// Parses a KJIT_ATTN_VARIANT value: "" and "auto" → kAuto, "mma" → kMma, "wgmma" → kWgmma
+/// (case-sensitive);
 /// nullopt for anything else.
 std::optional<AttentionVariant> parse_variant(std::string_view text);
 
 /// The variant attention() runs:
 ///   * `requested` ≠ kAuto is strict: it runs if capable, else Unsupported naming why;
 ///   * otherwise `env` (KJIT_ATTN_VARIANT) when ≠ kAuto and capable, else the first capable
-///     variant in preference order (kMma); Unsupported listing every variant's reason when none is.
+///     variant in preference order (kWgmma, kMma); Unsupported listing every variant's reason
+///     when none is.
 AttentionVariant resolve_variant(AttentionVariant requested, AttentionVariant env, const VariantCall& call);
 
 /// KJIT_ATTN_VARIANT, read once per process (an unknown value warns once on stderr and reads as

@@ -11,6 +11,7 @@
 #include "runtime/ops/attention_common.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace kjit::attention {
 
@@ -21,6 +22,11 @@ namespace kjit::attention {
 ///   mask      none | bool   (causal is a run-time flag of every specialization)
 /// min_sm 80 (mma.sync bf16, ldmatrix, cp.async).
 const Family& prefill_family();
+
+/// The "attention.prefill_sm90" family: prefill_sm90_kernel<head_dim> (TMA + wgmma, warp-
+/// specialized). Parameters: head_dim 64 | 128 (causal is a run-time flag). min_sm 90; the
+/// kernel exists only for sm_90a (unsupported_reason says so for every other target).
+const Family& prefill_sm90_family();
 
 /// The "attention.paged_prefill" family: prefill_kernel<head_dim, block_m, false,
 /// PackedQSchedule, PagedKV>. Parameters: head_dim 64 | 128 | 256, block_m 64 | 128.
@@ -46,6 +52,10 @@ struct PrefillDims {
 /// Checks `args` against the contract. Host only: no driver call. Throws InvalidArgument
 /// "kjit::attention::prefill: <tensor> <rule>, got ...".
 PrefillDims validate_prefill(const PrefillArgs& args);
+
+/// Why the wgmma prefill cannot address q/k/v/out through TMA tensor maps ("" when it can):
+/// negative strides or strides of 2^39 elements or more. Host only.
+std::string prefill_tma_layout_reason(const PrefillArgs& args);
 
 /// Query rows per CTA for a dense prefill: 64 when q_len ≤ 64 or when 128-row tiles would not
 /// fill one wave of the device (sm_count · ctas_per_sm CTAs), else 128 (two m16 tiles per warp

@@ -5,11 +5,16 @@
 // views and unused pool slots/pages hold NaN, so an unwritten output, a read past the live cache
 // or a write into padding fails the case. Skips without a GPU.
 //
+// Every dense case runs on each variant that can take it on this device: the mma.sync kernel
+// always, the Hopper wgmma kernel on sm_90 for head_dim 64/128 without a mask or kv_lens (see
+// wgmma_capable); the case names the variant on failure.
+//
 // Tolerances: out is bf16 (rounding alone costs up to 2^-9 relative per element) and P is rounded
 // to bf16 before P·V as FlashAttention does: expected relative L2 ~2–3e-3 (the emulator of these
 // kernels measures 2.2e-3). 1e-2 leaves margin while an indexing, masking or pipeline bug gives
 // O(1) errors. LSE is f32 from exact bf16 products accumulated in f32 plus ex2/lg2.approx
 // (~1e-6 relative): 1e-4.
+#include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
@@ -44,7 +49,17 @@ uint64_t fresh_seed() {
   return (static_cast<uint64_t>(device()) << 32) | device();
 }
 
-void check(const PrefillCase& c) {
+bool is_sm90() {
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  return info.cc_major == 9 && info.cc_minor == 0;
+}
+
+/// Whether the Hopper kernel takes case `c` on this device (the rule of variant_rejects).
+bool wgmma_capable(const PrefillCase& c) {
+  return is_sm90() && (c.head_dim == 64 || c.head_dim == 128) && c.mask == 0 && !c.ragged_kv;
+}
+
+void check_one(const PrefillCase& c) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.describe() + " seed=" + std::to_string(seed));
   try {
@@ -52,6 +67,21 @@ void check(const PrefillCase& c) {
     EXPECT_TRUE(r.ok(kOutTol, kLseTol)) << r.describe();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "threw: " << e.what();
+  }
+}
+
+/// Runs `c` on every capable variant (an entry case runs once, with its own variant).
+void check(const PrefillCase& c) {
+  if (c.use_entry) {
+    check_one(c);
+    return;
+  }
+  PrefillCase v = c;
+  v.variant = AttentionVariant::kMma;
+  check_one(v);
+  if (wgmma_capable(c)) {
+    v.variant = AttentionVariant::kWgmma;
+    check_one(v);
   }
 }
 
@@ -191,6 +221,27 @@ TEST_F(AttentionPrefillGpu, NoQueriesOrNoKeys) {
   check(c);
 }
 
+TEST_F(AttentionPrefillGpu, LongerSequencesAcrossManyKvTiles) {
+  // Several 128-token KV tiles and 128-row q tiles: the wgmma kernel's stage ring wraps (2 or 3
+  // stages) and its unmasked steady state runs; chunked rows and GQA 16 on the same shapes.
+  for (int hd : {64, 128}) {
+    for (bool causal : {false, true}) {
+      check(dense(2, 520, 520, 4, 2, hd, causal));
+      check(dense(1, 300, 1337, 16, 1, hd, causal));
+    }
+  }
+  PrefillCase c = dense(1, 640, 1000, 8, 8, 128, true);
+  c.q_range = 12.f;  // peaky softmax: many running-max rescales across tiles
+  check(c);
+  c = dense(2, 513, 513, 4, 4, 64, false);
+  c.strided = true;
+  check(c);
+  // More CTAs than SMs, with CTAs that attend nothing (q_len > kv_len under causal: the first
+  // 700 rows see no key) between CTAs that do.
+  check(dense(2, 1000, 300, 64, 8, 64, true));
+  check(dense(3, 260, 260, 40, 8, 128, false));
+}
+
 // ---- Ragged paged prefill ----------------------------------------------------------------------
 
 PagedPrefillCase ragged(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads, int head_dim,
@@ -269,6 +320,28 @@ TEST_F(AttentionPrefillGpu, EntryRunsPrefillAndRaggedCalls) {
     c.mask = 3;
     check(c);
   }
+  // Without a mask the automatic choice is the wgmma kernel on sm_90; explicitly requested it
+  // runs there and is Unsupported elsewhere, and on a masked call everywhere (strict).
+  for (AttentionVariant variant : {AttentionVariant::kAuto, AttentionVariant::kWgmma}) {
+    PrefillCase c = dense(2, 200, 260, 8, 2, 64, true);
+    c.use_entry = true;
+    c.variant = variant;
+    if (variant == AttentionVariant::kWgmma && !is_sm90()) {
+      EXPECT_THROW(kjit::testing::run_prefill_case(c, fresh_seed()), kjit::Unsupported);
+    } else {
+      check(c);
+    }
+    c.mask = 2;
+    if (variant == AttentionVariant::kWgmma) {
+      EXPECT_THROW(kjit::testing::run_prefill_case(c, fresh_seed()), kjit::Unsupported);
+    } else {
+      check(c);
+    }
+  }
+  // prefill() itself is strict about an explicit variant too.
+  PrefillCase strict = dense(1, 70, 70, 4, 2, 256, false);
+  strict.variant = AttentionVariant::kWgmma;
+  EXPECT_THROW(kjit::testing::run_prefill_case(strict, fresh_seed()), kjit::Unsupported);
   // q_len 1 through the entry runs the decode kernel (causal is moot: the one query sees all).
   PrefillCase d = dense(3, 1, 300, 8, 2, 64, true);
   d.use_entry = true;

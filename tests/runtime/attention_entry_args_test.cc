@@ -174,13 +174,54 @@ TEST(AttentionEntry, EnvironmentAndDefaultFallBack) {
   EXPECT_NE(ad::variant_rejects(AttentionVariant::kAuto, call), "");
 }
 
+TEST(AttentionEntry, WgmmaRunsDenseHopperPrefillOnly) {
+  ad::VariantCall call;
+  call.kind = AttentionKind::kPrefill;
+  call.sm = 90;
+  call.head_dim = 128;
+  EXPECT_EQ(ad::variant_rejects(AttentionVariant::kWgmma, call), "");
+  // The automatic choice prefers it on sm_90 and falls back to mma where it cannot run.
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, call), AttentionVariant::kWgmma);
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kMma, call), AttentionVariant::kMma);
+  auto rejects = [&](const ad::VariantCall& c, const char* why) {
+    const std::string got = ad::variant_rejects(AttentionVariant::kWgmma, c);
+    EXPECT_NE(got.find(why), std::string::npos) << got;
+    EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kWgmma, c), AttentionVariant::kMma);
+    EXPECT_THROW(ad::resolve_variant(AttentionVariant::kWgmma, AttentionVariant::kAuto, c), kjit::Unsupported);
+  };
+  ad::VariantCall c = call;
+  c.sm = 89;
+  rejects(c, "sm_90a");
+  c.sm = 100;
+  rejects(c, "sm_90a");
+  c = call;
+  c.head_dim = 256;
+  rejects(c, "head_dim 64 or 128");
+  c = call;
+  c.has_mask = true;
+  rejects(c, "mask");
+  c = call;
+  c.has_kv_lens = true;
+  rejects(c, "kv_lens");
+  c = call;
+  c.tma_layout = "q stride of dim 1 must be in [0, 2^39) elements";
+  rejects(c, "TMA");
+  for (AttentionKind kind : {AttentionKind::kDecode, AttentionKind::kPagedDecode, AttentionKind::kPagedPrefill}) {
+    c = call;
+    c.kind = kind;
+    rejects(c, "dense prefill kernel");
+  }
+}
+
 TEST(AttentionEntry, ParsesTheEnvironmentValue) {
   EXPECT_EQ(ad::parse_variant(""), AttentionVariant::kAuto);
   EXPECT_EQ(ad::parse_variant("auto"), AttentionVariant::kAuto);
   EXPECT_EQ(ad::parse_variant("mma"), AttentionVariant::kMma);
   EXPECT_FALSE(ad::parse_variant("MMA").has_value());
-  EXPECT_FALSE(ad::parse_variant("wgmma").has_value());
+  EXPECT_EQ(ad::parse_variant("wgmma"), AttentionVariant::kWgmma);
+  EXPECT_FALSE(ad::parse_variant("hopper").has_value());
   EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kMma), "mma");
+  EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kWgmma), "wgmma");
   EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kAuto), "auto");
 }
 

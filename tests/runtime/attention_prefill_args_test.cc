@@ -293,6 +293,24 @@ TEST(AttentionPrefillFamily, SpaceAndSpecs) {
   EXPECT_THROW(f.make({{"head_dim", "128"}, {"block_m", "32"}, {"mask", "none"}}), kjit::InvalidArgument);
   EXPECT_EQ(kjit::family("attention.prefill").params.size(), f.params.size());
   EXPECT_EQ(kjit::family("attention.paged_prefill").params.size(), g.params.size());
+
+  const kjit::Family& h = kjit::attention::prefill_sm90_family();
+  EXPECT_EQ(kjit::family("attention.prefill_sm90").name, h.name);
+  const kjit::ProgramSpec hopper = h.make({{"head_dim", "64"}});
+  EXPECT_EQ(hopper.name_expressions[0], "kjit::attention::prefill_sm90_kernel<64>");
+  EXPECT_EQ(hopper.source_name, "attention/prefill_sm90.cu");
+  EXPECT_THROW(h.make({{"head_dim", "256"}}), kjit::InvalidArgument);
+  EXPECT_EQ(kjit::unsupported_reason(h, h.defaults[0], kjit::Target::parse("sm_90a")), "");
+  for (const char* t : {"sm_80", "sm_89", "sm_90", "sm_100a"}) {
+    EXPECT_NE(kjit::unsupported_reason(h, h.defaults[0], kjit::Target::parse(t)), "") << t;
+  }
+}
+
+TEST(AttentionPrefillFamily, TmaLayoutOfTheHopperKernel) {
+  PrefillArgs a = valid_prefill();
+  EXPECT_EQ(ad::prefill_tma_layout_reason(a), "");
+  a.k.strides[1] = -a.k.strides[1];
+  EXPECT_NE(ad::prefill_tma_layout_reason(a).find("k stride of dim 1"), std::string::npos);
 }
 
 TEST(AttentionPrefillFamily, EverySpecializationCompiles) {

@@ -58,10 +58,11 @@ kjit::attention::PagedDecodeArgs decode_args(void* q, void* k_pool, void* v_pool
 extern "C" {
 
 /// Dense prefill: q/out [B, Lq, Hq, D], k/v [B, Lkv, Hkv, D] bf16; lse [B, Hq, Lq] f32 or null;
-/// mask bool [B, Lq, Lkv] (mask_rank 3), [B, Lkv] (2) or null (0); block_m 0 = choose.
+/// mask bool [B, Lq, Lkv] (mask_rank 3), [B, Lkv] (2) or null (0); block_m 0 = choose;
+/// variant 0 = auto, 1 = mma (mma.sync), 2 = wgmma (Hopper).
 int kjit_bench_prefill(void* q, void* k, void* v, void* mask, int mask_rank, void* out, void* lse, int batch,
                        int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, int causal, int block_m,
-                       void* stream) {
+                       int variant, void* stream) {
   try {
     kjit::attention::PrefillArgs a;
     a.q = TensorRef(q, DType::kBF16, {batch, q_len, q_heads, head_dim});
@@ -73,6 +74,9 @@ int kjit_bench_prefill(void* q, void* k, void* v, void* mask, int mask_rank, voi
     if (lse != nullptr) a.lse = TensorRef(lse, DType::kF32, {batch, q_heads, q_len});
     a.causal = causal != 0;
     a.block_m = block_m;
+    a.variant = variant == 1   ? kjit::attention::AttentionVariant::kMma
+                : variant == 2 ? kjit::attention::AttentionVariant::kWgmma
+                               : kjit::attention::AttentionVariant::kAuto;
     kjit::attention::prefill(a, static_cast<CUstream>(stream));
     return 0;
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 """kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
 
     python3 tools/bench/bench_attention.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+                                           [--prefill-only]
 
 The shim library (tools/bench/attention_shim.cc + decode_shim.cc) comes from --lib, else
 $KJIT_BENCH_SHIM, else the first positional argument. The script
@@ -11,14 +12,17 @@ $KJIT_BENCH_SHIM, else the first positional argument. The script
      contiguous decode too) and the ragged paged prefill (q_len 0 / kv_len 0 requests), plus the
      paged append (a decode loop: append one token per request, decode, compare);
   2. times dense prefill at B4 H32 L4096 D128 causal and full, B1 H32 L8192 D128 causal and B8 H16
-     L2048 D64 causal against cuDNN and FlashAttention-2 SDPA (torch.nn.attention.sdpa_kernel, q as
-     a [B, H, L, D] view of the BLHD tensor), in TFLOP/s with causal FLOPs = half of full
+     L2048 D64 causal, kjit's Hopper wgmma kernel (on sm_90) and its mma.sync kernel side by side,
+     against cuDNN and FlashAttention-2 SDPA (torch.nn.attention.sdpa_kernel, q as a [B, H, L, D]
+     view of the BLHD tensor), in TFLOP/s with causal FLOPs = half of full
      (4 · B · H · Lq · Lkv · D for full);
   3. times paged decode at page sizes 1, 16 and 64 against kjit's contiguous decode at B16 Hq32 Hkv8
      D128 L4096, the pools a random permutation of pages, rotating K/V sets so every call streams
      from DRAM (target: page 16 ≥ 0.95, page 1 ≥ 0.85 of contiguous);
-  4. times the ragged paged prefill (page 16) against the dense prefill at the same total work
-     (B4 H32 L4096 D128 causal as four packed requests), and a mixed-length batch (target ≥ 0.9).
+  4. times the ragged paged prefill (page 16) against the dense prefill (the same mma.sync kernel
+     body) at the same total work (B4 H32 L4096 D128 causal as four packed requests), and a
+     mixed-length batch (target ≥ 0.9).
+--prefill-only runs steps 1 and 2 for the dense prefill alone.
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
@@ -52,9 +56,21 @@ DECODE_SHAPE = (16, 32, 8, 128, 4096)  # batch, q_heads, kv_heads, head_dim, kv_
 PAGE_SIZES = (1, 16, 64)
 
 
+VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2}
+
+
+def hopper():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def wgmma_takes(D, mask_rank):
+    """Whether the Hopper prefill kernel can run this call (the entry's variant_rejects rule)."""
+    return hopper() and D in (64, 128) and mask_rank == 0
+
+
 def load_shim(path):
     lib = ctypes.CDLL(path)
-    lib.kjit_bench_prefill.argtypes = [c_void_p] * 4 + [c_int] + [c_void_p] * 2 + [c_int] * 8 + [c_void_p]
+    lib.kjit_bench_prefill.argtypes = [c_void_p] * 4 + [c_int] + [c_void_p] * 2 + [c_int] * 9 + [c_void_p]
     lib.kjit_bench_prefill.restype = c_int
     lib.kjit_bench_paged_decode_workspace.argtypes = [c_int] * 7 + [c_ll, c_int, ctypes.POINTER(c_size_t)]
     lib.kjit_bench_paged_decode_workspace.restype = c_int
@@ -130,12 +146,13 @@ class Kjit:
     def __init__(self, lib):
         self.lib = lib
 
-    def prefill(self, q, k, v, out, lse=None, mask=None, causal=False, block_m=0):
+    def prefill(self, q, k, v, out, lse=None, mask=None, causal=False, block_m=0, variant="auto"):
+        """variant: "auto", "mma" (mma.sync kernel) or "wgmma" (the Hopper kernel)."""
         B, Lq, Hq, D = q.shape
         Lkv, Hkv = k.shape[1], k.shape[2]
         check_rc(self.lib.kjit_bench_prefill(ptr(q), ptr(k), ptr(v), ptr(mask), 0 if mask is None else mask.dim(),
                                              ptr(out), ptr(lse), B, Lq, Lkv, Hq, Hkv, D, int(causal), block_m,
-                                             stream_ptr()), "prefill")
+                                             VARIANTS[variant], stream_ptr()), "prefill")
 
     def paged_decode_workspace(self, B, Hq, cache, D, Hkv, hint=0, splits=0):
         n = c_size_t(0)
@@ -254,10 +271,13 @@ def check_prefill(kj, gen):
             mask = torch.rand(B, Lq, Lkv, device="cuda", generator=gen) < 0.7
         elif mask_rank == 2:
             mask = torch.rand(B, Lkv, device="cuda", generator=gen) < 0.7
-        for block_m in (0, 64, 128):
+        runs = [("mma", block_m) for block_m in (0, 64, 128)]
+        if wgmma_takes(D, mask_rank):
+            runs.append(("wgmma", 0))
+        for variant, block_m in runs:
             out = torch.full_like(q, float("nan"))
             lse = torch.full((B, Hq, Lq), float("nan"), device="cuda")
-            kj.prefill(q, k, v, out, lse, mask, causal, block_m)
+            kj.prefill(q, k, v, out, lse, mask, causal, block_m, variant)
             torch.cuda.synchronize()
             eo, el = 0.0, 0.0
             for b in range(B):
@@ -267,7 +287,7 @@ def check_prefill(kj, gen):
                 el = max(el, lse_err(lse[b], rl))
             ok = eo <= TOL and el <= 1e-4 and bool(torch.isfinite(out).all())
             results.append({"check": f"prefill B{B} Lq{Lq} Lkv{Lkv} Hq{Hq}/Hkv{Hkv} D{D} causal={causal} "
-                                     f"mask={mask_rank}d block_m={block_m or 'auto'}",
+                                     f"mask={mask_rank}d {variant} block_m={block_m or 'auto'}",
                             "rel_l2_out": eo, "rel_l2_lse": el, "ok": ok})
     return results
 
@@ -394,13 +414,22 @@ def bench_prefill(kj, B, H, L, D, causal, gen):
     out = torch.empty_like(q)
     f = flops(B, H, L, L, D, causal)
     row = {"shape": f"B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}", "flops": f}
-    kj.prefill(q, k, v, out, causal=causal)
-    torch.cuda.synchronize()
-    # Spot-check a few heads against the float32 reference (the full one is expensive).
+    # Both kjit kernels (the mma.sync one everywhere, the Hopper wgmma one on sm_90), each
+    # spot-checked on a few heads against the float32 reference (the full one is expensive).
     ro, _ = reference(q[0, :, :2], k[0, :, :2], v[0, :, :2], causal=causal)
-    row["rel_l2"] = rel_l2(out[0, :, :2], ro)
-    row["ok"] = row["rel_l2"] <= TOL and bool(torch.isfinite(out).all())
-    row["kjit_us"] = graph_time_us(lambda i: kj.prefill(q, k, v, out, causal=causal), 3)
+    row["ok"] = True
+    for variant in ("mma", "wgmma") if wgmma_takes(D, 0) else ("mma",):
+        out.fill_(float("nan"))
+        kj.prefill(q, k, v, out, causal=causal, variant=variant)
+        torch.cuda.synchronize()
+        err = rel_l2(out[0, :, :2], ro)
+        row[f"{variant}_rel_l2"] = err
+        row["ok"] = row["ok"] and err <= TOL and bool(torch.isfinite(out).all())
+        row[f"{variant}_us"] = graph_time_us(lambda i, variant=variant: kj.prefill(q, k, v, out, causal=causal,
+                                                                                 variant=variant), 3)
+    # "kjit" is what the automatic choice runs on this device.
+    row["kjit_us"] = row["wgmma_us"] if "wgmma_us" in row else row["mma_us"]
+    row["rel_l2"] = row.get("wgmma_rel_l2", row["mma_rel_l2"])
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
         def step(i, backend=backend):
@@ -413,11 +442,12 @@ def bench_prefill(kj, B, H, L, D, causal, gen):
         except Exception as e:  # a backend that does not take this shape
             row[f"{name}_us"] = None
             row[f"{name}_error"] = str(e).splitlines()[0][:200]
-    for name in ("kjit", "cudnn", "fa2"):
+    for name in ("kjit", "mma", "wgmma", "cudnn", "fa2"):
         us = row.get(f"{name}_us")
         row[f"{name}_tflops"] = f / (us * 1e-6) / 1e12 if us else None
     row["kjit_over_fa2"] = row["kjit_tflops"] / row["fa2_tflops"] if row.get("fa2_tflops") else None
     row["kjit_over_cudnn"] = row["kjit_tflops"] / row["cudnn_tflops"] if row.get("cudnn_tflops") else None
+    row["mma_over_fa2"] = row["mma_tflops"] / row["fa2_tflops"] if row.get("fa2_tflops") else None
     return row
 
 
@@ -483,7 +513,7 @@ def bench_ragged(kj, gen):
             # The same work as one dense prefill over contiguous K/V.
             qd = q.view(B, L, H, D)
             od = torch.empty_like(qd)
-            dus = graph_time_us(lambda i: kj.prefill(qd, k, v, od, causal=causal), 3)
+            dus = graph_time_us(lambda i: kj.prefill(qd, k, v, od, causal=causal, variant="mma"), 3)
             row["dense_us"] = dus
             row["dense_tflops"] = f / (dus * 1e-6) / 1e12
             row["paged_over_dense"] = dus / us
@@ -504,6 +534,7 @@ def main():
     ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--prefill-only", action="store_true", help="dense prefill checks and timings only")
     args = ap.parse_args()
     lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
     if not lib_path:
@@ -513,7 +544,7 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(seed)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
 
-    checks = check_prefill(kj, gen) + check_paged(kj, gen) + check_ragged(kj, gen)
+    checks = check_prefill(kj, gen) + ([] if args.prefill_only else check_paged(kj, gen) + check_ragged(kj, gen))
     for c in checks:
         extra = "".join(f", {k} {c[k]:.2e}" for k in ("rel_l2_lse", "vs_contiguous") if k in c)
         print(f"check {c['check']}: out rel_l2 {c['rel_l2_out']:.2e}{extra} {'ok' if c['ok'] else 'FAIL'}")
@@ -525,17 +556,20 @@ def main():
         print(f"prefill {r['shape']}: kjit {r['kjit_us']:.0f} us, rel_l2 {r['rel_l2']:.2e}"
               + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
         torch.cuda.empty_cache()
-    decode_rows = bench_paged_decode(kj, gen)
-    ragged_rows = bench_ragged(kj, gen)
+    decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen)
+    ragged_rows = [] if args.prefill_only else bench_ragged(kj, gen)
 
     print()
-    head = f"{'prefill':<30} {'kjit TF/s':>10} {'cuDNN TF/s':>11} {'FA2 TF/s':>9} {'kjit/FA2':>9} {'kjit/cuDNN':>11} {'ok':>4}"
+    head = (f"{'prefill':<30} {'wgmma TF/s':>10} {'mma TF/s':>9} {'cuDNN TF/s':>11} {'FA2 TF/s':>9} "
+            f"{'wgmma/cuDNN':>12} {'mma/FA2':>8} {'ok':>4}")
     print(head)
     print("-" * len(head))
     for r in prefill_rows:
-        print(f"{r['shape']:<30} {fmt(r['kjit_tflops'], '10.1f')} {fmt(r['cudnn_tflops'], '11.1f')} "
-              f"{fmt(r['fa2_tflops'], '9.1f')} {fmt(r['kjit_over_fa2'], '9.2f')} {fmt(r['kjit_over_cudnn'], '11.2f')} "
-              f"{'yes' if r['ok'] else 'NO':>4}")
+        wg = r.get("wgmma_tflops")
+        print(f"{r['shape']:<30} {fmt(wg, '10.1f')} {fmt(r['mma_tflops'], '9.1f')} {fmt(r['cudnn_tflops'], '11.1f')} "
+              f"{fmt(r['fa2_tflops'], '9.1f')} "
+              f"{fmt(wg / r['cudnn_tflops'] if wg and r.get('cudnn_tflops') else None, '12.2f')} "
+              f"{fmt(r['mma_over_fa2'], '8.2f')} {'yes' if r['ok'] else 'NO':>4}")
     print()
     head = f"{'paged decode':<42} {'us':>8} {'GB/s':>7} {'vs contig':>10} {'target':>7} {'ok':>4}"
     print(head)

@@ -481,7 +481,11 @@ std::string PrefillCase::describe() const {
   if (scale != 0.f) s += fmt::format(" scale={}", scale);
   if (q_range != 2.f) s += fmt::format(" q_range={}", q_range);
   if (block_m) s += fmt::format(" block_m={}", block_m);
-  if (use_entry) s += fmt::format(" entry({})", attention::variant_name(variant));
+  if (use_entry) {
+    s += fmt::format(" entry({})", attention::variant_name(variant));
+  } else if (variant != attention::AttentionVariant::kAuto) {
+    s += fmt::format(" variant={}", attention::variant_name(variant));
+  }
   return s;
 }
 
@@ -609,6 +613,7 @@ AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtim
     if (c.lse) a.lse = lse;
     a.scale = c.scale;
     a.block_m = c.block_m;
+    a.variant = c.variant;
     attention::prefill(a, nullptr, runtime);
     synchronize();
   }

@@ -146,7 +146,7 @@ struct PrefillCase {
   float scale = 0.f;
   float q_range = 2.f;
   int block_m = 0;  ///< PrefillArgs::block_m (0 = choose)
-  /// Run through kjit::attention::attention (with this variant) instead of prefill().
+  /// Run through kjit::attention::attention instead of prefill() (either with `variant`).
   bool use_entry = false;
   attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
 

@@ -1,7 +1,8 @@
 #pragma once
 /// \file ops/attention.hpp
 /// GQA attention (the astrai seed's attention family), bf16, head_dim 64/128/256, MMA
-/// (mma.sync m16n8k16 bf16) kernels for sm_80+:
+/// (mma.sync m16n8k16 bf16) kernels for sm_80+, and on Hopper (sm_90a) a TMA + wgmma dense
+/// prefill (FlashAttention-3 style) for head_dim 64/128 without masks:
 ///
 ///   decode          q [batch, 1, q_heads, D] over a contiguous BLHD KV cache, split-KV + merge
 ///   paged_decode    the same over a paged KV cache (page pools + CSR page table)
@@ -168,6 +169,19 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
 
 // ---- Prefill ---------------------------------------------------------------------------------------
 
+/// Kernel implementations ("variants") of the attention entry (and of prefill()).
+enum class AttentionVariant {
+  kAuto,   ///< the best capable variant for the device and call (or KJIT_ATTN_VARIANT)
+  kMma,    ///< mma.sync m16n8k16 bf16 kernels, sm_80+, head_dim 64/128/256
+  /// Hopper dense prefill (TMA + wgmma, warp-specialized; sm_90a): head_dim 64/128, causal or
+  /// full, chunked, any GQA ratio, LSE; no bool mask and no per-request kv_lens (those run on
+  /// kMma unless kWgmma is requested explicitly).
+  kWgmma,
+};
+
+/// "auto", "mma", "wgmma".
+const char* variant_name(AttentionVariant variant) noexcept;
+
 /// Arguments of prefill(): dense (rectangular) prefill over contiguous K/V.
 struct PrefillArgs {
   /// [batch, q_len, q_heads, head_dim] bf16; head_dim contiguous, 16-byte aligned rows (pointer
@@ -191,14 +205,21 @@ struct PrefillArgs {
   /// Softmax scale, ≥ 0; 0 means 1 / sqrt(head_dim).
   float scale = 0.f;
   /// Query rows per CTA: 0 lets kjit choose (64 for short q_len or when 128-row tiles would not
-  /// fill the device, else 128); 64 or 128 forces a tile (tuning, tests).
+  /// fill the device, else 128); 64 or 128 forces a tile (tuning, tests). The mma.sync kernel
+  /// only (the wgmma kernel's tile is 128 rows).
   int block_m = 0;
+  /// kAuto: the wgmma kernel where it can run the call (an sm_90 device, head_dim 64/128, no
+  /// mask, no kv_lens), else the mma.sync kernel. kMma / kWgmma are strict: Unsupported when that
+  /// kernel cannot run the call.
+  AttentionVariant variant = AttentionVariant::kAuto;
 };
 
-/// Runs prefill on `stream`: split-Q, a CTA per (128 query rows, q head, request), K/V tiles
-/// through a cp.async pipeline, fully masked KV tiles skipped under causal. Never allocates or
-/// synchronizes; needs no workspace. q_len == 0 or batch == 0 launches nothing. Throws
-/// InvalidArgument (before any driver call), Unsupported below sm_80, DriverError.
+/// Runs prefill on `stream`: split-Q, a CTA per (128 query rows, q head, request), fully masked
+/// KV tiles skipped under causal. mma.sync kernel: K/V tiles through a cp.async pipeline; wgmma
+/// kernel (sm_90a): a TMA producer warpgroup and two wgmma consumer warpgroups (FlashAttention-3
+/// style). Never allocates or synchronizes; needs no workspace. q_len == 0 or batch == 0
+/// launches nothing. Throws InvalidArgument (before any driver call), Unsupported below sm_80 or
+/// when an explicitly requested variant cannot run the call, DriverError.
 void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
 
 // ---- Ragged paged prefill ------------------------------------------------------------------------
@@ -267,15 +288,6 @@ void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, c
 
 // ---- One entry -----------------------------------------------------------------------------------
 
-/// Kernel implementations ("variants") of the attention entry.
-enum class AttentionVariant {
-  kAuto,  ///< the best capable variant for the device and call (or KJIT_ATTN_VARIANT)
-  kMma,   ///< mma.sync m16n8k16 bf16 kernels, sm_80+, head_dim 64/128/256
-};
-
-/// "auto", "mma".
-const char* variant_name(AttentionVariant variant) noexcept;
-
 /// Arguments of attention(): the union of the calls above; which tensors are present picks the
 /// kernel:
 ///   cache.indptr given (paged):  qo_indptr given → paged_prefill (plan required);
@@ -307,7 +319,8 @@ struct AttentionArgs {
   int64_t kv_len_hint = 0;
   /// Dense prefill: query rows per CTA (0 = choose; see PrefillArgs::block_m).
   int block_m = 0;
-  /// kAuto: KJIT_ATTN_VARIANT (read once; "mma" or "auto"), else the best capable variant,
+  /// kAuto: KJIT_ATTN_VARIANT (read once; "auto", "mma" or "wgmma"), else the best capable
+  /// variant (wgmma for a dense prefill it can run, else mma),
   /// falling back to the next capable one. Any other value is strict: Unsupported when that
   /// variant cannot run this call on this device.
   AttentionVariant variant = AttentionVariant::kAuto;

@@ -1,0 +1,393 @@
+// Hopper GQA prefill attention (family "attention.prefill_sm90", sm_90a only; SASS: HGMMA):
+//
+//   out[b, i, h] = softmax_j(scale · q[b, i, h] · k[b, j, h / group]) · v[b, j, h / group]
+//
+// over keys j < kv_len, and under `causal` only j ≤ i + kv_len − q_len (chunked prefill). The
+// same contract as the dense mma.sync prefill (attention/prefill.cu) for head_dim 64/128 without
+// a bool mask or per-request kv_lens; the host routes everything else to that kernel.
+//
+// ── Design (FlashAttention-3 style: warp specialization, TMA, wgmma) ────────────────────────────
+// * CTA = 128 query rows of one (batch, q head), 384 threads. Warpgroup 0 is the producer: it
+//   gives registers back (setmaxnreg.dec) and one thread issues TMA loads — Q once, then per KV
+//   tile a K box and a V box into stage it % kStages, each completing its own "full" mbarrier
+//   (so Q·Kᵀ can start before V lands), after the stage's "empty" barrier says all 8 consumer
+//   warps are done with it. Warpgroups 1 and 2 (setmaxnreg.inc) own 64 query rows each.
+// * S = Q·Kᵀ: wgmma m64n128k16, A = the warpgroup's Q rows and B = the K tile [kv, d], both
+//   K-major from 128B-swizzled shared memory (a k16 step is a 32-byte move of the descriptor's
+//   start address inside the 128-byte rows, the next 64 d columns the next atom).
+// * Online softmax in registers (f32, log2 domain, scale folded into one FFMA per score; a row
+//   lives in the 4 lanes of a quad: two xor-shuffles per reduction). P is packed to bf16 in
+//   registers: the D fragments of two n8 tiles are exactly the A fragment of one k16 step.
+// * O += P·V: wgmma m64n{D}k16 with A = P from registers and B = the V tile [kv, d] read in
+//   place as an MN-major ("transposed") operand: no transpose pass.
+// * Intra-warpgroup overlap: iteration `it` issues S_it = Q·K_itᵀ and then O += P_{it−1}·V_{it−1}
+//   back to back, waits for S only (wgmma.wait_group 1; K_it's slot is released), runs the masks
+//   and the softmax of S_it while the P·V wgmmas still run, then waits for those (V_{it−1}'s
+//   slot is released), rescales O and packs P_it. Optionally (p.pingpong) the two consumer
+//   warpgroups take turns issuing, so one's softmax overlaps the other's GEMMs.
+// * KV tiles are walked from the last to the first, so the tiles that need masks (the causal
+//   diagonal, the kv_len tail) come first and the rest run without any per-element test; tiles
+//   past the CTA's last row's causal limit are never loaded.
+// * Epilogue: O / l as bf16 written by each warpgroup over its own Q rows in shared memory (the
+//   same swizzled layout), then TMA-stored (the TMA unit clips rows ≥ q_len and handles any
+//   row/head/batch strides); LSE = (m + log2 l) · ln 2 from the quad's lane 0, −inf and zeros for
+//   a row that attends nothing.
+//
+// ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
+// 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
+// from L2: compute bound. wgmma bf16 dense peak ≈ 989 TFLOP/s (the measured GEMM ceiling here is
+// 680–790); softmax adds ~1 MUFU.EX2 per score, ~1/2 of the FLOPs of a k16 step on the SFU pipe,
+// which is why the softmax must overlap the tensor-core work.
+#include "kjit/config.cuh"
+
+#include "attention/prefill_sm90_params.h"
+#include "attention/sm90.cuh"
+
+namespace kjit::attention {
+
+namespace sm90_prefill {
+
+KJIT_DEVICE float neg_inf() { return __int_as_float(0xff800000u); }
+
+KJIT_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  return x;
+}
+
+KJIT_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+  return x;
+}
+
+KJIT_DEVICE float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+KJIT_DEVICE float log2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+}  // namespace sm90_prefill
+
+/// See the file comment. kHeadDim ∈ {64, 128}. Launch: 384 threads,
+/// PrefillSm90Shape<kHeadDim>::kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
+template <int kHeadDim>
+__global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace sm90;
+  using namespace sm90_prefill;
+  using Shape = PrefillSm90Shape<kHeadDim>;
+  constexpr int kBlockN = Shape::kBlockN;
+  constexpr int kStages = Shape::kStages;
+  constexpr int kAtoms = Shape::kAtoms;
+  constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q·Kᵀ
+  constexpr int kPSteps = kBlockN / 16;   // k16 steps of P·V
+  constexpr int kSRegs = kBlockN / 2;     // score accumulators per thread
+  constexpr int kORegs = kHeadDim / 2;    // output accumulators per thread
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim");
+
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle atoms (8 rows × 128 bytes) must start at 1024-byte boundaries.
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t q_smem = base;                                // atom a at a · 128 · 128
+  const uint32_t k_smem = base + Shape::kQBytes;               // stage s at s · kKvBytes
+  const uint32_t v_smem = k_smem + kStages * Shape::kKvBytes;  // atom a at a · kBlockN · 128
+  const uint32_t bars = v_smem + kStages * Shape::kKvBytes;
+  const uint32_t q_full = bars;
+  auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+  auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
+
+  // The CTA's work: the flat index head-fastest, heaviest (latest) q tile first under causal.
+  const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+  const int head = flat % p.q_heads;
+  const int q_tile = p.causal ? p.q_tiles - 1 - flat / p.q_heads : flat / p.q_heads;
+  const int b = static_cast<int>(blockIdx.z);
+  const int kv_head = head / p.group;
+  const int q0 = q_tile * Shape::kBlockM;
+  const int q_rows = min(Shape::kBlockM, p.q_len - q0);
+  const int kv_len = p.kv_len;
+  const int diag = kv_len - p.q_len;  // causal: row i sees keys j ≤ i + diag
+  const bool causal = p.causal != 0;
+  const int kv_end = causal ? max(min(kv_len, q0 + q_rows + diag), 0) : kv_len;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(k_full(s), 1);
+      mbarrier_init(v_full(s), 1);
+      mbarrier_init(k_empty(s), 8);  // one arrival per consumer warp
+      mbarrier_init(v_empty(s), 8);
+    }
+    fence_barrier_init();
+    prefetch_tensormap(&p.tma_q);
+    prefetch_tensormap(&p.tma_k);
+    prefetch_tensormap(&p.tma_v);
+    prefetch_tensormap(&p.tma_out);
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    // ---- Producer. -------------------------------------------------------------------------
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * (128 * 128), &p.tma_q, a * 64, q0, head, b, q_full);
+      for (int it = 0; it < n_tiles; ++it) {
+        const int tile = n_tiles - 1 - it;
+        const int s = it % kStages;
+        const int round = it / kStages;
+        const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
+        const uint32_t v_dst = v_smem + s * Shape::kKvBytes;
+        // K and V of a stage are released separately (K once S = Q·Kᵀ is done, V once P·V is),
+        // so the next K lands while the previous P·V still runs.
+        if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
+        mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, kv_head, b, k_full(s));
+        }
+        if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
+        mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          tma_load_4d(v_dst + a * (kBlockN * 128), &p.tma_v, a * 64, tile * kBlockN, kv_head, b, v_full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of the request. -----------
+  setmaxnreg_inc<240>();
+  const int c = wg - 1;
+  const int t = threadIdx.x % 128;
+  const int warp = t / 32;
+  const int lane = t % 32;
+  const int g = lane / 4;
+  const int tq = lane % 4;
+  const int row0 = q0 + 64 * c;
+  const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
+  const float scale_log2 = p.scale_log2;
+  const uint32_t q_wg = q_smem + c * (64 * 128);  // this warpgroup's rows inside each Q atom
+
+  float s_acc[kSRegs];
+  float o_acc[kORegs];
+  uint32_t p_frag[kPSteps][4];
+  float row_m[2] = {neg_inf(), neg_inf()};
+  float row_l[2] = {0.f, 0.f};
+
+  // S = Q · K_stageᵀ (issued, not waited for).
+  auto issue_qk = [&](int s) {
+    const uint32_t k_tile = k_smem + s * Shape::kKvBytes;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const uint32_t a_off = (kk / 4) * (128 * 128) + (kk % 4) * 32;
+      const uint32_t b_off = (kk / 4) * (kBlockN * 128) + (kk % 4) * 32;
+      wgmma_bf16_ss<kBlockN>(s_acc, smem_desc_k128(q_wg + a_off), smem_desc_k128(k_tile + b_off), kk > 0 ? 1u : 0u);
+    }
+  };
+  // O (+)= P · V_stage (issued, not waited for); accumulate = false overwrites O.
+  auto issue_pv = [&](int s, bool accumulate) {
+    const uint32_t v_tile = v_smem + s * Shape::kKvBytes;
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      wgmma_bf16_rs_tb<kHeadDim>(o_acc, p_frag[kk], smem_desc_mn128(v_tile + kk * 16 * 128, kBlockN * 128),
+                                 (accumulate || kk > 0) ? 1u : 0u);
+    }
+  };
+  // Masks (only on tiles that cross the causal diagonal or the kv_len tail of these rows), then
+  // the online-softmax update of s_acc into unnormalized probabilities; returns the factors by
+  // which O's rows must be rescaled.
+  auto softmax = [&](int tile, float (&alpha)[2]) {
+    const int col0 = tile * kBlockN;
+    const bool need_mask = col0 + kBlockN > kv_len || (causal && col0 + kBlockN - 1 > row0 + diag);
+    if (need_mask) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int limit = causal ? min(kv_len, my_row + 8 * h + diag + 1) : kv_len;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (col0 + 8 * j + 2 * tq + e >= limit) s_acc[4 * j + 2 * h + e] = neg_inf();
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * h], s_acc[4 * j + 2 * h + 1]));
+      mx = quad_max(mx);
+      const float m_new = fmaxf(row_m[h], mx * scale_log2);
+      const float base_m = m_new == neg_inf() ? 0.f : m_new;  // keeps −inf − (−inf) out
+      alpha[h] = exp2_approx(row_m[h] - base_m);
+      row_m[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = exp2_approx(fmaf(s_acc[4 * j + 2 * h + e], scale_log2, -base_m));
+          s_acc[4 * j + 2 * h + e] = pr;
+          sum += pr;
+        }
+      }
+      row_l[h] = row_l[h] * alpha[h] + sum;
+    }
+  };
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      p_frag[kk][0] = pack_bf16x2(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);
+      p_frag[kk][1] = pack_bf16x2(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);
+      p_frag[kk][2] = pack_bf16x2(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);
+      p_frag[kk][3] = pack_bf16x2(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
+    }
+  };
+  auto release_k = [&](int s) {
+    if (lane == 0) mbarrier_arrive(k_empty(s));
+  };
+  auto release_v = [&](int s) {
+    if (lane == 0) mbarrier_arrive(v_empty(s));
+  };
+  // Pingpong (FlashAttention-3): the two consumer warpgroups take turns issuing their wgmmas, so
+  // one's softmax runs while the other's GEMMs own the tensor cores. Named barrier 3 + c means
+  // "warpgroup c may issue": it completes when c's 128 threads sync and the other warpgroup's 128
+  // arrive (after its own issue). Warpgroup 1 opens the first turn for warpgroup 0 and skips the
+  // arrival after its last issue, so every arrival is matched by a sync.
+  const bool pingpong = p.pingpong != 0;
+  auto wait_turn = [&]() {
+    if (!pingpong) return;
+    if (c == 0) {
+      named_barrier<3, 256>();
+    } else {
+      named_barrier<4, 256>();
+    }
+  };
+  auto pass_turn = [&](bool last) {
+    if (!pingpong) return;
+    if (c == 0) {
+      named_barrier_arrive<4, 256>();
+    } else if (!last) {
+      named_barrier_arrive<3, 256>();
+    }
+  };
+  if (pingpong && c == 1 && n_tiles > 0) named_barrier_arrive<3, 256>();
+
+  mbarrier_wait(q_full, 0);
+  if (n_tiles > 0) {
+    // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
+    {
+      mbarrier_wait(k_full(0), 0);
+      wait_turn();
+      wgmma_fence();
+      issue_qk(0);
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<0>();
+      release_k(0);
+      float alpha[2];
+      softmax(n_tiles - 1, alpha);
+      pack_p();
+    }
+    for (int it = 1; it < n_tiles; ++it) {
+      const int s = it % kStages;
+      const int sp = (it - 1) % kStages;
+      mbarrier_wait(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
+      mbarrier_wait(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
+      wait_turn();
+      wgmma_fence();
+      issue_qk(s);
+      wgmma_commit();
+      issue_pv(sp, it > 1);
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
+      release_k(s);
+      float alpha[2];
+      softmax(n_tiles - 1 - it, alpha);
+      wgmma_wait<0>();
+      release_v(sp);
+#pragma unroll
+      for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
+      pack_p();
+    }
+    const int sl = (n_tiles - 1) % kStages;
+    mbarrier_wait(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
+    wait_turn();
+    wgmma_fence();
+    issue_pv(sl, n_tiles > 1);
+    wgmma_commit();
+    pass_turn(true);
+    wgmma_wait<0>();
+    release_v(sl);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
+  }
+
+  // ---- Epilogue: O / l as bf16 over this warpgroup's Q rows (its own wgmmas, the only readers,
+  // are complete once all four warps get here), then one TMA store per 64-column atom. ---------
+  if (c == 0) {
+    named_barrier<1, 128>();
+  } else {
+    named_barrier<2, 128>();
+  }
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(row_l[h]);
+    inv[h] = l > 0.f ? 1.f / l : 0.f;
+    const int row = my_row + 8 * h;
+    if (p.lse != nullptr && tq == 0 && row < p.q_len) {
+      p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
+          l > 0.f ? (row_m[h] + log2_approx(l)) * 0.693147180559945309f : neg_inf();
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * warp + g + 8 * h;  // row within the warpgroup's 64
+      const uint32_t addr = q_wg + (j / 8) * (128 * 128) + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
+      st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
+    }
+  }
+  fence_proxy_async();
+  if (c == 0) {
+    named_barrier<1, 128>();
+  } else {
+    named_barrier<2, 128>();
+  }
+  if (t == 0 && row0 < p.q_len) {
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * (128 * 128));
+    bulk_commit();
+    bulk_wait_read();
+  }
+#else
+  // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
+  // points build for every arch).
+  __trap();
+#endif
+}
+
+}  // namespace kjit::attention

@@ -1,0 +1,76 @@
+#pragma once
+// Parameters and static shape of the Hopper prefill kernel (attention/prefill_sm90.cu, family
+// attention.prefill_sm90). Compiled by g++ (runtime/ops/attention_prefill.cc) and NVRTC: PODs
+// and constexpr only.
+#include "kjit/types.h"
+#include "fp8/gemm_sm90_params.h"  // TmaDescriptor: a CUtensorMap's 128 bytes, opaque to kernels
+
+namespace kjit::attention {
+
+using TmaDescriptor = kjit::fp8::TmaDescriptor;
+
+/// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): kBlockM = 128 query rows of
+/// one (batch, q head), 3 warpgroups = 384 threads: warpgroup 0 the TMA producer, warpgroups 1
+/// and 2 the consumers of 64 rows each. K/V tiles of kBlockN = 128 tokens stream through a
+/// kStages-deep ring. Every tile in shared memory is a column of 64-element (128-byte) "atoms"
+/// in the 128-byte swizzle (what TMA writes and wgmma's descriptors read): the atom of columns
+/// 64a..64a+63 of an R-row tile lives at a · R · 128 bytes.
+///   hd64 : Q 16 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 112 KiB
+///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use)
+/// Three stages: a K slot is refilled once S = Q·Kᵀ of its tile is done, a V slot once P·V is, so
+/// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
+template <int kHeadDim>
+struct PrefillSm90Shape {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 3;
+  static constexpr int kAtoms = kHeadDim / 64;
+  static constexpr int kThreads = 384;
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage
+  /// The stages, 1024 bytes to align the base to the swizzle atom, and the mbarriers.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024 + 256;
+};
+
+/// Launch shape of PrefillSm90Shape<head_dim> (all zero for an unsupported head_dim).
+struct PrefillSm90LaunchShape {
+  int threads = 0;
+  int block_m = 0;
+  int block_n = 0;
+  int smem_bytes = 0;
+};
+
+constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim) {
+  return head_dim == 64    ? PrefillSm90LaunchShape{PrefillSm90Shape<64>::kThreads, PrefillSm90Shape<64>::kBlockM,
+                                                    PrefillSm90Shape<64>::kBlockN, PrefillSm90Shape<64>::kSmemBytes}
+         : head_dim == 128 ? PrefillSm90LaunchShape{PrefillSm90Shape<128>::kThreads, PrefillSm90Shape<128>::kBlockM,
+                                                    PrefillSm90Shape<128>::kBlockN, PrefillSm90Shape<128>::kSmemBytes}
+                           : PrefillSm90LaunchShape{};
+}
+
+/// Parameters of prefill_sm90_kernel. The four tensor maps address BLHD bf16 tensors as 4-D
+/// (d, token, head, batch) boxes with the 128-byte swizzle:
+///   tma_q   q   [batch, q_len, q_heads, D]:      box (64, 128, 1, 1)
+///   tma_k/v k/v [batch, kv_len, kv_heads, D]:    box (64, kBlockN, 1, 1)
+///   tma_out out [batch, q_len, q_heads, D]:      box (64, 64, 1, 1) (stores clip rows ≥ q_len)
+/// Tokens past kv_len (the tensor's extent) load as zeros. Under `causal` query i attends keys
+/// j ≤ i + kv_len − q_len (queries aligned to the end of the KV: chunked prefill).
+/// Grid: (q_tiles, q_heads, batch), walked head-fastest and, under causal, heaviest tile first.
+struct PrefillSm90Params {
+  TmaDescriptor tma_q;
+  TmaDescriptor tma_k;
+  TmaDescriptor tma_v;
+  TmaDescriptor tma_out;
+  float* lse;  ///< f32 natural-log LSE [batch, q_heads, q_len] (strided) or null
+  int64_t lse_stride_b, lse_stride_h, lse_stride_l;
+  int32_t q_len;
+  int32_t kv_len;
+  int32_t q_heads;
+  int32_t group;    ///< q_heads / kv_heads
+  int32_t q_tiles;  ///< ceil(q_len / 128)
+  int32_t causal;
+  float scale_log2;  ///< softmax scale · log2(e), > 0
+  int32_t pingpong;  ///< nonzero: the consumer warpgroups take turns issuing wgmmas
+};
+
+}  // namespace kjit::attention
