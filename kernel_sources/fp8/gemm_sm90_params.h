@@ -17,10 +17,18 @@ struct alignas(64) TmaDescriptor {
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
 constexpr int kSm90BM = 128;
 constexpr int kSm90Threads = 384;
+// The epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes (8 KiB): two
+// boxes per consumer warpgroup in a ring, so the next box is written while the last is stored.
+constexpr int kSm90EpilogueBytes = 2 * 2 * 8192;
+// Split-K: at most this many CTAs (one cluster) share an output tile.
+constexpr int kSm90MaxSplits = 4;
 inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
-// Dynamic shared memory: the stages, 1024 bytes to align the base, and the barriers. The
-// epilogue's D tile (128 × BN outputs, ≤ 128 KiB in f32) reuses the stage buffers.
-inline constexpr int sm90_smem_bytes(int bn, int stages) { return stages * sm90_stage_bytes(bn) + 1024 + 256; }
+// Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
+// the producer already loads the next tile while the consumers store this one), 1024 bytes to
+// align the base, and the barriers. Split-K's partial tile (128 × BN f32) reuses stages + staging.
+inline constexpr int sm90_smem_bytes(int bn, int stages) {
+  return stages * sm90_stage_bytes(bn) + kSm90EpilogueBytes + 1024 + 256;
+}
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
@@ -45,6 +53,9 @@ struct GemmSm90Params {
   int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
   int32_t tma_store;     // 1: the epilogue stages D in shared memory and stores it with TMA
                          //    (d and every row 16-byte aligned); 0: direct stores
+  int32_t splits;        // 1: persistent CTAs walk tiles blockIdx.x, + gridDim.x, ...; S > 1:
+                         //    split-K, CTA b computes k-slice b % S of tile b / S and the S CTAs
+                         //    of a tile (one cluster of S) sum their partials in rank order
 };
 
 }  // namespace kjit::fp8

@@ -61,14 +61,57 @@ KJIT_DEVICE void tma_store_2d(const void* tmap, int32_t x, int32_t y, uint32_t s
                : "memory");
 }
 KJIT_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-/// Waits until the committed bulk stores have finished reading shared memory.
-KJIT_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/// Waits until at most kPending of the issuing thread's committed bulk stores are still reading
+/// shared memory (their sources may then be overwritten).
+template <int kPending>
+KJIT_DEVICE void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+/// Waits until every committed bulk store of the issuing thread has completed (its writes are
+/// performed), e.g. before the CTA exits.
+KJIT_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 KJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 KJIT_DEVICE void st_shared_f32x2(uint32_t addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+KJIT_DEVICE void st_shared_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+// --- Thread-block clusters (split-K reduction through distributed shared memory) -------------
+
+/// This CTA's rank in its cluster (0 without a cluster launch: a lone CTA is a 1-CTA cluster).
+KJIT_DEVICE uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+/// Every thread of every CTA of the cluster arrives (release: its earlier shared-memory writes
+/// become visible cluster-wide) and waits for all the others (acquire). Not .aligned: callers
+/// may come from a branch that diverged inside the warp.
+KJIT_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+/// The shared::cluster address of `addr` (a shared::cta address of this CTA's layout) in the
+/// shared memory of the cluster's CTA `rank`.
+KJIT_DEVICE uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+
+KJIT_DEVICE float4 ld_shared_cluster_f32x4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
 }
 
 /// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.

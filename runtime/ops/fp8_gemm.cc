@@ -357,8 +357,12 @@ double tile_cost(int64_t m, int64_t n, int bm, int bn, bool wgmma, int sm_count)
 
 }  // namespace
 
-GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel) {
+GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel,
+                   int splits) {
   check_fp8_arch(kOp, dev.sm, g.device, nullptr);
+  if (splits < 0 || splits > kSm90MaxSplits) {
+    kjit::detail::fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, splits));
+  }
   GemmPlan plan;
   auto cost = [&](int bm, int bn, bool wgmma) { return tile_cost(g.m, g.n, bm, bn, wgmma, dev.sm_count); };
   // The cheapest mma.sync tile (128x128 is not available with blockwise scales).
@@ -386,24 +390,30 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       break;
     case GemmKernel::kMmaSync:
       if (tile == GemmTile::k128x256) kjit::detail::fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      if (splits > 1) kjit::detail::fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
       plan.wgmma = false;
       break;
-    case GemmKernel::kAuto:
-      plan.wgmma = tile == GemmTile::k128x256;
-      if (!plan.wgmma && dev.sm == 90 && wgmma_layout && !mma_tile) {
-        int bm, bn;
-        best_mma(bm, bn);
-        plan.wgmma = std::min(cost(128, 128, true), cost(128, 256, true)) < cost(bm, bn, false);
+    case GemmKernel::kAuto: {
+      // wgmma whenever it can run (persistent for large problems, split-K for small M: both beat
+      // the mma.sync tiles on Hopper), unless an mma tile is forced; a forced 128x256 tile or
+      // splits > 1 asks for it.
+      const bool asked = tile == GemmTile::k128x256 || splits > 1;
+      plan.wgmma = asked || (dev.sm == 90 && wgmma_layout && !mma_tile);
+      const char* what = tile == GemmTile::k128x256 ? "tile k128x256" : "splits > 1";
+      if (plan.wgmma && dev.sm != 90) {
+        throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
+                                      what, dev.sm));
       }
-      if (plan.wgmma && (dev.sm != 90 || !wgmma_layout)) {
-        if (dev.sm != 90) {
-          throw Unsupported(fmt::format("{}: tile k128x256 is the wgmma kernel's, which needs sm_90a; the device is sm_{}",
-                                        kOp, dev.sm));
-        }
-        kjit::detail::fail(kOp, "tile k128x256 is the wgmma kernel's, which takes tensorwise scales with A and B both "
-                                "K-major");
+      if (plan.wgmma && !wgmma_layout) {
+        kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, which takes tensorwise scales with A and B both "
+                                            "K-major",
+                                            what));
+      }
+      if (plan.wgmma && (tile == GemmTile::k64x64 || tile == GemmTile::k128x64)) {
+        kjit::detail::fail(kOp, "splits > 1 is the wgmma kernel's, whose tiles are k128x128 and k128x256");
       }
       break;
+    }
     default: kjit::detail::fail(kOp, "kernel is not a GemmKernel value");
   }
 
@@ -415,6 +425,25 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       plan.bn = 256;
     } else {
       plan.bn = cost(128, 256, true) <= cost(128, 128, true) ? 256 : 128;
+    }
+    // Split-K when the output tiles leave more than half the SMs idle (small M): the k-slices
+    // of a tile run on `splits` SMs, so all SMs stream B (most of the bytes: N × K).
+    const int64_t ktiles = kjit::detail::ceil_div(g.k, 128);
+    const int64_t tiles_m = kjit::detail::ceil_div(g.m, kSm90BM);
+    if (splits == 0) {
+      plan.splits = 1;
+      if (tiles_m * kjit::detail::ceil_div(g.n, 128) * 2 <= dev.sm_count && ktiles >= 2) {
+        if (tile == GemmTile::kAuto) plan.bn = 128;
+        const int64_t tiles = tiles_m * kjit::detail::ceil_div(g.n, plan.bn);
+        plan.splits = static_cast<int>(
+            std::max<int64_t>(1, std::min<int64_t>({kSm90MaxSplits, dev.sm_count / tiles, ktiles / 2})));
+      }
+    } else {
+      if (splits > ktiles) {
+        kjit::detail::fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", splits,
+                                            g.k, ktiles));
+      }
+      plan.splits = splits;
     }
     plan.threads = kSm90Threads;
     if (stages != 0) {
@@ -486,8 +515,17 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
   }
   plan.tiles_m = kjit::detail::ceil_div(g.m, plan.bm);
   plan.tiles_n = kjit::detail::ceil_div(g.n, plan.bn);
-  if (plan.tiles_m * plan.tiles_n > INT32_MAX) {
+  const int64_t tiles = plan.tiles_m * plan.tiles_n;
+  // Half the int32 range: the persistent kernel's tile index runs up to tiles + grid.
+  if (tiles * plan.splits > INT32_MAX / 2) {
     kjit::detail::fail(kOp, fmt::format("{} x {} tiles exceed one launch", plan.tiles_m, plan.tiles_n));
+  }
+  if (!plan.wgmma) {
+    plan.grid = tiles;
+  } else if (plan.splits > 1) {
+    plan.grid = tiles * plan.splits;
+  } else {
+    plan.grid = std::min<int64_t>(tiles, std::max(dev.sm_count, 1));
   }
   return plan;
 }
@@ -510,11 +548,10 @@ GemmSm90Params sm90_params(const GemmProblem& g, const GemmPlan& plan) {
   p.bias_rows = g.params.bias_rows;
   const int elem = g.out_f32 ? 4 : 2;
   p.pair_store = reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
-  // TMA stores need a 16-byte aligned base and row stride, and the staged D tile (128 × BN
-  // outputs) must fit in the stage buffers it reuses.
+  // TMA stores need a 16-byte aligned base and row stride; split-K stores directly.
   const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
-  const bool fits = int64_t{plan.stages} * sm90_stage_bytes(plan.bn) >= int64_t{kSm90BM} * plan.bn * elem;
-  p.tma_store = aligned && fits && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.tma_store = aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.splits = plan.splits;
   return p;
 }
 
@@ -586,8 +623,9 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   const int sm = info.cc_major * 10 + info.cc_minor;
   detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
   if (g.m == 0 || g.n == 0) return;
-  const detail::GemmPlan plan = detail::plan_gemm(
-      g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin}, args.kernel);
+  const detail::GemmPlan plan =
+      detail::plan_gemm(g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin},
+                        args.kernel, args.splits);
 
   Choice choice{};
   choice.wgmma = plan.wgmma;
@@ -605,7 +643,7 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
       table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
 
   LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(plan.tiles_m * plan.tiles_n);
+  config.grid[0] = static_cast<uint32_t>(plan.grid);
   config.block[0] = static_cast<uint32_t>(plan.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   config.stream = stream;
@@ -616,6 +654,8 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
     launch(program.kernel(0), config, p);
     return;
   }
+  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster.
+  if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
   GemmSm90Params p = detail::sm90_params(g, plan);
   encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
   encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn);
