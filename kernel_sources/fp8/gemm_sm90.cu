@@ -28,9 +28,10 @@
 // shared memory (ld.shared::cluster): deterministic, no workspace, no atomics.
 //
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
-// out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle, two
-// boxes per warpgroup in a ring: box i + 1 is written while box i is stored; the TMA unit clips
-// rows ≥ M and columns ≥ N), or, when D is not 16-byte aligned, as direct stores masked to M × N.
+// out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
+// four boxes per warpgroup, i.e. a whole bf16 slice, written at once; the TMA unit clips rows ≥ M
+// and columns ≥ N); the stores drain while the next tile's mainloop runs. When D is not 16-byte
+// aligned: direct stores masked to M × N.
 // Split-K's epilogue stores directly (its slices are narrow and the output small).
 //
 // Shared memory: the TMA boxes use the 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)
@@ -66,7 +67,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   constexpr int kBoxCols = 128 / kElem;  // D columns per 128-byte TMA box row
   constexpr int kBoxes = kBN / kBoxCols;  // boxes per 64-row warpgroup slice: even
   constexpr int kBoxJ = kBoxCols / 8;     // accumulator column groups (8 columns) per box
-  static_assert(kBoxes % 2 == 0, "the staging ring alternates two boxes");
+  constexpr int kStagingBoxes = kSm90EpilogueBytes / (2 * 8192);  // per consumer warpgroup
+  constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
+  static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
   // Split-K's partial tile (128 × BN f32) reuses the stages and the staging boxes.
   static_assert(kSm90BM * kBN * 4 <= kStages * kStageBytes + kSm90EpilogueBytes, "split-K partials fit");
 
@@ -161,7 +164,13 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
                      : __ldg(static_cast<const float*>(p.bias) + i);
   };
   auto row_scale = [&](int row) { return row < p.m ? __ldg(p.scale_a + int64_t(row) * p.sa_stride_m) : 0.f; };
-  auto col_scale = [&](int col) { return col < p.n ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 0.f; };
+  // A per-tensor scale_b (stride 0) is read once, not once per column.
+  const bool sb_per_col = p.sb_stride_n != 0;
+  const float sb_tensor = __ldg(p.scale_b);
+  auto col_scale = [&](int col) {
+    if (!sb_per_col) return sb_tensor;
+    return col < p.n ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 0.f;
+  };
   auto finish = [&](float x, int row, int col, float sa, float sb) {
     x *= sa * sb;
     if (p.bias != nullptr && row < p.m && col < p.n) x += bias_at(p.bias_rows ? row : col);
@@ -199,30 +208,40 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   bool active = false;
   for (int tile = first_tile; tile < num_tiles; tile += tile_step) {
     tile_origin(tile, m0, n0);
-    // A warpgroup whose 64 rows all lie past M (M ≤ 64) multiplies TMA zero fill and stores
-    // nothing. It still runs the wgmmas: making them or their waits conditional puts
-    // compiler-inserted wgmma waits on a divergent path, and ptxas then serializes every wgmma
-    // of the kernel (C7518).
+    // A warpgroup whose 64 rows all lie past M (M ≤ 64) has only TMA zero fill to multiply and
+    // nothing to store: it just waits for and releases every stage, leaving the tensor cores to
+    // the other warpgroup. The two loops are separate (rather than one loop with conditional
+    // wgmmas) so that no compiler-inserted wgmma wait sits on a divergent path: that makes
+    // ptxas serialize every wgmma of the kernel (C7518).
     active = m0 + 64 * c < p.m;
     uint32_t prev = 0;
-    for (int kt = kt_begin; kt < kt_end; ++kt) {
-      mbarrier_wait(full_bar(s), phase);
-      const uint32_t a_tile = base + s * kStageBytes + c * 64 * 128;
-      const uint32_t b_tile = base + s * kStageBytes + kABytes;
-      wgmma_fence();
+    if (active) {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
+        mbarrier_wait(full_bar(s), phase);
+        const uint32_t a_tile = base + s * kStageBytes + c * 64 * 128;
+        const uint32_t b_tile = base + s * kStageBytes + kABytes;
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        wgmma_m64k32<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
-                                        (kt != kt_begin || kk != 0) ? 1u : 0u);
+        for (int kk = 0; kk < 4; ++kk) {
+          wgmma_m64k32<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
+                                          (kt != kt_begin || kk != 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        // Keep this k-tile's wgmmas in flight; the previous k-tile's are done, so its stage is free.
+        wgmma_wait<1>();
+        if (kt != kt_begin && l == 0) mbarrier_arrive(empty_bar(prev));
+        prev = s;
+        if (++s == kStages) s = 0, phase ^= 1u;
       }
-      wgmma_commit();
-      // Keep this k-tile's wgmmas in flight; the previous k-tile's are done, so its stage is free.
-      wgmma_wait<1>();
-      if (kt != kt_begin && l == 0) mbarrier_arrive(empty_bar(prev));
-      prev = s;
-      if (++s == kStages) s = 0, phase ^= 1u;
+      wgmma_wait<0>();
+    } else {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
+        mbarrier_wait(full_bar(s), phase);
+        if (kt != kt_begin && l == 0) mbarrier_arrive(empty_bar(prev));
+        prev = s;
+        if (++s == kStages) s = 0, phase ^= 1u;
+      }
     }
-    wgmma_wait<0>();
     if (l == 0) mbarrier_arrive(empty_bar(prev));
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
     if (!active) continue;
@@ -230,41 +249,48 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
     const int row0 = m0 + c * 64 + r_lo;
     const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
+    const uint32_t ring = staging + c * (kStagingBoxes * 8192);
     if (p.tma_store) {
-      // Box i of this warpgroup's slice goes through staging buffer i % 2; before writing it,
-      // the store that last read that buffer (issued two boxes ago) has finished reading: the
-      // issuing thread waits for it (bulk_wait_read<1>) before the barrier that ends each box.
-      const uint32_t ring = staging + c * 16384;
+      // The warpgroup's boxes go out in rounds of kRound (all of them for bf16 and for f32 with
+      // BN = 128): before a round overwrites the staging buffers, the issuing thread waits until
+      // the stores that last read them (the previous round, or the previous tile's: a whole
+      // mainloop ago, so this rarely waits) are done reading; the rest wait at the barrier.
 #pragma unroll
-      for (int box = 0; box < kBoxes; ++box) {
-        const uint32_t buf = ring + (box % 2) * 8192;
+      for (int round = 0; round < kBoxes / kRound; ++round) {
+        if (t == 0) bulk_wait_read<0>();
+        wg_barrier();
 #pragma unroll
-        for (int jj = 0; jj < kBoxJ; ++jj) {
-          const int j = box * kBoxJ + jj;
-          const int col = n0 + 8 * j + 2 * (l % 4);
-          const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        for (int bi = 0; bi < kRound; ++bi) {
+          const uint32_t buf = ring + bi * 8192;
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = r_lo + 8 * h;
-            const float v0 = finish(acc[4 * j + 2 * h], row0 + 8 * h, col, sa[h], sb0);
-            const float v1 = finish(acc[4 * j + 2 * h + 1], row0 + 8 * h, col + 1, sa[h], sb1);
-            const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
-            const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
-            if constexpr (kOutF32) {
-              st_shared_f32x2(addr, v0, v1);
-            } else {
-              st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+          for (int jj = 0; jj < kBoxJ; ++jj) {
+            const int j = (round * kRound + bi) * kBoxJ + jj;
+            const int col = n0 + 8 * j + 2 * (l % 4);
+            const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = r_lo + 8 * h;
+              const float v0 = finish(acc[4 * j + 2 * h], row0 + 8 * h, col, sa[h], sb0);
+              const float v1 = finish(acc[4 * j + 2 * h + 1], row0 + 8 * h, col + 1, sa[h], sb1);
+              const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
+              const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+              if constexpr (kOutF32) {
+                st_shared_f32x2(addr, v0, v1);
+              } else {
+                st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+              }
             }
           }
         }
         fence_proxy_async();
         wg_barrier();
         if (t == 0) {
-          tma_store_2d(&p.tma_d, n0 + box * kBoxCols, m0 + c * 64, buf);
+#pragma unroll
+          for (int bi = 0; bi < kRound; ++bi) {
+            tma_store_2d(&p.tma_d, n0 + (round * kRound + bi) * kBoxCols, m0 + c * 64, ring + bi * 8192);
+          }
           bulk_commit();
-          bulk_wait_read<1>();
         }
-        wg_barrier();
       }
     } else {
 #pragma unroll
@@ -307,18 +333,34 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     const int r_lo = 16 * w + l / 4;
     const int row0 = m0 + c * 64 + r_lo;
     const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
-    for (int j = j0; j < j1; ++j) {
-      const uint32_t local = part + (j * 128 + t) * 16;
-      float4 sum = ld_shared_cluster_f32x4(map_shared_rank(local, 0));
-      for (int q = 1; q < splits; ++q) {
-        const float4 v = ld_shared_cluster_f32x4(map_shared_rank(local, static_cast<uint32_t>(q)));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    // kChunk column groups at a time, all of their S remote loads issued before the first sum,
+    // so a chunk costs one distributed-shared-memory round trip instead of one per load.
+    constexpr int kChunk = 4;
+    for (int jb = j0; jb < j1; jb += kChunk) {
+      float4 v[kChunk][kSm90MaxSplits];
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+#pragma unroll
+        for (int q = 0; q < kSm90MaxSplits; ++q) {
+          if (jb + u < j1 && q < splits) {
+            v[u][q] = ld_shared_cluster_f32x4(map_shared_rank(part + ((jb + u) * 128 + t) * 16, static_cast<uint32_t>(q)));
+          }
+        }
       }
-      const int col = n0 + 8 * j + 2 * (l % 4);
-      const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
-      store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
-      store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0),
-                 finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        if (jb + u >= j1) break;
+        float4 sum = v[u][0];
+#pragma unroll
+        for (int q = 1; q < kSm90MaxSplits; ++q) {
+          if (q < splits) sum.x += v[u][q].x, sum.y += v[u][q].y, sum.z += v[u][q].z, sum.w += v[u][q].w;
+        }
+        const int col = n0 + 8 * (jb + u) + 2 * (l % 4);
+        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
+        store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0),
+                   finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
+      }
     }
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory

@@ -17,9 +17,10 @@ struct alignas(64) TmaDescriptor {
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
 constexpr int kSm90BM = 128;
 constexpr int kSm90Threads = 384;
-// The epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes (8 KiB): two
-// boxes per consumer warpgroup in a ring, so the next box is written while the last is stored.
-constexpr int kSm90EpilogueBytes = 2 * 2 * 8192;
+// The epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes (8 KiB): up to
+// four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written at once and
+// its stores drain during the next tile's mainloop; f32 with BN = 256 takes two rounds.
+constexpr int kSm90EpilogueBytes = 2 * 4 * 8192;
 // Split-K: at most this many CTAs (one cluster) share an output tile.
 constexpr int kSm90MaxSplits = 4;
 inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }

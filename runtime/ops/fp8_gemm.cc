@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -208,6 +209,39 @@ void encode_tma_store(TmaDescriptor* out, void* base, bool f32, int64_t cols, in
                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   std::memcpy(out, &map, sizeof(map));
+}
+
+/// How many clusters of `size` CTAs of the wgmma kernel `kernel` (`threads` threads, `smem`
+/// bytes of dynamic shared memory: one CTA per SM) the device holds at once, from
+/// cuOccupancyMaxActiveClusters. Cached per device and size: every wgmma specialization has the
+/// same footprint to within a few KiB (one CTA per SM either way).
+int cluster_capacity(const Kernel& kernel, int device, int size, int threads, int smem) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices][kSm90MaxSplits + 1] = {};
+  const bool cached = device >= 0 && device < kDevices;
+  if (cached) {
+    const int known = cache[device][size].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  kernel.reserve_dynamic_smem(static_cast<uint32_t>(smem));
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = static_cast<unsigned>(size);
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(size);
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = static_cast<unsigned>(threads);
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(smem);
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  KJIT_CU(cuOccupancyMaxActiveClusters(&clusters, kernel.function(), &config));
+  clusters = std::max(clusters, 1);
+  if (cached) cache[device][size].store(clusters, std::memory_order_relaxed);
+  return clusters;
 }
 
 }  // namespace
@@ -435,8 +469,15 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       if (tiles_m * kjit::detail::ceil_div(g.n, 128) * 2 <= dev.sm_count && ktiles >= 2) {
         if (tile == GemmTile::kAuto) plan.bn = 128;
         const int64_t tiles = tiles_m * kjit::detail::ceil_div(g.n, plan.bn);
-        plan.splits = static_cast<int>(
-            std::max<int64_t>(1, std::min<int64_t>({kSm90MaxSplits, dev.sm_count / tiles, ktiles / 2})));
+        // A cluster that is not resident with the others runs in a second wave: take the largest
+        // split whose clusters all fit at once.
+        for (int64_t sp = std::min<int64_t>({kSm90MaxSplits, dev.sm_count / tiles, ktiles / 2}); sp >= 2; --sp) {
+          const int capacity = dev.cluster_capacity[sp] > 0 ? dev.cluster_capacity[sp] : dev.sm_count / static_cast<int>(sp);
+          if (tiles <= capacity) {
+            plan.splits = static_cast<int>(sp);
+            break;
+          }
+        }
       }
     } else {
       if (splits > ktiles) {
@@ -605,7 +646,7 @@ const Family& gemm_family() {
     // at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
     // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
-        p("wgmma", "tensor", "128x256", "4"), p("wgmma", "tensor", "128x128", "6"),
+        p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),
@@ -623,9 +664,8 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   const int sm = info.cc_major * 10 + info.cc_minor;
   detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
   if (g.m == 0 || g.n == 0) return;
-  const detail::GemmPlan plan =
-      detail::plan_gemm(g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin},
-                        args.kernel, args.splits);
+  detail::GemmDevice dev{sm, info.sm_count, info.max_smem_per_block_optin};
+  detail::GemmPlan plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits);
 
   Choice choice{};
   choice.wgmma = plan.wgmma;
@@ -641,6 +681,14 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   static kjit::detail::KernelTable<Choice> table;
   const LoadedProgram& program =
       table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
+  if (plan.wgmma && plan.splits > 1 && args.splits == 0) {
+    // The planner's split assumed every cluster is resident at once; with the device's real
+    // cluster capacities it may settle on fewer splits (same kernel: splits is a parameter).
+    for (int s = 2; s <= plan.splits; ++s) {
+      dev.cluster_capacity[s] = cluster_capacity(program.kernel(0), g.device, s, plan.threads, plan.smem_bytes);
+    }
+    plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits);
+  }
 
   LaunchConfig config;
   config.grid[0] = static_cast<uint32_t>(plan.grid);

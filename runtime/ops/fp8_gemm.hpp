@@ -55,6 +55,10 @@ struct GemmDevice {
   int sm = 0;          ///< 10 · major + minor
   int sm_count = 0;
   int smem_optin = 0;  ///< bytes of shared memory a CTA may opt in to
+  /// cluster_capacity[s]: how many clusters of s wgmma-kernel CTAs (one CTA per SM) can be
+  /// resident at once (cuOccupancyMaxActiveClusters: a GPC whose SM count s does not divide
+  /// strands SMs); 0 = unknown, taken as sm_count / s.
+  int cluster_capacity[kSm90MaxSplits + 1] = {};
 };
 
 /// How a GEMM runs.
@@ -78,8 +82,10 @@ struct GemmPlan {
 ///   tile is forced (a forced splits > 1 also asks for it); mma.sync otherwise.
 ///   wgmma tile: the cheaper of 128x256 and 128x128 by ceil(tiles / sm_count) rounds of BM·BN
 ///   MACs over the relative throughput (2.5 and 2.1). Split-K: when the tiles do not fill half
-///   the SMs (M ≤ 128 with N ≲ 8k), BN = 128 and splits = min(4, sm_count / tiles, K/256) (≥ 1),
-///   e.g. M = 64, N = 7168: 56 tiles × 2; M = 128, N = 4096: 32 tiles × 4.
+///   the SMs (M ≤ 128 with N ≲ 8k), BN = 128 and splits = the largest s ≤ min(4, sm_count /
+///   tiles, K/256) whose clusters all fit at once (tiles ≤ cluster_capacity[s]; else 1), e.g.
+///   M = 64, N = 7168: 56 tiles × 2; M = 128, N = 4096: 32 tiles × 4 (× 3 where only 29
+///   clusters of 4 fit, as on H200).
 ///   mma.sync tile: the same waves model with throughputs mma 128x128: 1, 128x64: 0.9, 64x64:
 ///   0.75; 128x128 is not a candidate with blockwise scales.
 ///   Stages: the deepest that fits smem_optin (wgmma 6..2, mma 4..2).

@@ -605,7 +605,7 @@ TEST(Fp8GemmGpu, WgmmaKernel) {
   for (T t : {T::k128x128, T::k128x256}) {
     const int bn = t == T::k128x256 ? 256 : 128;
     for (int st = 2; st <= 6; ++st) {
-      if (st * (128 + bn) * 128 + 32768 + 1280 > optin) continue;
+      if (st * (128 + bn) * 128 + 65536 + 1280 > optin) continue;
       GCase c{333, 517, 656};  // 656 = 5 k-tiles + 16
       c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.stages = st, c.scales = Scales::kChannel;
       c.out = st % 2 ? DType::kF32 : DType::kBF16;

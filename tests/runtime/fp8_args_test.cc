@@ -516,16 +516,16 @@ TEST(Fp8Plan, KernelChoice) {
   fd::GemmPlan p = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 256);
-  EXPECT_EQ(p.stages, 4);
+  EXPECT_EQ(p.stages, 3);
   EXPECT_EQ(p.threads, 384);
-  EXPECT_EQ(p.smem_bytes, 4 * 384 * 128 + 32768 + 1024 + 256);
+  EXPECT_EQ(p.smem_bytes, 3 * 384 * 128 + 65536 + 1024 + 256);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.grid, 132);  // persistent: one CTA per SM over 512 tiles
   EXPECT_EQ(fd::gemm_params(problem(4096, 4096, 4096), p).at("impl"), "wgmma");
   p = fd::plan_gemm(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 128);
-  EXPECT_EQ(p.stages, 6);
+  EXPECT_EQ(p.stages, 5);
   EXPECT_EQ(p.splits, 1);  // 112 tiles
   EXPECT_EQ(p.grid, 112);
   // Small M: wgmma split-K over clusters, BN = 128.
@@ -539,6 +539,15 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(p.grid, 128);
   EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).splits, 4);
   EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).tma_store, 0);  // split-K stores directly
+  // Only as many splits as keep every cluster resident (29 clusters of 4 on this device).
+  fd::GemmDevice h200_gpcs = h200;
+  h200_gpcs.cluster_capacity[4] = 29;
+  h200_gpcs.cluster_capacity[3] = 44;
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 3);
+  h200_gpcs.cluster_capacity[3] = 20;
+  h200_gpcs.cluster_capacity[2] = 20;
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs, K::kAuto, 4).splits, 4);  // forced
   EXPECT_EQ(fd::plan_gemm(problem(256, 4096, 7168), T::kAuto, 0, h200).splits, 2);  // 64 tiles
   EXPECT_EQ(fd::plan_gemm(problem(1, 7168, 2048), T::kAuto, 0, h200).splits, 2);
   EXPECT_EQ(fd::plan_gemm(problem(16, 520, 256), T::kAuto, 0, h200).splits, 1);  // K/256 = 1
