@@ -85,39 +85,50 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   const int wg = threadIdx.x / 128;
   const int t = threadIdx.x % 128;
   const int splits = p.splits;
-  const int num_tiles = p.tiles_m * p.tiles_n;
+  // cm = 2: the CTAs of a cluster pair take vertically adjacent tiles (m-tiles 2u and 2u + 1 of
+  // one column): each loads its own A and half of the shared B, multicast to both.
+  const int cm = p.cluster_m;
+  const uint32_t crank = cm > 1 ? cluster_ctarank() : 0u;
+  const int tiles_mu = (p.tiles_m + cm - 1) / cm;  // rows of cluster units
+  const int num_units = tiles_mu * p.tiles_n;
   const int ktiles = (p.k + 127) / 128;
-  // The tiles this CTA walks and its k-tiles of each.
-  int first_tile = blockIdx.x, tile_step = gridDim.x, kt_begin = 0, kt_end = ktiles;
+  // The units (tiles, or tile pairs) this CTA walks and its k-tiles of each.
+  int first_unit = blockIdx.x / cm, unit_step = gridDim.x / cm, kt_begin = 0, kt_end = ktiles;
   uint32_t rank = 0;
   if (splits > 1) {
     rank = cluster_ctarank();  // == blockIdx.x % splits: clusters are (splits, 1, 1)
-    first_tile = blockIdx.x / splits;
-    tile_step = num_tiles;
+    first_unit = blockIdx.x / splits;
+    unit_step = num_units;
     kt_begin = static_cast<int>(rank) * ktiles / splits;
     kt_end = (static_cast<int>(rank) + 1) * ktiles / splits;
   }
   // Grouped raster, as the mma.sync kernel: groups of kGemmGroupM tile rows, column-major inside.
-  auto tile_origin = [&](int tile, int& m0, int& n0) {
-    const int group_tiles = kGemmGroupM * p.tiles_n;
-    const int first_m = (tile / group_tiles) * kGemmGroupM;
-    const int group_m = min(p.tiles_m - first_m, kGemmGroupM);
-    const int in_group = tile % group_tiles;
-    m0 = (first_m + in_group % group_m) * kSm90BM;
+  auto tile_origin = [&](int unit, int& m0, int& n0) {
+    const int group_rows = kGemmGroupM / cm;
+    const int group_units = group_rows * p.tiles_n;
+    const int first_mu = (unit / group_units) * group_rows;
+    const int group_m = min(tiles_mu - first_mu, group_rows);
+    const int in_group = unit % group_units;
+    m0 = ((first_mu + in_group % group_m) * cm + static_cast<int>(crank)) * kSm90BM;
     n0 = (in_group / group_m) * kBN;
   };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full_bar(s), 1);
-      mbarrier_init(empty_bar(s), kConsumerWarps);
+      mbarrier_init(empty_bar(s), kConsumerWarps * cm);  // both CTAs' consumers free a shared stage
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_a);
     prefetch_tensormap(&p.tma_b);
     if (p.tma_store) prefetch_tensormap(&p.tma_d);
   }
-  __syncthreads();
+  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first.
+  if (cm > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     // Producer.
@@ -125,22 +136,33 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (t == 0) {
       uint32_t s = 0, phase = 0;  // the next stage to fill and the parity of its current round
       bool wrapped = false;       // the ring has been filled once: wait for "empty" from now on
-      for (int tile = first_tile; tile < num_tiles; tile += tile_step) {
+      for (int unit = first_unit; unit < num_units; unit += unit_step) {
         int m0, n0;
-        tile_origin(tile, m0, n0);
+        tile_origin(unit, m0, n0);
         for (int kt = kt_begin; kt < kt_end; ++kt) {
-          if (wrapped) mbarrier_wait(empty_bar(s), phase ^ 1u);
+          if (wrapped) mbarrier_wait_cluster(empty_bar(s), phase ^ 1u);
           const uint32_t a_dst = base + s * kStageBytes;
+          // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
           mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
           tma_load_2d(a_dst, &p.tma_a, kt * 128, m0, full_bar(s));
-          tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
+          if (cm == 1) {
+            tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
+          } else {
+            constexpr int kHalf = kBN / 2;
+            tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
+                                  n0 + static_cast<int>(crank) * kHalf, full_bar(s), uint16_t{0x3});
+          }
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }
       }
     }
-    // Split-K: the consumers' two cluster barriers count every thread of the cluster.
+    // Split-K: the consumers' two cluster barriers count every thread of the cluster. Multicast:
+    // one at the end, so no CTA exits while its peer may still signal its barriers.
+    __syncwarp();
     if (splits > 1) {
       cluster_sync();
+      cluster_sync();
+    } else if (cm > 1) {
       cluster_sync();
     }
     return;
@@ -206,8 +228,18 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   float acc[kBN / 2];
   int m0 = 0, n0 = 0;
   bool active = false;
-  for (int tile = first_tile; tile < num_tiles; tile += tile_step) {
-    tile_origin(tile, m0, n0);
+  // Frees a stage: every consumer warp arrives on its "empty" barrier in each CTA that writes it.
+  auto release = [&](uint32_t stage) {
+    if (l != 0) return;
+    if (cm == 1) {
+      mbarrier_arrive(empty_bar(stage));
+    } else {
+      mbarrier_arrive_cluster(empty_bar(stage), 0);
+      mbarrier_arrive_cluster(empty_bar(stage), 1);
+    }
+  };
+  for (int unit = first_unit; unit < num_units; unit += unit_step) {
+    tile_origin(unit, m0, n0);
     // A warpgroup whose 64 rows all lie past M (M ≤ 64) has only TMA zero fill to multiply and
     // nothing to store: it just waits for and releases every stage, leaving the tensor cores to
     // the other warpgroup. The two loops are separate (rather than one loop with conditional
@@ -229,7 +261,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         wgmma_commit();
         // Keep this k-tile's wgmmas in flight; the previous k-tile's are done, so its stage is free.
         wgmma_wait<1>();
-        if (kt != kt_begin && l == 0) mbarrier_arrive(empty_bar(prev));
+        if (kt != kt_begin) release(prev);
         prev = s;
         if (++s == kStages) s = 0, phase ^= 1u;
       }
@@ -237,12 +269,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     } else {
       for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbarrier_wait(full_bar(s), phase);
-        if (kt != kt_begin && l == 0) mbarrier_arrive(empty_bar(prev));
+        if (kt != kt_begin) release(prev);
         prev = s;
         if (++s == kStages) s = 0, phase ^= 1u;
       }
     }
-    if (l == 0) mbarrier_arrive(empty_bar(prev));
+    release(prev);
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
     if (!active) continue;
 
@@ -309,6 +341,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 
   if (splits == 1) {
     if (p.tma_store && t == 0) bulk_wait_all();
+    if (cm > 1) cluster_sync();
     return;
   }
 

@@ -34,7 +34,7 @@ inline constexpr int sm90_smem_bytes(int bn, int stages) {
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
   TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, 128}, 128-byte swizzle
-  TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN}, 128-byte swizzle
+  TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN / cluster_m}, 128-byte swizzle
   TmaDescriptor tma_d;   // D [M, N] (when tma_store): dims {N, M}, box {128 bytes of columns,
                          // 64 rows}, 128-byte swizzle
   void* d;               // [M, N] bf16 or f32, N contiguous
@@ -57,6 +57,9 @@ struct GemmSm90Params {
   int32_t splits;        // 1: persistent CTAs walk tiles blockIdx.x, + gridDim.x, ...; S > 1:
                          //    split-K, CTA b computes k-slice b % S of tile b / S and the S CTAs
                          //    of a tile (one cluster of S) sum their partials in rank order
+  int32_t cluster_m;     // 1, or 2 (persistent only): clusters of 2 CTAs on m-tiles 2u, 2u + 1
+                         //    of one column share B: each loads BN/2 rows (tma_b's box) and
+                         //    multicasts them to both
 };
 
 }  // namespace kjit::fp8

@@ -39,6 +39,20 @@ KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+/// mbarrier_wait with cluster-scope acquire: for barriers that CTAs of the cluster arrive on
+/// remotely (mbarrier_arrive_cluster), before writing what they released.
+KJIT_DEVICE void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "KJIT_WAIT_CL:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra KJIT_WAIT_CL;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
 KJIT_DEVICE void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
 }
@@ -50,6 +64,18 @@ KJIT_DEVICE void tma_load_2d(uint32_t dst, const void* tmap, int32_t x, int32_t 
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           dst),
       "l"(tmap), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+
+/// TMA with multicast: the 2-D box at (x, y) lands at `dst` in the shared memory of every CTA
+/// of the cluster whose bit is set in `cta_mask`, completing its bytes on the barrier at `bar` of
+/// each of them.
+KJIT_DEVICE void tma_load_2d_multicast(uint32_t dst, const void* tmap, int32_t x, int32_t y, uint32_t bar,
+                                       uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(tmap), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
       : "memory");
 }
 
@@ -103,6 +129,15 @@ KJIT_DEVICE uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
   uint32_t r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
   return r;
+}
+
+/// One arrival on the barrier at `bar` (this CTA's shared::cta layout) of the cluster's CTA `rank`.
+KJIT_DEVICE void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+      "[remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
 }
 
 KJIT_DEVICE float4 ld_shared_cluster_f32x4(uint32_t addr) {

@@ -392,10 +392,17 @@ double tile_cost(int64_t m, int64_t n, int bm, int bn, bool wgmma, int sm_count)
 }  // namespace
 
 GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel,
-                   int splits) {
+                   int splits, int multicast) {
   check_fp8_arch(kOp, dev.sm, g.device, nullptr);
   if (splits < 0 || splits > kSm90MaxSplits) {
     kjit::detail::fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, splits));
+  }
+  if (multicast < 0 || multicast > 2) {
+    kjit::detail::fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", multicast));
+  }
+  if (multicast == 2 && splits > 1) {
+    kjit::detail::fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster "
+                            "for its reduction");
   }
   GemmPlan plan;
   auto cost = [&](int bm, int bn, bool wgmma) { return tile_cost(g.m, g.n, bm, bn, wgmma, dev.sm_count); };
@@ -425,15 +432,16 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
     case GemmKernel::kMmaSync:
       if (tile == GemmTile::k128x256) kjit::detail::fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
       if (splits > 1) kjit::detail::fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
+      if (multicast == 2) kjit::detail::fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
       plan.wgmma = false;
       break;
     case GemmKernel::kAuto: {
       // wgmma whenever it can run (persistent for large problems, split-K for small M: both beat
       // the mma.sync tiles on Hopper), unless an mma tile is forced; a forced 128x256 tile or
       // splits > 1 asks for it.
-      const bool asked = tile == GemmTile::k128x256 || splits > 1;
+      const bool asked = tile == GemmTile::k128x256 || splits > 1 || multicast == 2;
       plan.wgmma = asked || (dev.sm == 90 && wgmma_layout && !mma_tile);
-      const char* what = tile == GemmTile::k128x256 ? "tile k128x256" : "splits > 1";
+      const char* what = tile == GemmTile::k128x256 ? "tile k128x256" : splits > 1 ? "splits > 1" : "multicast = 2";
       if (plan.wgmma && dev.sm != 90) {
         throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
                                       what, dev.sm));
@@ -444,7 +452,7 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
                                             what));
       }
       if (plan.wgmma && (tile == GemmTile::k64x64 || tile == GemmTile::k128x64)) {
-        kjit::detail::fail(kOp, "splits > 1 is the wgmma kernel's, whose tiles are k128x128 and k128x256");
+        kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, whose tiles are k128x128 and k128x256", what));
       }
       break;
     }
@@ -466,6 +474,8 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
     const int64_t tiles_m = kjit::detail::ceil_div(g.m, kSm90BM);
     if (splits == 0) {
       plan.splits = 1;
+    }
+    if (splits == 0 && multicast != 2) {
       if (tiles_m * kjit::detail::ceil_div(g.n, 128) * 2 <= dev.sm_count && ktiles >= 2) {
         if (tile == GemmTile::kAuto) plan.bn = 128;
         const int64_t tiles = tiles_m * kjit::detail::ceil_div(g.n, plan.bn);
@@ -479,7 +489,7 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
           }
         }
       }
-    } else {
+    } else if (splits != 0) {
       if (splits > ktiles) {
         kjit::detail::fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", splits,
                                             g.k, ktiles));
@@ -563,8 +573,24 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
   }
   if (!plan.wgmma) {
     plan.grid = tiles;
-  } else if (plan.splits > 1) {
+    return plan;
+  }
+  if (plan.splits > 1) {
     plan.grid = tiles * plan.splits;
+    return plan;
+  }
+  // B multicast between CTA pairs on adjacent tile rows: for the large, L2-bandwidth-bound
+  // problems (a full wave of tiles or more), unless an odd tile row count idles > 10% of pairs.
+  if (multicast != 0) {
+    plan.cluster_m = multicast;
+  } else {
+    const bool rows_pair = plan.tiles_m >= 2 && (plan.tiles_m % 2 == 0 || plan.tiles_m >= 10);
+    plan.cluster_m = rows_pair && tiles >= dev.sm_count ? 2 : 1;
+  }
+  if (plan.cluster_m == 2) {
+    const int64_t units = kjit::detail::ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
+    const int capacity = dev.cluster_capacity[2] > 0 ? dev.cluster_capacity[2] : std::max(dev.sm_count / 2, 1);
+    plan.grid = 2 * std::min<int64_t>(units, capacity);
   } else {
     plan.grid = std::min<int64_t>(tiles, std::max(dev.sm_count, 1));
   }
@@ -593,6 +619,7 @@ GemmSm90Params sm90_params(const GemmProblem& g, const GemmPlan& plan) {
   const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
   p.tma_store = aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
+  p.cluster_m = plan.cluster_m;
   return p;
 }
 
@@ -665,7 +692,7 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
   if (g.m == 0 || g.n == 0) return;
   detail::GemmDevice dev{sm, info.sm_count, info.max_smem_per_block_optin};
-  detail::GemmPlan plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits);
+  detail::GemmPlan plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits, args.multicast);
 
   Choice choice{};
   choice.wgmma = plan.wgmma;
@@ -681,13 +708,14 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   static kjit::detail::KernelTable<Choice> table;
   const LoadedProgram& program =
       table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
-  if (plan.wgmma && plan.splits > 1 && args.splits == 0) {
-    // The planner's split assumed every cluster is resident at once; with the device's real
-    // cluster capacities it may settle on fewer splits (same kernel: splits is a parameter).
-    for (int s = 2; s <= plan.splits; ++s) {
+  if (plan.wgmma && ((plan.splits > 1 && args.splits == 0) || plan.cluster_m > 1)) {
+    // The planner assumed every cluster is resident at once (sm_count / size); with the
+    // device's real cluster capacities it may settle on fewer splits or size the persistent
+    // grid of pairs differently (same kernel: splits and pairing are parameters).
+    for (int s = 2; s <= std::max(plan.splits, plan.cluster_m); ++s) {
       dev.cluster_capacity[s] = cluster_capacity(program.kernel(0), g.device, s, plan.threads, plan.smem_bytes);
     }
-    plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits);
+    plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits, args.multicast);
   }
 
   LaunchConfig config;
@@ -702,11 +730,12 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
     launch(program.kernel(0), config, p);
     return;
   }
-  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster.
+  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do B-sharing pairs.
   if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
+  if (plan.cluster_m > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m);
   GemmSm90Params p = detail::sm90_params(g, plan);
   encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
-  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn);
+  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn / plan.cluster_m);
   if (p.tma_store) encode_tma_store(&p.tma_d, g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
   launch(program.kernel(0), config, p);
 }

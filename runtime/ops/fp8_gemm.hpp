@@ -69,7 +69,10 @@ struct GemmPlan {
   int smem_bytes = 0;
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
-  int64_t grid = 0;   ///< CTAs launched: wgmma persistent min(tiles, SMs), split-K tiles · splits
+  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B
+  /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
+  /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
+  int64_t grid = 0;
 };
 
 /// Plans a validated GEMM. Throws Unsupported below sm_89 (naming the arch), for a forced kWgmma
@@ -77,7 +80,8 @@ struct GemmPlan {
 /// forced kernel/tile/stage count/split that does not apply (wgmma with blockwise scales or an
 /// M- or N-major operand, a 128x256 mma tile, 128x128 with blockwise scales, stages outside
 /// 2..4 (mma) / 2..6 (wgmma) or beyond shared memory, splits outside 0..4, above ceil(K/128),
-/// or > 1 on the mma.sync kernel). Host-only.
+/// or > 1 on the mma.sync kernel, multicast outside 0..2, or 2 with splits > 1 or mma.sync).
+/// Host-only.
 ///   Kernel: wgmma on sm_90 whenever the scales are tensorwise, A and B are K-major and no mma
 ///   tile is forced (a forced splits > 1 also asks for it); mma.sync otherwise.
 ///   wgmma tile: the cheaper of 128x256 and 128x128 by ceil(tiles / sm_count) rounds of BM·BN
@@ -88,9 +92,12 @@ struct GemmPlan {
 ///   clusters of 4 fit, as on H200).
 ///   mma.sync tile: the same waves model with throughputs mma 128x128: 1, 128x64: 0.9, 64x64:
 ///   0.75; 128x128 is not a candidate with blockwise scales.
+///   Multicast (persistent wgmma, splits 1, unless forced by `multicast`): pairs when there are
+///   at least sm_count tiles in ≥ 2 tile rows (an odd row count ≥ 10: ≤ 10% idle pairs), i.e.
+///   the L2-bandwidth-bound large problems.
 ///   Stages: the deepest that fits smem_optin (wgmma 6..2, mma 4..2).
 GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device,
-                   GemmKernel kernel = GemmKernel::kAuto, int splits = 0);
+                   GemmKernel kernel = GemmKernel::kAuto, int splits = 0, int multicast = 0);
 
 /// The wgmma kernel's params for a validated problem and a wgmma plan, all but the two TMA
 /// descriptors (which need the driver: gemm() encodes them). Host-only.

@@ -373,6 +373,7 @@ struct GCase {
   bool padded = true;       // padded strides with poisoned padding
   f8::GemmKernel kernel = f8::GemmKernel::kAuto;
   int splits = 0;           // wgmma split-K (0: the planner's)
+  int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
@@ -383,7 +384,7 @@ struct GCase {
            kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
            (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
-           " splits=" + std::to_string(splits);
+           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast);
   }
 };
 
@@ -468,6 +469,7 @@ void run_gemm(const GCase& c) {
   g.stages = c.stages;
   g.kernel = c.kernel;
   g.splits = c.splits;
+  g.multicast = c.multicast;
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -648,6 +650,25 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   run_gemm(c);
   c.d_colmajor = true, c.out = DType::kF32;  // swapped operands: bias per row of the kernel's D
   run_gemm(c);
+  // B multicast between CTA pairs (the planner's choice for the cases above: 17 tile rows):
+  // off; forced on with an odd tile row count (the last pair's second CTA has no rows), with a
+  // single tile row, with 128x128 and 128x256 tiles and the k-tail.
+  c = GCase{2100, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 1, c.padded = false;
+  run_gemm(c);
+  for (GCase m : {GCase{333, 517, 656}, GCase{100, 1000, 300}, GCase{1000, 700, 1040}}) {
+    for (f8::GemmTile t : {f8::GemmTile::k128x128, f8::GemmTile::k128x256}) {
+      m.kernel = f8::GemmKernel::kWgmma, m.multicast = 2, m.tile = t;
+      m.padded = t == f8::GemmTile::k128x256;  // TMA-store and direct-store epilogues
+      m.scales = Scales::kChannel, m.out = t == f8::GemmTile::k128x128 ? DType::kF32 : DType::kBF16;
+      run_gemm(m);
+    }
+  }
+  c = GCase{64, 64, 256};
+  c.multicast = 2, c.splits = 2;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  c.splits = 0, c.multicast = 3;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
   c = GCase{40, 300, 512};  // one tile, no split, M < 64 (the second consumer stores nothing)
   c.kernel = f8::GemmKernel::kWgmma, c.splits = 1, c.padded = false;
   run_gemm(c);

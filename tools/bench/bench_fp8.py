@@ -49,7 +49,7 @@ def load_shim(path):
     g.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                   ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                   ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
-                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     g.restype = ctypes.c_int
     return q, g
 
@@ -62,14 +62,15 @@ class Kjit:
     def __init__(self, lib):
         self.q, self.g = load_shim(lib)
 
-    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0, splits=0):
+    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0, splits=0, multicast=0):
         """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90); tile: 0 auto, 3 128x128,
-        4 128x256; splits: 0 planner's, 1..4 forced (wgmma)."""
+        4 128x256; splits: 0 planner's, 1..4 forced (wgmma); multicast: 0 planner's, 1 off,
+        2 B shared by CTA pairs (wgmma)."""
         m, k = a.shape
         n = b.shape[0]
         rc = self.g(a.data_ptr(), 0, 0, b.data_ptr(), 0, 0, d.data_ptr(), 1 if d.dtype == torch.float32 else 0,
                     sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), 1 if block else 0, m, n, k, None, 0,
-                    tile, stages, kernel, splits, stream())
+                    tile, stages, kernel, splits, multicast, stream())
         if rc != 0:
             raise RuntimeError("kjit_bench_fp8_gemm failed (see stderr)")
 
@@ -122,12 +123,13 @@ def scaled_mm(a, b_t, sa, sb):
 def sweep_variants(m):
     """(label, kwargs) of forced wgmma variants worth timing at M."""
     if m >= 1024:
-        return [("128x256 s3", dict(kernel=2, tile=4, stages=3, splits=1)),
-                ("128x256 s2", dict(kernel=2, tile=4, stages=2, splits=1)),
-                ("128x128 s5", dict(kernel=2, tile=3, stages=5, splits=1)),
-                ("128x128 s4", dict(kernel=2, tile=3, stages=4, splits=1))]
+        return [("128x256 s3 pairs", dict(kernel=2, tile=4, stages=3, splits=1, multicast=2)),
+                ("128x256 s3 single", dict(kernel=2, tile=4, stages=3, splits=1, multicast=1)),
+                ("128x128 s5 pairs", dict(kernel=2, tile=3, stages=5, splits=1, multicast=2)),
+                ("128x128 s5 single", dict(kernel=2, tile=3, stages=5, splits=1, multicast=1))]
     return [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
-        [("128x256 split2", dict(kernel=2, tile=4, splits=2))]
+        [("128x256 split2", dict(kernel=2, tile=4, splits=2))] + \
+        ([("128x128 pairs", dict(kernel=2, tile=3, splits=1, multicast=2))] if m >= 256 else [])
 
 
 def gemm_rows(kjit, dev, failures, sweep=False):
