@@ -69,7 +69,7 @@ struct GemmPlan {
   int smem_bytes = 0;
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
-  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B
+  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B (forced only)
   /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
   /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
   int64_t grid = 0;
@@ -92,9 +92,8 @@ struct GemmPlan {
 ///   clusters of 4 fit, as on H200).
 ///   mma.sync tile: the same waves model with throughputs mma 128x128: 1, 128x64: 0.9, 64x64:
 ///   0.75; 128x128 is not a candidate with blockwise scales.
-///   Multicast (persistent wgmma, splits 1, unless forced by `multicast`): pairs when there are
-///   at least sm_count tiles in ≥ 2 tile rows (an odd row count ≥ 10: ≤ 10% idle pairs), i.e.
-///   the L2-bandwidth-bound large problems.
+///   Multicast (CTA pairs sharing B): only when forced by `multicast` = 2 (measured slower than
+///   unpaired persistent CTAs on the H200, see docs/perf-notes.md).
 ///   Stages: the deepest that fits smem_optin (wgmma 6..2, mma 4..2).
 GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device,
                    GemmKernel kernel = GemmKernel::kAuto, int splits = 0, int multicast = 0);

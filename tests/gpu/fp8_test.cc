@@ -650,13 +650,13 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   run_gemm(c);
   c.d_colmajor = true, c.out = DType::kF32;  // swapped operands: bias per row of the kernel's D
   run_gemm(c);
-  // B multicast between CTA pairs (the planner's choice for the cases above: 17 tile rows):
-  // off; forced on with an odd tile row count (the last pair's second CTA has no rows), with a
-  // single tile row, with 128x128 and 128x256 tiles and the k-tail.
+  // B multicast between CTA pairs (GemmArgs::multicast = 2): many tiles, an odd tile row count
+  // (the last pair's second CTA has no rows), a single tile row, 128x128 and 128x256 tiles,
+  // both epilogues, the k-tail.
   c = GCase{2100, 2296, 272};
-  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 1, c.padded = false;
+  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 2, c.padded = false;
   run_gemm(c);
-  for (GCase m : {GCase{333, 517, 656}, GCase{100, 1000, 300}, GCase{1000, 700, 1040}}) {
+  for (GCase m : {GCase{333, 517, 656}, GCase{100, 1000, 304}, GCase{1000, 700, 1040}}) {
     for (f8::GemmTile t : {f8::GemmTile::k128x128, f8::GemmTile::k128x256}) {
       m.kernel = f8::GemmKernel::kWgmma, m.multicast = 2, m.tile = t;
       m.padded = t == f8::GemmTile::k128x256;  // TMA-store and direct-store epilogues
@@ -669,6 +669,11 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
   c.splits = 0, c.multicast = 3;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  // TMA-stored column-major D (the kernel's rows are D's columns: a per-row bias), per-tensor
+  // scales: the epilogue without per-column loads.
+  c = GCase{1000, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.d_colmajor = true, c.padded = false, c.bias = DType::kF32;
+  run_gemm(c);
   c = GCase{40, 300, 512};  // one tile, no split, M < 64 (the second consumer stores nothing)
   c.kernel = f8::GemmKernel::kWgmma, c.splits = 1, c.padded = false;
   run_gemm(c);

@@ -520,17 +520,16 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(p.threads, 384);
   EXPECT_EQ(p.smem_bytes, 3 * 384 * 128 + 65536 + 1024 + 256);
   EXPECT_EQ(p.splits, 1);
-  EXPECT_EQ(p.cluster_m, 2);  // 32 tile rows, 512 tiles: CTA pairs share B
-  EXPECT_EQ(p.grid, 132);     // persistent: 66 pairs over 256 tile pairs
-  EXPECT_EQ(fd::sm90_params(problem(4096, 4096, 4096), p).cluster_m, 2);
+  EXPECT_EQ(p.cluster_m, 1);  // B multicast only when forced
+  EXPECT_EQ(p.grid, 132);     // persistent: one CTA per SM over 512 tiles
+  const fd::GemmPlan pairs = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 2);
+  EXPECT_EQ(pairs.cluster_m, 2);
+  EXPECT_EQ(pairs.grid, 132);  // 66 pairs over 256 tile pairs
+  EXPECT_EQ(fd::sm90_params(problem(4096, 4096, 4096), pairs).cluster_m, 2);
   fd::GemmDevice h200_pairs = h200;
   h200_pairs.cluster_capacity[2] = 60;
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200_pairs).grid, 120);
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200_pairs, K::kAuto, 0, 2).grid, 120);
   EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 1).cluster_m, 1);
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 1).grid, 132);
-  EXPECT_EQ(fd::plan_gemm(problem(1100, 7168, 2048), T::kAuto, 0, h200).cluster_m, 1);  // 9 tile rows
-  EXPECT_EQ(fd::plan_gemm(problem(1300, 7168, 2048), T::kAuto, 0, h200).cluster_m, 2);  // 11: 1 idle pair in 11
-  EXPECT_EQ(fd::plan_gemm(problem(256, 7168, 2048), T::kAuto, 0, h200).cluster_m, 1);  // 112 tiles < 132
   const fd::GemmPlan forced_pairs = fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 2);
   EXPECT_EQ(forced_pairs.splits, 1);  // multicast = 2 rules out split-K
   EXPECT_EQ(forced_pairs.cluster_m, 2);

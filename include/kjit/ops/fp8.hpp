@@ -108,8 +108,8 @@ enum class GemmKernel : uint8_t {
   /// Hopper (sm_90a): TMA loads, mbarrier ring, wgmma.mma_async m64nNk32, one producer and two
   /// consumer warpgroups; persistent CTAs (one per SM) over the output tiles, or, when there are
   /// fewer tiles than SMs, split-K: the CTAs of a tile form a cluster and sum their partial tiles
-  /// in a fixed order through distributed shared memory (deterministic, no workspace); with two
-  /// or more tile rows, pairs of CTAs share B through TMA multicast.
+  /// in a fixed order through distributed shared memory (deterministic, no workspace);
+  /// optionally (GemmArgs::multicast) pairs of CTAs share B through TMA multicast.
   /// kTensorwise scales, A and B K-major only (wgmma reads FP8 operands K-major only);
   /// InvalidArgument otherwise, Unsupported on other archs.
   kWgmma,
@@ -146,10 +146,11 @@ struct GemmArgs {
   /// least one 128-k tile each: splits ≤ ceil(K/128)). Forcing splits > 1 on a problem that
   /// runs the mma.sync kernel is an InvalidArgument.
   int splits = 0;
-  /// B sharing of the wgmma kernel's persistent mode (splits 1): 0 = plan, 1 = none, 2 = clusters
-  /// of two CTAs on vertically adjacent tiles, each loading half of their common B tile and
-  /// multicasting it to both (a third less L2 → SM traffic). 2 with splits > 1 or on the
-  /// mma.sync kernel is an InvalidArgument.
+  /// B sharing of the wgmma kernel's persistent mode (splits 1), for tuning: 0 = plan (none),
+  /// 1 = none, 2 = clusters of two CTAs on vertically adjacent tiles, each loading half of their
+  /// common B tile and multicasting it to both (a third less L2 → SM traffic, but measured
+  /// slower on the H200: docs/perf-notes.md). 2 with splits > 1 or on the mma.sync kernel is an
+  /// InvalidArgument.
   int multicast = 0;
 };
 
