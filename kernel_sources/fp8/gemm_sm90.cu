@@ -144,13 +144,17 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           const uint32_t a_dst = base + s * kStageBytes;
           // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
           mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
-          tma_load_2d(a_dst, &p.tma_a, kt * 128, m0, full_bar(s));
+          // With pairs, a box can start past the tensor (the second CTA of a pair on the last,
+          // odd tile row; the second half of B in the last tile column): clamp its start into
+          // the tensor so every box has in-bounds elements. What it then loads lands in rows of
+          // the tile that lie past M or N, which are never stored.
+          tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
           if (cm == 1) {
             tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
           } else {
             constexpr int kHalf = kBN / 2;
             tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
-                                  n0 + static_cast<int>(crank) * kHalf, full_bar(s), uint16_t{0x3});
+                                  min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), full_bar(s), uint16_t{0x3});
           }
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }

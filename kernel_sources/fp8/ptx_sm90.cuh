@@ -26,32 +26,37 @@ KJIT_DEVICE void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-/// Spins until the phase of parity `parity` of the barrier has completed.
-KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "KJIT_WAIT:\n"  // PTX labels are local to the { } block
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra KJIT_WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
+// Waits until the phase of parity `parity` of the barrier at `bar` has completed. After 2^26
+// failed tests (each suspends the thread for a while: seconds in all) the wait is a deadlock (a
+// protocol bug, not a slow GEMM) and traps, so the launch fails with an error instead of hanging
+// the process and the GPU. All in one asm block: written as a C++ loop around the test, the
+// counter and the trap made ptxas spill the accumulators.
+#define KJIT_MBARRIER_WAIT(SEM)                                               \
+  asm volatile(                                                               \
+      "{\n"                                                                   \
+      ".reg .pred done;\n"                                                    \
+      ".reg .u32 tries;\n"                                                    \
+      "mov.u32 tries, 0;\n"                                                   \
+      "KJIT_WAIT:\n" /* PTX labels are local to the { } block */              \
+      "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n"     \
+      "@done bra KJIT_DONE;\n"                                                \
+      "add.u32 tries, tries, 1;\n"                                            \
+      "setp.lt.u32 done, tries, 67108864;\n"                                  \
+      "@done bra KJIT_WAIT;\n"                                                \
+      "trap;\n"                                                               \
+      "KJIT_DONE:\n"                                                          \
+      "}\n" ::"r"(bar),                                                       \
+      "r"(parity)                                                             \
+      : "memory")
+
+/// Spins until the phase of parity `parity` of the barrier has completed (traps on a deadlock).
+KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(""); }
 
 /// mbarrier_wait with cluster-scope acquire: for barriers that CTAs of the cluster arrive on
 /// remotely (mbarrier_arrive_cluster), before writing what they released.
-KJIT_DEVICE void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "KJIT_WAIT_CL:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra KJIT_WAIT_CL;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
+KJIT_DEVICE void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(".acquire.cluster"); }
+
+#undef KJIT_MBARRIER_WAIT
 
 KJIT_DEVICE void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
