@@ -287,6 +287,14 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
     const uint32_t ring = staging + c * (kStagingBoxes * 8192);
     if (p.tma_store) {
+      // Bias per row (swapped operands) or per column; rows ≥ M are clipped by the TMA store.
+      const bool col_bias = p.bias != nullptr && !p.bias_rows;
+      float rb[2] = {0.f, 0.f};
+      if (p.bias != nullptr && p.bias_rows) {
+        rb[0] = bias_at(min(row0, p.m - 1));
+        rb[1] = bias_at(min(row0 + 8, p.m - 1));
+      }
+      const float s_tensor[2] = {sa[0] * sb_tensor, sa[1] * sb_tensor};
       // The warpgroup's boxes go out in rounds of kRound (all of them for bf16 and for f32 with
       // BN = 128): before a round overwrites the staging buffers, the issuing thread waits until
       // the stores that last read them (the previous round, or the previous tile's: a whole
@@ -298,22 +306,55 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 #pragma unroll
         for (int bi = 0; bi < kRound; ++bi) {
           const uint32_t buf = ring + bi * 8192;
+          // One multiply-add per output. The epilogue runs once per tile with the tensor cores
+          // idle, so its instruction count is the per-tile overhead: per-tensor scale_b without
+          // a column bias (uniform per launch) needs no per-column loads at all.
+          if (!sb_per_col && !col_bias) {
 #pragma unroll
-          for (int jj = 0; jj < kBoxJ; ++jj) {
-            const int j = (round * kRound + bi) * kBoxJ + jj;
-            const int col = n0 + 8 * j + 2 * (l % 4);
-            const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+              const int j = (round * kRound + bi) * kBoxJ + jj;
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = r_lo + 8 * h;
-              const float v0 = finish(acc[4 * j + 2 * h], row0 + 8 * h, col, sa[h], sb0);
-              const float v1 = finish(acc[4 * j + 2 * h + 1], row0 + 8 * h, col + 1, sa[h], sb1);
-              const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
-              const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
-              if constexpr (kOutF32) {
-                st_shared_f32x2(addr, v0, v1);
-              } else {
-                st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+              for (int h = 0; h < 2; ++h) {
+                const int r = r_lo + 8 * h;
+                const float v0 = fmaf(acc[4 * j + 2 * h], s_tensor[h], rb[h]);
+                const float v1 = fmaf(acc[4 * j + 2 * h + 1], s_tensor[h], rb[h]);
+                const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
+                const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                if constexpr (kOutF32) {
+                  st_shared_f32x2(addr, v0, v1);
+                } else {
+                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                }
+              }
+            }
+          } else {
+            // The box's column factors first (columns ≥ N: 0, nothing read; clipped by TMA).
+            float cs[kBoxJ][2], cb[kBoxJ][2];
+#pragma unroll
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int col = n0 + 8 * ((round * kRound + bi) * kBoxJ + jj) + 2 * (l % 4) + e;
+                const bool in = col < p.n;
+                cs[jj][e] = !sb_per_col ? sb_tensor : in ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 0.f;
+                cb[jj][e] = col_bias && in ? bias_at(col) : 0.f;
+              }
+            }
+#pragma unroll
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+              const int j = (round * kRound + bi) * kBoxJ + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int r = r_lo + 8 * h;
+                const float v0 = fmaf(acc[4 * j + 2 * h], sa[h] * cs[jj][0], cb[jj][0] + rb[h]);
+                const float v1 = fmaf(acc[4 * j + 2 * h + 1], sa[h] * cs[jj][1], cb[jj][1] + rb[h]);
+                const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
+                const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                if constexpr (kOutF32) {
+                  st_shared_f32x2(addr, v0, v1);
+                } else {
+                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                }
               }
             }
           }
