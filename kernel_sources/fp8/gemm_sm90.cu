@@ -26,6 +26,10 @@
 // writes its f32 partial tile to its own shared memory, and after a cluster barrier each CTA
 // sums one slice of the tile's columns over the S partials in rank order through distributed
 // shared memory (ld.shared::cluster): deterministic, no workspace, no atomics.
+// Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
+// the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
+// and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
+// stage in both CTAs (remote mbarrier arrivals), since the peer's TMA writes it too.
 //
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
 // out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
