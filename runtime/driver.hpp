@@ -32,7 +32,7 @@ namespace kjit::detail {
   X(cuCtxSynchronize, 2000)                                                                \
   X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)           \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)                                  \
-  X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060)                                       \
+  X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060) X(cuOccupancyMaxActiveClusters, 11070) \
   X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)       \
   X(cuMemcpyDtoD, 3020) X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020) X(cuMemGetInfo, 3020) \
   X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)            \

@@ -1,23 +1,42 @@
 // Hopper FP8 GEMM: TMA loads, an mbarrier ring, wgmma.mma_async m64nNk32 (e4m3/e5m2 → f32),
-// warp-specialized (sm_90a only; SASS: QGMMA). Contract: include/kjit/ops/fp8.hpp; host:
-// runtime/ops/fp8_gemm.cc, which picks this kernel on sm_90 for tensorwise scales with A and B
-// both K-major (the only FP8 layout wgmma reads: transposed operands exist for 16-bit types only)
-// and routes everything else to the mma.sync kernel (fp8/gemm.cu).
+// warp-specialized, persistent, with cluster split-K for small M (sm_90a only; SASS: QGMMA).
+// Contract: include/kjit/ops/fp8.hpp; host: runtime/ops/fp8_gemm.cc, which picks this kernel on
+// sm_90 for tensorwise scales with A and B both K-major (the only FP8 layout wgmma reads:
+// transposed operands exist for 16-bit types only) and routes everything else to the mma.sync
+// kernel (fp8/gemm.cu).
 //
 //   D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias[n])
 //
 // CTA: 384 threads = 3 warpgroups. Warpgroup 0 is the producer: it gives registers back
 // (setmaxnreg.dec) and one thread issues, per 128-k tile, a TMA box of A (128 rows) and of B (BN
-// rows) into stage kt % kStages after that stage's "empty" barrier says both consumers are done
-// with it; the TMA completes the stage's "full" barrier (arrive + expected transaction bytes).
-// Warpgroups 1 and 2 are consumers (setmaxnreg.inc): each waits on "full", issues 4 wgmma
-// m64nBNk32 over the tile's 128 k for its 64 rows, waits for them (wgmma.wait_group 0), then each
-// of its warps arrives on "empty" once the tile's wgmmas are known complete: the next tile's are
-// issued first and wgmma.wait_group 1 then retires the previous ones, so the tensor cores always
-// have one tile queued. TMA zero-fills out-of-bounds rows and k, so M, N and K need no
-// predication in the main loop. Epilogue: scale (and bias) in registers, then either a TMA store
-// through a swizzled shared-memory staging tile (clipped to M × N by the TMA unit) or, when D is
-// not 16-byte aligned, direct stores masked to M × N.
+// rows) into the next stage of the ring after that stage's "empty" barrier says both consumers
+// are done with it; the TMA completes the stage's "full" barrier (arrive + expected transaction
+// bytes). Warpgroups 1 and 2 are consumers (setmaxnreg.inc): each waits on "full", issues 4
+// wgmma m64nBNk32 over the tile's 128 k for its 64 rows, and releases the previous stage once
+// wgmma.wait_group 1 says its wgmmas are complete, so the tensor cores always have a tile queued.
+// TMA zero-fills out-of-bounds rows and k, so M, N and K need no predication in the main loop.
+//
+// Persistent (splits == 1): the grid is at most one CTA per SM and CTA b walks the output tiles
+// b, b + gridDim.x, ... in grouped-raster order (8 tile rows per group, so the CTAs in flight
+// share A and B panels in L2). The ring runs on across tiles: while the consumers run a tile's
+// epilogue, the producer already loads the next tile's first stages, so the per-tile cost is the
+// epilogue alone instead of a CTA launch + pipeline fill + epilogue.
+// Split-K (splits == S > 1, for problems with fewer tiles than SMs: small M): the S CTAs of a
+// tile form one thread-block cluster; CTA rank r multiplies the k-tiles [r·kt/S, (r+1)·kt/S),
+// writes its f32 partial tile to its own shared memory, and after a cluster barrier each CTA
+// sums one slice of the tile's columns over the S partials in rank order through distributed
+// shared memory (ld.shared::cluster): deterministic, no workspace, no atomics.
+// Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
+// the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
+// and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
+// stage in both CTAs (remote mbarrier arrivals), since the peer's TMA writes it too.
+//
+// Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
+// out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
+// four boxes per warpgroup, i.e. a whole bf16 slice, written at once; the TMA unit clips rows ≥ M
+// and columns ≥ N); the stores drain while the next tile's mainloop runs. When D is not 16-byte
+// aligned: direct stores masked to M × N.
+// Split-K's epilogue stores directly (its slices are narrow and the output small).
 //
 // Shared memory: the TMA boxes use the 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)
 // within each 1024-byte group of 8 rows), which is the layout wgmma's "128B swizzle" K-major
@@ -48,169 +67,385 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   constexpr int kABytes = kSm90BM * 128;
   constexpr int kStageBytes = (kSm90BM + kBN) * 128;
   constexpr int kConsumerWarps = 8;
+  constexpr int kElem = kOutF32 ? 4 : 2;
+  constexpr int kBoxCols = 128 / kElem;  // D columns per 128-byte TMA box row
+  constexpr int kBoxes = kBN / kBoxCols;  // boxes per 64-row warpgroup slice: even
+  constexpr int kBoxJ = kBoxCols / 8;     // accumulator column groups (8 columns) per box
+  constexpr int kStagingBoxes = kSm90EpilogueBytes / (2 * 8192);  // per consumer warpgroup
+  constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
+  static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
+  // Split-K's partial tile (128 × BN f32) reuses the stages and the staging boxes.
+  static_assert(kSm90BM * kBN * 4 <= kStages * kStageBytes + kSm90EpilogueBytes, "split-K partials fit");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms must start at 1024-byte boundaries.
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t bars = base + kStages * kStageBytes;  // full[s] at bars + 8s, empty[s] after them
-  auto full_bar = [&](int s) { return bars + 8u * s; };
-  auto empty_bar = [&](int s) { return bars + 8u * (kStages + s); };
+  const uint32_t staging = base + kStages * kStageBytes;
+  const uint32_t bars = staging + kSm90EpilogueBytes;  // full[s] at bars + 8s, empty[s] after them
+  auto full_bar = [&](uint32_t s) { return bars + 8u * s; };
+  auto empty_bar = [&](uint32_t s) { return bars + 8u * (kStages + s); };
 
   const int wg = threadIdx.x / 128;
   const int t = threadIdx.x % 128;
-
-  // Grouped raster, as the mma.sync kernel.
-  const int tile = blockIdx.x;
-  const int group_tiles = kGemmGroupM * p.tiles_n;
-  const int first_m = (tile / group_tiles) * kGemmGroupM;
-  const int group_m = min(p.tiles_m - first_m, kGemmGroupM);
-  const int in_group = tile % group_tiles;
-  const int m0 = (first_m + in_group % group_m) * kSm90BM;
-  const int n0 = (in_group / group_m) * kBN;
+  const int splits = p.splits;
+  // cm = 2: the CTAs of a cluster pair take vertically adjacent tiles (m-tiles 2u and 2u + 1 of
+  // one column): each loads its own A and half of the shared B, multicast to both.
+  const int cm = p.cluster_m;
+  const uint32_t crank = cm > 1 ? cluster_ctarank() : 0u;
+  const int tiles_mu = (p.tiles_m + cm - 1) / cm;  // rows of cluster units
+  const int num_units = tiles_mu * p.tiles_n;
   const int ktiles = (p.k + 127) / 128;
+  // The units (tiles, or tile pairs) this CTA walks and its k-tiles of each.
+  int first_unit = blockIdx.x / cm, unit_step = gridDim.x / cm, kt_begin = 0, kt_end = ktiles;
+  uint32_t rank = 0;
+  if (splits > 1) {
+    rank = cluster_ctarank();  // == blockIdx.x % splits: clusters are (splits, 1, 1)
+    first_unit = blockIdx.x / splits;
+    unit_step = num_units;
+    kt_begin = static_cast<int>(rank) * ktiles / splits;
+    kt_end = (static_cast<int>(rank) + 1) * ktiles / splits;
+  }
+  // Grouped raster, as the mma.sync kernel: groups of kGemmGroupM tile rows, column-major inside.
+  auto tile_origin = [&](int unit, int& m0, int& n0) {
+    const int group_rows = kGemmGroupM / cm;
+    const int group_units = group_rows * p.tiles_n;
+    const int first_mu = (unit / group_units) * group_rows;
+    const int group_m = min(tiles_mu - first_mu, group_rows);
+    const int in_group = unit % group_units;
+    m0 = ((first_mu + in_group % group_m) * cm + static_cast<int>(crank)) * kSm90BM;
+    n0 = (in_group / group_m) * kBN;
+  };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full_bar(s), 1);
-      mbarrier_init(empty_bar(s), kConsumerWarps);
+      mbarrier_init(empty_bar(s), kConsumerWarps * cm);  // both CTAs' consumers free a shared stage
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_a);
     prefetch_tensormap(&p.tma_b);
+    if (p.tma_store) prefetch_tensormap(&p.tma_d);
   }
-  __syncthreads();
+  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first.
+  if (cm > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     // Producer.
     setmaxnreg_dec<40>();
     if (t == 0) {
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % kStages;
-        const int round = kt / kStages;
-        if (round > 0) mbarrier_wait(empty_bar(s), static_cast<uint32_t>((round - 1) & 1));
-        const uint32_t a_dst = base + s * kStageBytes;
-        mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
-        tma_load_2d(a_dst, &p.tma_a, kt * 128, m0, full_bar(s));
-        tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
+      uint32_t s = 0, phase = 0;  // the next stage to fill and the parity of its current round
+      bool wrapped = false;       // the ring has been filled once: wait for "empty" from now on
+      for (int unit = first_unit; unit < num_units; unit += unit_step) {
+        int m0, n0;
+        tile_origin(unit, m0, n0);
+        for (int kt = kt_begin; kt < kt_end; ++kt) {
+          if (wrapped) mbarrier_wait_cluster(empty_bar(s), phase ^ 1u);
+          const uint32_t a_dst = base + s * kStageBytes;
+          // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
+          mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
+          // With pairs, a box can start past the tensor (the second CTA of a pair on the last,
+          // odd tile row; the second half of B in the last tile column): clamp its start into
+          // the tensor so every box has in-bounds elements. What it then loads lands in rows of
+          // the tile that lie past M or N, which are never stored.
+          tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
+          if (cm == 1) {
+            tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
+          } else {
+            constexpr int kHalf = kBN / 2;
+            tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
+                                  min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), full_bar(s), uint16_t{0x3});
+          }
+          if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
+        }
       }
+    }
+    // Split-K: the consumers' two cluster barriers count every thread of the cluster. Multicast:
+    // one at the end, so no CTA exits while its peer may still signal its barriers.
+    __syncwarp();
+    if (splits > 1) {
+      cluster_sync();
+      cluster_sync();
+    } else if (cm > 1) {
+      cluster_sync();
     }
     return;
   }
 
-  // Consumers: warpgroup c = wg - 1 owns rows [64c, 64c + 64) of the tile.
+  // Consumers: warpgroup c = wg - 1 owns rows [64c, 64c + 64) of each tile.
   setmaxnreg_inc<232>();
   const int c = wg - 1;
-  // No zero fill: the first wgmma runs with scale-d = 0 (D = A·B). Writing the accumulators with
-  // ordinary instructions would make ptxas serialize the wgmmas (C7515).
-  float acc[kBN / 2];
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % kStages;
-    mbarrier_wait(full_bar(s), static_cast<uint32_t>((kt / kStages) & 1));
-    const uint32_t a_tile = base + s * kStageBytes + c * 64 * 128;
-    const uint32_t b_tile = base + s * kStageBytes + kABytes;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_m64k32<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
-                                      (kt | kk) != 0 ? 1u : 0u);
-    }
-    wgmma_commit();
-    // Keep this tile's wgmmas in flight; the previous tile's are done, so its stage is free.
-    wgmma_wait<1>();
-    if (kt > 0 && (t & 31) == 0) mbarrier_arrive(empty_bar((kt - 1) % kStages));
-  }
-  wgmma_wait<0>();
-
   const int w = t / 32, l = t % 32;
   const bool bias_bf16 = p.bias_bf16 != 0;
-  // Scale and bias of the thread's outputs (outside M × N: 0, never stored, nothing read).
-  auto finish = [&](float x, int row, int col, float sa) {
-    if (row >= p.m || col >= p.n) return 0.f;
-    x *= sa * __ldg(p.scale_b + int64_t(col) * p.sb_stride_n);
-    if (p.bias != nullptr) {
-      const int i = p.bias_rows ? row : col;
-      x += bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[i])
-                     : __ldg(static_cast<const float*>(p.bias) + i);
-    }
-    return x;
-  };
-
-  if (p.tma_store) {
-    // Stage this warpgroup's 64 × BN outputs in shared memory as TMA boxes of 64 rows × 128
-    // bytes (64 bf16 or 32 f32 columns) in the 128-byte swizzle (conflict-free: the 8 rows of a
-    // store land in 8 different 16-byte slots), then one thread stores the boxes with TMA, which
-    // clips rows ≥ M and columns ≥ N. Both warpgroups must be done reading the stages first.
-    constexpr int kElem = kOutF32 ? 4 : 2;
-    constexpr int kBoxCols = 128 / kElem;
-    constexpr int kBoxes = kBN / kBoxCols;
-    const uint32_t region = base + c * (64 * kBN * kElem);
-    named_barrier<1, 256>();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * w + l / 4 + 8 * h;  // row within the warpgroup's 64
-      const int row = m0 + c * 64 + r;
-      const float sa = row < p.m ? __ldg(p.scale_a + int64_t(row) * p.sa_stride_m) : 0.f;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * (l % 4);
-        const float v0 = finish(acc[4 * j + 2 * h], row, col, sa);
-        const float v1 = finish(acc[4 * j + 2 * h + 1], row, col + 1, sa);
-        const int box = (8 * j) / kBoxCols;
-        const int byte = ((8 * j) % kBoxCols + 2 * (l % 4)) * kElem;  // within the box row
-        const uint32_t addr = region + box * 8192 + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-        if constexpr (kOutF32) {
-          st_shared_f32x2(addr, v0, v1);
-        } else {
-          st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
-        }
-      }
-    }
-    fence_proxy_async();
+  auto wg_barrier = [&] {
     if (c == 0) {
       named_barrier<2, 128>();
     } else {
       named_barrier<3, 128>();
     }
-    if (t == 0) {
-#pragma unroll
-      for (int b = 0; b < kBoxes; ++b) tma_store_2d(&p.tma_d, n0 + b * kBoxCols, m0 + c * 64, region + b * 8192);
-      bulk_commit();
-      bulk_wait_read();
-    }
-    return;
-  }
-
-  // Direct stores from the accumulators (D not 16-byte aligned for TMA).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = m0 + c * 64 + 16 * w + l / 4 + 8 * h;
-    if (row >= p.m) continue;
-    const float sa = __ldg(p.scale_a + int64_t(row) * p.sa_stride_m);
-    char* out_row = static_cast<char*>(p.d) + int64_t(row) * p.ldd * (kOutF32 ? 4 : 2);
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int col = n0 + 8 * j + 2 * (l % 4);
-      const float v[2] = {finish(acc[4 * j + 2 * h], row, col, sa), finish(acc[4 * j + 2 * h + 1], row, col + 1, sa)};
-      if (col + 1 < p.n && p.pair_store) {
-        if constexpr (kOutF32) {
-          *reinterpret_cast<float2*>(out_row + int64_t(col) * 4) = make_float2(v[0], v[1]);
-        } else {
-          *reinterpret_cast<uint32_t*>(out_row + int64_t(col) * 2) = sm90_detail::pack_bf16x2(v[0], v[1]);
-        }
+  };
+  // Scale and bias of one output (rows ≥ M or columns ≥ N: 0, nothing read; never stored).
+  auto bias_at = [&](int i) {
+    return bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[i])
+                     : __ldg(static_cast<const float*>(p.bias) + i);
+  };
+  auto row_scale = [&](int row) { return row < p.m ? __ldg(p.scale_a + int64_t(row) * p.sa_stride_m) : 0.f; };
+  // A per-tensor scale_b (stride 0) is read once, not once per column.
+  const bool sb_per_col = p.sb_stride_n != 0;
+  const float sb_tensor = __ldg(p.scale_b);
+  auto col_scale = [&](int col) {
+    if (!sb_per_col) return sb_tensor;
+    return col < p.n ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 0.f;
+  };
+  auto finish = [&](float x, int row, int col, float sa, float sb) {
+    x *= sa * sb;
+    if (p.bias != nullptr && row < p.m && col < p.n) x += bias_at(p.bias_rows ? row : col);
+    return x;
+  };
+  // Direct (non-TMA) store of D[row][col], D[row][col + 1], masked to M × N.
+  auto store_pair = [&](int row, int col, float v0, float v1) {
+    if (row >= p.m || col >= p.n) return;
+    char* out_row = static_cast<char*>(p.d) + int64_t(row) * p.ldd * kElem;
+    if (col + 1 < p.n && p.pair_store) {
+      if constexpr (kOutF32) {
+        *reinterpret_cast<float2*>(out_row + int64_t(col) * 4) = make_float2(v0, v1);
       } else {
+        *reinterpret_cast<uint32_t*>(out_row + int64_t(col) * 2) = sm90_detail::pack_bf16x2(v0, v1);
+      }
+      return;
+    }
+    const float v[2] = {v0, v1};
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (col + e >= p.n) continue;
-          if constexpr (kOutF32) {
-            reinterpret_cast<float*>(out_row)[col + e] = v[e];
+    for (int e = 0; e < 2; ++e) {
+      if (col + e >= p.n) continue;
+      if constexpr (kOutF32) {
+        reinterpret_cast<float*>(out_row)[col + e] = v[e];
+      } else {
+        reinterpret_cast<__nv_bfloat16*>(out_row)[col + e] = __float2bfloat16_rn(v[e]);
+      }
+    }
+  };
+
+  uint32_t s = 0, phase = 0;  // the next stage to consume and the parity of its current round
+  // No zero fill: the first wgmma of a tile runs with scale-d = 0 (D = A·B). Writing the
+  // accumulators with ordinary instructions would make ptxas serialize the wgmmas (C7515).
+  float acc[kBN / 2];
+  int m0 = 0, n0 = 0;
+  bool active = false;
+  // Frees a stage: every consumer warp arrives on its "empty" barrier in each CTA that writes it.
+  auto release = [&](uint32_t stage) {
+    if (l != 0) return;
+    if (cm == 1) {
+      mbarrier_arrive(empty_bar(stage));
+    } else {
+      mbarrier_arrive_cluster(empty_bar(stage), 0);
+      mbarrier_arrive_cluster(empty_bar(stage), 1);
+    }
+  };
+  for (int unit = first_unit; unit < num_units; unit += unit_step) {
+    tile_origin(unit, m0, n0);
+    // A warpgroup whose 64 rows all lie past M (M ≤ 64) has only TMA zero fill to multiply and
+    // nothing to store: it just waits for and releases every stage, leaving the tensor cores to
+    // the other warpgroup. The two loops are separate (rather than one loop with conditional
+    // wgmmas) so that no compiler-inserted wgmma wait sits on a divergent path: that makes
+    // ptxas serialize every wgmma of the kernel (C7518).
+    active = m0 + 64 * c < p.m;
+    uint32_t prev = 0;
+    if (active) {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
+        mbarrier_wait(full_bar(s), phase);
+        const uint32_t a_tile = base + s * kStageBytes + c * 64 * 128;
+        const uint32_t b_tile = base + s * kStageBytes + kABytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          wgmma_m64k32<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
+                                          (kt != kt_begin || kk != 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        // Keep this k-tile's wgmmas in flight; the previous k-tile's are done, so its stage is free.
+        wgmma_wait<1>();
+        if (kt != kt_begin) release(prev);
+        prev = s;
+        if (++s == kStages) s = 0, phase ^= 1u;
+      }
+      wgmma_wait<0>();
+    } else {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
+        mbarrier_wait(full_bar(s), phase);
+        if (kt != kt_begin) release(prev);
+        prev = s;
+        if (++s == kStages) s = 0, phase ^= 1u;
+      }
+    }
+    release(prev);
+    if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
+    if (!active) continue;
+
+    const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
+    const int row0 = m0 + c * 64 + r_lo;
+    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
+    const uint32_t ring = staging + c * (kStagingBoxes * 8192);
+    if (p.tma_store) {
+      // Bias per row (swapped operands) or per column; rows ≥ M are clipped by the TMA store.
+      const bool col_bias = p.bias != nullptr && !p.bias_rows;
+      float rb[2] = {0.f, 0.f};
+      if (p.bias != nullptr && p.bias_rows) {
+        rb[0] = bias_at(min(row0, p.m - 1));
+        rb[1] = bias_at(min(row0 + 8, p.m - 1));
+      }
+      const float s_tensor[2] = {sa[0] * sb_tensor, sa[1] * sb_tensor};
+      // The warpgroup's boxes go out in rounds of kRound (all of them for bf16 and for f32 with
+      // BN = 128): before a round overwrites the staging buffers, the issuing thread waits until
+      // the stores that last read them (the previous round, or the previous tile's: a whole
+      // mainloop ago, so this rarely waits) are done reading; the rest wait at the barrier.
+#pragma unroll
+      for (int round = 0; round < kBoxes / kRound; ++round) {
+        if (t == 0) bulk_wait_read<0>();
+        wg_barrier();
+#pragma unroll
+        for (int bi = 0; bi < kRound; ++bi) {
+          const uint32_t buf = ring + bi * 8192;
+          // One multiply-add per output. The epilogue runs once per tile with the tensor cores
+          // idle, so its instruction count is the per-tile overhead: per-tensor scale_b without
+          // a column bias (uniform per launch) needs no per-column loads at all.
+          if (!sb_per_col && !col_bias) {
+#pragma unroll
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+              const int j = (round * kRound + bi) * kBoxJ + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int r = r_lo + 8 * h;
+                const float v0 = fmaf(acc[4 * j + 2 * h], s_tensor[h], rb[h]);
+                const float v1 = fmaf(acc[4 * j + 2 * h + 1], s_tensor[h], rb[h]);
+                const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
+                const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                if constexpr (kOutF32) {
+                  st_shared_f32x2(addr, v0, v1);
+                } else {
+                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                }
+              }
+            }
           } else {
-            reinterpret_cast<__nv_bfloat16*>(out_row)[col + e] = __float2bfloat16_rn(v[e]);
+            // The box's column factors first (columns ≥ N: 0, nothing read; clipped by TMA).
+            float cs[kBoxJ][2], cb[kBoxJ][2];
+#pragma unroll
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int col = n0 + 8 * ((round * kRound + bi) * kBoxJ + jj) + 2 * (l % 4) + e;
+                const bool in = col < p.n;
+                cs[jj][e] = !sb_per_col ? sb_tensor : in ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 0.f;
+                cb[jj][e] = col_bias && in ? bias_at(col) : 0.f;
+              }
+            }
+#pragma unroll
+            for (int jj = 0; jj < kBoxJ; ++jj) {
+              const int j = (round * kRound + bi) * kBoxJ + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int r = r_lo + 8 * h;
+                const float v0 = fmaf(acc[4 * j + 2 * h], sa[h] * cs[jj][0], cb[jj][0] + rb[h]);
+                const float v1 = fmaf(acc[4 * j + 2 * h + 1], sa[h] * cs[jj][1], cb[jj][1] + rb[h]);
+                const int byte = (8 * jj + 2 * (l % 4)) * kElem;  // within the box row
+                const uint32_t addr = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                if constexpr (kOutF32) {
+                  st_shared_f32x2(addr, v0, v1);
+                } else {
+                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                }
+              }
+            }
           }
+        }
+        fence_proxy_async();
+        wg_barrier();
+        if (t == 0) {
+#pragma unroll
+          for (int bi = 0; bi < kRound; ++bi) {
+            tma_store_2d(&p.tma_d, n0 + (round * kRound + bi) * kBoxCols, m0 + c * 64, ring + bi * 8192);
+          }
+          bulk_commit();
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (l % 4);
+        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + 8 * h;
+          store_pair(row, col, finish(acc[4 * j + 2 * h], row, col, sa[h], sb0),
+                     finish(acc[4 * j + 2 * h + 1], row, col + 1, sa[h], sb1));
         }
       }
     }
   }
+
+  if (splits == 1) {
+    if (p.tma_store && t == 0) bulk_wait_all();
+    if (cm > 1) cluster_sync();
+    return;
+  }
+
+  // Split-K reduction. Both consumer warpgroups must be done reading the stages (their wgmmas
+  // completed above) before either overwrites them with its partial: 64 × BN f32 per warpgroup,
+  // stored in accumulator order (float4 group j of thread t at (j · 128 + t) · 16 bytes), so the
+  // writes and the reads below are consecutive 16-byte words across the warp.
+  named_barrier<1, 256>();
+  const uint32_t part = base + c * (64 * kBN * 4);
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      st_shared_f32x4(part + (j * 128 + t) * 16, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+  cluster_sync();  // every partial of the cluster written and visible
+  if (active) {
+    // CTA `rank` finishes column groups [j0, j1) of the tile: the sum over ranks 0..S-1 in order.
+    constexpr int kGroups = kBN / 8;
+    const int j0 = static_cast<int>(rank) * kGroups / splits;
+    const int j1 = (static_cast<int>(rank) + 1) * kGroups / splits;
+    const int r_lo = 16 * w + l / 4;
+    const int row0 = m0 + c * 64 + r_lo;
+    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
+    // kChunk column groups at a time, all of their S remote loads issued before the first sum,
+    // so a chunk costs one distributed-shared-memory round trip instead of one per load.
+    constexpr int kChunk = 4;
+    for (int jb = j0; jb < j1; jb += kChunk) {
+      float4 v[kChunk][kSm90MaxSplits];
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+#pragma unroll
+        for (int q = 0; q < kSm90MaxSplits; ++q) {
+          if (jb + u < j1 && q < splits) {
+            v[u][q] = ld_shared_cluster_f32x4(map_shared_rank(part + ((jb + u) * 128 + t) * 16, static_cast<uint32_t>(q)));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        if (jb + u >= j1) break;
+        float4 sum = v[u][0];
+#pragma unroll
+        for (int q = 1; q < kSm90MaxSplits; ++q) {
+          if (q < splits) sum.x += v[u][q].x, sum.y += v[u][q].y, sum.z += v[u][q].z, sum.w += v[u][q].w;
+        }
+        const int col = n0 + 8 * (jb + u) + 2 * (l % 4);
+        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
+        store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0),
+                   finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
+      }
+    }
+  }
+  cluster_sync();  // no CTA leaves while another still reads its shared memory
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
   // defaults build for every arch).

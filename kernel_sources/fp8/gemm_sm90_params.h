@@ -17,15 +17,24 @@ struct alignas(64) TmaDescriptor {
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
 constexpr int kSm90BM = 128;
 constexpr int kSm90Threads = 384;
+// The epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes (8 KiB): up to
+// four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written at once and
+// its stores drain during the next tile's mainloop; f32 with BN = 256 takes two rounds.
+constexpr int kSm90EpilogueBytes = 2 * 4 * 8192;
+// Split-K: at most this many CTAs (one cluster) share an output tile.
+constexpr int kSm90MaxSplits = 4;
 inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
-// Dynamic shared memory: the stages, 1024 bytes to align the base, and the barriers. The
-// epilogue's D tile (128 × BN outputs, ≤ 128 KiB in f32) reuses the stage buffers.
-inline constexpr int sm90_smem_bytes(int bn, int stages) { return stages * sm90_stage_bytes(bn) + 1024 + 256; }
+// Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
+// the producer already loads the next tile while the consumers store this one), 1024 bytes to
+// align the base, and the barriers. Split-K's partial tile (128 × BN f32) reuses stages + staging.
+inline constexpr int sm90_smem_bytes(int bn, int stages) {
+  return stages * sm90_stage_bytes(bn) + kSm90EpilogueBytes + 1024 + 256;
+}
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
   TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, 128}, 128-byte swizzle
-  TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN}, 128-byte swizzle
+  TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN / cluster_m}, 128-byte swizzle
   TmaDescriptor tma_d;   // D [M, N] (when tma_store): dims {N, M}, box {128 bytes of columns,
                          // 64 rows}, 128-byte swizzle
   void* d;               // [M, N] bf16 or f32, N contiguous
@@ -45,6 +54,12 @@ struct GemmSm90Params {
   int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
   int32_t tma_store;     // 1: the epilogue stages D in shared memory and stores it with TMA
                          //    (d and every row 16-byte aligned); 0: direct stores
+  int32_t splits;        // 1: persistent CTAs walk tiles blockIdx.x, + gridDim.x, ...; S > 1:
+                         //    split-K, CTA b computes k-slice b % S of tile b / S and the S CTAs
+                         //    of a tile (one cluster of S) sum their partials in rank order
+  int32_t cluster_m;     // 1, or 2 (persistent only): clusters of 2 CTAs on m-tiles 2u, 2u + 1
+                         //    of one column share B: each loads BN/2 rows (tma_b's box) and
+                         //    multicasts them to both
 };
 
 }  // namespace kjit::fp8

@@ -26,18 +26,37 @@ KJIT_DEVICE void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-/// Spins until the phase of parity `parity` of the barrier has completed.
-KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "KJIT_WAIT:\n"  // PTX labels are local to the { } block
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra KJIT_WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
+// Waits until the phase of parity `parity` of the barrier at `bar` has completed. After 2^26
+// failed tests (each suspends the thread for a while: seconds in all) the wait is a deadlock (a
+// protocol bug, not a slow GEMM) and traps, so the launch fails with an error instead of hanging
+// the process and the GPU. All in one asm block: written as a C++ loop around the test, the
+// counter and the trap made ptxas spill the accumulators.
+#define KJIT_MBARRIER_WAIT(SEM)                                               \
+  asm volatile(                                                               \
+      "{\n"                                                                   \
+      ".reg .pred done;\n"                                                    \
+      ".reg .u32 tries;\n"                                                    \
+      "mov.u32 tries, 0;\n"                                                   \
+      "KJIT_WAIT:\n" /* PTX labels are local to the { } block */              \
+      "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n"     \
+      "@done bra KJIT_DONE;\n"                                                \
+      "add.u32 tries, tries, 1;\n"                                            \
+      "setp.lt.u32 done, tries, 67108864;\n"                                  \
+      "@done bra KJIT_WAIT;\n"                                                \
+      "trap;\n"                                                               \
+      "KJIT_DONE:\n"                                                          \
+      "}\n" ::"r"(bar),                                                       \
+      "r"(parity)                                                             \
+      : "memory")
+
+/// Spins until the phase of parity `parity` of the barrier has completed (traps on a deadlock).
+KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(""); }
+
+/// mbarrier_wait with cluster-scope acquire: for barriers that CTAs of the cluster arrive on
+/// remotely (mbarrier_arrive_cluster), before writing what they released.
+KJIT_DEVICE void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(".acquire.cluster"); }
+
+#undef KJIT_MBARRIER_WAIT
 
 KJIT_DEVICE void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
@@ -53,6 +72,18 @@ KJIT_DEVICE void tma_load_2d(uint32_t dst, const void* tmap, int32_t x, int32_t 
       : "memory");
 }
 
+/// TMA with multicast: the 2-D box at (x, y) lands at `dst` in the shared memory of every CTA
+/// of the cluster whose bit is set in `cta_mask`, completing its bytes on the barrier at `bar` of
+/// each of them.
+KJIT_DEVICE void tma_load_2d_multicast(uint32_t dst, const void* tmap, int32_t x, int32_t y, uint32_t bar,
+                                       uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(tmap), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 /// TMA store of the 2-D box at (x, y) of `tmap` from shared memory at `src`; out-of-bounds
 /// elements are not written. Tracked by the issuing thread's bulk-async groups.
 KJIT_DEVICE void tma_store_2d(const void* tmap, int32_t x, int32_t y, uint32_t src) {
@@ -61,14 +92,66 @@ KJIT_DEVICE void tma_store_2d(const void* tmap, int32_t x, int32_t y, uint32_t s
                : "memory");
 }
 KJIT_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-/// Waits until the committed bulk stores have finished reading shared memory.
-KJIT_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/// Waits until at most kPending of the issuing thread's committed bulk stores are still reading
+/// shared memory (their sources may then be overwritten).
+template <int kPending>
+KJIT_DEVICE void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+/// Waits until every committed bulk store of the issuing thread has completed (its writes are
+/// performed), e.g. before the CTA exits.
+KJIT_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 KJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 KJIT_DEVICE void st_shared_f32x2(uint32_t addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+KJIT_DEVICE void st_shared_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+// --- Thread-block clusters (split-K reduction through distributed shared memory) -------------
+
+/// This CTA's rank in its cluster (0 without a cluster launch: a lone CTA is a 1-CTA cluster).
+KJIT_DEVICE uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+/// Every thread of every CTA of the cluster arrives (release: its earlier shared-memory writes
+/// become visible cluster-wide) and waits for all the others (acquire). Not .aligned: callers
+/// may come from a branch that diverged inside the warp.
+KJIT_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+/// The shared::cluster address of `addr` (a shared::cta address of this CTA's layout) in the
+/// shared memory of the cluster's CTA `rank`.
+KJIT_DEVICE uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+
+/// One arrival on the barrier at `bar` (this CTA's shared::cta layout) of the cluster's CTA `rank`.
+KJIT_DEVICE void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+      "[remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
+KJIT_DEVICE float4 ld_shared_cluster_f32x4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
 }
 
 /// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -210,6 +211,39 @@ void encode_tma_store(TmaDescriptor* out, void* base, bool f32, int64_t cols, in
   std::memcpy(out, &map, sizeof(map));
 }
 
+/// How many clusters of `size` CTAs of the wgmma kernel `kernel` (`threads` threads, `smem`
+/// bytes of dynamic shared memory: one CTA per SM) the device holds at once, from
+/// cuOccupancyMaxActiveClusters. Cached per device and size: every wgmma specialization has the
+/// same footprint to within a few KiB (one CTA per SM either way).
+int cluster_capacity(const Kernel& kernel, int device, int size, int threads, int smem) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices][kSm90MaxSplits + 1] = {};
+  const bool cached = device >= 0 && device < kDevices;
+  if (cached) {
+    const int known = cache[device][size].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  kernel.reserve_dynamic_smem(static_cast<uint32_t>(smem));
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = static_cast<unsigned>(size);
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(size);
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = static_cast<unsigned>(threads);
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(smem);
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  KJIT_CU(cuOccupancyMaxActiveClusters(&clusters, kernel.function(), &config));
+  clusters = std::max(clusters, 1);
+  if (cached) cache[device][size].store(clusters, std::memory_order_relaxed);
+  return clusters;
+}
+
 }  // namespace
 
 namespace detail {
@@ -357,8 +391,19 @@ double tile_cost(int64_t m, int64_t n, int bm, int bn, bool wgmma, int sm_count)
 
 }  // namespace
 
-GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel) {
+GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDevice& dev, GemmKernel kernel,
+                   int splits, int multicast) {
   check_fp8_arch(kOp, dev.sm, g.device, nullptr);
+  if (splits < 0 || splits > kSm90MaxSplits) {
+    kjit::detail::fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, splits));
+  }
+  if (multicast < 0 || multicast > 2) {
+    kjit::detail::fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", multicast));
+  }
+  if (multicast == 2 && splits > 1) {
+    kjit::detail::fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster "
+                            "for its reduction");
+  }
   GemmPlan plan;
   auto cost = [&](int bm, int bn, bool wgmma) { return tile_cost(g.m, g.n, bm, bn, wgmma, dev.sm_count); };
   // The cheapest mma.sync tile (128x128 is not available with blockwise scales).
@@ -386,24 +431,31 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       break;
     case GemmKernel::kMmaSync:
       if (tile == GemmTile::k128x256) kjit::detail::fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      if (splits > 1) kjit::detail::fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
+      if (multicast == 2) kjit::detail::fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
       plan.wgmma = false;
       break;
-    case GemmKernel::kAuto:
-      plan.wgmma = tile == GemmTile::k128x256;
-      if (!plan.wgmma && dev.sm == 90 && wgmma_layout && !mma_tile) {
-        int bm, bn;
-        best_mma(bm, bn);
-        plan.wgmma = std::min(cost(128, 128, true), cost(128, 256, true)) < cost(bm, bn, false);
+    case GemmKernel::kAuto: {
+      // wgmma whenever it can run (persistent for large problems, split-K for small M: both beat
+      // the mma.sync tiles on Hopper), unless an mma tile is forced; a forced 128x256 tile or
+      // splits > 1 asks for it.
+      const bool asked = tile == GemmTile::k128x256 || splits > 1 || multicast == 2;
+      plan.wgmma = asked || (dev.sm == 90 && wgmma_layout && !mma_tile);
+      const char* what = tile == GemmTile::k128x256 ? "tile k128x256" : splits > 1 ? "splits > 1" : "multicast = 2";
+      if (plan.wgmma && dev.sm != 90) {
+        throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
+                                      what, dev.sm));
       }
-      if (plan.wgmma && (dev.sm != 90 || !wgmma_layout)) {
-        if (dev.sm != 90) {
-          throw Unsupported(fmt::format("{}: tile k128x256 is the wgmma kernel's, which needs sm_90a; the device is sm_{}",
-                                        kOp, dev.sm));
-        }
-        kjit::detail::fail(kOp, "tile k128x256 is the wgmma kernel's, which takes tensorwise scales with A and B both "
-                                "K-major");
+      if (plan.wgmma && !wgmma_layout) {
+        kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, which takes tensorwise scales with A and B both "
+                                            "K-major",
+                                            what));
+      }
+      if (plan.wgmma && (tile == GemmTile::k64x64 || tile == GemmTile::k128x64)) {
+        kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, whose tiles are k128x128 and k128x256", what));
       }
       break;
+    }
     default: kjit::detail::fail(kOp, "kernel is not a GemmKernel value");
   }
 
@@ -415,6 +467,34 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
       plan.bn = 256;
     } else {
       plan.bn = cost(128, 256, true) <= cost(128, 128, true) ? 256 : 128;
+    }
+    // Split-K when the output tiles leave more than half the SMs idle (small M): the k-slices
+    // of a tile run on `splits` SMs, so all SMs stream B (most of the bytes: N × K).
+    const int64_t ktiles = kjit::detail::ceil_div(g.k, 128);
+    const int64_t tiles_m = kjit::detail::ceil_div(g.m, kSm90BM);
+    if (splits == 0) {
+      plan.splits = 1;
+    }
+    if (splits == 0 && multicast != 2) {
+      if (tiles_m * kjit::detail::ceil_div(g.n, 128) * 2 <= dev.sm_count && ktiles >= 2) {
+        if (tile == GemmTile::kAuto) plan.bn = 128;
+        const int64_t tiles = tiles_m * kjit::detail::ceil_div(g.n, plan.bn);
+        // A cluster that is not resident with the others runs in a second wave: take the largest
+        // split whose clusters all fit at once.
+        for (int64_t sp = std::min<int64_t>({kSm90MaxSplits, dev.sm_count / tiles, ktiles / 2}); sp >= 2; --sp) {
+          const int capacity = dev.cluster_capacity[sp] > 0 ? dev.cluster_capacity[sp] : dev.sm_count / static_cast<int>(sp);
+          if (tiles <= capacity) {
+            plan.splits = static_cast<int>(sp);
+            break;
+          }
+        }
+      }
+    } else if (splits != 0) {
+      if (splits > ktiles) {
+        kjit::detail::fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", splits,
+                                            g.k, ktiles));
+      }
+      plan.splits = splits;
     }
     plan.threads = kSm90Threads;
     if (stages != 0) {
@@ -486,8 +566,29 @@ GemmPlan plan_gemm(const GemmProblem& g, GemmTile tile, int stages, const GemmDe
   }
   plan.tiles_m = kjit::detail::ceil_div(g.m, plan.bm);
   plan.tiles_n = kjit::detail::ceil_div(g.n, plan.bn);
-  if (plan.tiles_m * plan.tiles_n > INT32_MAX) {
+  const int64_t tiles = plan.tiles_m * plan.tiles_n;
+  // Half the int32 range: the persistent kernel's tile index runs up to tiles + grid.
+  if (tiles * plan.splits > INT32_MAX / 2) {
     kjit::detail::fail(kOp, fmt::format("{} x {} tiles exceed one launch", plan.tiles_m, plan.tiles_n));
+  }
+  if (!plan.wgmma) {
+    plan.grid = tiles;
+    return plan;
+  }
+  if (plan.splits > 1) {
+    plan.grid = tiles * plan.splits;
+    return plan;
+  }
+  // B multicast between CTA pairs on adjacent tile rows only when asked for: on the H200 it
+  // measured 1.4-1.5x slower than unpaired CTAs with 128x256 tiles (2-2.4x with 128x128) at
+  // every large shape of bench_fp8.py (docs/perf-notes.md), so the planner does not pair.
+  plan.cluster_m = multicast == 2 ? 2 : 1;
+  if (plan.cluster_m == 2) {
+    const int64_t units = kjit::detail::ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
+    const int capacity = dev.cluster_capacity[2] > 0 ? dev.cluster_capacity[2] : std::max(dev.sm_count / 2, 1);
+    plan.grid = 2 * std::min<int64_t>(units, capacity);
+  } else {
+    plan.grid = std::min<int64_t>(tiles, std::max(dev.sm_count, 1));
   }
   return plan;
 }
@@ -510,11 +611,11 @@ GemmSm90Params sm90_params(const GemmProblem& g, const GemmPlan& plan) {
   p.bias_rows = g.params.bias_rows;
   const int elem = g.out_f32 ? 4 : 2;
   p.pair_store = reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
-  // TMA stores need a 16-byte aligned base and row stride, and the staged D tile (128 × BN
-  // outputs) must fit in the stage buffers it reuses.
+  // TMA stores need a 16-byte aligned base and row stride; split-K stores directly.
   const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
-  const bool fits = int64_t{plan.stages} * sm90_stage_bytes(plan.bn) >= int64_t{kSm90BM} * plan.bn * elem;
-  p.tma_store = aligned && fits && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.tma_store = aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.splits = plan.splits;
+  p.cluster_m = plan.cluster_m;
   return p;
 }
 
@@ -568,7 +669,7 @@ const Family& gemm_family() {
     // at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
     // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
-        p("wgmma", "tensor", "128x256", "4"), p("wgmma", "tensor", "128x128", "6"),
+        p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),
@@ -586,8 +687,8 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   const int sm = info.cc_major * 10 + info.cc_minor;
   detail::check_fp8_arch(kOp, sm, g.device, info.name.c_str());
   if (g.m == 0 || g.n == 0) return;
-  const detail::GemmPlan plan = detail::plan_gemm(
-      g, args.tile, args.stages, detail::GemmDevice{sm, info.sm_count, info.max_smem_per_block_optin}, args.kernel);
+  detail::GemmDevice dev{sm, info.sm_count, info.max_smem_per_block_optin};
+  detail::GemmPlan plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits, args.multicast);
 
   Choice choice{};
   choice.wgmma = plan.wgmma;
@@ -603,9 +704,18 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   static kjit::detail::KernelTable<Choice> table;
   const LoadedProgram& program =
       table.get(runtime, context, choice, [&] { return make_spec(detail::gemm_params(g, plan)); });
+  if (plan.wgmma && ((plan.splits > 1 && args.splits == 0) || plan.cluster_m > 1)) {
+    // The planner assumed every cluster is resident at once (sm_count / size); with the
+    // device's real cluster capacities it may settle on fewer splits or size the persistent
+    // grid of pairs differently (same kernel: splits and pairing are parameters).
+    for (int s = 2; s <= std::max(plan.splits, plan.cluster_m); ++s) {
+      dev.cluster_capacity[s] = cluster_capacity(program.kernel(0), g.device, s, plan.threads, plan.smem_bytes);
+    }
+    plan = detail::plan_gemm(g, args.tile, args.stages, dev, args.kernel, args.splits, args.multicast);
+  }
 
   LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(plan.tiles_m * plan.tiles_n);
+  config.grid[0] = static_cast<uint32_t>(plan.grid);
   config.block[0] = static_cast<uint32_t>(plan.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   config.stream = stream;
@@ -616,9 +726,12 @@ void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
     launch(program.kernel(0), config, p);
     return;
   }
+  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do B-sharing pairs.
+  if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
+  if (plan.cluster_m > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m);
   GemmSm90Params p = detail::sm90_params(g, plan);
   encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
-  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn);
+  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn / plan.cluster_m);
   if (p.tma_store) encode_tma_store(&p.tma_d, g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
   launch(program.kernel(0), config, p);
 }

@@ -372,6 +372,8 @@ struct GCase {
   bool d_colmajor = false;
   bool padded = true;       // padded strides with poisoned padding
   f8::GemmKernel kernel = f8::GemmKernel::kAuto;
+  int splits = 0;           // wgmma split-K (0: the planner's)
+  int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
@@ -381,7 +383,8 @@ struct GCase {
            " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
            kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
-           (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)];
+           (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
+           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast);
   }
 };
 
@@ -465,6 +468,8 @@ void run_gemm(const GCase& c) {
   g.tile = c.tile;
   g.stages = c.stages;
   g.kernel = c.kernel;
+  g.splits = c.splits;
+  g.multicast = c.multicast;
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -602,7 +607,7 @@ TEST(Fp8GemmGpu, WgmmaKernel) {
   for (T t : {T::k128x128, T::k128x256}) {
     const int bn = t == T::k128x256 ? 256 : 128;
     for (int st = 2; st <= 6; ++st) {
-      if (st * (128 + bn) * 128 + 1280 > optin) continue;
+      if (st * (128 + bn) * 128 + 65536 + 1280 > optin) continue;
       GCase c{333, 517, 656};  // 656 = 5 k-tiles + 16
       c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.stages = st, c.scales = Scales::kChannel;
       c.out = st % 2 ? DType::kF32 : DType::kBF16;
@@ -622,6 +627,95 @@ TEST(Fp8GemmGpu, WgmmaKernel) {
   c.kernel = f8::GemmKernel::kWgmma;
   c.padded = false;
   run_gemm(c);
+}
+
+// The persistent walk: more tiles than SMs, so each CTA runs several tiles through one stage ring
+// and one epilogue staging ring (TMA-stored D: unpadded, 16-byte rows), with partial last tile
+// rows and columns and K not a multiple of 128; and the direct-store epilogue (padded D).
+TEST(Fp8GemmGpu, WgmmaPersistent) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  for (T t : {T::k128x128, T::k128x256}) {
+    for (DType out : {DType::kBF16, DType::kF32}) {
+      GCase c{2100, 2296, 272};  // 17 x 18 (or 9) tiles, N % 8 == 0 for TMA stores of bf16 and f32
+      c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.out = out, c.padded = false;
+      c.scales = out == DType::kF32 ? Scales::kChannel : Scales::kTensor;
+      c.bias = t == T::k128x256 ? DType::kBF16 : DType::kU8;
+      run_gemm(c);
+    }
+  }
+  GCase c{2100, 2300, 400};  // padded D: direct stores
+  c.kernel = f8::GemmKernel::kWgmma, c.scales = Scales::kChannel, c.bias = DType::kF32;
+  run_gemm(c);
+  c.d_colmajor = true, c.out = DType::kF32;  // swapped operands: bias per row of the kernel's D
+  run_gemm(c);
+  // B multicast between CTA pairs (GemmArgs::multicast = 2): many tiles, an odd tile row count
+  // (the last pair's second CTA has no rows), a single tile row, 128x128 and 128x256 tiles,
+  // both epilogues, the k-tail.
+  c = GCase{2100, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 2, c.padded = false;
+  run_gemm(c);
+  for (GCase m : {GCase{333, 517, 656}, GCase{100, 1000, 304}, GCase{1000, 700, 1040}}) {
+    for (f8::GemmTile t : {f8::GemmTile::k128x128, f8::GemmTile::k128x256}) {
+      m.kernel = f8::GemmKernel::kWgmma, m.multicast = 2, m.tile = t;
+      m.padded = t == f8::GemmTile::k128x256;  // TMA-store and direct-store epilogues
+      m.scales = Scales::kChannel, m.out = t == f8::GemmTile::k128x128 ? DType::kF32 : DType::kBF16;
+      run_gemm(m);
+    }
+  }
+  c = GCase{64, 64, 256};
+  c.multicast = 2, c.splits = 2;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  c.splits = 0, c.multicast = 3;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  // TMA-stored column-major D (the kernel's rows are D's columns: a per-row bias), per-tensor
+  // scales: the epilogue without per-column loads.
+  c = GCase{1000, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.d_colmajor = true, c.padded = false, c.bias = DType::kF32;
+  run_gemm(c);
+  c = GCase{40, 300, 512};  // one tile, no split, M < 64 (the second consumer stores nothing)
+  c.kernel = f8::GemmKernel::kWgmma, c.splits = 1, c.padded = false;
+  run_gemm(c);
+}
+
+// Split-K: the CTAs of a tile (one cluster) sum their k-slices' partials in rank order through
+// distributed shared memory. K-tile counts that the split does not divide, M below 64 and not a
+// multiple of 64, both tiles, both output types, per-tensor and per-channel scales, bias,
+// column-major D, e5m2; and the planner's own split at the benchmark's skinny shapes.
+TEST(Fp8GemmGpu, WgmmaSplitK) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  for (int splits : {2, 3, 4}) {
+    for (T t : {T::k128x128, T::k128x256}) {
+      GCase c{100, 300, 656};  // 6 k-tiles (the last one 16 deep): 3+3, 2+2+2, 1+1+2+2
+      c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.splits = splits;
+      c.scales = splits == 3 ? Scales::kTensor : Scales::kChannel;
+      c.out = t == T::k128x256 ? DType::kF32 : DType::kBF16;
+      c.bias = splits == 2 ? DType::kBF16 : splits == 4 ? DType::kF32 : DType::kU8;
+      run_gemm(c);
+    }
+  }
+  for (GCase c : {GCase{1, 7168, 2048}, GCase{16, 520, 1040}, GCase{64, 7168, 2048}, GCase{128, 4096, 7168},
+                  GCase{200, 1000, 1536}}) {
+    c.scales = Scales::kChannel;  // planner's kernel and split
+    run_gemm(c);
+  }
+  GCase c{33, 130, 3 * 128 + 48};  // 4 k-tiles over 3 splits, e5m2 x e4m3, unpadded
+  c.kernel = f8::GemmKernel::kWgmma, c.splits = 3, c.fa = DType::kE5M2, c.padded = false;
+  run_gemm(c);
+  c = GCase{77, 190, 144};  // column-major D: the kernel runs D^T (M' = 190), 2 k-tiles over 2
+  c.splits = 2, c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kF32;
+  run_gemm(c);
+  // Bad splits: above the k-tiles, above the maximum, on the mma.sync kernel.
+  c = GCase{64, 64, 256};
+  for (int bad : {3, 5, -1}) {
+    c.splits = bad;
+    EXPECT_THROW(run_gemm(c), kjit::InvalidArgument) << "splits " << bad;
+  }
+  c.splits = 2, c.kernel = f8::GemmKernel::kMmaSync;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
 }
 
 TEST(Fp8GemmGpu, RejectsBlockwiseWithoutK128) {

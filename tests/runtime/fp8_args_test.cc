@@ -516,16 +516,73 @@ TEST(Fp8Plan, KernelChoice) {
   fd::GemmPlan p = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 256);
-  EXPECT_EQ(p.stages, 4);
+  EXPECT_EQ(p.stages, 3);
   EXPECT_EQ(p.threads, 384);
-  EXPECT_EQ(p.smem_bytes, 4 * 384 * 128 + 1024 + 256);
+  EXPECT_EQ(p.smem_bytes, 3 * 384 * 128 + 65536 + 1024 + 256);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.cluster_m, 1);  // B multicast only when forced
+  EXPECT_EQ(p.grid, 132);     // persistent: one CTA per SM over 512 tiles
+  const fd::GemmPlan pairs = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 2);
+  EXPECT_EQ(pairs.cluster_m, 2);
+  EXPECT_EQ(pairs.grid, 132);  // 66 pairs over 256 tile pairs
+  EXPECT_EQ(fd::sm90_params(problem(4096, 4096, 4096), pairs).cluster_m, 2);
+  fd::GemmDevice h200_pairs = h200;
+  h200_pairs.cluster_capacity[2] = 60;
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200_pairs, K::kAuto, 0, 2).grid, 120);
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 1).cluster_m, 1);
+  const fd::GemmPlan forced_pairs = fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 2);
+  EXPECT_EQ(forced_pairs.splits, 1);  // multicast = 2 rules out split-K
+  EXPECT_EQ(forced_pairs.cluster_m, 2);
+  EXPECT_EQ(forced_pairs.grid, 2 * 56);  // one tile row: 56 pairs, each with an idle second CTA
+  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 2, 2), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 3), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kMmaSync, 0, 2), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, l40, K::kAuto, 0, 2), kjit::Unsupported);
   EXPECT_EQ(fd::gemm_params(problem(4096, 4096, 4096), p).at("impl"), "wgmma");
   p = fd::plan_gemm(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 128);
-  EXPECT_EQ(p.stages, 6);
-  EXPECT_FALSE(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200).wgmma);  // small M: mma
-  EXPECT_FALSE(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200).wgmma);  // 32 wgmma CTAs vs 128
+  EXPECT_EQ(p.stages, 5);
+  EXPECT_EQ(p.splits, 1);  // 112 tiles
+  EXPECT_EQ(p.grid, 112);
+  // Small M: wgmma split-K over clusters, BN = 128.
+  p = fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200);
+  EXPECT_TRUE(p.wgmma);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.splits, 2);  // 56 tiles
+  EXPECT_EQ(p.grid, 112);
+  p = fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200);
+  EXPECT_EQ(p.splits, 4);  // 32 tiles
+  EXPECT_EQ(p.grid, 128);
+  EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).splits, 4);
+  EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).tma_store, 0);  // split-K stores directly
+  // Only as many splits as keep every cluster resident (29 clusters of 4 on this device).
+  fd::GemmDevice h200_gpcs = h200;
+  h200_gpcs.cluster_capacity[4] = 29;
+  h200_gpcs.cluster_capacity[3] = 44;
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 3);
+  h200_gpcs.cluster_capacity[3] = 20;
+  h200_gpcs.cluster_capacity[2] = 20;
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs, K::kAuto, 4).splits, 4);  // forced
+  EXPECT_EQ(fd::plan_gemm(problem(256, 4096, 7168), T::kAuto, 0, h200).splits, 2);  // 64 tiles
+  EXPECT_EQ(fd::plan_gemm(problem(1, 7168, 2048), T::kAuto, 0, h200).splits, 2);
+  EXPECT_EQ(fd::plan_gemm(problem(16, 520, 256), T::kAuto, 0, h200).splits, 1);  // K/256 = 1
+  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::k128x256, 0, h200).bn, 256);  // forced tile kept
+  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::k128x256, 0, h200).splits, 4);
+  // Forced splits: 1..4 and at most one per 128-k tile; only the wgmma kernel splits.
+  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).splits, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 56);
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 3).grid, 3 * 512);
+  EXPECT_EQ(fd::plan_gemm(problem(100, 100, 272), T::kAuto, 0, h200, K::kWgmma, 3).splits, 3);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 256), T::kAuto, 0, h200, K::kWgmma, 3), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, 5), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, -1), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kMmaSync, 2), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::k64x64, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024, true), T::kAuto, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
+  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 2), kjit::Unsupported);
+  EXPECT_FALSE(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 1).wgmma);
   EXPECT_TRUE(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).wgmma);
   EXPECT_EQ(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).bn, 256);
   EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096, true), T::kAuto, 0, h200).wgmma);  // blockwise

@@ -7,7 +7,9 @@ GEMM (e4m3 x e4m3 -> bf16, per-tensor scales; D = A · Bᵀ with A [M, K] row-ma
 row-major, the nn.Linear layout): every shape is first checked against a float64 GEMM on the
 dequantized operands (relative L2 ≤ 1e-2) and against torch._scaled_mm (cuBLASLt), then timed
 with triton.testing.do_bench (median ms). TFLOP/s = 2·M·N·K / time. kjit runs twice: the
-planner's kernel (on sm_90 the TMA + wgmma kernel when M > 64) and the mma.sync kernel forced. torch._scaled_mm gets
+planner's kernel (on sm_90 the TMA + wgmma kernel: persistent, or split-K over clusters when the
+output has fewer tiles than half the SMs) and the mma.sync kernel forced. --sweep adds forced
+wgmma variants per shape (tiles and stages for large M, split counts for small M). torch._scaled_mm gets
 b = B.t() (column-major [K, N], what cuBLASLt wants); shapes it rejects (M not a multiple of 16
 on some versions) are padded to M = 16 for it, and marked.
 
@@ -17,7 +19,7 @@ Effective TB/s = (2 B read + 1 B written per element) / time, the same bytes for
 bytes are checked against torch computing the same f32 product: (x.float() * s).clamp().to().
 Extra kjit rows: dynamic per-tensor (two passes), per-row and 1×128 block quantization.
 
-Usage: bench_fp8.py --lib build/tools/libkjit_bench_shim.so [--json out.json]
+Usage: bench_fp8.py --lib build/tools/libkjit_bench_shim.so [--json out.json] [--sweep] [--gemm-only]
 """
 import argparse
 import ctypes
@@ -47,7 +49,7 @@ def load_shim(path):
     g.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                   ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                   ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
-                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     g.restype = ctypes.c_int
     return q, g
 
@@ -60,13 +62,15 @@ class Kjit:
     def __init__(self, lib):
         self.q, self.g = load_shim(lib)
 
-    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0):
-        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90)."""
+    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0, splits=0, multicast=0):
+        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90); tile: 0 auto, 3 128x128,
+        4 128x256; splits: 0 planner's, 1..4 forced (wgmma); multicast: 0 planner's, 1 off,
+        2 B shared by CTA pairs (wgmma)."""
         m, k = a.shape
         n = b.shape[0]
         rc = self.g(a.data_ptr(), 0, 0, b.data_ptr(), 0, 0, d.data_ptr(), 1 if d.dtype == torch.float32 else 0,
                     sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), 1 if block else 0, m, n, k, None, 0,
-                    tile, stages, kernel, stream())
+                    tile, stages, kernel, splits, multicast, stream())
         if rc != 0:
             raise RuntimeError("kjit_bench_fp8_gemm failed (see stderr)")
 
@@ -116,7 +120,19 @@ def scaled_mm(a, b_t, sa, sb):
     return out[0] if isinstance(out, tuple) else out
 
 
-def gemm_rows(kjit, dev, failures):
+def sweep_variants(m):
+    """(label, kwargs) of forced wgmma variants worth timing at M."""
+    if m >= 1024:
+        return [("128x256 s3 pairs", dict(kernel=2, tile=4, stages=3, splits=1, multicast=2)),
+                ("128x256 s3 single", dict(kernel=2, tile=4, stages=3, splits=1, multicast=1)),
+                ("128x128 s5 pairs", dict(kernel=2, tile=3, stages=5, splits=1, multicast=2)),
+                ("128x128 s5 single", dict(kernel=2, tile=3, stages=5, splits=1, multicast=1))]
+    return [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
+        [("128x256 split2", dict(kernel=2, tile=4, splits=2))] + \
+        ([("128x128 pairs", dict(kernel=2, tile=3, splits=1, multicast=2))] if m >= 256 else [])
+
+
+def gemm_rows(kjit, dev, failures, sweep=False):
     rows = []
     for m, n, k in GEMM_SHAPES:
         a = random_e4m3((m, k), dev)
@@ -157,7 +173,26 @@ def gemm_rows(kjit, dev, failures):
         bt = b.t()
         t_torch = bench(lambda: scaled_mm(a_t, bt, sa, sb))
         flops = 2.0 * m * n * k
+        variants = {}
+        if sweep:
+            for label, kw in sweep_variants(m):
+                d_v = torch.empty_like(d)
+                try:
+                    kjit.gemm(a, b, d_v, sa, sb, **kw)
+                except RuntimeError:
+                    continue
+                torch.cuda.synchronize()
+                err_v = rel_l2(d_v, ref)
+                if err_v > 1e-2:
+                    failures[0] += 1
+                    print(f"  check {m}x{n}x{k} {label}: rel_l2 vs float64 {err_v:.2e} FAIL")
+                t_v = bench(lambda: kjit.gemm(a, b, d_v, sa, sb, **kw))
+                variants[label] = {"ms": t_v, "tflops": flops / (t_v * 1e-3) / 1e12, "ratio": t_torch / t_v}
+            print(f"  sweep {m}x{n}x{k} (cuBLASLt {t_torch * 1e3:.1f} us, kjit {t_kjit * 1e3:.1f} us): " +
+                  ", ".join(f"{lab} {v['ms'] * 1e3:.1f} us {v['tflops']:.0f} TF/s x{v['ratio']:.2f}"
+                            for lab, v in variants.items()))
         rows.append({
+            "variants": variants,
             "m": m, "n": n, "k": k, "kjit_ms": t_kjit, "kjit_mma_ms": t_mma, "torch_ms": t_torch,
             "kjit_tflops": flops / (t_kjit * 1e-3) / 1e12, "kjit_mma_tflops": flops / (t_mma * 1e-3) / 1e12,
             "torch_tflops": flops / (t_torch * 1e-3) / 1e12,
@@ -216,6 +251,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=os.environ.get("KJIT_BENCH_SHIM", "build/tools/libkjit_bench_shim.so"))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--sweep", action="store_true", help="also time forced wgmma tiles/stages/splits per shape")
+    ap.add_argument("--gemm-only", action="store_true", help="skip the quantize rows")
     args = ap.parse_args()
     kjit = Kjit(args.lib)
     torch.manual_seed(0)
@@ -224,11 +261,11 @@ def main():
     print(f"device: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs), "
           f"torch {torch.__version__}")
     failures = [0]
-    gemm = gemm_rows(kjit, dev, failures)
-    quant = quantize_rows(kjit, dev, failures)
+    gemm = gemm_rows(kjit, dev, failures, args.sweep)
+    quant = [] if args.gemm_only else quantize_rows(kjit, dev, failures)
 
     print()
-    print("GEMM e4m3 x e4m3 -> bf16, per-tensor scales. kjit = the planner's kernel (wgmma on sm_90 for M > 64),")
+    print("GEMM e4m3 x e4m3 -> bf16, per-tensor scales. kjit = the planner's kernel (wgmma on sm_90),")
     print("mma = the mma.sync kernel forced; ratio = cuBLASLt time / kjit time (> 1: kjit faster)")
     print(f"{'M x N x K':<26} {'kjit ms':>9} {'kjit TF/s':>10} {'mma TF/s':>9} {'cuBLASLt ms':>12} "
           f"{'cuBLASLt TF/s':>14} {'kjit/cuBLASLt':>14} {'mma/cuBLASLt':>13}")

@@ -72,10 +72,12 @@ int kjit_bench_fp8_quantize(void* x, int in, void* y, int fmt, int64_t rows, int
 /// 1 f32 (D contiguous [M, N]). block = 0: scale_a has sa_len ∈ {1, M} floats and scale_b
 /// sb_len ∈ {1, N}; block = 1: scale_a [M, K/128], scale_b [ceil(N/128), K/128]. bias: null or
 /// [N] (bias_bf16 picks bf16 over f32). tile: 0 auto, 1 64x64, 2 128x64, 3 128x128, 4 128x256;
-/// stages: 0 auto; kernel: 0 auto, 1 mma.sync, 2 wgmma (sm_90).
+/// stages: 0 auto; kernel: 0 auto, 1 mma.sync, 2 wgmma (sm_90); splits: 0 auto, 1..4 the wgmma
+/// kernel's split-K factor; multicast: 0 auto, 1 off, 2 B shared by CTA pairs (wgmma).
 int kjit_bench_fp8_gemm(void* a, int fmt_a, int a_trans, void* b, int fmt_b, int b_trans, void* d, int out_f32,
                         void* scale_a, int64_t sa_len, void* scale_b, int64_t sb_len, int block, int64_t m, int64_t n,
-                        int64_t k, void* bias, int bias_bf16, int tile, int stages, int kernel, void* stream) {
+                        int64_t k, void* bias, int bias_bf16, int tile, int stages, int kernel, int splits,
+                        int multicast, void* stream) {
   try {
     using kjit::DType;
     using kjit::TensorRef;
@@ -96,6 +98,8 @@ int kjit_bench_fp8_gemm(void* a, int fmt_a, int a_trans, void* b, int fmt_b, int
     g.tile = static_cast<f8::GemmTile>(tile);
     g.stages = stages;
     g.kernel = static_cast<f8::GemmKernel>(kernel);
+    g.splits = splits;
+    g.multicast = multicast;
     f8::gemm(g, static_cast<CUstream>(stream));
     return 0;
   } catch (const std::exception& e) {

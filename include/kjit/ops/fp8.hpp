@@ -101,14 +101,17 @@ enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256 };
 /// Which GEMM kernel runs.
 enum class GemmKernel : uint8_t {
   /// The planner's choice: on sm_90, kWgmma for kTensorwise scales with A and B both K-major
-  /// when its estimated time beats the mma.sync tiles (large problems; small M keeps more SMs
-  /// busy with 64x64 mma tiles); kMmaSync otherwise.
+  /// (large problems persistent, small M with split-K); kMmaSync otherwise.
   kAuto,
   /// mma.sync m16n8k32 + cp.async pipeline (sm_89+): every layout and scale mode.
   kMmaSync,
   /// Hopper (sm_90a): TMA loads, mbarrier ring, wgmma.mma_async m64nNk32, one producer and two
-  /// consumer warpgroups. kTensorwise scales, A and B K-major only (wgmma reads FP8 operands
-  /// K-major only); InvalidArgument otherwise, Unsupported on other archs.
+  /// consumer warpgroups; persistent CTAs (one per SM) over the output tiles, or, when there are
+  /// fewer tiles than SMs, split-K: the CTAs of a tile form a cluster and sum their partial tiles
+  /// in a fixed order through distributed shared memory (deterministic, no workspace);
+  /// optionally (GemmArgs::multicast) pairs of CTAs share B through TMA multicast.
+  /// kTensorwise scales, A and B K-major only (wgmma reads FP8 operands K-major only);
+  /// InvalidArgument otherwise, Unsupported on other archs.
   kWgmma,
 };
 
@@ -138,6 +141,17 @@ struct GemmArgs {
   GemmKernel kernel = GemmKernel::kAuto;
   GemmTile tile = GemmTile::kAuto;
   int stages = 0;
+  /// Split-K factor of the wgmma kernel: 0 = plan (> 1 only when the output has fewer tiles than
+  /// half the SMs), 1 = none, 2..4 = that many CTAs per output tile, each over ~K/splits (at
+  /// least one 128-k tile each: splits ≤ ceil(K/128)). Forcing splits > 1 on a problem that
+  /// runs the mma.sync kernel is an InvalidArgument.
+  int splits = 0;
+  /// B sharing of the wgmma kernel's persistent mode (splits 1), for tuning: 0 = plan (none),
+  /// 1 = none, 2 = clusters of two CTAs on vertically adjacent tiles, each loading half of their
+  /// common B tile and multicasting it to both (a third less L2 → SM traffic, but measured
+  /// slower on the H200: docs/perf-notes.md). 2 with splits > 1 or on the mma.sync kernel is an
+  /// InvalidArgument.
+  int multicast = 0;
 };
 
 /// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores
