@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * (128 * 128));
     bulk_commit();
-    bulk_wait_read();
+    bulk_wait_read<0>();
   }
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
