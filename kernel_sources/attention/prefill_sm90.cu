@@ -41,44 +41,11 @@
 #include "kjit/config.cuh"
 
 #include "attention/prefill_sm90_params.h"
+#include "attention/mma.cuh"      // fast_exp2, fast_log2, pack_bf16x2
 #include "attention/sm90.cuh"
+#include "attention/softmax.cuh"  // neg_inf, quad_max, quad_sum
 
 namespace kjit::attention {
-
-namespace sm90_prefill {
-
-KJIT_DEVICE float neg_inf() { return __int_as_float(0xff800000u); }
-
-KJIT_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-  return x;
-}
-
-KJIT_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  x += __shfl_xor_sync(0xffffffffu, x, 2);
-  return x;
-}
-
-KJIT_DEVICE float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-KJIT_DEVICE float log2_approx(float x) {
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-}  // namespace sm90_prefill
 
 /// See the file comment. kHeadDim ∈ {64, 128}. Launch: 384 threads,
 /// PrefillSm90Shape<kHeadDim>::kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
@@ -86,7 +53,6 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  using namespace sm90_prefill;
   using Shape = PrefillSm90Shape<kHeadDim>;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
@@ -238,14 +204,14 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
       mx = quad_max(mx);
       const float m_new = fmaxf(row_m[h], mx * scale_log2);
       const float base_m = m_new == neg_inf() ? 0.f : m_new;  // keeps −inf − (−inf) out
-      alpha[h] = exp2_approx(row_m[h] - base_m);
+      alpha[h] = fast_exp2(row_m[h] - base_m);
       row_m[h] = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pr = exp2_approx(fmaf(s_acc[4 * j + 2 * h + e], scale_log2, -base_m));
+          const float pr = fast_exp2(fmaf(s_acc[4 * j + 2 * h + e], scale_log2, -base_m));
           s_acc[4 * j + 2 * h + e] = pr;
           sum += pr;
         }
@@ -359,7 +325,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
     const int row = my_row + 8 * h;
     if (p.lse != nullptr && tq == 0 && row < p.q_len) {
       p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
-          l > 0.f ? (row_m[h] + log2_approx(l)) * 0.693147180559945309f : neg_inf();
+          l > 0.f ? (row_m[h] + fast_log2(l)) * 0.693147180559945309f : neg_inf();
     }
   }
 #pragma unroll
