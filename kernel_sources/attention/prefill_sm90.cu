@@ -43,7 +43,7 @@
 #include "attention/prefill_sm90_params.h"
 #include "attention/mma.cuh"      // fast_exp2, fast_log2, pack_bf16x2
 #include "attention/sm90.cuh"
-#include "attention/softmax.cuh"  // neg_inf, quad_max, quad_sum
+#include "attention/softmax.cuh"  // neg_inf (and quad_max / quad_sum from kjit/warp_reduce.cuh)
 
 namespace kjit::attention {
 

@@ -11,6 +11,7 @@
 // Reference: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax".
 // Plain C++ on top of mma.cuh's PTX wrappers (all inline PTX lives there).
 #include "kjit/config.cuh"
+#include "kjit/warp_reduce.cuh"
 
 #include "attention/mma.cuh"  // fast_exp2 / fast_log2
 
@@ -18,20 +19,6 @@ namespace kjit::attention {
 
 /// −inf as a float (NVRTC has neither INFINITY nor __builtin_huge_valf).
 KJIT_DEVICE float neg_inf() { return __int_as_float(0xff800000u); }
-
-/// Max over the four lanes of this lane's quad.
-KJIT_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-  return x;
-}
-
-/// Sum over the four lanes of this lane's quad.
-KJIT_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  x += __shfl_xor_sync(0xffffffffu, x, 2);
-  return x;
-}
 
 /// The value to subtract from log2-domain scores given a running max: the max itself, or 0 when
 /// the row has seen only masked (−inf) scores, which keeps −inf − (−inf) = NaN out.

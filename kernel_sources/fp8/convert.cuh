@@ -7,6 +7,7 @@
 // finite one, and ±inf, become ±max (E4M3 448, E5M2 57344); NaN stays NaN. tools/testing/
 // reference_fp8.cc reproduces it bit for bit on the host.
 #include "kjit/config.cuh"
+#include "kjit/warp_reduce.cuh"
 #include "fp8/ptx.cuh"
 #include "fp8/quantize_params.h"
 
@@ -120,13 +121,6 @@ KJIT_DEVICE void store_fp8(void* ptr, const uint2& v) {
   } else {
     store_u32(ptr, v.x);
   }
-}
-
-/// Maximum over the warp (non-negative floats; all 32 lanes must call it).
-KJIT_DEVICE float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
 }
 
 /// Maximum over the CTA, returned to every thread. `scratch` holds 32 floats; blockDim.x is a

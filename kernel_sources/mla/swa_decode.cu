@@ -83,6 +83,7 @@
 // 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32). On 99 KiB parts (sm_86/89/120)
 // the planner keeps group 16.
 #include "kjit/config.cuh"
+#include "kjit/warp_reduce.cuh"
 #include "mla/swa_decode_params.h"
 #include "mla/swa_ptx.cuh"
 
@@ -204,28 +205,6 @@ KJIT_DEVICE int ilog2(float x) { return static_cast<int>((__float_as_uint(x) >> 
 /// (eight lanes of a phase = rows 2p, 2p+1 × chunks 4q + t) and P·V reads (rows c + 2t, chunk
 /// 8w + g) then hit eight distinct bank groups; so do the cp.async writes.
 KJIT_DEVICE int swizzle(int row) { return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2); }
-
-KJIT_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-KJIT_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-KJIT_DEVICE float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
-KJIT_DEVICE float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 /// Address of cache row `slot` (slot = block · block_size + offset).
 KJIT_DEVICE const uint8_t* kv_row(const SwaDecodeParams& p, int64_t slot) {

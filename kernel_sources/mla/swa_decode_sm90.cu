@@ -40,6 +40,7 @@
 // per SM, and the host launches min(items, SMs) CTAs. SASS: 32 QGMMA.64x64x32 + 8
 // QGMMA.64x256x32 per item, issued back to back (no serialization warning).
 #include "kjit/config.cuh"
+#include "kjit/warp_reduce.cuh"
 #include "mla/swa_decode_params.h"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -83,20 +84,6 @@ KJIT_DEVICE const uint8_t* kv_row(const SwaDecodeParams& p, int64_t slot) {
 KJIT_DEVICE float inv_scale_of(const SwaDecodeParams& p, int64_t slot) {
   const uint16_t bits = __ldg(static_cast<const unsigned short*>(p.inv_scale) + slot * p.scale_stride);
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
-}
-
-KJIT_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-KJIT_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-KJIT_DEVICE float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
 }
 
 /// Byte offset of (row, byte b) in a 128-byte-swizzle K-major tile of 128-byte rows.
