@@ -84,6 +84,7 @@
 // the planner keeps group 16.
 #include "kjit/config.cuh"
 #include "kjit/warp_reduce.cuh"
+#include "mla/swa_cache.cuh"
 #include "mla/swa_decode_params.h"
 #include "mla/swa_ptx.cuh"
 
@@ -205,19 +206,6 @@ KJIT_DEVICE int ilog2(float x) { return static_cast<int>((__float_as_uint(x) >> 
 /// (eight lanes of a phase = rows 2p, 2p+1 × chunks 4q + t) and P·V reads (rows c + 2t, chunk
 /// 8w + g) then hit eight distinct bank groups; so do the cp.async writes.
 KJIT_DEVICE int swizzle(int row) { return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2); }
-
-/// Address of cache row `slot` (slot = block · block_size + offset).
-KJIT_DEVICE const uint8_t* kv_row(const SwaDecodeParams& p, int64_t slot) {
-  if (p.kv_compact) return p.kv + slot * p.kv_stride_row_bytes;
-  const int64_t block = slot / p.block_size;
-  const int64_t offset = slot - block * p.block_size;
-  return p.kv + block * p.kv_stride_block_bytes + offset * p.kv_stride_row_bytes;
-}
-
-KJIT_DEVICE float inv_scale_of(const SwaDecodeParams& p, int64_t slot) {
-  const uint16_t bits = __ldg(static_cast<const unsigned short*>(p.inv_scale) + slot * p.scale_stride);
-  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
-}
 
 constexpr float kLn2 = 0.6931471805599453f;
 

@@ -41,6 +41,7 @@
 // QGMMA.64x256x32 per item, issued back to back (no serialization warning).
 #include "kjit/config.cuh"
 #include "kjit/warp_reduce.cuh"
+#include "mla/swa_cache.cuh"
 #include "mla/swa_decode_params.h"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -72,18 +73,6 @@ KJIT_DEVICE void split_hi_lo(float x, float& hi, float& lo) {
   const float t = __fmul_rn(x, 1048577.f);
   hi = __fsub_rn(t, __fsub_rn(t, x));
   lo = __fsub_rn(x, hi);
-}
-
-KJIT_DEVICE const uint8_t* kv_row(const SwaDecodeParams& p, int64_t slot) {
-  if (p.kv_compact) return p.kv + slot * p.kv_stride_row_bytes;
-  const int64_t block = slot / p.block_size;
-  const int64_t offset = slot - block * p.block_size;
-  return p.kv + block * p.kv_stride_block_bytes + offset * p.kv_stride_row_bytes;
-}
-
-KJIT_DEVICE float inv_scale_of(const SwaDecodeParams& p, int64_t slot) {
-  const uint16_t bits = __ldg(static_cast<const unsigned short*>(p.inv_scale) + slot * p.scale_stride);
-  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
 }
 
 /// Byte offset of (row, byte b) in a 128-byte-swizzle K-major tile of 128-byte rows.
