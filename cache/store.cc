@@ -30,6 +30,7 @@ struct CacheState {
   std::unordered_set<Key, KeyHash> warned_bad;  ///< keys whose bad entry was already reported
   bool warned_publish = false;
   bool warned_lock = false;
+  bool warned_cap = false;
 };
 
 }  // namespace detail
@@ -272,6 +273,22 @@ void DiskCache::publish(const Entry& entry) {
   int err = 0;
   try {
     const std::string bytes = encode(entry);
+    if (max_bytes_ > 0 && bytes.size() > max_bytes_) {
+      // Publishing it would evict every other entry and then still break the cap: keep the
+      // cache as it is.
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> guard(state_->mu);
+        first = !state_->warned_cap;
+        state_->warned_cap = true;
+      }
+      if (first) {
+        detail::warn(fmt::format("cache entry {} ({} bytes) is larger than the cache's byte cap ({} bytes, "
+                                 "KJIT_CACHE_MAX_BYTES); not caching it on disk",
+                                 path, bytes.size(), max_bytes_));
+      }
+      return;
+    }
     err = detail::write_file_atomic(path, bytes);
     if (err == ENOENT) {
       // The shard folder does not exist yet, or clear() removed it meanwhile.

@@ -90,7 +90,9 @@ class DiskCache {
   std::optional<Entry> lookup(const Key& key) const;
 
   /// Writes `entry` atomically (temp file in the same directory, fsync, rename), then evicts
-  /// least-recently-used entries other than this one while the cache exceeds max_bytes.
+  /// least-recently-used entries other than this one while the cache exceeds max_bytes. An
+  /// entry larger than max_bytes on its own is not written (warned once): it would evict
+  /// everything else.
   /// Failures are warned, never thrown: the cache is an optimization.
   void publish(const Entry& entry);
 

@@ -41,6 +41,17 @@ Target Target::parse(std::string_view text) {
   t.major = value / 10;
   t.minor = value % 10;
   if (t.major < 7) throw InvalidArgument(fmt::format("bad target '{}': kjit needs sm_70 or newer", text));
+  // The compute capabilities CUDA 13 knows (NVRTC 13.0 lists 75-121 of them); anything else is a
+  // typo (sm_99, sm_890) that NVRTC would only reject with an opaque log. The "a" (arch-specific)
+  // variants exist from sm_90 on.
+  static constexpr int kKnown[] = {70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121};
+  const bool known = std::find(std::begin(kKnown), std::end(kKnown), value) != std::end(kKnown);
+  if (!known || (t.arch_specific && value < 90)) {
+    throw InvalidArgument(fmt::format(
+        "bad target '{}': no such {}architecture (known: 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, "
+        "103, 110, 120, 121; an 'a' suffix from 90 on, e.g. sm_90a)",
+        text, t.arch_specific && known ? "arch-specific " : ""));
+  }
   return t;
 }
 

@@ -178,8 +178,8 @@ NvrtcResult nvrtc_compile(const SourceClosure& sources, const std::vector<std::s
     std::string opts;
     for (const auto& o : options) opts += " " + o;
     throw CompileError(
-        fmt::format("kjit: NVRTC {} failed to compile {} for {} ({}); locations are relative to "
-                    "kernel_sources/\noptions:{}\n{}",
+        fmt::format("kjit: NVRTC {} failed to compile {} for {} ({}); file names in the log are "
+                    "relative to the source root (kernel_sources/ for kjit's own kernels)\noptions:{}\n{}",
                     nvrtc_version(), sources.name, target.str(), nvrtcGetErrorString(r), opts, out.log),
         out.log, options);
   }

@@ -74,6 +74,7 @@ void check_heads_tensor(const char* name, const TensorRef& t, int device) {
   detail::check_last_dim_contiguous(kOp, name, t);
   detail::check_rows_aligned(kOp, name, t, 2);
   detail::check_device(kOp, name, t, device);
+  detail::check_not_null(kOp, name, t);
 }
 
 /// `out` has exactly `in`'s shape.
@@ -166,6 +167,7 @@ RotaryPlan validate_rotary(const RotaryArgs& args) {
     check_contiguous(kOp, name, t);
     check_rows_aligned(kOp, name, t, 4);
     check_device(kOp, name, t, device);
+    detail::check_not_null(kOp, name, t);
   };
   check_table("cos", args.cos);
   check_table("sin", args.sin);
@@ -179,6 +181,7 @@ RotaryPlan validate_rotary(const RotaryArgs& args) {
   check_contiguous(kOp, "positions", pos);
   check_rows_aligned(kOp, "positions", pos, dtype_size(pos.dtype));
   check_device(kOp, "positions", pos, device);
+  detail::check_not_null(kOp, "positions", pos);
 
   if (tokens > INT32_MAX || q_heads + kv_heads > INT32_MAX) {
     fail(kOp, fmt::format("at most {} tokens and {} heads (q + k) per call, got q {} and {} k heads",

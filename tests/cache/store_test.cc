@@ -362,13 +362,27 @@ TEST(Store, ByteCapEvictsLeastRecentlyUsed) {
 
 TEST(Store, ByteCapNeverEvictsTheEntryJustPublished) {
   TempDir dir;
-  DiskCache cache(cache_dir(dir), 10);  // smaller than any entry
+  const uint64_t entry_bytes = encode(sample_entry(20)).size();
+  DiskCache cache(cache_dir(dir), entry_bytes + entry_bytes / 2);  // room for one entry only
   cache.publish(sample_entry(20));
   set_mtime(path_for(dir, key_for(20)), static_cast<int64_t>(::time(nullptr)) + 1000);  // "newer"
   cache.publish(sample_entry(21));
   EXPECT_FALSE(exists(path_for(dir, key_for(20))));
   EXPECT_TRUE(cache.lookup(key_for(21)).has_value());
   EXPECT_EQ(cache.stats().entries, 1u);
+}
+
+TEST(Store, AnEntryLargerThanTheCapEvictsNothing) {
+  TempDir dir;
+  const uint64_t small = encode(sample_entry(30, 100)).size();
+  DiskCache cache(cache_dir(dir), 3 * small);
+  cache.publish(sample_entry(30, 100));
+  cache.publish(sample_entry(31, 100));
+  cache.publish(sample_entry(32, 100000));  // alone larger than the cap: not written
+  EXPECT_TRUE(cache.lookup(key_for(30)).has_value());
+  EXPECT_TRUE(cache.lookup(key_for(31)).has_value());
+  EXPECT_FALSE(exists(path_for(dir, key_for(32))));
+  EXPECT_EQ(cache.stats().entries, 2u);
 }
 
 TEST(Store, ConcurrentColdStartCompilesOnce) {

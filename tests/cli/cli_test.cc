@@ -575,6 +575,24 @@ TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
   EXPECT_NE(r.out.find(cache_dir_.string()), std::string::npos) << r.describe();
 }
 
+TEST_F(CliTest, PrecompileFailsWhenTheCapCannotHoldTheSet) {
+  const Family& f = test_family();
+  const ProcessResult r = kjit({"precompile", "--family", f.name, "--arch", test_arch(f)},
+                               {{"KJIT_CACHE_MAX_BYTES", "4K"}});
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_NE(r.err.find("KJIT_CACHE_MAX_BYTES"), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, JsonSurvivesArgumentsThatAreNotUtf8) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"compile", "\xff", "--json"}, {"precompile", "--family", "\xfe\xff", "--json"},
+           {"compile", "rotary", "--arch", "\xff", "--json"}}) {
+    const ProcessResult r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_TRUE(parse_object(r).contains("error")) << r.describe();
+  }
+}
+
 TEST_F(CliTest, InspectingAMissingCacheCreatesNothing) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "stats", "--json"}}) {

@@ -297,6 +297,21 @@ TEST(RotaryArgs, RejectsPositions) {
   expect_rejected(a, {"positions is on the host"});
 }
 
+TEST(RotaryArgs, NullDataPointersAreRejected) {
+  for (const char* name : {"q", "k", "cos", "sin", "positions", "q_out"}) {
+    RotaryArgs a = valid_out_of_place();
+    TensorRef* t = std::string(name) == "q"     ? &a.q
+                   : std::string(name) == "k"   ? &a.k
+                   : std::string(name) == "cos" ? &a.cos
+                   : std::string(name) == "sin" ? &a.sin
+                   : std::string(name) == "q_out" ? &a.q_out
+                                                  : &a.positions;
+    t->data = nullptr;
+    SCOPED_TRACE(name);
+    expect_rejected(a, {name, "null"});
+  }
+}
+
 // Validation runs before the first driver call: bad arguments give InvalidArgument even on a
 // machine without a driver (where a valid call would fail with DriverError instead).
 TEST(RotaryArgs, OpValidatesBeforeTouchingTheDriver) {

@@ -313,9 +313,16 @@ TEST(TargetTest, ParsesAndPrints) {
   EXPECT_EQ(kjit::Target::for_compute_capability(8, 9).str(), "sm_89");
   EXPECT_EQ(kjit::Target::for_compute_capability(10, 0).str(), "sm_100a");
   EXPECT_EQ(kjit::Target::for_compute_capability(12, 0).str(), "sm_120");
-  for (const char* bad : {"", "sm_", "sm_9x", "gfx90a", "sm_60", "compute_"}) {
+  for (const char* bad : {"", "sm_", "sm_9x", "gfx90a", "sm_60", "compute_", "sm_99", "sm_890", "sm_89a", "sm_85"}) {
     EXPECT_THROW(kjit::Target::parse(bad), kjit::InvalidArgument) << bad;
   }
+  try {
+    kjit::Target::parse("sm_99");
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no such architecture"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kjit::Target::parse("sm_121a").sm(), 121);
+  EXPECT_EQ(kjit::Target::parse("compute_103").str(), "compute_103");
 }
 
 TEST(DriverTest, LaunchWithoutDriverSaysSo) {

@@ -24,8 +24,11 @@ void add_json_flag(CLI::App* command) {
 void print_json(const nlohmann::json& value) {
   // One object per invocation: a second one would make stdout unparsable for scripts.
   if (output().json_written) return;
+  // Arguments and paths echoed into the object need not be UTF-8: replace bad bytes (U+FFFD)
+  // rather than throw, so the one object always goes out.
+  const std::string text = value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   output().json_written = true;
-  std::cout << value.dump(2) << '\n' << std::flush;
+  std::cout << text << '\n' << std::flush;
 }
 
 std::string_view strip_prefix(std::string_view text) {

@@ -97,8 +97,8 @@ int run_precompile(const PrecompileOptions& o) {
   }
   open_cache_strict(config);
   Runtime& runtime = Runtime::global();
-  if (!runtime.disk_cache().enabled()) {
-    throw CacheError(fmt::format("cache directory {} is unusable", runtime.config().cache_dir));
+  if (!runtime.disk_cache().writable()) {
+    throw CacheError(fmt::format("cache directory {} is not writable", runtime.config().cache_dir));
   }
 
   const std::vector<Target> targets = o.archs.empty() ? default_targets() : parse_targets(o.archs);
@@ -216,6 +216,17 @@ int run_precompile(const PrecompileOptions& o) {
     }
   }
 
+  // A byte cap smaller than the set evicts entries as later ones are published, so the cache
+  // would silently not hold what was just precompiled: count what is still there.
+  size_t evicted = 0;
+  {
+    std::set<std::string> present;
+    for (const cache::EntryInfo& e : runtime.disk_cache().list()) present.insert(e.key.hex());
+    for (const Item& item : items) {
+      if (item.status != Item::Status::kFailed && !item.key.empty() && !present.count(item.key)) ++evicted;
+    }
+  }
+
   if (output().json) {
     nlohmann::json list = nlohmann::json::array();
     for (const Item& item : items) {
@@ -233,6 +244,7 @@ int run_precompile(const PrecompileOptions& o) {
     print_json({{"compiled", compiled.load()},
                 {"cached", cached.load()},
                 {"failed", failed.load()},
+                {"evicted", evicted},
                 {"seconds", seconds},
                 {"jobs", jobs},
                 {"targets", target_names},
@@ -248,6 +260,13 @@ int run_precompile(const PrecompileOptions& o) {
   if (failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
                items.size());
+    return kExitFailed;
+  }
+  if (evicted > 0) {
+    fmt::print(stderr,
+               "kjit: error: {} of the {} specializations are no longer in the cache: its byte cap ({}, "
+               "KJIT_CACHE_MAX_BYTES) is too small for them; raise it (0 = no cap)\n",
+               evicted, items.size(), human_bytes(runtime.disk_cache().max_bytes()));
     return kExitFailed;
   }
   return kExitOk;
