@@ -1,7 +1,9 @@
 #pragma once
 /// \file key.hpp
 /// The specialization key: XXH3-128 over a canonical, length-prefixed serialization of every
-/// input that changes the binary (DESIGN.md, "The specialization key").
+/// input that changes the binary: source and transitive headers, name expressions, target, NVRTC
+/// and CUDA headers versions, normalized options and kFormatVersion (the runtime adds the fields;
+/// KeyBuilder below serializes them).
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 /// \file store.hpp
-/// The disk cache (DESIGN.md, "The disk cache"): one file per entry under
+/// The disk cache: one file per entry under
 /// `<root>/v<kFormatVersion>/<first 2 hex digits>/<32 hex digits>.kjit`, published by temp file +
 /// fsync + rename, read without locks; a per-key lock file serializes compiles across processes;
 /// a byte cap evicts least-recently-used entries.

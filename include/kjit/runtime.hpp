@@ -2,7 +2,7 @@
 /// \file runtime.hpp
 /// The JIT runtime: ProgramSpec (what to compile) → CompiledProgram (a cubin or PTX, from the
 /// in-memory table, the disk cache or NVRTC) → LoadedProgram (a module in one CUDA context) →
-/// Kernel (a launchable function). See launch.hpp for launching and DESIGN.md for the key.
+/// Kernel (a launchable function). See launch.hpp for launching; CompiledProgram::key says what the cache key covers.
 
 #include <kjit/device.hpp>
 
@@ -43,8 +43,9 @@ struct ProgramSpec {
   std::vector<std::pair<std::string, std::string>> headers;
   /// NVRTC name expressions, one per kernel to emit: e.g. "kjit::rotary_kernel<128, true>".
   std::vector<std::string> name_expressions;
-  /// Extra NVRTC options ("-DNAME=VALUE", "--use_fast_math", ...). Normalized (sorted, deduped)
-  /// together with kjit's own options before they enter the key.
+  /// Extra NVRTC options ("-DNAME=VALUE", "--use_fast_math", ...), one token each (write
+  /// "--include=a.h", not "-include", "a.h"): they are sorted and deduplicated together with
+  /// kjit's own options before they enter the key.
   std::vector<std::string> options;
 };
 
@@ -121,11 +122,13 @@ class LoadedProgram {
 
 /// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.
 struct RuntimeConfig {
-  /// Disk cache root: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit.
+  /// Disk cache root: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else
+  /// /tmp/kjit-cache.
   std::string cache_dir;
   /// False for KJIT_CACHE_DISABLE=1: memory-only caching.
   bool disk_cache = true;
-  /// KJIT_CACHE_MAX_BYTES (suffixes K/M/G accepted); 0 = no cap. Default 2 GiB.
+  /// KJIT_CACHE_MAX_BYTES: bytes with an optional K/M/G/T suffix (powers of 1024); 0 = no cap.
+  /// Default 2 GiB.
   uint64_t cache_max_bytes = 2ull << 30;
   /// KJIT_KERNEL_DIR: read kernel sources from this folder instead of the embedded copies.
   std::string kernel_dir;

@@ -1,6 +1,6 @@
 #pragma once
 /// \file ops/attention.hpp
-/// GQA attention (the astrai seed's attention family), bf16, head_dim 64/128/256, MMA
+/// GQA attention, bf16, head_dim 64/128/256, MMA
 /// (mma.sync m16n8k16 bf16) kernels for sm_80+, and on Hopper (sm_90a) a TMA + wgmma dense
 /// prefill (FlashAttention-3 style) for head_dim 64/128 without masks:
 ///
@@ -171,7 +171,7 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
 
 /// Kernel implementations ("variants") of the attention entry (and of prefill()).
 enum class AttentionVariant {
-  kAuto,   ///< the best capable variant for the device and call (or KJIT_ATTN_VARIANT)
+  kAuto,   ///< the best capable variant for the device and call (attention() also reads KJIT_ATTN_VARIANT)
   kMma,    ///< mma.sync m16n8k16 bf16 kernels, sm_80+, head_dim 64/128/256
   /// Hopper dense prefill (TMA + wgmma, warp-specialized; sm_90a): head_dim 64/128, causal or
   /// full, chunked, any GQA ratio, LSE; no bool mask and no per-request kv_lens (those run on
@@ -214,7 +214,7 @@ struct PrefillArgs {
   AttentionVariant variant = AttentionVariant::kAuto;
 };
 
-/// Runs prefill on `stream`: split-Q, a CTA per (128 query rows, q head, request), fully masked
+/// Runs prefill on `stream`: split-Q, a CTA per (64 or 128 query rows, q head, request), fully masked
 /// KV tiles skipped under causal. mma.sync kernel: K/V tiles through a cp.async pipeline; wgmma
 /// kernel (sm_90a): a TMA producer warpgroup and two wgmma consumer warpgroups (FlashAttention-3
 /// style). Never allocates or synchronizes; needs no workspace. q_len == 0 or batch == 0
@@ -225,10 +225,9 @@ void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtim
 // ---- Ragged paged prefill ------------------------------------------------------------------------
 
 /// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
-/// kBlockM = 128 query rows), built once per batch composition, outside the hot path. For Q
-/// lengths [70, 10, 130]: q_tile_to_batch = [0, 0, 1, 2, 2, 2], q_tile_to_index = [0, 1, 0, 0,
-/// 1, 2] with 64-row tiles (the astrai seed's example), [0, 1, 2, 2] / [0, 0, 0, 1] with kjit's
-/// 128-row tiles.
+/// tile_rows = 64 or 128 query rows), built once per batch composition, outside the hot path.
+/// For Q lengths [70, 10, 130]: q_tile_to_batch = [0, 0, 1, 2, 2, 2], q_tile_to_index =
+/// [0, 1, 0, 0, 1, 2] with 64-row tiles, [0, 1, 2, 2] / [0, 0, 0, 1] with 128-row tiles.
 struct PagedPrefillPlan {
   int64_t batch = 0;
   int64_t total_q = 0;     ///< qo_indptr[batch]
@@ -246,9 +245,10 @@ struct PagedPrefillPlan {
 };
 
 /// Plans a ragged prefill from the host copy of qo_indptr ([batch + 1], non-decreasing from 0)
-/// for `head_dim` (64, 128 or 256). `tile_rows` 0 lets kjit choose (128 today; 64 is accepted
-/// for callers that want the seed's granularity, and 128 is what the kernels run: other values
-/// throw InvalidArgument). Host only: no driver call.
+/// for `head_dim` (64, 128 or 256). `tile_rows` is 64 or 128 (a kernel exists for each), or 0
+/// to let kjit choose: 64 when the non-empty requests average ≤ 64 query rows (short chunks
+/// would waste most of a 128-row tile), else 128. Other values throw InvalidArgument. Host
+/// only: no driver call.
 PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
                                     int tile_rows = 0);
 
@@ -292,7 +292,8 @@ void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, c
 /// kernel:
 ///   cache.indptr given (paged):  qo_indptr given → paged_prefill (plan required);
 ///                                else q [batch, 1, Hq, D] → paged_decode
-///   contiguous k/v:              q_len == 1 without a 3-D mask → decode; else prefill
+///   contiguous k/v:              q_len == 1 → decode (a [batch, 1, kv_len] 3-D mask is read as
+///                                the decode's 2-D one); else prefill
 /// lse is [batch, q_heads, q_len] for the dense calls (q_len = 1 for decode) and
 /// [q_heads, total_q] for the ragged one.
 struct AttentionArgs {

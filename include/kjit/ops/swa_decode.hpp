@@ -1,9 +1,9 @@
 #pragma once
 /// \file ops/swa_decode.hpp
 /// Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: the cached
-/// latent is both K and V). It computes what the seed's `_fallback_batched_sdp`
-/// (shared/seeds/swa-fp8-decode-cutedsl.py) computes, in one kernel (plus a merge kernel when the
-/// window is split across CTAs):
+/// latent is both K and V). It computes what `_fallback_batched_sdp`, the batched-PyTorch
+/// reference of the CuTeDSL SWA decode this kernel completes ("the seed"), computes, in one
+/// kernel (plus a merge kernel when the window is split across CTAs):
 ///
 ///   for token t, head h, over the window positions j < lens[t] whose slot s_j = indices[t, j]
 ///   is ≥ 0 (slot = block · block_size + offset):
