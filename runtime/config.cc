@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace kjit {
 namespace {
@@ -15,38 +16,41 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-// "512M", "2G", "1048576": bytes with an optional binary K/M/G/T suffix.
-uint64_t parse_bytes(const std::string& text, const char* variable) {
-  size_t pos = 0;
-  unsigned long long value = 0;
-  // stoull accepts "-1" (and wraps it); a byte count starts with a digit.
-  const bool starts_with_digit = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
-  try {
-    if (starts_with_digit) value = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    pos = std::string::npos;
-  }
-  if (!starts_with_digit || pos == std::string::npos || pos == 0) {
-    throw InvalidArgument(fmt::format("{}='{}' is not a byte count (e.g. 536870912, 512M, 2G)", variable, text));
-  }
-  std::string suffix = text.substr(pos);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  int shift = 0;
-  if (suffix.empty()) shift = 0;
-  else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'K') shift = 10;
-  else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'M') shift = 20;
-  else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'G') shift = 30;
-  else if (suffix.size() == 1 && std::toupper(suffix[0]) == 'T') shift = 40;
-  else throw InvalidArgument(fmt::format("{}='{}': unknown suffix '{}' (use K, M, G or T)", variable, text, suffix));
-  if (shift > 0 && value > (~0ull >> shift)) {
-    throw InvalidArgument(fmt::format("{}='{}' is more bytes than 64 bits hold", variable, text));
-  }
-  return static_cast<uint64_t>(value) << shift;
-}
-
 bool truthy(const std::string& v) { return !v.empty() && v != "0" && v != "false" && v != "off"; }
 
 }  // namespace
+
+uint64_t RuntimeConfig::parse_bytes(std::string_view text, std::string_view what) {
+  auto bad = [&](const char* why) {
+    return InvalidArgument(fmt::format("{}='{}' is not a byte count: {} (e.g. 536870912, 512M, 2G, 1GiB)", what,
+                                       text, why));
+  };
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) throw bad("more bytes than 64 bits hold");
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) throw bad("it must start with a digit");
+  std::string suffix;
+  for (; i < text.size(); ++i) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  int shift = 0;
+  if (!suffix.empty() && suffix != "B") {
+    const std::string rest = suffix.substr(1);
+    if (!rest.empty() && rest != "B" && rest != "IB") throw bad("unknown suffix (use K, M, G or T, optionally + B or iB)");
+    switch (suffix[0]) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: throw bad("unknown suffix (use K, M, G or T, optionally + B or iB)");
+    }
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) throw bad("more bytes than 64 bits hold");
+  return value << shift;
+}
 
 RuntimeConfig RuntimeConfig::from_env() {
   RuntimeConfig c;

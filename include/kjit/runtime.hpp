@@ -139,6 +139,11 @@ struct RuntimeConfig {
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES.
   static RuntimeConfig from_env();
+
+  /// Parses a byte count as KJIT_CACHE_MAX_BYTES (and `kjit cache prune --max-bytes`) take it:
+  /// digits, then optionally K, M, G or T (powers of 1024) and an optional "B" or "iB"
+  /// ("512M", "2GiB", "1048576", "64KB"). Throws InvalidArgument naming `what` and the text.
+  static uint64_t parse_bytes(std::string_view text, std::string_view what);
 };
 
 /// Counters since the Runtime was created (monotonic; safe to read from any thread).

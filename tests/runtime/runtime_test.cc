@@ -304,6 +304,24 @@ TEST_F(RuntimeTest, LiveKernelDirIsReadAndKeyed) {
   EXPECT_NE(rt.key(s, kSm90a), before) << "an edit to an included header changes the key";
 }
 
+TEST(ConfigTest, ByteCountsParseOneWayEverywhere) {
+  using kjit::RuntimeConfig;
+  EXPECT_EQ(RuntimeConfig::parse_bytes("1048576", "x"), 1048576u);
+  EXPECT_EQ(RuntimeConfig::parse_bytes("512M", "x"), 512ull << 20);
+  EXPECT_EQ(RuntimeConfig::parse_bytes("2GiB", "x"), 2ull << 30);
+  EXPECT_EQ(RuntimeConfig::parse_bytes("64kb", "x"), 64ull << 10);
+  EXPECT_EQ(RuntimeConfig::parse_bytes("1T", "x"), 1ull << 40);
+  EXPECT_EQ(RuntimeConfig::parse_bytes("7B", "x"), 7u);
+  for (const char* bad : {"", "-1", "2X", "G", "1.5G", "18446744073709551616", "16777216T", "2GiBs"}) {
+    try {
+      RuntimeConfig::parse_bytes(bad, "KJIT_CACHE_MAX_BYTES");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("KJIT_CACHE_MAX_BYTES"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(TargetTest, ParsesAndPrints) {
   EXPECT_EQ(kjit::Target::parse("sm_90a").str(), "sm_90a");
   EXPECT_EQ(kjit::Target::parse("89").str(), "sm_89");

@@ -149,7 +149,7 @@ int run_prune(const std::string& max_bytes_text) {
   cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
   uint64_t cap = 0;
   if (!max_bytes_text.empty()) {
-    cap = parse_bytes(max_bytes_text, "--max-bytes");
+    cap = RuntimeConfig::parse_bytes(max_bytes_text, "--max-bytes");
     // DiskCache::prune reads 0 as "the configured cap"; emptying the cache is `clear`.
     if (cap == 0) throw InvalidArgument("--max-bytes 0 would remove everything; use `kjit cache clear`");
   }

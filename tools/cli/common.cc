@@ -75,44 +75,6 @@ nlohmann::json params_json(const ParamMap& params) {
   return out;
 }
 
-uint64_t parse_bytes(std::string_view text, std::string_view what) {
-  auto bad = [&]() {
-    return InvalidArgument(fmt::format("{} '{}' is not a byte count (digits with an optional "
-                                       "K, M, G or T suffix)", what, text));
-  };
-  size_t i = 0;
-  uint64_t value = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-    if (value > (UINT64_MAX - digit) / 10) throw bad();
-    value = value * 10 + digit;
-    ++i;
-  }
-  if (i == 0) throw bad();
-  std::string suffix;
-  for (; i < text.size(); ++i) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
-  int shift = 0;
-  if (!suffix.empty()) {
-    const char unit = suffix[0];
-    const std::string rest = suffix.substr(1);
-    if (unit == 'B' && rest.empty()) {
-      shift = 0;
-    } else if (rest.empty() || rest == "B" || rest == "IB") {
-      switch (unit) {
-        case 'K': shift = 10; break;
-        case 'M': shift = 20; break;
-        case 'G': shift = 30; break;
-        case 'T': shift = 40; break;
-        default: throw bad();
-      }
-    } else {
-      throw bad();
-    }
-  }
-  if (shift > 0 && value > (UINT64_MAX >> shift)) throw bad();
-  return value << shift;
-}
-
 std::string human_bytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) return fmt::format("{} B", bytes);

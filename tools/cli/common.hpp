@@ -77,9 +77,6 @@ ParamMap parse_params(const std::vector<std::string>& words);
 std::string format_params(const ParamMap& params);
 nlohmann::json params_json(const ParamMap& params);
 
-/// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, an optional
-/// trailing "B" or "iB" accepted). Throws InvalidArgument naming `what` otherwise.
-uint64_t parse_bytes(std::string_view text, std::string_view what);
 /// "1.5 MiB", "312 B".
 std::string human_bytes(uint64_t bytes);
 
