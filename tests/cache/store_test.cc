@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -259,37 +260,75 @@ TEST(Store, RootBelowARegularFileIsMemoryOnly) {
   }
 }
 
-TEST(Store, ReadOnlyRootServesLookupsOnly) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores permission bits";
-  TempDir dir;
-  const std::string root = dir.path() + "/ro";
-  fs::create_directories(root);
-  ::chmod(root.c_str(), 0555);
+/// The read-only checks, as a user without write permission sees them: `ro` is an empty,
+/// unwritable folder; `img` holds a populated, unwritable versioned folder (a cache precompiled
+/// into an image) with `shipped` in it. Returns what went wrong ("" when nothing did), so it can
+/// run in a child process that has dropped root.
+std::string read_only_failures(const std::string& ro, const std::string& img, const Entry& shipped) {
+  std::string why;
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) why += what + "; ";
+  };
   ::testing::internal::CaptureStderr();
-  DiskCache cache(root, 0);
+  DiskCache cache(ro, 0);
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_FALSE(cache.enabled());
-  EXPECT_NE(err.find("Permission denied"), std::string::npos) << err;
-  EXPECT_THROW(DiskCache(root, 0, true), CacheError);
-
-  // An existing, populated versioned folder that is read-only (a cache precompiled into an
-  // image): lookups still hit, publishes and locks do nothing, the CLI's strict open refuses it.
-  ::chmod(root.c_str(), 0755);
-  const Entry shipped = sample_entry(21);
-  DiskCache(root, 0).publish(shipped);
-  const std::string vroot = root + "/v" + std::to_string(kFormatVersion);
-  ::chmod(vroot.c_str(), 0555);
+  check(!cache.enabled(), "an unwritable empty root stayed enabled");
+  check(err.find("Permission denied") != std::string::npos, "no 'Permission denied' warning: " + err);
+  try {
+    DiskCache strict(ro, 0, true);
+    check(false, "the strict open accepted an unwritable root");
+  } catch (const CacheError&) {
+  }
+  // The image's cache: lookups still hit, publishes and locks do nothing, strict opens refuse.
   ::testing::internal::CaptureStderr();
-  DiskCache cache2(root, 0);
+  DiskCache cache2(img, 0);
   const std::string err2 = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(cache2.enabled());
-  EXPECT_FALSE(cache2.writable());
-  EXPECT_NE(err2.find("reading its entries"), std::string::npos) << err2;
-  EXPECT_TRUE(cache2.lookup(shipped.key).has_value());
+  check(cache2.enabled(), "a read-only populated cache was disabled");
+  check(!cache2.writable(), "a read-only cache claims to be writable");
+  check(err2.find("reading its entries") != std::string::npos, "no 'reading its entries' warning: " + err2);
+  check(cache2.lookup(shipped.key).has_value(), "the shipped entry was not served");
   cache2.publish(sample_entry(22));
-  EXPECT_FALSE(cache2.lookup(sample_entry(22).key).has_value());
+  check(!cache2.lookup(sample_entry(22).key).has_value(), "a publish landed in a read-only cache");
   { KeyLock lock = cache2.lock(shipped.key); }
-  EXPECT_THROW(DiskCache(root, 0, true), CacheError);
+  try {
+    DiskCache strict(img, 0, true);
+    check(false, "the strict open accepted a read-only cache");
+  } catch (const CacheError&) {
+  }
+  return why;
+}
+
+TEST(Store, ReadOnlyRootServesLookupsOnly) {
+  TempDir dir;
+  const std::string ro = dir.path() + "/ro";
+  const std::string img = dir.path() + "/img";
+  fs::create_directories(ro);
+  ::chmod(ro.c_str(), 0555);
+  const Entry shipped = sample_entry(21);
+  DiskCache(img, 0).publish(shipped);
+  const std::string vroot = img + "/v" + std::to_string(kFormatVersion);
+  ::chmod(vroot.c_str(), 0555);
+  if (::geteuid() != 0) {
+    EXPECT_EQ(read_only_failures(ro, img, shipped), "");
+  } else {
+    // Root ignores permission bits: run the checks in a child that has become `nobody`.
+    ::chmod(dir.path().c_str(), 0755);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(77);
+      if (::access(vroot.c_str(), R_OK | X_OK) != 0) ::_exit(78);  // a parent folder is closed
+      const std::string why = read_only_failures(ro, img, shipped);
+      if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
+      ::_exit(why.empty() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot drop root (setuid to nobody failed)";
+    if (WEXITSTATUS(status) == 78) GTEST_SKIP() << "nobody cannot reach " << dir.path();
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the read-only checks failed as nobody (see stderr)";
+  }
   ::chmod(vroot.c_str(), 0755);
 }
 
