@@ -5,6 +5,7 @@
 
 #include "cache/key.hpp"
 #include "cache/store.hpp"
+#include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/nvrtc.hpp"
@@ -104,7 +105,8 @@ class RuntimeImpl {
     auto entry = disk.lookup(key);
     if (!entry) return std::nullopt;
     if (!matches(*entry, spec, target)) {
-      fmt::print(stderr, "kjit: warning: cache entry {} does not match its program; recompiling\n", key.hex());
+      // Once per key and process: the recompile is kept in `programs` and replaces the entry.
+      cache::detail::warn(fmt::format("cache entry {} does not match its program; recompiling", key.hex()));
       return std::nullopt;
     }
     return from_entry(*entry, CompiledProgram::Origin::kDisk);

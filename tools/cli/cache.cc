@@ -73,16 +73,16 @@ int run_ls() {
     return kExitOk;
   }
   if (!entries.empty()) {
-    fmt::print("{:<32}  {:<18} {:<11} {:>10}  {:<16}  {}\n", "key", "family", "target", "size",
+    fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  {}\n", "key", "family", "target", "size",
                "last used", "args");
   }
   for (const cache::EntryInfo& e : entries) {
     if (e.meta) {
-      fmt::print("{:<32}  {:<18} {:<11} {:>10}  {:<16}  {}\n", e.key.hex(), e.meta->family,
+      fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  {}\n", e.key.hex(), e.meta->family,
                  e.meta->target, human_bytes(e.bytes), local_time(e.last_used_unix),
                  e.meta->template_args);
     } else {
-      fmt::print("{:<32}  {:<18} {:<11} {:>10}  {:<16}  bad entry: {}\n", e.key.hex(), "?", "?",
+      fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  bad entry: {}\n", e.key.hex(), "?", "?",
                  human_bytes(e.bytes), local_time(e.last_used_unix), e.problem);
     }
   }

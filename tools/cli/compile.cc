@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -31,10 +33,14 @@ void write_file(const std::string& path, const std::string& bytes) {
     std::fflush(stdout);
     return;
   }
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw Error(fmt::format("cannot write {}", path));
+  if (!out) {
+    const int err = errno;
+    throw Error(fmt::format("cannot write {}: {}", path, err != 0 ? std::strerror(err) : "write failed"));
+  }
 }
 
 std::string source_text(const ProgramSpec& spec, const Runtime& runtime) {

@@ -24,7 +24,7 @@ void report(const std::string& full_message) {
   std::string head = kjit::cli::first_line(message);
   // An error that quotes a huge argument back stays readable: keep its start and say how much
   // was cut.
-  constexpr size_t kMaxHead = 480;
+  constexpr size_t kMaxHead = 1200;
   const size_t full_head = head.size();
   if (full_head > kMaxHead) head = fmt::format("{}... ({} more characters)", head.substr(0, kMaxHead), full_head - kMaxHead);
   if (output().json) kjit::cli::print_json({{"error", head}});

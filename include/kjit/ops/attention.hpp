@@ -62,7 +62,7 @@ struct DecodeArgs {
   /// Optional [batch, q_heads] f32 log-sum-exp (natural log) of the scaled scores; -inf for a row
   /// with no attended position; ndim == 0 for none.
   TensorRef lse;
-  /// Softmax scale; 0 means 1 / sqrt(head_dim).
+  /// Softmax scale, finite (any sign); 0 means 1 / sqrt(head_dim).
   float scale = 0.f;
   /// Split-KV count; 0 lets the planner choose from the SM count, batch, kv_heads and max_kv_len
   /// (filling ~1–2 waves of CTAs). A positive count splits max_kv_len into that many equal
@@ -144,7 +144,7 @@ struct PagedDecodeArgs {
   TensorRef out;
   /// Optional [batch, q_heads] f32 natural-log LSE (−inf for an empty request); ndim 0 for none.
   TensorRef lse;
-  /// Softmax scale; 0 means 1 / sqrt(head_dim).
+  /// Softmax scale, finite (any sign); 0 means 1 / sqrt(head_dim).
   float scale = 0.f;
   /// Split-KV count: 0 lets the planner choose; a positive count splits every request's own
   /// length into that many ranges of whole KV tiles. 1 needs no workspace.
@@ -314,6 +314,8 @@ struct AttentionArgs {
   bool causal = false;
   TensorRef out;
   TensorRef lse;
+  /// Softmax scale as the chosen call takes it (≥ 0 for prefill; any finite value for decode);
+  /// 0 means 1 / sqrt(head_dim).
   float scale = 0.f;
   /// Decode: split-KV count (0 = auto) and the paged planner's length hint.
   int num_splits = 0;
