@@ -9,3 +9,7 @@
 #define KJIT_DEVICE inline
 #define KJIT_PARAMS const
 #define KJIT_HAS_SM80 1
+// Programmatic dependent launch has nothing to overlap on the host: the merge runs after the
+// decode grid anyway.
+#define KJIT_WAIT_PREVIOUS_GRID() ((void)0)
+#define KJIT_LAUNCH_DEPENDENTS() ((void)0)
