@@ -4,7 +4,7 @@
 // mma.cuh here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
 // M-tiling against the float64 reference without a GPU. cp.async copies land either at issue or
 // at the last moment a wait allows, which exposes a missing wait or a stage refilled while in use.
-// Not part of CTest (it needs its own include order); build and run by hand:
+// CTest runs it (label emulation; tests/CMakeLists.txt gives it its own include order). By hand:
 //
 //   g++ -std=c++17 -O2 -Wno-unknown-pragmas -pthread -Itests/emulation/include -I. -Iinclude \
 //       -Ikernel_sources -I/usr/local/cuda/include tests/emulation/attention_decode_emulator.cc \

@@ -7,8 +7,8 @@
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
 // starts as garbage). -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
 // 89 (fp8 mma on the raw bytes, q and P split into E4M3 hi + lo; sm_89 and sm_120), 90 (f16 mma,
-// cvt for K, bit operations for V; sm_90 and sm_100). Not part of CTest (it needs its own
-// include order); build and run by hand:
+// cvt for K, bit operations for V; sm_90 and sm_100). CTest runs all three (label emulation;
+// tests/CMakeLists.txt gives them their own include order). By hand:
 //
 //   for arch in 80 89 90; do
 //     g++ -std=c++17 -O2 -DSWA_EMU_ARCH=$arch -Wno-unknown-pragmas -pthread \
