@@ -232,6 +232,8 @@ AttentionVariant env_variant() {
 
 }  // namespace detail
 
+AttentionKind attention_kind(const AttentionArgs& args) { return detail::classify_attention(args); }
+
 size_t attention_workspace_bytes(const AttentionArgs& args, Runtime& runtime) {
   switch (detail::classify_attention(args)) {
     case AttentionKind::kDecode:

@@ -43,6 +43,7 @@ kjit::attention::PagedKVCache cache(int64_t batch) {
 
 TEST(AttentionEntry, ClassifiesCalls) {
   EXPECT_EQ(ad::classify_attention(contiguous(1)), AttentionKind::kDecode);
+  EXPECT_EQ(kjit::attention::attention_kind(contiguous(1)), AttentionKind::kDecode);  // the public face
   EXPECT_EQ(ad::classify_attention(contiguous(7)), AttentionKind::kPrefill);
   AttentionArgs a = contiguous(1);
   a.mask = TensorRef(fake_ptr(0x7000000), DType::kBool, {2, 1, 300}, {}, 0);

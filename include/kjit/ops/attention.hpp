@@ -332,6 +332,11 @@ struct AttentionArgs {
 /// Which kernel attention() runs for `args`.
 enum class AttentionKind { kDecode, kPagedDecode, kPrefill, kPagedPrefill };
 
+/// The kernel attention() would run for `args`, from which tensors are present (see
+/// AttentionArgs); host only, no driver call. Throws InvalidArgument when no kernel takes that
+/// combination (both contiguous k/v and a cache, a ragged call without its plan, ...).
+AttentionKind attention_kind(const AttentionArgs& args);
+
 /// Bytes of workspace attention() needs (decode split partials, or the ragged plan's map).
 size_t attention_workspace_bytes(const AttentionArgs& args, Runtime& runtime = Runtime::global());
 
