@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <unordered_set>
@@ -62,6 +63,9 @@ struct Scan {
   std::vector<EntryRecord> entries;
   std::vector<FileRecord> temps;
   std::vector<std::string> shard_dirs;
+  /// Entry names that are not regular files (a folder or a link where an entry belongs): every
+  /// publish of that key fails, so verify reports them and prune removes what it can.
+  std::vector<std::string> strays;
 };
 
 bool is_shard_name(std::string_view name) {
@@ -103,7 +107,12 @@ Scan scan(const std::string& root) {
     for (const std::string& name : names) {
       EntryRecord rec;
       if (parse_entry_name(shard, name, &rec.key)) {
-        if (stat_file(dir + "/" + name, &rec)) out.entries.push_back(std::move(rec));
+        struct stat st;
+        if (stat_file(dir + "/" + name, &rec)) {
+          out.entries.push_back(std::move(rec));
+        } else if (::lstat((dir + "/" + name).c_str(), &st) == 0) {
+          out.strays.push_back(dir + "/" + name);
+        }
       } else if (detail::is_temp_name(name)) {
         FileRecord tmp;
         if (stat_file(dir + "/" + name, &tmp)) out.temps.push_back(std::move(tmp));
@@ -436,7 +445,12 @@ CacheStats DiskCache::stats() const {
 VerifyResult DiskCache::verify() const {
   VerifyResult out;
   if (!enabled_) return out;
-  for (const EntryRecord& rec : scan(root_).entries) {
+  const Scan s = scan(root_);
+  for (const std::string& stray : s.strays) {
+    ++out.bad;
+    out.bad_paths.push_back(stray + ": not a regular file");
+  }
+  for (const EntryRecord& rec : s.entries) {
     std::optional<Entry> decoded;
     bool gone = false;
     const std::string problem = check_entry(rec, &decoded, &gone);
@@ -460,6 +474,10 @@ uint64_t DiskCache::prune(uint64_t max_bytes) {
     bool gone = false;
     const std::string problem = check_entry(rec, &decoded, &gone);
     if (!gone && !problem.empty() && ::unlink(rec.path.c_str()) == 0) ++removed;
+  }
+  // remove(3): a link or an empty folder goes; a folder with contents is not ours to delete.
+  for (const std::string& stray : s.strays) {
+    if (std::remove(stray.c_str()) == 0) ++removed;
   }
   const int64_t now = static_cast<int64_t>(::time(nullptr));
   // Young temp files may be publishes in flight in other processes; leave them be.

@@ -524,6 +524,22 @@ TEST(Store, LockIsExclusiveAcrossDescriptors) {
   EXPECT_TRUE(second_holds.load());
 }
 
+TEST(Store, AFolderWhereAnEntryBelongsIsReportedAndPruned) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  cache.publish(sample_entry(40));
+  const std::string stray = path_for(dir, key_for(41));
+  fs::create_directories(stray);  // an empty folder named like key 41's entry
+  const VerifyResult v = cache.verify();
+  EXPECT_EQ(v.ok, 1u);
+  ASSERT_EQ(v.bad, 1u);
+  EXPECT_NE(v.bad_paths[0].find("not a regular file"), std::string::npos) << v.bad_paths[0];
+  EXPECT_EQ(cache.prune(), 1u);
+  EXPECT_FALSE(exists(stray));
+  EXPECT_TRUE(cache.lookup(key_for(40)).has_value());
+  EXPECT_EQ(cache.verify().bad, 0u);
+}
+
 TEST(Store, PruneRemovesBadEntriesStaleTempsAndOverflow) {
   TempDir dir;
   DiskCache cache(cache_dir(dir), 0);
