@@ -2,6 +2,8 @@
 
 #include "cache/entry.hpp"
 
+#include "cache/le_bytes.hpp"
+
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
@@ -22,21 +24,9 @@ constexpr size_t kMetaSizeOffset = 28;
 constexpr size_t kPayloadSizeOffset = 36;
 constexpr size_t kChecksumOffset = 44;
 
-void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t get_le(std::string_view bytes, size_t offset, int width) {
-  uint64_t v = 0;
-  for (int i = width - 1; i >= 0; --i) {
-    v = (v << 8) | static_cast<unsigned char>(bytes[offset + static_cast<size_t>(i)]);
-  }
-  return v;
-}
+using detail::get_le;
+void put_u32(std::string& out, uint32_t v) { detail::put_le(out, v, 4); }
+void put_u64(std::string& out, uint64_t v) { detail::put_le(out, v, 8); }
 
 json meta_to_json(const EntryMeta& m) {
   json kernels = json::array();

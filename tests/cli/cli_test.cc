@@ -593,6 +593,42 @@ TEST_F(CliTest, JsonSurvivesArgumentsThatAreNotUtf8) {
   }
 }
 
+TEST_F(CliTest, CacheExportAndImportShipACompiledCache) {
+  const Family& f = test_family();
+  ASSERT_EQ(kjit(compile_args(f, {"--arch", test_arch(f)})).code, 0);
+  const std::string bundle = (work_ / "cache.kjb").string();
+  ProcessResult r = kjit({"cache", "export", bundle, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["entries"], 1);
+  // Into an empty cache: imported, then found; a second import finds it present.
+  const std::map<std::string, std::string> other = {{"KJIT_CACHE_DIR", (work_ / "other").string()}};
+  r = kjit({"cache", "import", bundle, "--json"}, other);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(parse_object(r)["imported"], 1);
+  r = kjit({"cache", "import", bundle, "--json"}, other);
+  EXPECT_EQ(parse_object(r)["present"], 1) << r.describe();
+  r = kjit(compile_args(f, {"--arch", test_arch(f), "--json"}), other);
+  EXPECT_EQ(parse_object(r)["cached"], 1) << r.describe();  // served from the imported entry
+  // A bundle filtered to another target holds nothing of it.
+  r = kjit({"cache", "export", (work_ / "none.kjb").string(), "--arch", "sm_80", "--family", "attention.decode", "--json"});
+  EXPECT_EQ(parse_object(r)["entries"], 0) << r.describe();
+  // Damaged: the entry is refused (exit 1, a warning); truncated or foreign: one-line error.
+  std::string bytes;
+  {
+    std::ifstream in(bundle, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string damaged = bytes;
+  damaged[damaged.size() - 5] ^= 0x40;
+  std::ofstream((work_ / "damaged.kjb").string(), std::ios::binary) << damaged;
+  r = kjit({"cache", "import", (work_ / "damaged.kjb").string()}, {{"KJIT_CACHE_DIR", (work_ / "third").string()}});
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_NE(r.err.find("checksum"), std::string::npos) << r.describe();
+  std::ofstream((work_ / "short.kjb").string(), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  expect_one_line_error(kjit({"cache", "import", (work_ / "short.kjb").string()}), "truncated");
+  expect_one_line_error(kjit({"cache", "import", (work_ / "nope.kjb").string()}), "nope.kjb");
+}
+
 TEST_F(CliTest, InspectingAMissingCacheCreatesNothing) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "stats", "--json"}}) {

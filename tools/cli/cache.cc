@@ -4,15 +4,20 @@
 // error naming the path, never a silent memory-only cache.
 #include "tools/cli/common.hpp"
 
+#include "cache/bundle.hpp"
+#include "cache/file_util.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace kjit::cli {
 namespace {
@@ -179,6 +184,82 @@ int run_clear() {
   return kExitOk;
 }
 
+/// Entries a bundle is capped at when read back: the store's own per-entry cap times a few
+/// hundred specializations is far below this.
+constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
+
+int run_export(const std::string& path, const std::vector<std::string>& families,
+               const std::vector<std::string>& archs) {
+  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
+  auto wanted = [](const std::vector<std::string>& list, const std::string& value) {
+    return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
+  };
+  std::vector<std::string> targets;
+  for (const Target& t : parse_targets(archs)) targets.push_back(t.str());
+  for (const std::string& f : families) family(f);  // an unknown family is an error, not an empty bundle
+  std::vector<std::string> encoded;
+  uint64_t skipped_bad = 0;
+  for (const cache::EntryInfo& e : cache.list()) {
+    if (!e.meta) {
+      ++skipped_bad;
+      continue;
+    }
+    if (!wanted(families, e.meta->family) || !wanted(targets, e.meta->target)) continue;
+    std::string bytes;
+    if (cache::detail::read_file(e.path, kMaxBundleBytes, /*touch=*/false, &bytes) != 0) continue;  // evicted meanwhile
+    encoded.push_back(std::move(bytes));
+  }
+  const std::string bundle = cache::encode_bundle(encoded);
+  if (const int err = cache::detail::write_file_atomic(path, bundle); err != 0) {
+    throw CacheError(fmt::format("cannot write bundle {}: {}", path, cache::detail::errno_text(err)));
+  }
+  if (output().json) {
+    print_json({{"bundle", path}, {"entries", encoded.size()}, {"bytes", bundle.size()},
+                {"skipped_bad", skipped_bad}, {"root", cache.root()}});
+  } else {
+    fmt::print("exported {} entr{} ({}) from {} to {}{}\n", encoded.size(), encoded.size() == 1 ? "y" : "ies",
+               human_bytes(bundle.size()), cache.root(), path,
+               skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", skipped_bad) : "");
+  }
+  return kExitOk;
+}
+
+int run_import(const std::string& path) {
+  std::string bytes;
+  if (const int err = cache::detail::read_file(path, kMaxBundleBytes, /*touch=*/false, &bytes); err != 0) {
+    throw CacheError(fmt::format("cannot read bundle {}: {}", path, cache::detail::errno_text(err)));
+  }
+  cache::BundleContents contents;
+  try {
+    contents = cache::decode_bundle(bytes);
+  } catch (const CacheError& e) {
+    throw CacheError(fmt::format("{}: {}", path, e.what()));
+  }
+  cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  uint64_t imported = 0, present = 0, not_stored = 0;
+  for (const cache::Entry& e : contents.entries) {
+    if (cache.lookup(e.key)) {
+      ++present;
+      continue;
+    }
+    cache.publish(e);  // atomic; a failure is warned by the store
+    if (cache.lookup(e.key)) {
+      ++imported;
+    } else {
+      ++not_stored;
+    }
+  }
+  for (const std::string& problem : contents.problems) fmt::print(stderr, "kjit: warning: {}: {}\n", path, problem);
+  if (output().json) {
+    print_json({{"bundle", path}, {"entries", contents.count}, {"imported", imported}, {"present", present},
+                {"bad", contents.problems.size()}, {"not_stored", not_stored}, {"root", cache.root()}});
+  } else {
+    fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries from {} into {}\n", imported,
+               present, contents.problems.size(), not_stored, contents.count, path, cache.root());
+  }
+  return contents.problems.empty() && not_stored == 0 ? kExitOk : kExitFailed;
+}
+
 }  // namespace
 
 void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
@@ -211,6 +292,28 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
       ->check(non_empty());
   add_json_flag(prune);
   out.push_back({prune, [max_bytes] { return run_prune(*max_bytes); }});
+
+  struct ExportOptions {
+    std::string path;
+    std::vector<std::string> families, archs;
+  };
+  auto ex = std::make_shared<ExportOptions>();
+  CLI::App* exp = cache->add_subcommand("export", "Write the cache's entries (optionally only some "
+                                                  "families or targets) to one bundle file, to ship "
+                                                  "a precompiled cache");
+  exp->add_option("bundle", ex->path, "The bundle file to write")->required()->check(non_empty());
+  exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty());
+  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a, sm_89, ...")->check(non_empty());
+  add_json_flag(exp);
+  out.push_back({exp, [ex] { return run_export(ex->path, ex->families, ex->archs); }});
+
+  auto im = std::make_shared<std::string>();
+  CLI::App* imp = cache->add_subcommand("import", "Add a bundle's entries to the cache (each "
+                                                  "checked; present ones are kept); exits 1 when "
+                                                  "any entry is damaged or cannot be stored");
+  imp->add_option("bundle", *im, "The bundle file to read")->required()->check(non_empty());
+  add_json_flag(imp);
+  out.push_back({imp, [im] { return run_import(*im); }});
 
   CLI::App* clear = cache->add_subcommand("clear", "Remove every entry");
   add_json_flag(clear);
