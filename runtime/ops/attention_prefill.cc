@@ -405,7 +405,7 @@ void prefill_sm90(const PrefillArgs& args, const detail::PrefillDims& d, CUconte
   p.q_tiles = static_cast<int32_t>(detail::ceil_div(d.q_len, shape.block_m));
   p.causal = args.causal ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
-  // Pingpong measured on the H200 (R2, 10:35): hd64 causal 300 -> 333 TFLOP/s, hd128 ±1%.
+  // Pingpong measured on the H200 (2026-11-30 10:35 UTC run): hd64 causal 300 -> 333 TFLOP/s, hd128 ±1%.
   p.pingpong = 1;
 
   LaunchConfig config;

@@ -631,7 +631,8 @@ TEST_F(CliTest, CacheExportAndImportShipACompiledCache) {
 
 TEST_F(CliTest, InspectingAMissingCacheCreatesNothing) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "stats", "--json"}}) {
+           {"cache", "ls"}, {"cache", "stats"}, {"cache", "verify"}, {"cache", "stats", "--json"},
+           {"cache", "prune"}, {"cache", "clear"}}) {
     const ProcessResult r = kjit(args);
     EXPECT_EQ(r.code, 0) << r.describe();
     EXPECT_FALSE(fs::exists(cache_dir_)) << r.describe();

@@ -1,7 +1,7 @@
 // `kjit cache ls|stats|verify|prune|clear`: the disk cache the environment names. The inspecting
 // commands (ls, stats, verify) only read: a missing folder is an empty cache, a read-only one is
-// listed. prune and clear open it strictly: a directory that cannot be created or written is an
-// error naming the path, never a silent memory-only cache.
+// listed. prune and clear open an existing cache strictly (a directory that cannot be written is
+// an error naming the path, never a silent memory-only cache) and leave a missing one missing.
 #include "tools/cli/common.hpp"
 
 #include "cache/bundle.hpp"
@@ -150,8 +150,15 @@ int run_verify() {
   return result.bad == 0 ? kExitOk : kExitFailed;
 }
 
+/// prune and clear change an existing cache (strictly: it must be writable); a missing one has
+/// nothing to remove and stays missing.
+cache::DiskCache open_cache_to_change(const RuntimeConfig& config) {
+  cache::DiskCache existing = open_cache_for_reading(config);
+  return existing.enabled() ? open_cache_strict(config) : existing;
+}
+
 int run_prune(const std::string& max_bytes_text) {
-  cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  cache::DiskCache cache = open_cache_to_change(RuntimeConfig::from_env());
   uint64_t cap = 0;
   if (!max_bytes_text.empty()) {
     cap = RuntimeConfig::parse_bytes(max_bytes_text, "--max-bytes");
@@ -174,7 +181,7 @@ int run_prune(const std::string& max_bytes_text) {
 }
 
 int run_clear() {
-  cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
+  cache::DiskCache cache = open_cache_to_change(RuntimeConfig::from_env());
   const uint64_t removed = cache.clear();
   if (output().json) {
     print_json({{"root", cache.root()}, {"removed", removed}});
