@@ -57,24 +57,6 @@ float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_ne
   return scale != 0.f ? scale : 1.f / std::sqrt(static_cast<float>(head_dim));
 }
 
-void check_arch(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why) {
-  if (info.cc_major * 10 + info.cc_minor < min_sm) {
-    throw Unsupported(fmt::format("{}: needs sm_{} or newer ({}); device {} ({}) is sm_{}{}", op, min_sm, why, device,
-                                  info.name, info.cc_major, info.cc_minor));
-  }
-}
-
-void check_workspace(const char* op, size_t needed, const void* workspace, size_t workspace_bytes, const char* what) {
-  if (needed == 0) return;
-  if (workspace_bytes < needed || workspace == nullptr) {
-    fail(op, fmt::format("workspace too small: needs {} bytes for {}, got {} bytes at {}", needed, what,
-                         workspace_bytes, workspace));
-  }
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
-    fail(op, fmt::format("workspace pointer {} must be 16-byte aligned", workspace));
-  }
-}
-
 int exact_log2(int64_t x) {
   if (x <= 0 || (x & (x - 1)) != 0) return -1;
   int s = 0;

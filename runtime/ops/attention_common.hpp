@@ -28,11 +28,9 @@ void check_f32(const char* op, const char* name, const TensorRef& t, int rank, i
 /// The resolved softmax scale: `scale`, or 1 / sqrt(head_dim) when 0. Throws unless finite and
 /// (when !allow_negative) ≥ 0.
 float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative);
-/// Throws Unsupported unless the device is sm_`min_sm` or newer (`why` names what it needs).
-void check_arch(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why);
-/// Throws InvalidArgument unless `workspace` holds `needed` bytes, 16-byte aligned.
-void check_workspace(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
-                     const char* what);
+// The ops' shared device and workspace checks (runtime/ops/validate.hpp).
+using kjit::detail::check_arch;
+using kjit::detail::check_workspace;
 
 /// The shape of a validated PagedKVCache.
 struct PagedCacheDims {

@@ -251,15 +251,8 @@ void launch_decode_merge(const Kernel& merge_kernel, const DecodeParams& p, cons
 }
 
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes) {
-  if (plan.workspace_bytes == 0) return;
-  if (workspace_bytes < plan.workspace_bytes || workspace == nullptr) {
-    kjit::detail::fail(kOp, fmt::format("workspace too small: needs {} bytes for {} KV splits "
-                                        "(decode_workspace_bytes), got {} bytes at {}",
-                                        plan.workspace_bytes, plan.num_splits, workspace_bytes, workspace));
-  }
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
-    kjit::detail::fail(kOp, fmt::format("workspace pointer {} must be 16-byte aligned", workspace));
-  }
+  kjit::detail::check_workspace(kOp, plan.workspace_bytes, workspace, workspace_bytes,
+                                "the KV split partials (decode_workspace_bytes)");
 }
 
 }  // namespace detail
@@ -297,13 +290,6 @@ detail::DecodePlan plan_for_device(const detail::DecodeDims& d, int requested_sp
                              detail::decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
 }
 
-void check_arch(const DeviceInfo& info, int device) {
-  if (info.cc_major * 10 + info.cc_minor < kMinSm) {
-    throw Unsupported(fmt::format("{}: needs sm_{} or newer (mma.sync bf16, cp.async); device {} ({}) is sm_{}{}",
-                                  kOp, kMinSm, device, info.name, info.cc_major, info.cc_minor));
-  }
-}
-
 }  // namespace
 
 size_t decode_workspace_bytes(const DecodeArgs& args, Runtime& /*runtime*/) {
@@ -318,7 +304,7 @@ void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUs
   const detail::DecodeDims d = detail::validate_decode(args);
   const CUcontext context = kjit::detail::ensure_context(d.device);
   const DeviceInfo& info = device_info(d.device);
-  check_arch(info, d.device);
+  kjit::detail::check_arch(kOp, info, d.device, kMinSm, "mma.sync bf16, cp.async");
   if (d.batch == 0) return;
   const detail::DecodePlan plan = plan_for_device(d, args.num_splits, info);
   detail::check_decode_workspace(plan, workspace, workspace_bytes);

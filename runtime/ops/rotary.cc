@@ -288,10 +288,7 @@ RotaryLaunch plan_rotary(const RotaryArgs& args, Runtime& runtime) {
   const RotaryPlan plan = validate_rotary(args);
   const CUcontext context = ensure_context(plan.device);
   const DeviceInfo& info = device_info(plan.device);
-  if (info.cc_major * 10 + info.cc_minor < kMinSm) {
-    throw Unsupported(fmt::format("{}: needs sm_{} or newer; device {} ({}) is sm_{}{}", kOp, kMinSm,
-                                  plan.device, info.name, info.cc_major, info.cc_minor));
-  }
+  check_arch(kOp, info, plan.device, kMinSm, "bf16 arithmetic");
   RotaryLaunch launch;
   launch.params = plan.params;
   if (plan.grid == 0) return launch;

@@ -315,15 +315,8 @@ SwaPlan plan_swa_decode(const SwaDims& d, int requested_splits, int requested_gr
 }
 
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes) {
-  if (plan.workspace_bytes == 0) return;
-  if (workspace_bytes < plan.workspace_bytes || workspace == nullptr) {
-    kjit::detail::fail(kOp, fmt::format("workspace too small: needs {} bytes for {} window splits "
-                                        "(swa_decode_workspace_bytes), got {} bytes at {}",
-                                        plan.workspace_bytes, plan.num_splits, workspace_bytes, workspace));
-  }
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
-    kjit::detail::fail(kOp, fmt::format("workspace pointer {} must be 16-byte aligned", workspace));
-  }
+  kjit::detail::check_workspace(kOp, plan.workspace_bytes, workspace, workspace_bytes,
+                                "the window split partials (swa_decode_workspace_bytes)");
 }
 
 }  // namespace detail
@@ -366,17 +359,6 @@ const Family& swa_decode_family() {
   return family;
 }
 
-namespace {
-
-void check_arch(const DeviceInfo& info, int device) {
-  if (info.cc_major * 10 + info.cc_minor < kMinSm) {
-    throw Unsupported(fmt::format("{}: needs sm_{} or newer (mma.sync, cp.async); device {} ({}) is sm_{}{}", kOp,
-                                  kMinSm, device, info.name, info.cc_major, info.cc_minor));
-  }
-}
-
-}  // namespace
-
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& /*runtime*/) {
   const detail::SwaDims d = detail::validate_swa_decode(args);
   if (d.tokens == 0) return 0;
@@ -392,7 +374,7 @@ void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_byt
   const detail::SwaDims d = detail::validate_swa_decode(args);
   const CUcontext context = kjit::detail::ensure_context(d.device);
   const DeviceInfo& info = device_info(d.device);
-  check_arch(info, d.device);
+  kjit::detail::check_arch(kOp, info, d.device, kMinSm, "mma.sync, cp.async");
   if (d.tokens == 0) return;
   const int sm = info.cc_major * 10 + info.cc_minor;
   const detail::SwaPlan plan = detail::plan_swa_decode(d, args.num_splits, args.head_group, info.sm_count,

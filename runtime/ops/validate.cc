@@ -10,6 +10,20 @@ void fail(const char* op, const std::string& message) {
   throw InvalidArgument(fmt::format("{}: {}", op, message));
 }
 
+void arch_failed(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why) {
+  throw Unsupported(fmt::format("{}: needs sm_{} or newer ({}); device {} ({}) is sm_{}{}", op, min_sm, why, device,
+                                info.name, info.cc_major, info.cc_minor));
+}
+
+void workspace_failed(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
+                      const char* what) {
+  if (workspace_bytes < needed || workspace == nullptr) {
+    fail(op, fmt::format("workspace too small: needs {} bytes for {}, got {} bytes at {}", needed, what,
+                         workspace_bytes, workspace));
+  }
+  fail(op, fmt::format("workspace pointer {} must be 16-byte aligned", workspace));
+}
+
 void rank_failed(const char* op, const char* name, const TensorRef& t, int ndim) {
   if (t.ndim == 0) fail(op, fmt::format("{} is required ({}-d tensor)", name, ndim));
   fail(op, fmt::format("{} must be {}-d, got {}", name, ndim, t.describe()));

@@ -4,6 +4,7 @@
 /// the op, the tensor and the rule ("kjit::rotary: q must be bf16, got [4, 8, 128] f32"). The
 /// checks build strings only when they fail.
 
+#include <kjit/device.hpp>
 #include <kjit/tensor.hpp>
 
 #include <cstdint>
@@ -83,6 +84,22 @@ inline void check_not_null(const char* op, const char* name, const TensorRef& t)
 /// The tensor lives on CUDA device `device`.
 inline void check_device(const char* op, const char* name, const TensorRef& t, int device) {
   if (t.device != device) device_failed(op, name, t, device);
+}
+[[noreturn]] void arch_failed(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why);
+[[noreturn]] void workspace_failed(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
+                                   const char* what);
+/// Throws Unsupported unless the device is sm_`min_sm` or newer (`why` names what it needs).
+inline void check_arch(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why) {
+  if (info.cc_major * 10 + info.cc_minor < min_sm) arch_failed(op, info, device, min_sm, why);
+}
+/// Throws InvalidArgument unless `workspace` holds `needed` bytes (nothing when 0), 16-byte
+/// aligned; `what` names what it holds.
+inline void check_workspace(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
+                            const char* what) {
+  if (needed == 0) return;
+  if (workspace_bytes < needed || workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+    workspace_failed(op, needed, workspace, workspace_bytes, what);
+  }
 }
 /// Throws InvalidArgument "<op>: <message>" (fmt-formatted by the caller).
 [[noreturn]] void fail(const char* op, const std::string& message);
