@@ -26,17 +26,17 @@ $KJIT_BENCH_SHIM, else the first positional argument. The script
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
-import argparse
 import ctypes
 import json
 import math
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
-import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench_common import (arg_parser, check_rc, fmt, graph_time_us, ptr, rel_l2, seeded_generator, shim_path,
+                          stream_ptr)
 
 TOL = 1e-2
 L2_BYTES = 60e6
@@ -93,19 +93,6 @@ def load_shim(path):
     lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
     lib.kjit_bench_decode_workspace_ex.restype = c_int
     return lib
-
-
-def ptr(t):
-    return None if t is None else t.data_ptr()
-
-
-def stream_ptr():
-    return torch.cuda.current_stream().cuda_stream
-
-
-def check_rc(rc, what):
-    if rc != 0:
-        raise RuntimeError(f"kjit {what} failed (see stderr)")
 
 
 class PagedCache:
@@ -244,11 +231,6 @@ def reference(q, k, v, kv_len=None, mask=None, causal=False):
     return out, lse
 
 
-def rel_l2(a, b):
-    a, b = a.float(), b.float()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
 def lse_err(a, b):
     fin = torch.isfinite(b)
     same_inf = bool(((a == b) | fin).all())
@@ -385,24 +367,6 @@ def check_ragged(kj, gen):
 
 # ---- timing -------------------------------------------------------------------------------------
 
-def graph_time_us(step, n_calls):
-    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(n_calls):
-            step(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n_calls):
-            step(i)
-    torch.cuda.synchronize()
-    ms = triton.testing.do_bench(graph.replay, warmup=25, rep=300, return_mode="median")
-    return ms * 1e3 / n_calls
-
-
 def flops(B, H, Lq, Lkv, D, causal):
     return 4.0 * B * H * Lq * Lkv * D * (0.5 if causal else 1.0)
 
@@ -524,25 +488,12 @@ def bench_ragged(kj, gen):
     return rows
 
 
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
-    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
-    ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--seed", type=int, default=None)
+    ap = arg_parser(__doc__)
     ap.add_argument("--prefill-only", action="store_true", help="dense prefill checks and timings only")
     args = ap.parse_args()
-    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
-    if not lib_path:
-        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
-    kj = Kjit(load_shim(lib_path))
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
+    kj = Kjit(load_shim(shim_path(args)))
+    gen, seed = seeded_generator(args)
 
     checks = check_prefill(kj, gen) + ([] if args.prefill_only else check_paged(kj, gen) + check_ragged(kj, gen))
     for c in checks:

@@ -17,17 +17,17 @@ first positional argument. For each shape the script
 
 GB/s counts q + K + V bytes read plus out written.
 """
-import argparse
 import ctypes
 import json
 import math
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench_common import arg_parser, fmt, graph_time_us, ptr, rel_l2, seeded_generator, shim_path, stream_ptr
 
 # (batch, q_heads, kv_heads, head_dim, kv_len): the shapes of shared/PEERS-H200.md.
 SHAPES = [
@@ -55,14 +55,6 @@ def load_shim(path):
     lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
     lib.kjit_bench_decode_workspace_ex.restype = c_int
     return lib
-
-
-def ptr(t):
-    return None if t is None else t.data_ptr()
-
-
-def stream_ptr():
-    return torch.cuda.current_stream().cuda_stream
 
 
 class Kjit:
@@ -120,11 +112,6 @@ def reference(q, k, v, lens, mask=None, scale=None):
     return torch.cat(outs), torch.cat(lses)
 
 
-def rel_l2(a, b):
-    a, b = a.float(), b.float()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
 def make_inputs(B, Hq, Hkv, D, L, gen):
     q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -151,24 +138,6 @@ def check_options(kj, B, Hq, Hkv, D, L, gen):
         results.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} ragged+mask+lse splits={splits or 'auto'}",
                         "rel_l2_out": e_out, "rel_l2_lse": e_lse, "ok": ok})
     return results
-
-
-def graph_time_us(step, n_calls):
-    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(n_calls):
-            step(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n_calls):
-            step(i)
-    torch.cuda.synchronize()
-    ms = triton.testing.do_bench(graph.replay, warmup=25, rep=300, return_mode="median")
-    return ms * 1e3 / n_calls
 
 
 def bench_shape(kj, B, Hq, Hkv, D, L, gen):
@@ -249,25 +218,12 @@ def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24
     return times
 
 
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
-    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
-    ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--seed", type=int, default=None)
+    ap = arg_parser(__doc__)
     ap.add_argument("--sweep-splits", action="store_true", help="also time every forced split count")
     args = ap.parse_args()
-    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
-    if not lib_path:
-        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
-    kj = Kjit(load_shim(lib_path))
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
+    kj = Kjit(load_shim(shim_path(args)))
+    gen, seed = seeded_generator(args)
 
     checks = []
     for (B, Hq, Hkv, D, L) in ((3, 32, 8, 128, 1000), (3, 16, 2, 64, 777), (3, 16, 4, 256, 1500),
