@@ -26,14 +26,12 @@
 namespace emu {
 Block g_block;
 thread_local Dim3 t_thread, t_block;
+bool g_late_copies = false;
+thread_local AsyncState t_async;
 }  // namespace emu
 
 namespace kjit::attention {
 alignas(128) uint8_t smem[232448];
-namespace emu_detail {
-bool g_late_copies = false;
-thread_local AsyncState t_async;
-}  // namespace emu_detail
 }  // namespace kjit::attention
 
 namespace {
@@ -51,7 +49,7 @@ void launch(int grid, int threads, const std::function<void()>& kernel) {
       ts.emplace_back([=] {
         emu::t_thread.x = static_cast<unsigned>(t);
         emu::t_block.x = static_cast<unsigned>(b);
-        emu_detail::t_async = {};
+        emu::t_async = {};
         kernel();
       });
     }
@@ -75,7 +73,7 @@ struct Case {
 };
 
 bool run(const Case& c, bool late, uint64_t seed) {
-  emu_detail::g_late_copies = late;
+  emu::g_late_copies = late;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int64_t B = c.batch, L = c.len, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;

@@ -34,13 +34,13 @@
 namespace emu {
 Block g_block;
 thread_local Dim3 t_thread, t_block;
+bool g_late_copies = false;
+thread_local AsyncState t_async;
 }  // namespace emu
 
 namespace kjit::mla {
 alignas(128) unsigned char smem[232448];
 namespace swa_detail::emu_detail {
-bool g_late_copies = false;
-thread_local AsyncState t_async;
 emu::Barrier g_named[16];
 int g_named_count[16];
 }  // namespace swa_detail::emu_detail
@@ -66,11 +66,11 @@ void launch(int grid, int threads, const std::function<void()>& kernel) {
       ts.emplace_back([=] {
         emu::t_thread.x = static_cast<unsigned>(t);
         emu::t_block.x = static_cast<unsigned>(b);
-        ed::t_async = {};
+        emu::t_async = {};
         kernel();
-        if (!ed::t_async.committed.empty() || !ed::t_async.open.empty()) {
+        if (!emu::t_async.committed.empty() || !emu::t_async.open.empty()) {
           // Copies still in flight at exit: harmless on the device only if nobody reads them.
-          ed::t_async = {};
+          emu::t_async = {};
         }
       });
     }
@@ -186,7 +186,7 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   p.kv_compact = c.strided ? 0 : 1;
   p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
 
-  ed::g_late_copies = late;
+  emu::g_late_copies = late;
   dispatch(plan.group, plan.tile, static_cast<int>(W), static_cast<int>(pr.format), p,
            static_cast<int>(plan.ctas));
   if (plan.num_splits > 1) {

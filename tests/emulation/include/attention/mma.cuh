@@ -3,6 +3,7 @@
 // implemented from the PTX ISA's fragment definitions as warp collectives over emu::WarpScratch.
 // Shared memory is the array kjit::attention::smem; a "shared address" is a byte offset into it.
 #include "kjit/config.cuh"
+#include "emu_cp_async.hpp"
 
 #include <vector>
 
@@ -80,26 +81,6 @@ inline void ldmatrix(uint32_t (&r)[4], uint32_t addr, bool trans) {
   w.barrier.arrive_and_wait();
 }
 
-struct Copy {
-  uint32_t dst;
-  const void* src;
-  bool valid;
-};
-/// cp.async state of this thread. kLate: copies land at the last moment a wait allows (catches a
-/// missing wait); otherwise they land at issue (catches a stage refilled while still being read).
-extern bool g_late_copies;
-struct AsyncState {
-  std::vector<Copy> open;
-  std::vector<std::vector<Copy>> committed;
-};
-extern thread_local AsyncState t_async;
-inline void land(const Copy& c) {
-  if (c.valid) {
-    std::memcpy(smem + c.dst, c.src, 16);
-  } else {
-    std::memset(smem + c.dst, 0, 16);
-  }
-}
 }  // namespace emu_detail
 
 inline uint32_t smem_u32(const void* ptr) {
@@ -125,31 +106,11 @@ inline void mma_bf16_16816_upper(float& d0, float& d1, uint32_t a0, uint32_t a2,
 inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) { emu_detail::ldmatrix(r, addr, false); }
 inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu_detail::ldmatrix(r, addr, true); }
 
-inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  if (reinterpret_cast<uintptr_t>(src) % 16 != 0) {
-    std::fprintf(stderr, "emulator: misaligned cp.async source %p\n", src);
-    std::abort();
-  }
-  const emu_detail::Copy c{dst, src, valid};
-  if (emu_detail::g_late_copies) {
-    emu_detail::t_async.open.push_back(c);
-  } else {
-    emu_detail::land(c);
-  }
-}
-
-inline void cp_async_commit() {
-  emu_detail::t_async.committed.push_back(std::move(emu_detail::t_async.open));
-  emu_detail::t_async.open.clear();
-}
-
+inline void cp_async_16(uint32_t dst, const void* src, bool valid) { ::emu::cp_async_16(smem, dst, src, valid); }
+inline void cp_async_commit() { ::emu::cp_async_commit(); }
 template <int kPending>
 inline void cp_async_wait() {
-  auto& groups = emu_detail::t_async.committed;
-  while (static_cast<int>(groups.size()) > kPending) {
-    for (const auto& c : groups.front()) emu_detail::land(c);
-    groups.erase(groups.begin());
-  }
+  ::emu::cp_async_wait(kPending);
 }
 
 template <int kRowBytes>

@@ -4,6 +4,7 @@
 // commit/wait groups, bar.sync with a thread count, cvt.rn.f16x2.e4m3x2. Shared memory is the
 // array kjit::mla::smem; a "shared address" is a byte offset into it.
 #include "kjit/config.cuh"
+#include "emu_cp_async.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,31 +25,10 @@ extern unsigned char smem[];
 namespace swa_detail {
 namespace emu_detail {
 
-struct Copy {
-  uint32_t dst;
-  const void* src;
-  bool valid;
-};
-/// Late copies land at the last moment a wait allows (catches a missing wait or barrier);
-/// otherwise they land at issue.
-extern bool g_late_copies;
-struct AsyncState {
-  std::vector<Copy> open;
-  std::vector<std::vector<Copy>> committed;
-};
-extern thread_local AsyncState t_async;
 /// Named barriers 1..15 of the running CTA (reset by the emulator's launch), and the thread
 /// count each was reset with.
 extern emu::Barrier g_named[16];
 extern int g_named_count[16];
-
-inline void land(const Copy& c) {
-  if (c.valid) {
-    std::memcpy(smem + c.dst, c.src, 16);
-  } else {
-    std::memset(smem + c.dst, 0, 16);
-  }
-}
 
 inline float f16(uint32_t reg, int which) {
   return swa_emu::f16_value(static_cast<uint16_t>(which ? reg >> 16 : reg & 0xffff));
@@ -93,31 +73,11 @@ inline uint32_t smem_u32(const void* ptr) {
   return static_cast<uint32_t>(static_cast<const unsigned char*>(ptr) - smem);
 }
 
-inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  if (reinterpret_cast<uintptr_t>(src) % 16 != 0 || dst % 16 != 0) {
-    std::fprintf(stderr, "emulator: misaligned cp.async %p -> %u\n", src, dst);
-    std::abort();
-  }
-  const emu_detail::Copy c{dst, src, valid};
-  if (emu_detail::g_late_copies) {
-    emu_detail::t_async.open.push_back(c);
-  } else {
-    emu_detail::land(c);
-  }
-}
-
-inline void cp_async_commit() {
-  emu_detail::t_async.committed.push_back(std::move(emu_detail::t_async.open));
-  emu_detail::t_async.open.clear();
-}
-
+inline void cp_async_16(uint32_t dst, const void* src, bool valid) { ::emu::cp_async_16(smem, dst, src, valid); }
+inline void cp_async_commit() { ::emu::cp_async_commit(); }
 template <int kPending>
 inline void cp_async_wait() {
-  auto& groups = emu_detail::t_async.committed;
-  while (static_cast<int>(groups.size()) > kPending) {
-    for (const auto& c : groups.front()) emu_detail::land(c);
-    groups.erase(groups.begin());
-  }
+  ::emu::cp_async_wait(kPending);
 }
 
 inline void named_barrier(int id, int threads) {
