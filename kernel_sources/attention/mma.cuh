@@ -15,6 +15,7 @@
 //
 // Requires sm_80+ (mma.sync bf16, ldmatrix, cp.async). Callers guard with KJIT_HAS_SM80.
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"
 
 namespace kjit::attention {
 
@@ -74,33 +75,6 @@ KJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr));
-#endif
-}
-
-/// 16-byte global → shared copy that bypasses L1 (.cg). When `valid` is false nothing is read
-/// and the 16 destination bytes are zero-filled (src-size 0), so masked rows are finite zeros.
-/// `gmem` must still be a mapped address; callers pass a clamped in-range row.
-KJIT_DEVICE void cp_async_16(uint32_t smem_addr, const void* gmem, bool valid) {
-#if KJIT_HAS_SM80
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
-#endif
-}
-
-/// Closes the current cp.async group (an empty group is legal and keeps group counting uniform).
-KJIT_DEVICE void cp_async_commit() {
-#if KJIT_HAS_SM80
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-/// Waits until at most `kPending` of this thread's cp.async groups are still in flight.
-template <int kPending>
-KJIT_DEVICE void cp_async_wait() {
-#if KJIT_HAS_SM80
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
 

@@ -3,6 +3,7 @@
 // file): global vector loads/stores, the saturating fp8 conversion, cp.async, ldmatrix and
 // mma.sync m16n8k32 with e4m3/e5m2 operands (sm_89+).
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"  // cp_async_commit, cp_async_wait
 #include "fp8/quantize_params.h"
 
 namespace kjit::fp8 {
@@ -48,14 +49,6 @@ KJIT_DEVICE void cp_async16(uint32_t dst, const void* src, int src_bytes) {
 KJIT_DEVICE void cp_async4(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
-}
-
-KJIT_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-/// Waits until at most kPending committed groups of this thread are still in flight.
-template <int kPending>
-KJIT_DEVICE void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 /// ldmatrix.x4: lane i gives the address of row i % 8 of matrix i / 8 (16 bytes); register j

@@ -7,6 +7,7 @@
 // attention/sm90.cuh, mla/swa_ptx_sm90.cuh). Callers compile these only for sm_90a
 // (__CUDA_ARCH_FEAT_SM90_ALL).
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"  // cp_async_16, cp_async_commit, cp_async_wait
 
 namespace kjit::sm90 {
 
@@ -234,16 +235,6 @@ KJIT_DEVICE void tma_store_4d(const void* tmap, int32_t x0, int32_t x1, int32_t 
 
 // --- cp.async and plain shared-memory moves --------------------------------------------------
 
-/// 16-byte global → shared copy bypassing L1; `valid` false zero-fills without reading `src`
-/// (which must still be a mapped address).
-KJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-KJIT_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-KJIT_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-/// Waits until at most the newest cp.async group of this thread is still in flight.
-KJIT_DEVICE void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 /// 4-byte global → shared copy through L1 (.ca: .cg takes 16 bytes only); `valid` false
 /// zero-fills without reading `src` (which must still be a mapped address).
 KJIT_DEVICE void cp_async_4(uint32_t dst, const void* src, bool valid) {

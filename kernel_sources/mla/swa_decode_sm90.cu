@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     } else {
       cp_async_commit();
     }
-    cp_async_wait_1();
+    cp_async_wait<1>();
     fence_proxy_async();  // generic-proxy writes (cp.async, q stores) → wgmma reads
     __syncthreads();
 
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     slot_n = slot_nn;
     len_n = len_nn;
   }
-  cp_async_wait_all();  // nothing may be in flight into shared memory at exit
+  cp_async_wait<0>();  // nothing may be in flight into shared memory at exit
 #endif
 }
 

@@ -12,6 +12,7 @@
 //   C (16x8, f32):        c0,c1 = (g, 2t..2t+1)               c2,c3 = (g+8, 2t..2t+1)
 // (the lower k / column in the lower 16 bits of a register).
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"
 
 // mma.sync with E4M3/E5M2 operands (m16n8k32) runs natively on sm_89 and sm_120+ (ptxas expands
 // it into conversions and f16 mma on sm_90/sm_100): there the kernel multiplies the cached fp8
@@ -33,31 +34,6 @@ namespace kjit::mla::swa_detail {
 /// 32-bit shared-memory address of a generic pointer into shared memory.
 KJIT_DEVICE uint32_t smem_u32(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
-/// 16-byte global → shared copy that bypasses L1 (.cg); `valid` false zero-fills the 16 bytes
-/// without reading `src` (which must still be a mapped address).
-KJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
-#if KJIT_HAS_SM80
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#endif
-}
-
-/// Closes this thread's current cp.async group (an empty group is legal).
-KJIT_DEVICE void cp_async_commit() {
-#if KJIT_HAS_SM80
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-/// Waits until at most `kPending` of this thread's cp.async groups are in flight.
-template <int kPending>
-KJIT_DEVICE void cp_async_wait() {
-#if KJIT_HAS_SM80
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
 }
 
 /// bar.sync on named barrier `id` (1..15; 0 is __syncthreads) for `threads` threads (a

@@ -1,0 +1,34 @@
+#pragma once
+// cp.async (sm_80+; PTX ISA "cp.async"): 16-byte global → shared copies that bypass L1, grouped
+// by commit and waited on by count. Shared by every kernel that streams tiles without TMA.
+#include "kjit/config.cuh"
+
+namespace kjit {
+
+/// 16-byte copy to shared address `dst` (.cg: L2 only). With `valid` false nothing is read and
+/// the 16 bytes are zero-filled (src-size 0), so masked rows become finite zeros; `src` must
+/// still be a mapped address (callers pass a clamped in-range row).
+KJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+
+/// Closes this thread's current cp.async group (an empty group is legal and keeps the group
+/// counting uniform).
+KJIT_DEVICE void cp_async_commit() {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+KJIT_DEVICE void cp_async_wait() {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+}  // namespace kjit
