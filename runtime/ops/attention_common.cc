@@ -13,16 +13,6 @@ namespace kjit::attention::detail {
 
 using kjit::detail::fail;
 
-void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device) {
-  kjit::detail::check_rank(op, name, t, rank);
-  check_sizes(op, name, t);
-  kjit::detail::check_dtype(op, name, t, DType::kBF16);
-  kjit::detail::check_device(op, name, t, device);
-  kjit::detail::check_last_dim_contiguous(op, name, t);
-  check_rows_aligned(op, name, t, 16);
-  check_not_null(op, name, t);
-}
-
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device) {
   kjit::detail::check_rank(op, name, t, 1);
   check_sizes(op, name, t);

@@ -19,8 +19,7 @@ using kjit::detail::check_not_null;
 using kjit::detail::check_rows_aligned;
 using kjit::detail::check_sizes;
 
-/// A bf16 tensor of rank `rank` on `device`, last dim contiguous, 16-byte aligned rows.
-void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device);
+using kjit::detail::check_bf16_rows;
 /// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device);
 /// An f32 tensor of rank `rank`, 4-byte aligned, on `device`, with the given leading sizes.

@@ -50,17 +50,6 @@ ProgramSpec make_spec(const ParamMap& params) {
   return spec;
 }
 
-/// A bf16 rank-4 tensor with a contiguous last dim, 16-byte aligned rows, on `device`.
-void check_bf16_rows(const char* name, const TensorRef& t, int device) {
-  kjit::detail::check_rank(kOp, name, t, 4);
-  kjit::detail::check_sizes(kOp, name, t);
-  kjit::detail::check_dtype(kOp, name, t, DType::kBF16);
-  kjit::detail::check_device(kOp, name, t, device);
-  kjit::detail::check_last_dim_contiguous(kOp, name, t);
-  kjit::detail::check_rows_aligned(kOp, name, t, 16);
-  kjit::detail::check_not_null(kOp, name, t);
-}
-
 }  // namespace
 
 namespace detail {
@@ -79,7 +68,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   if (q.device < 0) fail(kOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   DecodeDims d;
   d.device = q.device;
-  check_bf16_rows("q", q, d.device);
+  kjit::detail::check_bf16_rows(kOp, "q", q, 4, d.device);
   d.batch = q.shape[0];
   if (q.shape[1] != 1) {
     fail(kOp, fmt::format("q dim 1 must be 1 (one query token per sequence: [batch, 1, q_heads, head_dim]), "
@@ -93,7 +82,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   }
   if (d.q_heads < 1) fail(kOp, fmt::format("q must have at least one head, got {}", q.describe()));
 
-  check_bf16_rows("k", k, d.device);
+  kjit::detail::check_bf16_rows(kOp, "k", k, 4, d.device);
   check_dim(kOp, "k", k, 0, d.batch, "batch (q dim 0)");
   check_dim(kOp, "k", k, 3, d.head_dim, "head_dim (q dim 3)");
   d.max_kv_len = k.shape[1];
@@ -105,13 +94,13 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   }
   d.group = d.q_heads / d.kv_heads;
 
-  check_bf16_rows("v", v, d.device);
+  kjit::detail::check_bf16_rows(kOp, "v", v, 4, d.device);
   check_dim(kOp, "v", v, 0, d.batch, "batch (q dim 0)");
   check_dim(kOp, "v", v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
   check_dim(kOp, "v", v, 2, d.kv_heads, "kv_heads (k dim 2)");
   check_dim(kOp, "v", v, 3, d.head_dim, "head_dim (q dim 3)");
 
-  check_bf16_rows("out", out, d.device);
+  kjit::detail::check_bf16_rows(kOp, "out", out, 4, d.device);
   check_dim(kOp, "out", out, 0, d.batch, "batch (q dim 0)");
   check_dim(kOp, "out", out, 1, 1, "1 (one query token)");
   check_dim(kOp, "out", out, 2, d.q_heads, "q_heads (q dim 2)");

@@ -88,14 +88,8 @@ void check_strides_nonnegative(const char* name, const TensorRef& t) {
 
 /// A bf16 rank-3 [T, NH, HD] tensor with a contiguous last dim and 16-byte aligned rows.
 void check_bf16_rows(const char* name, const TensorRef& t, int device) {
-  kjit::detail::check_rank(kOp, name, t, 3);
-  kjit::detail::check_sizes(kOp, name, t);
-  kjit::detail::check_dtype(kOp, name, t, DType::kBF16);
-  kjit::detail::check_device(kOp, name, t, device);
-  kjit::detail::check_last_dim_contiguous(kOp, name, t);
+  kjit::detail::check_bf16_rows(kOp, name, t, 3, device);
   check_strides_nonnegative(name, t);
-  kjit::detail::check_rows_aligned(kOp, name, t, 16);
-  kjit::detail::check_not_null(kOp, name, t);
 }
 
 }  // namespace

@@ -85,6 +85,17 @@ inline void check_not_null(const char* op, const char* name, const TensorRef& t)
 inline void check_device(const char* op, const char* name, const TensorRef& t, int device) {
   if (t.device != device) device_failed(op, name, t, device);
 }
+/// A bf16 tensor of rank `rank` on `device` with a contiguous last dimension, 16-byte aligned
+/// rows and a data pointer: what every attention-style kernel loads with 16-byte copies.
+inline void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device) {
+  check_rank(op, name, t, rank);
+  check_sizes(op, name, t);
+  check_dtype(op, name, t, DType::kBF16);
+  check_device(op, name, t, device);
+  check_last_dim_contiguous(op, name, t);
+  check_rows_aligned(op, name, t, 16);
+  check_not_null(op, name, t);
+}
 [[noreturn]] void arch_failed(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why);
 [[noreturn]] void workspace_failed(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
                                    const char* what);
