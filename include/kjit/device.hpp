@@ -29,13 +29,27 @@ struct Target {
   /// target where the arch has one worth using (9.0 → sm_90a, 10.0 → sm_100a), else sm_XY.
   static Target for_compute_capability(int major, int minor);
 
+  // What the arch has: the one place kjit's families, planners and checks decide it.
+  /// mma.sync bf16 (m16n8k16), ldmatrix, cp.async: sm_80+.
+  bool has_bf16_mma() const noexcept { return sm() >= 80; }
+  /// mma.sync with E4M3/E5M2 operands (m16n8k32): sm_89+.
+  bool has_fp8_mma() const noexcept { return sm() >= 89; }
+  /// wgmma, setmaxnreg and the Hopper TMA kernels that use them: the arch-specific sm_90a only
+  /// (sm_100a replaced wgmma with tcgen05).
+  bool has_wgmma() const noexcept { return major == 9 && minor == 0 && arch_specific; }
+  /// Thread-block clusters, distributed shared memory and programmatic dependent launch: sm_90+.
+  bool has_clusters() const noexcept { return sm() >= 90; }
+  bool has_pdl() const noexcept { return sm() >= 90; }
+
   friend bool operator==(const Target& a, const Target& b) noexcept {
     return a.major == b.major && a.minor == b.minor && a.arch_specific == b.arch_specific &&
            a.ptx == b.ptx;
   }
 };
 
-/// Attributes of one device, read once through the driver and cached.
+/// Attributes of one device, read once through the driver and cached: what the planners and
+/// arch checks read (target() and its features, SMs, shared memory, L2, registers). Tests and
+/// tuners fill one by hand to plan for a device that is not present.
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
@@ -48,6 +62,11 @@ struct DeviceInfo {
   int l2_bytes = 0;
   int64_t global_mem_bytes = 0;
   int driver_version = 0;            ///< e.g. 13000
+  int regs_per_sm = 0;               ///< 32-bit registers per SM
+  int regs_per_block = 0;            ///< 32-bit registers a CTA may use
+
+  /// 10 · cc_major + cc_minor (90 on an H200).
+  int sm() const noexcept { return cc_major * 10 + cc_minor; }
 
   /// Target::for_compute_capability(cc_major, cc_minor).
   Target target() const { return Target::for_compute_capability(cc_major, cc_minor); }

@@ -1,12 +1,18 @@
 #pragma once
 /// \file families.hpp
-/// The registry of shipped kernel families. Each family maps a set of named parameters
-/// (head_dim=128, ...) to a ProgramSpec; the typed ops, `kjit compile`, `kjit precompile` and
-/// `kjit kernels` all go through it, so a precompiled cache holds exactly what the ops ask for.
+/// The kernel families kjit ships. Each family is declared once, as data: its parameters and
+/// their values, the constraints between them, which targets a point has a kernel for, the
+/// program (source and name-expression patterns) a point compiles to, and the default set that
+/// `kjit precompile` builds. Everything else is derived from that declaration: ParamMap parsing
+/// and printing, name expressions, `kjit kernels`, the precompile defaults and the enumeration of
+/// every valid point for a target (what a tuner sweeps). The typed ops name their kernels with a
+/// Point, so a precompiled cache holds exactly what the ops ask for.
 
 #include <kjit/runtime.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -14,41 +20,113 @@
 
 namespace kjit {
 
-/// Parameter name → value, e.g. {"head_dim", "128"}.
+/// Parameter name → value text, e.g. {"head_dim", "128"}.
 using ParamMap = std::map<std::string, std::string>;
 
-/// One specialization parameter of a family and the values it accepts.
+/// One value a specialization parameter accepts.
+struct ParamValue {
+  /// Its spelling in a ParamMap, on the command line and in cache metadata ("e4m3", "128x256").
+  std::string text;
+  /// The number the op plans with (head_dim 128, kFormatE4M3, 1 for a true flag).
+  int64_t code = 0;
+  /// Its spelling inside name expressions; empty means the decimal `code`. Several template
+  /// arguments may come from one value: "128, 256" (see FamilyProgram::kernels).
+  std::string targ;
+};
+
+/// One specialization parameter of a family.
 struct FamilyParam {
   std::string name;
-  std::vector<std::string> values;  ///< every accepted value, as text
+  std::vector<ParamValue> values;  ///< every accepted value, in a stable order
   std::string doc;
+
+  /// The values' texts, in order.
+  std::vector<std::string> texts() const;
 };
 
-/// A kernel family: its specialization space and how to turn a point of it into a ProgramSpec.
+/// The most parameters a family may declare (the size of Point).
+inline constexpr int kMaxFamilyParams = 16;
+
+/// A point of a family's space: for each parameter (in declaration order) the index of its value.
+/// Trivially copyable and free of padding, so kernel tables key on its bytes. Unused slots are 0.
+struct Point {
+  uint8_t index[kMaxFamilyParams] = {};
+  friend bool operator==(const Point& a, const Point& b) noexcept;
+  friend bool operator!=(const Point& a, const Point& b) noexcept { return !(a == b); }
+};
+
+/// The program some points of a family compile to: one kernel source and its kernels.
+struct FamilyProgram {
+  /// Points whose parameter `when_param` has the value text `when_value` compile to this program;
+  /// an empty `when_param` takes every point the programs before it did not.
+  std::string when_param;
+  std::string when_value;
+  /// Path inside kernel_sources ("attention/decode.cu").
+  std::string source;
+  /// Name-expression patterns, one per kernel, in the order the op indexes them. "{p}" is
+  /// parameter p's value as a template argument (ParamValue::targ, else its code); "{p:i}" is
+  /// the i-th comma-separated part of that text.
+  std::vector<std::string> kernels;
+};
+
+/// A kernel family: its specialization space, declared as data.
 struct Family {
-  std::string name;
+  std::string name;  ///< "attention.decode": cache metadata, `kjit kernels`, `kjit compile`
   std::string doc;
   std::vector<FamilyParam> params;
-  /// Lowest SM (10 * major + minor) the family compiles for.
+  std::vector<FamilyProgram> programs;
+  /// Lowest SM (10 · major + minor) any point compiles for.
   int min_sm = 80;
-  /// Why the point `params` has no kernel for `target` beyond min_sm ("impl=wgmma needs sm_90a"),
-  /// or "" when it has one. Empty function: every target from min_sm up.
-  std::function<std::string(const ParamMap& params, const Target& target)> unsupported_reason;
-  /// Builds the ProgramSpec. Throws InvalidArgument naming a missing, unknown or out-of-space
-  /// parameter (check_params below does the checking).
-  std::function<ProgramSpec(const ParamMap&)> make;
-  /// The points `kjit precompile` compiles by default (what the shipped ops use for common models).
+  /// Why a combination of values is outside the space ("tile=128x256 is a wgmma tile"), or "".
+  /// Empty function: every combination is inside.
+  std::function<std::string(const Family&, const Point&)> constraint;
+  /// Why a point inside the space has no kernel for `target` beyond min_sm ("impl=wgmma needs
+  /// sm_90a"), or "". Empty function: every target from min_sm up.
+  std::function<std::string(const Family&, const Point&, const Target&)> target_rule;
+  /// The points `kjit precompile` compiles by default (what the shipped ops use for common
+  /// models), as ParamMaps so the declaration reads like the command line.
   std::vector<ParamMap> defaults;
+
+  /// Index of the parameter called `name`, or -1.
+  int param_index(std::string_view name) const noexcept;
+  /// The point for value codes given in parameter order (what an op's planner has). No strings,
+  /// no allocation unless it throws; throws InvalidArgument naming the parameter and code when a
+  /// code is not one of its values (a planner asking for a kernel the family does not declare).
+  Point point(std::initializer_list<int64_t> codes) const;
+  /// The point a ParamMap names. Throws InvalidArgument naming every unknown or missing
+  /// parameter, a value outside its list, or the constraint the combination breaks.
+  Point parse(const ParamMap& params) const;
+  /// The ParamMap of `point` (the inverse of parse).
+  ParamMap params_of(const Point& point) const;
+  /// The value of parameter `param` (an index into `params`) at `point`.
+  const ParamValue& value(const Point& point, int param) const;
+  /// The value of the parameter called `name` at `point`; throws InvalidArgument for an unknown name.
+  const ParamValue& value(const Point& point, std::string_view name) const;
+  /// "head_dim=128 rows=8": every parameter in declaration order (cache metadata, listings).
+  std::string describe(const Point& point) const;
+  /// The program `point` compiles to.
+  const FamilyProgram& program(const Point& point) const;
+  /// The ProgramSpec of `point`: family, template_args (describe), source, name expressions.
+  ProgramSpec spec(const Point& point) const;
+  /// spec(parse(params)): throws what parse throws.
+  ProgramSpec spec(const ParamMap& params) const { return spec(parse(params)); }
+  /// Why `point` is outside the space (constraint), or "".
+  std::string invalid_reason(const Point& point) const;
+  /// Why `point` has no kernel for `target` (below min_sm, or target_rule), or "".
+  std::string unsupported_reason(const Point& point, const Target& target) const;
+  /// unsupported_reason(parse(params), target): throws what parse throws.
+  std::string unsupported_reason(const ParamMap& params, const Target& target) const {
+    return unsupported_reason(parse(params), target);
+  }
+  /// Every point inside the space, in declaration order; with `target`, only those it supports.
+  std::vector<Point> enumerate(const Target* target = nullptr) const;
+  /// `defaults`, parsed.
+  std::vector<Point> default_points() const;
 };
 
-/// All shipped families, in a stable order.
-const std::vector<Family>& families();
+/// All shipped families, in a stable order (the ops' own declarations, not copies).
+const std::vector<std::reference_wrapper<const Family>>& families();
 /// The family called `name`. Throws InvalidArgument listing the known names.
 const Family& family(std::string_view name);
-/// Throws InvalidArgument unless `params` gives exactly `family`'s parameters with accepted values.
-void check_params(const Family& family, const ParamMap& params);
-/// Why `family` at `params` cannot be compiled for `target` (below min_sm, or the family's own
-/// unsupported_reason), or "" when it can.
-std::string unsupported_reason(const Family& family, const ParamMap& params, const Target& target);
 
 }  // namespace kjit

@@ -219,7 +219,7 @@ TEST_F(CliTest, KernelsListsEveryFamily) {
     ASSERT_EQ(jf["params"].size(), f.params.size());
     for (size_t p = 0; p < f.params.size(); ++p) {
       EXPECT_EQ(jf["params"][p]["name"], f.params[p].name);
-      EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].values);
+      EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].texts());
     }
   }
 }
@@ -229,7 +229,7 @@ TEST_F(CliTest, KernelsListsEveryFamily) {
 TEST_F(CliTest, CompileLandsInTheCacheAndTheSecondRunIsCached) {
   const Family& f = test_family();
   const std::string arch = test_arch(f);
-  const ProgramSpec spec = f.make(f.defaults.front());
+  const ProgramSpec spec = f.spec(f.defaults.front());
   // The key the library computes for the same specialization, in this process.
   const std::string expected_key = Runtime::global().key(spec, Target::parse(arch));
 
@@ -279,7 +279,7 @@ TEST_F(CliTest, CompileLandsInTheCacheAndTheSecondRunIsCached) {
 TEST_F(CliTest, CompileEmitsCubinPtxAndSource) {
   const Family& f = test_family();
   const std::string arch = test_arch(f);
-  const ProgramSpec spec = f.make(f.defaults.front());
+  const ProgramSpec spec = f.spec(f.defaults.front());
 
   const fs::path cubin = work_ / "out.cubin";
   ProcessResult r = kjit(compile_args(f, {"--arch", arch, "-o", cubin.string()}));
@@ -354,7 +354,7 @@ TEST_F(CliTest, CompileErrorsNameTheProblem) {
 TEST_F(CliTest, CompileFailuresReportTheNvrtcLog) {
   // A live kernel folder (KJIT_KERNEL_DIR) whose copy of the family's source does not compile.
   const Family& f = test_family();
-  const ProgramSpec spec = f.make(f.defaults.front());
+  const ProgramSpec spec = f.spec(f.defaults.front());
   const std::string source_dir = cmake_cache_value("kjit_SOURCE_DIR");
   ASSERT_FALSE(source_dir.empty());
   const fs::path kernels = work_ / "kernel_sources";
@@ -402,7 +402,7 @@ TEST_F(CliTest, CompileFailuresReportTheNvrtcLog) {
 
 TEST_F(CliTest, PrecompileTwiceCompilesNothingTheSecondTime) {
   // The family with the fewest defaults keeps this quick; no --arch: the machine's default set.
-  const Family* f = &families().front();
+  const Family* f = &families().front().get();
   for (const Family& g : families()) {
     if (!g.defaults.empty() && (f->defaults.empty() || g.defaults.size() < f->defaults.size())) f = &g;
   }
@@ -435,7 +435,7 @@ TEST_F(CliTest, PrecompileTwiceCompilesNothingTheSecondTime) {
     // Each item's key is the key of the family's spec, as the ops would ask for it.
     ParamMap params;
     for (const auto& [k, v] : item["params"].items()) params[k] = v.get<std::string>();
-    EXPECT_EQ(item["key"], Runtime::global().key(f->make(params), Target::parse(item["target"].get<std::string>())));
+    EXPECT_EQ(item["key"], Runtime::global().key(f->spec(params), Target::parse(item["target"].get<std::string>())));
   }
   EXPECT_EQ(keys.size(), expected_items) << "every default specialization is distinct";
   // stderr is not a terminal here: one progress line per item.
@@ -494,7 +494,7 @@ TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
   for (const json& e : j["entries"]) EXPECT_TRUE(e["ok"].get<bool>()) << e.dump();
   r = kjit({"cache", "ls"});
   ASSERT_EQ(r.code, 0) << r.describe();
-  EXPECT_NE(r.out.find(f.make(f.defaults.front()).family), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find(f.spec(f.defaults.front()).family), std::string::npos) << r.describe();
   EXPECT_NE(r.out.find("2 entries"), std::string::npos) << r.describe();
 
   r = kjit({"cache", "verify", "--json"});

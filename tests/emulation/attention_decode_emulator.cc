@@ -12,7 +12,7 @@
 //       -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/decode_emulator && /tmp/decode_emulator
 #include "attention/decode.cu"
 
-#include "runtime/ops/attention_decode.hpp"
+#include "runtime/ops/attention/decode.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_attention.hpp"

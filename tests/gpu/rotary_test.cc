@@ -10,7 +10,7 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/rotary.hpp>
 
-#include "runtime/ops/rotary.hpp"
+#include "runtime/ops/rotary/rotary.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -197,7 +197,8 @@ TEST_P(RotaryGpu, MatchesFloat64Reference) {
   args.rotary_dim = c.rotary_dim;
   args.style = c.style;
 
-  const kjit::detail::RotaryPlan plan = kjit::detail::validate_rotary(args);
+  const kjit::detail::RotaryPlan plan =
+      kjit::detail::RotaryOp::plan(kjit::detail::RotaryOp::validate(args), kjit::device_info(0));
   EXPECT_EQ(plan.vector, c.expect_vector) << "the case meant to exercise the other kernel";
   ASSERT_NO_THROW(kjit::rotary(args, nullptr));
   kt::synchronize();

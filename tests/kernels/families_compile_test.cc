@@ -36,7 +36,7 @@ TEST(FamiliesCompile, DefaultsCompileForEveryCiArch) {
       if (t.sm() < f.min_sm) continue;
       ASSERT_FALSE(f.defaults.empty()) << f.name << " has no default specializations";
       for (const auto& p : f.defaults) {
-        if (kjit::unsupported_reason(f, p, t).empty()) jobs.push_back({&f, p, t});
+        if (f.unsupported_reason(p, t).empty()) jobs.push_back({&f, p, t});
       }
     }
   }
@@ -46,7 +46,7 @@ TEST(FamiliesCompile, DefaultsCompileForEveryCiArch) {
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
       try {
-        auto p = rt.compile(jobs[i].family->make(jobs[i].params), jobs[i].target);
+        auto p = rt.compile(jobs[i].family->spec(jobs[i].params), jobs[i].target);
         std::lock_guard lock(mutex);
         if (p->binary.empty()) failures.push_back(describe(jobs[i]) + ": empty binary");
         for (const auto& k : p->kernels) {
@@ -74,16 +74,16 @@ TEST(FamiliesCompile, RejectParametersOutsideTheSpace) {
   for (const kjit::Family& f : kjit::families()) {
     ASSERT_FALSE(f.params.empty()) << f.name;
     kjit::ParamMap good = f.defaults.at(0);
-    EXPECT_NO_THROW(f.make(good)) << f.name;
+    EXPECT_NO_THROW(f.spec(good)) << f.name;
     kjit::ParamMap unknown = good;
     unknown["no_such_param"] = "1";
-    EXPECT_THROW(f.make(unknown), kjit::InvalidArgument) << f.name;
+    EXPECT_THROW(f.spec(unknown), kjit::InvalidArgument) << f.name;
     kjit::ParamMap missing = good;
     missing.erase(f.params[0].name);
-    EXPECT_THROW(f.make(missing), kjit::InvalidArgument) << f.name;
+    EXPECT_THROW(f.spec(missing), kjit::InvalidArgument) << f.name;
     kjit::ParamMap bad = good;
     bad[f.params[0].name] = "not-a-value";
-    EXPECT_THROW(f.make(bad), kjit::InvalidArgument) << f.name;
+    EXPECT_THROW(f.spec(bad), kjit::InvalidArgument) << f.name;
   }
   EXPECT_THROW(kjit::family("no-such-family"), kjit::InvalidArgument);
 }
@@ -95,11 +95,11 @@ TEST(FamiliesCompile, PointsOutsideTheirTargetsAreRefused) {
     if (p.at("impl") == "wgmma") wgmma = p;
   }
   ASSERT_FALSE(wgmma.empty());
-  EXPECT_EQ(kjit::unsupported_reason(gemm, wgmma, kjit::Target::parse("sm_90a")), "");
+  EXPECT_EQ(gemm.unsupported_reason(wgmma, kjit::Target::parse("sm_90a")), "");
   for (const char* t : {"sm_89", "sm_90", "sm_100a"}) {
-    EXPECT_NE(kjit::unsupported_reason(gemm, wgmma, kjit::Target::parse(t)).find("needs sm_90a"), std::string::npos) << t;
+    EXPECT_NE(gemm.unsupported_reason(wgmma, kjit::Target::parse(t)).find("needs sm_90a"), std::string::npos) << t;
   }
-  EXPECT_NE(kjit::unsupported_reason(gemm, gemm.defaults.back(), kjit::Target::parse("sm_80")).find("sm_89"),
+  EXPECT_NE(gemm.unsupported_reason(gemm.defaults.back(), kjit::Target::parse("sm_80")).find("sm_89"),
             std::string::npos);
 }
 

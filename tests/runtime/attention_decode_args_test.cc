@@ -6,7 +6,7 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/decode_params.h"
-#include "runtime/ops/attention_decode.hpp"
+#include "runtime/ops/attention/decode.hpp"
 
 #include <gtest/gtest.h>
 
@@ -272,13 +272,13 @@ TEST(AttentionDecodeFamily, SpaceAndSpecs) {
   EXPECT_EQ(f.name, "attention.decode");
   EXPECT_EQ(f.min_sm, 80);
   EXPECT_FALSE(f.defaults.empty());
-  const kjit::ProgramSpec spec = f.make({{"head_dim", "256"}, {"rows", "16"}});
+  const kjit::ProgramSpec spec = f.spec({{"head_dim", "256"}, {"rows", "16"}});
   ASSERT_EQ(spec.name_expressions.size(), 2u);
   EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<256, 16>");
   EXPECT_EQ(spec.name_expressions[1], "kjit::attention::decode_merge_kernel<256>");
   EXPECT_EQ(spec.source_name, "attention/decode.cu");
-  EXPECT_THROW(f.make({{"head_dim", "96"}, {"rows", "8"}}), kjit::InvalidArgument);
-  EXPECT_THROW(f.make({{"head_dim", "128"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "96"}, {"rows", "8"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "128"}}), kjit::InvalidArgument);
 }
 
 // Every specialization compiles for the oldest and the H200 arch, and ptxas reports no spills.
@@ -291,7 +291,7 @@ TEST(AttentionDecodeFamily, EverySpecializationCompilesWithoutSpills) {
     for (const char* hd : {"64", "128", "256"}) {
       for (const char* rows : {"8", "16"}) {
         SCOPED_TRACE(testing::Message() << arch << " head_dim=" << hd << " rows=" << rows);
-        const auto prog = rt.compile(f.make({{"head_dim", hd}, {"rows", rows}}), kjit::Target::parse(arch));
+        const auto prog = rt.compile(f.spec({{"head_dim", hd}, {"rows", rows}}), kjit::Target::parse(arch));
         ASSERT_EQ(prog->kernels.size(), 2u);
         for (const auto& k : prog->kernels) {
           std::printf("%s %s: %d registers, %d spill bytes\n", arch, k.name_expression.c_str(), k.registers,

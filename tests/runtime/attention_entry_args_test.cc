@@ -5,7 +5,7 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
-#include "runtime/ops/attention_entry.hpp"
+#include "runtime/ops/attention/entry.hpp"
 
 #include <gtest/gtest.h>
 

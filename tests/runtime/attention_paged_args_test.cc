@@ -6,7 +6,7 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/ops/attention_paged.hpp"
+#include "runtime/ops/attention/paged.hpp"
 
 #include <gtest/gtest.h>
 
@@ -283,17 +283,17 @@ TEST(AttentionPagedFamily, SpaceAndSpecs) {
   const kjit::Family& f = kjit::attention::paged_decode_family();
   EXPECT_EQ(f.name, "attention.paged_decode");
   EXPECT_EQ(f.min_sm, 80);
-  const kjit::ProgramSpec spec = f.make({{"head_dim", "128"}, {"rows", "8"}});
+  const kjit::ProgramSpec spec = f.spec({{"head_dim", "128"}, {"rows", "8"}});
   ASSERT_EQ(spec.name_expressions.size(), 2u);
   EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV>");
   EXPECT_EQ(spec.name_expressions[1], "kjit::attention::decode_merge_kernel<128>");
   EXPECT_EQ(spec.source_name, "attention/decode.cu");
   const kjit::Family& g = kjit::attention::paged_append_family();
   EXPECT_EQ(g.name, "attention.paged_append");
-  const kjit::ProgramSpec app = g.make({{"head_dim", "64"}, {"index", "positions"}});
+  const kjit::ProgramSpec app = g.spec({{"head_dim", "64"}, {"index", "positions"}});
   ASSERT_EQ(app.name_expressions.size(), 1u);
   EXPECT_EQ(app.name_expressions[0], "kjit::attention::paged_append_kernel<64, false>");
-  EXPECT_THROW(g.make({{"head_dim", "64"}, {"index", "rows"}}), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec({{"head_dim", "64"}, {"index", "rows"}}), kjit::InvalidArgument);
   // Registered with the runtime's family list.
   EXPECT_EQ(kjit::family("attention.paged_decode").params.size(), f.params.size());
   EXPECT_EQ(kjit::family("attention.paged_append").params.size(), g.params.size());
@@ -326,7 +326,7 @@ TEST(AttentionPagedFamily, EverySpecializationCompiles) {
       std::string what = j.family->name + " " + j.arch;
       for (const auto& [k, v] : j.params) what += " " + k + "=" + v;
       try {
-        const auto prog = rt.compile(j.family->make(j.params), kjit::Target::parse(j.arch));
+        const auto prog = rt.compile(j.family->spec(j.params), kjit::Target::parse(j.arch));
         std::lock_guard lock(mutex);
         for (const auto& k : prog->kernels) {
           std::printf("%s: %s %d registers, %d spill bytes\n", what.c_str(), k.name_expression.c_str(), k.registers,

@@ -7,7 +7,7 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/prefill_params.h"
-#include "runtime/ops/attention_prefill.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 
 #include <gtest/gtest.h>
 
@@ -280,29 +280,29 @@ TEST(AttentionPrefillFamily, SpaceAndSpecs) {
   const kjit::Family& f = kjit::attention::prefill_family();
   EXPECT_EQ(f.name, "attention.prefill");
   EXPECT_EQ(f.min_sm, 80);
-  const kjit::ProgramSpec spec = f.make({{"head_dim", "128"}, {"block_m", "128"}, {"mask", "bool"}});
+  const kjit::ProgramSpec spec = f.spec({{"head_dim", "128"}, {"block_m", "128"}, {"mask", "bool"}});
   ASSERT_EQ(spec.name_expressions.size(), 1u);
   EXPECT_EQ(spec.name_expressions[0],
             "kjit::attention::prefill_kernel<128, 128, true, kjit::attention::DenseQSchedule, kjit::attention::ContigKV>");
   EXPECT_EQ(spec.source_name, "attention/prefill.cu");
   const kjit::Family& g = kjit::attention::paged_prefill_family();
-  const kjit::ProgramSpec paged = g.make({{"head_dim", "64"}, {"block_m", "64"}});
+  const kjit::ProgramSpec paged = g.spec({{"head_dim", "64"}, {"block_m", "64"}});
   EXPECT_EQ(paged.name_expressions[0],
             "kjit::attention::prefill_kernel<64, 64, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>");
   EXPECT_EQ(paged.source_name, spec.source_name);  // one kernel body
-  EXPECT_THROW(f.make({{"head_dim", "128"}, {"block_m", "32"}, {"mask", "none"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "128"}, {"block_m", "32"}, {"mask", "none"}}), kjit::InvalidArgument);
   EXPECT_EQ(kjit::family("attention.prefill").params.size(), f.params.size());
   EXPECT_EQ(kjit::family("attention.paged_prefill").params.size(), g.params.size());
 
   const kjit::Family& h = kjit::attention::prefill_sm90_family();
   EXPECT_EQ(kjit::family("attention.prefill_sm90").name, h.name);
-  const kjit::ProgramSpec hopper = h.make({{"head_dim", "64"}});
+  const kjit::ProgramSpec hopper = h.spec({{"head_dim", "64"}});
   EXPECT_EQ(hopper.name_expressions[0], "kjit::attention::prefill_sm90_kernel<64>");
   EXPECT_EQ(hopper.source_name, "attention/prefill_sm90.cu");
-  EXPECT_THROW(h.make({{"head_dim", "256"}}), kjit::InvalidArgument);
-  EXPECT_EQ(kjit::unsupported_reason(h, h.defaults[0], kjit::Target::parse("sm_90a")), "");
+  EXPECT_THROW(h.spec({{"head_dim", "256"}}), kjit::InvalidArgument);
+  EXPECT_EQ(h.unsupported_reason(h.defaults[0], kjit::Target::parse("sm_90a")), "");
   for (const char* t : {"sm_80", "sm_89", "sm_90", "sm_100a"}) {
-    EXPECT_NE(kjit::unsupported_reason(h, h.defaults[0], kjit::Target::parse(t)), "") << t;
+    EXPECT_NE(h.unsupported_reason(h.defaults[0], kjit::Target::parse(t)), "") << t;
   }
 }
 
@@ -341,7 +341,7 @@ TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
       std::string what = j.family->name + " " + j.arch;
       for (const auto& [k, v] : j.params) what += " " + k + "=" + v;
       try {
-        const auto prog = rt.compile(j.family->make(j.params), kjit::Target::parse(j.arch));
+        const auto prog = rt.compile(j.family->spec(j.params), kjit::Target::parse(j.arch));
         std::lock_guard lock(mutex);
         for (const auto& k : prog->kernels) {
           std::printf("%s: %d registers, %d spill bytes\n", what.c_str(), k.registers, k.spill_bytes);

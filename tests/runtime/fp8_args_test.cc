@@ -9,8 +9,8 @@
 
 #include "fp8/gemm_params.h"
 #include "fp8/quantize_params.h"
-#include "runtime/ops/fp8_gemm.hpp"
-#include "runtime/ops/fp8_quantize.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
+#include "runtime/ops/fp8/quantize.hpp"
 #include "tools/testing/reference_fp8.hpp"
 
 #include <gtest/gtest.h>
@@ -650,7 +650,7 @@ TEST(Fp8Plan, TilesAndStages) {
   const kjit::ParamMap params = fd::gemm_params(problem(4096, 4096, 4096), forced);
   EXPECT_EQ(params.at("tile"), "128x64");
   EXPECT_EQ(params.at("stages"), "3");
-  EXPECT_NO_THROW(kjit::check_params(f8::gemm_family(), params));
+  EXPECT_NO_THROW(f8::gemm_family().parse(params));
 }
 
 TEST(Fp8Plan, QuantizeLaunches) {
@@ -699,16 +699,16 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   const kjit::Family& q = f8::quantize_family();
   EXPECT_EQ(q.name, "fp8.quantize");
   EXPECT_EQ(q.min_sm, 89);
-  kjit::ProgramSpec s = q.make(fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranTensor, true));
+  kjit::ProgramSpec s = q.spec(fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranTensor, true));
   ASSERT_EQ(s.name_expressions.size(), 4u);
   EXPECT_EQ(s.name_expressions[0], "kjit::fp8::quantize_tensor_kernel<2, 1, false, true>");
   EXPECT_EQ(s.name_expressions[1], "kjit::fp8::quantize_tensor_kernel<2, 1, true, true>");
   EXPECT_EQ(s.name_expressions[2], "kjit::fp8::amax_kernel<2>");
   EXPECT_EQ(s.name_expressions[3], "kjit::fp8::delayed_scaling_kernel<1>");
-  s = q.make(fd::quantize_params(f8::kInBF16, f8::kFormatE4M3, f8::kGranBlock1x128, false));
+  s = q.spec(fd::quantize_params(f8::kInBF16, f8::kFormatE4M3, f8::kGranBlock1x128, false));
   EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::quantize_block_kernel<0, 0, false>");
   EXPECT_EQ(s.source_name, "fp8/quantize.cu");
-  EXPECT_THROW(q.make({{"in", "bf16"}}), kjit::InvalidArgument);
+  EXPECT_THROW(q.spec({{"in", "bf16"}}), kjit::InvalidArgument);
 
   const kjit::Family& g = f8::gemm_family();
   EXPECT_EQ(g.name, "fp8.gemm");
@@ -718,20 +718,20 @@ TEST(Fp8Family, SpecsNameTheKernels) {
     return kjit::ParamMap{{"impl", impl}, {"a", a},       {"b", "e4m3"},   {"out", out},    {"scale", scale},
                           {"tile", tile}, {"stages", st}, {"a_major", am}, {"b_major", bm}};
   };
-  s = g.make(gp("mma", "e5m2", "f32", "block", "128x64", "3", "m", "k"));
+  s = g.spec(gp("mma", "e5m2", "f32", "block", "128x64", "3", "m", "k"));
   ASSERT_EQ(s.name_expressions.size(), 1u);
   EXPECT_EQ(s.name_expressions[0], "kjit::fp8::gemm_kernel<1, 0, true, true, 128, 64, 3, true, false>");
   EXPECT_EQ(s.source_name, "fp8/gemm.cu");
-  s = g.make(gp("wgmma", "e5m2", "bf16", "tensor", "128x256", "4", "k", "k"));
+  s = g.spec(gp("wgmma", "e5m2", "bf16", "tensor", "128x256", "4", "k", "k"));
   EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<1, 0, false, 256, 4>");
   EXPECT_EQ(s.source_name, "fp8/gemm_sm90.cu");
-  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "block", "128x128", "3", "k", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "tensor", "128x256", "3", "k", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.make(gp("mma", "e4m3", "f32", "tensor", "128x128", "6", "k", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "block", "128x128", "4", "k", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "tensor", "128x128", "4", "m", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.make(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k")), kjit::InvalidArgument);
-  for (const auto& d : g.defaults) EXPECT_NO_THROW(g.make(d));
+  EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "block", "128x128", "3", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "128x256", "3", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "128x128", "6", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "block", "128x128", "4", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x128", "4", "m", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k")), kjit::InvalidArgument);
+  for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
   EXPECT_LE(g.defaults.size(), 8u);
 }
@@ -785,7 +785,7 @@ TEST(Fp8Family, CompilesWithoutSpills) {
     for (size_t i; (i = next.fetch_add(1)) < work.size();) {
       const Job& j = work[i];
       try {
-        const auto prog = rt.compile(j.family->make(j.params), j.target);
+        const auto prog = rt.compile(j.family->spec(j.params), j.target);
         std::lock_guard<std::mutex> lock(mutex);
         EXPECT_FALSE(prog->binary.empty()) << j.what;
         for (const auto& k : prog->kernels) {

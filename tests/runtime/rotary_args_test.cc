@@ -8,7 +8,7 @@
 #include <kjit/ops/rotary.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/ops/rotary.hpp"
+#include "runtime/ops/rotary/rotary.hpp"
 
 #include <gtest/gtest.h>
 
@@ -46,10 +46,30 @@ RotaryArgs valid_out_of_place() {
   return a;
 }
 
+/// What the pipeline derives on the host for `a`: validate → plan (on an H200-like device) →
+/// params. No driver call.
+struct HostPlan {
+  kjit::detail::RotaryDims dims;
+  kjit::detail::RotaryPlan plan;
+  kjit::rope::RotaryParams params;
+  bool vector, in_place, positions_i64;
+  uint32_t grid, block;
+};
+
+HostPlan validate_rotary(const RotaryArgs& a) {
+  using Op = kjit::detail::RotaryOp;
+  kjit::DeviceInfo h200;
+  h200.cc_major = 9;
+  h200.sm_count = 132;
+  const kjit::detail::RotaryDims d = Op::validate(a);
+  const kjit::detail::RotaryPlan plan = Op::plan(d, h200);
+  return {d, plan, Op::params(a, d, plan), plan.vector, d.in_place, d.positions_i64, plan.grid, plan.block};
+}
+
 /// Expects InvalidArgument whose message holds every one of `needles`.
 void expect_rejected(const RotaryArgs& a, std::initializer_list<const char*> needles) {
   try {
-    kjit::detail::validate_rotary(a);
+    validate_rotary(a);
     ADD_FAILURE() << "accepted; expected an error mentioning " << *needles.begin();
   } catch (const kjit::InvalidArgument& e) {
     const std::string what = e.what();
@@ -61,7 +81,7 @@ void expect_rejected(const RotaryArgs& a, std::initializer_list<const char*> nee
 }
 
 TEST(RotaryArgs, ValidArgumentsPlanTheVectorKernel) {
-  const auto plan = kjit::detail::validate_rotary(valid_args());
+  const auto plan = validate_rotary(valid_args());
   EXPECT_TRUE(plan.vector);
   EXPECT_TRUE(plan.in_place);
   EXPECT_EQ(plan.params.copy_tail, 0);
@@ -73,7 +93,7 @@ TEST(RotaryArgs, ValidArgumentsPlanTheVectorKernel) {
   EXPECT_TRUE(plan.positions_i64);
   EXPECT_EQ(plan.params.q_out, plan.params.q);
 
-  const auto oop = kjit::detail::validate_rotary(valid_out_of_place());
+  const auto oop = validate_rotary(valid_out_of_place());
   EXPECT_FALSE(oop.in_place);
   EXPECT_EQ(oop.params.copy_tail, 1);
   EXPECT_EQ(oop.params.k_out, addr(0x700000));
@@ -83,7 +103,7 @@ TEST(RotaryArgs, OutputsEqualToInputsAreInPlace) {
   RotaryArgs a = valid_args();
   a.q_out = a.q;
   a.k_out = a.k;
-  const auto plan = kjit::detail::validate_rotary(a);
+  const auto plan = validate_rotary(a);
   EXPECT_TRUE(plan.in_place);
   EXPECT_EQ(plan.params.copy_tail, 0);
 }
@@ -93,56 +113,56 @@ TEST(RotaryArgs, ScalarFallbacks) {
   a.rotary_dim = 40;  // rotary_dim / 2 = 20: not a multiple of 8
   a.cos.shape[1] = a.sin.shape[1] = 20;
   a.cos.strides[0] = a.sin.strides[0] = 20;
-  EXPECT_FALSE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_FALSE(validate_rotary(a).vector);
 
   a = valid_args();
   a.q.data = addr(0x100008);  // 8-byte aligned only
-  EXPECT_FALSE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_FALSE(validate_rotary(a).vector);
 
   a = valid_args();
   a.k.strides[1] = kD + 2;  // head rows 4-byte aligned only
   a.k.strides[0] = kHk * (kD + 2);
-  EXPECT_FALSE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_FALSE(validate_rotary(a).vector);
 
   a = valid_out_of_place();
   a.k_out.data = addr(0x700002);
-  EXPECT_FALSE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_FALSE(validate_rotary(a).vector);
 
   a = valid_args();
   a.cos.data = addr(0x300004);
-  EXPECT_FALSE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_FALSE(validate_rotary(a).vector);
 
   // A stride of a size-1 dim does not matter.
   a = valid_args();
   a.k = TensorRef(addr(0x200000), DType::kBF16, {kT, 1, kD}, {kD, 3, 1});
-  EXPECT_TRUE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_TRUE(validate_rotary(a).vector);
 
   // rotary_dim 32 of 128 is 16-aligned: vector, with 64 pass-through dims.
   a = valid_out_of_place();
   a.rotary_dim = 32;
   a.cos = TensorRef(addr(0x300000), DType::kF32, {kMaxPos, 16});
   a.sin = TensorRef(addr(0x400000), DType::kF32, {kMaxPos, 16});
-  EXPECT_TRUE(kjit::detail::validate_rotary(a).vector);
+  EXPECT_TRUE(validate_rotary(a).vector);
 }
 
 TEST(RotaryArgs, EmptyCallsPlanNoLaunch) {
   RotaryArgs a = valid_args();
   a.q.shape[0] = a.k.shape[0] = a.positions.shape[0] = 0;
-  EXPECT_EQ(kjit::detail::validate_rotary(a).grid, 0u);
+  EXPECT_EQ(validate_rotary(a).grid, 0u);
   a.rotary_dim = 40;
   a.cos.shape[1] = a.sin.shape[1] = 20;
   a.cos.strides[0] = a.sin.strides[0] = 20;
-  EXPECT_EQ(kjit::detail::validate_rotary(a).grid, 0u);
+  EXPECT_EQ(validate_rotary(a).grid, 0u);
 }
 
 TEST(RotaryArgs, KIsOptional) {
   RotaryArgs a = valid_args();
   a.k = TensorRef();
-  const auto plan = kjit::detail::validate_rotary(a);
+  const auto plan = validate_rotary(a);
   EXPECT_EQ(plan.params.kv_heads, 0);
   EXPECT_EQ(plan.params.k, nullptr);
   a.q_out = TensorRef(addr(0x600000), DType::kBF16, {kT, kHq, kD});
-  EXPECT_NO_THROW(kjit::detail::validate_rotary(a));
+  EXPECT_NO_THROW(validate_rotary(a));
 }
 
 TEST(RotaryArgs, RejectsQ) {
@@ -329,21 +349,21 @@ TEST(RotaryFamily, SpaceAndNameExpressions) {
   EXPECT_EQ(f.min_sm, 80);
   EXPECT_GE(f.defaults.size(), 2u);
   EXPECT_LE(f.defaults.size(), 8u);
-  const kjit::ProgramSpec spec = f.make({{"style", "gptj"}, {"head_dim", "80"}, {"pos", "i32"}});
+  const kjit::ProgramSpec spec = f.spec({{"style", "gptj"}, {"head_dim", "80"}, {"pos", "i32"}});
   ASSERT_EQ(spec.name_expressions.size(), 2u);
   EXPECT_EQ(spec.name_expressions[0], "kjit::rope::rotary_kernel<80, 1, int>");
   EXPECT_EQ(spec.name_expressions[1], "kjit::rope::rotary_scalar_kernel<80, 1, int>");
   EXPECT_EQ(spec.source_name, "rotary/rotary.cu");
   EXPECT_EQ(spec.family, "rotary");
-  EXPECT_THROW(f.make({{"style", "neox"}, {"head_dim", "100"}, {"pos", "i32"}}), kjit::InvalidArgument);
-  EXPECT_THROW(f.make({{"style", "neox"}, {"head_dim", "128"}}), kjit::InvalidArgument);
-  EXPECT_THROW(f.make({{"style", "rope"}, {"head_dim", "128"}, {"pos", "i64"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"style", "neox"}, {"head_dim", "100"}, {"pos", "i32"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"style", "neox"}, {"head_dim", "128"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"style", "rope"}, {"head_dim", "128"}, {"pos", "i64"}}), kjit::InvalidArgument);
   // Every head dim the validator accepts is in the family's space and vice versa.
   std::vector<std::string> dims;
   for (int d : kjit::detail::kRotaryHeadDims) dims.push_back(std::to_string(d));
   for (const auto& p : f.params) {
     if (p.name == "head_dim") {
-      EXPECT_EQ(p.values, dims);
+      EXPECT_EQ(p.texts(), dims);
     }
   }
 }
@@ -370,7 +390,7 @@ TEST(RotaryFamily, NonDefaultSpecializationsCompileWithoutSpills) {
   };
   for (const Job& j : jobs) {
     std::shared_ptr<const kjit::CompiledProgram> p;
-    ASSERT_NO_THROW(p = rt.compile(f.make(j.params), kjit::Target::parse(j.arch))) << j.arch;
+    ASSERT_NO_THROW(p = rt.compile(f.spec(j.params), kjit::Target::parse(j.arch))) << j.arch;
     ASSERT_EQ(p->kernels.size(), 2u);
     for (const auto& k : p->kernels) {
       EXPECT_EQ(k.spill_bytes, 0) << j.arch << " " << k.name_expression;

@@ -7,7 +7,7 @@
 #include <kjit/runtime.hpp>
 
 #include "mla/swa_decode_params.h"
-#include "runtime/ops/swa_decode.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
 
 #include <gtest/gtest.h>
 
@@ -408,27 +408,27 @@ TEST(SwaDecodeFamily, SpaceAndSpecs) {
   EXPECT_EQ(f.name, "mla.swa_decode");
   EXPECT_EQ(f.min_sm, 80);
   ASSERT_FALSE(f.defaults.empty());
-  for (const auto& d : f.defaults) EXPECT_NO_THROW(kjit::check_params(f, d));
+  for (const auto& d : f.defaults) EXPECT_NO_THROW(f.parse(d));
   const kjit::ProgramSpec spec =
-      f.make({{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}});
+      f.spec({{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}});
   ASSERT_EQ(spec.name_expressions.size(), 2u);
   EXPECT_EQ(spec.name_expressions[0], "kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1>");
   EXPECT_EQ(spec.name_expressions[1], "kjit::mla::swa_merge_kernel<512>");
   EXPECT_EQ(spec.source_name, "mla/swa_decode.cu");
   EXPECT_EQ(spec.family, "mla.swa_decode");
-  EXPECT_THROW(f.make({{"head_dim", "256"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}}),
+  EXPECT_THROW(f.spec({{"head_dim", "256"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}}),
                kjit::InvalidArgument);
-  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}}),
+  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}}),
                kjit::InvalidArgument);
   // Group 64: the sm_90a wgmma kernel, its own source, one kernel, the whole window in one tile.
   const kjit::ProgramSpec w =
-      f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "64"}, {"cache", "e5m2"}});
+      f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "64"}, {"cache", "e5m2"}});
   ASSERT_EQ(w.name_expressions.size(), 1u);
   EXPECT_EQ(w.name_expressions[0], "kjit::mla::swa_decode_wgmma_kernel<512, 64, 1>");
   EXPECT_EQ(w.source_name, "mla/swa_decode_sm90.cu");
-  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}}),
+  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}}),
                kjit::InvalidArgument);
-  EXPECT_THROW(f.make({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e4m3"}}),
+  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e4m3"}}),
                kjit::InvalidArgument);
 }
 
@@ -442,10 +442,10 @@ void compile_and_check(kjit::Runtime& rt, const kjit::ParamMap& params, const ch
   const bool wgmma = params.at("group") == "64";
   if (wgmma && !(target.sm() == 90 && target.arch_specific)) {
     // The wgmma kernel exists for sm_90a only: the family says so instead of compiling.
-    EXPECT_NE(kjit::unsupported_reason(f, params, target).find("needs sm_90a"), std::string::npos);
+    EXPECT_NE(f.unsupported_reason(params, target).find("needs sm_90a"), std::string::npos);
     return;
   }
-  const auto prog = rt.compile(f.make(params), target);
+  const auto prog = rt.compile(f.spec(params), target);
   ASSERT_EQ(prog->kernels.size(), wgmma ? 1u : 2u);
   EXPECT_FALSE(prog->binary.empty());
   for (const auto& k : prog->kernels) {

@@ -7,7 +7,7 @@
 #include <kjit/kjit.hpp>
 
 #include "runtime/driver.hpp"
-#include "runtime/ops/rotary.hpp"
+#include "runtime/ops/rotary/rotary.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 
@@ -107,18 +107,19 @@ int main(int argc, char** argv) {
     kjit::rotary(a, nullptr);  // compile/load once
     kjit::testing::synchronize();
     // The raw launch replays what the op launches: its plan gives the kernel, grid and Params.
-    const auto plan = kjit::detail::plan_rotary(a, kjit::Runtime::global());
+    const auto launch = kjit::detail::launch_value<kjit::detail::RotaryOp>(a, {}, kjit::Runtime::global());
+    const auto& step = launch.step<0>();
     const auto& d = kjit::detail::driver();
     CUlaunchConfig config{};
-    config.gridDimX = plan.config.grid[0];
-    config.gridDimY = plan.config.grid[1];
-    config.gridDimZ = plan.config.grid[2];
-    config.blockDimX = plan.config.block[0];
-    config.blockDimY = plan.config.block[1];
-    config.blockDimZ = plan.config.block[2];
-    config.sharedMemBytes = plan.config.dynamic_smem_bytes;
-    auto params = plan.params;
-    const CUfunction function = plan.kernel->function();
+    config.gridDimX = step.config.grid[0];
+    config.gridDimY = step.config.grid[1];
+    config.gridDimZ = step.config.grid[2];
+    config.blockDimX = step.config.block[0];
+    config.blockDimY = step.config.block[1];
+    config.blockDimZ = step.config.block[2];
+    config.sharedMemBytes = step.config.dynamic_smem_bytes;
+    auto params = step.params;
+    const CUfunction function = step.kernel->function();
     auto raw = [&] {
       void* args[] = {&params};
       d.cuLaunchKernelEx(&config, function, args, nullptr);
@@ -160,7 +161,7 @@ int main(int argc, char** argv) {
     kjit::Runtime cold(c);
     for (const kjit::Family& f : kjit::families()) {
       for (const auto& params : f.defaults) {
-        kjit::ProgramSpec spec = f.make(params);
+        kjit::ProgramSpec spec = f.spec(params);
         const auto t0 = Clock::now();
         cold.compile(spec, dev.target());
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

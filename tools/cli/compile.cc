@@ -55,13 +55,13 @@ int run_compile(const CompileOptions& o) {
   const Family& family = kjit::family(o.family);
   Target target = o.arch.empty() ? default_targets().front() : Target::parse(o.arch);
   const ParamMap params = parse_params(o.params);
-  const ProgramSpec spec = family.make(params);
+  const ProgramSpec spec = family.spec(params);
 
   if (o.emit == "ptx") target.ptx = true;
   if (o.emit == "cubin" && target.ptx) {
     throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
   }
-  if (std::string why = unsupported_reason(family, params, target); !why.empty()) throw Unsupported(why);
+  if (std::string why = family.unsupported_reason(params, target); !why.empty()) throw Unsupported(why);
   if (output().json && o.output_path == "-") {
     throw InvalidArgument("--json and -o - would both write to stdout; name a file with -o");
   }

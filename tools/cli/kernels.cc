@@ -13,19 +13,20 @@ struct KernelsOptions {
 std::string sm_text(int sm) { return fmt::format("sm_{}", sm); }
 
 int run_kernels(const KernelsOptions& options) {
-  const std::vector<Family>& all = families();
+  const auto& all = families();
   if (output().json) {
     nlohmann::json list = nlohmann::json::array();
     for (const Family& f : all) {
       nlohmann::json params = nlohmann::json::array();
       for (const FamilyParam& p : f.params) {
-        params.push_back({{"name", p.name}, {"values", p.values}, {"doc", p.doc}});
+        params.push_back({{"name", p.name}, {"values", p.texts()}, {"doc", p.doc}});
       }
       nlohmann::json defaults = nlohmann::json::array();
       for (const ParamMap& d : f.defaults) defaults.push_back(params_json(d));
       list.push_back({{"name", f.name},
                       {"doc", f.doc},
                       {"min_sm", f.min_sm},
+                      {"points", f.enumerate().size()},
                       {"params", params},
                       {"default_count", f.defaults.size()},
                       {"defaults", defaults}});
@@ -39,12 +40,13 @@ int run_kernels(const KernelsOptions& options) {
     if (i > 0) fmt::print("\n");
     fmt::print("{}\n", f.name);
     if (!f.doc.empty()) fmt::print("  {}\n", f.doc);
-    fmt::print("  min {}, {} default specialization{}\n", sm_text(f.min_sm), f.defaults.size(),
-               f.defaults.size() == 1 ? "" : "s");
+    const size_t points = f.enumerate().size();
+    fmt::print("  min {}, {} specialization{} in its space, {} default{}\n", sm_text(f.min_sm), points,
+               points == 1 ? "" : "s", f.defaults.size(), f.defaults.size() == 1 ? "" : "s");
     size_t width = 0;
     for (const FamilyParam& p : f.params) width = std::max(width, p.name.size());
     for (const FamilyParam& p : f.params) {
-      fmt::print("  {:<{}}  {}", p.name, width, fmt::join(p.values, " | "));
+      fmt::print("  {:<{}}  {}", p.name, width, fmt::join(p.texts(), " | "));
       if (!p.doc.empty()) fmt::print("   ({})", p.doc);
       fmt::print("\n");
     }

@@ -123,7 +123,7 @@ int run_precompile(const PrecompileOptions& o) {
         continue;
       }
       for (const ParamMap& params : f->defaults) {
-        if (std::string why = unsupported_reason(*f, params, target); !why.empty()) {
+        if (std::string why = f->unsupported_reason(params, target); !why.empty()) {
           skipped.push_back({{"family", f->name}, {"target", target.str()}, {"reason", why}});
           continue;
         }
@@ -159,7 +159,7 @@ int run_precompile(const PrecompileOptions& o) {
       Item& item = items[i];
       const auto start = std::chrono::steady_clock::now();
       try {
-        const ProgramSpec spec = item.family->make(*item.params);
+        const ProgramSpec spec = item.family->spec(*item.params);
         const std::shared_ptr<const CompiledProgram> program = runtime.compile(spec, item.target);
         item.key = program->key;
         // A program already seen in this process carries the origin of its first arrival, so

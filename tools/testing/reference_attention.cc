@@ -259,7 +259,7 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
   args.scale = c.scale;
   args.num_splits = c.num_splits;
 
-  const size_t ws_bytes = attention::decode_workspace_bytes(args, runtime);
+  const size_t ws_bytes = attention::decode_workspace_bytes(args);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
   ws.fill(0xFF);  // unwritten partials would surface as NaN
   attention::decode(args, ws.get(), ws_bytes, nullptr, runtime);
@@ -596,7 +596,7 @@ AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtim
     a.scale = c.scale;
     a.block_m = c.block_m;
     a.variant = c.variant;
-    const size_t ws_bytes = attention::attention_workspace_bytes(a, runtime);
+    const size_t ws_bytes = attention::attention_workspace_bytes(a);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
     ws.fill(0xFF);
     attention::attention(a, ws.get(), ws_bytes, nullptr, runtime);
@@ -720,7 +720,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq, 1}, {}, 0);
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
-    const size_t ws_bytes = attention::attention_workspace_bytes(a, runtime);
+    const size_t ws_bytes = attention::attention_workspace_bytes(a);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
     ws.fill(0xFF);
     attention::attention(a, ws.get(), ws_bytes, nullptr, runtime);
@@ -733,7 +733,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {}, 0);
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
-    const size_t ws_bytes = attention::paged_decode_workspace_bytes(a, runtime);
+    const size_t ws_bytes = attention::paged_decode_workspace_bytes(a);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
     ws.fill(0xFF);
     attention::paged_decode(a, ws.get(), ws_bytes, nullptr, runtime);
@@ -823,7 +823,7 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
     a.causal = c.causal;
     a.out = out;
     if (c.lse) a.lse = lse;
-    const size_t need = attention::attention_workspace_bytes(a, runtime);
+    const size_t need = attention::attention_workspace_bytes(a);
     if (need != plan.workspace_bytes) throw kjit::Error("attention_workspace_bytes differs from the plan's");
     attention::attention(a, ws.get(), plan.workspace_bytes, nullptr, runtime);
   } else {

@@ -314,7 +314,7 @@ SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
   a.num_splits = c.num_splits;
   a.head_group = c.head_group;
 
-  const size_t ws_bytes = mla::swa_decode_workspace_bytes(a, runtime);
+  const size_t ws_bytes = mla::swa_decode_workspace_bytes(a);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
   ws.fill(0xFF);
   mla::swa_decode(a, ws.get(), ws_bytes, nullptr, runtime);

@@ -75,7 +75,7 @@ struct DecodeArgs {
 /// num_splits and the device's SM count, so a caller can size it once per shape bucket. Throws
 /// what decode() throws for invalid arguments; DriverError without a driver (unless
 /// num_splits == 1, which needs no device query).
-size_t decode_workspace_bytes(const DecodeArgs& args, Runtime& runtime = Runtime::global());
+size_t decode_workspace_bytes(const DecodeArgs& args);
 
 /// Runs GQA decode on `stream`. `workspace` must hold decode_workspace_bytes(args) bytes (16-byte
 /// aligned; may be null when that is 0). Never allocates or synchronizes (graph-capturable).
@@ -158,7 +158,7 @@ struct PagedDecodeArgs {
 /// Bytes of workspace paged_decode() needs (split partials; 0 for one split). Depends on the
 /// shapes, num_splits, kv_len_hint and the SM count. Throws what paged_decode throws for invalid
 /// arguments, DriverError without a driver (unless num_splits == 1).
-size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, Runtime& runtime = Runtime::global());
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args);
 
 /// Runs paged decode on `stream` (the decode kernel with a page-table KV source: the same
 /// split-KV + merge as decode()). `workspace`: paged_decode_workspace_bytes(args) bytes,
@@ -338,7 +338,7 @@ enum class AttentionKind { kDecode, kPagedDecode, kPrefill, kPagedPrefill };
 AttentionKind attention_kind(const AttentionArgs& args);
 
 /// Bytes of workspace attention() needs (decode split partials, or the ragged plan's map).
-size_t attention_workspace_bytes(const AttentionArgs& args, Runtime& runtime = Runtime::global());
+size_t attention_workspace_bytes(const AttentionArgs& args);
 
 /// Runs the call on `stream` through the kernel its arguments name (see AttentionArgs) and the
 /// variant chosen for the device. For a ragged call `workspace` is the one the plan was uploaded

@@ -71,7 +71,7 @@ struct SwaDecodeArgs {
 /// T · NH · splits · (HD + 1) floats when the plan splits the window, else 0). Depends only on
 /// the shapes, num_splits, head_group and the device's SM count. Throws what swa_decode's
 /// validation throws, DriverError when the device cannot be queried.
-size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& runtime = Runtime::global());
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args);
 
 /// Runs the decode on `stream`. `workspace` must hold swa_decode_workspace_bytes(args) bytes,
 /// 16-byte aligned (null is fine when that is 0). Never allocates or synchronizes

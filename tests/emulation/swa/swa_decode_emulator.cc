@@ -19,7 +19,7 @@
 //   done
 #include "mla/swa_decode.cu"
 
-#include "runtime/ops/swa_decode.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_swa.hpp"

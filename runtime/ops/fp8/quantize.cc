@@ -1,6 +1,6 @@
 // kjit::fp8::quantize: validate → (driver) context, arch check → planner → kernel table →
 // [memset amax] → kernel(s).
-#include "runtime/ops/fp8_quantize.hpp"
+#include "runtime/ops/fp8/quantize.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -52,39 +52,7 @@ int parse_index(const std::string& value, std::initializer_list<const char*> nam
 }
 
 ProgramSpec make_spec(const ParamMap& params) {
-  check_params(quantize_family(), params);
-  const int in = parse_index(params.at("in"), {"bf16", "f16", "f32"});
-  const int fmt = parse_index(params.at("fmt"), {"e4m3", "e5m2"});
-  const int gran = parse_index(params.at("granularity"), {"tensor", "row", "block1x128", "block128x128"});
-  const bool pow2 = params.at("pow2") == "1";
-  const char* p2 = pow2 ? "true" : "false";
-  ProgramSpec spec;
-  spec.family = "fp8.quantize";
-  spec.template_args = fmt::format("in={} fmt={} granularity={} pow2={}", in_name(in), fmt_name(fmt),
-                                   gran_name(gran), pow2 ? 1 : 0);
-  spec.source_name = "fp8/quantize.cu";
-  switch (gran) {
-    case kGranTensor:
-      // Order matters: the op launches kernel(0) (given multiplier), kernel(2) then kernel(1)
-      // (dynamic), and Linear launches kernel(3).
-      spec.name_expressions = {
-          fmt::format("kjit::fp8::quantize_tensor_kernel<{}, {}, false, {}>", in, fmt, p2),
-          fmt::format("kjit::fp8::quantize_tensor_kernel<{}, {}, true, {}>", in, fmt, p2),
-          fmt::format("kjit::fp8::amax_kernel<{}>", in),
-          fmt::format("kjit::fp8::delayed_scaling_kernel<{}>", fmt),
-      };
-      break;
-    case kGranRow:
-      spec.name_expressions = {fmt::format("kjit::fp8::quantize_row_kernel<{}, {}, {}>", in, fmt, p2)};
-      break;
-    case kGranBlock1x128:
-      spec.name_expressions = {fmt::format("kjit::fp8::quantize_block_kernel<{}, {}, {}>", in, fmt, p2)};
-      break;
-    default:
-      spec.name_expressions = {fmt::format("kjit::fp8::quantize_tile_kernel<{}, {}, {}>", in, fmt, p2)};
-      break;
-  }
-  return spec;
+  return quantize_family().spec(quantize_family().parse(params));
 }
 
 /// A rank-2 tensor on `device` whose rows start 16-byte aligned and are contiguous.
@@ -331,34 +299,6 @@ QuantizePlan plan_quantize(const QuantizeProblem& q, int sm) {
 }
 
 }  // namespace detail
-
-const Family& quantize_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "fp8.quantize";
-    f.doc = "FP8 quantization bf16/f16/f32 -> e4m3/e5m2 with amax; per tensor, row, 1x128 or 128x128 block "
-            "(kernel_sources/fp8/quantize.cu)";
-    f.params = {
-        {"in", {"bf16", "f16", "f32"}, "input element type"},
-        {"fmt", {"e4m3", "e5m2"}, "output FP8 format"},
-        {"granularity", {"tensor", "row", "block1x128", "block128x128"}, "which elements share a multiplier"},
-        {"pow2", {"0", "1"}, "1: round multipliers down to powers of two (UE8M0 scales)"},
-    };
-    f.min_sm = detail::kFp8MinSm;
-    f.make = make_spec;
-    // bf16 activations and weights in e4m3 at every granularity (per-tensor delayed/dynamic
-    // scaling, per-token, DeepSeek-V3 1x128 activations and 128x128 weights), and e5m2 gradients.
-    f.defaults = {
-        detail::quantize_params(kInBF16, kFormatE4M3, kGranTensor, false),
-        detail::quantize_params(kInBF16, kFormatE4M3, kGranRow, false),
-        detail::quantize_params(kInBF16, kFormatE4M3, kGranBlock1x128, false),
-        detail::quantize_params(kInBF16, kFormatE4M3, kGranBlock128x128, false),
-        detail::quantize_params(kInBF16, kFormatE5M2, kGranTensor, false),
-    };
-    return f;
-  }();
-  return family;
-}
 
 namespace {
 

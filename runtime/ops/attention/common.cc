@@ -1,4 +1,4 @@
-#include "runtime/ops/attention_common.hpp"
+#include "runtime/ops/attention/common.hpp"
 
 #include <kjit/error.hpp>
 

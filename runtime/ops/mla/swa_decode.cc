@@ -1,7 +1,7 @@
 // kjit::mla::swa_decode: validate → (driver) context, arch check → planner → kernel table →
 // decode kernel (+ merge kernel when the window is split), or on Hopper the persistent wgmma
 // kernel (head group 64).
-#include "runtime/ops/swa_decode.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -39,35 +39,7 @@ struct Choice {
 const char* cache_name(int cache) { return cache == kSwaCacheE5M2 ? "e5m2" : "e4m3"; }
 
 ProgramSpec make_spec(const ParamMap& params) {
-  check_params(swa_decode_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const std::string& group = params.at("group");
-  const std::string& tile = params.at("kv_tile");
-  const std::string& window = params.at("window");
-  const std::string& cache = params.at("cache");
-  const int cache_id = cache == "e5m2" ? kSwaCacheE5M2 : kSwaCacheE4M3;
-  ProgramSpec spec;
-  spec.family = kFamily;
-  spec.template_args =
-      fmt::format("head_dim={} group={} kv_tile={} window={} cache={}", head_dim, group, tile, window, cache);
-  if (group == "64") {
-    // The Hopper wgmma kernel: one program, one kernel, the whole window in one tile.
-    if (tile != "128" || std::stoi(window) > kSwaWgmmaTile) {
-      kjit::detail::fail(kFamily, fmt::format("group=64 (the sm_90a wgmma kernel) takes kv_tile=128 and window 64 or "
-                                              "128, got kv_tile={} window={}",
-                                              tile, window));
-    }
-    spec.source_name = "mla/swa_decode_sm90.cu";
-    spec.name_expressions = {
-        fmt::format("kjit::mla::swa_decode_wgmma_kernel<{}, {}, {}>", head_dim, window, cache_id)};
-    return spec;
-  }
-  spec.source_name = "mla/swa_decode.cu";
-  // Order matters: the op launches kernel(0) for the decode and kernel(1) for the merge.
-  spec.name_expressions = {
-      fmt::format("kjit::mla::swa_decode_kernel<{}, {}, {}, {}, {}>", head_dim, group, tile, window, cache_id),
-      fmt::format("kjit::mla::swa_merge_kernel<{}>", head_dim)};
-  return spec;
+  return swa_decode_family().spec(swa_decode_family().parse(params));
 }
 
 void check_pointer_aligned(const char* name, const TensorRef& t, int bytes) {
@@ -315,45 +287,7 @@ void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t work
 
 }  // namespace detail
 
-const Family& swa_decode_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = kFamily;
-    f.doc = "fp8 sliding-window MLA decode attention (K = V, paged E4M3/E5M2 cache + per-token bf16 inverse "
-            "scale, window indices): fused mma.sync kernel plus split merge (kernel_sources/mla/swa_decode.cu); group 64 "
-            "is the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu)";
-    f.params = {
-        {"head_dim", {"512"}, "latent dimension (elements)"},
-        {"group",
-         {"16", "32", "64"},
-         "query heads per CTA: 16 / 32 the mma.sync kernel (four warps per 16 heads share one KV slice); 64 the "
-         "sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: kv_tile 128, window <= 128)"},
-        {"kv_tile", {"64", "128"}, "window positions one CTA holds in shared memory"},
-        {"window", {"64", "128", "256", "512"}, "window size W (length of an indices row)"},
-        {"cache", {"e4m3", "e5m2"}, "fp8 format of the cache bytes"},
-    };
-    f.min_sm = kMinSm;
-    f.make = make_spec;
-    f.unsupported_reason = [](const ParamMap& params, const Target& target) -> std::string {
-      auto group = params.find("group");
-      if (group != params.end() && group->second == "64" && !(target.sm() == 90 && target.arch_specific)) {
-        return fmt::format("mla.swa_decode group=64 (the wgmma kernel) needs sm_90a; the target is {}", target.str());
-      }
-      return {};
-    };
-    // DeepSeek-V4 decode (HD 512, W 128, E4M3): group 16 for small batches, 32 for large ones;
-    // on sm_90a the wgmma kernel (group 64).
-    f.defaults = {
-        {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
-        {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
-        {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
-    };
-    return f;
-  }();
-  return family;
-}
-
-size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, Runtime& /*runtime*/) {
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
   const detail::SwaDims d = detail::validate_swa_decode(args);
   if (d.tokens == 0) return 0;
   const DeviceInfo& info = device_info(d.device);

@@ -5,25 +5,14 @@
 /// every rejection and every plan without a GPU.
 
 #include <kjit/families.hpp>
+
+#include "runtime/families/mla.hpp"
 #include <kjit/ops/swa_decode.hpp>
 
 #include <cstddef>
 #include <cstdint>
 
 namespace kjit::mla {
-
-/// The "mla.swa_decode" family (kernel_sources/mla/swa_decode.cu). Parameters:
-///   head_dim  512
-///   group     16 | 32 | 64     query heads per CTA (4 warps per 16); 64 = the sm_90a wgmma
-///                              kernel (mla/swa_decode_sm90.cu; kv_tile 128, window ≤ 128)
-///   kv_tile   64 | 128         window positions one CTA holds (longer slices are split)
-///   window    64 | 128 | 256 | 512   the indices row length W
-///   cache     e4m3 | e5m2      fp8 format of the cache bytes
-/// Each specialization of groups 16 / 32 is one program with two kernels: [0]
-/// swa_decode_kernel<...>, [1] swa_merge_kernel<head_dim> (the split combine); group 64 is one
-/// kernel, swa_decode_wgmma_kernel<head_dim, window, cache>. min_sm 80 (mma.sync, cp.async); sm_89+
-/// converts E4M3 with cvt.f16x2.e4m3x2, sm_80 with bit operations.
-const Family& swa_decode_family();
 
 namespace detail {
 

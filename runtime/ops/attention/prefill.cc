@@ -1,6 +1,6 @@
 // kjit::attention::prefill and kjit::attention::paged_prefill: validate → (driver) context, arch
 // → tile choice / plan → kernel table → the split-Q prefill kernel.
-#include "runtime/ops/attention_prefill.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -9,7 +9,7 @@
 #include "attention/prefill_params.h"
 #include "attention/prefill_sm90_params.h"
 #include "runtime/driver.hpp"
-#include "runtime/ops/attention_entry.hpp"
+#include "runtime/ops/attention/entry.hpp"
 #include "runtime/ops/kernel_table.hpp"
 #include "runtime/ops/validate.hpp"
 
@@ -42,43 +42,15 @@ struct PagedChoice {
 };
 
 ProgramSpec make_prefill_spec(const ParamMap& params) {
-  check_params(prefill_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const std::string& block_m = params.at("block_m");
-  const bool mask = params.at("mask") == "bool";
-  ProgramSpec spec;
-  spec.family = "attention.prefill";
-  spec.template_args = fmt::format("head_dim={} block_m={} mask={}", head_dim, block_m, params.at("mask"));
-  spec.source_name = "attention/prefill.cu";
-  spec.name_expressions = {fmt::format(
-      "kjit::attention::prefill_kernel<{}, {}, {}, kjit::attention::DenseQSchedule, kjit::attention::ContigKV>",
-      head_dim, block_m, mask ? "true" : "false")};
-  return spec;
+  return prefill_family().spec(prefill_family().parse(params));
 }
 
 ProgramSpec make_paged_spec(const ParamMap& params) {
-  check_params(paged_prefill_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const std::string& block_m = params.at("block_m");
-  ProgramSpec spec;
-  spec.family = "attention.paged_prefill";
-  spec.template_args = fmt::format("head_dim={} block_m={}", head_dim, block_m);
-  spec.source_name = "attention/prefill.cu";
-  spec.name_expressions = {fmt::format(
-      "kjit::attention::prefill_kernel<{}, {}, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>",
-      head_dim, block_m)};
-  return spec;
+  return paged_prefill_family().spec(paged_prefill_family().parse(params));
 }
 
 ProgramSpec make_prefill_sm90_spec(const ParamMap& params) {
-  check_params(prefill_sm90_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  ProgramSpec spec;
-  spec.family = "attention.prefill_sm90";
-  spec.template_args = fmt::format("head_dim={}", head_dim);
-  spec.source_name = "attention/prefill_sm90.cu";
-  spec.name_expressions = {fmt::format("kjit::attention::prefill_sm90_kernel<{}>", head_dim)};
-  return spec;
+  return prefill_sm90_family().spec(prefill_sm90_family().parse(params));
 }
 
 bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
@@ -298,80 +270,6 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
 }
 
 }  // namespace detail
-
-const Family& prefill_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.prefill";
-    f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V: split-Q mma.sync kernel, causal (run-time "
-            "flag), optional bool mask (kernel_sources/attention/prefill.cu, DenseQSchedule + ContigKV)";
-    f.params = {
-        {"head_dim", {"64", "128", "256"}, "head dimension (elements)"},
-        {"block_m", {"64", "128"}, "query rows per CTA"},
-        {"mask", {"none", "bool"}, "bool keep-mask (2-D or 3-D) read per element"},
-    };
-    f.min_sm = kMinSm;
-    f.make = make_prefill_spec;
-    f.defaults = {
-        {{"head_dim", "128"}, {"block_m", "128"}, {"mask", "none"}},
-        {{"head_dim", "128"}, {"block_m", "64"}, {"mask", "none"}},
-        {{"head_dim", "64"}, {"block_m", "128"}, {"mask", "none"}},
-        {{"head_dim", "256"}, {"block_m", "128"}, {"mask", "none"}},
-    };
-    return f;
-  }();
-  return family;
-}
-
-const Family& prefill_sm90_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.prefill_sm90";
-    f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V on Hopper: TMA producer warpgroup, two wgmma "
-            "consumer warpgroups, causal or full (run-time flag), chunked, LSE (kernel_sources/attention/"
-            "prefill_sm90.cu; sm_90a only)";
-    f.params = {
-        {"head_dim", {"64", "128"}, "head dimension (elements)"},
-    };
-    f.min_sm = 90;
-    f.make = make_prefill_sm90_spec;
-    // wgmma and setmaxnreg exist only in the sm_90a feature set; elsewhere the source compiles
-    // to an empty stub, so there is nothing to build.
-    f.unsupported_reason = [](const ParamMap&, const Target& target) -> std::string {
-      if (!(target.sm() == 90 && target.arch_specific)) {
-        return fmt::format("attention.prefill_sm90 needs sm_90a; the target is {}", target.str());
-      }
-      return {};
-    };
-    f.defaults = {
-        {{"head_dim", "128"}},
-        {{"head_dim", "64"}},
-    };
-    return f;
-  }();
-  return family;
-}
-
-const Family& paged_prefill_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.paged_prefill";
-    f.doc = "Ragged GQA prefill over a paged bf16 KV cache: the prefill kernel with a packed Q schedule "
-            "(q_tile_to_batch / q_tile_to_index work map) and the PagedKV source (kernel_sources/attention/prefill.cu)";
-    f.params = {
-        {"head_dim", {"64", "128", "256"}, "head dimension (elements)"},
-        {"block_m", {"64", "128"}, "query rows per work item (the plan's tile_rows)"},
-    };
-    f.min_sm = kMinSm;
-    f.make = make_paged_spec;
-    f.defaults = {
-        {{"head_dim", "128"}, {"block_m", "128"}},
-        {{"head_dim", "128"}, {"block_m", "64"}},
-    };
-    return f;
-  }();
-  return family;
-}
 
 namespace {
 

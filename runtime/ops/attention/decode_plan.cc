@@ -1,15 +1,7 @@
-// kjit::attention::decode: validate → (driver) context, arch check → split planner → kernel
-// table → decode kernel (+ merge kernel when split).
-#include "runtime/ops/attention_decode.hpp"
+// kjit::attention::decode, the pure steps: validation and the split-KV planner.
+#include "runtime/ops/attention/decode.hpp"
 
-#include <kjit/device.hpp>
 #include <kjit/error.hpp>
-#include <kjit/launch.hpp>
-
-#include "attention/decode_params.h"
-#include "runtime/driver.hpp"
-#include "runtime/ops/kernel_table.hpp"
-#include "runtime/ops/validate.hpp"
 
 #include <fmt/format.h>
 
@@ -18,37 +10,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
 
 namespace kjit::attention {
 namespace {
 
-constexpr const char* kOp = "kjit::attention::decode";
-constexpr int kMinSm = 80;
+constexpr const char* kOp = detail::DecodeOp::kInfo.name;
 /// Planner costs in units of one KV tile streamed by one CTA (see plan_decode).
 constexpr int64_t kCtaOverheadTiles = 2;  // launch + first DRAM round trip + epilogue
 constexpr int64_t kMergeCostTiles = 2;    // the merge kernel's launch and its partial traffic
 constexpr int kMaxAutoSplits = 256;
-
-/// The POD specialization key of the op's kernel table (zero-initialized before it is filled).
-struct Choice {
-  int32_t head_dim;
-  int32_t rows;
-};
-
-ProgramSpec make_spec(const ParamMap& params) {
-  check_params(decode_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const std::string& rows = params.at("rows");
-  ProgramSpec spec;
-  spec.family = "attention.decode";
-  spec.template_args = fmt::format("head_dim={} rows={}", head_dim, rows);
-  spec.source_name = "attention/decode.cu";
-  // Order matters: the op launches kernel(0) for the decode and kernel(1) for the merge.
-  spec.name_expressions = {fmt::format("kjit::attention::decode_kernel<{}, {}>", head_dim, rows),
-                           fmt::format("kjit::attention::decode_merge_kernel<{}>", head_dim)};
-  return spec;
-}
 
 }  // namespace
 
@@ -150,6 +120,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
 
   if (!std::isfinite(args.scale)) fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
   if (args.num_splits < 0) fail(kOp, fmt::format("num_splits must be >= 0 (0 = auto), got {}", args.num_splits));
+  d.requested_splits = args.num_splits;
 
   // The kernels index tokens, heads and rows with 32-bit integers.
   constexpr int64_t kMax = INT32_MAX / 2;
@@ -216,149 +187,10 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   return plan;
 }
 
-void launch_decode_merge(const Kernel& merge_kernel, const DecodeParams& p, const DeviceInfo& info, CUstream stream) {
-  DecodeMergeParams m{};
-  m.o_part = p.o_part;
-  m.lse_part = p.lse_part;
-  m.out = p.out;
-  m.lse = p.lse;
-  m.out_stride_b = p.out_stride_b;
-  m.out_stride_h = p.out_stride_h;
-  m.lse_stride_b = p.lse_stride_b;
-  m.lse_stride_h = p.lse_stride_h;
-  m.batch = p.batch;
-  m.q_heads = p.q_heads;
-  m.num_splits = p.num_splits;
-  LaunchConfig merge;
-  merge.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(int64_t{p.batch} * p.q_heads, kDecodeMergeRowsPerCta));
-  merge.block[0] = kDecodeMergeThreads;
-  merge.stream = stream;
-  // sm_90+: the merge launches while the decode grid drains (the decode kernel signals after its
-  // KV loop; the merge waits for the grid before reading the partials), hiding its launch latency.
-  merge.overlap_previous = info.cc_major >= 9;
-  launch(merge_kernel, merge, m);
-}
-
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes) {
   kjit::detail::check_workspace(kOp, plan.workspace_bytes, workspace, workspace_bytes,
                                 "the KV split partials (decode_workspace_bytes)");
 }
 
 }  // namespace detail
-
-const Family& decode_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.decode";
-    f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: split-KV mma.sync kernel "
-            "plus merge (kernel_sources/attention/decode.cu)";
-    f.params = {
-        {"head_dim", {"64", "128", "256"}, "head dimension (elements)"},
-        {"rows", {"8", "16"}, "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16"},
-    };
-    f.min_sm = kMinSm;
-    f.make = make_spec;
-    // Llama-3/Mistral/Qwen (hd128, group 4–8), small models (hd64), Gemma (hd256, group 2–8),
-    // MHA-heavy or group-16 models (hd128 rows 16).
-    f.defaults = {
-        {{"head_dim", "128"}, {"rows", "8"}},
-        {{"head_dim", "64"}, {"rows", "8"}},
-        {{"head_dim", "256"}, {"rows", "8"}},
-        {{"head_dim", "128"}, {"rows", "16"}},
-    };
-    return f;
-  }();
-  return family;
-}
-
-namespace {
-
-/// The plan for `d` on `device` (reads the cached DeviceInfo).
-detail::DecodePlan plan_for_device(const detail::DecodeDims& d, int requested_splits, const DeviceInfo& info) {
-  return detail::plan_decode(d, requested_splits, info.sm_count,
-                             detail::decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
-}
-
-}  // namespace
-
-size_t decode_workspace_bytes(const DecodeArgs& args, Runtime& /*runtime*/) {
-  const detail::DecodeDims d = detail::validate_decode(args);
-  if (args.num_splits == 1 || d.batch == 0) return 0;
-  const DeviceInfo& info = device_info(d.device);
-  return plan_for_device(d, args.num_splits, info).workspace_bytes;
-}
-
-void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream, Runtime& runtime) {
-  // All argument checks come before the first driver call.
-  const detail::DecodeDims d = detail::validate_decode(args);
-  const CUcontext context = kjit::detail::ensure_context(d.device);
-  const DeviceInfo& info = device_info(d.device);
-  kjit::detail::check_arch(kOp, info, d.device, kMinSm, "mma.sync bf16, cp.async");
-  if (d.batch == 0) return;
-  const detail::DecodePlan plan = plan_for_device(d, args.num_splits, info);
-  detail::check_decode_workspace(plan, workspace, workspace_bytes);
-  if (plan.ctas > INT32_MAX) {
-    kjit::detail::fail(kOp, fmt::format("{} CTAs exceed one launch; split the batch", plan.ctas));
-  }
-
-  Choice choice{};
-  choice.head_dim = static_cast<int32_t>(d.head_dim);
-  choice.rows = plan.rows;
-  static kjit::detail::KernelTable<Choice> table;
-  const LoadedProgram& program = table.get(runtime, context, choice, [&choice] {
-    return make_spec({{"head_dim", std::to_string(choice.head_dim)}, {"rows", std::to_string(choice.rows)}});
-  });
-
-  const float scale = args.scale != 0.f ? args.scale : 1.f / std::sqrt(static_cast<float>(d.head_dim));
-  DecodeParams p{};
-  p.q = args.q.data;
-  p.k = args.k.data;
-  p.v = args.v.data;
-  p.kv_lens = d.has_kv_lens ? static_cast<const int32_t*>(args.kv_lens.data) : nullptr;
-  p.mask = d.has_mask ? static_cast<const uint8_t*>(args.mask.data) : nullptr;
-  p.out = args.out.data;
-  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  if (plan.num_splits > 1) {
-    p.o_part = static_cast<float*>(workspace);
-    p.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.o_part_bytes);
-  }
-  p.q_stride_b = args.q.strides[0];
-  p.q_stride_h = args.q.strides[2];
-  p.k_stride_b = args.k.strides[0];
-  p.k_stride_l = args.k.strides[1];
-  p.k_stride_h = args.k.strides[2];
-  p.v_stride_b = args.v.strides[0];
-  p.v_stride_l = args.v.strides[1];
-  p.v_stride_h = args.v.strides[2];
-  if (d.has_mask) {
-    p.mask_stride_b = args.mask.strides[0];
-    p.mask_stride_l = args.mask.strides[1];
-  }
-  p.out_stride_b = args.out.strides[0];
-  p.out_stride_h = args.out.strides[2];
-  if (d.has_lse) {
-    p.lse_stride_b = args.lse.strides[0];
-    p.lse_stride_h = args.lse.strides[1];
-  }
-  p.batch = static_cast<int32_t>(d.batch);
-  p.q_heads = static_cast<int32_t>(d.q_heads);
-  p.kv_heads = static_cast<int32_t>(d.kv_heads);
-  p.group = static_cast<int32_t>(d.group);
-  p.max_kv_len = static_cast<int32_t>(d.max_kv_len);
-  p.num_splits = plan.num_splits;
-  p.split_tokens = plan.split_tokens;
-  p.m_tiles = plan.m_tiles;
-  p.scale_log2 = scale * 1.4426950408889634f;
-
-  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(d.head_dim));
-  LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(plan.ctas);
-  config.block[0] = static_cast<uint32_t>(shape.threads);
-  config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  config.stream = stream;
-  launch(program.kernel(0), config, p);
-
-  if (plan.num_splits > 1) detail::launch_decode_merge(program.kernel(1), p, info, stream);
-}
-
 }  // namespace kjit::attention

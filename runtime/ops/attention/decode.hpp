@@ -1,35 +1,21 @@
 #pragma once
-/// \file runtime/ops/attention_decode.hpp
-/// Internals of kjit::attention::decode (include/kjit/ops/attention.hpp): the "attention.decode"
-/// kernel family, the host-only validation step and the split-KV planner, exposed so tests can
-/// check every rejection and every plan without a GPU.
+/// \file runtime/ops/attention/decode.hpp
+/// kjit::attention::decode (include/kjit/ops/attention.hpp) as an op of the pipeline
+/// (runtime/ops/pipeline.hpp): the pure validate and split-KV plan steps (decode_plan.cc) and the
+/// launch value (decode.cc), exposed so tests check every rejection and plan without a GPU. The
+/// paged decode reuses the planner and the merge step.
 
-#include <kjit/families.hpp>
 #include <kjit/device.hpp>
-#include <kjit/launch.hpp>
 #include <kjit/ops/attention.hpp>
 
 #include "attention/decode_params.h"
+#include "runtime/families/attention.hpp"
+#include "runtime/ops/pipeline.hpp"
 
 #include <cstddef>
 #include <cstdint>
 
 namespace kjit::attention {
-
-/// The "attention.decode" family (kernel_sources/attention/decode.cu). Parameters:
-///   head_dim  64 | 128 | 256
-///   rows      8 | 16   query heads per CTA: 8 when q_heads / kv_heads ≤ 8, else 16
-/// Each specialization is one program with two kernels: [0] decode_kernel<head_dim, rows>,
-/// [1] decode_merge_kernel<head_dim> (the split-KV combine). min_sm 80 (mma.sync bf16, cp.async).
-const Family& decode_family();
-
-// The attention family's other kernel families (runtime/families.cc lists them all; each is
-// documented where its op lives: runtime/ops/attention_paged.hpp, attention_prefill.hpp).
-const Family& paged_decode_family();
-const Family& paged_append_family();
-const Family& prefill_family();
-const Family& prefill_sm90_family();
-const Family& paged_prefill_family();
 
 namespace detail {
 
@@ -45,6 +31,7 @@ struct DecodeDims {
   bool has_kv_lens = false;
   bool has_mask = false;
   bool has_lse = false;
+  int requested_splits = 0;  ///< DecodeArgs::num_splits (0 = choose)
 };
 
 /// Checks `args` against the contract in include/kjit/ops/attention.hpp. Pure host code: no
@@ -54,6 +41,7 @@ DecodeDims validate_decode(const DecodeArgs& args);
 
 /// How a decode runs: the specialization, the split-KV partition and the workspace it needs.
 struct DecodePlan {
+  kjit::detail::Choice choice;  ///< the decode family and point; no family for an empty batch
   int rows = 8;            ///< query heads per CTA (the `rows` family parameter)
   int m_tiles = 1;         ///< ceil(group / rows)
   int num_splits = 1;      ///< KV splits per sequence (1: no merge kernel, no workspace)
@@ -80,14 +68,33 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
                        int ctas_per_sm);
 
-/// Launches decode_merge_kernel (`merge_kernel`) over the split partials the decode kernel wrote
-/// for `p` (p.o_part, p.lse_part, p.num_splits > 1) into p.out / p.lse, on `stream` right after
-/// the decode kernel: overlapped with it through programmatic dependent launch on sm_90+.
-void launch_decode_merge(const Kernel& merge_kernel, const DecodeParams& p, const DeviceInfo& info, CUstream stream);
+/// The merge step over the split partials the decode kernel wrote for `p` (p.o_part, p.lse_part,
+/// p.num_splits > 1) into p.out / p.lse, launched right after the decode kernel: overlapped with
+/// it through programmatic dependent launch where the device has it.
+kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kernel, const DecodeParams& p,
+                                                         const DeviceInfo& info);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);
+
+/// kjit::attention::decode in the op pipeline.
+struct DecodeOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", 80, "mma.sync bf16, cp.async"};
+  using Args = DecodeArgs;
+  using Dims = DecodeDims;
+  using Plan = DecodePlan;
+  using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
+
+  static Dims validate(const Args& args) { return validate_decode(args); }
+  /// plan_decode on the device's SMs (decode_ctas_per_sm slots each), and the family point.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// The decode kernel's Params for `args` under `plan` with the split partials in `workspace`.
+  static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
+  /// Checks the workspace and the grid, then the decode step and (split) the merge step.
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
 
 }  // namespace detail
 }  // namespace kjit::attention

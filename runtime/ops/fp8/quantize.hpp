@@ -5,6 +5,8 @@
 /// rejection and plan without a GPU; plus the delayed-scaling update the Linear launches.
 
 #include <kjit/families.hpp>
+
+#include "runtime/families/fp8.hpp"
 #include <kjit/ops/fp8.hpp>
 
 #include "fp8/quantize_params.h"
@@ -14,17 +16,6 @@
 #include <cstdint>
 
 namespace kjit::fp8 {
-
-/// The "fp8.quantize" family (kernel_sources/fp8/quantize.cu). Parameters:
-///   in           bf16 | f16 | f32
-///   fmt          e4m3 | e5m2
-///   granularity  tensor | row | block1x128 | block128x128
-///   pow2         0 | 1      round multipliers down to powers of two
-/// Kernels of a specialization: tensor → [0] quantize_tensor_kernel (given multiplier),
-/// [1] quantize_tensor_kernel (dynamic), [2] amax_kernel, [3] delayed_scaling_kernel;
-/// row → [0] quantize_row_kernel; block1x128 → [0] quantize_block_kernel; block128x128 →
-/// [0] quantize_tile_kernel. min_sm 89.
-const Family& quantize_family();
 
 namespace detail {
 

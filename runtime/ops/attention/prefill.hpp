@@ -6,31 +6,16 @@
 /// tests can check every rejection and plan without a GPU.
 
 #include <kjit/families.hpp>
+
+#include "runtime/families/attention.hpp"
 #include <kjit/ops/attention.hpp>
 
-#include "runtime/ops/attention_common.hpp"
+#include "runtime/ops/attention/common.hpp"
 
 #include <cstdint>
 #include <string>
 
 namespace kjit::attention {
-
-/// The "attention.prefill" family: prefill_kernel<head_dim, block_m, mask, DenseQSchedule,
-/// ContigKV>. Parameters:
-///   head_dim  64 | 128 | 256
-///   block_m   64 | 128      query rows per CTA
-///   mask      none | bool   (causal is a run-time flag of every specialization)
-/// min_sm 80 (mma.sync bf16, ldmatrix, cp.async).
-const Family& prefill_family();
-
-/// The "attention.prefill_sm90" family: prefill_sm90_kernel<head_dim> (TMA + wgmma, warp-
-/// specialized). Parameters: head_dim 64 | 128 (causal is a run-time flag). min_sm 90; the
-/// kernel exists only for sm_90a (unsupported_reason says so for every other target).
-const Family& prefill_sm90_family();
-
-/// The "attention.paged_prefill" family: prefill_kernel<head_dim, block_m, false,
-/// PackedQSchedule, PagedKV>. Parameters: head_dim 64 | 128 | 256, block_m 64 | 128.
-const Family& paged_prefill_family();
 
 namespace detail {
 

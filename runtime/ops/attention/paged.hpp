@@ -5,26 +5,16 @@
 /// split planner, exposed so tests can check every rejection and plan without a GPU.
 
 #include <kjit/families.hpp>
+
+#include "runtime/families/attention.hpp"
 #include <kjit/ops/attention.hpp>
 
-#include "runtime/ops/attention_common.hpp"
-#include "runtime/ops/attention_decode.hpp"
+#include "runtime/ops/attention/common.hpp"
+#include "runtime/ops/attention/decode.hpp"
 
 #include <cstdint>
 
 namespace kjit::attention {
-
-/// The "attention.paged_decode" family: kernel_sources/attention/decode.cu with the PagedKV
-/// source. Parameters:
-///   head_dim  64 | 128 | 256
-///   rows      8 | 16   query heads per CTA: 8 when q_heads / kv_heads ≤ 8, else 16
-/// Kernels: [0] decode_kernel<head_dim, rows, PagedKV>, [1] decode_merge_kernel<head_dim>.
-const Family& paged_decode_family();
-
-/// The "attention.paged_append" family (kernel_sources/attention/paged_append.cu). Parameters:
-///   head_dim  64 | 128 | 256
-///   index     positions | indptr   (per-token batch_indices + positions, or append_indptr)
-const Family& paged_append_family();
 
 namespace detail {
 

@@ -1,7 +1,7 @@
 // kjit::fp8::gemm: validate (layouts, operand swap) → (driver) context, arch check → tile
 // planner → kernel table → gemm kernel. Also kjit::fp8::Linear, which strings quantize, gemm and
 // the delayed-scaling update together over buffers it allocates once.
-#include "runtime/ops/fp8_gemm.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -10,7 +10,7 @@
 #include "fp8/gemm_sm90_params.h"
 #include "fp8/quantize_params.h"
 #include "runtime/driver.hpp"
-#include "runtime/ops/fp8_quantize.hpp"
+#include "runtime/ops/fp8/quantize.hpp"
 #include "runtime/ops/kernel_table.hpp"
 #include "runtime/ops/validate.hpp"
 
@@ -37,51 +37,7 @@ struct Choice {
 const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
 
 ProgramSpec make_spec(const ParamMap& params) {
-  check_params(gemm_family(), params);
-  const bool wgmma = params.at("impl") == "wgmma";
-  const int fa = params.at("a") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
-  const int fb = params.at("b") == "e4m3" ? kFormatE4M3 : kFormatE5M2;
-  const bool out_f32 = params.at("out") == "f32";
-  const bool block = params.at("scale") == "block";
-  const std::string& tile = params.at("tile");
-  const int bm = tile == "64x64" ? 64 : 128;
-  const int bn = tile == "128x256" ? 256 : tile == "128x128" ? 128 : 64;
-  const int stages = std::stoi(params.at("stages"));
-  const bool a_trans = params.at("a_major") == "m";
-  const bool b_trans = params.at("b_major") == "n";
-  auto reject = [&](const char* why) {
-    throw InvalidArgument(fmt::format("fp8.gemm: impl={} tile={} scale={} stages={} a_major={} b_major={}: {}",
-                                      params.at("impl"), tile, params.at("scale"), stages, params.at("a_major"),
-                                      params.at("b_major"), why));
-  };
-  if (wgmma) {
-    if (block) reject("the wgmma kernel takes tensorwise scales only");
-    if (a_trans || b_trans) reject("the wgmma kernel reads FP8 operands K-major only (a_major=k, b_major=k)");
-    if (bn < 128 || bm != 128) reject("wgmma tiles are 128x128 and 128x256");
-  } else {
-    if (bn == 256) reject("tile=128x256 is a wgmma tile");
-    if (stages > 4) reject("the mma.sync kernel takes 2..4 stages");
-    if (block && bn == 128) {
-      reject("tile=128x128 is not available with scale=block (two accumulator sets of a 128x128 tile do not fit "
-             "the register file); use 128x64 or 64x64");
-    }
-  }
-  auto b = [](bool v) { return v ? "true" : "false"; };
-  ProgramSpec spec;
-  spec.family = "fp8.gemm";
-  spec.template_args = fmt::format("impl={} a={} b={} out={} scale={} tile={} stages={} a_major={} b_major={}",
-                                   params.at("impl"), params.at("a"), params.at("b"), params.at("out"),
-                                   params.at("scale"), tile, stages, params.at("a_major"), params.at("b_major"));
-  if (wgmma) {
-    spec.source_name = "fp8/gemm_sm90.cu";
-    spec.name_expressions = {
-        fmt::format("kjit::fp8::gemm_sm90_kernel<{}, {}, {}, {}, {}>", fa, fb, b(out_f32), bn, stages)};
-  } else {
-    spec.source_name = "fp8/gemm.cu";
-    spec.name_expressions = {fmt::format("kjit::fp8::gemm_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", fa, fb,
-                                         b(out_f32), b(block), bm, bn, stages, b(a_trans), b(b_trans))};
-  }
-  return spec;
+  return gemm_family().spec(gemm_family().parse(params));
 }
 
 struct Operand {
@@ -632,52 +588,6 @@ ParamMap gemm_params(const GemmProblem& g, const GemmPlan& plan) {
 }
 
 }  // namespace detail
-
-const Family& gemm_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "fp8.gemm";
-    f.doc = "FP8 GEMM on pre-quantized operands, mma.sync m16n8k32 e4m3/e5m2 -> f32, tensor/channel or "
-            "1x128/128x128 block scales (kernel_sources/fp8/gemm.cu)";
-    f.params = {
-        {"impl", {"mma", "wgmma"}, "mma: mma.sync m16n8k32 kernel (sm_89+); wgmma: TMA + wgmma kernel (sm_90a)"},
-        {"a", {"e4m3", "e5m2"}, "format of A"},
-        {"b", {"e4m3", "e5m2"}, "format of B"},
-        {"out", {"bf16", "f32"}, "output element type"},
-        {"scale", {"tensor", "block"}, "tensor: per-tensor/row/column scales; block: 1x128 (A) and 128x128 (B)"},
-        {"tile", {"64x64", "128x64", "128x128", "128x256"},
-         "CTA tile M x N (mma: the first three, scale=block: 64x64 or 128x64; wgmma: 128x128 or 128x256)"},
-        {"stages", {"2", "3", "4", "5", "6"}, "pipeline stages of 128 k (mma: 2..4)"},
-        {"a_major", {"k", "m"}, "A stored [M, K] (k) or [K, M] (m)"},
-        {"b_major", {"k", "n"}, "B stored [N, K] (k) or [K, N] (n)"},
-    };
-    f.min_sm = detail::kFp8MinSm;
-    f.make = make_spec;
-    // The wgmma kernel exists only for sm_90a; elsewhere its source compiles to an empty stub.
-    f.unsupported_reason = [](const ParamMap& params, const Target& target) -> std::string {
-      auto impl = params.find("impl");
-      if (impl != params.end() && impl->second == "wgmma" && !(target.sm() == 90 && target.arch_specific)) {
-        return fmt::format("fp8.gemm impl=wgmma needs sm_90a; the target is {}", target.str());
-      }
-      return {};
-    };
-    auto p = [](const char* impl, const char* scale, const char* tile, const char* stages) {
-      return ParamMap{{"impl", impl}, {"a", "e4m3"},      {"b", "e4m3"},    {"out", "bf16"},   {"scale", scale},
-                      {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
-    };
-    // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
-    // at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
-    // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
-    f.defaults = {
-        p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
-        p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
-        p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
-        p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),
-    };
-    return f;
-  }();
-  return family;
-}
 
 void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   // All argument checks come before the first driver call.

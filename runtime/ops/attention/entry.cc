@@ -1,13 +1,13 @@
 // kjit::attention::attention: classify the call → resolve the variant for the device → run the
 // op (decode, paged_decode, prefill, paged_prefill) with the call's tensors.
-#include "runtime/ops/attention_entry.hpp"
+#include "runtime/ops/attention/entry.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 
-#include "runtime/ops/attention_decode.hpp"
-#include "runtime/ops/attention_paged.hpp"
-#include "runtime/ops/attention_prefill.hpp"
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/validate.hpp"
 
 #include <fmt/format.h>
@@ -234,12 +234,12 @@ AttentionVariant env_variant() {
 
 AttentionKind attention_kind(const AttentionArgs& args) { return detail::classify_attention(args); }
 
-size_t attention_workspace_bytes(const AttentionArgs& args, Runtime& runtime) {
+size_t attention_workspace_bytes(const AttentionArgs& args) {
   switch (detail::classify_attention(args)) {
     case AttentionKind::kDecode:
-      return decode_workspace_bytes(to_decode(args), runtime);
+      return decode_workspace_bytes(to_decode(args));
     case AttentionKind::kPagedDecode:
-      return paged_decode_workspace_bytes(to_paged_decode(args), runtime);
+      return paged_decode_workspace_bytes(to_paged_decode(args));
     case AttentionKind::kPrefill:
       detail::validate_prefill(to_prefill(args));
       return 0;

@@ -1,6 +1,6 @@
 // kjit::attention::paged_decode (validate → context, arch → split plan → kernel table → decode
 // kernel with the PagedKV source (+ merge)) and kjit::attention::append_paged_kv.
-#include "runtime/ops/attention_paged.hpp"
+#include "runtime/ops/attention/paged.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -38,31 +38,11 @@ struct AppendChoice {
 };
 
 ProgramSpec make_decode_spec(const ParamMap& params) {
-  check_params(paged_decode_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const std::string& rows = params.at("rows");
-  ProgramSpec spec;
-  spec.family = "attention.paged_decode";
-  spec.template_args = fmt::format("head_dim={} rows={}", head_dim, rows);
-  spec.source_name = "attention/decode.cu";
-  // Order matters: kernel(0) is the decode, kernel(1) the merge.
-  spec.name_expressions = {
-      fmt::format("kjit::attention::decode_kernel<{}, {}, kjit::attention::PagedKV>", head_dim, rows),
-      fmt::format("kjit::attention::decode_merge_kernel<{}>", head_dim)};
-  return spec;
+  return paged_decode_family().spec(paged_decode_family().parse(params));
 }
 
 ProgramSpec make_append_spec(const ParamMap& params) {
-  check_params(paged_append_family(), params);
-  const std::string& head_dim = params.at("head_dim");
-  const bool indptr = params.at("index") == "indptr";
-  ProgramSpec spec;
-  spec.family = "attention.paged_append";
-  spec.template_args = fmt::format("head_dim={} index={}", head_dim, params.at("index"));
-  spec.source_name = "attention/paged_append.cu";
-  spec.name_expressions = {
-      fmt::format("kjit::attention::paged_append_kernel<{}, {}>", head_dim, indptr ? "true" : "false")};
-  return spec;
+  return paged_append_family().spec(paged_append_family().parse(params));
 }
 
 bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
@@ -200,43 +180,6 @@ AppendDims validate_append(const AppendPagedKVArgs& args) {
 
 }  // namespace detail
 
-const Family& paged_decode_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.paged_decode";
-    f.doc = "GQA decode attention over a paged bf16 KV cache (page pools + CSR page table): the split-KV "
-            "mma.sync decode kernel with the PagedKV source, plus merge (kernel_sources/attention/decode.cu)";
-    // The same kernel body over another KV source: the same specialization space and defaults.
-    f.params = decode_family().params;
-    f.min_sm = kMinSm;
-    f.make = make_decode_spec;
-    f.defaults = decode_family().defaults;
-    return f;
-  }();
-  return family;
-}
-
-const Family& paged_append_family() {
-  static const Family family = [] {
-    Family f;
-    f.name = "attention.paged_append";
-    f.doc = "Append new bf16 K/V tokens into the page pools of a paged KV cache "
-            "(kernel_sources/attention/paged_append.cu)";
-    f.params = {
-        {"head_dim", {"64", "128", "256"}, "head dimension (elements)"},
-        {"index", {"positions", "indptr"}, "per-token batch_indices + positions, or append_indptr"},
-    };
-    f.min_sm = kMinSm;
-    f.make = make_append_spec;
-    f.defaults = {
-        {{"head_dim", "128"}, {"index", "indptr"}},
-        {{"head_dim", "128"}, {"index", "positions"}},
-    };
-    return f;
-  }();
-  return family;
-}
-
 namespace {
 
 detail::DecodePlan paged_plan_for_device(const detail::PagedDecodeDims& d, const PagedDecodeArgs& args,
@@ -247,7 +190,7 @@ detail::DecodePlan paged_plan_for_device(const detail::PagedDecodeDims& d, const
 
 }  // namespace
 
-size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, Runtime& /*runtime*/) {
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args) {
   const detail::PagedDecodeDims d = detail::validate_paged_decode(args);
   if (args.num_splits == 1 || d.batch == 0) return 0;
   return paged_plan_for_device(d, args, device_info(d.device)).workspace_bytes;
@@ -320,7 +263,7 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
   config.stream = stream;
   launch(program.kernel(0), config, p);
 
-  if (plan.num_splits > 1) detail::launch_decode_merge(program.kernel(1), p, info, stream);
+  if (plan.num_splits > 1) detail::decode_merge_step(program.kernel(1), p, info).launch(stream);
 }
 
 void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& runtime) {

@@ -5,6 +5,8 @@
 /// exposed so tests can check every rejection and every plan without a GPU.
 
 #include <kjit/families.hpp>
+
+#include "runtime/families/fp8.hpp"
 #include <kjit/ops/fp8.hpp>
 
 #include "fp8/gemm_params.h"
@@ -13,22 +15,6 @@
 #include <cstdint>
 
 namespace kjit::fp8 {
-
-/// The "fp8.gemm" family. Parameters:
-///   impl      mma | wgmma       kernel_sources/fp8/gemm.cu (mma.sync, sm_89+) or
-///                               kernel_sources/fp8/gemm_sm90.cu (TMA + wgmma, sm_90a)
-///   a, b      e4m3 | e5m2       operand formats
-///   out       bf16 | f32
-///   scale     tensor | block    ScaleMode::kTensorwise | kBlockwise (block: mma only)
-///   tile      64x64 | 128x64 | 128x128 | 128x256   CTA tile (M × N): mma takes the first three
-///                               (scale=block: 64x64 | 128x64), wgmma 128x128 | 128x256
-///   stages    2 .. 6            pipeline depth (mma: 2..4)
-///   a_major   k | m             A stored [M, K] (k) or [K, M] (m); wgmma: k
-///   b_major   k | n             B stored [N, K] (k) or [K, N] (n); wgmma: k
-/// One kernel per specialization: gemm_kernel<...> or gemm_sm90_kernel<...>. make() rejects the
-/// combinations outside those rules. min_sm 89; the wgmma kernel body is compiled only for
-/// sm_90a (elsewhere it is a trap stub that the op never launches).
-const Family& gemm_family();
 
 namespace detail {
 

@@ -1,0 +1,151 @@
+// The attention family declarations.
+#include "runtime/families/attention.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace kjit::attention {
+namespace {
+
+constexpr int kMinSm = 80;
+
+FamilyParam head_dim_param(std::initializer_list<int> dims) {
+  FamilyParam p{"head_dim", {}, "head dimension (elements)"};
+  for (int d : dims) p.values.push_back({std::to_string(d), d, ""});
+  return p;
+}
+
+const FamilyParam kRows{"rows", {{"8", 8, ""}, {"16", 16, ""}},
+                        "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16"};
+
+}  // namespace
+
+const Family& decode_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.decode";
+    f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: split-KV mma.sync kernel "
+            "plus merge (kernel_sources/attention/decode.cu)";
+    f.params = {head_dim_param({64, 128, 256}), kRows};
+    f.programs = {{"", "", "attention/decode.cu",
+                   {"kjit::attention::decode_kernel<{head_dim}, {rows}>",
+                    "kjit::attention::decode_merge_kernel<{head_dim}>"}}};
+    f.min_sm = kMinSm;
+    // Llama-3/Mistral/Qwen (hd128, group 4–8), small models (hd64), Gemma (hd256, group 2–8),
+    // MHA-heavy or group-16 models (hd128 rows 16).
+    f.defaults = {
+        {{"head_dim", "128"}, {"rows", "8"}},
+        {{"head_dim", "64"}, {"rows", "8"}},
+        {{"head_dim", "256"}, {"rows", "8"}},
+        {{"head_dim", "128"}, {"rows", "16"}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+const Family& paged_decode_family() {
+  static const Family family = [] {
+    // The same kernel body over another KV source: the same space and defaults.
+    Family f = decode_family();
+    f.name = "attention.paged_decode";
+    f.doc = "GQA decode attention over a paged bf16 KV cache (page pools + CSR page table): the split-KV "
+            "mma.sync decode kernel with the PagedKV source, plus merge (kernel_sources/attention/decode.cu)";
+    f.programs = {{"", "", "attention/decode.cu",
+                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::PagedKV>",
+                    "kjit::attention::decode_merge_kernel<{head_dim}>"}}};
+    return f;
+  }();
+  return family;
+}
+
+const Family& paged_append_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.paged_append";
+    f.doc = "Append new bf16 K/V tokens into the page pools of a paged KV cache "
+            "(kernel_sources/attention/paged_append.cu)";
+    f.params = {head_dim_param({64, 128, 256}),
+                {"index",
+                 {{"positions", 0, "false"}, {"indptr", 1, "true"}},
+                 "per-token batch_indices + positions, or append_indptr"}};
+    f.programs = {{"", "", "attention/paged_append.cu", {"kjit::attention::paged_append_kernel<{head_dim}, {index}>"}}};
+    f.min_sm = kMinSm;
+    f.defaults = {
+        {{"head_dim", "128"}, {"index", "indptr"}},
+        {{"head_dim", "128"}, {"index", "positions"}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+const Family& prefill_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.prefill";
+    f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V: split-Q mma.sync kernel, causal (run-time "
+            "flag), optional bool mask (kernel_sources/attention/prefill.cu, DenseQSchedule + ContigKV)";
+    f.params = {head_dim_param({64, 128, 256}),
+                {"block_m", {{"64", 64, ""}, {"128", 128, ""}}, "query rows per CTA"},
+                {"mask", {{"none", 0, "false"}, {"bool", 1, "true"}}, "bool keep-mask (2-D or 3-D) read per element"}};
+    f.programs = {{"", "", "attention/prefill.cu",
+                   {"kjit::attention::prefill_kernel<{head_dim}, {block_m}, {mask}, "
+                    "kjit::attention::DenseQSchedule, kjit::attention::ContigKV>"}}};
+    f.min_sm = kMinSm;
+    f.defaults = {
+        {{"head_dim", "128"}, {"block_m", "128"}, {"mask", "none"}},
+        {{"head_dim", "128"}, {"block_m", "64"}, {"mask", "none"}},
+        {{"head_dim", "64"}, {"block_m", "128"}, {"mask", "none"}},
+        {{"head_dim", "256"}, {"block_m", "128"}, {"mask", "none"}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+const Family& prefill_sm90_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.prefill_sm90";
+    f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V on Hopper: TMA producer warpgroup, two wgmma "
+            "consumer warpgroups, causal or full (run-time flag), chunked, LSE (kernel_sources/attention/"
+            "prefill_sm90.cu; sm_90a only)";
+    f.params = {head_dim_param({64, 128})};
+    f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::prefill_sm90_kernel<{head_dim}>"}}};
+    f.min_sm = 90;
+    // wgmma and setmaxnreg exist only in the sm_90a feature set; elsewhere the source compiles
+    // to an empty stub, so there is nothing to build.
+    f.target_rule = [](const Family& self, const Point&, const Target& target) -> std::string {
+      if (!target.has_wgmma()) return fmt::format("{} needs sm_90a; the target is {}", self.name, target.str());
+      return {};
+    };
+    f.defaults = {{{"head_dim", "128"}}, {{"head_dim", "64"}}};
+    return f;
+  }();
+  return family;
+}
+
+const Family& paged_prefill_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.paged_prefill";
+    f.doc = "Ragged GQA prefill over a paged bf16 KV cache: the prefill kernel with a packed Q schedule "
+            "(q_tile_to_batch / q_tile_to_index work map) and the PagedKV source (kernel_sources/attention/prefill.cu)";
+    f.params = {head_dim_param({64, 128, 256}),
+                {"block_m", {{"64", 64, ""}, {"128", 128, ""}}, "query rows per work item (the plan's tile_rows)"}};
+    f.programs = {{"", "", "attention/prefill.cu",
+                   {"kjit::attention::prefill_kernel<{head_dim}, {block_m}, false, "
+                    "kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}}};
+    f.min_sm = kMinSm;
+    f.defaults = {
+        {{"head_dim", "128"}, {"block_m", "128"}},
+        {{"head_dim", "128"}, {"block_m", "64"}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+}  // namespace kjit::attention

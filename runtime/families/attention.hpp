@@ -1,0 +1,26 @@
+#pragma once
+/// \file runtime/families/attention.hpp
+/// The attention kernel families. Parameters (in order) and programs:
+///   attention.decode          head_dim 64|128|256, rows 8|16 (query heads per CTA: 8 when
+///                             q_heads / kv_heads ≤ 8, else 16). attention/decode.cu over the
+///                             contiguous KV source: [0] decode_kernel, [1] decode_merge_kernel.
+///   attention.paged_decode    the same space and kernels over the PagedKV source.
+///   attention.paged_append    head_dim, index positions|indptr (code 0 / 1): paged_append_kernel.
+///   attention.prefill         head_dim, block_m 64|128, mask none|bool (code 0 / 1):
+///                             prefill_kernel with DenseQSchedule + ContigKV.
+///   attention.prefill_sm90    head_dim 64|128; sm_90a only: the TMA + wgmma prefill_sm90_kernel.
+///   attention.paged_prefill   head_dim, block_m: prefill_kernel with PackedQSchedule + PagedKV.
+/// min_sm 80 (mma.sync bf16, cp.async) except prefill_sm90.
+
+#include <kjit/families.hpp>
+
+namespace kjit::attention {
+
+const Family& decode_family();
+const Family& paged_decode_family();
+const Family& paged_append_family();
+const Family& prefill_family();
+const Family& prefill_sm90_family();
+const Family& paged_prefill_family();
+
+}  // namespace kjit::attention

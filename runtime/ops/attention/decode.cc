@@ -1,0 +1,127 @@
+// kjit::attention::decode through the op pipeline: the plan on the device, the launch value
+// (decode kernel, then the merge kernel when split) and the public entry points.
+#include "runtime/ops/attention/decode.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
+
+namespace kjit::attention {
+namespace detail {
+
+DecodePlan DecodeOp::plan(const DecodeDims& d, const DeviceInfo& info) {
+  DecodePlan plan = plan_decode(d, d.requested_splits, info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
+  if (d.batch > 0) {
+    plan.choice.family = &decode_family();
+    plan.choice.point = decode_family().point({d.head_dim, plan.rows});
+  }
+  return plan;
+}
+
+DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan, void* workspace) {
+  const float scale = args.scale != 0.f ? args.scale : 1.f / std::sqrt(static_cast<float>(d.head_dim));
+  DecodeParams p{};
+  p.q = args.q.data;
+  p.k = args.k.data;
+  p.v = args.v.data;
+  p.kv_lens = d.has_kv_lens ? static_cast<const int32_t*>(args.kv_lens.data) : nullptr;
+  p.mask = d.has_mask ? static_cast<const uint8_t*>(args.mask.data) : nullptr;
+  p.out = args.out.data;
+  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
+  if (plan.num_splits > 1) {
+    p.o_part = static_cast<float*>(workspace);
+    p.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.o_part_bytes);
+  }
+  p.q_stride_b = args.q.strides[0];
+  p.q_stride_h = args.q.strides[2];
+  p.k_stride_b = args.k.strides[0];
+  p.k_stride_l = args.k.strides[1];
+  p.k_stride_h = args.k.strides[2];
+  p.v_stride_b = args.v.strides[0];
+  p.v_stride_l = args.v.strides[1];
+  p.v_stride_h = args.v.strides[2];
+  if (d.has_mask) {
+    p.mask_stride_b = args.mask.strides[0];
+    p.mask_stride_l = args.mask.strides[1];
+  }
+  p.out_stride_b = args.out.strides[0];
+  p.out_stride_h = args.out.strides[2];
+  if (d.has_lse) {
+    p.lse_stride_b = args.lse.strides[0];
+    p.lse_stride_h = args.lse.strides[1];
+  }
+  p.batch = static_cast<int32_t>(d.batch);
+  p.q_heads = static_cast<int32_t>(d.q_heads);
+  p.kv_heads = static_cast<int32_t>(d.kv_heads);
+  p.group = static_cast<int32_t>(d.group);
+  p.max_kv_len = static_cast<int32_t>(d.max_kv_len);
+  p.num_splits = plan.num_splits;
+  p.split_tokens = plan.split_tokens;
+  p.m_tiles = plan.m_tiles;
+  p.scale_log2 = scale * 1.4426950408889634f;
+  return p;
+}
+
+kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kernel, const DecodeParams& p,
+                                                         const DeviceInfo& info) {
+  kjit::detail::Step<DecodeMergeParams> step;
+  step.kernel = &merge_kernel;
+  DecodeMergeParams& m = step.params;
+  m.o_part = p.o_part;
+  m.lse_part = p.lse_part;
+  m.out = p.out;
+  m.lse = p.lse;
+  m.out_stride_b = p.out_stride_b;
+  m.out_stride_h = p.out_stride_h;
+  m.lse_stride_b = p.lse_stride_b;
+  m.lse_stride_h = p.lse_stride_h;
+  m.batch = p.batch;
+  m.q_heads = p.q_heads;
+  m.num_splits = p.num_splits;
+  step.config.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(int64_t{p.batch} * p.q_heads, kDecodeMergeRowsPerCta));
+  step.config.block[0] = kDecodeMergeThreads;
+  // The merge launches while the decode grid drains (the decode kernel signals after its KV
+  // loop; the merge waits for the grid before reading the partials), hiding its launch latency.
+  step.config.overlap_previous = info.target().has_pdl();
+  return step;
+}
+
+DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan,
+                                 const LoadedProgram* program, kjit::detail::Workspace workspace, const DeviceInfo& info) {
+  Launch l;
+  l.workspace_bytes = plan.workspace_bytes;
+  if (program == nullptr) return l;
+  check_decode_workspace(plan, workspace.data, workspace.bytes);
+  if (plan.ctas > INT32_MAX) {
+    kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split the batch", plan.ctas));
+  }
+  auto& decode = l.step<0>();
+  decode.params = params(args, d, plan, workspace.data);
+  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(d.head_dim));
+  decode.kernel = &program->kernel(0);
+  decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
+  decode.config.block[0] = static_cast<uint32_t>(shape.threads);
+  decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+  if (plan.num_splits > 1) l.step<1>() = decode_merge_step(program->kernel(1), decode.params, info);
+  return l;
+}
+
+}  // namespace detail
+
+size_t decode_workspace_bytes(const DecodeArgs& args) {
+  // One split needs no partials: answer without the device (and without a driver).
+  if (args.num_splits == 1) {
+    detail::validate_decode(args);
+    return 0;
+  }
+  return kjit::detail::workspace_bytes<detail::DecodeOp>(args);
+}
+
+void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream, Runtime& runtime) {
+  kjit::detail::run<detail::DecodeOp>(args, {workspace, workspace_bytes}, stream, runtime);
+}
+
+}  // namespace kjit::attention

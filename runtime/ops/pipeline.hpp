@@ -1,0 +1,176 @@
+#pragma once
+/// \file runtime/ops/pipeline.hpp
+/// The lifecycle every typed op shares, written once:
+///
+///   validate(args) → Dims            pure host code; InvalidArgument names the tensor and rule
+///   open_device(dims.device)          the device's context made current, its DeviceInfo, arch check
+///   plan(dims, info) → Plan           pure: a family Point plus the op's launch knobs
+///   kernel table(plan.choice)         hot: a memcmp or one hash probe; cold: Runtime::load
+///   build(args, dims, plan, program)  the launch value: kernels, configs, Params, workspace bytes
+///   launch(stream)                    cuLaunchKernelEx per step
+///
+/// An op is a struct of types and static functions (see runtime/ops/rotary/rotary.hpp):
+///
+///   struct XOp {
+///     static constexpr OpInfo kInfo{"kjit::x", 80, "bf16 mma.sync"};
+///     using Args = ...;    // the public argument struct
+///     using Dims = ...;    // what validate derives; has `int device`
+///     using Plan = ...;    // what plan chooses; has `Choice choice` (no family: nothing to launch)
+///     using Launch = ...;  // a Launches<Params...>
+///     static Dims validate(const Args&);
+///     static Plan plan(const Dims&, const DeviceInfo&);
+///     static Launch build(const Args&, const Dims&, const Plan&, const LoadedProgram*, Workspace,
+///                         const DeviceInfo&);
+///   };
+///
+/// Callers that are not the op itself (tests, benchmarks, the tuner) use the same pieces: ask for
+/// the plan, force any valid one, or build the launch value without launching. None of this
+/// builds a string or allocates on the hot path.
+
+#include <kjit/device.hpp>
+#include <kjit/error.hpp>
+#include <kjit/families.hpp>
+#include <kjit/launch.hpp>
+
+#include "runtime/driver.hpp"
+#include "runtime/ops/kernel_table.hpp"
+#include "runtime/ops/validate.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <tuple>
+
+namespace kjit::detail {
+
+/// An op's name (for messages), the lowest SM it runs on and what it needs there.
+struct OpInfo {
+  const char* name;
+  int min_sm;
+  const char* needs;  ///< "mma.sync bf16, cp.async": said when the device is older than min_sm
+};
+
+/// Caller-provided scratch memory (device pointer and size in bytes).
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+/// A specialization an op chose: a family and a point of its space. Trivially copyable and free
+/// of padding: the kernel tables key on its bytes.
+struct Choice {
+  const Family* family = nullptr;
+  Point point;
+};
+
+/// One kernel launch of an op, ready to go; no kernel means nothing to launch.
+template <class Params>
+struct Step {
+  const Kernel* kernel = nullptr;
+  LaunchConfig config;  ///< stream left null: launch() takes it
+  Params params{};
+
+  void launch(CUstream stream) const {
+    if (kernel == nullptr) return;
+    LaunchConfig c = config;
+    c.stream = stream;
+    kjit::launch(*kernel, c, params);
+  }
+};
+
+/// An op's launch value: its kernel launches in stream order, and the workspace they use.
+template <class... Params>
+struct Launches {
+  std::tuple<Step<Params>...> steps;
+  size_t workspace_bytes = 0;
+
+  template <size_t I>
+  auto& step() noexcept { return std::get<I>(steps); }
+  template <size_t I>
+  const auto& step() const noexcept { return std::get<I>(steps); }
+  /// Launches every step with a kernel, in order, on `stream`.
+  void launch(CUstream stream) const {
+    std::apply([stream](const auto&... s) { (s.launch(stream), ...); }, steps);
+  }
+};
+
+/// The device an op runs on: its context (made current) and attributes, after the arch check.
+struct OpDevice {
+  CUcontext context = nullptr;
+  const DeviceInfo* info = nullptr;
+};
+
+/// ensure_context(device), device_info(device), then Unsupported below op.min_sm.
+inline OpDevice open_device(const OpInfo& op, int device) {
+  OpDevice d;
+  d.context = ensure_context(device);
+  d.info = &device_info(device);
+  check_arch(op.name, *d.info, device, op.min_sm, op.needs);
+  return d;
+}
+
+/// Unsupported unless `choice` is a point of its family's space with a kernel for `target`
+/// (what a forced plan must pass; the op's own planner only produces such points).
+void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
+
+/// The loaded program of `choice` in `context`, through Op's kernel table.
+template <class Op>
+const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext context) {
+  static KernelTable<Choice> table;
+  return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); });
+}
+
+/// Everything before building the launch value: validated dims, device, plan.
+template <class Op>
+struct Planned {
+  typename Op::Dims dims;
+  OpDevice device;
+  typename Op::Plan plan;
+};
+
+/// Validates `args`, opens the device and plans (or takes `forced`, checked with check_choice).
+template <class Op>
+Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced = nullptr) {
+  Planned<Op> p{Op::validate(args), {}, {}};
+  p.device = open_device(Op::kInfo, p.dims.device);
+  if (forced != nullptr) {
+    if (forced->choice.family != nullptr) check_choice(Op::kInfo, forced->choice, p.device.info->target());
+    p.plan = *forced;
+  } else {
+    p.plan = Op::plan(p.dims, *p.device.info);
+  }
+  return p;
+}
+
+/// The launch value of a planned call: the kernels loaded (compiled on first use), nothing
+/// launched.
+template <class Op>
+typename Op::Launch build(const typename Op::Args& args, const Planned<Op>& p, Workspace workspace,
+                          Runtime& runtime) {
+  const LoadedProgram* program =
+      p.plan.choice.family != nullptr ? &load<Op>(p.plan.choice, runtime, p.device.context) : nullptr;
+  return Op::build(args, p.dims, p.plan, program, workspace, *p.device.info);
+}
+
+/// plan, then build: the launch value of `args` (or of `forced`).
+template <class Op>
+typename Op::Launch launch_value(const typename Op::Args& args, Workspace workspace, Runtime& runtime,
+                                 const typename Op::Plan* forced = nullptr) {
+  return build<Op>(args, plan<Op>(args, forced), workspace, runtime);
+}
+
+/// The workspace the plan for `args` needs on its device (Plan::workspace_bytes); no context is
+/// made current and nothing is compiled.
+template <class Op>
+size_t workspace_bytes(const typename Op::Args& args) {
+  const typename Op::Dims dims = Op::validate(args);
+  return Op::plan(dims, device_info(dims.device)).workspace_bytes;
+}
+
+/// The op call: plan, build, launch on `stream`.
+template <class Op>
+void run(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime) {
+  launch_value<Op>(args, workspace, runtime).launch(stream);
+}
+
+}  // namespace kjit::detail
