@@ -40,6 +40,8 @@
 // * Empty rows (kv_len 0, everything masked, a split past kv_len) end with l = 0: zeros and
 //   lse = −inf, never NaN (see softmax.cuh).
 #include "kjit/config.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/float_bits.cuh"
 
 #include "attention/decode_params.h"
 #include "attention/kv_source.cuh"
@@ -49,7 +51,6 @@
 namespace kjit::attention {
 
 namespace detail {
-constexpr float kLn2 = 0.693147180559945309f;
 
 KJIT_DEVICE void store_bf16x4(void* dst, float a, float b, float c, float d) {
   uint2 v;
@@ -435,7 +436,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     const float lse2 = l_sum > 0.f ? m_max + fast_log2(l_sum) : neg_inf();
     const int head = head0 + r;
     if (direct) {
-      if (p.lse != nullptr) p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = lse2 * detail::kLn2;
+      if (p.lse != nullptr) p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = lse2 * kLn2;
     } else {
       p.lse_part[(static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split] = lse2;
     }
@@ -499,7 +500,7 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(KJIT_
   }
   if (lane == 0 && p.lse != nullptr) {
     p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] =
-        l > 0.f ? (m + fast_log2(l)) * detail::kLn2 : neg_inf();
+        l > 0.f ? (m + fast_log2(l)) * kLn2 : neg_inf();
   }
 }
 

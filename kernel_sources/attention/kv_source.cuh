@@ -1,7 +1,8 @@
 #pragma once
 // Where an attention kernel's K and V rows live: the KV-source policies of the decode and prefill
-// kernels (the astrai seed's ContigKV / PagedKV). A policy only answers "how long is this
-// sequence" and "where is token j's K (V) row of this KV head"; it schedules nothing.
+// kernels (ContigKV: one contiguous cache per sequence; PagedKV: a page table into a page pool).
+// A policy only answers "how long is this sequence" and "where is token j's K (V) row of this
+// KV head"; it schedules nothing.
 //
 //   ContigKV  k/v [batch, max_kv_len, kv_heads, head_dim] (any batch/token/head strides), with
 //             optional per-sequence lengths kv_lens[b] (clamped to [0, max_kv_len]).

@@ -4,7 +4,7 @@
 //
 // over keys j < kv_len(b), and under `causal` only j ≤ i + kv_len(b) − q_len(b) (queries aligned
 // to the end of the KV: chunked prefill), and under a bool mask only where mask[b, i, j] is set.
-// One kernel body, templated on the Q schedule and the KV source as the astrai seed describes:
+// One kernel body, templated on the Q schedule (which query rows a CTA owns) and the KV source:
 //   DenseQSchedule  + ContigKV: q [batch, q_len, q_heads, D], k/v [batch, kv_len, kv_heads, D]
 //   PackedQSchedule + PagedKV:  q [total_q, q_heads, D] ragged by qo_indptr, k/v a page pool
 // (the Q schedule decides which rows a CTA owns; the KV source where its keys live).
@@ -36,6 +36,8 @@
 // Hopper's 989 TFLOP/s dense bf16 peak (that needs wgmma); FlashAttention-2, on the same
 // mma.sync path, reaches ~320–340 TFLOP/s at hd128, which is the target.
 #include "kjit/config.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/float_bits.cuh"
 
 #include "attention/kv_source.cuh"
 #include "attention/mma.cuh"
@@ -233,7 +235,7 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
     row_l[mi][0] = row_l[mi][1] = 0.f;
   }
 
-  // ldmatrix lane addresses, see mma.cuh for the layouts. Every operand uses matrix
+  // ldmatrix lane addresses, see kjit/mma.cuh for the layouts. Every operand uses matrix
   // lmat = (rows +8 if lmat & 1, 16-byte chunk +1 if lmat & 2): for Q (A) that is a0..a3, for K
   // (B of Q·Kᵀ) {b0 of n8 tile 0, b0 of tile 1, b1 of tile 0, b1 of tile 1}, for V (B of P·V,
   // transposed) {b0, b1 of n8 tile 0, b0, b1 of tile 1}. Rows r of a tile sit at r · kRowBytes;
@@ -453,7 +455,7 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
       }
       if (lse != nullptr && t == 0 && local < q_rows) {
         lse[we.lse_base + static_cast<int64_t>(q0 + local) * p.lse_stride_l] =
-            l > 0.f ? (row_m[mi][half] + fast_log2(l)) * 0.693147180559945309f : neg_inf();
+            l > 0.f ? (row_m[mi][half] + fast_log2(l)) * kLn2 : neg_inf();
       }
     }
   }

@@ -39,11 +39,16 @@
 // 680–790); softmax adds ~1 MUFU.EX2 per score, ~1/2 of the FLOPs of a k16 step on the SFU pipe,
 // which is why the softmax must overlap the tensor-core work.
 #include "kjit/config.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/float_bits.cuh"
+#include "kjit/named_barrier.cuh"
+#include "kjit/pack.cuh"
+#include "kjit/smem.cuh"
+#include "kjit/tma.cuh"
+#include "kjit/warp_reduce.cuh"
+#include "kjit/wgmma.cuh"
 
 #include "attention/prefill_sm90_params.h"
-#include "attention/mma.cuh"      // fast_exp2, fast_log2, pack_bf16x2
-#include "attention/sm90.cuh"
-#include "attention/softmax.cuh"  // neg_inf (and quad_max / quad_sum from kjit/warp_reduce.cuh)
 
 namespace kjit::attention {
 
@@ -65,7 +70,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms (8 rows × 128 bytes) must start at 1024-byte boundaries.
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t q_smem = base;                                // atom a at a · 128 · 128
   const uint32_t k_smem = base + Shape::kQBytes;               // stage s at s · kKvBytes
   const uint32_t v_smem = k_smem + kStages * Shape::kKvBytes;  // atom a at a · kBlockN · 128
@@ -325,7 +330,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
     const int row = my_row + 8 * h;
     if (p.lse != nullptr && tq == 0 && row < p.q_len) {
       p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
-          l > 0.f ? (row_m[h] + fast_log2(l)) * 0.693147180559945309f : neg_inf();
+          l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
     }
   }
 #pragma unroll

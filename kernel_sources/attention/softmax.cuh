@@ -9,16 +9,12 @@
 // Fully masked rows never produce NaN: a −inf max is replaced by 0 before subtracting, so
 // 2^(−inf − 0) = 0 and the row ends with l = 0, which callers turn into zeros / lse = −inf.
 // Reference: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax".
-// Plain C++ on top of mma.cuh's PTX wrappers (all inline PTX lives there).
 #include "kjit/config.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/float_bits.cuh"
 #include "kjit/warp_reduce.cuh"
 
-#include "attention/mma.cuh"  // fast_exp2 / fast_log2
-
 namespace kjit::attention {
-
-/// −inf as a float (NVRTC has neither INFINITY nor __builtin_huge_valf).
-KJIT_DEVICE float neg_inf() { return __int_as_float(0xff800000u); }
 
 /// The value to subtract from log2-domain scores given a running max: the max itself, or 0 when
 /// the row has seen only masked (−inf) scores, which keeps −inf − (−inf) = NaN out.

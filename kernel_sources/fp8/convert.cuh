@@ -2,13 +2,14 @@
 // FP8 conversion helpers shared by the quantize and GEMM kernels: format limits, saturating
 // float → fp8 conversion, the multiplier formula and 16-byte vector unpacking of the inputs.
 //
-// Conversion (fp8/ptx.cuh): __nv_cvt_float2_to_fp8x2(·, __NV_SATFINITE, ·), on sm_89+ one
+// Conversion (cvt_fp8x2, kjit/fp8_cvt.cuh): __nv_cvt_float2_to_fp8x2(·, __NV_SATFINITE, ·), on sm_89+ one
 // cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: round to nearest even; a finite value past the largest
 // finite one, and ±inf, become ±max (E4M3 448, E5M2 57344); NaN stays NaN. tools/testing/
 // reference_fp8.cc reproduces it bit for bit on the host.
 #include "kjit/config.cuh"
 #include "kjit/warp_reduce.cuh"
-#include "fp8/ptx.cuh"
+#include "kjit/fp8_cvt.cuh"
+#include "fp8/stream.cuh"
 #include "fp8/quantize_params.h"
 
 namespace kjit::fp8 {

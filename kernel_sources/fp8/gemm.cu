@@ -28,8 +28,11 @@
 //                               that one ldmatrix.trans matrix reads land in 8 distinct chunks
 //   MN-major rows of 64 bytes:  c ^ ((r >> 2) & 3)               — same, two rows per 128 bytes
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"
+#include "kjit/mma.cuh"
+#include "kjit/pack.cuh"
+#include "kjit/smem.cuh"
 #include "fp8/gemm_params.h"
-#include "fp8/ptx.cuh"
 #include "fp8/quantize_params.h"
 
 namespace kjit::fp8 {
@@ -87,12 +90,12 @@ struct OperandLoader {
       const uint32_t s = dst + smem_off + j * kRowStep * kSmemRowBytes;
       if constexpr (!kTrans) {
         const bool ok = row0 + j * kRowStep < mn_limit && k0 + col < k_limit;  // k_limit % 16 == 0
-        cp_async16(s, ok ? g + int64_t(j) * kRowStep * ld + k0 : base, ok ? 16 : 0);
+        cp_async_16(s, ok ? g + int64_t(j) * kRowStep * ld + k0 : base, ok);
       } else {
         const int k = k0 + row0 + j * kRowStep;
         int bytes = k < k_limit ? mn_limit - col : 0;
         bytes = bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes);
-        cp_async16(s, bytes > 0 ? g + (int64_t(k0) + int64_t(j) * kRowStep) * ld : base, bytes);
+        cp_async_16_partial(s, bytes > 0 ? g + (int64_t(k0) + int64_t(j) * kRowStep) * ld : base, bytes);
       }
     }
   }
@@ -120,11 +123,6 @@ template <>
 KJIT_DEVICE void store_scalar<float>(float* ptr, float v) { *ptr = v; }
 template <>
 KJIT_DEVICE void store_scalar<__nv_bfloat16>(__nv_bfloat16* ptr, float v) { *ptr = __float2bfloat16_rn(v); }
-
-KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
 /// Stores kN consecutive outputs of one row starting at column `col` (a multiple of kN).
 /// Vector store when allowed and the run is inside N, else per-element with bounds checks.
@@ -202,9 +200,9 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
       for (int i = tid; i < kBM; i += kThreads) {
         const bool ok = m0 + i < p.m;
         const float* src = ok ? p.scale_a + int64_t(m0 + i) * p.sa_stride_m + int64_t(kt) * p.sa_stride_k : p.scale_a;
-        cp_async4(base + kScaleOffset + i * 4, src, ok ? 4 : 0);
+        cp_async_4(base + kScaleOffset + i * 4, src, ok);
       }
-      if (tid == 0) cp_async4(base + kScaleOffset + kBM * 4, p.scale_b + sb_row + int64_t(kt) * p.sb_stride_k, 4);
+      if (tid == 0) cp_async_4(base + kScaleOffset + kBM * 4, p.scale_b + sb_row + int64_t(kt) * p.sb_stride_k, true);
     }
   };
 
@@ -299,7 +297,7 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
 #pragma unroll
       for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < kNI; ++ni) mma_fp8<kFmtA, kFmtB>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        for (int ni = 0; ni < kNI; ++ni) mma_fp8<kFmtA, kFmtB>(acc[mi][ni], af[mi][0], af[mi][1], af[mi][2], af[mi][3], bf[ni][0], bf[ni][1]);
     }
     if constexpr (kBlockScale) {
       // Promote this 128-k block into the f32 totals with its scales (the tensor core's own

@@ -43,21 +43,17 @@
 // descriptor reads; stepping k by 32 inside the 128-byte rows moves the descriptor's start address
 // by 32 bytes (the swizzle is a function of the address bits, and the tile base is 1024-aligned).
 #include "kjit/config.cuh"
+#include "kjit/cluster.cuh"
+#include "kjit/named_barrier.cuh"
+#include "kjit/pack.cuh"
+#include "kjit/smem.cuh"
+#include "kjit/tma.cuh"
+#include "kjit/wgmma.cuh"
 #include "fp8/gemm_params.h"
 #include "fp8/gemm_sm90_params.h"
-#include "fp8/ptx_sm90.cuh"
 #include "fp8/quantize_params.h"
 
 namespace kjit::fp8 {
-
-namespace sm90_detail {
-
-KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-}  // namespace sm90_detail
 
 template <int kFmtA, int kFmtB, bool kOutF32, int kBN, int kStages>
 __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS GemmSm90Params p) {
@@ -79,7 +75,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms must start at 1024-byte boundaries.
-  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t staging = base + kStages * kStageBytes;
   const uint32_t bars = staging + kSm90EpilogueBytes;  // full[s] at bars + 8s, empty[s] after them
@@ -214,7 +210,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       if constexpr (kOutF32) {
         *reinterpret_cast<float2*>(out_row + int64_t(col) * 4) = make_float2(v0, v1);
       } else {
-        *reinterpret_cast<uint32_t*>(out_row + int64_t(col) * 2) = sm90_detail::pack_bf16x2(v0, v1);
+        *reinterpret_cast<uint32_t*>(out_row + int64_t(col) * 2) = pack_bf16x2(v0, v1);
       }
       return;
     }
@@ -263,7 +259,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          wgmma_m64k32<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
+          wgmma_fp8<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
                                           (kt != kt_begin || kk != 0) ? 1u : 0u);
         }
         wgmma_commit();
@@ -327,7 +323,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
                 if constexpr (kOutF32) {
                   st_shared_f32x2(addr, v0, v1);
                 } else {
-                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                  st_shared_u32(addr, pack_bf16x2(v0, v1));
                 }
               }
             }
@@ -357,7 +353,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
                 if constexpr (kOutF32) {
                   st_shared_f32x2(addr, v0, v1);
                 } else {
-                  st_shared_u32(addr, sm90_detail::pack_bf16x2(v0, v1));
+                  st_shared_u32(addr, pack_bf16x2(v0, v1));
                 }
               }
             }

@@ -2,13 +2,10 @@
 // Params of the FP8 quantize kernels (kernel_sources/fp8/quantize.cu). Compiled by g++ (runtime/
 // ops/fp8_quantize.cc fills them) and by NVRTC, so they hold only fixed-width integers, floats and
 // raw pointers. The contract (shapes, scale formulas) is documented in include/kjit/ops/fp8.hpp.
+#include "kjit/fp8_format.h"  // kFormatE4M3, kFormatE5M2: the `kFmt` template argument
 #include "kjit/types.h"
 
 namespace kjit::fp8 {
-
-// FP8 formats, as the `kFmt` template argument of the kernels.
-constexpr int kFormatE4M3 = 0;  // OCP E4M3 "fn": max 448, no inf, NaN = S.1111.111
-constexpr int kFormatE5M2 = 1;  // E5M2: max 57344, IEEE-style inf and NaN
 
 // Input element types, as the `kIn` template argument (values of the family's `in` parameter).
 constexpr int kInBF16 = 0;

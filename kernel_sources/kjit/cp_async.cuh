@@ -1,6 +1,8 @@
 #pragma once
-// cp.async (sm_80+; PTX ISA "cp.async"): 16-byte global → shared copies that bypass L1, grouped
-// by commit and waited on by count. Shared by every kernel that streams tiles without TMA.
+// cp.async (sm_80+; PTX ISA "cp.async"): global → shared copies that do not occupy registers,
+// grouped by commit and waited on by count. Shared by every kernel that streams tiles without
+// TMA. A copy whose source size is below its size zero-fills the rest, so masked rows become
+// finite zeros in shared memory; the source address must still be mapped.
 #include "kjit/config.cuh"
 
 namespace kjit {
@@ -11,6 +13,24 @@ namespace kjit {
 KJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
 #if KJIT_HAS_SM80
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+
+/// 16-byte copy (.cg) that reads the first `src_bytes` (0..16) bytes of `src` and zero-fills the
+/// rest: a tile row that ends inside this chunk.
+KJIT_DEVICE void cp_async_16_partial(uint32_t dst, const void* src, int src_bytes) {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+#endif
+}
+
+/// 4-byte copy through L1 (.ca: .cg takes 16 bytes only); `valid` false zero-fills without
+/// reading `src`.
+KJIT_DEVICE void cp_async_4(uint32_t dst, const void* src, bool valid) {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 #endif
 }

@@ -1,7 +1,7 @@
 // Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: K = V, one
 // 512-wide latent per cached token, 128 query heads). Contract: include/kjit/ops/swa_decode.hpp;
-// host side: runtime/ops/swa_decode.cc; the function it computes is the seed's
-// `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py):
+// host side: runtime/ops/swa_decode.cc. The function, as a batched PyTorch version computes it
+// (gather every token's window, dequantize, masked SDPA):
 //
 //   for token t, head h, over the window positions j < lens[t] whose slot indices[t, j] ≥ 0:
 //     out[t, h] = Σ_j softmax_j(scale · q[t, h] · k_j) · k_j,  k_j = fp8(kv[slot_j]) · inv_scale[slot_j]
@@ -48,12 +48,12 @@
 //  - sm_80: the f16 path with bit operations for both (E4M3 comes out as value · 2^-8).
 //  In every path inv_scale is applied in f32: to the scores (per token) and folded into
 //  P' = p · s · c, c a power of two that puts max |P'| just below the operand type's range.
-//  The seed instead rounds each dequantized value fp8 · inv_scale to bf16 before both products;
-//  the float64 reference (tools/testing/reference_swa.cc) follows the seed, and the kernel
+//  A bf16 PyTorch version instead rounds each dequantized value fp8 · inv_scale to bf16 before
+//  both products; the float64 reference (tools/testing/reference_swa.cc) does too, and the kernel
 //  differs from it by that rounding (~2^-9 per value, random sign: ~1e-3 relative L2 on out).
 //  Exponentials are ex2.approx on log2-domain scores.
 //
-// Why not dequantize into a bf16 tile and ldmatrix it (the seed's sketch)? Each KV row is used
+// Why not dequantize into a bf16 tile and ldmatrix it (the obvious mma.sync design)? Each KV row is used
 // by NH/16 = 8 m-tiles and mma.sync reads B per warp: (K + V) · 8 · 2 bytes = 2 MiB of shared
 // memory reads per token plus the exchange, ≈ 70 µs at T = 512 on an H200 (128 B/clk/SM).
 // Reading raw fp8 halves that. Per token with groups of 32 (T ≥ 64) the kernel reads ≈ 1 MiB of
@@ -83,10 +83,14 @@
 // 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32). On 99 KiB parts (sm_86/89/120)
 // the planner keeps group 16.
 #include "kjit/config.cuh"
+#include "kjit/float_bits.cuh"
+#include "kjit/fp8_format.h"
+#include "kjit/pack.cuh"
 #include "kjit/warp_reduce.cuh"
 #include "mla/swa_cache.cuh"
 #include "mla/swa_decode_params.h"
 #include "mla/swa_ptx.cuh"
+#include "mla/swa_split.cuh"
 
 namespace kjit::mla {
 namespace swa_detail {
@@ -137,16 +141,6 @@ KJIT_DEVICE uint32_t v_fp8x2_to_f16x2(uint32_t a, uint32_t b) {
   return e4m3_high_bytes_to_f16x2(x);
 }
 
-/// fp8 path: x = hi + lo, hi rounded to 4 significant bits (Veltkamp splitting with
-/// σ = 2^20 + 1 keeps 24 − 20 bits) and lo = x − hi exactly. Stored as E4M3, hi is exact (in
-/// the normal range) and lo is rounded to 4 bits, so hi + lo keeps ~8 bits of x: as many as the
-/// bf16 q has, or a bf16 P would have.
-KJIT_DEVICE void split_hi_lo(float x, float& hi, float& lo) {
-  const float t = __fmul_rn(x, 1048577.f);
-  hi = __fsub_rn(t, __fsub_rn(t, x));
-  lo = __fsub_rn(x, hi);
-}
-
 /// fp8 path: four floats as E4M3 words (element i in byte i) of their hi and lo parts.
 KJIT_DEVICE void split_e4m3x4(float x0, float x1, float x2, float x3, uint32_t& hi, uint32_t& lo) {
   float h0, h1, h2, h3, l0, l1, l2, l3;
@@ -175,11 +169,6 @@ KJIT_DEVICE uint32_t pack_f16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 /// cp_async_wait for a run-time count (a branch on `pending`, warp-uniform here).
 KJIT_DEVICE void cp_async_wait_n(int pending) {
   if (pending <= 0) {
@@ -193,21 +182,14 @@ KJIT_DEVICE void cp_async_wait_n(int pending) {
   }
 }
 
-/// −inf (NVRTC has neither INFINITY nor __builtin_huge_valf).
-KJIT_DEVICE float neg_inf() { return __uint_as_float(0xff800000u); }
-
-/// 2^e as an f32 for e in [-126, 127].
-KJIT_DEVICE float exp2i(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
-
-/// floor(log2 |x|) for a finite nonzero normal x (subnormals give -127).
-KJIT_DEVICE int ilog2(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xffu) - 127; }
-
 /// The XOR applied to the low three bits of a row's 16-byte chunk index. Q·Kᵀ reads
 /// (eight lanes of a phase = rows 2p, 2p+1 × chunks 4q + t) and P·V reads (rows c + 2t, chunk
 /// 8w + g) then hit eight distinct bank groups; so do the cp.async writes.
 KJIT_DEVICE int swizzle(int row) { return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2); }
 
-constexpr float kLn2 = 0.6931471805599453f;
+/// The fp8 format (fp8::kFormat*) of a cache format (kSwaCache*): the B type of the fp8 MMA.
+template <int kCache>
+constexpr int kCacheFormat = kCache == kSwaCacheE5M2 ? fp8::kFormatE5M2 : fp8::kFormatE4M3;
 
 }  // namespace swa_detail
 
@@ -425,9 +407,9 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
             float(&acc)[4] = (u & 1) ? s1 : s;
 #if KJIT_SWA_FP8_MMA
             // B rows 4t..4t+3 (against q hi) and 16+4t.. (against q lo) are both this word.
-            mma_fp8<kCache == kSwaCacheE5M2>(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], ws[u], ws[u]);
+            mma_fp8<fp8::kFormatE4M3, kCacheFormat<kCache>>(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], ws[u], ws[u]);
 #else
-            mma_f16(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], k_fp8x2_to_f16x2<kCache, false>(ws[u]),
+            mma_f16_16816(acc, qf[ds][0], qf[ds][1], qf[ds][2], qf[ds][3], k_fp8x2_to_f16x2<kCache, false>(ws[u]),
                     k_fp8x2_to_f16x2<kCache, true>(ws[u]));
 #endif
           }
@@ -625,9 +607,9 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 #pragma unroll
         for (int d = 0; d < 4; ++d) {
 #if KJIT_SWA_FP8_MMA
-          mma_fp8<kCache == kSwaCacheE5M2>(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
+          mma_fp8<fp8::kFormatE4M3, kCacheFormat<kCache>>(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
 #else
-          mma_f16(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
+          mma_f16_16816(o[m][4 * u + d], a[m].x, a[m].y, a[m].z, a[m].w, b0[d], b1[d]);
 #endif
         }
       }

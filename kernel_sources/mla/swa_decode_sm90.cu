@@ -33,54 +33,37 @@
 //    LSE from the row max and sum.
 //
 // Numerics: as the sm_89 path of swa_decode.cu (q and P' as E4M3 hi + lo, the cache bytes
-// exact, inv_scale in f32). The seed rounds dequantized values to bf16; the kernel does not.
+// exact, inv_scale in f32); dequantized values are never rounded to bf16.
 //
 // Resources (NVRTC 13.0, sm_90a): 255 registers, no spills; 256 threads,
 // __launch_bounds__(256, 1); kSwaWgmmaSmemBytes (≈ 212 KiB) of dynamic shared memory: one CTA
 // per SM, and the host launches min(items, SMs) CTAs. SASS: 32 QGMMA.64x64x32 + 8
 // QGMMA.64x256x32 per item, issued back to back (no serialization warning).
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/float_bits.cuh"
+#include "kjit/fp8_cvt.cuh"
+#include "kjit/fp8_format.h"
+#include "kjit/named_barrier.cuh"
+#include "kjit/pack.cuh"
+#include "kjit/prefetch.cuh"
+#include "kjit/smem.cuh"
+#include "kjit/tma.cuh"
 #include "kjit/warp_reduce.cuh"
+#include "kjit/wgmma.cuh"
 #include "mla/swa_cache.cuh"
 #include "mla/swa_decode_params.h"
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "mla/swa_ptx_sm90.cuh"
-#endif
+#include "mla/swa_split.cuh"
 
 namespace kjit::mla {
 
 namespace sm90_swa_detail {
 
-KJIT_DEVICE float neg_inf() { return __uint_as_float(0xff800000u); }
-KJIT_DEVICE float exp2i(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
-KJIT_DEVICE int ilog2(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xffu) - 127; }
-
-KJIT_DEVICE float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-KJIT_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-/// x = hi + lo with hi rounded to 4 significant bits (Veltkamp, σ = 2^20 + 1) and lo = x − hi
-/// exactly: hi is exact in E4M3 (normal range), lo rounds to E4M3's 4 bits.
-KJIT_DEVICE void split_hi_lo(float x, float& hi, float& lo) {
-  const float t = __fmul_rn(x, 1048577.f);
-  hi = __fsub_rn(t, __fsub_rn(t, x));
-  lo = __fsub_rn(x, hi);
-}
-
 /// Byte offset of (row, byte b) in a 128-byte-swizzle K-major tile of 128-byte rows.
 KJIT_DEVICE uint32_t sw128(int row, int b) {
   return static_cast<uint32_t>(row * 128 + ((((b >> 4) ^ row) & 7) << 4) + (b & 15));
 }
-
-constexpr float kLn2 = 0.6931471805599453f;
 
 }  // namespace sm90_swa_detail
 
@@ -99,7 +82,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
   constexpr int kFmtB = kE5M2 ? kjit::fp8::kFormatE5M2 : kjit::fp8::kFormatE4M3;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const gbase = smem_raw + (base - raw);
   const uint32_t q_s = base + kSwaWgmmaQOffset;
@@ -264,7 +247,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
       const int sub = step & 15;
       const uint32_t a = q_s + (step >> 4) * 32768 + (sub >> 2) * 8192 + (sub & 3) * 32;
       const uint32_t b = kv_s + (sub >> 2) * 16384 + wg * 8192 + (sub & 3) * 32;
-      wgmma_m64n64k32<kE5M2>(s, smem_desc_k128(a), smem_desc_k128(b), step != 0 ? 1u : 0u);
+      wgmma_fp8<64, kjit::fp8::kFormatE4M3, kFmtB>(s, smem_desc_k128(a), smem_desc_k128(b), step != 0 ? 1u : 0u);
     }
     wgmma_commit();
 
@@ -390,7 +373,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
     for (int step = 0; step < 8; ++step) {
       const uint32_t a = p_s + (step >> 2) * 8192 + (step & 3) * 32;
       const uint32_t b = kv_s + wg * 256 * 128 + (step & 3) * 32;
-      kjit::fp8::sm90::wgmma_m64k32<256, kjit::fp8::kFormatE4M3, kFmtB>(o, smem_desc_k128(a), smem_desc_k128(b),
+      wgmma_fp8<256, kjit::fp8::kFormatE4M3, kFmtB>(o, smem_desc_k128(a), smem_desc_k128(b),
                                                                         step != 0 ? 1u : 0u);
     }
     wgmma_commit();

@@ -23,8 +23,9 @@
 // exactly into p + e (TwoProduct with an FMA), a·c − p is rounded once by an FMA and e is added
 // back, so the f32 result stays within a few f32 ulps of the exact value even when the two
 // products cancel; one round-to-nearest-even to bf16 then leaves every output within 1 bf16 ulp
-// of the float64 result (the astrai seed rounded to bf16 in between).
+// of the float64 result (a bf16 implementation that rounds between the products does not).
 #include "kjit/config.cuh"
+#include "kjit/pack.cuh"
 #include "rotary/rotary_params.h"
 
 namespace kjit::rope {
@@ -54,11 +55,6 @@ KJIT_DEVICE float4 load_table(const float* ptr) {
 KJIT_DEVICE float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 KJIT_DEVICE float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
-KJIT_DEVICE uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // round to nearest even, once
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // a·c + b·s with one rounding of (a·c − p) and one of the final sum; b·s = p + e exactly.
 // The intrinsics keep the compiler from contracting or reassociating the sequence.
 KJIT_DEVICE float dot2(float a, float c, float b, float s) {
@@ -84,10 +80,10 @@ KJIT_DEVICE void unpack8(const uint4& v, float (&f)[8]) {
 
 KJIT_DEVICE uint4 pack8(const float (&f)[8]) {
   uint4 v;
-  v.x = pack_bf16(f[0], f[1]);
-  v.y = pack_bf16(f[2], f[3]);
-  v.z = pack_bf16(f[4], f[5]);
-  v.w = pack_bf16(f[6], f[7]);
+  v.x = pack_bf16x2(f[0], f[1]);
+  v.y = pack_bf16x2(f[2], f[3]);
+  v.z = pack_bf16x2(f[4], f[5]);
+  v.w = pack_bf16x2(f[6], f[7]);
   return v;
 }
 

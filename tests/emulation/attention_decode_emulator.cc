@@ -1,7 +1,8 @@
 // Runs the real kernel_sources/attention/decode.cu text on the host: every CUDA thread is a
-// std::thread, and the PTX wrappers of attention/mma.cuh (mma.sync, ldmatrix, cp.async, ex2) are
-// replaced by emulations written from the PTX ISA's fragment definitions (include/attention/
-// mma.cuh here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
+// std::thread, and the PTX wrappers the kernel reaches through attention/mma.cuh (mma.sync,
+// ldmatrix, cp.async) and kjit/fast_math.cuh (ex2, lg2) are replaced by emulations written from
+// the PTX ISA's fragment definitions (include/attention/mma.cuh and include/kjit/fast_math.cuh
+// here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
 // M-tiling against the float64 reference without a GPU. cp.async copies land either at issue or
 // at the last moment a wait allows, which exposes a missing wait or a stage refilled while in use.
 // CTest runs it (label emulation; tests/CMakeLists.txt gives it its own include order). By hand:

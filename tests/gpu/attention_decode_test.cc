@@ -1,5 +1,5 @@
 // kjit::attention::decode on the GPU against the float64 reference (tools/testing/
-// reference_attention.hpp). Every case uses fresh random data (the seed is printed on failure),
+// reference_attention.hpp). Every case uses fresh random data (the random seed is printed on failure),
 // poisons out/lse/workspace with 0xFF (NaN) and the k/v padding and dead tokens (at or past
 // kv_len, past max_kv_len in strided views) with NaN, so an unwritten output, a read past the
 // live cache or a write into padding fails the case. Skips without a GPU.

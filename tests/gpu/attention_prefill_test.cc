@@ -1,6 +1,6 @@
 // kjit::attention::prefill (dense) and kjit::attention::paged_prefill (ragged, paged) on the GPU
 // against the float64 reference (tools/testing/reference_attention.hpp), plus the attention()
-// entry. Every case uses fresh random data (the seed is printed on failure); outputs and LSE are
+// entry. Every case uses fresh random data (the random seed is printed on failure); outputs and LSE are
 // 0xFF-poisoned (NaN) before the run, K/V rows past each request's length, padding of strided
 // views and unused pool slots/pages hold NaN, so an unwritten output, a read past the live cache
 // or a write into padding fails the case. Skips without a GPU.
@@ -258,7 +258,7 @@ PagedPrefillCase ragged(std::vector<int> q_lens, std::vector<int> kv_lens, int q
   return c;
 }
 
-TEST_F(AttentionPrefillGpu, PlanOfTheSeedExample) {
+TEST_F(AttentionPrefillGpu, PlanOfThreeRaggedRequests) {
   const std::vector<int32_t> indptr = {0, 70, 80, 210};
   const kjit::attention::PagedPrefillPlan p64 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 64);
   EXPECT_EQ(p64.q_tile_to_batch, (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));

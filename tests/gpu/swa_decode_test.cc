@@ -1,12 +1,12 @@
-// kjit::mla::swa_decode on the GPU against the float64 reference of the seed's fallback
-// (tools/testing/reference_swa.hpp). Every case uses fresh random data (the seed is printed on
-// failure) and poisons out / lse / workspace and the padding of strided views with 0xFF (NaN),
+// kjit::mla::swa_decode on the GPU against the float64 reference (gather, dequantize to bf16,
+// SDPA: tools/testing/reference_swa.hpp). Every case uses fresh random data (the random seed is
+// printed on failure) and poisons out / lse / workspace and the padding of strided views with 0xFF (NaN),
 // so an unwritten output or a write into padding fails the case. Skips without a GPU.
 //
 // Tolerances (kSwaOutTol, kSwaLseTol; see reference_swa.hpp): out is bf16, so rounding the
 // result costs ~1.5e-3 relative L2, and the reference rounds every dequantized value to bf16 as
-// the seed does while the kernel keeps them exact (another ~1e-3..3e-3); P is f16. 1e-2 leaves
-// margin while an indexing, masking or merge bug gives O(1) errors. The LSE differs by the same
+// a bf16 PyTorch version does while the kernel keeps them exact (another ~1e-3..3e-3); P is f16.
+// 1e-2 leaves margin while an indexing, masking or merge bug gives O(1) errors. The LSE differs by the same
 // per-value rounding, ~1e-3 of a score's size: 2e-3.
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -49,7 +49,7 @@ void check(const SwaCase& c) {
     return;
   }
   EXPECT_TRUE(r.ok(kjit::testing::kSwaOutTol, kjit::testing::kSwaLseTol)) << r.describe();
-  // The kernel computes the function without the seed's bf16 rounding of dequantized values,
+  // The kernel computes the function without the bf16 rounding of dequantized values,
   // so against that reference only the bf16 output rounding remains (~1.6e-3 in the emulator):
   // a tighter check that catches precision bugs (Q or P scaling, f16 overflow) the 1e-2 hides.
   EXPECT_LT(r.out_exact.rel_l2, 5e-3) << r.describe();

@@ -1,6 +1,6 @@
 // Host-only checks of kjit::attention::prefill, plan_paged_prefill and paged_prefill: every
 // validation rule fires with a message naming the op and the tensor (before any driver call), the
-// tile choice, the ragged plan (the seed's example), the family specs, and that every
+// tile choice, the ragged plan (q lengths 70, 10, 130), the family specs, and that every
 // specialization compiles for sm_80/89/90a/100a (no spills on sm_80/sm_90a). No GPU needed.
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
@@ -163,7 +163,7 @@ TEST(AttentionPrefillPlan, TileChoiceAndShapes) {
   EXPECT_EQ(kjit::attention::prefill_launch_shape(128, 32).threads, 0);
 }
 
-TEST(AttentionPrefillPlan, RaggedWorkMapOfTheSeedExample) {
+TEST(AttentionPrefillPlan, RaggedWorkMapOfThreeRequests) {
   const std::vector<int32_t> indptr = {0, 70, 80, 210};
   const PagedPrefillPlan p64 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 64);
   EXPECT_EQ(p64.q_tile_to_batch, (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));

@@ -87,7 +87,7 @@ TEST(SwaDecodeArgs, ValidArgsPass) {
   a.kv_cache.dtype = DType::kE4M3;
   EXPECT_EQ(md::validate_swa_decode(a).cache, kjit::mla::kSwaCacheE4M3);
 
-  // The seed's forms: [1, T, W] indices, and more index / lens rows than tokens.
+  // Accepted forms beyond [T, W]: [1, T, W] indices, and more index / lens rows than tokens.
   a = valid_args();
   a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {1, kT + 3, kW}, {}, 0);
   a.lens = TensorRef(fake_ptr(0x4000000), DType::kI64, {kT + 3}, {}, 0);

@@ -5,7 +5,7 @@ kjit runs through tools/bench/rotary_shim.cc (ctypes, raw device pointers, torch
 Each shape is first checked against a float64 torch reference (max bf16 ulp distance ≤ 1,
 relative L2 ≤ 4e-3), then timed with triton.testing.do_bench (median), cycling through enough
 input sets to exceed L2 several times over. Peers:
-  torch complex: the astrai seed's fallback, view_as_complex → multiply → view_as_real (pairs
+  torch complex: the usual PyTorch RoPE, view_as_complex → multiply → view_as_real (pairs
                  adjacent elements, i.e. GPT-J pairing), including the freqs_cis[positions] gather;
   torch neox:    real-arithmetic NeoX (half split) with cos/sin gathered by position.
 Effective bytes (same for every implementation) = q (+ k) read + written, plus the cos and sin
@@ -163,7 +163,7 @@ def main():
                 failures += 0 if ok else 1
                 print(f"  check {name} {'neox' if neox else 'gptj'} {label}: max {max_ulp} ulp, "
                       f"rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}")
-        # The seed's torch path computes the same GPT-J rotation (sanity check of the peer).
+        # The complex-multiply peer computes the same GPT-J rotation (sanity check of the peer).
         q0 = torch.randn(tokens, q_heads, head_dim, device=dev).to(torch.bfloat16)
         _, rel = check(torch_complex(q0, freqs_cis, pos_r), reference(q0, cos, sin, pos_r, False))
         print(f"  check torch complex vs float64: rel_l2 {rel:.2e}")

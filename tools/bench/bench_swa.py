@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kjit's fused fp8 sliding-window MLA decode beside the seed's PyTorch fallback, on one GPU.
+"""kjit's fused fp8 sliding-window MLA decode beside a batched PyTorch fallback, on one GPU.
 
     python3 tools/bench/bench_swa.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
     python3 tools/bench/bench_swa.py --sweep [--lib ...] [--json sweep.json]
@@ -15,12 +15,12 @@ W 128, a paged E4M3 cache of 256-row blocks (uint8 storage) with one bf16 invers
 The cache holds 2^20 slots (512 MiB), far more than L2, and every token's window indices are
 random slots spread over all of its blocks. The script
 
-  1. re-expresses the seed's `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py) in
-     torch: one batched gather, dequantize, masked SDPA;
+  1. writes the op the way a PyTorch serving stack does without a fused kernel: one batched
+     gather of every token's window, dequantize to bf16, masked SDPA (torch_fallback);
   2. checks kjit against it and against a float64 torch reference of the same function (the
-     dequantized values rounded to bf16 as the seed does), on the benchmark inputs and on a case
+     dequantized values rounded to bf16 as the fallback does), on the benchmark inputs and on a case
      with ragged lengths (incl. 0 and W), invalid indices and LSE (relative L2 ≤ 1e-2 for out,
-     2e-3 for LSE: kjit keeps the dequantized values exact where the seed rounds them to bf16);
+     2e-3 for LSE: kjit keeps the dequantized values exact where the fallback rounds them to bf16);
   3. times kjit (eager through ctypes, and replayed from a CUDA graph) and the fallback with
      triton.testing.do_bench (median; do_bench flushes L2 before every call) at T = 1, 8, 64, 512;
   4. prints T, kjit µs, fallback µs, speedup, the floor and kjit's % of it, where
@@ -121,8 +121,8 @@ class Kjit:
             raise RuntimeError("kjit swa_decode failed (see stderr)")
 
 
-def seed_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
-    """The seed's `_fallback_batched_sdp`: gather every token's window at once, dequantize
+def torch_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
+    """The op in plain PyTorch: gather every token's window at once, dequantize
     (fp8 → bf16, times the slot's inverse scale, back to bf16), one batched SDPA over NH · T rows
     with a −inf mask for positions ≥ lens or with a negative index."""
     T, nh, hd = q.shape
@@ -145,7 +145,7 @@ def seed_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, wind
 
 
 def reference64(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
-    """The same function in float64 (dequantized values rounded to bf16 as the seed does; the
+    """The same function in float64 (dequantized values rounded to bf16 as the fallback does; the
     f32 product fp8 · bf16 is exact, so that is one rounding). Empty rows: out 0, lse −inf."""
     T = q.shape[0]
     outs, lses = [], []
@@ -241,7 +241,7 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
     out = torch.empty_like(q)
     kj.decode(q, kv, inv_scale, indices, lens, out)  # compiles / loads once
     torch.cuda.synchronize()
-    fb = seed_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+    fb = torch_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
     ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
     row = {"T": T, "rel_l2_vs_fallback": rel_l2(out, fb), "rel_l2_vs_ref64": rel_l2(out, ref),
            "fallback_rel_l2_vs_ref64": rel_l2(fb, ref)}
@@ -251,7 +251,7 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
 
     row["kjit_us"] = bench_ms(lambda: kj.decode(q, kv, inv_scale, indices, lens, out)) * 1e3
     row["kjit_graph_us"] = graph_us(lambda: kj.decode(q, kv, inv_scale, indices, lens, out))
-    row["fallback_us"] = bench_ms(lambda: seed_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W),
+    row["fallback_us"] = bench_ms(lambda: torch_fallback(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W),
                                   rep=500) * 1e3
     row["speedup"] = row["fallback_us"] / row["kjit_us"]
     # The mma.sync kernel (what the planner picked on the H200 before the wgmma kernel; the only

@@ -1,5 +1,5 @@
 // C entry points for tools/bench/bench_swa.py: the Python script hands raw device pointers of
-// torch tensors and torch's current stream, so kjit and the seed's PyTorch fallback run in one
+// torch tensors and torch's current stream, so kjit and the batched PyTorch fallback run in one
 // process on the same memory. Every function returns 0 on success and 1 after printing the error.
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>

@@ -76,7 +76,7 @@ std::vector<Result> attention(Runtime& runtime) {
 
   {
     testing::PagedPrefillCase c;
-    c.q_lens = {70, 10, 130, 0};  // the seed's ragged example plus an empty request
+    c.q_lens = {70, 10, 130, 0};  // a ragged batch (one request spans two q tiles) plus an empty request
     c.kv_lens = {70, 500, 130, 33};
     c.q_heads = 32;
     c.kv_heads = 8;

@@ -1,6 +1,6 @@
 // `kjit selftest` checks of kjit::mla::swa_decode on DeepSeek-V4-like decode shapes (T = 8
 // tokens, 128 query heads, latent 512, window 128, paged E4M3 cache of 256-row blocks) against
-// the float64 reference of the seed's fallback.
+// the float64 reference (tools/testing/reference_swa.hpp: gather, dequantize to bf16, SDPA).
 #include "tools/selftest/selftest.hpp"
 
 #include "tools/testing/reference_swa.hpp"
@@ -12,7 +12,7 @@ namespace kjit::selftest {
 
 std::vector<Result> swa_decode(Runtime& runtime) {
   // Tolerances: see kSwaOutTol / kSwaLseTol in tools/testing/reference_swa.hpp (bf16 output
-  // rounding plus the seed's bf16 rounding of dequantized values, which the kernel skips).
+  // rounding plus the reference's bf16 rounding of dequantized values, which the kernel skips).
   std::vector<testing::SwaCase> cases;
   auto add = [&](auto&& tweak) {
     testing::SwaCase c;

@@ -1,12 +1,12 @@
 #pragma once
 /// \file reference_swa.hpp
-/// Float64 reference of kjit::mla::swa_decode (include/kjit/ops/swa_decode.hpp) — the seed's
-/// `_fallback_batched_sdp` (shared/seeds/swa-fp8-decode-cutedsl.py) in double precision — and a
+/// Float64 reference of kjit::mla::swa_decode (include/kjit/ops/swa_decode.hpp) — gather each
+/// token's window, dequantize, masked SDPA, as a PyTorch version does, in double precision — and a
 /// random problem runner that the GPU tests, `kjit selftest` and the host emulator share.
 ///
-/// Rounding: like the seed, the reference dequantizes each cached value as
+/// Rounding: like a bf16 PyTorch version, the reference dequantizes each cached value as
 ///   k = round_to_bf16(fp8_value · inv_scale)
-/// (the seed's `(kv_raw.to(bf16) * inv_scales).to(bf16)`: the fp8·bf16 product is exact in
+/// (`(kv_raw.to(bf16) * inv_scales).to(bf16)` in PyTorch: the fp8·bf16 product is exact in
 /// f32, so that is one round-to-nearest-even to bf16) and then does everything else in float64.
 /// The kernel multiplies the exact fp8 values and applies inv_scale in f32, so it differs from
 /// this reference by that rounding: ~2^-9 relative per cached value, random in sign.
@@ -60,7 +60,7 @@ struct SwaReference {
 
 /// Computes the reference in float64 (max-subtracted exponentials; position j of token t is
 /// valid when j < clamp(lens[t], 0, W) and indices[t][j] ≥ 0). Multithreaded over tokens.
-/// `round_dequant` false skips the seed's bf16 rounding of fp8 · inv_scale (the exact function,
+/// `round_dequant` false skips that bf16 rounding of fp8 · inv_scale (the exact function,
 /// which is what the kernel computes up to f32/f16 arithmetic): tests report both distances.
 SwaReference swa_reference(const SwaProblem& problem, bool round_dequant = true);
 
@@ -74,7 +74,7 @@ struct SwaCase {
   /// slots, at least 4 blocks).
   int num_blocks = 0;
   Fp8Format format = Fp8Format::kE4M3;
-  /// Pass an E4M3 cache as DType::kU8 (the seed's uint8 storage) instead of kE4M3.
+  /// Pass an E4M3 cache as DType::kU8 (raw bytes in a uint8 tensor) instead of kE4M3.
   bool u8_cache = true;
   /// Lengths: kFull = W; kRandom = uniform in [0, W]; kEdges = cycling 0, 1, W − 1, W, W + 5
   /// (clamped), −3 (clamped to 0), then random.
@@ -116,7 +116,7 @@ SwaProblem make_swa_problem(const SwaCase& c, uint64_t seed);
 /// What run_swa_case found.
 struct SwaCaseResult {
   Comparison out;              ///< bf16 output vs reference (poisoned = NaN counts as non-finite)
-  /// The output against the reference without the seed's bf16 rounding of dequantized values
+  /// The output against the reference without the bf16 rounding of dequantized values
   /// (reported, not checked: it shows how much of `out`'s error that rounding explains).
   Comparison out_exact;
   Comparison lse;              ///< when the case asks for lse

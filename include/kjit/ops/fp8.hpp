@@ -1,6 +1,6 @@
 #pragma once
 /// \file ops/fp8.hpp
-/// FP8 quantization, FP8 GEMM and an FP8 linear layer (the astrai seed's `fp8_ops`), sm_89+.
+/// FP8 quantization, FP8 GEMM and an FP8 linear layer, sm_89+.
 ///
 /// Formats (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", arXiv:2209.05433):
 ///   E4M3 ("fn"): max ±448, smallest denormal 2^-9, no inf, NaN = S.1111.111.
@@ -12,7 +12,7 @@
 /// smallest denormal become (signed) zero. This is CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE,
 /// fmt) (cvt.rn.satfinite on sm_89+); tools/testing/reference_fp8.hpp reproduces it bit for bit.
 ///
-/// Scale semantics (as the seed): quantize takes or computes the quantization *multiplier*
+/// Scale semantics: quantize takes or computes the quantization *multiplier*
 /// (fp8 = sat(x · multiplier)) and reports the dequant scale scale_inv = 1 / multiplier (f32,
 /// correctly rounded); the GEMM takes dequant scales (D = A_fp8 · B_fp8ᵀ · sa · sb). amax is
 /// always max |x| of the *input* (NaN elements are ignored by it and stay NaN in y).

@@ -1,7 +1,8 @@
 #pragma once
 /// \file ops/rotary.hpp
-/// Rotary position embedding (RoPE), fused cos/sin lookup and rotation, as in the astrai seed's
-/// `rotary_emb` and Su et al., "RoFormer" (arXiv:2104.09864), eq. 34:
+/// Rotary position embedding (RoPE), fused cos/sin lookup and rotation: one pass gathers each
+/// token's cos/sin rows by position and rotates q and k (Su et al., "RoFormer",
+/// arXiv:2104.09864, eq. 34):
 ///   for pair (x0, x1) of dimension pair i at position p = positions[t]:
 ///     y0 = x0 * cos[p, i] - x1 * sin[p, i]
 ///     y1 = x1 * cos[p, i] + x0 * sin[p, i]
@@ -12,9 +13,9 @@
 /// Precision: computed in f32 from the exact bf16 inputs and f32 tables, with the products split
 /// exactly (FMA-based TwoProduct) so that cancellation between them loses nothing, then rounded
 /// once to bf16 (nearest even). Every output is within 1 bf16 ulp of the float64 result (the
-/// correctly rounded value except at near-ties). The astrai seed computed in bf16, rounding in
-/// between; kjit's results are at least as accurate and usually differ from the seed's in the
-/// last bit.
+/// correctly rounded value except at near-ties). A bf16 implementation that rounds the products
+/// before adding them (PyTorch's complex-multiply formulation in bf16, say) is no more accurate
+/// and usually differs from kjit's in the last bit.
 ///
 /// Kernels (kernel_sources/rotary/rotary.cu): a vector kernel moves 16-byte chunks (8 bf16) and
 /// reads each (token, chunk)'s cos/sin as float4s once for 4 heads; it runs when rotary_dim is a

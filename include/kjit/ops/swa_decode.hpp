@@ -1,23 +1,23 @@
 #pragma once
 /// \file ops/swa_decode.hpp
 /// Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: the cached
-/// latent is both K and V). It computes what `_fallback_batched_sdp`, the batched-PyTorch
-/// reference of the CuTeDSL SWA decode this kernel completes ("the seed"), computes, in one
-/// kernel (plus a merge kernel when the window is split across CTAs):
+/// latent is both K and V). In one kernel (plus a merge kernel when the window is split across
+/// CTAs) it computes what a plain PyTorch version does with one batched gather of every token's
+/// window, a dequantization and a masked scaled-dot-product attention (SDPA):
 ///
 ///   for token t, head h, over the window positions j < lens[t] whose slot s_j = indices[t, j]
 ///   is ≥ 0 (slot = block · block_size + offset):
 ///     k_j          = fp8(kv_cache[s_j / block_size, s_j % block_size, :]) · inv_scale[s_j, 0]
 ///     out[t, h, :] = Σ_j softmax_j(scale · q[t, h, :] · k_j) · k_j
 ///     lse[t, h]    = log Σ_j exp(scale · q[t, h, :] · k_j)                 (natural log)
-///   A row with no such position gets out = 0 and lse = −inf (the seed's SDPA would give NaN).
+///   A row with no such position gets out = 0 and lse = −inf (a masked SDPA would give NaN).
 ///
 /// Numerics: the kernel multiplies the cached fp8 values exactly (as f16 on sm_80/sm_100 and in
 /// the sm_90 mma.sync kernel, as raw E4M3/E5M2 mma operands on sm_89/sm_120 and in the sm_90a
 /// wgmma kernel) and applies inv_scale in f32, to the scores
 /// and (folded into P) to the output. q and P enter the products with ~8 significant bits or
-/// more (f16, or an E4M3 hi + lo pair). The seed instead rounds each dequantized value
-/// fp8 · inv_scale to bf16 before both products; the two differ by that rounding (≈ 2^-9
+/// more (f16, or an E4M3 hi + lo pair). A bf16 PyTorch version instead rounds each dequantized
+/// value fp8 · inv_scale to bf16 before both products; the two differ by that rounding (≈ 2^-9
 /// relative per value, random sign: ~1e-3 relative L2 on the output). Accumulation is f32; the
 /// output is rounded to bf16 once.
 
@@ -36,17 +36,17 @@ struct SwaDecodeArgs {
   /// NH a multiple of 16 (heads share a CTA in groups of 16 or 32). Any token/head strides, the
   /// last dim contiguous, rows 16-byte aligned.
   TensorRef q;
-  /// [num_blocks, block_size, HD] paged fp8 cache. dtype kU8 (raw E4M3 bytes, as the seed stores
-  /// them), kE4M3 or kE5M2. Any block/row strides, the last dim contiguous, rows 16-byte aligned.
+  /// [num_blocks, block_size, HD] paged fp8 cache. dtype kU8 (raw E4M3 bytes, as caches stored
+  /// as uint8 tensors hold them), kE4M3 or kE5M2. Any block/row strides, the last dim contiguous, rows 16-byte aligned.
   /// Bytes 0x7f/0xff (E4M3 NaN) are not valid contents.
   TensorRef kv_cache;
   /// [max_slots, 1] bf16: the dequantization multiplier of each cached token (slot). Any row
   /// stride.
   TensorRef inv_scale;
-  /// [≥ T, W] int64 slot ids, contiguous (a leading dim of 1, [1, ≥ T, W], is accepted as the
-  /// seed accepts it; rows past T are ignored). A negative id masks its position. W, the window,
+  /// [≥ T, W] int64 slot ids, contiguous (a leading dim of 1, [1, ≥ T, W], is accepted too:
+  /// the shape a batch-of-one caller passes; rows past T are ignored). A negative id masks its position. W, the window,
   /// is 64, 128, 256 or 512. Ids must be < num_blocks · block_size and < max_slots: checking
-  /// that would need a device synchronization, so it is the caller's contract (as in the seed).
+  /// that would need a device synchronization, so it is the caller's contract.
   TensorRef indices;
   /// [≥ T] int64 or int32: only window positions j < lens[t] count (values are clamped to
   /// [0, W]). Contiguous.

@@ -89,10 +89,15 @@ inline T __ldg(const T* p) { return *p; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 
-inline float __int_as_float(unsigned u) {
+inline float __uint_as_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
 }
 
 struct float2 { float x, y; };

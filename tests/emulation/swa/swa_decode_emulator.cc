@@ -1,7 +1,7 @@
 // Runs the real kernel_sources/mla/swa_decode.cu text on the host: every CUDA thread is a
-// std::thread, and the PTX wrappers of mla/swa_ptx.cuh (mma.sync f16, cp.async, bar.sync,
-// cvt.f16x2.e4m3x2, ex2) are replaced by emulations written from the PTX ISA (include/mla/
-// swa_ptx.cuh here). Checks the fragment and dim permutations, the swizzle, the cp.async
+// std::thread, and the PTX wrappers the kernel reaches through mla/swa_ptx.cuh (mma.sync f16 and
+// fp8, cp.async, bar.sync, cvt e4m3x2) and kjit/fast_math.cuh (ex2) are replaced by emulations
+// written from the PTX ISA (include/mla/swa_ptx.cuh here, ../include/kjit/fast_math.cuh). Checks the fragment and dim permutations, the swizzle, the cp.async
 // ownership and barriers, the score exchange, masking, the P normalization and the split merge
 // against the float64 reference without a GPU. cp.async copies land either at issue or at the
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory

@@ -1,6 +1,8 @@
 #pragma once
-// Host emulation of kernel_sources/attention/mma.cuh (tests/emulation only): the same functions,
-// implemented from the PTX ISA's fragment definitions as warp collectives over emu::WarpScratch.
+// Host emulation of kernel_sources/attention/mma.cuh (tests/emulation only): the functions that
+// header brings in from kjit/mma.cuh, kjit/cp_async.cuh, kjit/smem.cuh and kjit/pack.cuh, and its
+// own swizzle, implemented from the PTX ISA's fragment definitions as warp collectives over
+// emu::WarpScratch.
 // Shared memory is the array kjit::attention::smem; a "shared address" is a byte offset into it.
 #include "kjit/config.cuh"
 #include "emu_cp_async.hpp"
@@ -118,8 +120,5 @@ inline uint32_t swizzle_offset(int row, int chunk) {
   static_assert(kRowBytes % 128 == 0, "swizzled rows must span whole 128-byte bank sweeps");
   return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
-
-inline float fast_exp2(float x) { return std::exp2(x); }
-inline float fast_log2(float x) { return std::log2(x); }
 
 }  // namespace kjit::attention

@@ -1,6 +1,6 @@
 #pragma once
 // CUDA built-ins the fp8 sliding-window decode kernels use beyond tests/emulation/include/
-// emu_runtime.hpp (host emulation only): vector types, bit casts, f16/bf16 packing, __byte_perm,
+// emu_runtime.hpp (host emulation only): vector types, f16/bf16 packing, __byte_perm,
 // __shfl_sync. f16 conversions go through the compiler's _Float16 (IEEE binary16, round to
 // nearest even, subnormals kept), as the device's cvt.rn.f16x2.f32 does.
 #include "emu_runtime.hpp"
@@ -17,16 +17,6 @@ struct __half2 { uint16_t x, y; };
 struct __nv_bfloat16 { uint16_t x; };
 struct __nv_bfloat162 { uint16_t x, y; };
 
-inline float __uint_as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint32_t __float_as_uint(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 namespace swa_emu {
 inline uint16_t f16_bits(float f) {

@@ -1,9 +1,13 @@
 #pragma once
-// Host emulation of kernel_sources/mla/swa_ptx.cuh (tests/emulation/swa only): the same
-// functions, written from the PTX ISA — mma.m16n8k16 .f16 fragments, cp.async zero fill and
-// commit/wait groups, bar.sync with a thread count, cvt.rn.f16x2.e4m3x2. Shared memory is the
-// array kjit::mla::smem; a "shared address" is a byte offset into it.
+// Host emulation of kernel_sources/mla/swa_ptx.cuh (tests/emulation/swa only): the functions
+// that header brings in from kjit/ (mma.cuh, fp8_cvt.cuh, cp_async.cuh, named_barrier.cuh,
+// smem.cuh, prefetch.cuh; fast_math.cuh has its own emulation), written from the PTX ISA —
+// mma.m16n8k16 .f16 and m16n8k32 fp8 fragments, cp.async zero fill and commit/wait groups,
+// bar.sync with a thread count, cvt.rn.satfinite.e4m3x2 and cvt.rn.f16x2.e4m3x2. Shared memory
+// is the array kjit::mla::smem; a "shared address" is a byte offset into it.
 #include "kjit/config.cuh"
+#include "kjit/fast_math.cuh"
+#include "kjit/fp8_format.h"
 #include "emu_cp_async.hpp"
 
 #include <cstdio>
@@ -91,7 +95,7 @@ inline void named_barrier(int id, int threads) {
 
 /// mma.m16n8k16.row.col.f32.f16.f16.f32: every lane deposits a[4], b[2]; each lane computes
 /// its own d[4] (PTX ISA fragment layouts; products and sums in double).
-inline void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+inline void mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
   ::emu::WarpScratch& w = ::emu::my_warp();
   const int lane = ::emu::my_lane();
   w.u[lane][0] = a0;
@@ -123,11 +127,13 @@ inline void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32
   for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
-/// mma.m16n8k32.row.col.f32.e4m3.{e4m3|e5m2}.f32: A (16x32): a0 = (g, k 4t..4t+3),
+/// mma.m16n8k32.row.col.f32.e4m3.{e4m3|e5m2}.f32 (the kernel's A is always E4M3): A (16x32): a0 = (g, k 4t..4t+3),
 /// a1 = (g+8, 4t..), a2 = (g, 16+4t..), a3 = (g+8, 16+4t..); B (32x8): b0 = (k 4t..4t+3, n g),
 /// b1 = (k 16+4t.., n g); byte i of a register is element k = base + i.
-template <bool kE5M2B>
+template <int kFa, int kFb>
 inline void mma_fp8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  static_assert(kFa == fp8::kFormatE4M3, "the SWA kernel's A operand (q, P) is E4M3");
+  constexpr bool kE5M2B = kFb == fp8::kFormatE5M2;
   ::emu::WarpScratch& w = ::emu::my_warp();
   const int lane = ::emu::my_lane();
   w.u[lane][0] = a0;
@@ -177,7 +183,6 @@ inline uint32_t cvt_e4m3x2_f16x2(uint32_t w) {
   return static_cast<uint32_t>(one(pair & 0xff)) | (static_cast<uint32_t>(one((pair >> 8) & 0xff)) << 16);
 }
 
-inline float fast_exp2(float x) { return std::exp2(x); }
 inline void prefetch_l1(const void*) {}
 
 }  // namespace swa_detail

@@ -1,0 +1,23 @@
+#pragma once
+// The hardware approximations of 2^x and log2(x) (MUFU.EX2 / MUFU.LG2). The attention and SWA
+// kernels keep softmax in the log2 domain (scores pre-multiplied by scale · log2(e)), so every
+// exponential is one ex2 and a log-sum-exp needs one lg2.
+#include "kjit/config.cuh"
+
+namespace kjit {
+
+/// 2^x (ex2.approx.ftz: relative error ~2^-22; 2^-inf = +0).
+KJIT_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// log2(x) (lg2.approx.ftz; lg2(0) = -inf).
+KJIT_DEVICE float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace kjit

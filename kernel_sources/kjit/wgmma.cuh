@@ -1,0 +1,230 @@
+#pragma once
+// Hopper (sm_90a) warpgroup MMA: wgmma.mma_async with bf16 or E4M3/E5M2 inputs and f32
+// accumulators, its fences and group waits, the shared-memory matrix descriptors its operands
+// are read through, and setmaxnreg (the register split between the producer and consumer
+// warpgroups of a warp-specialized kernel). Callers compile these only for sm_90a
+// (__CUDA_ARCH_FEAT_SM90_ALL).
+//
+// Accumulator layout of an m64nN step (PTX ISA, "wgmma D fragments"): thread t of the warpgroup,
+// warp w = t / 32, lane l: d[4j + r] = D[16w + l/4 + 8(r/2)][8j + 2(l%4) + (r%2)], j < N / 8.
+#include "kjit/config.cuh"
+#include "kjit/fp8_format.h"
+
+// wgmma accumulator operand lists: the N / 2 f32 registers d[0..] of an m64nN step, as asm
+// outputs (KJIT_SM90_ACC<n>) and as the matching "{%0, ..., %<n-1>}" register vector
+// (KJIT_SM90_ACC<n>_REGS); the asm's own inputs follow at %<n>.
+#define KJIT_SM90_ACC32                                                                             \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),               \
+  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),           \
+  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),        \
+  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),        \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define KJIT_SM90_ACC32_REGS                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define KJIT_SM90_ACC64                                                                             \
+  KJIT_SM90_ACC32,                                                                                  \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]),        \
+  "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),        \
+  "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]),        \
+  "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),        \
+  "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define KJIT_SM90_ACC64_REGS                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "      \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "      \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define KJIT_SM90_ACC128                                                                            \
+  KJIT_SM90_ACC64,                                                                                  \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),        \
+  "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),        \
+  "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),        \
+  "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),        \
+  "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]),        \
+  "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),                \
+  "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),               \
+  "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]),               \
+  "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),               \
+  "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define KJIT_SM90_ACC128_REGS                                                                       \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "      \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "      \
+  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "      \
+  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "      \
+  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "        \
+  "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "      \
+  "%123, %124, %125, %126, %127}"
+
+namespace kjit::sm90 {
+
+KJIT_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+KJIT_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+KJIT_DEVICE void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+/// Register budget of the producer (decrease) and consumer (increase) warpgroups.
+template <int kRegs>
+KJIT_DEVICE void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+KJIT_DEVICE void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+/// Shared-memory matrix descriptor of a K-major tile written by TMA with 128-byte swizzling:
+/// rows of 128 bytes, 8-row (1024-byte) swizzle atoms. Start address (bits 0-13, >> 4), leading
+/// byte offset (bits 16-29) unused for swizzled K-major layouts, stride byte offset (bits 32-45)
+/// = 1024 between 8-row groups, swizzle mode 1 = 128B (bits 62-63). The tile base is
+/// 1024-byte aligned; a k step inside the 128-byte row advances the start address by its bytes.
+KJIT_DEVICE uint64_t smem_desc_k128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/// Shared-memory matrix descriptor of an MN-major operand written by TMA with the 128-byte
+/// swizzle (PTX ISA "Matrix Descriptor Format"; CUTLASS's canonical GMMA layout
+/// Swizzle<3,4,3> o ((8,n),(8,k)) : ((1,LBO),(8,SBO)) in 16-byte units): rows of 128 bytes along
+/// MN (64 bf16), one row per k; 8-row (1024-byte) swizzle atoms. Stride byte offset (bits 32-45)
+/// = 1024 between 8-row groups along k; leading byte offset (bits 16-29) = `mn_block_bytes`
+/// between consecutive 64-element blocks along MN. The base is 1024-byte aligned.
+KJIT_DEVICE uint64_t smem_desc_mn128(uint32_t addr, uint32_t mn_block_bytes) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) | (static_cast<uint64_t>((mn_block_bytes >> 4) & 0x3fff) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// --- bf16: m64nNk16 (32 or 64 f32 accumulators per thread) ---------------------------------
+
+#define KJIT_WGMMA_BF16_SS_N64                                                                      \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "                                       \
+      KJIT_SM90_ACC32_REGS ", "                                                                     \
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                               \
+      : KJIT_SM90_ACC32                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+#define KJIT_WGMMA_BF16_RS_N64                                                                      \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "                                       \
+      KJIT_SM90_ACC32_REGS ", "                                                                     \
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                 \
+      : KJIT_SM90_ACC32                                                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+
+#define KJIT_WGMMA_BF16_SS_N128                                                                     \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "                                      \
+      KJIT_SM90_ACC64_REGS ", "                                                                     \
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                               \
+      : KJIT_SM90_ACC64                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+#define KJIT_WGMMA_BF16_RS_N128                                                                     \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "                                      \
+      KJIT_SM90_ACC64_REGS ", "                                                                     \
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                                 \
+      : KJIT_SM90_ACC64                                                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+
+/// d (+)= A · B for one m64nNk16 bf16 step of the warpgroup, A (64 × 16) and B (N × 16) both
+/// K-major from shared-memory descriptors; scale_d = 0 overwrites d.
+template <int kN>
+KJIT_DEVICE void wgmma_bf16_ss(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN == 64 || kN == 128, "wgmma N");
+  if constexpr (kN == 64) {
+    KJIT_WGMMA_BF16_SS_N64;
+  } else {
+    KJIT_WGMMA_BF16_SS_N128;
+  }
+}
+
+/// d (+)= A · B for one m64nNk16 bf16 step, A from registers and B from an MN-major
+/// (transposed) shared-memory descriptor. A fragment (as mma.m16n8k16's, per warp's 16 rows):
+/// a[0] = (row l/4, k 2(l%4)..+1), a[1] = (row l/4 + 8, same k), a[2] = (row l/4, k + 8),
+/// a[3] = (row l/4 + 8, k + 8), bf16x2 with the lower k in the low half. So the D fragments of two
+/// adjacent n8 tiles, packed to bf16, are the A fragment of one k16 step (P stays in registers).
+template <int kN>
+KJIT_DEVICE void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN == 64 || kN == 128, "wgmma N");
+  if constexpr (kN == 64) {
+    KJIT_WGMMA_BF16_RS_N64;
+  } else {
+    KJIT_WGMMA_BF16_RS_N128;
+  }
+}
+
+#undef KJIT_WGMMA_BF16_SS_N64
+#undef KJIT_WGMMA_BF16_RS_N64
+#undef KJIT_WGMMA_BF16_SS_N128
+#undef KJIT_WGMMA_BF16_RS_N128
+
+// --- fp8 (E4M3 / E5M2): m64nNk32 ----------------------------------------------------------
+
+// m64n64k32: 32 f32 accumulators per thread.
+#define KJIT_WGMMA_M64N64K32(TA, TB)                                                                \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32." TA "." TB " "                                   \
+      KJIT_SM90_ACC32_REGS ", "                                                                     \
+      "%32, %33, p, 1, 1;\n}\n"                                                                     \
+      : KJIT_SM90_ACC32                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+// m64n128k32: 64 f32 accumulators per thread.
+#define KJIT_WGMMA_M64N128K32(TA, TB)                                                               \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " "                                  \
+      KJIT_SM90_ACC64_REGS ", "                                                                     \
+      "%64, %65, p, 1, 1;\n}\n"                                                                     \
+      : KJIT_SM90_ACC64                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+// m64n256k32: 128 f32 accumulators per thread.
+#define KJIT_WGMMA_M64N256K32(TA, TB)                                                               \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32." TA "." TB " "                                  \
+      KJIT_SM90_ACC128_REGS ", "                                                                    \
+      "%128, %129, p, 1, 1;\n}\n"                                                                   \
+      : KJIT_SM90_ACC128                                                                            \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+/// d (+)= A · B for one m64nNk32 step of the warpgroup: A 64 × 32 in format kFa and B N × 32 in
+/// format kFb (fp8::kFormatE4M3 / fp8::kFormatE5M2), both K-major from shared-memory descriptors;
+/// scale_d = 0 overwrites d.
+template <int kN, int kFa, int kFb>
+KJIT_DEVICE void wgmma_fp8(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "wgmma N");
+#define KJIT_WGMMA_PICK(M)                                                                          \
+  if constexpr (kFa == fp8::kFormatE4M3 && kFb == fp8::kFormatE4M3) {                               \
+    M("e4m3", "e4m3");                                                                              \
+  } else if constexpr (kFa == fp8::kFormatE4M3 && kFb == fp8::kFormatE5M2) {                        \
+    M("e4m3", "e5m2");                                                                              \
+  } else if constexpr (kFa == fp8::kFormatE5M2 && kFb == fp8::kFormatE4M3) {                        \
+    M("e5m2", "e4m3");                                                                              \
+  } else {                                                                                          \
+    M("e5m2", "e5m2");                                                                              \
+  }
+  if constexpr (kN == 64) {
+    KJIT_WGMMA_PICK(KJIT_WGMMA_M64N64K32)
+  } else if constexpr (kN == 128) {
+    KJIT_WGMMA_PICK(KJIT_WGMMA_M64N128K32)
+  } else {
+    KJIT_WGMMA_PICK(KJIT_WGMMA_M64N256K32)
+  }
+#undef KJIT_WGMMA_PICK
+}
+
+#undef KJIT_WGMMA_M64N64K32
+#undef KJIT_WGMMA_M64N128K32
+#undef KJIT_WGMMA_M64N256K32
+
+}  // namespace kjit::sm90
