@@ -1,0 +1,195 @@
+// The family declarations and what is derived from them (host only): ParamMap parsing and
+// printing, points from codes, name expressions, target support and the enumeration of each
+// space. The name expressions are pinned: they enter the cache key, so a change here orphans every
+// cached entry and must be deliberate.
+#include <kjit/error.hpp>
+#include <kjit/families.hpp>
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kjit::Family;
+using kjit::ParamMap;
+using kjit::Point;
+using kjit::Target;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kjit::InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
+}
+
+TEST(Families, EveryDefaultRoundTripsThroughItsPoint) {
+  for (const Family& f : kjit::families()) {
+    ASSERT_FALSE(f.defaults.empty()) << f.name;
+    ASSERT_LE(f.params.size(), static_cast<size_t>(kjit::kMaxFamilyParams)) << f.name;
+    std::set<std::string> seen;
+    for (const ParamMap& d : f.defaults) {
+      const Point pt = f.parse(d);
+      EXPECT_EQ(f.params_of(pt), d) << f.name;
+      EXPECT_TRUE(seen.insert(f.describe(pt)).second) << f.name << ": duplicate default " << f.describe(pt);
+      // The codes the ops plan with name the same point.
+      std::vector<int64_t> codes;
+      for (size_t i = 0; i < f.params.size(); ++i) codes.push_back(f.value(pt, static_cast<int>(i)).code);
+      Point again;
+      switch (codes.size()) {  // point() takes an initializer list, as the planners write it
+        case 1: again = f.point({codes[0]}); break;
+        case 2: again = f.point({codes[0], codes[1]}); break;
+        case 3: again = f.point({codes[0], codes[1], codes[2]}); break;
+        case 4: again = f.point({codes[0], codes[1], codes[2], codes[3]}); break;
+        case 5: again = f.point({codes[0], codes[1], codes[2], codes[3], codes[4]}); break;
+        case 9:
+          again = f.point({codes[0], codes[1], codes[2], codes[3], codes[4], codes[5], codes[6], codes[7], codes[8]});
+          break;
+        default: FAIL() << f.name << " has " << codes.size() << " parameters: extend this switch";
+      }
+      EXPECT_EQ(again, pt) << f.name;
+      const kjit::ProgramSpec spec = f.spec(pt);
+      EXPECT_EQ(spec.family, f.name);
+      EXPECT_EQ(spec.template_args, f.describe(pt));
+      EXPECT_FALSE(spec.name_expressions.empty()) << f.name;
+      for (const std::string& e : spec.name_expressions) EXPECT_EQ(e.find('{'), std::string::npos) << e;
+    }
+  }
+}
+
+// One point per program of every family, spelled as the kernels' templates expect.
+TEST(Families, NameExpressionsArePinned) {
+  struct Case {
+    const char* family;
+    ParamMap params;
+    const char* source;
+    std::vector<std::string> kernels;
+  };
+  const std::vector<Case> cases = {
+      {"rotary", {{"style", "gptj"}, {"head_dim", "80"}, {"pos", "i32"}}, "rotary/rotary.cu",
+       {"kjit::rope::rotary_kernel<80, 1, int>", "kjit::rope::rotary_scalar_kernel<80, 1, int>"}},
+      {"rotary", {{"style", "neox"}, {"head_dim", "128"}, {"pos", "i64"}}, "rotary/rotary.cu",
+       {"kjit::rope::rotary_kernel<128, 0, long long>", "kjit::rope::rotary_scalar_kernel<128, 0, long long>"}},
+      {"attention.decode", {{"head_dim", "128"}, {"rows", "16"}}, "attention/decode.cu",
+       {"kjit::attention::decode_kernel<128, 16>", "kjit::attention::decode_merge_kernel<128>"}},
+      {"attention.paged_decode", {{"head_dim", "64"}, {"rows", "8"}}, "attention/decode.cu",
+       {"kjit::attention::decode_kernel<64, 8, kjit::attention::PagedKV>",
+        "kjit::attention::decode_merge_kernel<64>"}},
+      {"attention.paged_append", {{"head_dim", "256"}, {"index", "indptr"}}, "attention/paged_append.cu",
+       {"kjit::attention::paged_append_kernel<256, true>"}},
+      {"attention.prefill", {{"head_dim", "128"}, {"block_m", "64"}, {"mask", "bool"}}, "attention/prefill.cu",
+       {"kjit::attention::prefill_kernel<128, 64, true, kjit::attention::DenseQSchedule, kjit::attention::ContigKV>"}},
+      {"attention.prefill_sm90", {{"head_dim", "64"}}, "attention/prefill_sm90.cu",
+       {"kjit::attention::prefill_sm90_kernel<64>"}},
+      {"attention.paged_prefill", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill.cu",
+       {"kjit::attention::prefill_kernel<128, 128, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}},
+      {"fp8.quantize", {{"in", "f16"}, {"fmt", "e5m2"}, {"granularity", "tensor"}, {"pow2", "1"}}, "fp8/quantize.cu",
+       {"kjit::fp8::quantize_tensor_kernel<1, 1, false, true>", "kjit::fp8::quantize_tensor_kernel<1, 1, true, true>",
+        "kjit::fp8::amax_kernel<1>", "kjit::fp8::delayed_scaling_kernel<1>"}},
+      {"fp8.quantize", {{"in", "f32"}, {"fmt", "e4m3"}, {"granularity", "row"}, {"pow2", "0"}}, "fp8/quantize.cu",
+       {"kjit::fp8::quantize_row_kernel<2, 0, false>"}},
+      {"fp8.quantize", {{"in", "bf16"}, {"fmt", "e4m3"}, {"granularity", "block1x128"}, {"pow2", "0"}},
+       "fp8/quantize.cu", {"kjit::fp8::quantize_block_kernel<0, 0, false>"}},
+      {"fp8.quantize", {{"in", "bf16"}, {"fmt", "e4m3"}, {"granularity", "block128x128"}, {"pow2", "1"}},
+       "fp8/quantize.cu", {"kjit::fp8::quantize_tile_kernel<0, 0, true>"}},
+      {"fp8.gemm",
+       {{"impl", "mma"}, {"a", "e4m3"}, {"b", "e5m2"}, {"out", "f32"}, {"scale", "block"}, {"tile", "128x64"},
+        {"stages", "3"}, {"a_major", "m"}, {"b_major", "k"}},
+       "fp8/gemm.cu", {"kjit::fp8::gemm_kernel<0, 1, true, true, 128, 64, 3, true, false>"}},
+      {"fp8.gemm",
+       {{"impl", "wgmma"}, {"a", "e4m3"}, {"b", "e4m3"}, {"out", "bf16"}, {"scale", "tensor"}, {"tile", "128x256"},
+        {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}},
+       "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<0, 0, false, 256, 3>"}},
+      {"mla.swa_decode",
+       {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}},
+       "mla/swa_decode.cu",
+       {"kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1>", "kjit::mla::swa_merge_kernel<512>"}},
+      {"mla.swa_decode",
+       {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
+       "mla/swa_decode_sm90.cu", {"kjit::mla::swa_decode_wgmma_kernel<512, 128, 0>"}},
+  };
+  for (const Case& c : cases) {
+    const kjit::ProgramSpec spec = kjit::family(c.family).spec(c.params);
+    EXPECT_EQ(spec.source_name, c.source) << c.family;
+    EXPECT_EQ(spec.name_expressions, c.kernels) << c.family;
+  }
+}
+
+TEST(Families, ParseNamesWhatIsWrong) {
+  const Family& f = kjit::family("attention.prefill");
+  std::string e = error_of([&] { f.parse({{"head_dim", "128"}, {"block_m", "64"}, {"mask", "none"}, {"x", "1"}}); });
+  EXPECT_NE(e.find("unknown parameter 'x'"), std::string::npos) << e;
+  e = error_of([&] { f.parse({{"head_dim", "100"}}); });
+  EXPECT_NE(e.find("head_dim=100 is not in the specialization space (64, 128, 256)"), std::string::npos) << e;
+  e = error_of([&] { f.parse({{"head_dim", "128"}}); });
+  EXPECT_NE(e.find("missing parameters block_m (one of 64, 128); mask (one of none, bool)"), std::string::npos) << e;
+  // A constraint between parameters names the point and the rule.
+  const Family& g = kjit::family("fp8.gemm");
+  e = error_of([&] {
+    g.parse({{"impl", "wgmma"}, {"a", "e4m3"}, {"b", "e4m3"}, {"out", "bf16"}, {"scale", "block"}, {"tile", "128x128"},
+             {"stages", "4"}, {"a_major", "k"}, {"b_major", "k"}});
+  });
+  EXPECT_NE(e.find("fp8.gemm: impl=wgmma"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensorwise scales only"), std::string::npos) << e;
+}
+
+TEST(Families, PointFromCodesRejectsUndeclaredValues) {
+  const Family& f = kjit::family("rotary");
+  EXPECT_EQ(f.describe(f.point({1, 128, 0})), "style=gptj head_dim=128 pos=i32");
+  const std::string e = error_of([&] { f.point({0, 100, 0}); });
+  EXPECT_NE(e.find("rotary: no kernel for head_dim=100"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { f.point({0, 128}); }), "(no InvalidArgument)");
+}
+
+TEST(Families, EnumerationCoversTheValidSpace) {
+  for (const Family& f : kjit::families()) {
+    const std::vector<Point> all = f.enumerate();
+    size_t product = 1;
+    for (const auto& p : f.params) product *= p.values.size();
+    EXPECT_LE(all.size(), product) << f.name;
+    if (!f.constraint) EXPECT_EQ(all.size(), product) << f.name;
+    std::set<std::string> distinct;
+    for (const Point& pt : all) {
+      EXPECT_EQ(f.invalid_reason(pt), "") << f.name;
+      distinct.insert(f.describe(pt));
+    }
+    EXPECT_EQ(distinct.size(), all.size()) << f.name;
+    // Every default is a point of the space.
+    for (const Point& d : f.default_points()) EXPECT_TRUE(distinct.count(f.describe(d))) << f.name;
+  }
+  // fp8.gemm: mma takes 3 tiles x 3 stages x 4 majors x 2 scales less 128x128 with block scales
+  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages, each for 2 x 2 formats x 2 outputs.
+  EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(), size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5));
+  // mla.swa_decode: groups 16 and 32 take any tile and window; 64 only tile 128 with window <= 128.
+  EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2));
+}
+
+TEST(Families, TargetsFilterTheEnumeration) {
+  const Target sm90a = Target::parse("sm_90a"), sm89 = Target::parse("sm_89"), sm80 = Target::parse("sm_80");
+  const Family& hopper = kjit::family("attention.prefill_sm90");
+  EXPECT_EQ(hopper.enumerate(&sm90a).size(), 2u);
+  EXPECT_TRUE(hopper.enumerate(&sm89).empty());
+  EXPECT_NE(hopper.unsupported_reason(hopper.default_points()[0], Target::parse("sm_100a")).find("needs sm_90a"),
+            std::string::npos);
+  const Family& gemm = kjit::family("fp8.gemm");
+  for (const Point& pt : gemm.enumerate(&sm89)) EXPECT_EQ(gemm.value(pt, "impl").text, "mma");
+  EXPECT_GT(gemm.enumerate(&sm90a).size(), gemm.enumerate(&sm89).size());
+  EXPECT_TRUE(gemm.enumerate(&sm80).empty());  // below the family's min_sm 89
+}
+
+TEST(Families, ArchFeaturesLiveOnTheTarget) {
+  EXPECT_TRUE(Target::parse("sm_90a").has_wgmma());
+  EXPECT_FALSE(Target::parse("sm_90").has_wgmma());
+  EXPECT_FALSE(Target::parse("sm_100a").has_wgmma());
+  EXPECT_TRUE(Target::parse("sm_89").has_fp8_mma());
+  EXPECT_FALSE(Target::parse("sm_86").has_fp8_mma());
+  EXPECT_TRUE(Target::parse("sm_90").has_pdl());
+  EXPECT_FALSE(Target::parse("sm_89").has_clusters());
+  EXPECT_TRUE(Target::parse("sm_80").has_bf16_mma());
+}
+
+}  // namespace
