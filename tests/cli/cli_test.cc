@@ -221,7 +221,28 @@ TEST_F(CliTest, KernelsListsEveryFamily) {
       EXPECT_EQ(jf["params"][p]["name"], f.params[p].name);
       EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].texts());
     }
+    EXPECT_EQ(jf["points"], f.enumerate().size());
   }
+}
+
+TEST_F(CliTest, KernelsPointsListTheSpaceForATarget) {
+  const Family& gemm = family("fp8.gemm");
+  const Target sm89 = Target::parse("sm_89");
+  ProcessResult r = kjit({"kernels", "--points", "--family", "fp8.gemm", "--arch", "sm_89", "--json"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  ASSERT_EQ(j["points"].size(), gemm.enumerate(&sm89).size()) << r.describe();
+  for (const json& p : j["points"]) {
+    EXPECT_EQ(p["target"], "sm_89");
+    EXPECT_EQ(p["params"]["impl"], "mma");  // the wgmma kernel needs sm_90a
+    EXPECT_NO_THROW(gemm.parse(p["params"].get<ParamMap>()));
+  }
+  r = kjit({"kernels", "--points", "--family", "attention.prefill_sm90", "--arch", "sm_90a"});
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(r.out, "sm_90a attention.prefill_sm90 head_dim=64\nsm_90a attention.prefill_sm90 head_dim=128\n");
+  r = kjit({"kernels", "--points", "--family", "no.such"});
+  EXPECT_NE(r.code, 0) << r.describe();
+  EXPECT_NE(r.err.find("unknown kernel family 'no.such'"), std::string::npos) << r.describe();
 }
 
 // --- compile ------------------------------------------------------------------------------------

@@ -1,18 +1,57 @@
-// `kjit kernels`: the shipped kernel families, their specialization parameters and defaults.
+// `kjit kernels`: the shipped kernel families, their specialization parameters and defaults, and
+// (--points) every valid point of a family's space for a target: what a tuner sweeps.
 #include "tools/cli/common.hpp"
 
 #include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace kjit::cli {
 namespace {
 
 struct KernelsOptions {
   bool defaults = false;
+  bool points = false;
+  std::vector<std::string> families;
+  std::vector<std::string> archs;
 };
 
 std::string sm_text(int sm) { return fmt::format("sm_{}", sm); }
 
+/// Every valid point of the chosen families (all without --family) for each --arch (or for any
+/// target without one), one line or JSON object each.
+int run_points(const KernelsOptions& options) {
+  std::vector<const Family*> chosen;
+  if (options.families.empty()) {
+    for (const Family& f : families()) chosen.push_back(&f);
+  } else {
+    for (const std::string& name : options.families) chosen.push_back(&family(name));
+  }
+  std::vector<std::optional<Target>> targets;
+  for (const Target& t : parse_targets(options.archs)) targets.emplace_back(t);
+  if (targets.empty()) targets.emplace_back();
+  nlohmann::json list = nlohmann::json::array();
+  for (const Family* f : chosen) {
+    for (const std::optional<Target>& t : targets) {
+      for (const Point& pt : f->enumerate(t ? &*t : nullptr)) {
+        if (output().json) {
+          nlohmann::json j = {{"family", f->name}, {"params", params_json(f->params_of(pt))}};
+          if (t) j["target"] = t->str();
+          list.push_back(std::move(j));
+        } else {
+          fmt::print("{}{}{} {}\n", t ? t->str() : "", t ? " " : "", f->name, f->describe(pt));
+        }
+      }
+    }
+  }
+  if (output().json) print_json({{"points", list}});
+  return kExitOk;
+}
+
 int run_kernels(const KernelsOptions& options) {
+  if (options.points) return run_points(options);
   const auto& all = families();
   if (output().json) {
     nlohmann::json list = nlohmann::json::array();
@@ -65,6 +104,11 @@ void add_kernels_command(CLI::App& root, std::vector<Command>& out) {
       "kernels", "List the kernel families: parameters and their values, minimum SM, and the "
                  "default specializations `kjit precompile` compiles");
   cmd->add_flag("--defaults", options->defaults, "Also list each default specialization");
+  cmd->add_flag("--points", options->points,
+                "List every valid point of each family's space instead (the candidates a tuner sweeps)");
+  cmd->add_option("--family", options->families, "With --points: only this family (repeatable)");
+  cmd->add_option("--arch", options->archs,
+                  "With --points: only the points with a kernel for this target (repeatable), e.g. sm_90a");
   add_json_flag(cmd);
   out.push_back({cmd, [options] { return run_kernels(*options); }});
 }
