@@ -20,7 +20,7 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but sanitize), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench"}
@@ -62,6 +62,27 @@ if want tests; then
     [ $rc -eq 0 ] || { fails=$((fails + 1)); grep -E "Failure|FAILED|error" "$out/$(basename "$t").txt" | head -n 20; }
   done
   echo "GPU suites failed: $fails" | tee "$out/gpu_tests.txt"
+fi
+
+# compute-sanitizer over every GPU suite: memcheck (out-of-bounds and misaligned accesses, leaks
+# of device allocations) and racecheck (shared-memory hazards). KJIT_SANITIZE_FILTER narrows the
+# gtest cases (racecheck is ~100x slower); each tool gets KJIT_SANITIZE_TIMEOUT seconds a suite.
+if want sanitize; then
+  step "compute-sanitizer"
+  cs=/usr/local/cuda/bin/compute-sanitizer
+  [ -d "$KJIT_CACHE_DIR" ] || "$kjit" precompile -j 16 > /dev/null
+  for tool in memcheck racecheck; do
+    for t in "$root/$build"/tests/gpu_*_test; do
+      name=$(basename "$t")
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      timeout "${KJIT_SANITIZE_TIMEOUT:-120}" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 3 \
+        "$t" --gtest_brief=1 --gtest_filter="${KJIT_SANITIZE_FILTER:-*}" > "$out/$tool.$name.txt" 2>&1
+      rc=$?
+      summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY" "$out/$tool.$name.txt" | tr '\n' ' ')
+      echo "$tool $name rc=$rc ${summary:-(no summary: timed out or crashed)}" | tee -a "$out/sanitize.txt"
+    done
+  done
 fi
 
 want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"
