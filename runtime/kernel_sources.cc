@@ -3,9 +3,15 @@
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
 #include <xxhash.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <filesystem>
@@ -27,6 +33,19 @@ struct EmbeddedSource {
 // Generated at build time by cmake/embed_kernel_sources.cmake; ends with a null path.
 extern const EmbeddedSource kEmbeddedSources[];
 
+namespace {
+// The include scan asks about every name it meets, most of them not kernel sources.
+const EmbeddedSource* embedded(std::string_view path) {
+  static const auto* index = [] {
+    auto* m = new std::unordered_map<std::string_view, const EmbeddedSource*>;
+    for (const EmbeddedSource* e = kEmbeddedSources; e->path; ++e) m->emplace(e->path, e);
+    return m;
+  }();
+  auto it = index->find(path);
+  return it == index->end() ? nullptr : it->second;
+}
+}  // namespace
+
 KernelSources::KernelSources(std::string live_dir) : live_dir_(std::move(live_dir)) {}
 
 std::optional<std::string> KernelSources::read(std::string_view path) const {
@@ -39,10 +58,17 @@ std::optional<std::string> KernelSources::read(std::string_view path) const {
     s << in.rdbuf();
     return s.str();
   }
-  for (const EmbeddedSource* e = kEmbeddedSources; e->path; ++e) {
-    if (path == e->path) return std::string(reinterpret_cast<const char*>(e->data), e->size);
-  }
+  if (const EmbeddedSource* e = embedded(path)) return std::string(reinterpret_cast<const char*>(e->data), e->size);
   return std::nullopt;
+}
+
+bool KernelSources::contains(std::string_view path) const {
+  if (!live_dir_.empty()) {
+    if (path.find("..") != std::string_view::npos || (!path.empty() && path.front() == '/')) return false;
+    struct stat st {};
+    return ::stat((live_dir_ + "/" + std::string(path)).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  return embedded(path) != nullptr;
 }
 
 std::vector<std::string> KernelSources::list() const {
@@ -93,12 +119,16 @@ std::vector<Include> scan_includes(std::string_view text) {
   std::vector<Include> out;
   size_t pos = 0;
   while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
+    // Jump from '#' to '#' (memchr) and keep those that start a line, blanks aside.
+    const size_t hash = text.find('#', pos);
+    if (hash == std::string_view::npos) break;
+    size_t end = text.find('\n', hash);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = skip_space(text.substr(pos, end - pos));
     pos = end + 1;
-    if (line.empty() || line[0] != '#') continue;
-    line = skip_space(line.substr(1));
+    size_t bol = hash;
+    while (bol > 0 && (text[bol - 1] == ' ' || text[bol - 1] == '\t')) --bol;
+    if (bol > 0 && text[bol - 1] != '\n') continue;
+    std::string_view line = skip_space(text.substr(hash + 1, end - hash - 1));
     Include inc;
     if (line.substr(0, 12) == "include_next") {
       inc.next = true;
@@ -134,11 +164,22 @@ bool is_regular_file(const std::string& path) {
 }
 
 std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  struct stat st {};
+  size_t got = 0;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+  for (;;) {
+    if (got == out.size()) out.resize(out.size() + 65536);  // grew since fstat, or no size
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 // "dir" + "/" + name the way a search path entry forms it; "" and "." mean the working directory.
@@ -157,7 +198,22 @@ std::string parent_dir(std::string_view path) {
   return std::string(path.substr(0, slash));
 }
 
-// Toolkit files, read once per process: whether a path exists, and a file's digest and includes.
+// The first component of an include name ("cuda" for "cuda/std/cstdint"): a directory can hold
+// the file only if it holds that entry.
+std::string_view first_component(std::string_view name) { return name.substr(0, name.find('/')); }
+
+// What a toolkit file reaches when nothing outside the toolkit shadows any name on the way:
+// every file (path below the toolkit, digest) and the names that were looked up. Valid for a
+// call whose in-memory headers and -I directories hold none of those names.
+struct ToolkitClosure {
+  std::vector<std::pair<std::string, std::string>> files;  // ("<cuda>/...", xxh3)
+  std::set<std::string> names;
+  std::set<std::string, std::less<>> first_components;
+  bool names_in_embedded_sources = false;
+};
+
+// Toolkit files, read once per process: whether a path exists, a file's digest and includes,
+// and the closure of each toolkit file reached.
 class ToolkitMemo {
  public:
   struct File {
@@ -181,17 +237,79 @@ class ToolkitMemo {
       std::lock_guard lock(mutex_);
       if (auto it = files_.find(path); it != files_.end()) return it->second.get();
     }
-    auto text = read_file(path);
-    if (!text) return nullptr;
-    auto f = std::make_unique<File>(File{digest(*text), scan_includes(*text)});
+    // Read into one reused buffer: the toolkit closure is megabytes, and fresh memory (or a
+    // mapping) per file costs more in page faults than the copy.
+    thread_local std::string buffer;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    size_t got = 0;
+    for (;;) {
+      if (buffer.size() - got < 65536) buffer.resize(std::max<size_t>(buffer.size() * 2, got + 65536));
+      const ssize_t n = ::read(fd, buffer.data() + got, buffer.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    const std::string_view text(buffer.data(), got);
+    auto f = std::make_unique<File>(File{digest(text), scan_includes(text)});
     std::lock_guard lock(mutex_);
     return files_.emplace(path, std::move(f)).first->second.get();  // a racing reader's copy is equal
+  }
+
+  // The closure of toolkit file `path` found in `dirs` alone (see ToolkitClosure).
+  const ToolkitClosure& closure(const std::string& path, const std::vector<std::string>& dirs) {
+    const std::string memo_key = path + '\0' + fmt::format("{}", fmt::join(dirs, std::string(1, '\0')));
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = closures_.find(memo_key); it != closures_.end()) return *it->second;
+    }
+    auto c = std::make_unique<ToolkitClosure>();
+    std::set<std::string> seen;
+    std::map<std::string, std::string> files;
+    std::vector<std::string> pending{path};
+    while (!pending.empty()) {
+      std::string p = std::move(pending.back());
+      pending.pop_back();
+      if (!seen.insert(p).second) continue;
+      const File* f = file(p);
+      const std::string* root = under(p, dirs);
+      if (!f || !root) continue;
+      files.emplace("<cuda>/" + p.substr(root->size() + 1), f->xxh3);
+      const std::string own = parent_dir(p);
+      for (const Include& inc : f->includes) {
+        c->names.insert(inc.name);
+        c->first_components.emplace(first_component(inc.name));
+        std::vector<std::string> candidates;
+        if (inc.quoted) candidates.push_back(join(own, inc.name));
+        for (const std::string& d : dirs) candidates.push_back(join(d, inc.name));
+        for (std::string& cand : candidates) {
+          if (!exists(cand)) continue;
+          pending.push_back(std::move(cand));
+          if (!inc.next) break;
+        }
+      }
+    }
+    c->files.assign(files.begin(), files.end());
+    for (const std::string& n : c->names) {
+      if (embedded(n)) c->names_in_embedded_sources = true;
+    }
+    std::lock_guard lock(mutex_);
+    return *closures_.emplace(memo_key, std::move(c)).first->second;
+  }
+
+  static const std::string* under(const std::string& path, const std::vector<std::string>& dirs) {
+    for (const std::string& dir : dirs) {
+      if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') return &dir;
+    }
+    return nullptr;
   }
 
  private:
   std::mutex mutex_;
   std::unordered_map<std::string, bool> exists_;
   std::unordered_map<std::string, std::unique_ptr<File>> files_;
+  std::unordered_map<std::string, std::unique_ptr<ToolkitClosure>> closures_;
 };
 
 ToolkitMemo& toolkit_memo() {
@@ -205,45 +323,50 @@ class ClosureWalk {
   ClosureWalk(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path, SourceClosure& out)
       : spec_(spec), sources_(sources), path_(path), out_(out) {}
 
-  // Where a file lives, for quoted includes from it ("." = the working directory).
-  struct From {
-    std::string dir;
-  };
-
   void main_source() {
-    const From from{parent_dir(spec_.source_name)};
-    for (const Include& inc : scan_includes(out_.text)) resolve(inc, from);
+    const std::string dir = parent_dir(spec_.source_name);
+    for (const Include& inc : scan_includes(out_.text)) resolve(inc, dir);
     for (const std::string& name : path_.pre_includes) pre_include(name);
+  }
+
+  void finish() {
+    out_.headers.assign(in_memory_.begin(), in_memory_.end());
+    out_.files.clear();
+    for (auto& [p, d] : files_) out_.files.push_back({p, d});
   }
 
  private:
   void pre_include(const std::string& name) {
     if (memory(name)) return;
     // A -include file is looked for in the working directory, then on the -I path.
-    std::vector<std::string> dirs{"."};
-    search(Include{name, false, false}, dirs);
+    search(Include{name, false, false}, ".");
   }
 
-  void resolve(const Include& inc, const From& from) {
+  // `dir`: the including file's directory ("." = the working directory).
+  void resolve(const Include& inc, const std::string& dir) {
     if (memory(inc.name)) return;
-    std::vector<std::string> dirs;
-    if (inc.quoted && path_.source_dirs) dirs.push_back(from.dir);
-    search(inc, dirs);
+    search(inc, inc.quoted && path_.source_dirs ? dir : std::string());
   }
 
-  // Steps 2-4 of the search, `dirs` being step 2.
-  void search(const Include& inc, std::vector<std::string>& dirs) {
+  // Steps 2-4 of the search; `first` is step 2's directory, empty for none.
+  void search(const Include& inc, const std::string& first) {
     if (!inc.name.empty() && inc.name.front() == '/') {
       if (exists(inc.name)) visit(inc.name);
       return;
     }
-    dirs.insert(dirs.end(), path_.user_dirs.begin(), path_.user_dirs.end());
-    dirs.insert(dirs.end(), path_.toolkit_dirs.begin(), path_.toolkit_dirs.end());
-    for (const std::string& dir : dirs) {
+    auto try_dir = [&](const std::string& dir, bool user_dir) {
+      if (user_dir && !user_dir_may_hold(dir, inc.name)) return false;
       std::string candidate = join(dir, inc.name);
-      if (!exists(candidate)) continue;
+      if (!exists(candidate)) return false;
       visit(candidate);
-      if (!inc.next) return;
+      return !inc.next;
+    };
+    if (!first.empty() && try_dir(first, false)) return;
+    for (const std::string& dir : path_.user_dirs) {
+      if (try_dir(dir, true)) return;
+    }
+    for (const std::string& dir : path_.toolkit_dirs) {
+      if (try_dir(dir, false)) return;
     }
   }
 
@@ -257,52 +380,76 @@ class ClosureWalk {
         break;
       }
     }
-    if (!text) text = sources_.read(name);
+    if (!text && sources_.contains(name)) text = sources_.read(name);
     if (!text) return false;
     std::vector<Include> includes = scan_includes(*text);
     in_memory_.emplace(name, std::move(*text));
-    const From from{parent_dir(name)};
-    for (const Include& inc : includes) resolve(inc, from);
+    const std::string dir = parent_dir(name);
+    for (const Include& inc : includes) resolve(inc, dir);
     return true;
   }
 
-  // The toolkit directory `path` lies in, or nullptr.
-  const std::string* toolkit_dir(const std::string& path) const {
-    for (const std::string& dir : path_.toolkit_dirs) {
-      if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') return &dir;
+  // Whether user directory `dir` can hold `name`: it must hold the name's first component. One
+  // directory listing per call and directory replaces a failed stat per name.
+  bool user_dir_may_hold(const std::string& dir, std::string_view name) {
+    return listing(dir).count(first_component(name)) > 0;
+  }
+
+  const std::set<std::string, std::less<>>& listing(const std::string& dir) {
+    auto it = listings_.find(dir);
+    if (it != listings_.end()) return it->second;
+    std::set<std::string, std::less<>>& entries = listings_[dir];
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (const dirent* e = ::readdir(d)) entries.emplace(e->d_name);
+      ::closedir(d);
     }
-    return nullptr;
+    return entries;
   }
 
   bool exists(const std::string& path) {
-    return toolkit_dir(path) ? toolkit_memo().exists(path) : is_regular_file(path);
+    return ToolkitMemo::under(path, path_.toolkit_dirs) ? toolkit_memo().exists(path) : is_regular_file(path);
+  }
+
+  // Whether the memoized toolkit closure holds for this call: no name in it is an in-memory
+  // header or can be found in a user directory.
+  bool toolkit_closure_applies(const ToolkitClosure& c) {
+    if (c.names_in_embedded_sources || !sources_.live_dir().empty()) return false;
+    for (const auto& [n, t] : spec_.headers) {
+      if (c.names.count(n)) return false;
+    }
+    for (const auto& n : in_memory_) {
+      if (c.names.count(n.first)) return false;
+    }
+    for (const std::string& dir : path_.user_dirs) {
+      for (const std::string& entry : listing(dir)) {
+        if (c.first_components.count(entry)) return false;
+      }
+    }
+    return true;
   }
 
   void visit(const std::string& path) {
     if (!visited_.insert(path).second) return;
-    const From from{parent_dir(path)};
-    if (const std::string* dir = toolkit_dir(path)) {
+    const std::string dir = parent_dir(path);
+    if (const std::string* root = ToolkitMemo::under(path, path_.toolkit_dirs)) {
+      const ToolkitClosure& c = toolkit_memo().closure(path, path_.toolkit_dirs);
+      if (path_.source_dirs && toolkit_closure_applies(c)) {
+        files_.insert(c.files.begin(), c.files.end());
+        return;
+      }
       const ToolkitMemo::File* f = toolkit_memo().file(path);
       if (!f) return;
-      // Below the first toolkit dir that holds it, so the install path does not enter the key.
-      files_.emplace("<cuda>/" + path.substr(dir->size() + 1), f->xxh3);
-      for (const Include& inc : f->includes) resolve(inc, from);
+      // Below the toolkit dir that holds it, so the install path does not enter the key.
+      files_.emplace("<cuda>/" + path.substr(root->size() + 1), f->xxh3);
+      for (const Include& inc : f->includes) resolve(inc, dir);
       return;
     }
     auto text = read_file(path);
     if (!text) return;  // unreadable: NVRTC will fail on it too, and say so
     files_.emplace(path, digest(*text));
-    for (const Include& inc : scan_includes(*text)) resolve(inc, from);
+    for (const Include& inc : scan_includes(*text)) resolve(inc, dir);
   }
 
- public:
-  void finish() {
-    out_.headers.assign(in_memory_.begin(), in_memory_.end());
-    out_.files.clear();
-    for (auto& [p, d] : files_) out_.files.push_back({p, d});
-  }
-
- private:
   const ProgramSpec& spec_;
   const KernelSources& sources_;
   const IncludePath& path_;
@@ -310,6 +457,7 @@ class ClosureWalk {
   std::map<std::string, std::string> in_memory_;
   std::map<std::string, std::string> files_;
   std::set<std::string> visited_;
+  std::map<std::string, std::set<std::string, std::less<>>> listings_;
 };
 
 }  // namespace

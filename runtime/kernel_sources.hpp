@@ -53,6 +53,8 @@ class KernelSources {
   explicit KernelSources(std::string live_dir);
   /// The text of `path`, or nullopt when there is none such.
   std::optional<std::string> read(std::string_view path) const;
+  /// Whether `path` exists, without reading it.
+  bool contains(std::string_view path) const;
   /// Every source path, sorted.
   std::vector<std::string> list() const;
   const std::string& live_dir() const noexcept { return live_dir_; }
