@@ -47,7 +47,7 @@ NvrtcResult nvrtc_compile(const SourceClosure& sources, const std::vector<std::s
                           const Target& target, const std::vector<std::string>& options,
                           const std::vector<std::string>& include_options);
 
-/// `expr` with the blanks that cannot matter removed: runs of whitespace become one space where
+/// `expr` with the blanks that cannot matter removed (what the key hashes): runs of whitespace become one space where
 /// it separates two tokens that would otherwise merge ("unsigned long", "a - -1", "0xe +1") and
 /// vanish elsewhere ("k< 128 >" → "k<128>", "f<a, b>" → "f<a,b>"). An expression holding a
 /// string or character literal, a comment or a backslash is only trimmed (blanks inside literals

@@ -123,7 +123,11 @@ class RuntimeImpl {
     if (e.meta.target != target.str() || e.meta.ptx != target.ptx || e.payload.empty()) return false;
     if (e.meta.kernels.size() != p.names.size()) return false;
     for (size_t i = 0; i < p.names.size(); ++i) {
-      if (e.meta.kernels[i].name_expression != p.names[i] || e.meta.kernels[i].lowered_name.empty()) return false;
+      // The entry keeps the spelling of the compile that made it; compare canonical forms.
+      if (canonical_name_expression(e.meta.kernels[i].name_expression) != p.names[i] ||
+          e.meta.kernels[i].lowered_name.empty()) {
+        return false;
+      }
     }
     return true;
   }
@@ -143,7 +147,7 @@ class RuntimeImpl {
     if (config.verbose) fmt::print(stderr, "kjit: compiling {} [{}] for {}\n", spec.source_name, spec.template_args, target.str());
     NvrtcResult r;
     try {
-      r = nvrtc_compile(p.sources, p.names, target, p.options, headers().include_options);
+      r = nvrtc_compile(p.sources, spec.name_expressions, target, p.options, headers().include_options);
     } catch (...) {
       compile_failures.fetch_add(1, std::memory_order_relaxed);
       throw;
@@ -385,10 +389,10 @@ const Kernel& LoadedProgram::kernel(std::string_view name_expression) const {
   for (const Kernel& k : kernels_) {
     if (k.info().name_expression == name_expression) return k;
   }
-  // Kernels carry the canonical spelling; the caller may have used another ("k< 128 >").
+  // The program may have been compiled for another spelling of the same expression ("k< 128 >").
   const std::string canonical = detail::canonical_name_expression(name_expression);
   for (const Kernel& k : kernels_) {
-    if (k.info().name_expression == canonical) return k;
+    if (detail::canonical_name_expression(k.info().name_expression) == canonical) return k;
   }
   throw InvalidArgument(fmt::format("program {} has no kernel '{}'", compiled_->key, name_expression));
 }

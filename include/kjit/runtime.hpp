@@ -47,8 +47,9 @@ struct ProgramSpec {
   /// sources (so host kernels can use them), then on disk.
   std::vector<std::pair<std::string, std::string>> headers;
   /// NVRTC name expressions, one per kernel to emit: e.g. "kjit::rotary_kernel<128, true>".
-  /// Blanks that cannot matter are dropped before they reach NVRTC and the key ("k< 128 >" is
-  /// "k<128>"; KernelInfo::name_expression holds that form). Different spellings of one type
+  /// Blanks that cannot matter are dropped before the key is computed ("k< 128 >" and "k<128>"
+  /// are one key and one compile; KernelInfo::name_expression keeps the spelling of the call
+  /// that compiled it, and LoadedProgram::kernel finds either). Different spellings of one type
   /// ("size_t", "unsigned long") are different keys: only the compiler can tell they are equal.
   std::vector<std::string> name_expressions;
   /// Extra NVRTC options ("-DNAME=VALUE", "-I", "dir", "--use_fast_math", ...). They reach NVRTC

@@ -512,7 +512,9 @@ TEST_F(RuntimeTest, NameExpressionBlanksThatCannotMatterAreOneKey) {
   auto pb = rt.compile(b, kSm90a);
   EXPECT_EQ(pa.get(), pb.get()) << "one compile for both spellings";
   EXPECT_EQ(rt.stats().compiles, 1u);
-  EXPECT_EQ(pb->kernels[0].name_expression, "fill<3>");
+  EXPECT_EQ(pb->kernels[0].name_expression, "fill<3>") << "the spelling of the compile that made it";
+  kjit::Runtime fresh(config_for(dir_));
+  EXPECT_EQ(fresh.compile(b, kSm90a)->origin, kjit::CompiledProgram::Origin::kDisk) << "the other spelling hits on disk";
 }
 
 TEST(NameExpressionTest, CanonicalFormDropsOnlyBlanksThatCannotMatter) {
