@@ -101,23 +101,71 @@ void check_driver(CUresult result, const char* call) {
                     static_cast<int>(result));
 }
 
+namespace {
+// The device of the thread's last context: a context's device never changes, and the ops ask on
+// every call. A context destroyed and another created at its address on another device by the
+// same thread would be misreported until the thread uses a third context; ensure_context then
+// rejects the call (InvalidArgument) rather than launching on the wrong device.
+KJIT_FAST_TLS thread_local CUcontext known_context = nullptr;
+KJIT_FAST_TLS thread_local int known_device = -1;
+
+int current_context_device(const Driver& d, CUcontext current) {
+  if (current != known_context) {
+    CUdevice dev = 0;
+    check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+    known_context = current;
+    known_device = static_cast<int>(dev);
+  }
+  return known_device;
+}
+}  // namespace
+
+int context_device(CUcontext context) {
+  if (context && context == known_context) return known_device;
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (!context || context == current) {
+    if (!current) throw DriverError("kjit: no CUDA context is current", static_cast<int>(CUDA_ERROR_INVALID_CONTEXT));
+    return current_context_device(d, current);
+  }
+  // cuCtxGetDevice (at the ABI we resolve) asks about the current context: switch for the call.
+  check_driver(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  CUdevice dev = 0;
+  const CUresult r = d.cuCtxGetDevice(&dev);
+  d.cuCtxSetCurrent(current);
+  check_driver(r, "cuCtxGetDevice");
+  return static_cast<int>(dev);
+}
+
+bool binary_rejected(CUresult result) noexcept {
+  switch (result) {
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_INVALID_SOURCE:
+    case CUDA_ERROR_NOT_FOUND:
+    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND:
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_JIT_COMPILATION_DISABLED:
+    case CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC:
+      return true;
+    default:
+      return false;
+  }
+}
+
 CUcontext ensure_context(int ordinal) {
   const Driver& d = driver();
   CUcontext current = nullptr;
   check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current) {
-    // The device of a context never changes: ask the driver once per thread and context.
-    KJIT_FAST_TLS thread_local CUcontext known_context = nullptr;
-    KJIT_FAST_TLS thread_local int known_device = -1;
-    if (current != known_context) {
-      CUdevice dev = 0;
-      check_driver(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-      known_context = current;
-      known_device = static_cast<int>(dev);
-    }
-    if (known_device != ordinal) {
+    const int device = current_context_device(d, current);
+    if (device != ordinal) {
       throw InvalidArgument(fmt::format(
-          "tensors are on device {} but the current CUDA context belongs to device {}", ordinal, known_device));
+          "tensors are on device {} but the current CUDA context belongs to device {}", ordinal, device));
     }
     return current;
   }

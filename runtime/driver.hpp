@@ -27,14 +27,14 @@ namespace kjit::detail {
   X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuDriverGetVersion, 2020)            \
   X(cuDeviceGetCount, 2000) X(cuDeviceGet, 2000) X(cuDeviceGetName, 2000)                 \
   X(cuDeviceGetAttribute, 2000) X(cuDeviceTotalMem, 3020)                                  \
-  X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000)                    \
+  X(cuDevicePrimaryCtxRetain, 7000)                                                        \
   X(cuCtxGetCurrent, 4000) X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000)                \
   X(cuCtxSynchronize, 2000)                                                                \
-  X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)           \
-  X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)                                  \
-  X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060) X(cuOccupancyMaxActiveClusters, 11070) \
+  X(cuLibraryLoadData, 12000) X(cuLibraryUnload, 12000) X(cuLibraryGetKernel, 12000)       \
+  X(cuKernelGetAttribute, 12000) X(cuKernelSetAttribute, 12000)                            \
+  X(cuLaunchKernelEx, 11060) X(cuOccupancyMaxActiveClusters, 11070)                        \
   X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)       \
-  X(cuMemcpyDtoD, 3020) X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020) X(cuMemGetInfo, 3020) \
+  X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020)                                             \
   X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)            \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                    \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                  \
@@ -60,8 +60,18 @@ std::string driver_reason();
 void check_driver(CUresult result, const char* call);
 
 /// Makes a context current for `ordinal`'s device when none is (the device's primary context,
-/// retained once for the process) and returns the current context.
+/// retained once for the process) and returns the current context. Throws InvalidArgument when
+/// the current context belongs to another device.
 CUcontext ensure_context(int ordinal);
+
+/// The device ordinal of `context` (nullptr = the current one). The answer for the thread's last
+/// context is remembered, so asking about the context ensure_context just returned makes no
+/// driver call. Throws DriverError when the driver fails.
+int context_device(CUcontext context);
+
+/// Whether `result` says the driver refused a binary (wrong arch, bad image, missing symbol)
+/// rather than that it failed for another reason (out of memory, no context).
+bool binary_rejected(CUresult result) noexcept;
 
 }  // namespace kjit::detail
 

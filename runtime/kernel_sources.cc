@@ -3,12 +3,25 @@
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <unordered_map>
 
 namespace kjit::detail {
 
@@ -19,6 +32,19 @@ struct EmbeddedSource {
 };
 // Generated at build time by cmake/embed_kernel_sources.cmake; ends with a null path.
 extern const EmbeddedSource kEmbeddedSources[];
+
+namespace {
+// The include scan asks about every name it meets, most of them not kernel sources.
+const EmbeddedSource* embedded(std::string_view path) {
+  static const auto* index = [] {
+    auto* m = new std::unordered_map<std::string_view, const EmbeddedSource*>;
+    for (const EmbeddedSource* e = kEmbeddedSources; e->path; ++e) m->emplace(e->path, e);
+    return m;
+  }();
+  auto it = index->find(path);
+  return it == index->end() ? nullptr : it->second;
+}
+}  // namespace
 
 KernelSources::KernelSources(std::string live_dir) : live_dir_(std::move(live_dir)) {}
 
@@ -32,10 +58,17 @@ std::optional<std::string> KernelSources::read(std::string_view path) const {
     s << in.rdbuf();
     return s.str();
   }
-  for (const EmbeddedSource* e = kEmbeddedSources; e->path; ++e) {
-    if (path == e->path) return std::string(reinterpret_cast<const char*>(e->data), e->size);
-  }
+  if (const EmbeddedSource* e = embedded(path)) return std::string(reinterpret_cast<const char*>(e->data), e->size);
   return std::nullopt;
+}
+
+bool KernelSources::contains(std::string_view path) const {
+  if (!live_dir_.empty()) {
+    if (path.find("..") != std::string_view::npos || (!path.empty() && path.front() == '/')) return false;
+    struct stat st {};
+    return ::stat((live_dir_ + "/" + std::string(path)).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  return embedded(path) != nullptr;
 }
 
 std::vector<std::string> KernelSources::list() const {
@@ -55,32 +88,381 @@ std::vector<std::string> KernelSources::list() const {
 
 namespace {
 
-// The targets of `#include "..."` lines. Conditional compilation is ignored on purpose: a header
-// behind a false #if is hashed too, which can only make the key more specific.
-std::vector<std::string> quoted_includes(const std::string& text) {
-  std::vector<std::string> out;
+// One include directive (or __has_include probe) found by the textual scan.
+struct Include {
+  std::string name;
+  bool quoted = false;
+  bool next = false;  // #include_next / __has_include_next: every hit counts
+};
+
+std::string_view skip_space(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  return s.substr(i);
+}
+
+// Reads `<name>` or `"name"` at the start of `s` (after blanks).
+bool header_name(std::string_view s, Include& out) {
+  s = skip_space(s);
+  if (s.empty() || (s[0] != '<' && s[0] != '"')) return false;
+  const char close = s[0] == '<' ? '>' : '"';
+  const size_t end = s.find(close, 1);
+  if (end == std::string_view::npos || end == 1) return false;
+  out.name = std::string(s.substr(1, end - 1));
+  out.quoted = close == '"';
+  return true;
+}
+
+// The includes of `text`, in order. Only preprocessing lines are looked at; conditionals are
+// ignored on purpose (see kernel_sources.hpp).
+std::vector<Include> scan_includes(std::string_view text) {
+  std::vector<Include> out;
   size_t pos = 0;
   while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + pos, end - pos);
+    // Jump from '#' to '#' (memchr) and keep those that start a line, blanks aside.
+    const size_t hash = text.find('#', pos);
+    if (hash == std::string_view::npos) break;
+    size_t end = text.find('\n', hash);
+    if (end == std::string_view::npos) end = text.size();
     pos = end + 1;
-    size_t i = line.find_first_not_of(" \t");
-    if (i == std::string_view::npos || line[i] != '#') continue;
-    i = line.find_first_not_of(" \t", i + 1);
-    if (i == std::string_view::npos || line.substr(i, 7) != "include") continue;
-    size_t open = line.find('"', i + 7);
-    if (open == std::string_view::npos) continue;
-    size_t close = line.find('"', open + 1);
-    if (close == std::string_view::npos) continue;
-    out.emplace_back(line.substr(open + 1, close - open - 1));
+    size_t bol = hash;
+    while (bol > 0 && (text[bol - 1] == ' ' || text[bol - 1] == '\t')) --bol;
+    if (bol > 0 && text[bol - 1] != '\n') continue;
+    std::string_view line = skip_space(text.substr(hash + 1, end - hash - 1));
+    Include inc;
+    if (line.substr(0, 12) == "include_next") {
+      inc.next = true;
+      if (header_name(line.substr(12), inc)) out.push_back(std::move(inc));
+    } else if (line.substr(0, 7) == "include") {
+      if (header_name(line.substr(7), inc)) out.push_back(std::move(inc));
+    } else {
+      // #if / #elif __has_include(<x>): whether x exists changes the compile.
+      for (size_t at = line.find("__has_include"); at != std::string_view::npos;
+           at = line.find("__has_include", at + 13)) {
+        std::string_view rest = line.substr(at + 13);
+        Include probe;
+        if (rest.substr(0, 5) == "_next") {
+          probe.next = true;
+          rest.remove_prefix(5);
+        }
+        rest = skip_space(rest);
+        if (!rest.empty() && rest[0] == '(' && header_name(rest.substr(1), probe)) out.push_back(std::move(probe));
+      }
+    }
   }
   return out;
 }
 
+std::string digest(std::string_view bytes) {
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  struct stat st {};
+  size_t got = 0;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+  for (;;) {
+    if (got == out.size()) out.resize(out.size() + 65536);  // grew since fstat, or no size
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
+// "dir" + "/" + name the way a search path entry forms it; "" and "." mean the working directory.
+std::string join(std::string_view dir, std::string_view name) {
+  if (dir.empty() || dir == ".") return std::string(name);
+  std::string out(dir);
+  if (out.back() != '/') out += '/';
+  out += name;
+  return out;
+}
+
+std::string parent_dir(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+// The first component of an include name ("cuda" for "cuda/std/cstdint"): a directory can hold
+// the file only if it holds that entry.
+std::string_view first_component(std::string_view name) { return name.substr(0, name.find('/')); }
+
+// What a toolkit file reaches when nothing outside the toolkit shadows any name on the way:
+// every file (path below the toolkit, digest) and the names that were looked up. Valid for a
+// call whose in-memory headers and -I directories hold none of those names.
+struct ToolkitClosure {
+  std::vector<std::pair<std::string, std::string>> files;  // ("<cuda>/...", xxh3)
+  std::set<std::string> names;
+  std::set<std::string, std::less<>> first_components;
+  bool names_in_embedded_sources = false;
+};
+
+// Toolkit files, read once per process: whether a path exists, a file's digest and includes,
+// and the closure of each toolkit file reached.
+class ToolkitMemo {
+ public:
+  struct File {
+    std::string xxh3;
+    std::vector<Include> includes;
+  };
+
+  bool exists(const std::string& path) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = exists_.find(path); it != exists_.end()) return it->second;
+    }
+    const bool found = is_regular_file(path);
+    std::lock_guard lock(mutex_);
+    return exists_.emplace(path, found).first->second;
+  }
+
+  // nullptr when the file cannot be read.
+  const File* file(const std::string& path) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = files_.find(path); it != files_.end()) return it->second.get();
+    }
+    // Read into one reused buffer: the toolkit closure is megabytes, and fresh memory (or a
+    // mapping) per file costs more in page faults than the copy.
+    thread_local std::string buffer;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    size_t got = 0;
+    for (;;) {
+      if (buffer.size() - got < 65536) buffer.resize(std::max<size_t>(buffer.size() * 2, got + 65536));
+      const ssize_t n = ::read(fd, buffer.data() + got, buffer.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    const std::string_view text(buffer.data(), got);
+    auto f = std::make_unique<File>(File{digest(text), scan_includes(text)});
+    std::lock_guard lock(mutex_);
+    return files_.emplace(path, std::move(f)).first->second.get();  // a racing reader's copy is equal
+  }
+
+  // The closure of toolkit file `path` found in `dirs` alone (see ToolkitClosure).
+  const ToolkitClosure& closure(const std::string& path, const std::vector<std::string>& dirs) {
+    const std::string memo_key = path + '\0' + fmt::format("{}", fmt::join(dirs, std::string(1, '\0')));
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = closures_.find(memo_key); it != closures_.end()) return *it->second;
+    }
+    auto c = std::make_unique<ToolkitClosure>();
+    std::set<std::string> seen;
+    std::map<std::string, std::string> files;
+    std::vector<std::string> pending{path};
+    while (!pending.empty()) {
+      std::string p = std::move(pending.back());
+      pending.pop_back();
+      if (!seen.insert(p).second) continue;
+      const File* f = file(p);
+      const std::string* root = under(p, dirs);
+      if (!f || !root) continue;
+      files.emplace("<cuda>/" + p.substr(root->size() + 1), f->xxh3);
+      const std::string own = parent_dir(p);
+      for (const Include& inc : f->includes) {
+        c->names.insert(inc.name);
+        c->first_components.emplace(first_component(inc.name));
+        std::vector<std::string> candidates;
+        if (inc.quoted) candidates.push_back(join(own, inc.name));
+        for (const std::string& d : dirs) candidates.push_back(join(d, inc.name));
+        for (std::string& cand : candidates) {
+          if (!exists(cand)) continue;
+          pending.push_back(std::move(cand));
+          if (!inc.next) break;
+        }
+      }
+    }
+    c->files.assign(files.begin(), files.end());
+    for (const std::string& n : c->names) {
+      if (embedded(n)) c->names_in_embedded_sources = true;
+    }
+    std::lock_guard lock(mutex_);
+    return *closures_.emplace(memo_key, std::move(c)).first->second;
+  }
+
+  static const std::string* under(const std::string& path, const std::vector<std::string>& dirs) {
+    for (const std::string& dir : dirs) {
+      if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') return &dir;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, bool> exists_;
+  std::unordered_map<std::string, std::unique_ptr<File>> files_;
+  std::unordered_map<std::string, std::unique_ptr<ToolkitClosure>> closures_;
+};
+
+ToolkitMemo& toolkit_memo() {
+  static ToolkitMemo* memo = new ToolkitMemo;  // never destroyed: used until process exit
+  return *memo;
+}
+
+// Walks the include closure in NVRTC's search order (kernel_sources.hpp says which).
+class ClosureWalk {
+ public:
+  ClosureWalk(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path, SourceClosure& out)
+      : spec_(spec), sources_(sources), path_(path), out_(out) {}
+
+  void main_source() {
+    const std::string dir = parent_dir(spec_.source_name);
+    for (const Include& inc : scan_includes(out_.text)) resolve(inc, dir);
+    for (const std::string& name : path_.pre_includes) pre_include(name);
+  }
+
+  void finish() {
+    out_.headers.assign(in_memory_.begin(), in_memory_.end());
+    out_.files.clear();
+    for (auto& [p, d] : files_) out_.files.push_back({p, d});
+  }
+
+ private:
+  void pre_include(const std::string& name) {
+    if (memory(name)) return;
+    // A -include file is looked for in the working directory, then on the -I path.
+    search(Include{name, false, false}, ".");
+  }
+
+  // `dir`: the including file's directory ("." = the working directory).
+  void resolve(const Include& inc, const std::string& dir) {
+    if (memory(inc.name)) return;
+    search(inc, inc.quoted && path_.source_dirs ? dir : std::string());
+  }
+
+  // Steps 2-4 of the search; `first` is step 2's directory, empty for none.
+  void search(const Include& inc, const std::string& first) {
+    if (!inc.name.empty() && inc.name.front() == '/') {
+      if (exists(inc.name)) visit(inc.name);
+      return;
+    }
+    auto try_dir = [&](const std::string& dir, bool user_dir) {
+      if (user_dir && !user_dir_may_hold(dir, inc.name)) return false;
+      std::string candidate = join(dir, inc.name);
+      if (!exists(candidate)) return false;
+      visit(candidate);
+      return !inc.next;
+    };
+    if (!first.empty() && try_dir(first, false)) return;
+    for (const std::string& dir : path_.user_dirs) {
+      if (try_dir(dir, true)) return;
+    }
+    for (const std::string& dir : path_.toolkit_dirs) {
+      if (try_dir(dir, false)) return;
+    }
+  }
+
+  // An in-memory header: ProgramSpec::headers, then the kernel sources.
+  bool memory(const std::string& name) {
+    if (in_memory_.count(name)) return true;
+    std::optional<std::string> text;
+    for (const auto& [n, t] : spec_.headers) {
+      if (n == name) {
+        text = t;
+        break;
+      }
+    }
+    if (!text && sources_.contains(name)) text = sources_.read(name);
+    if (!text) return false;
+    std::vector<Include> includes = scan_includes(*text);
+    in_memory_.emplace(name, std::move(*text));
+    const std::string dir = parent_dir(name);
+    for (const Include& inc : includes) resolve(inc, dir);
+    return true;
+  }
+
+  // Whether user directory `dir` can hold `name`: it must hold the name's first component. One
+  // directory listing per call and directory replaces a failed stat per name.
+  bool user_dir_may_hold(const std::string& dir, std::string_view name) {
+    return listing(dir).count(first_component(name)) > 0;
+  }
+
+  const std::set<std::string, std::less<>>& listing(const std::string& dir) {
+    auto it = listings_.find(dir);
+    if (it != listings_.end()) return it->second;
+    std::set<std::string, std::less<>>& entries = listings_[dir];
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (const dirent* e = ::readdir(d)) entries.emplace(e->d_name);
+      ::closedir(d);
+    }
+    return entries;
+  }
+
+  bool exists(const std::string& path) {
+    return ToolkitMemo::under(path, path_.toolkit_dirs) ? toolkit_memo().exists(path) : is_regular_file(path);
+  }
+
+  // Whether the memoized toolkit closure holds for this call: no name in it is an in-memory
+  // header or can be found in a user directory.
+  bool toolkit_closure_applies(const ToolkitClosure& c) {
+    if (c.names_in_embedded_sources || !sources_.live_dir().empty()) return false;
+    for (const auto& [n, t] : spec_.headers) {
+      if (c.names.count(n)) return false;
+    }
+    for (const auto& n : in_memory_) {
+      if (c.names.count(n.first)) return false;
+    }
+    for (const std::string& dir : path_.user_dirs) {
+      for (const std::string& entry : listing(dir)) {
+        if (c.first_components.count(entry)) return false;
+      }
+    }
+    return true;
+  }
+
+  void visit(const std::string& path) {
+    if (!visited_.insert(path).second) return;
+    const std::string dir = parent_dir(path);
+    if (const std::string* root = ToolkitMemo::under(path, path_.toolkit_dirs)) {
+      const ToolkitClosure& c = toolkit_memo().closure(path, path_.toolkit_dirs);
+      if (path_.source_dirs && toolkit_closure_applies(c)) {
+        files_.insert(c.files.begin(), c.files.end());
+        return;
+      }
+      const ToolkitMemo::File* f = toolkit_memo().file(path);
+      if (!f) return;
+      // Below the toolkit dir that holds it, so the install path does not enter the key.
+      files_.emplace("<cuda>/" + path.substr(root->size() + 1), f->xxh3);
+      for (const Include& inc : f->includes) resolve(inc, dir);
+      return;
+    }
+    auto text = read_file(path);
+    if (!text) return;  // unreadable: NVRTC will fail on it too, and say so
+    files_.emplace(path, digest(*text));
+    for (const Include& inc : scan_includes(*text)) resolve(inc, dir);
+  }
+
+  const ProgramSpec& spec_;
+  const KernelSources& sources_;
+  const IncludePath& path_;
+  SourceClosure& out_;
+  std::map<std::string, std::string> in_memory_;
+  std::map<std::string, std::string> files_;
+  std::set<std::string> visited_;
+  std::map<std::string, std::set<std::string, std::less<>>> listings_;
+};
+
 }  // namespace
 
-SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources) {
+SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path) {
   SourceClosure c;
   c.name = spec.source_name;
   if (!spec.source_text.empty()) {
@@ -92,24 +474,9 @@ SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sour
                                       sources.live_dir().empty() ? std::string("the embedded kernel sources")
                                                                  : "KJIT_KERNEL_DIR=" + sources.live_dir()));
   }
-  auto lookup = [&](const std::string& name) -> std::optional<std::string> {
-    for (const auto& [n, t] : spec.headers) {
-      if (n == name) return t;
-    }
-    return sources.read(name);
-  };
-  std::map<std::string, std::string> found;
-  std::vector<std::string> pending = quoted_includes(c.text);
-  while (!pending.empty()) {
-    std::string name = std::move(pending.back());
-    pending.pop_back();
-    if (found.count(name)) continue;
-    auto text = lookup(name);
-    if (!text) continue;
-    for (auto& inc : quoted_includes(*text)) pending.push_back(std::move(inc));
-    found.emplace(std::move(name), std::move(*text));
-  }
-  c.headers.assign(found.begin(), found.end());
+  ClosureWalk walk(spec, sources, path, c);
+  walk.main_source();
+  walk.finish();
   return c;
 }
 

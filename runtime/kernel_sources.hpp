@@ -1,8 +1,40 @@
 #pragma once
 /// \file kernel_sources.hpp
-/// Where kernel source text comes from: the copies embedded into libkjit at build time, or the
-/// live folder named by KJIT_KERNEL_DIR (for kernel development), and the transitive closure of a
-/// program's quoted includes, which is both what NVRTC is handed and what the key hashes.
+/// Where kernel source text comes from (the copies embedded into libkjit at build time, or the
+/// live folder named by KJIT_KERNEL_DIR), and which files one compile can read: the closure of a
+/// program's includes, which is both what NVRTC is handed and what the cache key hashes.
+///
+/// How the closure is found. A textual scan follows every `#include "x"`, `#include <x>`,
+/// `#include_next` and `__has_include(...)` of the main source, of every `-include` file and of
+/// every file they reach, ignoring conditional compilation (a header behind a false `#if` is
+/// hashed too, which can only make the key more specific). Each name is resolved in NVRTC's own
+/// search order, checked against NVRTC 13.0 on these machines:
+///   1. the in-memory headers handed to nvrtcCreateProgram, by exact name, for quoted and angle
+///      includes alike: ProgramSpec::headers, then kjit's kernel sources (kjit hands NVRTC every
+///      kernel_sources file the scan reaches, so they shadow files on disk);
+///   2. quoted includes only: the directory of the including file (an in-memory header named
+///      "a/b.h" or the main source "a/k.cu" count as living in "a/", relative to the working
+///      directory); `-no-source-include` turns this step off. `-include` files instead look in
+///      the working directory here, whatever the option;
+///   3. the user's `-I` directories, in option order;
+///   4. the CUDA include directories (kjit appends them after the user's options).
+/// The first hit is the file NVRTC reads; an `#include_next` follows every hit. The key gets each
+/// in-memory header's name and text and each file's path and XXH3-128 digest, so any edit to
+/// any file the compile can read, a new file that shadows another, or a moved working directory
+/// is a different key. A name found nowhere adds nothing (NVRTC's built-in headers are covered
+/// by its version in the key).
+///
+/// Not seen: the target of `#include MACRO` (a computed include is not followed), and an edit to
+/// a toolkit file while a process runs (see below; the next process sees it).
+///
+/// Cost. Files under the CUDA include directories are read, digested and scanned once per
+/// process (a memo per path; also per directory and name for existence), on the assumption that
+/// the toolkit does not change under a running process. Every other file (the user's: the main
+/// source's directory, `-I` directories, `-include` files) is stat'ed, read and digested on
+/// each call: cost proportional to the user's own headers. The shipped ops' kernels reach only
+/// in-memory kernel sources and the toolkit, so after the first call their closure costs hash
+/// lookups and no system calls. Only Runtime::compile/load/key walk the closure; the op hot path
+/// (runtime/ops/kernel_table.hpp) never does.
 
 #include <kjit/runtime.hpp>
 
@@ -21,6 +53,8 @@ class KernelSources {
   explicit KernelSources(std::string live_dir);
   /// The text of `path`, or nullopt when there is none such.
   std::optional<std::string> read(std::string_view path) const;
+  /// Whether `path` exists, without reading it.
+  bool contains(std::string_view path) const;
   /// Every source path, sorted.
   std::vector<std::string> list() const;
   const std::string& live_dir() const noexcept { return live_dir_; }
@@ -29,18 +63,35 @@ class KernelSources {
   std::string live_dir_;
 };
 
-/// A program's main source and every header its quoted includes reach, transitively.
+/// Where NVRTC looks for files beyond the in-memory headers (see the file comment).
+struct IncludePath {
+  std::vector<std::string> user_dirs;     ///< the user's -I directories, in option order
+  std::vector<std::string> pre_includes;  ///< the user's -include files, in option order
+  bool source_dirs = true;                ///< false with -no-source-include
+  std::vector<std::string> toolkit_dirs;  ///< the CUDA include directories, searched last
+};
+
+/// One on-disk file the compile can read.
+struct FileDigest {
+  /// The path as NVRTC forms it ("inc/x.h", "/abs/y.h"); a file under a toolkit directory is
+  /// written "<cuda>/" + its path below the first toolkit directory, so one toolkit at two
+  /// install paths gives one key.
+  std::string path;
+  std::string xxh3;  ///< XXH3-128 of the bytes, 32 hex digits
+};
+
+/// A program's main source and everything its includes reach.
 struct SourceClosure {
   std::string name;
   std::string text;
-  /// (include name, text), sorted by name, each once.
+  /// In-memory headers handed to NVRTC: (include name, text), sorted by name, each once.
   std::vector<std::pair<std::string, std::string>> headers;
+  /// On-disk files the compile can read, sorted by path, each once.
+  std::vector<FileDigest> files;
 };
 
-/// Resolves `spec`'s source and its quoted includes: first against spec.headers, then against
-/// `sources`. Includes that resolve nowhere are left for NVRTC to find on its include path (the
-/// CUDA headers, covered by the CUDA version in the key). Throws InvalidArgument when the main
-/// source is missing.
-SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources);
+/// Resolves `spec`'s source and the closure of its includes and of `path.pre_includes`, as the
+/// file comment describes. Throws InvalidArgument when the main source is missing.
+SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path);
 
 }  // namespace kjit::detail

@@ -23,9 +23,11 @@ void Kernel::reserve_dynamic_smem(uint32_t bytes) const {
   }
   std::lock_guard lock(smem_mutex);
   if (bytes <= reserved_smem_->load(std::memory_order_relaxed)) return;
-  detail::check_driver(detail::driver().cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                           static_cast<int>(bytes)),
-                       "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  // Per device: a context-independent kernel carries one limit per device, in every context.
+  detail::check_driver(detail::driver().cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                             static_cast<int>(bytes), kernel_,
+                                                             static_cast<CUdevice>(device_)),
+                       "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   reserved_smem_->store(bytes, std::memory_order_release);
 }
 

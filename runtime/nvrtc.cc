@@ -8,11 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 namespace kjit::detail {
 namespace {
@@ -96,7 +101,32 @@ struct ProgramGuard {
   }
 };
 
+// Headers from one CUDA release under another release's NVRTC may use builtins or PTX it does
+// not know, or compile differently; the key keeps them apart, but the user should hear of it.
+void warn_version_mismatch(const CudaHeaders& h) {
+  const std::string headers = cuda_version_major_minor(h.version);
+  const std::string compiler = nvrtc_version();
+  if (headers == compiler) return;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (!warned.insert(h.include_dir).second) return;
+  fmt::print(stderr,
+             "kjit: warning: the CUDA headers in {} are CUDA {} (CUDA_VERSION {}) but NVRTC is {}; kernels may "
+             "fail to compile or compile differently. Point KJIT_CUDA_HOME at the toolkit NVRTC {} came with\n",
+             h.include_dir, headers.empty() ? std::string("unknown") : headers, h.version, compiler, compiler);
+}
+
 }  // namespace
+
+std::string cuda_version_major_minor(const std::string& cuda_version) {
+  if (cuda_version.empty() || cuda_version.size() > 9 ||
+      !std::all_of(cuda_version.begin(), cuda_version.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    return {};
+  }
+  const long v = std::stol(cuda_version);
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
 
 CudaHeaders find_cuda_headers(const std::string& configured) {
   std::vector<std::string> candidates;
@@ -108,11 +138,13 @@ CudaHeaders find_cuda_headers(const std::string& configured) {
     CudaHeaders h;
     h.include_dir = std::filesystem::path(dir).lexically_normal().string();
     h.version = read_cuda_version(h.include_dir);
-    h.include_options.push_back("-I" + h.include_dir);
-    if (::access((h.include_dir + "/cccl").c_str(), R_OK) == 0) h.include_options.push_back("-I" + h.include_dir + "/cccl");
+    h.include_dirs.push_back(h.include_dir);
+    if (::access((h.include_dir + "/cccl").c_str(), R_OK) == 0) h.include_dirs.push_back(h.include_dir + "/cccl");
+    for (const auto& d : h.include_dirs) h.include_options.push_back("-I" + d);
     if (!configured.empty() && dir != candidates.front()) {
       fmt::print(stderr, "kjit: warning: {}/include has no cuda_bf16.h; using {}\n", configured, h.include_dir);
     }
+    warn_version_mismatch(h);
     return h;
   }
   std::string looked;
@@ -127,8 +159,115 @@ std::string nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
-std::vector<std::string> normalize_options(const Target& target, const std::vector<std::string>& extra) {
-  std::vector<std::string> out = {
+namespace {
+
+std::string trim(std::string_view o) {
+  const auto first = o.find_first_not_of(" \t\n\r");
+  if (first == std::string_view::npos) return {};
+  const auto last = o.find_last_not_of(" \t\n\r");
+  return std::string(o.substr(first, last - first + 1));
+}
+
+// NVRTC options that take an argument, which may come in the next token instead of after '='
+// (nvrtc.h, "Supported Compile Options"). -D, -U, -I and -include are handled apart.
+bool takes_argument(std::string_view o) {
+  static constexpr std::string_view kNames[] = {
+      "--gpu-architecture", "-arch", "--relocatable-device-code", "-rdc", "--dopt", "-dopt",
+      "--Ofast-compile", "-Ofc", "--ptxas-options", "-Xptxas", "--maxrregcount", "-maxrregcount",
+      "--ftz", "-ftz", "--prec-sqrt", "-prec-sqrt", "--prec-div", "-prec-div", "--fmad", "-fmad",
+      "--modify-stack-limit", "-modify-stack-limit", "--jump-table-density", "-jtd",
+      "--frandom-seed", "-frandom-seed", "--std", "-std", "--builtin-move-forward",
+      "-builtin-move-forward", "--builtin-initializer-list", "--create-pch", "-create-pch",
+      "--use-pch", "-use-pch", "--pch-dir", "-pch-dir", "--pch-verbose", "-pch-verbose",
+      "--pch-messages", "-pch-messages", "--instantiate-templates-in-pch", "-instantiate-templates-in-pch",
+      "--optimization-info", "-opt-info", "--diag-error", "-diag-error", "--diag-suppress",
+      "-diag-suppress", "--diag-warn", "-diag-warn", "--brief-diagnostics", "-brief-diag", "--time",
+      "-time", "--split-compile", "-split-compile", "--fdevice-time-trace", "-fdevice-time-trace"};
+  return std::find(std::begin(kNames), std::end(kNames), o) != std::end(kNames);
+}
+
+// One user option after grouping: kind, canonical token(s), and the macro name of -D/-U.
+struct Unit {
+  enum Kind { kMacro, kIncludeDir, kPreInclude, kFlag, kOther } kind = kOther;
+  std::vector<std::string> tokens;
+  std::string macro;
+};
+
+// "-D", "-U", "-I" options: the argument glued ("-DX"), after '=' ("-D=X"), after blanks
+// ("-D X") or in the next token ("-D", "X"). Returns false when `o` is no such option.
+bool short_with_argument(const std::vector<std::string>& in, size_t& i, const std::string& o, char letter,
+                         const char* long_name, std::string& value) {
+  const std::string short_name = std::string("-") + letter;
+  const std::string long_eq = std::string(long_name) + "=";
+  if (o == short_name || o == long_name) {
+    if (i + 1 >= in.size()) throw InvalidArgument(fmt::format("option '{}' needs an argument", o));
+    value = trim(in[++i]);
+  } else if (o.rfind(long_eq, 0) == 0) {
+    value = trim(o.substr(long_eq.size()));
+  } else if (o.rfind(short_name, 0) == 0) {
+    std::string_view rest = std::string_view(o).substr(2);
+    if (!rest.empty() && rest.front() == '=') rest.remove_prefix(1);
+    value = trim(rest);
+  } else {
+    return false;
+  }
+  if (value.empty()) throw InvalidArgument(fmt::format("option '{}' needs an argument", o));
+  return true;
+}
+
+std::string macro_name(std::string_view def) {
+  const size_t end = def.find_first_of("=( \t");
+  return std::string(def.substr(0, end));
+}
+
+}  // namespace
+
+namespace {
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+
+// Whether deleting the blanks between `a` and `b` could change how the text splits into tokens.
+// Brackets, parentheses, braces, commas and semicolons never merge with a neighbour; two word
+// characters do ("unsigned long"); '.' joins digits ("1 .5"); any two other punctuation
+// characters might ("- -", "< :", "> >=") and keep their space.
+bool may_merge(char a, char b) {
+  auto separator = [](char c) { return std::strchr("()[]{},;", c) != nullptr; };
+  if (separator(a) || separator(b)) return false;
+  const bool wa = word_char(a) || a == '.', wb = word_char(b) || b == '.';
+  if (wa && wb) return true;
+  if (wa || wb) {
+    // A pp-number absorbs a following sign after e/E/p/P ("0xe +1" is not "0xe+1").
+    return (b == '+' || b == '-') && (a == 'e' || a == 'E' || a == 'p' || a == 'P');
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string canonical_name_expression(std::string_view expr) {
+  std::string trimmed = trim(expr);
+  if (trimmed.find_first_of("\"'\\") != std::string::npos || trimmed.find("/*") != std::string::npos ||
+      trimmed.find("//") != std::string::npos) {
+    return trimmed;
+  }
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  std::string out;
+  out.reserve(trimmed.size());
+  for (size_t i = 0; i < trimmed.size();) {
+    if (!blank(trimmed[i])) {
+      out += trimmed[i++];
+      continue;
+    }
+    while (i < trimmed.size() && blank(trimmed[i])) ++i;
+    // Trimmed: a blank run has a character on each side.
+    if (may_merge(out.back(), trimmed[i])) out += ' ';
+  }
+  return out;
+}
+
+Options normalize_options(const Target& target, const std::vector<std::string>& extra) {
+  Options out;
+  out.list = {
       "-std=c++17",
       fmt::format("-arch={}", target.str()),
       // Device code only; no host-side stubs to parse.
@@ -136,19 +275,77 @@ std::vector<std::string> normalize_options(const Target& target, const std::vect
       "-DKJIT_NVRTC=1",
   };
   // ptxas' resource report (registers, spills, smem) goes into the log; only cubins run ptxas.
-  if (!target.ptx) out.push_back("--ptxas-options=-v");
-  for (std::string o : extra) {
-    const auto first = o.find_first_not_of(" \t\n");
-    const auto last = o.find_last_not_of(" \t\n");
-    if (first == std::string::npos) continue;
-    o = o.substr(first, last - first + 1);
+  if (!target.ptx) out.list.push_back("--ptxas-options=-v");
+
+  std::vector<std::string> in;
+  for (const std::string& o : extra) in.push_back(trim(o));
+  std::vector<Unit> units;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& o = in[i];
+    if (o.empty()) continue;
     if (o.rfind("-arch", 0) == 0 || o.rfind("--gpu-architecture", 0) == 0) {
       throw InvalidArgument(fmt::format("option '{}': the target comes from the device or --arch, not from options", o));
     }
-    out.push_back(std::move(o));
+    Unit u;
+    std::string value;
+    if (short_with_argument(in, i, o, 'D', "--define-macro", value)) {
+      u.kind = Unit::kMacro;
+      u.macro = macro_name(value);
+      u.tokens = {"-D" + value};
+    } else if (short_with_argument(in, i, o, 'U', "--undefine-macro", value)) {
+      u.kind = Unit::kMacro;
+      u.macro = macro_name(value);
+      u.tokens = {"-U" + value};
+    } else if (short_with_argument(in, i, o, 'I', "--include-path", value)) {
+      u.kind = Unit::kIncludeDir;
+      u.tokens = {"-I" + value};
+      out.include_dirs.push_back(value);
+    } else if (o == "-include" || o == "--pre-include" || o.rfind("-include=", 0) == 0 ||
+               o.rfind("--pre-include=", 0) == 0) {
+      const size_t eq = o.find('=');
+      if (eq != std::string::npos) {
+        value = trim(std::string_view(o).substr(eq + 1));
+      } else if (i + 1 < in.size()) {
+        value = in[++i];
+      }
+      if (value.empty()) throw InvalidArgument(fmt::format("option '{}' needs an argument", o));
+      u.kind = Unit::kPreInclude;
+      u.tokens = {"--pre-include=" + value};
+      out.pre_includes.push_back(value);
+    } else if (takes_argument(o)) {
+      if (i + 1 >= in.size()) throw InvalidArgument(fmt::format("option '{}' needs an argument", o));
+      u.tokens = {o, in[++i]};
+    } else {
+      if (o == "-no-source-include" || o == "--no-source-include") out.no_source_include = true;
+      u.kind = o.front() == '-' && o.find('=') == std::string::npos ? Unit::kFlag : Unit::kOther;
+      u.tokens = {o};
+    }
+    units.push_back(std::move(u));
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+
+  // Runs of -D/-U: stable sort by macro name, then drop an option equal to its predecessor.
+  for (size_t i = 0; i < units.size();) {
+    size_t j = i;
+    while (j < units.size() && units[j].kind == Unit::kMacro) ++j;
+    if (j > i) {
+      std::stable_sort(units.begin() + static_cast<std::ptrdiff_t>(i), units.begin() + static_cast<std::ptrdiff_t>(j),
+                       [](const Unit& a, const Unit& b) { return a.macro < b.macro; });
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  std::vector<std::string> flags(out.list.begin(), out.list.end());
+  const Unit* previous = nullptr;
+  for (const Unit& u : units) {
+    if (u.kind == Unit::kMacro && previous && previous->kind == Unit::kMacro && previous->tokens == u.tokens) continue;
+    if (u.kind == Unit::kFlag) {
+      if (std::find(flags.begin(), flags.end(), u.tokens[0]) != flags.end()) continue;
+      flags.push_back(u.tokens[0]);
+    }
+    out.list.insert(out.list.end(), u.tokens.begin(), u.tokens.end());
+    previous = &u;
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 // The Runtime: in-process program table (single-flight), disk cache with a per-key process lock,
-// NVRTC on a miss, and modules loaded once per CUDA context.
+// NVRTC on a miss, and programs loaded once per device as context-independent libraries
+// (cuLibraryLoadData), so no context's lifetime can leave a stale module behind: a module table
+// keyed by CUcontext served a destroyed context's module to a new context at the same address.
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
@@ -18,12 +20,18 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 namespace kjit {
 namespace detail {
 
 using ProgramPtr = std::shared_ptr<const CompiledProgram>;
+
+struct Module {
+  CUlibrary handle = nullptr;
+  std::unique_ptr<LoadedProgram> program;
+};
 
 class RuntimeImpl {
  public:
@@ -32,13 +40,22 @@ class RuntimeImpl {
         sources(config.kernel_dir),
         nvrtc_ver(nvrtc_version()),
         disk(config.disk_cache ? cache::DiskCache(config.cache_dir, config.cache_max_bytes)
-                               : cache::DiskCache::disabled()) {}
+                               : cache::DiskCache::disabled()) {
+    if (config.verbose) {
+      fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
+                 !config.disk_cache   ? "disabled by KJIT_CACHE_DISABLE: memory only"
+                 : !disk.enabled()    ? "unusable: memory only"
+                 : disk.writable()    ? "read-write"
+                                      : "read-only");
+    }
+  }
 
   ~RuntimeImpl() {
-    // Unload modules best-effort: at process exit the contexts may already be gone.
+    // Libraries belong to no context, so unloading them is safe even after every context is gone;
+    // best-effort, since at process exit the driver may be shutting down.
     if (const Driver* d = try_driver()) {
       for (auto& [key, module] : modules) {
-        if (module.handle) d->cuModuleUnload(module.handle);
+        if (module.handle) d->cuLibraryUnload(module.handle);
       }
     }
   }
@@ -51,6 +68,7 @@ class RuntimeImpl {
   struct Prepared {
     SourceClosure sources;
     std::vector<std::string> options;
+    std::vector<std::string> names;  // canonical name expressions
     cache::Key key;
   };
 
@@ -58,13 +76,22 @@ class RuntimeImpl {
     if (spec.name_expressions.empty()) {
       throw InvalidArgument(fmt::format("program '{}' lists no name expressions (kernels to emit)", spec.source_name));
     }
-    Prepared p{resolve_sources(spec, sources), normalize_options(target, spec.options), {}};
+    Options options = normalize_options(target, spec.options);
+    IncludePath path;
+    path.user_dirs = options.include_dirs;
+    path.pre_includes = options.pre_includes;
+    path.source_dirs = !options.no_source_include;
+    path.toolkit_dirs = headers().include_dirs;
+    Prepared p{resolve_sources(spec, sources, path), std::move(options.list), {}, {}};
+    for (const auto& e : spec.name_expressions) p.names.push_back(canonical_name_expression(e));
     cache::KeyBuilder b;
     b.add("source.name", p.sources.name).add("source.text", p.sources.text);
     b.add("headers", static_cast<int64_t>(p.sources.headers.size()));
     for (const auto& [name, text] : p.sources.headers) b.add("header.name", name).add("header.text", text);
-    b.add("name_expressions", static_cast<int64_t>(spec.name_expressions.size()));
-    for (const auto& e : spec.name_expressions) b.add("name_expression", e);
+    b.add("files", static_cast<int64_t>(p.sources.files.size()));
+    for (const auto& f : p.sources.files) b.add("file.path", f.path).add("file.xxh3", f.xxh3);
+    b.add("name_expressions", static_cast<int64_t>(p.names.size()));
+    for (const auto& e : p.names) b.add("name_expression", e);
     b.add("target", target.str());
     b.add("nvrtc", nvrtc_ver);
     b.add("cuda_headers", headers().version);
@@ -92,19 +119,23 @@ class RuntimeImpl {
   }
 
   // A disk entry is used only if it describes what we asked for; anything else is a miss.
-  static bool matches(const cache::Entry& e, const ProgramSpec& spec, const Target& target) {
+  static bool matches(const cache::Entry& e, const Prepared& p, const Target& target) {
     if (e.meta.target != target.str() || e.meta.ptx != target.ptx || e.payload.empty()) return false;
-    if (e.meta.kernels.size() != spec.name_expressions.size()) return false;
-    for (size_t i = 0; i < spec.name_expressions.size(); ++i) {
-      if (e.meta.kernels[i].name_expression != spec.name_expressions[i] || e.meta.kernels[i].lowered_name.empty()) return false;
+    if (e.meta.kernels.size() != p.names.size()) return false;
+    for (size_t i = 0; i < p.names.size(); ++i) {
+      // The entry keeps the spelling of the compile that made it; compare canonical forms.
+      if (canonical_name_expression(e.meta.kernels[i].name_expression) != p.names[i] ||
+          e.meta.kernels[i].lowered_name.empty()) {
+        return false;
+      }
     }
     return true;
   }
 
-  std::optional<ProgramPtr> from_disk(const cache::Key& key, const ProgramSpec& spec, const Target& target) {
+  std::optional<ProgramPtr> from_disk(const cache::Key& key, const Prepared& p, const Target& target) {
     auto entry = disk.lookup(key);
     if (!entry) return std::nullopt;
-    if (!matches(*entry, spec, target)) {
+    if (!matches(*entry, p, target)) {
       // Once per key and process: the recompile is kept in `programs` and replaces the entry.
       cache::detail::warn(fmt::format("cache entry {} does not match its program; recompiling", key.hex()));
       return std::nullopt;
@@ -168,13 +199,13 @@ class RuntimeImpl {
     }
     try {
       ProgramPtr result;
-      if (auto hit = from_disk(p.key, spec, target)) {
+      if (auto hit = from_disk(p.key, p, target)) {
         disk_hits.fetch_add(1, std::memory_order_relaxed);
         result = *hit;
       } else {
         misses.fetch_add(1, std::memory_order_relaxed);
         cache::KeyLock file_lock = disk.lock(p.key);
-        if (auto late = from_disk(p.key, spec, target)) {
+        if (auto late = from_disk(p.key, p, target)) {
           result = *late;  // another process compiled it while we waited for the lock
         } else {
           result = compile_and_publish(p, spec, target);
@@ -191,7 +222,11 @@ class RuntimeImpl {
     }
   }
 
-  const LoadedProgram& load(Runtime& self, const ProgramSpec& spec, CUcontext context);
+  const LoadedProgram& load(const ProgramSpec& spec, CUcontext context);
+  // Loads `program` for `device`: the driver's result and, on success, the module.
+  CUresult load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
+                        const char** failed_call);
+  ProgramPtr rebuild(const ProgramSpec& spec, const Target& target, const ProgramPtr& rejected);
 
   void add_compile_ms(double ms) {
     std::lock_guard lock(stats_mutex);
@@ -208,65 +243,136 @@ class RuntimeImpl {
   std::mutex mutex;
   std::unordered_map<cache::Key, std::shared_future<ProgramPtr>, cache::KeyHash> programs;
 
-  struct Module {
-    CUmodule handle = nullptr;
-    std::unique_ptr<LoadedProgram> program;
-  };
   std::mutex modules_mutex;
-  std::map<std::pair<CUcontext, std::string>, Module> modules;
+  // (device ordinal, program key): a context-independent library serves every context of its
+  // device, and ordinals are never reused within a process, unlike context addresses.
+  std::map<std::pair<int, std::string>, Module> modules;
+  std::mutex rebuild_mutex;
+  std::set<std::string> rebuilt;  // keys warned about and rebuilt once in this process
 
-  std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0};
+  std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0},
+      load_rebuilds{0};
   std::mutex stats_mutex;
   double compile_ms = 0;
 
 };
 
-const LoadedProgram& RuntimeImpl::load(Runtime& self, const ProgramSpec& spec, CUcontext context) {
+CUresult RuntimeImpl::load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
+                                   const char** failed_call) {
   const Driver& d = driver();
-  CUcontext current = nullptr;
-  check_driver(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-  if (!context) context = current ? current : ensure_context(0);
-  // Driver queries below act on the current context; switch for the call when asked for another.
-  struct Restore {
-    const Driver& d;
-    CUcontext previous;
-    bool active;
-    ~Restore() {
-      if (active) d.cuCtxSetCurrent(previous);
-    }
-  } restore{d, current, context != current && current != nullptr};
-  if (context != current) check_driver(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
-  CUdevice device = 0;
-  check_driver(d.cuCtxGetDevice(&device), "cuCtxGetDevice");
-  const DeviceInfo& info = device_info(static_cast<int>(device));
-  ProgramPtr program = self.compile(spec, info.target());
-
-  std::lock_guard lock(modules_mutex);
-  auto key = std::make_pair(context, program->key);
-  if (auto it = modules.find(key); it != modules.end()) return *it->second.program;
   Module m;
-  check_driver(d.cuModuleLoadData(&m.handle, program->binary.data()), "cuModuleLoadData");
-  loads.fetch_add(1, std::memory_order_relaxed);
+  *failed_call = "cuLibraryLoadData";
+  CUresult r = d.cuLibraryLoadData(&m.handle, program->binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  if (r != CUDA_SUCCESS) return r;
   m.program = std::make_unique<LoadedProgram>();
   LoadedProgram& lp = *m.program;
   lp.compiled_ = program;
-  try {
-    for (const KernelInfo& k : program->kernels) {
-      Kernel kernel;
-      check_driver(d.cuModuleGetFunction(&kernel.function_, m.handle, k.lowered_name.c_str()), "cuModuleGetFunction");
-      kernel.info_ = &k;
-      check_driver(d.cuFuncGetAttribute(&kernel.max_threads_, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function_),
-                   "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)");
-      check_driver(d.cuFuncGetAttribute(&kernel.static_smem_, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.function_),
-                   "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
-      kernel.max_dynamic_smem_ = info.max_smem_per_block_optin - kernel.static_smem_;
-      lp.kernels_.push_back(std::move(kernel));
+  for (const KernelInfo& k : program->kernels) {
+    Kernel kernel;
+    kernel.device_ = static_cast<int>(device);
+    kernel.info_ = &k;
+    *failed_call = "cuLibraryGetKernel";
+    r = d.cuLibraryGetKernel(&kernel.kernel_, m.handle, k.lowered_name.c_str());
+    if (r == CUDA_SUCCESS) {
+      *failed_call = "cuKernelGetAttribute(MAX_THREADS_PER_BLOCK)";
+      r = d.cuKernelGetAttribute(&kernel.max_threads_, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.kernel_, device);
     }
-  } catch (...) {
-    d.cuModuleUnload(m.handle);
-    throw;
+    if (r == CUDA_SUCCESS) {
+      *failed_call = "cuKernelGetAttribute(SHARED_SIZE_BYTES)";
+      r = d.cuKernelGetAttribute(&kernel.static_smem_, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.kernel_, device);
+    }
+    if (r != CUDA_SUCCESS) {
+      d.cuLibraryUnload(m.handle);
+      return r;
+    }
+    kernel.max_dynamic_smem_ = info.max_smem_per_block_optin - kernel.static_smem_;
+    lp.kernels_.push_back(std::move(kernel));
   }
-  return *modules.emplace(key, std::move(m)).first->second.program;
+  out = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+// The driver refused a binary that passed its checksum: compile it afresh (once per key and
+// process), replacing the disk entry and the in-memory one, unless another thread or process
+// already did.
+ProgramPtr RuntimeImpl::rebuild(const ProgramSpec& spec, const Target& target, const ProgramPtr& rejected) {
+  Prepared p = prepare(spec, target);
+  std::lock_guard rebuild_lock(rebuild_mutex);
+  {
+    std::lock_guard lock(mutex);
+    auto it = programs.find(p.key);
+    if (it != programs.end() && it->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        if (ProgramPtr current = it->second.get(); current && current != rejected) return current;
+      } catch (...) {
+      }
+    }
+  }
+  ProgramPtr fresh;
+  {
+    cache::KeyLock file_lock = disk.lock(p.key);
+    auto late = from_disk(p.key, p, target);
+    if (late && (*late)->binary != rejected->binary) {
+      fresh = *late;  // another process replaced the entry while we waited for the lock
+    } else {
+      fresh = compile_and_publish(p, spec, target);
+    }
+  }
+  std::promise<ProgramPtr> ready;
+  ready.set_value(fresh);
+  std::lock_guard lock(mutex);
+  programs[p.key] = ready.get_future().share();
+  return fresh;
+}
+
+const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext context) {
+  if (!context) {
+    CUcontext current = nullptr;
+    check_driver(driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    context = current ? current : ensure_context(0);
+  }
+  const int ordinal = context_device(context);
+  const CUdevice device = static_cast<CUdevice>(ordinal);
+  const DeviceInfo& info = device_info(ordinal);
+  const Target target = info.target();
+  ProgramPtr program = compile(spec, target);
+  const auto key = std::make_pair(ordinal, program->key);
+  {
+    std::lock_guard lock(modules_mutex);
+    if (auto it = modules.find(key); it != modules.end()) return *it->second.program;
+  }
+  for (int attempt = 0;; ++attempt) {
+    std::unique_lock lock(modules_mutex);
+    if (auto it = modules.find(key); it != modules.end()) return *it->second.program;
+    Module m;
+    const char* call = "";
+    const CUresult r = load_library(program, device, info, m, &call);
+    if (r == CUDA_SUCCESS) {
+      loads.fetch_add(1, std::memory_order_relaxed);
+      return *modules.emplace(key, std::move(m)).first->second.program;
+    }
+    // A binary from the disk cache that the driver refuses is a miss, once; a fresh compile
+    // refused too is an error naming the driver's reason.
+    if (!binary_rejected(r) || attempt > 0 || program->origin != CompiledProgram::Origin::kDisk) {
+      check_driver(r, call);
+    }
+    lock.unlock();
+    const char* name = nullptr;
+    const char* text = nullptr;
+    driver().cuGetErrorName(r, &name);
+    driver().cuGetErrorString(r, &text);
+    {
+      std::lock_guard rebuild_lock(rebuild_mutex);
+      if (rebuilt.insert(program->key).second) {
+        cache::detail::warn(fmt::format("cache entry {} ({} for {}) passed its checksum but the driver refused it: "
+                                        "{} failed: {} ({}); recompiling and replacing it",
+                                        program->key, program->family, program->target.str(), call,
+                                        name ? name : "CUDA_ERROR_?", text ? text : "no description"));
+      }
+    }
+    load_rebuilds.fetch_add(1, std::memory_order_relaxed);
+    program = rebuild(spec, target, program);
+  }
 }
 
 }  // namespace detail
@@ -282,6 +388,11 @@ const Kernel& LoadedProgram::kernel(size_t i) const {
 const Kernel& LoadedProgram::kernel(std::string_view name_expression) const {
   for (const Kernel& k : kernels_) {
     if (k.info().name_expression == name_expression) return k;
+  }
+  // The program may have been compiled for another spelling of the same expression ("k< 128 >").
+  const std::string canonical = detail::canonical_name_expression(name_expression);
+  for (const Kernel& k : kernels_) {
+    if (detail::canonical_name_expression(k.info().name_expression) == canonical) return k;
   }
   throw InvalidArgument(fmt::format("program {} has no kernel '{}'", compiled_->key, name_expression));
 }
@@ -301,7 +412,7 @@ std::shared_ptr<const CompiledProgram> Runtime::compile(const ProgramSpec& spec,
 }
 
 const LoadedProgram& Runtime::load(const ProgramSpec& spec, CUcontext context) {
-  return impl_->load(*this, spec, context);
+  return impl_->load(spec, context);
 }
 
 std::string Runtime::key(const ProgramSpec& spec, const Target& target) {
@@ -316,6 +427,7 @@ RuntimeStats Runtime::stats() const {
   s.compiles = impl_->compiles.load();
   s.compile_failures = impl_->compile_failures.load();
   s.loads = impl_->loads.load();
+  s.load_rebuilds = impl_->load_rebuilds.load();
   std::lock_guard lock(impl_->stats_mutex);
   s.compile_ms = impl_->compile_ms;
   return s;

@@ -1,8 +1,9 @@
 #pragma once
 /// \file runtime.hpp
 /// The JIT runtime: ProgramSpec (what to compile) → CompiledProgram (a cubin or PTX, from the
-/// in-memory table, the disk cache or NVRTC) → LoadedProgram (a module in one CUDA context) →
-/// Kernel (a launchable function). See launch.hpp for launching; CompiledProgram::key says what the cache key covers.
+/// in-memory table, the disk cache or NVRTC) → LoadedProgram (a context-independent library for
+/// one device) → Kernel (a launchable function). See launch.hpp for launching;
+/// CompiledProgram::key says what the cache key covers.
 
 #include <kjit/device.hpp>
 
@@ -26,7 +27,10 @@ class RuntimeImpl;
 }
 
 /// What to compile: one translation unit and the template instantiations to emit from it.
-/// Everything here except `family` and `template_args` (metadata) goes into the cache key.
+/// Everything here except `family` and `template_args` (metadata) goes into the cache key, with
+/// the bytes of every file the compile can read: headers from ProgramSpec::headers, kjit's kernel
+/// sources, the source's own directory, `-I` directories, `-include` files and the CUDA toolkit
+/// (runtime/kernel_sources.hpp describes the search and its cost).
 struct ProgramSpec {
   /// Kernel family for metadata and `kjit cache ls` ("rotary", "attention.decode", or a host
   /// application's own name).
@@ -38,14 +42,24 @@ struct ProgramSpec {
   std::string source_name;
   /// The source text; empty means: read `source_name` from kjit's kernel sources.
   std::string source_text;
-  /// Extra headers a host application supplies, as (include name, text). `#include "x"` resolves
-  /// against these first, then against kjit's kernel sources (so host kernels can use them).
+  /// Extra headers a host application supplies, as (include name, text). An include of that
+  /// exact name (quoted or angle) resolves against these first, then against kjit's kernel
+  /// sources (so host kernels can use them), then on disk.
   std::vector<std::pair<std::string, std::string>> headers;
   /// NVRTC name expressions, one per kernel to emit: e.g. "kjit::rotary_kernel<128, true>".
+  /// Blanks that cannot matter are dropped before the key is computed ("k< 128 >" and "k<128>"
+  /// are one key and one compile; KernelInfo::name_expression keeps the spelling of the call
+  /// that compiled it, and LoadedProgram::kernel finds either). Different spellings of one type
+  /// ("size_t", "unsigned long") are different keys: only the compiler can tell they are equal.
   std::vector<std::string> name_expressions;
-  /// Extra NVRTC options ("-DNAME=VALUE", "--use_fast_math", ...), one token each (write
-  /// "--include=a.h", not "-include", "a.h"): they are sorted and deduplicated together with
-  /// kjit's own options before they enter the key.
+  /// Extra NVRTC options ("-DNAME=VALUE", "-I", "dir", "--use_fast_math", ...). They reach NVRTC
+  /// and the key after kjit's own options, in the order given: `-I` directories are searched in
+  /// that order, `-include` files are included in that order and a later `-D`/`-U` of one macro
+  /// wins. Only what provably cannot matter is normalized: blanks around an option; the spellings
+  /// NVRTC documents as equal ("-D X", "--define-macro=X" → "-DX"; "-include", "x.h" →
+  /// "--pre-include=x.h"); the order of `-D`/`-U` of different macros within a run of them and
+  /// an identical repeat in such a run; a repeated flag without an argument. Throws
+  /// InvalidArgument (from compile/load/key) for an option that sets the architecture.
   std::vector<std::string> options;
 };
 
@@ -78,11 +92,19 @@ struct CompiledProgram {
   Origin origin = Origin::kCompiled;
 };
 
-/// A launchable function inside a module that a LoadedProgram owns. Kernels live as long as
-/// the Runtime that returned them; the handle is cheap to copy around by pointer.
+/// A launchable function of a LoadedProgram, for one device. Kernels live as long as the
+/// Runtime that returned them; the handle is cheap to copy around by pointer.
 class Kernel {
  public:
-  CUfunction function() const noexcept { return function_; }
+  /// The context-independent CUkernel cast to CUfunction, as cuLaunchKernelEx and the
+  /// cuOccupancy* queries accept it: it runs in any context of device() (the stream's, or the
+  /// current one for a null stream), also in contexts created after it was loaded. Not for
+  /// cuFuncGetAttribute/cuFuncSetAttribute: use handle() with cuKernelGetAttribute.
+  CUfunction function() const noexcept { return reinterpret_cast<CUfunction>(kernel_); }
+  /// The CUkernel itself.
+  CUkernel handle() const noexcept { return kernel_; }
+  /// The device ordinal whose limits the attributes below describe.
+  int device() const noexcept { return device_; }
   const KernelInfo& info() const noexcept { return *info_; }
   /// The most threads a CTA of this function may have (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK).
   int max_threads_per_block() const noexcept { return max_threads_; }
@@ -91,14 +113,15 @@ class Kernel {
   /// The most dynamic shared memory a launch may ask for on this device, in bytes.
   int max_dynamic_smem_bytes() const noexcept { return max_dynamic_smem_; }
 
-  /// Raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to at least `bytes` (a high-water
-  /// mark, raised once under a lock; later calls that need no more take no lock).
+  /// Raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES on device() to at least `bytes` (a
+  /// high-water mark, raised once under a lock; later calls that need no more take no lock).
   /// Throws InvalidArgument when `bytes` exceeds max_dynamic_smem_bytes().
   void reserve_dynamic_smem(uint32_t bytes) const;
 
  private:
   friend class detail::RuntimeImpl;
-  CUfunction function_ = nullptr;
+  CUkernel kernel_ = nullptr;
+  int device_ = 0;
   const KernelInfo* info_ = nullptr;
   int max_threads_ = 0;
   int static_smem_ = 0;
@@ -107,7 +130,9 @@ class Kernel {
   std::unique_ptr<std::atomic<uint32_t>> reserved_smem_ = std::make_unique<std::atomic<uint32_t>>(0);
 };
 
-/// A program loaded as a module into one CUDA context.
+/// A program loaded for one device as a context-independent library (cuLibraryLoadData): its
+/// kernels run in every context of that device, current and future, so destroying a context
+/// never invalidates it. Lives as long as the Runtime.
 class LoadedProgram {
  public:
   /// The kernel for ProgramSpec::name_expressions[i]. Throws InvalidArgument when out of range.
@@ -137,7 +162,8 @@ struct RuntimeConfig {
   std::string kernel_dir;
   /// KJIT_CUDA_HOME / CUDA_HOME / CUDA_PATH; empty = search beside NVRTC, then /usr/local/cuda.
   std::string cuda_home;
-  /// KJIT_VERBOSE=1: log compiles and cache events to stderr.
+  /// KJIT_VERBOSE=1: log compiles and cache events to stderr, and the cache directory in use when
+  /// the Runtime starts.
   bool verbose = false;
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES.
@@ -156,11 +182,14 @@ struct RuntimeStats {
   uint64_t misses = 0;       ///< neither: compiled (or waited on another thread's compile)
   uint64_t compiles = 0;     ///< NVRTC compiles this process ran
   uint64_t compile_failures = 0;
-  uint64_t loads = 0;        ///< cuModuleLoadData calls
+  uint64_t loads = 0;        ///< programs loaded (cuLibraryLoadData calls that succeeded)
+  /// Cached binaries that passed their checksum but the driver refused to load (another arch, a
+  /// driver that rejects them): each was replaced by a fresh compile.
+  uint64_t load_rebuilds = 0;
   double compile_ms = 0;     ///< NVRTC wall time summed over `compiles`
 };
 
-/// The runtime: NVRTC compiler, disk cache, in-memory program table and per-context modules.
+/// The runtime: NVRTC compiler, disk cache, in-memory program table and per-device libraries.
 /// Thread-safe. Most applications use Runtime::global().
 class Runtime {
  public:
@@ -179,8 +208,11 @@ class Runtime {
   std::shared_ptr<const CompiledProgram> compile(const ProgramSpec& spec, const Target& target);
 
   /// Compiles (or fetches) `spec` for the device of `context` (nullptr = the current context,
-  /// making device 0's primary context current when none is) and loads it there once.
-  /// Throws DriverError when no driver is present or a driver call fails.
+  /// making device 0's primary context current when none is) and loads it once per device (the
+  /// result serves every context of that device). A cached binary that the driver refuses to
+  /// load is a miss: one warning, a fresh compile replaces the entry. Throws DriverError when no
+  /// driver is present, a driver call fails, or the fresh binary is refused too (naming the
+  /// driver's reason).
   const LoadedProgram& load(const ProgramSpec& spec, CUcontext context = nullptr);
 
   /// The cache key `compile` would use, without compiling.

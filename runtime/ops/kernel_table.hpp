@@ -1,17 +1,20 @@
 #pragma once
 /// \file kernel_table.hpp
 /// The hot-path table of a typed op: a small POD key (the op's specialization choice plus the
-/// runtime and context it is loaded into) → the loaded program. A repeat of the thread's last
+/// runtime and the device it is loaded for) → the loaded program. A repeat of the thread's last
 /// call is one memcmp; another hit is one hash probe under a shared lock: no strings, no
 /// allocation. A miss builds the ProgramSpec and asks the Runtime. Programs live as long as
-/// their Runtime; a context destroyed while kjit holds modules in it must not be reused.
+/// their Runtime and are context-independent libraries, so keying by device ordinal (never
+/// reused, unlike a destroyed context's address) serves every context of the device, including
+/// ones created later.
 
 #include <kjit/runtime.hpp>
 
-#include "runtime/driver.hpp"  // KJIT_FAST_TLS
+#include "runtime/driver.hpp"  // KJIT_FAST_TLS, context_device
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -38,18 +41,19 @@ struct PodEqual {
   }
 };
 
-/// Op key → loaded program, per (runtime, context). `Choice` is the op's trivially copyable
+/// Op key → loaded program, per (runtime, device). `Choice` is the op's trivially copyable
 /// specialization choice (head_dim, variant, ...), zero-initialized before it is filled.
 template <class Choice>
 class KernelTable {
  public:
-  /// The program for `choice` in `context`, loading it through `runtime` on the first call.
-  /// `make_spec` runs only on a miss.
+  /// The program for `choice` on the device of `context` (the one ensure_context returned: its
+  /// device is remembered per thread, so this makes no driver call), loading it through
+  /// `runtime` on the first call. `make_spec` runs only on a miss.
   template <class MakeSpec>
   const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec) {
     Entry key{};
     key.runtime = &runtime;
-    key.context = context;
+    key.device = context_device(context);
     key.choice = choice;
     // A serving loop calls an op with the same choice over and over: remember this thread's last
     // hit so the common call takes no lock at all.
@@ -73,7 +77,7 @@ class KernelTable {
  private:
   struct Entry {
     Runtime* runtime;
-    CUcontext context;
+    int64_t device;  // 64 bits: no padding between the pointer and `choice`
     Choice choice;
   };
   struct Memo {

@@ -5,12 +5,14 @@
 #include <kjit/runtime.hpp>
 
 #include "cache/store.hpp"
+#include "runtime/nvrtc.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -359,3 +361,212 @@ TEST(DriverTest, LaunchWithoutDriverSaysSo) {
 }
 
 }  // namespace
+
+// ---- issue 9: keys cover every file the compile reads; options keep their order --------------
+
+namespace {
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
+// Rewrites `p` with `text` (same length expected) and puts its old mtime back, as an editor or a
+// checkout that preserves times would: only the bytes tell the difference.
+void edit_keeping_mtime(const fs::path& p, const std::string& text) {
+  const auto mtime = fs::last_write_time(p);
+  write_file(p, text);
+  fs::last_write_time(p, mtime);
+}
+
+// A user kernel whose one constant comes from `#include "<header>"`; compiling checks it.
+kjit::ProgramSpec const_spec(const std::string& include_line, int expected, std::vector<std::string> options = {}) {
+  kjit::ProgramSpec s;
+  s.family = "demo.const";
+  s.source_name = "const.cu";
+  s.source_text = include_line + "\nstatic_assert(KJIT_TEST_CONST == " + std::to_string(expected) +
+                  ", \"wrong header\");\n__global__ void k(int* p) { *p = KJIT_TEST_CONST; }\n";
+  s.name_expressions = {"k"};
+  s.options = std::move(options);
+  return s;
+}
+
+std::string define_const(int v) { return "#pragma once\n#define KJIT_TEST_CONST " + std::to_string(v) + "\n"; }
+
+}  // namespace
+
+TEST_F(RuntimeTest, KeyCoversHeadersFoundThroughUserIncludeDirs) {
+  const fs::path inc = dir_ / "inc";
+  write_file(inc / "myconst.h", define_const(1));
+  kjit::Runtime rt(config_for(dir_));
+  const auto spec = const_spec("#include \"myconst.h\"", 1, {"-I" + inc.string()});
+  const auto first = rt.compile(spec, kSm90a);
+  edit_keeping_mtime(inc / "myconst.h", define_const(2));
+  EXPECT_NE(rt.key(spec, kSm90a), first->key) << "an edit to a header found through -I is a miss";
+  // The new bytes are what NVRTC compiles: the old expectation no longer holds.
+  EXPECT_THROW(rt.compile(spec, kSm90a), kjit::CompileError);
+  EXPECT_NO_THROW(rt.compile(const_spec("#include \"myconst.h\"", 2, {"-I" + inc.string()}), kSm90a));
+
+  // Angle includes, and headers that an on-disk header includes from its own directory.
+  write_file(inc / "sub" / "outer.h", "#pragma once\n#include \"inner.h\"\n");
+  write_file(inc / "sub" / "inner.h", define_const(5));
+  const auto nested = const_spec("#include <sub/outer.h>", 5, {"-I", inc.string()});
+  const std::string before = rt.key(nested, kSm90a);
+  EXPECT_NO_THROW(rt.compile(nested, kSm90a));
+  edit_keeping_mtime(inc / "sub" / "inner.h", define_const(6));
+  EXPECT_NE(rt.key(nested, kSm90a), before) << "a header included relative to an on-disk header";
+}
+
+TEST_F(RuntimeTest, KeyCoversPreIncludesAndFilesBesideTheSource) {
+  kjit::Runtime rt(config_for(dir_));
+  // -include: looked for in the working directory, then on the -I path.
+  const fs::path inc = dir_ / "pre";
+  write_file(inc / "pre.h", define_const(3));
+  const auto pre = const_spec("", 3, {"-I" + inc.string(), "-include", "pre.h"});
+  const std::string before = rt.key(pre, kSm90a);
+  EXPECT_NO_THROW(rt.compile(pre, kSm90a));
+  edit_keeping_mtime(inc / "pre.h", define_const(4));
+  EXPECT_NE(rt.key(pre, kSm90a), before) << "an edit to a -include file is a miss";
+
+  // A quoted include resolves against the main source's own directory first.
+  const fs::path src = dir_ / "src";
+  write_file(src / "local.h", define_const(7));
+  auto beside = const_spec("#include \"local.h\"", 7);
+  beside.source_name = (src / "k.cu").string();
+  const std::string b0 = rt.key(beside, kSm90a);
+  EXPECT_NO_THROW(rt.compile(beside, kSm90a));
+  edit_keeping_mtime(src / "local.h", define_const(8));
+  EXPECT_NE(rt.key(beside, kSm90a), b0) << "a header beside the source file";
+
+  // A file appearing earlier on the search path shadows the old one: also a new key.
+  const fs::path a = dir_ / "first", b = dir_ / "second";
+  write_file(b / "shadow.h", define_const(1));
+  const auto shadow = const_spec("#include \"shadow.h\"", 1, {"-I" + a.string(), "-I" + b.string()});
+  const std::string s0 = rt.key(shadow, kSm90a);
+  write_file(a / "shadow.h", define_const(1));
+  EXPECT_NE(rt.key(shadow, kSm90a), s0) << "which file is found is part of the key";
+}
+
+TEST_F(RuntimeTest, KeyIsTheSameWhenNothingChanged) {
+  const fs::path inc = dir_ / "inc";
+  write_file(inc / "myconst.h", define_const(1));
+  kjit::Runtime a(config_for(dir_)), b(config_for(dir_));
+  const auto spec = const_spec("#include \"myconst.h\"\n#include <cuda_bf16.h>", 1, {"-I" + inc.string()});
+  EXPECT_EQ(a.key(spec, kSm90a), a.key(spec, kSm90a));
+  EXPECT_EQ(a.key(spec, kSm90a), b.key(spec, kSm90a));
+  // Touching a file without changing its bytes is no miss.
+  fs::last_write_time(inc / "myconst.h", fs::last_write_time(inc / "myconst.h") + std::chrono::hours(1));
+  EXPECT_EQ(a.key(spec, kSm90a), b.key(spec, kSm90a));
+}
+
+TEST_F(RuntimeTest, IncludeDirectoriesKeepTheirOrder) {
+  // Contract change (issue 9): options are no longer sorted. -I zz_B -I aa_A must search zz_B first.
+  write_file(dir_ / "zz_B" / "which.h", define_const(2));
+  write_file(dir_ / "aa_A" / "which.h", define_const(1));
+  kjit::Runtime rt(config_for(dir_));
+  const std::string B = (dir_ / "zz_B").string(), A = (dir_ / "aa_A").string();
+  const auto ba = const_spec("#include \"which.h\"", 2, {"-I", B, "-I", A});
+  const auto ab = const_spec("#include \"which.h\"", 1, {"-I", A, "-I", B});
+  EXPECT_NE(rt.key(ba, kSm90a), rt.key(ab, kSm90a));
+  const auto compiled = rt.compile(ba, kSm90a);  // static_assert: zz_B's header was the one used
+  const std::vector<std::string> expect_tail = {"-I" + B, "-I" + A};
+  ASSERT_GE(compiled->options.size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(compiled->options.end() - 2, compiled->options.end()), expect_tail);
+  EXPECT_NO_THROW(rt.compile(ab, kSm90a));
+}
+
+TEST_F(RuntimeTest, OptionOrderIsKeptWhereItCanMatter) {
+  kjit::Runtime rt(config_for(dir_));
+  auto key = [&](std::vector<std::string> options) {
+    kjit::ProgramSpec s = demo_spec();
+    s.options = std::move(options);
+    return rt.key(s, kSm90a);
+  };
+  // One macro defined twice: the last wins, so the order is kept.
+  EXPECT_NE(key({"-DA=1", "-DA=2"}), key({"-DA=2", "-DA=1"}));
+  EXPECT_NE(key({"-DA=1", "-UA"}), key({"-UA", "-DA=1"}));
+  // -include files are included in order.
+  write_file(dir_ / "x.h", "\n");
+  write_file(dir_ / "y.h", "\n");
+  const std::string I = "-I" + dir_.string();
+  EXPECT_NE(key({I, "-include", "x.h", "-include", "y.h"}), key({I, "-include", "y.h", "-include", "x.h"}));
+  // What provably cannot matter is normalized: spellings NVRTC documents as one, macros of
+  // different names, identical repeats of a definition or of a plain flag.
+  EXPECT_EQ(key({"-I", dir_.string()}), key({I}));
+  EXPECT_EQ(key({"--include-path=" + dir_.string()}), key({I}));
+  EXPECT_EQ(key({I, "--pre-include=x.h"}), key({I, "-include", "x.h"}));
+  EXPECT_EQ(key({"-D", "A=1"}), key({"-DA=1"}));
+  EXPECT_EQ(key({"--define-macro=A=1"}), key({"-DA=1"}));
+  EXPECT_EQ(key({"-DB=2", "-DA=1"}), key({"-DA=1", "-DB=2"}));
+  EXPECT_EQ(key({"--use_fast_math", "-DA=1", "--use_fast_math"}), key({"--use_fast_math", "-DA=1"}));
+  EXPECT_THROW(key({"-I"}), kjit::InvalidArgument) << "an option missing its argument";
+}
+
+TEST_F(RuntimeTest, NameExpressionBlanksThatCannotMatterAreOneKey) {
+  kjit::Runtime rt(config_for(dir_));
+  kjit::ProgramSpec a = demo_spec(), b = demo_spec();
+  a.name_expressions = {"fill<3>"};
+  b.name_expressions = {" fill< 3 > "};
+  EXPECT_EQ(rt.key(a, kSm90a), rt.key(b, kSm90a));
+  auto pa = rt.compile(a, kSm90a);
+  auto pb = rt.compile(b, kSm90a);
+  EXPECT_EQ(pa.get(), pb.get()) << "one compile for both spellings";
+  EXPECT_EQ(rt.stats().compiles, 1u);
+  EXPECT_EQ(pb->kernels[0].name_expression, "fill<3>") << "the spelling of the compile that made it";
+  kjit::Runtime fresh(config_for(dir_));
+  EXPECT_EQ(fresh.compile(b, kSm90a)->origin, kjit::CompiledProgram::Origin::kDisk) << "the other spelling hits on disk";
+}
+
+TEST(NameExpressionTest, CanonicalFormDropsOnlyBlanksThatCannotMatter) {
+  using kjit::detail::canonical_name_expression;
+  EXPECT_EQ(canonical_name_expression("k< 128 >"), "k<128>");
+  EXPECT_EQ(canonical_name_expression(" ns :: k < 64 , true > "), "ns::k<64,true>");
+  EXPECT_EQ(canonical_name_expression("ns: :k<1>"), "ns: :k<1>") << "': :' is not '::'";
+  EXPECT_EQ(canonical_name_expression("ns::k<64,  true>"), "ns::k<64,true>");
+  EXPECT_EQ(canonical_name_expression("k<unsigned   long>"), "k<unsigned long>");
+  EXPECT_EQ(canonical_name_expression("k<1 - -1>"), "k<1- -1>") << "'--' is another token";
+  EXPECT_EQ(canonical_name_expression("k<0xe +1>"), "k<0xe +1>") << "'0xe+1' is one pp-number";
+  EXPECT_EQ(canonical_name_expression("k<a<1> >"), "k<a<1> >");
+  EXPECT_EQ(canonical_name_expression("k<sizeof(\"a  b\")>"), "k<sizeof(\"a  b\")>") << "literals are left alone";
+  EXPECT_EQ(canonical_name_expression("k<1'000>"), "k<1'000>");
+  EXPECT_NE(canonical_name_expression("k<size_t>"), canonical_name_expression("k<unsigned long>"))
+      << "type spellings stay distinct keys";
+}
+
+TEST_F(RuntimeTest, VerboseSaysWhichCacheDirectory) {
+  kjit::RuntimeConfig c = config_for(dir_);
+  c.verbose = true;
+  testing::internal::CaptureStderr();
+  { kjit::Runtime rt(c); }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cache directory " + dir_.string()), std::string::npos) << err;
+  c.verbose = false;
+  testing::internal::CaptureStderr();
+  { kjit::Runtime rt(c); }
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("cache directory"), std::string::npos);
+}
+
+TEST_F(RuntimeTest, HeadersOfAnotherCudaReleaseWarnOnceWithBothVersions) {
+  const fs::path fake = dir_ / "cuda-12.4";
+  write_file(fake / "include" / "cuda.h", "#pragma once\n#define CUDA_VERSION 12040\n");
+  write_file(fake / "include" / "cuda_bf16.h", "#pragma once\n");
+  kjit::RuntimeConfig c = config_for(dir_);
+  c.cuda_home = fake.string();
+  testing::internal::CaptureStderr();
+  std::string version, again;
+  {
+    kjit::Runtime rt(c);
+    version = rt.cuda_headers_version();
+    kjit::Runtime rt2(c);
+    again = rt2.cuda_headers_version();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(version, "12040");
+  EXPECT_NE(err.find("CUDA 12.4"), std::string::npos) << err;
+  kjit::Runtime real(config_for(dir_));
+  EXPECT_NE(err.find("NVRTC is " + real.nvrtc_version()), std::string::npos) << err;
+  EXPECT_EQ(err.find("CUDA 12.4"), err.rfind("CUDA 12.4")) << "one warning per directory: " << err;
+  testing::internal::CaptureStderr();
+  (void)real.cuda_headers_version();
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("warning"), std::string::npos) << "matching headers: quiet";
+}
