@@ -25,6 +25,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -682,6 +683,54 @@ TEST(Fp8Plan, TilesAndStages) {
   EXPECT_EQ(params.at("stages"), "3");
   EXPECT_NO_THROW(f8::gemm_family().parse(params));
 }
+
+// The op's two planning phases (runtime/ops/fp8/gemm.hpp): what the first plan assumed about
+// cluster residency, and that the second plan, given the capacities, keeps the kernel.
+TEST(Fp8Plan, ClusterCapacityPhases) {
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  const kjit::DeviceInfo h = h200();
+  fd::GemmDims d = problem(128, 4096, 7168);
+  const fd::GemmPlan first = fd::plan_gemm(d, h);
+  EXPECT_EQ(first.splits, 4);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(first, d.force), 4);  // query sizes 2..4
+  fd::GemmClusterCapacity capacity;
+  capacity.clusters[2] = 66;
+  capacity.clusters[3] = 44;
+  capacity.clusters[4] = 29;
+  const fd::GemmPlan second = fd::plan_gemm(d, h, capacity);
+  EXPECT_EQ(second.splits, 3);
+  EXPECT_EQ(second.grid, 32 * 3);
+  EXPECT_EQ(second.choice.point, first.choice.point);  // same kernel: nothing new to compile
+  // Nothing assumed: forced splits, persistent CTAs, the mma.sync kernel.
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(gemm_plan(d, T::kAuto, 0, h, K::kAuto, 4), {K::kAuto, T::kAuto, 0, 4, 0}), 0);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(fd::plan_gemm(problem(4096, 4096, 4096), h), {}), 0);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(fd::plan_gemm(problem(128, 4096, 7168), l40s()), {}), 0);
+  // CTA pairs: the grid rests on the capacity for clusters of 2.
+  fd::GemmForce pairs;
+  pairs.multicast = 2;
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h, K::kAuto, 0, 2), pairs), 2);
+  // An empty output plans nothing, whatever the overrides.
+  EXPECT_EQ(gemm_plan(problem(0, 4096, 4096), T::k128x256, 0, l40s()).choice.family, nullptr);
+}
+
+// Deliberate: a tile outside the GemmTile values is rejected whichever kernel runs (the wgmma
+// path used to take it as kAuto).
+TEST(Fp8Plan, RejectsTileOutsideTheEnum) {
+  const auto bad = static_cast<f8::GemmTile>(9);
+  for (const kjit::DeviceInfo& info : {h200(), l40s()}) {
+    try {
+      gemm_plan(problem(4096, 4096, 4096), bad, 0, info);
+      ADD_FAILURE() << "accepted";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("tile is not a GemmTile value"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Linear owns its memory through a move-only member: moves are the defaulted ones and noexcept.
+static_assert(std::is_nothrow_move_constructible_v<f8::Linear> && std::is_nothrow_move_assignable_v<f8::Linear>);
+static_assert(!std::is_copy_constructible_v<f8::Linear> && !std::is_copy_assignable_v<f8::Linear>);
 
 TEST(Fp8Plan, QuantizeLaunches) {
   using G = f8::Granularity;

@@ -113,10 +113,8 @@ GemmDims validate_gemm(const GemmArgs& args) {
   const TensorRef& a = args.a;
   const TensorRef& b = args.b;
   const TensorRef& d = args.d;
-  kjit::detail::check_rank(kOp, "a", a, 2);
-  if (a.device < 0) fail(kOp, fmt::format("a must be on a CUDA device, got host memory {}", a.describe()));
   GemmDims g;
-  g.device = a.device;
+  g.device = kjit::detail::check_leading(kOp, "a", a, 2);
   const Operand oa = check_operand("a", a, g.device, "M");
   const Operand ob = check_operand("b", b, g.device, "N");
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];

@@ -69,10 +69,8 @@ QuantizeDims QuantizeOp::validate(const QuantizeArgs& args) {
   using kjit::detail::fail;
   const TensorRef& x = args.x;
   const TensorRef& y = args.y;
-  kjit::detail::check_rank(kOp, "x", x, 2);
-  if (x.device < 0) fail(kOp, fmt::format("x must be on a CUDA device, got host memory {}", x.describe()));
   QuantizeDims q;
-  q.device = x.device;
+  q.device = kjit::detail::check_leading(kOp, "x", x, 2);
   kjit::detail::check_dtype(kOp, "x", x, {DType::kBF16, DType::kF16, DType::kF32});
   check_rows16("x", x, q.device);
   q.in = x.dtype == DType::kBF16 ? kInBF16 : x.dtype == DType::kF16 ? kInF16 : kInF32;
