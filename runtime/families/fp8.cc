@@ -10,8 +10,6 @@
 namespace kjit::fp8 {
 namespace {
 
-constexpr int kMinSm = 89;
-
 const FamilyParam kFormatParam(const char* name, const char* doc) {
   return {name, {{"e4m3", kFormatE4M3, ""}, {"e5m2", kFormatE5M2, ""}}, doc};
 }

@@ -10,6 +10,10 @@ void fail(const char* op, const std::string& message) {
   throw InvalidArgument(fmt::format("{}: {}", op, message));
 }
 
+void host_memory_failed(const char* op, const char* name, const TensorRef& t) {
+  fail(op, fmt::format("{} must be on a CUDA device, got host memory {}", name, t.describe()));
+}
+
 void arch_failed(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why) {
   throw Unsupported(fmt::format("{}: needs sm_{} or newer ({}); device {} ({}) is sm_{}{}", op, min_sm, why, device,
                                 info.name, info.cc_major, info.cc_minor));

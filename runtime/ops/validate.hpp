@@ -96,6 +96,14 @@ inline void check_bf16_rows(const char* op, const char* name, const TensorRef& t
   check_rows_aligned(op, name, t, 16);
   check_not_null(op, name, t);
 }
+[[noreturn]] void host_memory_failed(const char* op, const char* name, const TensorRef& t);
+/// The first tensor of an op: rank `ndim` and on a CUDA device, whose ordinal it returns (every
+/// other tensor must be on it).
+inline int check_leading(const char* op, const char* name, const TensorRef& t, int ndim) {
+  check_rank(op, name, t, ndim);
+  if (t.device < 0) host_memory_failed(op, name, t);
+  return t.device;
+}
 [[noreturn]] void arch_failed(const char* op, const DeviceInfo& info, int device, int min_sm, const char* why);
 [[noreturn]] void workspace_failed(const char* op, size_t needed, const void* workspace, size_t workspace_bytes,
                                    const char* what);

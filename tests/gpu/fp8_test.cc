@@ -15,6 +15,7 @@
 #include <kjit/ops/fp8.hpp>
 
 #include "runtime/driver.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -24,6 +25,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -37,15 +39,15 @@ namespace f8 = kjit::fp8;
 namespace kt = kjit::testing;
 using kt::Fp8Format;
 
-int device_sm() {
-  const kjit::DeviceInfo& d = kjit::device_info(0);
-  return d.cc_major * 10 + d.cc_minor;
-}
+int device_sm() { return kjit::device_info(0).sm(); }
 
-#define KJIT_REQUIRE_FP8_GPU()                                                  \
-  do {                                                                          \
-    if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";                       \
-    if (device_sm() < 89) GTEST_SKIP() << "FP8 needs sm_89+ (Unsupported test)"; \
+/// The device runs the Hopper (TMA + wgmma) GEMM kernel.
+bool device_has_wgmma() { return kjit::device_info(0).target().has_wgmma(); }
+
+#define KJIT_REQUIRE_FP8_GPU()                                                                               \
+  do {                                                                                                       \
+    if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";                                                    \
+    if (!kjit::device_info(0).target().has_fp8_mma()) GTEST_SKIP() << "FP8 needs sm_89+ (Unsupported test)"; \
   } while (0)
 
 uint64_t fresh_seed() {
@@ -601,7 +603,7 @@ TEST(Fp8GemmGpu, FormatsBiasAndColumnMajorOutput) {
 // auto-planned cases above already run it for K-major tensorwise problems with M > 64.
 TEST(Fp8GemmGpu, WgmmaKernel) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
   using T = f8::GemmTile;
   const int optin = kjit::device_info(0).max_smem_per_block_optin;
   for (T t : {T::k128x128, T::k128x256}) {
@@ -634,7 +636,7 @@ TEST(Fp8GemmGpu, WgmmaKernel) {
 // rows and columns and K not a multiple of 128; and the direct-store epilogue (padded D).
 TEST(Fp8GemmGpu, WgmmaPersistent) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
   using T = f8::GemmTile;
   for (T t : {T::k128x128, T::k128x256}) {
     for (DType out : {DType::kBF16, DType::kF32}) {
@@ -685,7 +687,7 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
 // column-major D, e5m2; and the planner's own split at the benchmark's skinny shapes.
 TEST(Fp8GemmGpu, WgmmaSplitK) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (device_sm() != 90) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
   using T = f8::GemmTile;
   for (int splits : {2, 3, 4}) {
     for (T t : {T::k128x128, T::k128x256}) {
@@ -716,6 +718,42 @@ TEST(Fp8GemmGpu, WgmmaSplitK) {
   }
   c.splits = 2, c.kernel = f8::GemmKernel::kMmaSync;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+}
+
+// The op's second planning phase: the first plan of M = 128, N = 4096, K = 7168 assumes all 32
+// clusters of 4 are resident at once (132 / 4 = 33 slots); the launch value comes from the plan
+// redone with the device's real capacity for clusters of 4, which decides between 4 splits and
+// fewer (3 on an H200, whose GPCs hold 29). Either way it launches what its plan says.
+TEST(Fp8GemmGpu, ClusterCapacityRefinesSplitK) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  namespace fd = kjit::fp8::detail;
+  const int64_t m = 128, n = 4096, k = 7168;
+  kt::DeviceBuffer da(m * k), db(n * k), dd(m * n * 2), ds(64);
+  f8::GemmArgs g;
+  g.a = TensorRef(da.get(), DType::kE4M3, {m, k}, {}, 0);
+  g.b = TensorRef(db.get(), DType::kE4M3, {n, k}, {}, 0);
+  g.d = TensorRef(dd.get(), DType::kBF16, {m, n}, {}, 0);
+  g.scale_a = TensorRef(ds.get(), DType::kF32, {1}, {}, 0);
+  g.scale_b = TensorRef(ds.get(), DType::kF32, {1}, {}, 0);
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  const fd::GemmDims dims = fd::validate_gemm(g);
+  const fd::GemmPlan first = fd::plan_gemm(dims, info);
+  if (info.sm_count != 132) GTEST_SKIP() << "the split counts below assume 132 SMs";
+  ASSERT_TRUE(first.wgmma);
+  EXPECT_EQ(first.splits, 4);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(first, dims.force), 4);
+  const fd::GemmOp::Launch l = fd::GemmOp::launch_value(g, kjit::Runtime::global());
+  const auto& step = l.step<1>();
+  ASSERT_NE(step.kernel, nullptr);
+  EXPECT_EQ(l.step<0>().kernel, nullptr);
+  const int splits = step.params.splits;
+  EXPECT_TRUE(splits == 3 || splits == 4) << splits;
+  EXPECT_EQ(step.config.cluster[0], static_cast<uint32_t>(splits));
+  EXPECT_EQ(step.config.grid[0], static_cast<uint32_t>(32 * splits));
+  std::printf("M128 N4096 K7168 on %s: %d splits after the capacity query\n", info.name.c_str(), splits);
+  l.launch(nullptr);
+  kt::synchronize();
 }
 
 TEST(Fp8GemmGpu, RejectsBlockwiseWithoutK128) {
@@ -897,7 +935,7 @@ TEST(Fp8LinearGpu, RejectsBadConfigAndInputs) {
 
 TEST(Fp8Gpu, UnsupportedBelowSm89) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (device_sm() >= 89) GTEST_SKIP() << "device supports FP8 (the host-only planner test covers sm_80)";
+  if (kjit::device_info(0).target().has_fp8_mma()) GTEST_SKIP() << "device supports FP8 (the host-only planner test covers sm_80)";
   kt::DeviceBuffer buf(1 << 16);
   f8::QuantizeArgs q;
   q.x = TensorRef(buf.get(), DType::kBF16, {16, 16}, {}, 0);

@@ -25,6 +25,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -35,6 +36,36 @@ namespace f8 = kjit::fp8;
 namespace fd = kjit::fp8::detail;
 namespace kt = kjit::testing;
 using kt::Fp8Format;
+
+/// A device as the planners see it, described by hand (no GPU needed).
+kjit::DeviceInfo device(int cc_major, int cc_minor, int sm_count, int smem_optin, int smem_per_sm = 0) {
+  kjit::DeviceInfo d;
+  d.cc_major = cc_major;
+  d.cc_minor = cc_minor;
+  d.sm_count = sm_count;
+  d.max_smem_per_block_optin = smem_optin;
+  d.max_smem_per_sm = smem_per_sm != 0 ? smem_per_sm : smem_optin + 1024;
+  d.max_threads_per_block = 1024;
+  return d;
+}
+/// H200: sm_90a, 132 SMs, 227 KiB of shared memory per block (opt-in), 228 KiB per SM.
+kjit::DeviceInfo h200() { return device(9, 0, 132, 232448, 233472); }
+/// L40S: sm_89, 142 SMs, 99 KiB per block, 100 KiB per SM.
+kjit::DeviceInfo l40s() { return device(8, 9, 142, 101376, 102400); }
+
+/// plan_gemm of `dims` under the overrides GemmArgs would carry.
+fd::GemmPlan gemm_plan(fd::GemmDims dims, f8::GemmTile tile, int stages, const kjit::DeviceInfo& info,
+                       f8::GemmKernel kernel = f8::GemmKernel::kAuto, int splits = 0, int multicast = 0,
+                       const fd::GemmClusterCapacity& capacity = {}) {
+  dims.force = {kernel, tile, stages, splits, multicast};
+  return fd::plan_gemm(dims, info, capacity);
+}
+
+/// The fp8.quantize parameters of a specialization, through the family (what `kjit compile` takes).
+kjit::ParamMap quantize_params(int in, int fmt, int granularity, bool pow2) {
+  const kjit::Family& f = f8::quantize_family();
+  return f.params_of(f.point({in, fmt, granularity, pow2 ? 1 : 0}));
+}
 
 // --- host codec -------------------------------------------------------------------------------
 
@@ -217,7 +248,7 @@ void expect_quantize_invalid(f8::Granularity g, const std::function<void(f8::Qua
       if (via_op) {
         f8::quantize(a, nullptr);
       } else {
-        fd::validate_quantize(a);
+        fd::QuantizeOp::validate(a);
       }
       ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
     } catch (const kjit::InvalidArgument& e) {
@@ -233,7 +264,7 @@ void expect_quantize_invalid(f8::Granularity g, const std::function<void(f8::Qua
 TEST(Fp8QuantizeArgs, ValidArgsPass) {
   using G = f8::Granularity;
   for (G g : {G::kTensor, G::kRow, G::kBlock1x128, G::kBlock128x128}) {
-    const fd::QuantizeProblem q = fd::validate_quantize(quantize_args(g));
+    const fd::QuantizeDims q = fd::QuantizeOp::validate(quantize_args(g));
     EXPECT_EQ(q.rows, kRows);
     EXPECT_EQ(q.cols, kCols);
     EXPECT_EQ(q.in, f8::kInBF16);
@@ -241,14 +272,14 @@ TEST(Fp8QuantizeArgs, ValidArgsPass) {
     EXPECT_EQ(q.params.col_blocks, 3);
   }
   // Compact per-tensor inputs collapse into one row; strided ones keep their rows.
-  fd::QuantizeProblem t = fd::validate_quantize(quantize_args(G::kTensor));
+  fd::QuantizeDims t = fd::QuantizeOp::validate(quantize_args(G::kTensor));
   EXPECT_TRUE(t.collapse);
   EXPECT_EQ(t.params.rows, 1);
   EXPECT_EQ(t.params.cols, kRows * kCols);
   f8::QuantizeArgs a = quantize_args(G::kTensor);
   a.x = TensorRef(fake_ptr(0), DType::kF32, {kRows, kCols}, {kCols + 4, 1}, 0);
   a.y = TensorRef(fake_ptr(0x1000000), DType::kE5M2, {kRows, kCols}, {kCols + 16, 1}, 0);
-  t = fd::validate_quantize(a);
+  t = fd::QuantizeOp::validate(a);
   EXPECT_FALSE(t.collapse);
   EXPECT_EQ(t.in, f8::kInF32);
   EXPECT_EQ(t.fmt, f8::kFormatE5M2);
@@ -258,18 +289,18 @@ TEST(Fp8QuantizeArgs, ValidArgsPass) {
   a = quantize_args(G::kTensor);
   a.amax = {};
   a.scale_inv = {};
-  EXPECT_EQ(fd::validate_quantize(a).params.amax, nullptr);
+  EXPECT_EQ(fd::QuantizeOp::validate(a).params.amax, nullptr);
   a = quantize_args(G::kTensor);
   a.dynamic = true;
   a.scale_inv = {};
-  EXPECT_TRUE(fd::validate_quantize(a).dynamic);
+  EXPECT_TRUE(fd::QuantizeOp::validate(a).dynamic);
   a = quantize_args(G::kRow);
   a.amax = {};
-  EXPECT_EQ(fd::validate_quantize(a).params.amax, nullptr);
+  EXPECT_EQ(fd::QuantizeOp::validate(a).params.amax, nullptr);
   // Empty inputs are fine.
   a = quantize_args(G::kRow);
   a.x.shape[0] = a.y.shape[0] = a.amax.shape[0] = a.scale_inv.shape[0] = 0;
-  EXPECT_NO_THROW(fd::validate_quantize(a));
+  EXPECT_NO_THROW(fd::QuantizeOp::validate(a));
 }
 
 TEST(Fp8QuantizeArgs, RejectsBadInputs) {
@@ -374,7 +405,7 @@ void expect_gemm_invalid(bool block, const std::function<void(f8::GemmArgs&)>& e
 }
 
 TEST(Fp8GemmArgs, LayoutsAndSwap) {
-  fd::GemmProblem g = fd::validate_gemm(gemm_args());
+  fd::GemmDims g = fd::validate_gemm(gemm_args());
   EXPECT_FALSE(g.a_trans || g.b_trans || g.swapped || g.out_f32 || g.block);
   EXPECT_EQ(g.params.lda, kK);
   EXPECT_EQ(g.params.ldb, kK);
@@ -471,10 +502,10 @@ TEST(Fp8GemmArgs, RejectsBadOutputsAndScales) {
 // --- planners -------------------------------------------------------------------------------
 
 TEST(Fp8Plan, UnsupportedBelowSm89NamesTheArch) {
-  const fd::GemmProblem g = fd::validate_gemm(gemm_args());
+  const fd::GemmDims g = fd::validate_gemm(gemm_args());
   for (int sm : {70, 75, 80, 86, 87}) {
     try {
-      fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {sm, 108, 166912});
+      gemm_plan(g, f8::GemmTile::kAuto, 0, device(sm / 10, sm % 10, 108, 166912));
       ADD_FAILURE() << "sm_" << sm << " accepted";
     } catch (const kjit::Unsupported& e) {
       const std::string what = e.what();
@@ -482,19 +513,19 @@ TEST(Fp8Plan, UnsupportedBelowSm89NamesTheArch) {
       EXPECT_NE(what.find("sm_89"), std::string::npos) << what;
       EXPECT_NE(what.find("kjit::fp8::gemm"), std::string::npos) << what;
     }
-    const fd::QuantizeProblem q = fd::validate_quantize(quantize_args(f8::Granularity::kRow));
+    const fd::QuantizeDims q = fd::QuantizeOp::validate(quantize_args(f8::Granularity::kRow));
     try {
-      fd::plan_quantize(q, sm);
+      fd::QuantizeOp::plan(q, device(sm / 10, sm % 10, 108, 166912));
       ADD_FAILURE() << "sm_" << sm << " accepted";
     } catch (const kjit::Unsupported& e) {
       EXPECT_NE(std::string(e.what()).find("sm_" + std::to_string(sm)), std::string::npos) << e.what();
     }
   }
-  EXPECT_NO_THROW(fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {89, 128, 101376}));
-  EXPECT_NO_THROW(fd::plan_gemm(g, f8::GemmTile::kAuto, 0, {100, 148, 232448}));
+  EXPECT_NO_THROW(gemm_plan(g, f8::GemmTile::kAuto, 0, device(8, 9, 128, 101376)));
+  EXPECT_NO_THROW(gemm_plan(g, f8::GemmTile::kAuto, 0, device(10, 0, 148, 232448)));
 }
 
-fd::GemmProblem problem(int64_t m, int64_t n, int64_t k, bool block = false) {
+fd::GemmDims problem(int64_t m, int64_t n, int64_t k, bool block = false) {
   f8::GemmArgs a = gemm_args(block);
   a.a = TensorRef(fake_ptr(0), DType::kE4M3, {m, k}, {}, 0);
   a.b = TensorRef(fake_ptr(0x10000000), DType::kE4M3, {n, k}, {}, 0);
@@ -509,11 +540,11 @@ fd::GemmProblem problem(int64_t m, int64_t n, int64_t k, bool block = false) {
 }
 
 TEST(Fp8Plan, KernelChoice) {
-  const fd::GemmDevice h200{90, 132, 232448}, l40{89, 142, 101376}, b200{100, 148, 232448};
+  const kjit::DeviceInfo h200 = ::h200(), l40 = l40s(), b200 = device(10, 0, 148, 232448);
   using K = f8::GemmKernel;
   using T = f8::GemmTile;
   // Hopper, tensorwise, K-major, M > 64: wgmma, 128x256 when that fills the GPU, else 128x128.
-  fd::GemmPlan p = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200);
+  fd::GemmPlan p = gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 256);
   EXPECT_EQ(p.stages, 3);
@@ -522,175 +553,223 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.cluster_m, 1);  // B multicast only when forced
   EXPECT_EQ(p.grid, 132);     // persistent: one CTA per SM over 512 tiles
-  const fd::GemmPlan pairs = fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 2);
+  const fd::GemmPlan pairs = gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 2);
   EXPECT_EQ(pairs.cluster_m, 2);
   EXPECT_EQ(pairs.grid, 132);  // 66 pairs over 256 tile pairs
   EXPECT_EQ(fd::sm90_params(problem(4096, 4096, 4096), pairs).cluster_m, 2);
-  fd::GemmDevice h200_pairs = h200;
-  h200_pairs.cluster_capacity[2] = 60;
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200_pairs, K::kAuto, 0, 2).grid, 120);
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 1).cluster_m, 1);
-  const fd::GemmPlan forced_pairs = fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 2);
+  fd::GemmClusterCapacity pairs60;
+  pairs60.clusters[2] = 60;
+  EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 2, pairs60).grid, 120);
+  EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 0, 1).cluster_m, 1);
+  const fd::GemmPlan forced_pairs = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 2);
   EXPECT_EQ(forced_pairs.splits, 1);  // multicast = 2 rules out split-K
   EXPECT_EQ(forced_pairs.cluster_m, 2);
   EXPECT_EQ(forced_pairs.grid, 2 * 56);  // one tile row: 56 pairs, each with an idle second CTA
-  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 2, 2), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 3), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kMmaSync, 0, 2), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, l40, K::kAuto, 0, 2), kjit::Unsupported);
-  EXPECT_EQ(fd::gemm_params(problem(4096, 4096, 4096), p).at("impl"), "wgmma");
-  p = fd::plan_gemm(problem(256, 7168, 2048), T::kAuto, 0, h200);
+  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 2, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kMmaSync, 0, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, l40, K::kAuto, 0, 2), kjit::Unsupported);
+  EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("impl"), "wgmma");
+  p = gemm_plan(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 128);
   EXPECT_EQ(p.stages, 5);
   EXPECT_EQ(p.splits, 1);  // 112 tiles
   EXPECT_EQ(p.grid, 112);
   // Small M: wgmma split-K over clusters, BN = 128.
-  p = fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200);
+  p = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 128);
   EXPECT_EQ(p.splits, 2);  // 56 tiles
   EXPECT_EQ(p.grid, 112);
-  p = fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200);
+  p = gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200);
   EXPECT_EQ(p.splits, 4);  // 32 tiles
   EXPECT_EQ(p.grid, 128);
   EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).splits, 4);
   EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).tma_store, 0);  // split-K stores directly
   // Only as many splits as keep every cluster resident (29 clusters of 4 on this device).
-  fd::GemmDevice h200_gpcs = h200;
-  h200_gpcs.cluster_capacity[4] = 29;
-  h200_gpcs.cluster_capacity[3] = 44;
-  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 3);
-  h200_gpcs.cluster_capacity[3] = 20;
-  h200_gpcs.cluster_capacity[2] = 20;
-  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs).splits, 1);
-  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), T::kAuto, 0, h200_gpcs, K::kAuto, 4).splits, 4);  // forced
-  EXPECT_EQ(fd::plan_gemm(problem(256, 4096, 7168), T::kAuto, 0, h200).splits, 2);  // 64 tiles
-  EXPECT_EQ(fd::plan_gemm(problem(1, 7168, 2048), T::kAuto, 0, h200).splits, 2);
-  EXPECT_EQ(fd::plan_gemm(problem(16, 520, 256), T::kAuto, 0, h200).splits, 1);  // K/256 = 1
-  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::k128x256, 0, h200).bn, 256);  // forced tile kept
-  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::k128x256, 0, h200).splits, 4);
+  fd::GemmClusterCapacity gpcs;
+  gpcs.clusters[4] = 29;
+  gpcs.clusters[3] = 44;
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
+  gpcs.clusters[3] = 20;
+  gpcs.clusters[2] = 20;
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 1);
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 4, 0, gpcs).splits, 4);  // forced
+  EXPECT_EQ(gemm_plan(problem(256, 4096, 7168), T::kAuto, 0, h200).splits, 2);  // 64 tiles
+  EXPECT_EQ(gemm_plan(problem(1, 7168, 2048), T::kAuto, 0, h200).splits, 2);
+  EXPECT_EQ(gemm_plan(problem(16, 520, 256), T::kAuto, 0, h200).splits, 1);  // K/256 = 1
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::k128x256, 0, h200).bn, 256);  // forced tile kept
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::k128x256, 0, h200).splits, 4);
   // Forced splits: 1..4 and at most one per 128-k tile; only the wgmma kernel splits.
-  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).splits, 1);
-  EXPECT_EQ(fd::plan_gemm(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 56);
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 3).grid, 3 * 512);
-  EXPECT_EQ(fd::plan_gemm(problem(100, 100, 272), T::kAuto, 0, h200, K::kWgmma, 3).splits, 3);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 256), T::kAuto, 0, h200, K::kWgmma, 3), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, 5), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, -1), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, h200, K::kMmaSync, 2), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::k64x64, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024, true), T::kAuto, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 2), kjit::Unsupported);
-  EXPECT_FALSE(fd::plan_gemm(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 1).wgmma);
-  EXPECT_TRUE(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).wgmma);
-  EXPECT_EQ(fd::plan_gemm(problem(1024, 7168, 2048), T::kAuto, 0, h200).bn, 256);
-  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096, true), T::kAuto, 0, h200).wgmma);  // blockwise
-  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, l40).wgmma);
-  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, b200).wgmma);
-  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x128, 0, h200).wgmma);  // forced mma tile
-  EXPECT_TRUE(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x128, 0, h200, K::kWgmma).wgmma);
-  EXPECT_TRUE(fd::plan_gemm(problem(100, 100, 64), T::k128x256, 0, h200).wgmma);
-  EXPECT_FALSE(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kMmaSync).wgmma);
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).splits, 1);
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 56);
+  EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 3).grid, 3 * 512);
+  EXPECT_EQ(gemm_plan(problem(100, 100, 272), T::kAuto, 0, h200, K::kWgmma, 3).splits, 3);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 256), T::kAuto, 0, h200, K::kWgmma, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, 5), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024), T::kAuto, 0, h200, K::kAuto, -1), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024), T::kAuto, 0, h200, K::kMmaSync, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024), T::k64x64, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024, true), T::kAuto, 0, h200, K::kAuto, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 2), kjit::Unsupported);
+  EXPECT_FALSE(gemm_plan(problem(100, 100, 1024), T::kAuto, 0, l40, K::kAuto, 1).wgmma);
+  EXPECT_TRUE(gemm_plan(problem(1024, 7168, 2048), T::kAuto, 0, h200).wgmma);
+  EXPECT_EQ(gemm_plan(problem(1024, 7168, 2048), T::kAuto, 0, h200).bn, 256);
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096, true), T::kAuto, 0, h200).wgmma);  // blockwise
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, l40).wgmma);
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, b200).wgmma);
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096), T::k128x128, 0, h200).wgmma);  // forced mma tile
+  EXPECT_TRUE(gemm_plan(problem(4096, 4096, 4096), T::k128x128, 0, h200, K::kWgmma).wgmma);
+  EXPECT_TRUE(gemm_plan(problem(100, 100, 64), T::k128x256, 0, h200).wgmma);
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kMmaSync).wgmma);
   // An M-major A goes to mma even on Hopper; forcing wgmma for it is an argument error.
   f8::GemmArgs a = gemm_args();
   a.a = TensorRef(fake_ptr(0), DType::kE4M3, {kM, kK}, {1, 112}, 0);
-  const fd::GemmProblem mt = fd::validate_gemm(a);
-  EXPECT_FALSE(fd::plan_gemm(mt, T::kAuto, 0, h200).wgmma);
-  EXPECT_THROW(fd::plan_gemm(mt, T::kAuto, 0, h200, K::kWgmma), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 0, l40, K::kWgmma), kjit::Unsupported);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 0, b200), kjit::Unsupported);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 0, h200, K::kMmaSync), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k64x64, 0, h200, K::kWgmma), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 7, h200), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 6, h200), kjit::InvalidArgument);  // 289 KiB
-  EXPECT_EQ(fd::plan_gemm(problem(4096, 4096, 4096), T::k128x256, 3, h200).stages, 3);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), T::kAuto, 6, h200, K::kMmaSync), kjit::InvalidArgument);
+  const fd::GemmDims mt = fd::validate_gemm(a);
+  EXPECT_FALSE(gemm_plan(mt, T::kAuto, 0, h200).wgmma);
+  EXPECT_THROW(gemm_plan(mt, T::kAuto, 0, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, l40, K::kWgmma), kjit::Unsupported);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 0, b200), kjit::Unsupported);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 0, h200, K::kMmaSync), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k64x64, 0, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 7, h200), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 6, h200), kjit::InvalidArgument);  // 289 KiB
+  EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 3, h200).stages, 3);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 6, h200, K::kMmaSync), kjit::InvalidArgument);
 }
 
 TEST(Fp8Plan, TilesAndStages) {
   // The mma.sync planner, on a device with H200's SM count and shared memory that has no wgmma.
-  const fd::GemmDevice dev{100, 132, 232448}, l40{89, 142, 101376};
+  const kjit::DeviceInfo dev = device(10, 0, 132, 232448), l40 = l40s();
   auto tile = [](const fd::GemmPlan& p) { return std::to_string(p.bm) + "x" + std::to_string(p.bn); };
-  EXPECT_EQ(tile(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev)), "128x128");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");  // 112 CTAs, 1 wave
-  EXPECT_EQ(tile(fd::plan_gemm(problem(512, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, dev)), "64x64");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
-  EXPECT_EQ(tile(fd::plan_gemm(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
-  const fd::GemmPlan big = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev);
+  EXPECT_EQ(tile(gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev)), "128x128");
+  EXPECT_EQ(tile(gemm_plan(problem(256, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");  // 112 CTAs, 1 wave
+  EXPECT_EQ(tile(gemm_plan(problem(512, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "128x128");
+  EXPECT_EQ(tile(gemm_plan(problem(128, 4096, 7168), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(tile(gemm_plan(problem(1, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(tile(gemm_plan(problem(64, 7168, 2048), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  const fd::GemmPlan big = gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, dev);
   EXPECT_EQ(big.stages, 4);
   EXPECT_EQ(big.threads, 256);
   EXPECT_EQ(big.tiles_m, 32);
   EXPECT_EQ(big.smem_bytes, 4 * 32768);
-  const fd::GemmPlan ada = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, l40);
+  const fd::GemmPlan ada = gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, l40);
   EXPECT_EQ(ada.stages, 3);  // 4 × 32 KiB exceeds sm_89's 99 KiB
   EXPECT_LE(ada.smem_bytes, 101376);
   // Blockwise: 128x64 at most (32x32 warp tiles), 4 stages fit even sm_89.
-  const fd::GemmPlan blk = fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::kAuto, 0, l40);
+  const fd::GemmPlan blk = gemm_plan(problem(4096, 4096, 4096, true), f8::GemmTile::kAuto, 0, l40);
   EXPECT_EQ(tile(blk), "128x64");
   EXPECT_EQ(blk.stages, 4);
   EXPECT_EQ(blk.threads, 256);
   EXPECT_EQ(blk.smem_bytes, 4 * (24576 + 640));
-  EXPECT_EQ(tile(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev)), "64x64");
-  EXPECT_EQ(fd::plan_gemm(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev).threads, 128);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096, true), f8::GemmTile::k128x128, 0, dev),
+  EXPECT_EQ(tile(gemm_plan(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev)), "64x64");
+  EXPECT_EQ(gemm_plan(problem(256, 512, 1024, true), f8::GemmTile::kAuto, 0, dev).threads, 128);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096, true), f8::GemmTile::k128x128, 0, dev),
                kjit::InvalidArgument);
-  const fd::GemmPlan small = fd::plan_gemm(problem(33, 65, 48), f8::GemmTile::k64x64, 2, dev);
+  const fd::GemmPlan small = gemm_plan(problem(33, 65, 48), f8::GemmTile::k64x64, 2, dev);
   EXPECT_EQ(small.stages, 2);
   EXPECT_EQ(small.threads, 128);
   EXPECT_EQ(small.tiles_m, 1);
   EXPECT_EQ(small.tiles_n, 2);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x128, 4, l40), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 5, dev), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 1, dev), kjit::InvalidArgument);
-  EXPECT_THROW(fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, {90, 132, 40000}),
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::k128x128, 4, l40), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 5, dev), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 1, dev), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::kAuto, 0, device(9, 0, 132, 40000)),
                kjit::Unsupported);
-  const fd::GemmPlan forced = fd::plan_gemm(problem(4096, 4096, 4096), f8::GemmTile::k128x64, 3, dev);
-  const kjit::ParamMap params = fd::gemm_params(problem(4096, 4096, 4096), forced);
+  const fd::GemmPlan forced = gemm_plan(problem(4096, 4096, 4096), f8::GemmTile::k128x64, 3, dev);
+  const kjit::ParamMap params = f8::gemm_family().params_of(forced.choice.point);
   EXPECT_EQ(params.at("tile"), "128x64");
   EXPECT_EQ(params.at("stages"), "3");
   EXPECT_NO_THROW(f8::gemm_family().parse(params));
 }
 
+// The op's two planning phases (runtime/ops/fp8/gemm.hpp): what the first plan assumed about
+// cluster residency, and that the second plan, given the capacities, keeps the kernel.
+TEST(Fp8Plan, ClusterCapacityPhases) {
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  const kjit::DeviceInfo h = h200();
+  fd::GemmDims d = problem(128, 4096, 7168);
+  const fd::GemmPlan first = fd::plan_gemm(d, h);
+  EXPECT_EQ(first.splits, 4);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(first, d.force), 4);  // query sizes 2..4
+  fd::GemmClusterCapacity capacity;
+  capacity.clusters[2] = 66;
+  capacity.clusters[3] = 44;
+  capacity.clusters[4] = 29;
+  const fd::GemmPlan second = fd::plan_gemm(d, h, capacity);
+  EXPECT_EQ(second.splits, 3);
+  EXPECT_EQ(second.grid, 32 * 3);
+  EXPECT_EQ(second.choice.point, first.choice.point);  // same kernel: nothing new to compile
+  // Nothing assumed: forced splits, persistent CTAs, the mma.sync kernel.
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(gemm_plan(d, T::kAuto, 0, h, K::kAuto, 4), {K::kAuto, T::kAuto, 0, 4, 0}), 0);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(fd::plan_gemm(problem(4096, 4096, 4096), h), {}), 0);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(fd::plan_gemm(problem(128, 4096, 7168), l40s()), {}), 0);
+  // CTA pairs: the grid rests on the capacity for clusters of 2.
+  fd::GemmForce pairs;
+  pairs.multicast = 2;
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h, K::kAuto, 0, 2), pairs), 2);
+  // An empty output plans nothing, whatever the overrides.
+  EXPECT_EQ(gemm_plan(problem(0, 4096, 4096), T::k128x256, 0, l40s()).choice.family, nullptr);
+}
+
+// Deliberate: a tile outside the GemmTile values is rejected whichever kernel runs (the wgmma
+// path used to take it as kAuto).
+TEST(Fp8Plan, RejectsTileOutsideTheEnum) {
+  const auto bad = static_cast<f8::GemmTile>(9);
+  for (const kjit::DeviceInfo& info : {h200(), l40s()}) {
+    try {
+      gemm_plan(problem(4096, 4096, 4096), bad, 0, info);
+      ADD_FAILURE() << "accepted";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("tile is not a GemmTile value"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Linear owns its memory through a move-only member: moves are the defaulted ones and noexcept.
+static_assert(std::is_nothrow_move_constructible_v<f8::Linear> && std::is_nothrow_move_assignable_v<f8::Linear>);
+static_assert(!std::is_copy_constructible_v<f8::Linear> && !std::is_copy_assignable_v<f8::Linear>);
+
 TEST(Fp8Plan, QuantizeLaunches) {
   using G = f8::Granularity;
-  fd::QuantizeProblem q = fd::validate_quantize(quantize_args(G::kTensor));
-  fd::QuantizePlan p = fd::plan_quantize(q, 90);
+  fd::QuantizeDims q = fd::QuantizeOp::validate(quantize_args(G::kTensor));
+  fd::QuantizePlan p = fd::QuantizeOp::plan(q, h200());
   EXPECT_TRUE(p.zero_amax);
-  ASSERT_EQ(p.launches, 1);
-  EXPECT_EQ(p.launch[0].kernel, 0);
-  EXPECT_EQ(p.launch[0].block, 256u);
-  EXPECT_EQ(p.launch[0].grid[0], (kRows * kCols / 8 + 1023) / 1024);
+  ASSERT_EQ(p.steps, 1);
+  EXPECT_EQ(p.step[0].kernel, 0);
+  EXPECT_EQ(p.step[0].block, 256u);
+  EXPECT_EQ(p.step[0].grid[0], (kRows * kCols / 8 + 1023) / 1024);
   f8::QuantizeArgs a = quantize_args(G::kTensor);
   a.dynamic = true;
-  q = fd::validate_quantize(a);
-  p = fd::plan_quantize(q, 90);
-  ASSERT_EQ(p.launches, 2);
-  EXPECT_EQ(p.launch[0].kernel, 2);  // amax pass first
-  EXPECT_EQ(p.launch[1].kernel, 1);
+  q = fd::QuantizeOp::validate(a);
+  p = fd::QuantizeOp::plan(q, h200());
+  ASSERT_EQ(p.steps, 2);
+  EXPECT_EQ(p.step[0].kernel, 2);  // amax pass first
+  EXPECT_EQ(p.step[1].kernel, 1);
   // A large tensor still gets one CTA per 1024 vectors (no grid-stride wave).
   a = quantize_args(G::kTensor);
   a.x.shape[0] = a.y.shape[0] = 16384;
   a.x.shape[1] = a.y.shape[1] = 7168;
   a.x.strides[0] = a.y.strides[0] = 7168;
-  p = fd::plan_quantize(fd::validate_quantize(a), 90);
-  EXPECT_EQ(p.launch[0].grid[0], 16384u * 7168u / 8u / 1024u);
+  p = fd::QuantizeOp::plan(fd::QuantizeOp::validate(a), h200());
+  EXPECT_EQ(p.step[0].grid[0], 16384u * 7168u / 8u / 1024u);
   // Per row: a CTA per row sized to the row.
   a = quantize_args(G::kRow);
   a.x.shape[1] = a.y.shape[1] = 7168;
   a.x.strides[0] = a.y.strides[0] = 7168;
-  p = fd::plan_quantize(fd::validate_quantize(a), 90);
-  ASSERT_EQ(p.launches, 1);
-  EXPECT_EQ(p.launch[0].grid[0], uint32_t(kRows));
-  EXPECT_EQ(p.launch[0].block, 128u);  // 896 vectors / 8 cached per thread
+  p = fd::QuantizeOp::plan(fd::QuantizeOp::validate(a), h200());
+  ASSERT_EQ(p.steps, 1);
+  EXPECT_EQ(p.step[0].grid[0], uint32_t(kRows));
+  EXPECT_EQ(p.step[0].block, 128u);  // 896 vectors / 8 cached per thread
   EXPECT_FALSE(p.zero_amax);
   // 1x128: 16 groups of 16 lanes per CTA, 4 blocks each → 64 blocks per CTA.
-  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock1x128)), 90);
-  EXPECT_EQ(p.launch[0].grid[0], uint32_t((kRows * 3 + 63) / 64));
-  p = fd::plan_quantize(fd::validate_quantize(quantize_args(G::kBlock128x128)), 90);
-  EXPECT_EQ(p.launch[0].grid[0], 3u);
-  EXPECT_EQ(p.launch[0].grid[1], 2u);
+  p = fd::QuantizeOp::plan(fd::QuantizeOp::validate(quantize_args(G::kBlock1x128)), h200());
+  EXPECT_EQ(p.step[0].grid[0], uint32_t((kRows * 3 + 63) / 64));
+  p = fd::QuantizeOp::plan(fd::QuantizeOp::validate(quantize_args(G::kBlock128x128)), h200());
+  EXPECT_EQ(p.step[0].grid[0], 3u);
+  EXPECT_EQ(p.step[0].grid[1], 2u);
 }
 
 // --- families -------------------------------------------------------------------------------
@@ -699,13 +778,13 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   const kjit::Family& q = f8::quantize_family();
   EXPECT_EQ(q.name, "fp8.quantize");
   EXPECT_EQ(q.min_sm, 89);
-  kjit::ProgramSpec s = q.spec(fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranTensor, true));
+  kjit::ProgramSpec s = q.spec(quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranTensor, true));
   ASSERT_EQ(s.name_expressions.size(), 4u);
   EXPECT_EQ(s.name_expressions[0], "kjit::fp8::quantize_tensor_kernel<2, 1, false, true>");
   EXPECT_EQ(s.name_expressions[1], "kjit::fp8::quantize_tensor_kernel<2, 1, true, true>");
   EXPECT_EQ(s.name_expressions[2], "kjit::fp8::amax_kernel<2>");
   EXPECT_EQ(s.name_expressions[3], "kjit::fp8::delayed_scaling_kernel<1>");
-  s = q.spec(fd::quantize_params(f8::kInBF16, f8::kFormatE4M3, f8::kGranBlock1x128, false));
+  s = q.spec(quantize_params(f8::kInBF16, f8::kFormatE4M3, f8::kGranBlock1x128, false));
   EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::quantize_block_kernel<0, 0, false>");
   EXPECT_EQ(s.source_name, "fp8/quantize.cu");
   EXPECT_THROW(q.spec({{"in", "bf16"}}), kjit::InvalidArgument);
@@ -755,9 +834,9 @@ TEST(Fp8Family, CompilesWithoutSpills) {
       {&f8::gemm_family(), kjit::ParamMap{{"impl", "wgmma"}, {"a", "e5m2"}, {"b", "e4m3"}, {"out", "f32"},
                                           {"scale", "tensor"}, {"tile", "128x256"}, {"stages", "3"},
                                           {"a_major", "k"}, {"b_major", "k"}}},
-      {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranRow, true)},
-      {&f8::quantize_family(), fd::quantize_params(f8::kInF16, f8::kFormatE4M3, f8::kGranBlock128x128, true)},
-      {&f8::quantize_family(), fd::quantize_params(f8::kInF32, f8::kFormatE4M3, f8::kGranBlock1x128, false)},
+      {&f8::quantize_family(), quantize_params(f8::kInF32, f8::kFormatE5M2, f8::kGranRow, true)},
+      {&f8::quantize_family(), quantize_params(f8::kInF16, f8::kFormatE4M3, f8::kGranBlock128x128, true)},
+      {&f8::quantize_family(), quantize_params(f8::kInF32, f8::kFormatE4M3, f8::kGranBlock1x128, false)},
   };
   struct Job {
     std::string what;

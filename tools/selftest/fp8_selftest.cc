@@ -174,8 +174,7 @@ std::vector<Result> fp8(Runtime& runtime) {
   results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise", [&] { return check_gemm(runtime, false); }));
   results.push_back(guarded("fp8.gemm", "256x512x1024 blockwise", [&] { return check_gemm(runtime, true); }));
   // The planner runs this shape on the mma.sync kernel; on Hopper check the wgmma kernel too.
-  const DeviceInfo& info = device_info(0);
-  if (info.cc_major == 9 && info.cc_minor == 0) {
+  if (device_info(0).target().has_wgmma()) {
     results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise (wgmma)",
                               [&] { return check_gemm(runtime, false, fp8::GemmKernel::kWgmma); }));
   }

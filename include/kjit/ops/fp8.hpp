@@ -22,6 +22,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kjit::fp8 {
@@ -216,11 +217,13 @@ class Linear {
   /// inconsistent config or weight, Unsupported below sm_89, DriverError.
   Linear(const LinearConfig& config, const TensorRef& weight, CUstream stream,
          Runtime& runtime = Runtime::global());
-  ~Linear();
-  Linear(Linear&& other) noexcept;
-  Linear& operator=(Linear&& other) noexcept;
+  /// A moved-from Linear owns nothing: its views have no data and forward() throws
+  /// InvalidArgument.
+  Linear(Linear&& other) noexcept = default;
+  Linear& operator=(Linear&& other) noexcept = default;
   Linear(const Linear&) = delete;
   Linear& operator=(const Linear&) = delete;
+  ~Linear() = default;
 
   /// y[M, N] = x[M, K] · Wᵀ (+ bias[N]) on `stream`. x: bf16, f16 or f32, row-major with 16-byte
   /// aligned rows, 1 ≤ M ≤ max_tokens; y: bf16 or f32, row-major; bias: optional [N] bf16/f32.
@@ -243,21 +246,43 @@ class Linear {
   TensorRef amax() const;
 
  private:
-  void release() noexcept;
+  /// One cuMemAlloc'd block, freed (cuMemFree) when its owner goes; move-only, empty when
+  /// moved from.
+  class DeviceMemory {
+   public:
+    DeviceMemory() = default;
+    /// Throws DriverError when the allocation fails.
+    explicit DeviceMemory(size_t bytes);
+    DeviceMemory(DeviceMemory&& other) noexcept;
+    DeviceMemory& operator=(DeviceMemory&& other) noexcept;
+    DeviceMemory(const DeviceMemory&) = delete;
+    DeviceMemory& operator=(const DeviceMemory&) = delete;
+    ~DeviceMemory();
+    /// The address `offset` bytes into the block, or null when the block is empty.
+    void* at(size_t offset) const noexcept;
+
+   private:
+    CUdeviceptr base_ = 0;
+  };
+
+  /// Where each buffer starts in `memory_` (bytes); kNone for a buffer this recipe lacks.
+  struct Layout {
+    static constexpr size_t kNone = ~size_t{0};
+    size_t w_q = 0, w_scale_inv = 0, x_q = 0, x_scale_inv = 0, amax = 0;
+    size_t history = kNone, step = kNone, multiplier = kNone;
+  };
+
+  template <class T>
+  T* buffer(size_t offset) const noexcept {
+    return offset == Layout::kNone ? nullptr : static_cast<T*>(memory_.at(offset));
+  }
 
   LinearConfig config_;
   Runtime* runtime_ = nullptr;
-  CUdeviceptr buffer_ = 0;  // one allocation, carved into the buffers below
-  void* w_q_ = nullptr;
-  float* w_scale_inv_ = nullptr;
+  DeviceMemory memory_;  // every buffer, carved from one allocation at `layout_`
+  Layout layout_;
   int64_t w_scale_shape_[2] = {1, 1};
   int w_scale_ndim_ = 1;
-  void* x_q_ = nullptr;
-  float* x_scale_inv_ = nullptr;
-  float* amax_ = nullptr;
-  float* history_ = nullptr;
-  int32_t* step_ = nullptr;
-  float* multiplier_ = nullptr;
 };
 
 }  // namespace kjit::fp8

@@ -1,26 +1,48 @@
 #pragma once
-/// \file runtime/ops/fp8_gemm.hpp
-/// Internals of kjit::fp8::gemm (include/kjit/ops/fp8.hpp): the "fp8.gemm" kernel family, the
-/// host-only validation step (layouts, the column-major-D operand swap) and the tile planner,
-/// exposed so tests can check every rejection and every plan without a GPU.
+/// \file runtime/ops/fp8/gemm.hpp
+/// kjit::fp8::gemm (include/kjit/ops/fp8.hpp) as an op of the pipeline (runtime/ops/pipeline.hpp):
+/// validation with the column-major-D operand swap (gemm_validate.cc), the planner (gemm_plan.cc)
+/// and the launch value (gemm.cc), exposed so tests check every rejection and every plan
+/// without a GPU.
+///
+/// Two-phase planning. The plan is a pure function of the validated arguments, the device's
+/// DeviceInfo and a GemmClusterCapacity. The last is what the occupancy calculator says about
+/// clusters of wgmma CTAs, a fact that needs a loaded kernel to ask. So the op's call plans
+/// once with the capacities unknown (taken as sm_count / size). When that plan relied on the
+/// assumption (gemm_assumed_cluster_size > 0), the op loads the plan's kernel, reads the real
+/// capacities (cuOccupancyMaxActiveClusters, queried once per device, kernel and size and
+/// cached outside the planner), and plans again with them. The second plan keeps the kernel
+/// (capacities only move split-K's split count and the grid of CTA pairs), so nothing new is
+/// compiled. GemmOp::refine is that second step; plan → load → refine → build is
+/// GemmOp::launch_value.
 
-#include <kjit/families.hpp>
-
-#include "runtime/families/fp8.hpp"
+#include <kjit/device.hpp>
 #include <kjit/ops/fp8.hpp>
 
 #include "fp8/gemm_params.h"
 #include "fp8/gemm_sm90_params.h"
+#include "fp8/quantize_params.h"  // kFormat*, kScaleBlock
+#include "runtime/families/fp8.hpp"
+#include "runtime/ops/pipeline.hpp"
+
+#include <cuda.h>
 
 #include <cstdint>
 
-namespace kjit::fp8 {
+namespace kjit::fp8::detail {
 
-namespace detail {
+/// GemmArgs' planner overrides, as the caller gave them (plan_gemm checks them).
+struct GemmForce {
+  GemmKernel kernel = GemmKernel::kAuto;
+  GemmTile tile = GemmTile::kAuto;
+  int stages = 0;
+  int splits = 0;
+  int multicast = 0;
+};
 
 /// A validated GemmArgs in kernel terms: after the operand swap for a column-major D, `params`
 /// describes D' = A' · B'ᵀ with D' row-major.
-struct GemmProblem {
+struct GemmDims {
   int device = 0;
   int64_t m = 0, n = 0, k = 0;  ///< of the kernel's problem (swapped when `swapped`)
   int fmt_a = 0, fmt_b = 0;     ///< kFormatE4M3 / kFormatE5M2
@@ -30,29 +52,28 @@ struct GemmProblem {
   bool block = false;           ///< ScaleMode::kBlockwise
   bool swapped = false;         ///< D was column-major: A' = B, B' = A, scales swapped
   GemmParams params{};          ///< everything but tiles_m / tiles_n
+  GemmForce force;
 };
 
-/// Checks `args` against the contract in include/kjit/ops/fp8.hpp. Pure host code: no driver
-/// call. Throws InvalidArgument "kjit::fp8::gemm: <tensor> <rule>, got <shape dtype>".
-GemmProblem validate_gemm(const GemmArgs& args);
+/// Checks `args` against the contract in include/kjit/ops/fp8.hpp (tensors, layouts, scales,
+/// bias; the overrides are copied, and checked by plan_gemm). Pure host code: no driver call.
+/// Throws InvalidArgument "kjit::fp8::gemm: <tensor> <rule>, got <shape dtype>".
+GemmDims validate_gemm(const GemmArgs& args);
 
-/// The device facts the planner needs.
-struct GemmDevice {
-  int sm = 0;          ///< 10 · major + minor
-  int sm_count = 0;
-  int smem_optin = 0;  ///< bytes of shared memory a CTA may opt in to
-  /// cluster_capacity[s]: how many clusters of s wgmma-kernel CTAs (one CTA per SM) can be
-  /// resident at once (cuOccupancyMaxActiveClusters: a GPC whose SM count s does not divide
-  /// strands SMs); 0 = unknown, taken as sm_count / s.
-  int cluster_capacity[kSm90MaxSplits + 1] = {};
+/// clusters[s]: how many clusters of s wgmma-kernel CTAs (one CTA per SM) the device holds at
+/// once. A GPC whose SM count s does not divide strands SMs, so this can be below sm_count / s
+/// (H200: 29 clusters of 4 on 132 SMs). 0 = unknown, taken as sm_count / s.
+struct GemmClusterCapacity {
+  int clusters[kSm90MaxSplits + 1] = {};
 };
 
 /// How a GEMM runs.
 struct GemmPlan {
+  kjit::detail::Choice choice;  ///< the fp8.gemm point; no family for an empty output
   bool wgmma = false;  ///< the Hopper kernel (gemm_sm90_kernel) instead of gemm_kernel
   int bm = 128, bn = 128, stages = 3;
   int threads = 0;
-  int smem_bytes = 0;
+  int smem_bytes = 0;  ///< dynamic shared memory, bytes
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
   int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B (forced only)
@@ -61,35 +82,64 @@ struct GemmPlan {
   int64_t grid = 0;
 };
 
-/// Plans a validated GEMM. Throws Unsupported below sm_89 (naming the arch), for a forced kWgmma
-/// off sm_90, or when not even two stages of the tile fit `smem_optin`; InvalidArgument for a
-/// forced kernel/tile/stage count/split that does not apply (wgmma with blockwise scales or an
-/// M- or N-major operand, a 128x256 mma tile, 128x128 with blockwise scales, stages outside
-/// 2..4 (mma) / 2..6 (wgmma) or beyond shared memory, splits outside 0..4, above ceil(K/128),
-/// or > 1 on the mma.sync kernel, multicast outside 0..2, or 2 with splits > 1 or mma.sync).
-/// Host-only.
-///   Kernel: wgmma on sm_90 whenever the scales are tensorwise, A and B are K-major and no mma
-///   tile is forced (a forced splits > 1 also asks for it); mma.sync otherwise.
-///   wgmma tile: the cheaper of 128x256 and 128x128 by ceil(tiles / sm_count) rounds of BM·BN
-///   MACs over the relative throughput (2.5 and 2.1). Split-K: when the tiles do not fill half
-///   the SMs (M ≤ 128 with N ≲ 8k), BN = 128 and splits = the largest s ≤ min(4, sm_count /
-///   tiles, K/256) whose clusters all fit at once (tiles ≤ cluster_capacity[s]; else 1), e.g.
-///   M = 64, N = 7168: 56 tiles × 2; M = 128, N = 4096: 32 tiles × 4 (× 3 where only 29
-///   clusters of 4 fit, as on H200).
-///   mma.sync tile: the same waves model with throughputs mma 128x128: 1, 128x64: 0.9, 64x64:
-///   0.75; 128x128 is not a candidate with blockwise scales.
-///   Multicast (CTA pairs sharing B): only when forced by `multicast` = 2 (measured slower than
-///   unpaired persistent CTAs on the H200, see docs/perf-notes.md).
-///   Stages: the deepest that fits smem_optin (wgmma 6..2, mma 4..2).
-GemmPlan plan_gemm(const GemmProblem& problem, GemmTile tile, int stages, const GemmDevice& device,
-                   GemmKernel kernel = GemmKernel::kAuto, int splits = 0, int multicast = 0);
+/// Plans a validated GEMM under its overrides (dims.force); pure. An empty output (M or N 0)
+/// plans nothing. Steps, in order:
+///   overrides: InvalidArgument for splits outside 0..4, multicast outside 0..2, multicast 2
+///     with splits > 1, a kernel or tile that is not an enum value.
+///   kernel: wgmma where the target has it (Target::has_wgmma) and the scales are tensorwise,
+///     A and B K-major and no mma tile is forced (a forced 128x256 tile, splits > 1 or
+///     multicast 2 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
+///     sm_90a; InvalidArgument for a forced kernel the problem or the other overrides rule out.
+///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
+///     128x128 when split-K applies, see below); mma.sync 64x64, 128x64 and, with tensorwise
+///     scales, 128x128 (blockwise 128x128 needs two accumulator sets: no register fit).
+///   choice: the cheapest by ceil(tiles / sm_count) waves of BM·BN MACs over the relative
+///     throughput (wgmma 128x256 2.5, 128x128 2.1; mma 128x128 1, 128x64 0.9, 64x64 0.75); the
+///     first listed wins a tie. Split-K (wgmma, splits 0): when the tiles do not fill half the
+///     SMs (M ≤ 128 with N ≲ 8k) and K has ≥ 2 128-k tiles, BN = 128 and splits = the largest
+///     s ≤ min(4, sm_count / tiles, K/256) whose clusters all fit at once (tiles ≤
+///     capacity.clusters[s]; else 1), e.g. M = 64, N = 7168: 56 tiles × 2; M = 128, N = 4096:
+///     32 tiles × 4 (× 3 where only 29 clusters of 4 fit, as on H200). A forced split count
+///     must leave each split a 128-k tile (InvalidArgument). Multicast (CTA pairs sharing B)
+///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
+///     docs/perf-notes.md).
+///   fit: the forced stage count (2..4 mma, 2..6 wgmma, InvalidArgument outside or beyond
+///     max_smem_per_block_optin), else the deepest that fits (Unsupported when two do not).
+/// Throws Unsupported below sm_89 (naming the arch).
+GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});
 
-/// The wgmma kernel's params for a validated problem and a wgmma plan, all but the two TMA
-/// descriptors (which need the driver: gemm() encodes them). Host-only.
-GemmSm90Params sm90_params(const GemmProblem& problem, const GemmPlan& plan);
+/// The largest cluster size whose capacity `plan` took as sm_count / size instead of knowing it
+/// (auto split-K, CTA pairs), or 0: the sizes 2..that to query before planning again.
+int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force);
 
-/// The family parameters of a problem's specialization under `plan`.
-ParamMap gemm_params(const GemmProblem& problem, const GemmPlan& plan);
+/// The mma.sync kernel's Params for a validated problem under `plan`; pure.
+GemmParams mma_params(const GemmDims& dims, const GemmPlan& plan);
+/// The wgmma kernel's Params for a validated problem under a wgmma plan, all but the TMA
+/// descriptors (which need the driver: GemmOp::build encodes them); pure.
+GemmSm90Params sm90_params(const GemmDims& dims, const GemmPlan& plan);
 
-}  // namespace detail
-}  // namespace kjit::fp8
+/// kjit::fp8::gemm in the op pipeline (see the file comment for its two planning phases).
+struct GemmOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::fp8::gemm", kMinSm, kMinSmNeeds};
+  using Args = GemmArgs;
+  using Dims = GemmDims;
+  using Plan = GemmPlan;
+  /// One of the two steps has a kernel: [0] mma.sync, [1] wgmma.
+  using Launch = kjit::detail::Launches<GemmParams, GemmSm90Params>;
+
+  static Dims validate(const Args& args) { return validate_gemm(args); }
+  /// The first phase: plan_gemm with the cluster capacities unknown.
+  static Plan plan(const Dims& dims, const DeviceInfo& info) { return plan_gemm(dims, info); }
+  /// The second phase: `plan` again with the capacities of `program`'s kernel on the device
+  /// (queried on first use, then cached), when `plan` assumed any; else `plan`. Same kernel.
+  static Plan refine(const Dims& dims, const Plan& plan, const LoadedProgram& program, const DeviceInfo& info);
+  /// The launch value; on the wgmma path it encodes the TMA descriptors (host-only driver calls,
+  /// no allocation).
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+  /// plan, load, refine, build: what gemm() launches. `forced` replaces the first plan (checked
+  /// as the pipeline checks a forced plan) and is not refined.
+  static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr);
+};
+
+}  // namespace kjit::fp8::detail

@@ -1,355 +1,54 @@
-// kjit::fp8::quantize: validate → (driver) context, arch check → planner → kernel table →
-// [memset amax] → kernel(s).
+// kjit::fp8::quantize through the op pipeline: the launch value (amax reset, then one or two
+// kernels), the delayed-scaling step and the public entry.
 #include "runtime/ops/fp8/quantize.hpp"
 
-#include <kjit/device.hpp>
-#include <kjit/error.hpp>
-#include <kjit/launch.hpp>
-
 #include "runtime/driver.hpp"
-#include "runtime/ops/kernel_table.hpp"
-#include "runtime/ops/validate.hpp"
 
-#include <fmt/format.h>
+namespace kjit::fp8::detail {
 
-#include <algorithm>
-#include <cfloat>
-#include <climits>
-#include <cmath>
-#include <string>
+void QuantizeLaunch::launch(CUstream stream) const {
+  if (zero_amax != nullptr) {
+    KJIT_CU(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(zero_amax), 0, sizeof(float), stream));
+  }
+  kernels.launch(stream);
+}
+
+QuantizeOp::Launch QuantizeOp::build(const QuantizeArgs& /*args*/, const QuantizeDims& q, const QuantizePlan& plan,
+                                     const LoadedProgram* program, kjit::detail::Workspace /*workspace*/,
+                                     const DeviceInfo& /*info*/) {
+  Launch l;
+  if (plan.zero_amax) l.zero_amax = q.params.amax;
+  if (program == nullptr) return l;
+  auto fill = [&](auto& step, const QuantizeStep& s) {
+    step.kernel = &program->kernel(static_cast<size_t>(s.kernel));
+    step.config.grid[0] = s.grid[0];
+    step.config.grid[1] = s.grid[1];
+    step.config.block[0] = s.block;
+    step.params = q.params;
+  };
+  if (plan.steps > 0) fill(l.kernels.step<0>(), plan.step[0]);
+  if (plan.steps > 1) fill(l.kernels.step<1>(), plan.step[1]);
+  return l;
+}
+
+kjit::detail::Step<DelayedScalingParams> delayed_scaling_step(const DelayedScalingParams& params, int in, int fmt,
+                                                              CUcontext context, Runtime& runtime) {
+  kjit::detail::Choice choice;
+  choice.family = &quantize_family();
+  choice.point = quantize_family().point({in, fmt, kGranTensor, 0});
+  kjit::detail::Step<DelayedScalingParams> step;
+  step.kernel = &kjit::detail::load<QuantizeOp>(choice, runtime, context).kernel(3);
+  step.config.block[0] = 32;
+  step.params = params;
+  return step;
+}
+
+}  // namespace kjit::fp8::detail
 
 namespace kjit::fp8 {
-namespace {
-
-constexpr const char* kOp = "kjit::fp8::quantize";
-
-/// The POD specialization key of the op's kernel table (zero-initialized before it is filled).
-struct Choice {
-  int32_t in;
-  int32_t fmt;
-  int32_t granularity;
-  int32_t pow2;
-};
-
-const char* in_name(int in) { return in == kInBF16 ? "bf16" : in == kInF16 ? "f16" : "f32"; }
-const char* fmt_name(int fmt) { return fmt == kFormatE4M3 ? "e4m3" : "e5m2"; }
-const char* gran_name(int g) {
-  switch (g) {
-    case kGranTensor: return "tensor";
-    case kGranRow: return "row";
-    case kGranBlock1x128: return "block1x128";
-    default: return "block128x128";
-  }
-}
-
-int parse_index(const std::string& value, std::initializer_list<const char*> names) {
-  int i = 0;
-  for (const char* n : names) {
-    if (value == n) return i;
-    ++i;
-  }
-  return -1;  // unreachable after check_params
-}
-
-ProgramSpec make_spec(const ParamMap& params) {
-  return quantize_family().spec(quantize_family().parse(params));
-}
-
-/// A rank-2 tensor on `device` whose rows start 16-byte aligned and are contiguous.
-void check_rows16(const char* name, const TensorRef& t, int device) {
-  kjit::detail::check_rank(kOp, name, t, 2);
-  kjit::detail::check_sizes(kOp, name, t);
-  kjit::detail::check_device(kOp, name, t, device);
-  kjit::detail::check_last_dim_contiguous(kOp, name, t);
-  const auto address = reinterpret_cast<uintptr_t>(t.data);
-  if (address % 16 != 0) {
-    kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be 16-byte aligned, got {}", name, address,
-                                        t.describe()));
-  }
-  const int64_t row_bytes = t.strides[0] * dtype_size(t.dtype);
-  if (t.shape[0] > 1 && row_bytes % 16 != 0) {
-    kjit::detail::fail(kOp, fmt::format("{} row stride ({} elements = {} bytes) must be a multiple of 16 bytes, "
-                                        "got {}",
-                                        name, t.strides[0], row_bytes, t.describe()));
-  }
-  kjit::detail::check_not_null(kOp, name, t);
-}
-
-/// An f32 scale-group tensor on `device`, 4-byte aligned, of shape [d0] (rank 1) or [d0, d1].
-void check_groups(const char* name, const TensorRef& t, int device, int rank, int64_t d0, int64_t d1,
-                  const char* what) {
-  kjit::detail::check_rank(kOp, name, t, rank);
-  kjit::detail::check_sizes(kOp, name, t);
-  kjit::detail::check_dtype(kOp, name, t, DType::kF32);
-  kjit::detail::check_device(kOp, name, t, device);
-  if (t.shape[0] != d0 || (rank == 2 && t.shape[1] != d1)) {
-    const std::string shape = rank == 1 ? fmt::format("[{}]", d0) : fmt::format("[{}, {}]", d0, d1);
-    kjit::detail::fail(kOp, fmt::format("{} must be {} {}, got {}", name, shape, what, t.describe()));
-  }
-  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-    kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
-  }
-  kjit::detail::check_not_null(kOp, name, t);
-}
-
-}  // namespace
-
-namespace detail {
-
-void check_fp8_arch(const char* op, int sm, int device, const char* device_name) {
-  if (sm < kFp8MinSm) {
-    const std::string which = device_name != nullptr && *device_name != '\0'
-                                  ? fmt::format("device {} ({})", device, device_name)
-                                  : fmt::format("device {}", device);
-    throw Unsupported(fmt::format("{}: needs sm_89 or newer (FP8 cvt.satfinite and mma.sync e4m3/e5m2 exist from "
-                                  "Ada/Hopper on); {} is sm_{}",
-                                  op, which, sm));
-  }
-}
-
-ParamMap quantize_params(int in, int fmt, int granularity, bool pow2) {
-  return {{"in", in_name(in)},
-          {"fmt", fmt_name(fmt)},
-          {"granularity", gran_name(granularity)},
-          {"pow2", pow2 ? "1" : "0"}};
-}
-
-QuantizeProblem validate_quantize(const QuantizeArgs& args) {
-  using kjit::detail::fail;
-  const TensorRef& x = args.x;
-  const TensorRef& y = args.y;
-  kjit::detail::check_rank(kOp, "x", x, 2);
-  if (x.device < 0) fail(kOp, fmt::format("x must be on a CUDA device, got host memory {}", x.describe()));
-  QuantizeProblem q;
-  q.device = x.device;
-  kjit::detail::check_dtype(kOp, "x", x, {DType::kBF16, DType::kF16, DType::kF32});
-  check_rows16("x", x, q.device);
-  q.in = x.dtype == DType::kBF16 ? kInBF16 : x.dtype == DType::kF16 ? kInF16 : kInF32;
-  q.rows = x.shape[0];
-  q.cols = x.shape[1];
-  if (q.cols % 16 != 0) {
-    fail(kOp, fmt::format("x cols (dim 1) must be a multiple of 16 (16-byte vectors never straddle a 128-column "
-                          "block), got {}",
-                          x.describe()));
-  }
-  kjit::detail::check_dtype(kOp, "y", y, {DType::kE4M3, DType::kE5M2});
-  check_rows16("y", y, q.device);
-  kjit::detail::check_dim(kOp, "y", y, 0, q.rows, "rows (x dim 0)");
-  kjit::detail::check_dim(kOp, "y", y, 1, q.cols, "cols (x dim 1)");
-  q.fmt = y.dtype == DType::kE4M3 ? kFormatE4M3 : kFormatE5M2;
-  q.pow2 = args.pow2_scale;
-  if (q.rows > INT32_MAX || q.cols > INT32_MAX / 2) {
-    fail(kOp, fmt::format("rows must stay below 2^31 and cols below 2^30, got {}", x.describe()));
-  }
-
-  const bool has_amax = args.amax.ndim != 0;
-  const bool has_scale_inv = args.scale_inv.ndim != 0;
-  QuantizeParams& p = q.params;
-  p.x = x.data;
-  p.y = y.data;
-  p.rows = q.rows;
-  p.cols = q.cols;
-  p.x_stride = x.strides[0];
-  p.y_stride = y.strides[0];
-  p.col_blocks = static_cast<int32_t>(kjit::detail::ceil_div(q.cols, kScaleBlock));
-  p.multiplier_value = args.multiplier_value;
-
-  switch (args.granularity) {
-    case Granularity::kTensor: {
-      q.granularity = kGranTensor;
-      q.dynamic = args.dynamic;
-      if (args.dynamic) {
-        if (args.multiplier.ndim != 0) {
-          fail(kOp, "multiplier must be absent (ndim 0) when dynamic = true: the multiplier is fmt_max / amax of "
-                    "this call");
-        }
-        if (!has_amax) fail(kOp, "amax ([1] f32) is required when dynamic = true: the first pass reduces into it");
-      } else if (args.multiplier.ndim != 0) {
-        check_groups("multiplier", args.multiplier, q.device, 1, 1, 0, "(one f32 multiplier)");
-        p.multiplier = static_cast<const float*>(args.multiplier.data);
-      } else {
-        const float m = args.multiplier_value;
-        if (!(std::isfinite(m) && m >= FLT_MIN)) {
-          fail(kOp, fmt::format("multiplier_value must be positive, finite and normal (>= {}), got {}", FLT_MIN, m));
-        }
-      }
-      if (has_amax) check_groups("amax", args.amax, q.device, 1, 1, 0, "(one f32 per tensor)");
-      if (has_scale_inv) check_groups("scale_inv", args.scale_inv, q.device, 1, 1, 0, "(one f32 per tensor)");
-      // Both compact: one long row, no per-vector division in the kernel.
-      q.collapse = x.strides[0] == q.cols && y.strides[0] == q.cols;
-      if (q.collapse) {
-        p.cols = q.rows * q.cols;
-        p.rows = 1;
-        p.x_stride = p.y_stride = p.cols;
-      }
-      break;
-    }
-    case Granularity::kRow:
-    case Granularity::kBlock1x128:
-    case Granularity::kBlock128x128: {
-      q.granularity = args.granularity == Granularity::kRow          ? kGranRow
-                      : args.granularity == Granularity::kBlock1x128 ? kGranBlock1x128
-                                                                     : kGranBlock128x128;
-      if (args.dynamic) {
-        fail(kOp, fmt::format("dynamic applies to kTensor only: {} multipliers are always computed from their "
-                              "group's amax",
-                              gran_name(q.granularity)));
-      }
-      if (args.multiplier.ndim != 0) {
-        fail(kOp, fmt::format("multiplier must be absent (ndim 0) for {} granularity: multipliers are computed",
-                              gran_name(q.granularity)));
-      }
-      if (!has_scale_inv) {
-        fail(kOp, fmt::format("scale_inv (f32) is required for {} granularity: it receives the dequant scales",
-                              gran_name(q.granularity)));
-      }
-      const TensorRef* outs[2] = {&args.scale_inv, has_amax ? &args.amax : nullptr};
-      const char* names[2] = {"scale_inv", "amax"};
-      for (int i = 0; i < 2; ++i) {
-        if (!outs[i]) continue;
-        if (q.granularity == kGranRow) {
-          check_groups(names[i], *outs[i], q.device, 1, q.rows, 0, "(one f32 per row)");
-        } else if (q.granularity == kGranBlock1x128) {
-          check_groups(names[i], *outs[i], q.device, 2, q.rows, p.col_blocks, "(one f32 per 1x128 block)");
-        } else {
-          check_groups(names[i], *outs[i], q.device, 2, kjit::detail::ceil_div(q.rows, kScaleBlock), p.col_blocks,
-                       "(one f32 per 128x128 block)");
-        }
-      }
-      if (has_amax && (args.amax.strides[0] != args.scale_inv.strides[0] ||
-                       (args.amax.ndim == 2 && args.amax.shape[1] > 1 &&
-                        args.amax.strides[1] != args.scale_inv.strides[1]))) {
-        fail(kOp, fmt::format("amax and scale_inv must have the same strides, got {} and {}", args.amax.describe(),
-                              args.scale_inv.describe()));
-      }
-      p.s_stride0 = args.scale_inv.strides[0];
-      p.s_stride1 = args.scale_inv.ndim == 2 ? args.scale_inv.strides[1] : 0;
-      if (q.granularity == kGranBlock128x128 && kjit::detail::ceil_div(q.rows, kScaleBlock) > 65535) {
-        fail(kOp, fmt::format("128x128 blocks: at most 65535 row blocks, got {}", x.describe()));
-      }
-      break;
-    }
-    default: fail(kOp, "granularity is not a Granularity value");
-  }
-  p.amax = has_amax ? static_cast<float*>(args.amax.data) : nullptr;
-  p.scale_inv = has_scale_inv ? static_cast<float*>(args.scale_inv.data) : nullptr;
-  return q;
-}
-
-QuantizePlan plan_quantize(const QuantizeProblem& q, int sm) {
-  check_fp8_arch(kOp, sm, q.device, nullptr);
-  QuantizePlan plan;
-  const int vec = q.in == kInF32 ? 4 : 8;
-  const int64_t vectors = q.params.rows * (q.params.cols / vec);
-  switch (q.granularity) {
-    case kGranTensor: {
-      plan.zero_amax = q.params.amax != nullptr;
-      // One CTA per kTensorThreads · kTensorUnroll vectors, not a grid-stride loop over a wave:
-      // each CTA issues all its loads at once and retires, and the block scheduler balances the
-      // SMs. Measured on the H200 (2026-11-30, 16384×7168 bf16 → E4M3 + amax): 3.63 TB/s against
-      // 3.23 with 8 CTAs per SM looping; 8 loads per thread instead of 4 gave 3.58 (and 3.39
-      // looping). The kernel keeps its grid-stride loop for tensors past the grid limit.
-      const int64_t want = kjit::detail::ceil_div(std::max<int64_t>(vectors, 1), int64_t{kTensorThreads} * kTensorUnroll);
-      const int64_t grid = std::clamp<int64_t>(want, 1, INT32_MAX);
-      QuantizeLaunch l;
-      l.grid[0] = static_cast<uint32_t>(grid);
-      l.block = kTensorThreads;
-      if (q.dynamic) {
-        l.kernel = 2;  // amax pass
-        plan.launch[plan.launches++] = l;
-        l.kernel = 1;
-      } else {
-        l.kernel = 0;
-      }
-      plan.launch[plan.launches++] = l;
-      break;
-    }
-    case kGranRow: {
-      if (q.rows == 0) break;
-      const int64_t vpr = q.cols / vec;
-      const int64_t threads = std::clamp<int64_t>(kjit::detail::ceil_div(kjit::detail::ceil_div(vpr, kRowCache), 32) * 32, 32, kRowMaxThreads);
-      QuantizeLaunch l;
-      l.grid[0] = static_cast<uint32_t>(q.rows);
-      l.block = static_cast<uint32_t>(threads);
-      plan.launch[plan.launches++] = l;
-      break;
-    }
-    case kGranBlock1x128: {
-      const int64_t blocks = q.rows * q.params.col_blocks;
-      if (blocks == 0) break;
-      const int group = kScaleBlock / vec;
-      const int64_t per_cta = int64_t{kBlockThreads / group} * kBlockUnroll;
-      QuantizeLaunch l;
-      l.grid[0] = static_cast<uint32_t>(kjit::detail::ceil_div(blocks, per_cta));
-      l.block = kBlockThreads;
-      plan.launch[plan.launches++] = l;
-      break;
-    }
-    default: {
-      if (q.rows == 0 || q.params.col_blocks == 0) break;
-      QuantizeLaunch l;
-      l.grid[0] = static_cast<uint32_t>(q.params.col_blocks);
-      l.grid[1] = static_cast<uint32_t>(kjit::detail::ceil_div(q.rows, kScaleBlock));
-      l.block = kBlockThreads;
-      plan.launch[plan.launches++] = l;
-      break;
-    }
-  }
-  return plan;
-}
-
-}  // namespace detail
-
-namespace {
-
-const LoadedProgram& program_for(Runtime& runtime, CUcontext context, int in, int fmt, int gran, bool pow2) {
-  Choice choice{};
-  choice.in = in;
-  choice.fmt = fmt;
-  choice.granularity = gran;
-  choice.pow2 = pow2 ? 1 : 0;
-  static kjit::detail::KernelTable<Choice> table;
-  return table.get(runtime, context, choice, [&choice] {
-    return make_spec(detail::quantize_params(choice.in, choice.fmt, choice.granularity, choice.pow2 != 0));
-  });
-}
-
-}  // namespace
 
 void quantize(const QuantizeArgs& args, CUstream stream, Runtime& runtime) {
-  // All argument checks come before the first driver call.
-  const detail::QuantizeProblem q = detail::validate_quantize(args);
-  const CUcontext context = kjit::detail::ensure_context(q.device);
-  const DeviceInfo& info = device_info(q.device);
-  detail::check_fp8_arch(kOp, info.cc_major * 10 + info.cc_minor, q.device, info.name.c_str());
-  const detail::QuantizePlan plan = detail::plan_quantize(q, info.cc_major * 10 + info.cc_minor);
-  if (plan.zero_amax) {
-    KJIT_CU(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(q.params.amax), 0, sizeof(float), stream));
-  }
-  if (plan.launches == 0) return;
-  const LoadedProgram& program = program_for(runtime, context, q.in, q.fmt, q.granularity, q.pow2);
-  for (int i = 0; i < plan.launches; ++i) {
-    const detail::QuantizeLaunch& l = plan.launch[i];
-    LaunchConfig config;
-    config.grid[0] = l.grid[0];
-    config.grid[1] = l.grid[1];
-    config.block[0] = l.block;
-    config.stream = stream;
-    launch(program.kernel(static_cast<size_t>(l.kernel)), config, q.params);
-  }
+  kjit::detail::run<detail::QuantizeOp>(args, {}, stream, runtime);
 }
 
-namespace detail {
-
-void launch_delayed_scaling(const DelayedScalingParams& params, int in, int fmt, int device, CUstream stream,
-                            Runtime& runtime) {
-  const CUcontext context = kjit::detail::ensure_context(device);
-  const LoadedProgram& program = program_for(runtime, context, in, fmt, kGranTensor, false);
-  LaunchConfig config;
-  config.block[0] = 32;
-  config.stream = stream;
-  launch(program.kernel(3), config, params);
-}
-
-}  // namespace detail
 }  // namespace kjit::fp8

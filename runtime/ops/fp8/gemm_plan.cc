@@ -1,0 +1,257 @@
+// kjit::fp8::gemm, the planner: overrides → kernel → tile candidates → choice (tile, split-K)
+// → resource fit (pipeline stages in shared memory) → schedule (tiles, grid, clusters). Pure:
+// it reads the validated problem, DeviceInfo and the cluster capacities it is given.
+#include "runtime/ops/fp8/gemm.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace kjit::fp8::detail {
+namespace {
+
+using kjit::detail::ceil_div;
+using kjit::detail::fail;
+
+constexpr const char* kOp = GemmOp::kInfo.name;
+
+bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
+
+/// The overrides' own ranges, before any of them is read.
+void check_force(const GemmForce& f) {
+  if (f.splits < 0 || f.splits > kSm90MaxSplits) {
+    fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, f.splits));
+  }
+  if (f.multicast < 0 || f.multicast > 2) {
+    fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", f.multicast));
+  }
+  if (f.multicast == 2 && f.splits > 1) {
+    fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
+              "reduction");
+  }
+  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k128x256)) fail(kOp, "tile is not a GemmTile value");
+}
+
+/// True for the wgmma kernel: wherever it can run (persistent for large problems, split-K for
+/// small M: both beat the mma.sync tiles on Hopper) unless an mma tile is forced.
+bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
+  const GemmForce& f = g.force;
+  const bool has_wgmma = info.target().has_wgmma();
+  const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
+  const bool small_tile = f.tile == GemmTile::k64x64 || f.tile == GemmTile::k128x64;
+  switch (f.kernel) {
+    case GemmKernel::kWgmma:
+      if (!has_wgmma) {
+        throw Unsupported(fmt::format("{}: the wgmma kernel needs sm_90a (Hopper); the device is sm_{}", kOp, info.sm()));
+      }
+      if (!wgmma_layout) {
+        fail(kOp, "the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); use "
+                  "GemmKernel::kAuto or kMmaSync for this problem");
+      }
+      if (small_tile) fail(kOp, "the wgmma kernel's tiles are k128x128 and k128x256");
+      return true;
+    case GemmKernel::kMmaSync:
+      if (f.tile == GemmTile::k128x256) fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      if (f.splits > 1) fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
+      if (f.multicast == 2) fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
+      return false;
+    case GemmKernel::kAuto: {
+      const bool asked = f.tile == GemmTile::k128x256 || f.splits > 1 || f.multicast == 2;
+      const bool wgmma = asked || (has_wgmma && wgmma_layout && !is_mma_tile(f.tile));
+      if (!wgmma) return false;
+      const char* what = f.tile == GemmTile::k128x256 ? "tile k128x256" : f.splits > 1 ? "splits > 1" : "multicast = 2";
+      if (!has_wgmma) {
+        throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
+                                      what, info.sm()));
+      }
+      if (!wgmma_layout) {
+        fail(kOp, fmt::format("{} is the wgmma kernel's, which takes tensorwise scales with A and B both K-major", what));
+      }
+      if (small_tile) fail(kOp, fmt::format("{} is the wgmma kernel's, whose tiles are k128x128 and k128x256", what));
+      return true;
+    }
+    default: fail(kOp, "kernel is not a GemmKernel value");
+  }
+}
+
+/// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles leave more than half
+/// the SMs idle (small M): the k-slices of a tile then run on `splits` SMs, so all SMs stream B
+/// (most of the bytes: N × K).
+bool split_k_applies(const GemmDims& g, int sm_count) {
+  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, kSm90BM) * ceil_div(g.n, 128) * 2 <= sm_count &&
+         ceil_div(g.k, 128) >= 2;
+}
+
+struct Tile {
+  int bm = 0, bn = 0;
+};
+
+/// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
+int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, Tile out[3]) {
+  switch (g.force.tile) {
+    case GemmTile::k64x64: out[0] = {64, 64}; return 1;
+    case GemmTile::k128x64: out[0] = {128, 64}; return 1;
+    case GemmTile::k128x128:
+      if (!wgmma && g.block) {
+        fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
+                  "not fit the register file); use k128x64, k64x64 or kAuto");
+      }
+      out[0] = {128, 128};
+      return 1;
+    case GemmTile::k128x256: out[0] = {kSm90BM, 256}; return 1;
+    default: break;
+  }
+  if (wgmma) {
+    // Split-K keeps BN = 128: more, smaller tiles leave more SMs to the k-slices.
+    if (split_k) {
+      out[0] = {kSm90BM, 128};
+      return 1;
+    }
+    out[0] = {kSm90BM, 256};
+    out[1] = {kSm90BM, 128};
+    return 2;
+  }
+  out[0] = {64, 64};
+  out[1] = {128, 64};
+  if (g.block) return 2;
+  out[2] = {128, 128};
+  return 3;
+}
+
+/// Relative time of a tile: the busiest SM runs ceil(CTAs / SMs) tiles one after another (an
+/// SM's tensor throughput is shared by its resident CTAs, so co-residency hides latency but adds
+/// no throughput), each costing its MACs over the kernel's relative throughput. The throughputs
+/// are estimates (wgmma ≈ 2.5× mma.sync per SM on Hopper; small tiles lose to shared-memory
+/// traffic and per-tile overhead), to be refined from bench_fp8.py measurements.
+double tile_cost(const GemmDims& g, Tile t, bool wgmma, int sm_count) {
+  double rate = 1.0;
+  if (wgmma) {
+    rate = t.bn == 256 ? 2.5 : 2.5 * 0.85;
+  } else {
+    rate = t.bm == 128 && t.bn == 128 ? 1.0 : t.bm == 128 ? 0.9 : 0.75;
+  }
+  const int64_t ctas = ceil_div(g.m, t.bm) * ceil_div(g.n, t.bn);
+  const int64_t waves = ceil_div(ctas, std::max(sm_count, 1));
+  return static_cast<double>(waves) * t.bm * t.bn / rate;
+}
+
+int capacity_of(const GemmClusterCapacity& c, int size, int sm_count) {
+  return c.clusters[size] > 0 ? c.clusters[size] : std::max(sm_count / size, 1);
+}
+
+/// CTAs per output tile: the forced count, or under split_k the largest whose clusters are all
+/// resident at once (a cluster that is not runs in a second wave), else 1.
+int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceInfo& info,
+                  const GemmClusterCapacity& capacity) {
+  const int64_t ktiles = ceil_div(g.k, 128);
+  if (g.force.splits != 0) {
+    if (g.force.splits > ktiles) {
+      fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", g.force.splits, g.k,
+                            ktiles));
+    }
+    return g.force.splits;
+  }
+  if (!split_k) return 1;
+  for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, ktiles / 2}); s >= 2; --s) {
+    if (tiles <= capacity_of(capacity, static_cast<int>(s), info.sm_count)) return static_cast<int>(s);
+  }
+  return 1;
+}
+
+/// Threads, pipeline stages and dynamic shared memory of a tile: the forced stage count when it
+/// is in the kernel's range and fits, else the deepest that fits the device's opt-in shared
+/// memory per block.
+void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan& plan) {
+  const int optin = info.max_smem_per_block_optin;
+  const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
+  const int max_stages = wgmma ? 6 : 4;
+  auto smem = [&](int stages) { return wgmma ? sm90_smem_bytes(plan.bn, stages) : stages * shape.stage_bytes; };
+  const char* kind = wgmma ? " wgmma" : "";
+  plan.threads = wgmma ? kSm90Threads : shape.threads;
+  plan.stages = 0;
+  if (g.force.stages != 0) {
+    if (g.force.stages < 2 || g.force.stages > max_stages) {
+      fail(kOp, fmt::format("stages must be 0 (auto) or 2..{} for the {} kernel, got {}", max_stages,
+                            wgmma ? "wgmma" : "mma.sync", g.force.stages));
+    }
+    if (smem(g.force.stages) > optin) {
+      fail(kOp, fmt::format("stages = {} of a {}x{}{} tile need {} bytes of shared memory, the device allows {}",
+                            g.force.stages, plan.bm, plan.bn, kind, smem(g.force.stages), optin));
+    }
+    plan.stages = g.force.stages;
+  } else {
+    for (int s = max_stages; s >= 2 && plan.stages == 0; --s) {
+      if (smem(s) <= optin) plan.stages = s;
+    }
+    if (plan.stages == 0) {
+      throw Unsupported(fmt::format("{}: two stages of a {}x{}{} tile need {} bytes of shared memory, the device "
+                                    "allows {}",
+                                    kOp, plan.bm, plan.bn, kind, smem(2), optin));
+    }
+  }
+  plan.smem_bytes = smem(plan.stages);
+}
+
+}  // namespace
+
+GemmPlan plan_gemm(const GemmDims& g, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
+  kjit::detail::check_arch(kOp, info, g.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);
+  GemmPlan plan;
+  if (g.m == 0 || g.n == 0) return plan;
+  check_force(g.force);
+  plan.wgmma = choose_wgmma(g, info);
+
+  const bool split_k = plan.wgmma && split_k_applies(g, info.sm_count);
+  Tile candidates[3];
+  const int count = tile_candidates(g, plan.wgmma, split_k, candidates);
+  Tile best = candidates[0];
+  for (int i = 1; i < count; ++i) {
+    if (tile_cost(g, candidates[i], plan.wgmma, info.sm_count) < tile_cost(g, best, plan.wgmma, info.sm_count)) {
+      best = candidates[i];
+    }
+  }
+  plan.bm = best.bm;
+  plan.bn = best.bn;
+  plan.tiles_m = ceil_div(g.m, plan.bm);
+  plan.tiles_n = ceil_div(g.n, plan.bn);
+  const int64_t tiles = plan.tiles_m * plan.tiles_n;
+  if (plan.wgmma) plan.splits = choose_splits(g, tiles, split_k, info, capacity);
+
+  fit_stages(g, plan.wgmma, info, plan);
+
+  // Half the int32 range: the persistent kernel's tile index runs up to tiles + grid.
+  if (tiles * plan.splits > INT32_MAX / 2) {
+    fail(kOp, fmt::format("{} x {} tiles exceed one launch", plan.tiles_m, plan.tiles_n));
+  }
+  if (!plan.wgmma) {
+    plan.grid = tiles;
+  } else if (plan.splits > 1) {
+    plan.grid = tiles * plan.splits;
+  } else if (g.force.multicast == 2) {
+    // B multicast between CTA pairs on adjacent tile rows only when asked for: on the H200 it
+    // measured 1.4-1.5x slower than unpaired CTAs with 128x256 tiles (2-2.4x with 128x128) at
+    // every large shape of bench_fp8.py (docs/perf-notes.md), so the planner does not pair.
+    plan.cluster_m = 2;
+    const int64_t pairs = ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
+    plan.grid = 2 * std::min<int64_t>(pairs, capacity_of(capacity, 2, info.sm_count));
+  } else {
+    plan.grid = std::min<int64_t>(tiles, std::max(info.sm_count, 1));
+  }
+
+  plan.choice.family = &gemm_family();
+  plan.choice.point = gemm_family().point({plan.wgmma ? 1 : 0, g.fmt_a, g.fmt_b, g.out_f32 ? 1 : 0, g.block ? 1 : 0,
+                                           gemm_tile_code(plan.bm, plan.bn), plan.stages, g.a_trans ? 1 : 0,
+                                           g.b_trans ? 1 : 0});
+  return plan;
+}
+
+int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force) {
+  if (!plan.wgmma) return 0;
+  if ((plan.splits > 1 && force.splits == 0) || plan.cluster_m > 1) return std::max(plan.splits, plan.cluster_m);
+  return 0;
+}
+
+}  // namespace kjit::fp8::detail
