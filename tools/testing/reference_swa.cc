@@ -361,8 +361,9 @@ SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
   DeviceBuffer lse_dev(lse_elements * 4);
   lse_dev.fill(0xFF);
 
-  const mla::SwaDecodeArgs a = swa_args(
-      c, p, l, {q_dev.get(), kv_dev.get(), scale_dev.get(), idx_dev.get(), lens_dev.get(), out_dev.get(), lse_dev.get()});
+  const SwaBuffers buffers{q_dev.get(),    kv_dev.get(),  scale_dev.get(), idx_dev.get(),
+                           lens_dev.get(), out_dev.get(), lse_dev.get()};
+  const mla::SwaDecodeArgs a = swa_args(c, p, l, buffers);
   const size_t ws_bytes = mla::swa_decode_workspace_bytes(a);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
   ws.fill(0xFF);
@@ -372,7 +373,8 @@ SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
   SwaCaseResult res = swa_check(c, p, l, out_dev.download<uint16_t>(q16.size()), lse_dev.download<float>(lse_elements));
   res.seed = seed;
   // The split count the planner used: the workspace holds T · NH · splits · (D + 1) floats.
-  res.num_splits = ws_bytes == 0 || T == 0 ? 1 : static_cast<int>(ws_bytes / (static_cast<size_t>(T * p.heads) * (D + 1) * 4));
+  res.num_splits =
+      ws_bytes == 0 || T == 0 ? 1 : static_cast<int>(ws_bytes / (static_cast<size_t>(T * p.heads) * (D + 1) * 4));
   return res;
 }
 

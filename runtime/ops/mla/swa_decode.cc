@@ -83,7 +83,9 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
   l.workspace_bytes = plan.workspace_bytes;
   if (program == nullptr) return l;
   check_swa_workspace(plan, workspace.data, workspace.bytes);
-  if (plan.ctas > INT32_MAX) kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split T", plan.ctas));
+  if (plan.ctas > INT32_MAX) {
+    kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split T", plan.ctas));
+  }
   const bool wgmma = plan.group == kSwaWgmmaHeads;
   const SwaLaunchShape shape = swa_launch_shape(plan.group, plan.tile);
   auto& decode = l.step<0>();
@@ -91,7 +93,8 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
   decode.kernel = &program->kernel(0);
   // The wgmma kernel: one CTA per SM (its shared memory allows no second) looping over the
   // items, the next item's window rows in flight while it computes the current one.
-  decode.config.grid[0] = static_cast<uint32_t>(wgmma ? std::min<int64_t>(plan.ctas, std::max(info.sm_count, 1)) : plan.ctas);
+  const int64_t grid = wgmma ? std::min<int64_t>(plan.ctas, std::max(info.sm_count, 1)) : plan.ctas;
+  decode.config.grid[0] = static_cast<uint32_t>(grid);
   decode.config.block[0] = static_cast<uint32_t>(shape.threads);
   decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
   if (plan.num_splits > 1 && !wgmma) {

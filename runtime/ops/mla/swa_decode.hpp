@@ -48,7 +48,8 @@ struct SwaPlan {
   int tile = 128;            ///< family parameter `kv_tile`
   int num_splits = 1;        ///< CTAs per (token, head group) along the window
   int split_len = 0;         ///< window positions per split: a multiple of 16, ≤ tile
-  int64_t ctas = 0;          ///< decode-kernel CTAs (work items of the wgmma kernel): T · (NH / group) · num_splits
+  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / group) · num_splits.
+  int64_t ctas = 0;
   size_t o_part_bytes = 0;   ///< workspace offset of lse_part (o_part starts at 0)
   size_t workspace_bytes = 0;
 };
@@ -86,6 +87,7 @@ struct SwaDecodeOp {
   using Plan = SwaPlan;
   using Launch = kjit::detail::Launches<SwaDecodeParams, SwaDecodeParams>;
 
+  /// validate_swa_decode.
   static Dims validate(const Args& args) { return validate_swa_decode(args); }
   /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan's group
   /// cannot run on the device: 64 without wgmma, or a CTA above its shared memory per block.

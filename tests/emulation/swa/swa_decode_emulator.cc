@@ -5,7 +5,9 @@
 // ownership and barriers, the score exchange, masking, the P normalization and the split merge
 // against the float64 reference without a GPU. cp.async copies land either at issue or at the
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
-// starts as garbage). -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
+// starts as garbage). The kernels get the Params the op builds (SwaDecodeOp: validate, plan,
+// params over host buffers), so its strides, flags and workspace offsets are checked too.
+// -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
 // 89 (fp8 mma on the raw bytes, q and P split into E4M3 hi + lo; sm_89 and sm_120), 90 (f16 mma,
 // cvt for K, bit operations for V; sm_90 and sm_100). CTest runs all three (label emulation;
 // tests/CMakeLists.txt gives them their own include order). By hand:
@@ -166,10 +168,12 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
            [&] { swa_merge_kernel<512>(p); });
   }
 
-  const kt::SwaCaseResult r = kt::swa_check(c, pr, layout, out, lse);
+  kt::SwaCaseResult r = kt::swa_check(c, pr, layout, out, lse);
+  r.seed = seed;
+  r.num_splits = plan.num_splits;
   const bool ok = r.ok(kt::kSwaOutTol, kt::kSwaLseTol);
-  std::printf("%s %s [group %d tile %d splits %d×%d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group,
-              plan.tile, plan.num_splits, plan.split_len, late ? "late-copies" : "early-copies", r.describe().c_str());
+  std::printf("%s %s [group %d tile %d split_len %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group,
+              plan.tile, plan.split_len, late ? "late-copies" : "early-copies", r.describe().c_str());
   std::fflush(stdout);
   std::free(qd);
   std::free(kvd);
