@@ -12,11 +12,13 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/swa_decode.hpp>
 
+#include "runtime/ops/mla/swa_decode.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_swa.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -277,6 +279,47 @@ TEST_F(SwaDecodeGpu, ShortWorkspaceIsRejected) {
   const size_t need = kjit::mla::swa_decode_workspace_bytes(a);
   ASSERT_GT(need, 0u);
   EXPECT_THROW(kjit::mla::swa_decode(a, buf.get(), need - 1, nullptr), kjit::InvalidArgument);
+}
+
+TEST_F(SwaDecodeGpu, LaunchValueFollowsThePlan) {
+  // Built through the op pipeline without launching: T = 64, NH = 128, W = 128.
+  using Op = kjit::mla::detail::SwaDecodeOp;
+  constexpr int64_t kT = 64, kNH = 128;
+  kjit::testing::DeviceBuffer buf(size_t{kT} * kNH * 512 * 2);
+  kjit::mla::SwaDecodeArgs a;
+  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
+  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
+  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
+  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT, 128}, {}, 0);
+  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT}, {}, 0);
+  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  const Op::Launch one = kjit::detail::launch_value<Op>(a, {}, kjit::Runtime::global());
+  ASSERT_NE(one.step<0>().kernel, nullptr);
+  EXPECT_EQ(one.step<1>().kernel, nullptr);
+  EXPECT_EQ(one.workspace_bytes, 0u);
+  if (info.target().has_wgmma()) {
+    // 128 (token, 64-head) items: the persistent wgmma kernel, at most one CTA per SM.
+    EXPECT_EQ(one.step<0>().config.grid[0], static_cast<uint32_t>(std::min<int64_t>(kT * 2, info.sm_count)));
+    EXPECT_EQ(one.step<0>().config.block[0], static_cast<uint32_t>(kjit::mla::kSwaWgmmaThreads));
+  }
+  // Four splits: the decode step, then the merge over the same Params.
+  a.num_splits = 4;
+  const size_t need = kjit::mla::swa_decode_workspace_bytes(a);
+  ASSERT_GT(need, 0u);
+  kjit::testing::DeviceBuffer ws(need);
+  const Op::Launch split = kjit::detail::launch_value<Op>(a, {ws.get(), need}, kjit::Runtime::global());
+  ASSERT_NE(split.step<0>().kernel, nullptr);
+  ASSERT_NE(split.step<1>().kernel, nullptr);
+  EXPECT_EQ(split.workspace_bytes, need);
+  EXPECT_EQ(split.step<0>().params.num_splits, 4);
+  EXPECT_EQ(split.step<1>().config.grid[0], static_cast<uint32_t>(kT * kNH / kjit::mla::kSwaMergeRowsPerCta));
+  EXPECT_EQ(split.step<1>().config.block[0], static_cast<uint32_t>(kjit::mla::kSwaMergeThreads));
+  EXPECT_FALSE(split.step<1>().config.overlap_previous);
+  EXPECT_EQ(split.step<1>().params.o_part, split.step<0>().params.o_part);
+  EXPECT_EQ(split.step<1>().params.lse_part, split.step<0>().params.lse_part);
+  EXPECT_EQ(split.step<1>().params.out, split.step<0>().params.out);
+  EXPECT_EQ(split.step<1>().params.num_splits, 4);
 }
 
 }  // namespace

@@ -245,10 +245,32 @@ constexpr int kH200Sms = 132;
 constexpr int kH200Smem = 232448;  // opt-in shared memory per CTA
 constexpr int kAdaSmem = 101376;   // sm_86 / sm_89: 99 KiB
 
+/// A device the planner sees: `sms` SMs, `smem` bytes of opt-in shared memory per CTA (0 = no
+/// limit) and compute capability `sm` / 10 . `sm` % 10. The default, sm_80 with an H200's SMs
+/// and shared memory, plans the mma.sync kernel at H200 sizes (no wgmma).
+kjit::DeviceInfo device(int sms = kH200Sms, int smem = kH200Smem, int sm = 80) {
+  kjit::DeviceInfo info;
+  info.name = "planner test device";
+  info.cc_major = sm / 10;
+  info.cc_minor = sm % 10;
+  info.sm_count = sms;
+  info.max_smem_per_block_optin = smem;
+  info.max_smem_per_sm = 233472;
+  return info;
+}
+
+/// plan_swa_decode of `d` with the args' num_splits / head_group `splits` / `group` on `info`.
+md::SwaPlan plan(md::SwaDims d, int splits, int group, const kjit::DeviceInfo& info = device()) {
+  d.requested_splits = splits;
+  d.requested_group = group;
+  return md::plan_swa_decode(d, info);
+}
+
 TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
+  // The mma.sync kernel's plans (device() has no wgmma; the next test plans for sm_90a).
   // T = 1: 8 head groups, one CTA each, unsplit: no merge launch, no workspace (the H200
   // sweep: 14.0 µs unsplit against 18.2 µs in 8 splits of 16).
-  md::SwaPlan p = md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem);
+  md::SwaPlan p = plan(dims(1), 0, 0);
   EXPECT_EQ(p.group, 16);
   EXPECT_EQ(p.tile, 128);
   EXPECT_EQ(p.num_splits, 1);
@@ -256,19 +278,19 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   EXPECT_EQ(p.ctas, 8);
   EXPECT_EQ(p.workspace_bytes, 0u);
   // A forced count still reaches one 16-position step per split.
-  EXPECT_EQ(md::plan_swa_decode(dims(1), 8, 0, kH200Sms, kH200Smem).num_splits, 8);
-  EXPECT_EQ(md::plan_swa_decode(dims(1), 8, 0, kH200Sms, kH200Smem).split_len, 16);
-  EXPECT_GT(md::plan_swa_decode(dims(1), 8, 0, kH200Sms, kH200Smem).workspace_bytes, 0u);
+  EXPECT_EQ(plan(dims(1), 8, 0).num_splits, 8);
+  EXPECT_EQ(plan(dims(1), 8, 0).split_len, 16);
+  EXPECT_GT(plan(dims(1), 8, 0).workspace_bytes, 0u);
   // W = 512 at T = 1: the 128-position tile needs 4 splits, and auto adds none.
-  EXPECT_EQ(md::plan_swa_decode(dims(1, 128, 512), 0, 0, kH200Sms, kH200Smem).num_splits, 4);
+  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0).num_splits, 4);
   // T = 8: 64 CTAs, unsplit (15.1 µs against 22.6 µs in 3 splits of 48).
-  p = md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem);
+  p = plan(dims(8), 0, 0);
   EXPECT_EQ(p.group, 16);
   EXPECT_EQ(p.num_splits, 1);
   EXPECT_EQ(p.split_len, 128);
   // T = 64 and 512: groups of 32 heads fill the machine without splitting.
   for (int64_t t : {64, 512}) {
-    p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem);
+    p = plan(dims(t), 0, 0);
     EXPECT_EQ(p.group, 32) << t;
     EXPECT_EQ(p.num_splits, 1) << t;
     EXPECT_EQ(p.split_len, 128) << t;
@@ -276,61 +298,61 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
   // NH = 48 cannot use groups of 32.
-  EXPECT_EQ(md::plan_swa_decode(dims(512, 48), 0, 0, kH200Sms, kH200Smem).group, 16);
+  EXPECT_EQ(plan(dims(512, 48), 0, 0).group, 16);
   // W = 64 with groups of 16 uses the 64-position tile; groups of 32 keep the 128 one.
-  EXPECT_EQ(md::plan_swa_decode(dims(40, 128, 64), 0, 16, kH200Sms, kH200Smem).tile, 64);
-  EXPECT_EQ(md::plan_swa_decode(dims(400, 128, 64), 0, 32, kH200Sms, kH200Smem).tile, 128);
+  EXPECT_EQ(plan(dims(40, 128, 64), 0, 16).tile, 64);
+  EXPECT_EQ(plan(dims(400, 128, 64), 0, 32).tile, 128);
   // W = 512 needs at least 4 splits of the 128-position tile.
-  p = md::plan_swa_decode(dims(512, 128, 512), 0, 0, kH200Sms, kH200Smem);
+  p = plan(dims(512, 128, 512), 0, 0);
   EXPECT_EQ(p.num_splits, 4);
   EXPECT_EQ(p.split_len, 128);
 }
 
 TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
-  constexpr int kSm90 = 90;
+  const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
   // At least half as many (token, 64-head) items as SMs: the wgmma kernel, unsplit, no
   // workspace.
   for (int64_t t : {33, 64, 512, 1000}) {
-    const md::SwaPlan p = md::plan_swa_decode(dims(t), 0, 0, kH200Sms, kH200Smem, kSm90);
+    const md::SwaPlan p = plan(dims(t), 0, 0, h200);
     EXPECT_EQ(p.group, 64) << t;
     EXPECT_EQ(p.tile, 128) << t;
     EXPECT_EQ(p.num_splits, 1) << t;
     EXPECT_EQ(p.ctas, t * 2) << t;
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
-  EXPECT_EQ(md::plan_swa_decode(dims(500, 128, 64), 0, 0, kH200Sms, kH200Smem, kSm90).group, 64);
+  EXPECT_EQ(plan(dims(500, 128, 64), 0, 0, h200).group, 64);
   // Fewer: the mma.sync kernel's plan (groups of 16 below one CTA of 32 per SM).
-  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
-  EXPECT_EQ(md::plan_swa_decode(dims(8), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
-  EXPECT_EQ(md::plan_swa_decode(dims(32), 0, 0, kH200Sms, kH200Smem, kSm90).group, 16);
+  EXPECT_EQ(plan(dims(1), 0, 0, h200).group, 16);
+  EXPECT_EQ(plan(dims(8), 0, 0, h200).group, 16);
+  EXPECT_EQ(plan(dims(32), 0, 0, h200).group, 16);
   // Asked for, it runs at any T.
-  EXPECT_EQ(md::plan_swa_decode(dims(1), 0, 64, kH200Sms, kH200Smem, kSm90).ctas, 2);
+  EXPECT_EQ(plan(dims(1), 0, 64, h200).ctas, 2);
   // Outside its shape, or when splits or another group are asked for: the mma.sync kernel.
-  EXPECT_EQ(md::plan_swa_decode(dims(512, 128, 256), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(512, 96), 0, 0, kH200Sms, kH200Smem, kSm90).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 4, 0, kH200Sms, kH200Smem, kSm90).num_splits, 4);
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 32, kH200Sms, kH200Smem, kSm90).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kAdaSmem, kSm90).group, 16);
+  EXPECT_EQ(plan(dims(512, 128, 256), 0, 0, h200).group, 32);
+  EXPECT_EQ(plan(dims(512, 96), 0, 0, h200).group, 32);
+  EXPECT_EQ(plan(dims(512), 4, 0, h200).num_splits, 4);
+  EXPECT_EQ(plan(dims(512), 0, 32, h200).group, 32);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kAdaSmem, 90)).group, 16);
   // Other archs never get it unless asked (the op then throws Unsupported).
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kH200Smem, 100).group, 32);
-  EXPECT_EQ(md::plan_swa_decode(dims(64), 0, 64, kH200Sms, kH200Smem, 89).group, 64);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kH200Smem, 100)).group, 32);
+  EXPECT_EQ(plan(dims(64), 0, 64, device(kH200Sms, kH200Smem, 89)).group, 64);
 }
 
 TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
   // 99 KiB per CTA: groups of 32 (≈ 105 KiB) do not fit, groups of 16 with the 128 tile do.
-  md::SwaPlan p = md::plan_swa_decode(dims(512), 0, 0, 128, kAdaSmem);
+  md::SwaPlan p = plan(dims(512), 0, 0, device(128, kAdaSmem));
   EXPECT_EQ(p.group, 16);
   EXPECT_EQ(p.tile, 128);
   EXPECT_LE(kjit::mla::swa_launch_shape(p.group, p.tile).smem_bytes, kAdaSmem);
   // A tiny shared memory falls back to the 64-position tile (and at least two splits of W 128).
   const int small = kjit::mla::swa_launch_shape(16, 64).smem_bytes;
-  p = md::plan_swa_decode(dims(512), 0, 0, 128, small);
+  p = plan(dims(512), 0, 0, device(128, small));
   EXPECT_EQ(p.tile, 64);
   EXPECT_GE(p.num_splits, 2);
   // An explicit request is kept (the op reports Unsupported when it does not fit).
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 32, 128, kAdaSmem).group, 32);
+  EXPECT_EQ(plan(dims(512), 0, 32, device(128, kAdaSmem)).group, 32);
   // 0 = no limit.
-  EXPECT_EQ(md::plan_swa_decode(dims(512), 0, 0, 132, 0).group, 32);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(132, 0)).group, 32);
 }
 
 TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
@@ -340,7 +362,7 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
         for (int req : {0, 1, 2, 3, 5, 8, 32}) {
           if (req > std::min<int64_t>(32, window / 16)) continue;
           SCOPED_TRACE(testing::Message() << "W" << window << " T" << tokens << " group " << group << " req " << req);
-          const md::SwaPlan p = md::plan_swa_decode(dims(tokens, 128, window), req, group, kH200Sms, kH200Smem);
+          const md::SwaPlan p = plan(dims(tokens, 128, window), req, group);
           EXPECT_TRUE(p.group == 16 || p.group == 32);
           if (group != 0) EXPECT_EQ(p.group, group);
           EXPECT_TRUE(p.tile == 64 || p.tile == 128);
@@ -364,13 +386,13 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
     }
   }
   // A forced count is honoured: W 128 in 3 splits of 48.
-  const md::SwaPlan p = md::plan_swa_decode(dims(100), 3, 0, kH200Sms, kH200Smem);
+  const md::SwaPlan p = plan(dims(100), 3, 0);
   EXPECT_EQ(p.num_splits, 3);
   EXPECT_EQ(p.split_len, 48);
 }
 
 TEST(SwaDecodePlan, WorkspaceCheckNamesTheBytes) {
-  const md::SwaPlan p = md::plan_swa_decode(dims(1), 8, 0, kH200Sms, kH200Smem);
+  const md::SwaPlan p = plan(dims(1), 8, 0);
   ASSERT_GT(p.workspace_bytes, 0u);
   const std::string needed = std::to_string(p.workspace_bytes);
   try {
@@ -385,7 +407,107 @@ TEST(SwaDecodePlan, WorkspaceCheckNamesTheBytes) {
   EXPECT_THROW(md::check_swa_workspace(p, nullptr, p.workspace_bytes), kjit::InvalidArgument);
   EXPECT_THROW(md::check_swa_workspace(p, fake_ptr(8), p.workspace_bytes), kjit::InvalidArgument);
   EXPECT_NO_THROW(md::check_swa_workspace(p, fake_ptr(), p.workspace_bytes));
-  EXPECT_NO_THROW(md::check_swa_workspace(md::plan_swa_decode(dims(512), 0, 0, kH200Sms, kH200Smem), nullptr, 0));
+  EXPECT_NO_THROW(md::check_swa_workspace(plan(dims(512), 0, 0), nullptr, 0));
+}
+
+TEST(SwaDecodeOp, PlanNamesTheKernelOrSaysWhyNot) {
+  using Op = md::SwaDecodeOp;
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
+  // T = 5, NH = 32, W = 128: groups of 16 with the 128 tile, on any arch.
+  md::SwaPlan p = Op::plan(md::validate_swa_decode(valid_args()), h200);
+  ASSERT_EQ(p.choice.family, &f);
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=128 window=128 cache=e4m3");
+  // Group 64 on Hopper: the wgmma kernel; E5M2 cache and W = 64 reach the point.
+  SwaDecodeArgs a = valid_args();
+  a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
+  a.lse = {};
+  a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 64}, {}, 0);
+  a.kv_cache.dtype = DType::kE5M2;
+  a.head_group = 64;
+  p = Op::plan(md::validate_swa_decode(a), h200);
+  ASSERT_EQ(p.choice.family, &f);
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=64 kv_tile=128 window=64 cache=e5m2");
+  EXPECT_EQ(f.spec(p.choice.point).source_name, "mla/swa_decode_sm90.cu");
+  // Asked for where it cannot run: Unsupported, before any kernel is loaded.
+  try {
+    Op::plan(md::validate_swa_decode(a), device(kH200Sms, kAdaSmem, 89));
+    ADD_FAILURE() << "no error for head_group 64 on sm_89";
+  } catch (const kjit::Unsupported& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kjit::mla::swa_decode: head_group 64 is the wgmma kernel, which needs sm_90a"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("is sm_89"), std::string::npos) << what;
+  }
+  // Groups of 32 where not even their 64-position tile fits.
+  const int small = kjit::mla::swa_launch_shape(32, 64).smem_bytes - 16;
+  a = valid_args();
+  a.head_group = 32;
+  try {
+    Op::plan(md::validate_swa_decode(a), device(kH200Sms, small));
+    ADD_FAILURE() << "no error for head_group 32 in " << small << " bytes";
+  } catch (const kjit::Unsupported& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("head_group 32 needs"), std::string::npos) << what;
+    EXPECT_NE(what.find("allows " + std::to_string(small)), std::string::npos) << what;
+  }
+  // No tokens: nothing to run, so nothing to check or load.
+  a.q.shape[0] = a.out.shape[0] = a.lse.shape[0] = 0;
+  EXPECT_EQ(Op::plan(md::validate_swa_decode(a), device(kH200Sms, small)).choice.family, nullptr);
+}
+
+TEST(SwaDecodeOp, ParamsFollowTheArgsAndThePlan) {
+  using Op = md::SwaDecodeOp;
+  SwaDecodeArgs a = valid_args();
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kT, kNH, kHD}, {kNH * 2 * kHD, 2 * kHD, 1}, 0);
+  a.lens.dtype = DType::kI32;
+  a.num_splits = 4;
+  const md::SwaDims d = md::validate_swa_decode(a);
+  const md::SwaPlan plan = Op::plan(d, device());
+  ASSERT_EQ(plan.num_splits, 4);
+  char* ws = static_cast<char*>(fake_ptr(0x8000000));
+  const kjit::mla::SwaDecodeParams p = Op::params(a, d, plan, ws);
+  EXPECT_EQ(p.q, a.q.data);
+  EXPECT_EQ(p.kv, a.kv_cache.data);
+  EXPECT_EQ(p.fill_src, a.kv_cache.data);
+  EXPECT_EQ(p.out, a.out.data);
+  EXPECT_EQ(p.lse, a.lse.data);
+  EXPECT_EQ(static_cast<void*>(p.o_part), ws);
+  EXPECT_EQ(reinterpret_cast<char*>(p.lse_part), ws + plan.o_part_bytes);
+  EXPECT_EQ(p.q_stride_t, kNH * 2 * kHD);
+  EXPECT_EQ(p.q_stride_h, 2 * kHD);
+  EXPECT_EQ(p.out_stride_t, kNH * kHD);
+  EXPECT_EQ(p.lse_stride_t, kNH);
+  EXPECT_EQ(p.kv_stride_block_bytes, kBlockSize * kHD);
+  EXPECT_EQ(p.kv_stride_row_bytes, kHD);
+  EXPECT_EQ(p.scale_stride, 1);
+  EXPECT_EQ(p.tokens, kT);
+  EXPECT_EQ(p.num_heads, kNH);
+  EXPECT_EQ(p.head_groups, kNH / plan.group);
+  EXPECT_EQ(p.block_size, kBlockSize);
+  EXPECT_EQ(p.num_splits, 4);
+  EXPECT_EQ(p.split_len, 32);
+  EXPECT_EQ(p.lens_i64, 0);
+  EXPECT_EQ(p.kv_compact, 1);
+  EXPECT_FLOAT_EQ(p.scale_log2, 1.4426950408889634f / std::sqrt(512.f));
+  // Unsplit: no partials; an explicit scale; one row per block steps by the block stride.
+  a = valid_args();
+  a.scale = 0.5f;
+  a.kv_cache = TensorRef(fake_ptr(0x1000000), DType::kU8, {kBlocks, 1, kHD}, {2 * kHD, kHD, 1}, 0);
+  a.inv_scale.shape[0] = kBlocks;
+  const md::SwaDims d1 = md::validate_swa_decode(a);
+  const kjit::mla::SwaDecodeParams p1 = Op::params(a, d1, Op::plan(d1, device()), ws);
+  EXPECT_EQ(p1.o_part, nullptr);
+  EXPECT_EQ(p1.kv_stride_row_bytes, 2 * kHD);
+  EXPECT_FLOAT_EQ(p1.scale_log2, 0.5f * 1.4426950408889634f);
+  // Without a loaded program (T = 0) the launch value has no kernels and needs no workspace.
+  a.q.shape[0] = a.out.shape[0] = a.lse.shape[0] = 0;
+  const md::SwaDims d0 = md::validate_swa_decode(a);
+  const Op::Launch l = Op::build(a, d0, Op::plan(d0, device()), nullptr, {}, device());
+  EXPECT_EQ(l.step<0>().kernel, nullptr);
+  EXPECT_EQ(l.step<1>().kernel, nullptr);
+  EXPECT_EQ(l.workspace_bytes, 0u);
 }
 
 TEST(SwaDecodeShape, SharedMemoryFitsTwoCtasPerSm) {

@@ -73,9 +73,7 @@ int kjit_bench_swa_plan(int tokens, int heads, int num_blocks, int block_size, i
     void* p = reinterpret_cast<void*>(uintptr_t{1} << 20);
     const kjit::mla::detail::SwaDims d = kjit::mla::detail::validate_swa_decode(make_args(
         p, p, p, p, p, p, nullptr, tokens, heads, num_blocks, block_size, window, 0, 0, 0.f, num_splits, head_group));
-    const kjit::DeviceInfo& info = kjit::device_info(d.device);
-    const kjit::mla::detail::SwaPlan plan = kjit::mla::detail::plan_swa_decode(
-        d, num_splits, head_group, info.sm_count, info.max_smem_per_block_optin, info.cc_major * 10 + info.cc_minor);
+    const kjit::mla::detail::SwaPlan plan = kjit::mla::detail::plan_swa_decode(d, kjit::device_info(d.device));
     out[0] = plan.group;
     out[1] = plan.tile;
     out[2] = plan.num_splits;

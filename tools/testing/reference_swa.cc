@@ -267,25 +267,85 @@ DeviceBuffer upload_strided(const void* host, int64_t rows, int64_t row_bytes, i
 
 }  // namespace
 
-SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
-  const SwaProblem p = make_swa_problem(c, seed);
-  const int64_t T = p.tokens, NH = p.heads, D = p.head_dim, W = p.window;
-  const int64_t slots = p.num_blocks * p.block_size;
+SwaLayout swa_layout(const SwaCase& c, const SwaProblem& p) {
+  SwaLayout l;
+  // Strided: head stride HD + 64, token stride NH · (HD + 64) + 128, blocks block_size + 3 rows
+  // apart, lse rows NH + 5 apart.
+  l.head_stride = c.strided ? p.head_dim + 64 : p.head_dim;
+  l.token_stride = c.strided ? p.heads * l.head_stride + 128 : p.heads * p.head_dim;
+  l.block_rows = c.strided ? p.block_size + 3 : p.block_size;
+  l.lse_token_stride = c.strided ? p.heads + 5 : p.heads;
+  return l;
+}
 
-  // q and out: [T, NH, D] with (strided) head stride D + 64 and token stride NH·(D + 64) + 128.
-  const int64_t hs = c.strided ? D + 64 : D;
-  const int64_t ts = c.strided ? NH * hs + 128 : NH * D;
-  std::vector<uint16_t> q16(static_cast<size_t>(std::max<int64_t>(T * ts, 8)), 0xFFFF);
+std::vector<uint16_t> swa_q_bf16(const SwaProblem& p, const SwaLayout& l) {
+  const int64_t T = p.tokens, NH = p.heads, D = p.head_dim;
+  std::vector<uint16_t> q16(static_cast<size_t>(std::max<int64_t>(T * l.token_stride, 8)), 0xFFFF);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < NH; ++h)
-      for (int64_t d = 0; d < D; ++d) q16[t * ts + h * hs + d] = float_to_bf16(p.q[(t * NH + h) * D + d]);
-  DeviceBuffer q_dev = to_device(q16);
-  DeviceBuffer out_dev(static_cast<size_t>(std::max<int64_t>(T * ts, 8)) * 2);
-  out_dev.fill(0xFF);
+      for (int64_t d = 0; d < D; ++d)
+        q16[t * l.token_stride + h * l.head_stride + d] = float_to_bf16(p.q[(t * NH + h) * D + d]);
+  return q16;
+}
 
-  // The cache: compact, or (strided) blocks block_size + 3 rows apart.
-  const int64_t block_rows = c.strided ? p.block_size + 3 : p.block_size;
-  DeviceBuffer kv_dev = upload_strided(p.kv.data(), p.num_blocks, p.block_size * D, block_rows * D);
+mla::SwaDecodeArgs swa_args(const SwaCase& c, const SwaProblem& p, const SwaLayout& l, const SwaBuffers& b,
+                            int device) {
+  const int64_t T = p.tokens, NH = p.heads, D = p.head_dim;
+  mla::SwaDecodeArgs a;
+  a.q = TensorRef(b.q, DType::kBF16, {T, NH, D}, {l.token_stride, l.head_stride, 1}, device);
+  const DType kv_dtype = c.format == Fp8Format::kE5M2 ? DType::kE5M2 : (c.u8_cache ? DType::kU8 : DType::kE4M3);
+  a.kv_cache = TensorRef(b.kv, kv_dtype, {p.num_blocks, p.block_size, D}, {l.block_rows * D, D, 1}, device);
+  a.inv_scale = TensorRef(b.inv_scale, DType::kBF16, {p.num_blocks * p.block_size, 1}, {}, device);
+  a.indices = TensorRef(b.indices, DType::kI64, {T, p.window}, {}, device);
+  a.lens = TensorRef(b.lens, c.lens_i32 ? DType::kI32 : DType::kI64, {T}, {}, device);
+  a.out = TensorRef(b.out, DType::kBF16, {T, NH, D}, {l.token_stride, l.head_stride, 1}, device);
+  if (c.lse) a.lse = TensorRef(b.lse, DType::kF32, {T, NH}, {l.lse_token_stride, 1}, device);
+  a.scale = c.softmax_scale == 0.f ? 0.f : static_cast<float>(p.scale);
+  a.num_splits = c.num_splits;
+  a.head_group = c.head_group;
+  return a;
+}
+
+SwaCaseResult swa_check(const SwaCase& c, const SwaProblem& p, const SwaLayout& l, const std::vector<uint16_t>& out16,
+                        const std::vector<float>& lse_all) {
+  const int64_t T = p.tokens, NH = p.heads, D = p.head_dim;
+  const int64_t ts = l.token_stride, hs = l.head_stride, lse_ts = l.lse_token_stride;
+  SwaCaseResult res;
+  const SwaReference ref = swa_reference(p);
+  std::vector<float> out(static_cast<size_t>(T * NH * D));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < NH; ++h) {
+      for (int64_t d = 0; d < D; ++d) out[(t * NH + h) * D + d] = bf16_to_float(out16[t * ts + h * hs + d]);
+      for (int64_t d = D; d < hs; ++d) res.padding_written += out16[t * ts + h * hs + d] != 0xFFFF;
+    }
+    for (int64_t i = NH * hs; i < ts; ++i) res.padding_written += out16[t * ts + i] != 0xFFFF;
+  }
+  res.out = compare(out, ref.out);
+  res.out_exact = compare(out, swa_reference(p, false).out);
+  if (c.lse) {
+    std::vector<float> lse(static_cast<size_t>(T * NH));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < NH; ++h) lse[t * NH + h] = lse_all[t * lse_ts + h];
+      for (int64_t h = NH; h < lse_ts; ++h) res.padding_written += !std::isnan(lse_all[t * lse_ts + h]);
+    }
+    res.lse = compare(lse, ref.lse);
+  } else {
+    for (float v : lse_all) res.padding_written += !std::isnan(v);  // no lse: nothing written
+  }
+  return res;
+}
+
+SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
+  const SwaProblem p = make_swa_problem(c, seed);
+  const int64_t T = p.tokens, D = p.head_dim;
+  const int64_t slots = p.num_blocks * p.block_size;
+  const SwaLayout l = swa_layout(c, p);
+
+  const std::vector<uint16_t> q16 = swa_q_bf16(p, l);
+  DeviceBuffer q_dev = to_device(q16);
+  DeviceBuffer out_dev(q16.size() * 2);
+  out_dev.fill(0xFF);
+  DeviceBuffer kv_dev = upload_strided(p.kv.data(), p.num_blocks, p.block_size * D, l.block_rows * D);
   std::vector<uint16_t> sc16(static_cast<size_t>(slots));
   for (int64_t s = 0; s < slots; ++s) sc16[s] = float_to_bf16(p.inv_scale[s]);
   DeviceBuffer scale_dev = to_device(sc16);
@@ -297,61 +357,24 @@ SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
   } else {
     lens_dev = to_device(p.lens);
   }
-  const int64_t lse_ts = c.strided ? NH + 5 : NH;
-  DeviceBuffer lse_dev(static_cast<size_t>(std::max<int64_t>(T * lse_ts, 4)) * 4);
+  const size_t lse_elements = static_cast<size_t>(std::max<int64_t>(T * l.lse_token_stride, 4));
+  DeviceBuffer lse_dev(lse_elements * 4);
   lse_dev.fill(0xFF);
 
-  mla::SwaDecodeArgs a;
-  a.q = TensorRef(q_dev.get(), DType::kBF16, {T, NH, D}, {ts, hs, 1}, 0);
-  const DType kv_dtype = c.format == Fp8Format::kE5M2 ? DType::kE5M2 : (c.u8_cache ? DType::kU8 : DType::kE4M3);
-  a.kv_cache = TensorRef(kv_dev.get(), kv_dtype, {p.num_blocks, p.block_size, D}, {block_rows * D, D, 1}, 0);
-  a.inv_scale = TensorRef(scale_dev.get(), DType::kBF16, {slots, 1}, {}, 0);
-  a.indices = TensorRef(idx_dev.get(), DType::kI64, {T, W}, {}, 0);
-  a.lens = TensorRef(lens_dev.get(), c.lens_i32 ? DType::kI32 : DType::kI64, {T}, {}, 0);
-  a.out = TensorRef(out_dev.get(), DType::kBF16, {T, NH, D}, {ts, hs, 1}, 0);
-  if (c.lse) a.lse = TensorRef(lse_dev.get(), DType::kF32, {T, NH}, {lse_ts, 1}, 0);
-  a.scale = c.softmax_scale == 0.f ? 0.f : static_cast<float>(p.scale);
-  a.num_splits = c.num_splits;
-  a.head_group = c.head_group;
-
+  const SwaBuffers buffers{q_dev.get(),    kv_dev.get(),  scale_dev.get(), idx_dev.get(),
+                           lens_dev.get(), out_dev.get(), lse_dev.get()};
+  const mla::SwaDecodeArgs a = swa_args(c, p, l, buffers);
   const size_t ws_bytes = mla::swa_decode_workspace_bytes(a);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
   ws.fill(0xFF);
   mla::swa_decode(a, ws.get(), ws_bytes, nullptr, runtime);
   synchronize();
 
-  SwaCaseResult res;
+  SwaCaseResult res = swa_check(c, p, l, out_dev.download<uint16_t>(q16.size()), lse_dev.download<float>(lse_elements));
   res.seed = seed;
   // The split count the planner used: the workspace holds T · NH · splits · (D + 1) floats.
-  res.num_splits = ws_bytes == 0 || T == 0 ? 1 : static_cast<int>(ws_bytes / (static_cast<size_t>(T * NH) * (D + 1) * 4));
-  const SwaReference ref = swa_reference(p);
-
-  const std::vector<uint16_t> out16 = out_dev.download<uint16_t>(q16.size());
-  std::vector<float> out(static_cast<size_t>(T * NH * D));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < NH; ++h) {
-      for (int64_t d = 0; d < D; ++d) out[(t * NH + h) * D + d] = bf16_to_float(out16[t * ts + h * hs + d]);
-      if (c.strided) {
-        for (int64_t d = D; d < hs; ++d) res.padding_written += out16[t * ts + h * hs + d] != 0xFFFF;
-      }
-    }
-    if (c.strided) {
-      for (int64_t i = NH * hs; i < ts; ++i) res.padding_written += out16[t * ts + i] != 0xFFFF;
-    }
-  }
-  res.out = compare(out, ref.out);
-  res.out_exact = compare(out, swa_reference(p, false).out);
-  const std::vector<float> lse_all = lse_dev.download<float>(static_cast<size_t>(std::max<int64_t>(T * lse_ts, 4)));
-  if (c.lse) {
-    std::vector<float> lse(static_cast<size_t>(T * NH));
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t h = 0; h < NH; ++h) lse[t * NH + h] = lse_all[t * lse_ts + h];
-      for (int64_t h = NH; h < lse_ts; ++h) res.padding_written += !std::isnan(lse_all[t * lse_ts + h]);
-    }
-    res.lse = compare(lse, ref.lse);
-  } else {
-    for (float v : lse_all) res.padding_written += !std::isnan(v);  // no lse: nothing written
-  }
+  res.num_splits =
+      ws_bytes == 0 || T == 0 ? 1 : static_cast<int>(ws_bytes / (static_cast<size_t>(T * p.heads) * (D + 1) * 4));
   return res;
 }
 

@@ -11,6 +11,7 @@
 /// The kernel multiplies the exact fp8 values and applies inv_scale in f32, so it differs from
 /// this reference by that rounding: ~2^-9 relative per cached value, random in sign.
 
+#include <kjit/ops/swa_decode.hpp>
 #include <kjit/runtime.hpp>
 
 #include "tools/testing/compare.hpp"
@@ -135,6 +136,46 @@ constexpr double kSwaOutTol = 1e-2;
 /// LSE tolerance: the scores differ from the reference's by that same per-value rounding
 /// (≈ 1e-3 of a score's typical size), and |lse| is at least that size.
 constexpr double kSwaLseTol = 2e-3;
+
+/// How a case lays its tensors out (element strides): q and out [T, NH, HD] rows `head_stride`
+/// and tokens `token_stride` apart, cache blocks `block_rows` rows apart, lse tokens
+/// `lse_token_stride` apart. Compact, or padded when SwaCase::strided (the padding poisoned, so
+/// reading or writing it shows).
+struct SwaLayout {
+  int64_t head_stride = 0;
+  int64_t token_stride = 0;
+  int64_t block_rows = 0;
+  int64_t lse_token_stride = 0;
+};
+SwaLayout swa_layout(const SwaCase& c, const SwaProblem& p);
+
+/// q as bf16 bits laid out as `layout` says, padding 0xFFFF (NaN); max(T · token_stride, 8)
+/// elements, the size of the out buffer too.
+std::vector<uint16_t> swa_q_bf16(const SwaProblem& p, const SwaLayout& layout);
+
+/// Where a case's tensors live: device pointers, or host ones for the emulator. lse may be
+/// null when the case has none.
+struct SwaBuffers {
+  void* q = nullptr;
+  void* kv = nullptr;
+  void* inv_scale = nullptr;
+  void* indices = nullptr;
+  void* lens = nullptr;
+  void* out = nullptr;
+  void* lse = nullptr;
+};
+
+/// The op's arguments for `c` (its cache dtype, lens dtype, scale, requests) over `buffers`
+/// laid out as `layout` says, on CUDA device `device`.
+mla::SwaDecodeArgs swa_args(const SwaCase& c, const SwaProblem& p, const SwaLayout& layout, const SwaBuffers& buffers,
+                            int device = 0);
+
+/// Compares what the op wrote with swa_reference(p): `out` the bf16 bits of the whole out buffer
+/// and `lse` the whole lse buffer (rows lse_token_stride apart), both laid out as `layout` and
+/// poisoned (0xFFFF / NaN) before the run; padding that lost its poison is counted. seed and
+/// num_splits are left for the caller.
+SwaCaseResult swa_check(const SwaCase& c, const SwaProblem& p, const SwaLayout& layout,
+                        const std::vector<uint16_t>& out, const std::vector<float>& lse);
 
 /// Builds `c` from `seed`, uploads it (outputs, padding and workspace 0xFF-poisoned), runs
 /// kjit::mla::swa_decode on the default stream, synchronizes and compares with swa_reference.

@@ -1,13 +1,16 @@
 #pragma once
-/// \file runtime/ops/swa_decode.hpp
-/// Internals of kjit::mla::swa_decode (include/kjit/ops/swa_decode.hpp): the "mla.swa_decode"
-/// kernel family, the host-only validation step and the planner, exposed so tests can check
-/// every rejection and every plan without a GPU.
+/// \file runtime/ops/mla/swa_decode.hpp
+/// kjit::mla::swa_decode (include/kjit/ops/swa_decode.hpp) as an op of the pipeline
+/// (runtime/ops/pipeline.hpp): the pure validate and window-partition plan steps
+/// (swa_decode_plan.cc) and the launch value (swa_decode.cc), exposed so tests check every
+/// rejection and plan without a GPU and the emulator runs the op's own Params.
 
-#include <kjit/families.hpp>
-
-#include "runtime/families/mla.hpp"
+#include <kjit/device.hpp>
 #include <kjit/ops/swa_decode.hpp>
+
+#include "mla/swa_decode_params.h"
+#include "runtime/families/mla.hpp"
+#include "runtime/ops/pipeline.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +32,8 @@ struct SwaDims {
   bool lens_i64 = true;
   bool has_lse = false;
   bool kv_compact = true;  ///< block stride == block_size · row stride
+  int requested_splits = 0;  ///< SwaDecodeArgs::num_splits (0 = choose)
+  int requested_group = 0;   ///< SwaDecodeArgs::head_group (0 = choose)
 };
 
 /// Checks `args` against the contract in include/kjit/ops/swa_decode.hpp. Pure host code: no
@@ -38,21 +43,23 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args);
 
 /// How a decode runs: the specialization, the window partition and the workspace it needs.
 struct SwaPlan {
+  kjit::detail::Choice choice;  ///< set by SwaDecodeOp::plan; no family when T = 0
   int group = 16;            ///< heads per CTA (family parameter `group`)
   int tile = 128;            ///< family parameter `kv_tile`
   int num_splits = 1;        ///< CTAs per (token, head group) along the window
   int split_len = 0;         ///< window positions per split: a multiple of 16, ≤ tile
-  int64_t ctas = 0;          ///< decode-kernel CTAs: T · (NH / group) · num_splits
+  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / group) · num_splits.
+  int64_t ctas = 0;
   size_t o_part_bytes = 0;   ///< workspace offset of lse_part (o_part starts at 0)
   size_t workspace_bytes = 0;
 };
 
-/// Plans a validated decode. `requested_splits` / `requested_group` are the args' num_splits /
-/// head_group (0 = choose); `max_smem_per_block` is the device's opt-in shared memory per CTA
-/// (0 = no limit); `sm` the device's 10 · major + minor (0 = unknown). Choice:
+/// Plans a validated decode on `info` (its SM count, opt-in shared memory per CTA, 0 = no
+/// limit, and target; pure, no choice filled in). dims.requested_splits / requested_group are
+/// the args' num_splits / head_group (0 = choose). Choice:
 ///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
-///    over (token, 64 heads) items, the whole window, never split), when sm == 90, NH is a
-///    multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
+///    over (token, 64 heads) items, the whole window, never split), when the target has wgmma,
+///    NH is a multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
 ///    T · NH / 64 ≥ sm_count / 2 (fewer items leave each CTA one latency chain, which the
 ///    mma.sync kernel runs faster); or when requested;
 ///  - group 32 when NH allows it, its CTA with the 128 tile fits the device's shared memory
@@ -64,13 +71,34 @@ struct SwaPlan {
 ///    they fill (T = 1: 14.0 µs unsplit vs 18.2 µs in 8 splits). A requested count is clamped
 ///    to [ceil(W / tile), min(32, W / 16)].
 ///  - split_len = ceil(W / splits) rounded up to 16; trailing empty splits are dropped.
-/// A requested group is kept even when it does not fit (the op then throws Unsupported).
-SwaPlan plan_swa_decode(const SwaDims& dims, int requested_splits, int requested_group, int sm_count,
-                        int max_smem_per_block, int sm = 0);
+/// A requested group is kept even when it does not fit (SwaDecodeOp::plan then throws
+/// Unsupported).
+SwaPlan plan_swa_decode(const SwaDims& dims, const DeviceInfo& info);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
+
+/// kjit::mla::swa_decode in the op pipeline. The merge kernel takes the decode kernel's Params.
+struct SwaDecodeOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", 80, "mma.sync, cp.async"};
+  using Args = SwaDecodeArgs;
+  using Dims = SwaDims;
+  using Plan = SwaPlan;
+  using Launch = kjit::detail::Launches<SwaDecodeParams, SwaDecodeParams>;
+
+  /// validate_swa_decode.
+  static Dims validate(const Args& args) { return validate_swa_decode(args); }
+  /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan's group
+  /// cannot run on the device: 64 without wgmma, or a CTA above its shared memory per block.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// The kernels' Params for `args` under `plan` with the split partials in `workspace`.
+  static SwaDecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
+  /// Checks the workspace and the grid, then the decode step (the wgmma kernel: one persistent
+  /// CTA per SM at most) and, when the window is split, the merge step.
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
 
 }  // namespace detail
 }  // namespace kjit::mla

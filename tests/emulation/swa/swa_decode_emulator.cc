@@ -5,7 +5,9 @@
 // ownership and barriers, the score exchange, masking, the P normalization and the split merge
 // against the float64 reference without a GPU. cp.async copies land either at issue or at the
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
-// starts as garbage). -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
+// starts as garbage). The kernels get the Params the op builds (SwaDecodeOp: validate, plan,
+// params over host buffers), so its strides, flags and workspace offsets are checked too.
+// -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
 // 89 (fp8 mma on the raw bytes, q and P split into E4M3 hi + lo; sm_89 and sm_120), 90 (f16 mma,
 // cvt for K, bit operations for V; sm_90 and sm_100). CTest runs all three (label emulation;
 // tests/CMakeLists.txt gives them their own include order). By hand:
@@ -20,12 +22,14 @@
 #include "mla/swa_decode.cu"
 
 #include "runtime/ops/mla/swa_decode.hpp"
-#include "tools/testing/compare.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_swa.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <thread>
@@ -120,106 +124,56 @@ struct Forced {
 };
 
 bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
-  const kt::SwaProblem pr = kt::make_swa_problem(c, seed);
-  const int64_t T = pr.tokens, NH = pr.heads, D = pr.head_dim, W = pr.window;
+  kt::SwaProblem pr = kt::make_swa_problem(c, seed);
+  const int64_t T = pr.tokens, NH = pr.heads, D = pr.head_dim;
   const int64_t slots = pr.num_blocks * pr.block_size;
+  const kt::SwaLayout layout = kt::swa_layout(c, pr);
 
-  // Device-like layouts: q/out with padded strides when c.strided, the cache with a padded block
-  // stride (padding bytes 0x7f: E4M3 NaN, so reading them shows).
-  const int64_t hs = c.strided ? D + 64 : D;
-  const int64_t ts = c.strided ? NH * hs + 128 : NH * D;
-  std::vector<uint16_t> q16(static_cast<size_t>(T * ts + 8), 0xFFFF);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t d = 0; d < D; ++d) q16[t * ts + h * hs + d] = kt::float_to_bf16(pr.q[(t * NH + h) * D + d]);
-  const int64_t block_rows = c.strided ? pr.block_size + 3 : pr.block_size;
-  std::vector<uint8_t> kv(static_cast<size_t>(pr.num_blocks * block_rows * D + 16), 0x7f);
+  // Device-like layouts (padded when c.strided), the cache's block padding bytes 0x7f: E4M3 NaN,
+  // so reading them shows.
+  const std::vector<uint16_t> q16 = kt::swa_q_bf16(pr, layout);
+  std::vector<uint8_t> kv(static_cast<size_t>(pr.num_blocks * layout.block_rows * D + 16), 0x7f);
   for (int64_t b = 0; b < pr.num_blocks; ++b)
-    std::memcpy(kv.data() + b * block_rows * D, pr.kv.data() + b * pr.block_size * D, pr.block_size * D);
+    std::memcpy(kv.data() + b * layout.block_rows * D, pr.kv.data() + b * pr.block_size * D, pr.block_size * D);
   std::vector<uint16_t> sc16(static_cast<size_t>(slots));
   for (int64_t s = 0; s < slots; ++s) sc16[s] = kt::float_to_bf16(pr.inv_scale[s]);
   std::vector<int32_t> lens32(pr.lens.begin(), pr.lens.end());
   void* qd = aligned_copy(q16.data(), q16.size() * 2);
   void* kvd = aligned_copy(kv.data(), kv.size());
   std::vector<uint16_t> out(q16.size(), 0xFFFF);
-  const int64_t lse_ts = c.strided ? NH + 5 : NH;
-  std::vector<float> lse(static_cast<size_t>(T * lse_ts), NAN);
+  std::vector<float> lse(static_cast<size_t>(std::max<int64_t>(T * layout.lse_token_stride, 4)), NAN);
 
-  detail::SwaDims dims;
-  dims.tokens = T;
-  dims.heads = NH;
-  dims.head_dim = D;
-  dims.window = W;
-  dims.num_blocks = pr.num_blocks;
-  dims.block_size = pr.block_size;
-  dims.cache = static_cast<int>(pr.format);
-  const detail::SwaPlan plan = detail::plan_swa_decode(dims, c.num_splits, c.head_group, 132, forced.max_smem);
+  // The op's own host steps (device 0 stands in for host memory): validate, plan for an H200's
+  // SMs with `forced.max_smem` per CTA on an sm_80 part (the mma.sync kernel; the wgmma one is
+  // not emulated), and the Params it launches with.
+  const SwaDecodeArgs args =
+      kt::swa_args(c, pr, layout,
+                   {qd, kvd, sc16.data(), pr.indices.data(),
+                    c.lens_i32 ? static_cast<void*>(lens32.data()) : static_cast<void*>(pr.lens.data()), out.data(),
+                    lse.data()});
+  const detail::SwaDims dims = detail::SwaDecodeOp::validate(args);
+  kjit::DeviceInfo device;
+  device.cc_major = 8;
+  device.sm_count = 132;
+  device.max_smem_per_block_optin = forced.max_smem;
+  const detail::SwaPlan plan = detail::plan_swa_decode(dims, device);
   std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
-
-  SwaDecodeParams p{};
-  p.q = qd;
-  p.kv = static_cast<const uint8_t*>(kvd);
-  p.fill_src = p.kv;
-  p.inv_scale = sc16.data();
-  p.indices = pr.indices.data();
-  p.lens = c.lens_i32 ? static_cast<const void*>(lens32.data()) : static_cast<const void*>(pr.lens.data());
-  p.out = out.data();
-  p.lse = c.lse ? lse.data() : nullptr;
-  p.o_part = ws.data();
-  p.lse_part = reinterpret_cast<float*>(reinterpret_cast<char*>(ws.data()) + plan.o_part_bytes);
-  p.q_stride_t = ts;
-  p.q_stride_h = hs;
-  p.out_stride_t = ts;
-  p.out_stride_h = hs;
-  p.lse_stride_t = lse_ts;
-  p.lse_stride_h = 1;
-  p.kv_stride_block_bytes = block_rows * D;
-  p.kv_stride_row_bytes = D;
-  p.scale_stride = 1;
-  p.tokens = static_cast<int32_t>(T);
-  p.num_heads = static_cast<int32_t>(NH);
-  p.head_groups = static_cast<int32_t>(NH / plan.group);
-  p.block_size = static_cast<int32_t>(pr.block_size);
-  p.num_splits = plan.num_splits;
-  p.split_len = plan.split_len;
-  p.lens_i64 = c.lens_i32 ? 0 : 1;
-  p.kv_compact = c.strided ? 0 : 1;
-  p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
+  const SwaDecodeParams p = detail::SwaDecodeOp::params(args, dims, plan, ws.data());
 
   emu::g_late_copies = late;
-  dispatch(plan.group, plan.tile, static_cast<int>(W), static_cast<int>(pr.format), p,
+  dispatch(plan.group, plan.tile, static_cast<int>(pr.window), static_cast<int>(pr.format), p,
            static_cast<int>(plan.ctas));
   if (plan.num_splits > 1) {
     launch(static_cast<int>((T * NH + kSwaMergeRowsPerCta - 1) / kSwaMergeRowsPerCta), kSwaMergeThreads,
            [&] { swa_merge_kernel<512>(p); });
   }
 
-  const kt::SwaReference ref = kt::swa_reference(pr);
-  std::vector<float> outf(static_cast<size_t>(T * NH * D));
-  size_t padding_written = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < NH; ++h) {
-      for (int64_t d = 0; d < D; ++d) outf[(t * NH + h) * D + d] = kt::bf16_to_float(out[t * ts + h * hs + d]);
-      for (int64_t d = D; d < hs; ++d) padding_written += out[t * ts + h * hs + d] != 0xFFFF;
-    }
-    for (int64_t i = NH * hs; i < ts; ++i) padding_written += out[t * ts + i] != 0xFFFF;
-  }
-  const kt::Comparison co = kt::compare(outf, ref.out);
-  const kt::Comparison exact = kt::compare(outf, kt::swa_reference(pr, false).out);
-  kt::Comparison cl;
-  if (c.lse) {
-    std::vector<float> l(static_cast<size_t>(T * NH));
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t h = 0; h < NH; ++h) l[t * NH + h] = lse[t * lse_ts + h];
-      for (int64_t h = NH; h < lse_ts; ++h) padding_written += !std::isnan(lse[t * lse_ts + h]);
-    }
-    cl = kt::compare(l, ref.lse);
-  }
-  const bool ok = co.ok(kt::kSwaOutTol) && (!c.lse || cl.ok(kt::kSwaLseTol)) && padding_written == 0;
-  std::printf("%s %s [group %d tile %d splits %d×%d] %s: out %s (unrounded-dequant reference: %.3e)%s%s\n",
-              ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group, plan.tile, plan.num_splits, plan.split_len,
-              late ? "late-copies" : "early-copies", co.describe().c_str(), exact.rel_l2,
-              c.lse ? (" | lse " + cl.describe()).c_str() : "", padding_written ? " | PADDING WRITTEN" : "");
+  kt::SwaCaseResult r = kt::swa_check(c, pr, layout, out, lse);
+  r.seed = seed;
+  r.num_splits = plan.num_splits;
+  const bool ok = r.ok(kt::kSwaOutTol, kt::kSwaLseTol);
+  std::printf("%s %s [group %d tile %d split_len %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group,
+              plan.tile, plan.split_len, late ? "late-copies" : "early-copies", r.describe().c_str());
   std::fflush(stdout);
   std::free(qd);
   std::free(kvd);
@@ -272,7 +226,7 @@ int main(int argc, char** argv) {
     c.lens = kt::SwaCase::Lens::kRandom;
     c.lse = true;
   });
-  // The planner's T = 1 plan: 8 splits of 16 positions; default softmax scale.
+  // The planner's T = 1 plan (unsplit: 8 CTAs of 16 heads); default softmax scale.
   add([](kt::SwaCase& c) {
     c.tokens = 1;
     c.heads = 128;

@@ -1,0 +1,263 @@
+// kjit::mla::swa_decode, the pure steps: validation and the window-partition planner.
+#include "runtime/ops/mla/swa_decode.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+namespace kjit::mla {
+namespace {
+
+constexpr const char* kOp = detail::SwaDecodeOp::kInfo.name;
+constexpr int64_t kWindows[] = {64, 128, 256, 512};
+
+void check_pointer_aligned(const char* name, const TensorRef& t, int bytes) {
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % bytes != 0) {
+    kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
+                                        bytes, t.describe()));
+  }
+}
+
+void check_strides_nonnegative(const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] > 1 && t.strides[i] < 0) {
+      kjit::detail::fail(kOp, fmt::format("{} must have non-negative strides, got {}", name, t.describe()));
+    }
+  }
+}
+
+/// A bf16 rank-3 [T, NH, HD] tensor with a contiguous last dim and 16-byte aligned rows.
+void check_bf16_rows(const char* name, const TensorRef& t, int device) {
+  kjit::detail::check_bf16_rows(kOp, name, t, 3, device);
+  check_strides_nonnegative(name, t);
+}
+
+}  // namespace
+
+namespace detail {
+
+SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
+  using kjit::detail::check_dim;
+  using kjit::detail::check_dtype;
+  using kjit::detail::check_rank;
+  using kjit::detail::fail;
+  const TensorRef& q = args.q;
+  const TensorRef& kv = args.kv_cache;
+  const TensorRef& out = args.out;
+
+  check_rank(kOp, "q", q, 3);
+  if (q.device < 0) fail(kOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
+  SwaDims d;
+  d.device = q.device;
+  check_bf16_rows("q", q, d.device);
+  d.tokens = q.shape[0];
+  d.heads = q.shape[1];
+  d.head_dim = q.shape[2];
+  if (d.head_dim != kSwaHeadDim) {
+    fail(kOp, fmt::format("q head_dim (dim 2) must be {} (the specialization space of {}), got {}", kSwaHeadDim,
+                          swa_decode_family().name, q.describe()));
+  }
+  if (d.heads < kSwaHeadsPerTile || d.heads % kSwaHeadsPerTile != 0) {
+    fail(kOp, fmt::format("q heads (dim 1) must be a positive multiple of {} (heads share CTAs in groups of 16 "
+                          "or 32), got {}",
+                          kSwaHeadsPerTile, q.describe()));
+  }
+
+  check_rank(kOp, "kv_cache", kv, 3);
+  kjit::detail::check_sizes(kOp, "kv_cache", kv);
+  check_dtype(kOp, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
+  kjit::detail::check_device(kOp, "kv_cache", kv, d.device);
+  check_dim(kOp, "kv_cache", kv, 2, d.head_dim, "head_dim (q dim 2)");
+  kjit::detail::check_last_dim_contiguous(kOp, "kv_cache", kv);
+  check_strides_nonnegative("kv_cache", kv);
+  kjit::detail::check_rows_aligned(kOp, "kv_cache", kv, 16);
+  kjit::detail::check_not_null(kOp, "kv_cache", kv);
+  d.num_blocks = kv.shape[0];
+  d.block_size = kv.shape[1];
+  if (d.num_blocks > 0 && d.block_size < 1) {
+    fail(kOp, fmt::format("kv_cache block_size (dim 1) must be at least 1, got {}", kv.describe()));
+  }
+  if (d.block_size > INT32_MAX) {
+    fail(kOp, fmt::format("kv_cache block_size (dim 1) must be below 2^31, got {}", kv.describe()));
+  }
+  d.cache = kv.dtype == DType::kE5M2 ? kSwaCacheE5M2 : kSwaCacheE4M3;
+  // Compact: the row of slot s sits at s · row_stride (one block, one row per block, or blocks
+  // packed back to back), which spares the kernel a 64-bit division per row.
+  d.kv_compact = kv.shape[0] <= 1 || kv.shape[1] <= 1 || kv.strides[0] == kv.shape[1] * kv.strides[1];
+
+  const TensorRef& sc = args.inv_scale;
+  check_rank(kOp, "inv_scale", sc, 2);
+  kjit::detail::check_sizes(kOp, "inv_scale", sc);
+  check_dtype(kOp, "inv_scale", sc, DType::kBF16);
+  kjit::detail::check_device(kOp, "inv_scale", sc, d.device);
+  check_dim(kOp, "inv_scale", sc, 1, 1, "1 (one multiplier per slot: [max_slots, 1])");
+  check_strides_nonnegative("inv_scale", sc);
+  check_pointer_aligned("inv_scale", sc, 2);
+  kjit::detail::check_not_null(kOp, "inv_scale", sc);
+
+  // indices: [>= T, W] or [1, >= T, W], int64, contiguous.
+  const TensorRef& idx = args.indices;
+  if (idx.ndim == 0) fail(kOp, "indices is required ([T, W] int64)");
+  if (idx.ndim != 2 && idx.ndim != 3) {
+    fail(kOp, fmt::format("indices must be 2-d [T, W] (or [1, T, W]), got {}", idx.describe()));
+  }
+  kjit::detail::check_sizes(kOp, "indices", idx);
+  if (idx.ndim == 3 && idx.shape[0] != 1) {
+    fail(kOp, fmt::format("indices of rank 3 must have a leading dim of 1 ([1, T, W]), got {}", idx.describe()));
+  }
+  check_dtype(kOp, "indices", idx, DType::kI64);
+  kjit::detail::check_device(kOp, "indices", idx, d.device);
+  kjit::detail::check_contiguous(kOp, "indices", idx);
+  check_pointer_aligned("indices", idx, 8);
+  kjit::detail::check_not_null(kOp, "indices", idx);
+  const int64_t idx_rows = idx.size(-2);
+  d.window = idx.size(-1);
+  if (std::find(std::begin(kWindows), std::end(kWindows), d.window) == std::end(kWindows)) {
+    fail(kOp, fmt::format("indices window W (last dim) must be 64, 128, 256 or 512 (the specialization space), "
+                          "got {}",
+                          idx.describe()));
+  }
+  if (idx_rows < d.tokens) {
+    fail(kOp, fmt::format("indices must have at least T = {} rows (q dim 0), got {}", d.tokens, idx.describe()));
+  }
+
+  const TensorRef& lens = args.lens;
+  check_rank(kOp, "lens", lens, 1);
+  kjit::detail::check_sizes(kOp, "lens", lens);
+  check_dtype(kOp, "lens", lens, {DType::kI64, DType::kI32});
+  kjit::detail::check_device(kOp, "lens", lens, d.device);
+  kjit::detail::check_contiguous(kOp, "lens", lens);
+  check_pointer_aligned("lens", lens, dtype_size(lens.dtype));
+  kjit::detail::check_not_null(kOp, "lens", lens);
+  if (lens.shape[0] < d.tokens) {
+    fail(kOp, fmt::format("lens must have at least T = {} entries (q dim 0), got {}", d.tokens, lens.describe()));
+  }
+  d.lens_i64 = lens.dtype == DType::kI64;
+
+  check_bf16_rows("out", out, d.device);
+  check_dim(kOp, "out", out, 0, d.tokens, "T (q dim 0)");
+  check_dim(kOp, "out", out, 1, d.heads, "NH (q dim 1)");
+  check_dim(kOp, "out", out, 2, d.head_dim, "head_dim (q dim 2)");
+
+  d.has_lse = args.lse.ndim != 0;
+  if (d.has_lse) {
+    const TensorRef& t = args.lse;
+    check_rank(kOp, "lse", t, 2);
+    kjit::detail::check_sizes(kOp, "lse", t);
+    check_dtype(kOp, "lse", t, DType::kF32);
+    kjit::detail::check_device(kOp, "lse", t, d.device);
+    check_dim(kOp, "lse", t, 0, d.tokens, "T (q dim 0)");
+    check_dim(kOp, "lse", t, 1, d.heads, "NH (q dim 1)");
+    check_strides_nonnegative("lse", t);
+    check_pointer_aligned("lse", t, 4);
+    kjit::detail::check_not_null(kOp, "lse", t);
+  }
+
+  if (!std::isfinite(args.scale)) {
+    fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
+  }
+  const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
+  if (args.num_splits < 0 || args.num_splits > max_splits) {
+    fail(kOp, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min(32, W / 16) for W = {}), got {}",
+                          max_splits, d.window, args.num_splits));
+  }
+  if (args.head_group != 0 && args.head_group != 16 && args.head_group != 32 && args.head_group != 64) {
+    fail(kOp, fmt::format("head_group must be 0 (auto), 16, 32 or 64 (64: the sm_90a wgmma kernel), got {}",
+                          args.head_group));
+  }
+  if (args.head_group == 64 && d.window > kSwaWgmmaTile) {
+    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
+                          "indices {}",
+                          kSwaWgmmaTile, idx.describe()));
+  }
+  if (args.head_group == 64 && args.num_splits > 1) {
+    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) does not split the window; num_splits must be 0 "
+                          "or 1, got {}",
+                          args.num_splits));
+  }
+  if (args.head_group != 0 && d.heads % args.head_group != 0) {
+    fail(kOp, fmt::format("head_group {} must divide the head count NH = {} (q dim 1), got q {}", args.head_group,
+                          d.heads, q.describe()));
+  }
+  // The kernels index tokens and (token, head, split) rows with 32-bit integers.
+  constexpr int64_t kMax = INT32_MAX / 64;
+  if (d.tokens > kMax || d.tokens * d.heads > kMax) {
+    fail(kOp, fmt::format("T · NH must stay below {}, got q {}", kMax, q.describe()));
+  }
+  d.requested_splits = args.num_splits;
+  d.requested_group = args.head_group;
+  return d;
+}
+
+SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
+  SwaPlan plan;
+  const int64_t sms = std::max(info.sm_count, 1);
+  const int max_smem = info.max_smem_per_block_optin > 0 ? info.max_smem_per_block_optin : INT_MAX;
+  auto fits = [&](int group, int tile) { return swa_launch_shape(group, tile).smem_bytes <= max_smem; };
+  // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
+  // no K conversion) when its shape fits, no split was asked for, and there are at least half
+  // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
+  // kernel's smaller CTAs run faster (H200, one run, eager µs mma.sync / wgmma: T = 1 13.8 /
+  // 15.5, T = 8 13.8 / 15.9; T = 64, 128 items: 22.4 / 18.8; T = 512: 136.2 / 95.2). The
+  // crossover between 16 and 128 items was not measured; half the SMs is the guess.
+  const bool wgmma_ok = info.target().has_wgmma() && d.heads % kSwaWgmmaHeads == 0 && d.window <= kSwaWgmmaTile &&
+                        d.requested_splits <= 1 && fits(kSwaWgmmaHeads, kSwaWgmmaTile) &&
+                        2 * d.tokens * (d.heads / kSwaWgmmaHeads) >= sms;
+  if (d.requested_group == kSwaWgmmaHeads || (d.requested_group == 0 && wgmma_ok)) {
+    plan.group = kSwaWgmmaHeads;
+    plan.tile = kSwaWgmmaTile;
+    plan.num_splits = 1;
+    plan.split_len = static_cast<int>(d.window);
+    plan.ctas = d.tokens * (d.heads / kSwaWgmmaHeads);
+    return plan;
+  }
+  auto tile_for = [&](int group) {
+    if (group == 16 && d.window <= 64) return 64;
+    return fits(group, 128) || !fits(group, 64) ? 128 : 64;
+  };
+  if (d.requested_group != 0) {
+    plan.group = d.requested_group;
+  } else {
+    // Groups of 32 only with the full tile: on a small shared memory (sm_86/89: 99 KiB) the
+    // 64-position tile would force a split and the merge for every W = 128 token.
+    plan.group = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms && fits(32, 128) ? 32 : 16;
+  }
+  plan.tile = tile_for(plan.group);
+  const int64_t base = d.tokens * (d.heads / plan.group);
+  const int64_t min_splits = kjit::detail::ceil_div(d.window, plan.tile);
+  const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
+  int64_t splits = min_splits;
+  if (d.requested_splits > 0) {
+    splits = std::clamp<int64_t>(d.requested_splits, min_splits, max_splits);
+  }
+  // No splitting for occupancy: measured on the H200 (docs/perf-notes.md, fp8 SWA decode), a
+  // CTA costs about the same whatever slice it reads (its fixed part: DRAM round trips for the
+  // indices and rows, q load and conversion, softmax barriers, a 32 KiB f32 partial), so at
+  // T = 1 8 splits of 16 took 18.2 µs against 14.0 µs unsplit, and at T = 8 3 splits took
+  // 22.6 µs against 15.1 µs; the merge launch comes on top. The SM count only picks the group.
+  const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
+  plan.split_len = static_cast<int>(split_len);
+  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
+  plan.ctas = base * plan.num_splits;
+  if (plan.num_splits > 1 && d.tokens > 0) {
+    const size_t rows = static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits);
+    plan.o_part_bytes = rows * static_cast<size_t>(d.head_dim) * sizeof(float);
+    const size_t lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
+    plan.workspace_bytes = plan.o_part_bytes + lse_bytes;
+  }
+  return plan;
+}
+
+void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes) {
+  kjit::detail::check_workspace(kOp, plan.workspace_bytes, workspace, workspace_bytes,
+                                "the window split partials (swa_decode_workspace_bytes)");
+}
+
+}  // namespace detail
+}  // namespace kjit::mla
