@@ -1,5 +1,5 @@
 #pragma once
-/// \file runtime/ops/attention_common.hpp
+/// \file runtime/ops/attention/common.hpp
 /// Validation helpers the attention ops beyond decode share (paged decode, append, prefill,
 /// paged prefill, the entry): each throws InvalidArgument "<op>: <tensor> <rule>, got <shape
 /// dtype>" and builds strings only when it throws.
@@ -48,6 +48,9 @@ struct PagedCacheDims {
 /// head_dim `head_dim` (when > 0), the CSR table on `device`, batch = `batch` (when ≥ 0).
 PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& cache, int device, int64_t batch,
                                     int64_t head_dim);
+
+/// The head dimensions the mma.sync attention kernels are specialized for: 64, 128, 256.
+inline bool supported_head_dim(int64_t d) noexcept { return d == 64 || d == 128 || d == 256; }
 
 /// log2(x) for a power of two, else −1.
 int exact_log2(int64_t x);
