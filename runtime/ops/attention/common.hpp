@@ -15,6 +15,9 @@
 namespace kjit::attention::detail {
 
 using kjit::detail::ceil_div;
+using kjit::detail::check_dim;
+using kjit::detail::check_rank;
+using kjit::detail::fail;
 using kjit::detail::check_not_null;
 using kjit::detail::check_rows_aligned;
 using kjit::detail::check_sizes;
@@ -51,6 +54,17 @@ PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& cache, i
 
 /// The head dimensions the mma.sync attention kernels are specialized for: 64, 128, 256.
 inline bool supported_head_dim(int64_t d) noexcept { return d == 64 || d == 128 || d == 256; }
+
+/// The query every attention op starts from: rank `rank`, on a CUDA device, bf16 with 16-byte
+/// aligned rows (check_bf16_rows). Returns its device.
+int check_query(const char* op, const TensorRef& q, int rank);
+/// q's last dim (head_dim) is one of supported_head_dim's and q has at least one head (the dim
+/// before it).
+void check_query_heads(const char* op, const TensorRef& q);
+
+/// q_heads / kv_heads (grouped-query attention): q's heads (the dim before its last) against the
+/// heads (dim 2) of K/V tensor `kv_name`, which has at least one. Throws unless they divide.
+int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv);
 
 /// log2(x) for a power of two, else −1.
 int exact_log2(int64_t x);

@@ -86,15 +86,19 @@ PagedPrefillArgs to_paged_prefill(const AttentionArgs& a) {
   return p;
 }
 
-/// The variant rules for a call of an mma-only kernel (decode, the paged ones): they still
-/// reject a request for wgmma, or a device no variant runs on, before any context is made.
-void check_mma_call(AttentionKind kind, AttentionVariant requested, AttentionVariant preferred, int device,
-                    int64_t head_dim) {
+/// Runs an op whose only kernel is mma.sync (decode, the paged ones) for its arguments `a`:
+/// validated once, then the variant rules, which still reject a request for wgmma or a device
+/// no variant runs on before any context is made, then the op from the validated dims.
+template <class Op>
+void run_mma_op(AttentionKind kind, const typename Op::Args& a, AttentionVariant requested,
+                AttentionVariant preferred, kjit::detail::Workspace workspace, CUstream stream, Runtime& runtime) {
+  const typename Op::Dims d = Op::validate(a);
   detail::VariantCall call;
   call.kind = kind;
-  call.target = device_info(device).target();
-  call.head_dim = head_dim;
+  call.target = device_info(d.device).target();
+  call.head_dim = d.head_dim;
   detail::resolve_variant(requested, preferred, call);
+  kjit::detail::run_validated<Op>(a, d, workspace, stream, runtime);
 }
 
 }  // namespace
@@ -102,7 +106,6 @@ void check_mma_call(AttentionKind kind, AttentionVariant requested, AttentionVar
 namespace detail {
 
 AttentionKind classify_attention(const AttentionArgs& a) {
-  using kjit::detail::fail;
   if (a.q.ndim == 0) fail(kOp, "q is required");
   const bool paged = a.cache.indptr.ndim != 0 || a.cache.k.ndim != 0;
   const bool contiguous = a.k.ndim != 0 || a.v.ndim != 0;
@@ -145,41 +148,31 @@ size_t attention_workspace_bytes(const AttentionArgs& args) {
 
 void attention(const AttentionArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
                Runtime& runtime) {
-  using kjit::detail::run_validated;
   const AttentionKind kind = detail::classify_attention(args);
   const AttentionVariant preferred = detail::configured_variant(runtime.config());
+  const kjit::detail::Workspace ws{workspace, workspace_bytes};
   // Each case validates the call once, as its op's arguments (argument errors name that op and
   // come before any driver call), resolves the variant, then runs the op from those dims.
   switch (kind) {
-    case AttentionKind::kDecode: {
-      const DecodeArgs a = to_decode(args);
-      const detail::DecodeDims d = detail::validate_decode(a);
-      check_mma_call(kind, args.variant, preferred, d.device, d.head_dim);
-      run_validated<detail::DecodeOp>(a, d, {workspace, workspace_bytes}, stream, runtime);
+    case AttentionKind::kDecode:
+      run_mma_op<detail::DecodeOp>(kind, to_decode(args), args.variant, preferred, ws, stream, runtime);
       return;
-    }
-    case AttentionKind::kPagedDecode: {
-      const PagedDecodeArgs a = to_paged_decode(args);
-      const detail::PagedDecodeDims d = detail::validate_paged_decode(a);
-      check_mma_call(kind, args.variant, preferred, d.device, d.head_dim);
-      run_validated<detail::PagedDecodeOp>(a, d, {workspace, workspace_bytes}, stream, runtime);
+    case AttentionKind::kPagedDecode:
+      run_mma_op<detail::PagedDecodeOp>(kind, to_paged_decode(args), args.variant, preferred, ws, stream, runtime);
       return;
-    }
     case AttentionKind::kPrefill: {
       const PrefillArgs a = to_prefill(args);
       detail::PrefillDims d = detail::validate_prefill(a);
       // The op's planner takes the resolved variant as a strict request (it re-checks, cheaply).
       d.variant = detail::resolve_variant(args.variant, preferred,
                                           detail::prefill_variant_call(d, device_info(d.device).target()));
-      run_validated<detail::PrefillOp>(a, d, {}, stream, runtime);
+      kjit::detail::run_validated<detail::PrefillOp>(a, d, {}, stream, runtime);
       return;
     }
     case AttentionKind::kPagedPrefill: {
       const PagedPrefillArgs a = to_paged_prefill(args);
-      const detail::PagedPrefillCall call{a, *args.plan, workspace, workspace_bytes};
-      const detail::PagedPrefillDims d = detail::PagedPrefillOp::validate(call);
-      check_mma_call(kind, args.variant, preferred, d.device, d.head_dim);
-      run_validated<detail::PagedPrefillOp>(call, d, {}, stream, runtime);
+      run_mma_op<detail::PagedPrefillOp>(kind, {a, *args.plan, workspace, workspace_bytes}, args.variant, preferred,
+                                         {}, stream, runtime);
       return;
     }
   }

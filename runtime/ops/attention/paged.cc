@@ -64,14 +64,7 @@ PagedDecodeOp::Launch PagedDecodeOp::build(const PagedDecodeArgs& args, const Pa
   check_workspace(kInfo.name, plan.workspace_bytes, workspace.data, workspace.bytes,
                   "the KV split partials (paged_decode_workspace_bytes)");
   if (plan.ctas > INT32_MAX) kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch", plan.ctas));
-  auto& decode = l.step<0>();
-  decode.params = params(args, d, plan, workspace.data);
-  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(d.head_dim));
-  decode.kernel = &program->kernel(0);
-  decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
-  decode.config.block[0] = static_cast<uint32_t>(shape.threads);
-  decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  if (plan.num_splits > 1) l.step<1>() = decode_merge_step(program->kernel(1), decode.params, info);
+  decode_steps(l, *program, params(args, d, plan, workspace.data), plan, d.head_dim, info);
   return l;
 }
 

@@ -20,34 +20,20 @@ constexpr int kMaxSplits = 1024;
 namespace detail {
 
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
   const TensorRef& q = args.q;
-  check_rank(kDecodeOp, "q", q, 4);
-  if (q.device < 0) fail(kDecodeOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   PagedDecodeDims d;
-  d.device = q.device;
-  check_bf16_rows(kDecodeOp, "q", q, 4, d.device);
+  d.device = check_query(kDecodeOp, q, 4);
   d.batch = q.shape[0];
   if (q.shape[1] != 1) {
     fail(kDecodeOp, fmt::format("q dim 1 must be 1 (one query token per request: [batch, 1, q_heads, head_dim]), "
                                 "got {}",
                                 q.describe()));
   }
+  check_query_heads(kDecodeOp, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
-  if (!supported_head_dim(d.head_dim)) {
-    fail(kDecodeOp, fmt::format("q head_dim (dim 3) must be 64, 128 or 256, got {}", q.describe()));
-  }
-  if (d.q_heads < 1) fail(kDecodeOp, fmt::format("q must have at least one head, got {}", q.describe()));
   d.cache = validate_paged_cache(kDecodeOp, args.cache, d.device, d.batch, d.head_dim);
-  if (d.q_heads % d.cache.kv_heads != 0) {
-    fail(kDecodeOp, fmt::format("q_heads ({}, q dim 2) must be a multiple of kv_heads ({}, cache.k dim 2), got q {} "
-                                "and cache.k {}",
-                                d.q_heads, d.cache.kv_heads, q.describe(), args.cache.k.describe()));
-  }
-  d.group = d.q_heads / d.cache.kv_heads;
+  d.group = check_gqa(kDecodeOp, q, "cache.k", args.cache.k);
 
   check_bf16_rows(kDecodeOp, "out", args.out, 4, d.device);
   check_dim(kDecodeOp, "out", args.out, 0, d.batch, "batch (q dim 0)");
@@ -122,9 +108,6 @@ DecodePlan PagedDecodeOp::plan(const PagedDecodeDims& d, const DeviceInfo& info)
 }
 
 AppendDims validate_append(const AppendPagedKVArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
   check_rank(kAppendOp, "k", args.k, 3);
   if (args.k.device < 0) fail(kAppendOp, fmt::format("k must be on a CUDA device, got host memory {}", args.k.describe()));
   AppendDims d;

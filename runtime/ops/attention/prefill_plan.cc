@@ -47,23 +47,14 @@ void check_row_bytes(const char* op, const char* name, const TensorRef& t, int d
 namespace detail {
 
 PrefillDims validate_prefill(const PrefillArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
   const TensorRef& q = args.q;
-  check_rank(kPrefillOp, "q", q, 4);
-  if (q.device < 0) fail(kPrefillOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   PrefillDims d;
-  d.device = q.device;
-  check_bf16_rows(kPrefillOp, "q", q, 4, d.device);
+  d.device = check_query(kPrefillOp, q, 4);
+  check_query_heads(kPrefillOp, q);
   d.batch = q.shape[0];
   d.q_len = q.shape[1];
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
-  if (!supported_head_dim(d.head_dim)) {
-    fail(kPrefillOp, fmt::format("q head_dim (dim 3) must be 64, 128 or 256, got {}", q.describe()));
-  }
-  if (d.q_heads < 1) fail(kPrefillOp, fmt::format("q must have at least one head, got {}", q.describe()));
 
   check_bf16_rows(kPrefillOp, "k", args.k, 4, d.device);
   check_dim(kPrefillOp, "k", args.k, 0, d.batch, "batch (q dim 0)");
@@ -71,11 +62,7 @@ PrefillDims validate_prefill(const PrefillArgs& args) {
   d.max_kv_len = args.k.shape[1];
   d.kv_heads = args.k.shape[2];
   if (d.kv_heads < 1) fail(kPrefillOp, fmt::format("k must have at least one kv head, got {}", args.k.describe()));
-  if (d.q_heads % d.kv_heads != 0) {
-    fail(kPrefillOp, fmt::format("q_heads ({}, q dim 2) must be a multiple of kv_heads ({}, k dim 2), got q {} and k {}",
-                                 d.q_heads, d.kv_heads, q.describe(), args.k.describe()));
-  }
-  d.group = d.q_heads / d.kv_heads;
+  d.group = check_gqa(kPrefillOp, q, "k", args.k);
   check_bf16_rows(kPrefillOp, "v", args.v, 4, d.device);
   check_dim(kPrefillOp, "v", args.v, 0, d.batch, "batch (q dim 0)");
   check_dim(kPrefillOp, "v", args.v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
@@ -187,22 +174,13 @@ PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
 }
 
 PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
   const TensorRef& q = args.q;
-  check_rank(kPagedOp, "q", q, 3);
-  if (q.device < 0) fail(kPagedOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   PagedPrefillDims d;
-  d.device = q.device;
-  check_bf16_rows(kPagedOp, "q", q, 3, d.device);
+  d.device = check_query(kPagedOp, q, 3);
+  check_query_heads(kPagedOp, q);
   d.total_q = q.shape[0];
   d.q_heads = q.shape[1];
   d.head_dim = q.shape[2];
-  if (!supported_head_dim(d.head_dim)) {
-    fail(kPagedOp, fmt::format("q head_dim (dim 2) must be 64, 128 or 256, got {}", q.describe()));
-  }
-  if (d.q_heads < 1) fail(kPagedOp, fmt::format("q must have at least one head, got {}", q.describe()));
   if (plan.tile_rows != 64 && plan.tile_rows != 128) {
     fail(kPagedOp, fmt::format("plan has tile_rows {} (not from plan_paged_prefill?)", plan.tile_rows));
   }
@@ -216,12 +194,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   if (plan.q_tile_to_index.size() != plan.q_tile_to_batch.size()) fail(kPagedOp, "plan's work map is inconsistent");
   check_i32_vector(kPagedOp, "qo_indptr", args.qo_indptr, plan.batch + 1, d.device);
   d.cache = validate_paged_cache(kPagedOp, args.cache, d.device, plan.batch, d.head_dim);
-  if (d.q_heads % d.cache.kv_heads != 0) {
-    fail(kPagedOp, fmt::format("q_heads ({}, q dim 1) must be a multiple of kv_heads ({}, cache.k dim 2), got q {} "
-                               "and cache.k {}",
-                               d.q_heads, d.cache.kv_heads, q.describe(), args.cache.k.describe()));
-  }
-  d.group = d.q_heads / d.cache.kv_heads;
+  d.group = check_gqa(kPagedOp, q, "cache.k", args.cache.k);
   check_bf16_rows(kPagedOp, "out", args.out, 3, d.device);
   check_dim(kPagedOp, "out", args.out, 0, d.total_q, "total_q (q dim 0)");
   check_dim(kPagedOp, "out", args.out, 1, d.q_heads, "q_heads (q dim 1)");
@@ -261,7 +234,7 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
 }  // namespace detail
 
 PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim, int tile_rows) {
-  using kjit::detail::fail;
+  using detail::fail;
   if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
   if (!detail::supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be 64, 128 or 256, got {}", head_dim));
   if (tile_rows != 0 && tile_rows != 64 && tile_rows != 128) {
