@@ -60,6 +60,22 @@ void check_query_heads(const char* op, const TensorRef& q) {
   if (q.shape[q.ndim - 2] < 1) fail(op, fmt::format("q must have at least one head, got {}", q.describe()));
 }
 
+void check_one_query_token(const char* op, const TensorRef& q, const char* per) {
+  if (q.shape[1] != 1) {
+    fail(op, fmt::format("q dim 1 must be 1 (one query token per {}: [batch, 1, q_heads, head_dim]), got {}", per,
+                         q.describe()));
+  }
+}
+
+void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
+                      int device) {
+  check_bf16_rows(op, "out", out, 4, device);
+  check_dim(op, "out", out, 0, batch, "batch (q dim 0)");
+  check_dim(op, "out", out, 1, 1, "1 (one query token)");
+  check_dim(op, "out", out, 2, q_heads, "q_heads (q dim 2)");
+  check_dim(op, "out", out, 3, head_dim, "head_dim (q dim 3)");
+}
+
 int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv) {
   const int64_t q_heads = q.shape[q.ndim - 2];
   const int64_t kv_heads = kv.shape[2];

@@ -62,6 +62,12 @@ int check_query(const char* op, const TensorRef& q, int rank);
 /// before it).
 void check_query_heads(const char* op, const TensorRef& q);
 
+/// A decode query holds one token per `per` ("sequence", "request"): q dim 1 is 1.
+void check_one_query_token(const char* op, const TensorRef& q, const char* per);
+/// A decode output: bf16 [batch, 1, q_heads, head_dim] on `device`, rows as q's.
+void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
+                      int device);
+
 /// q_heads / kv_heads (grouped-query attention): q's heads (the dim before its last) against the
 /// heads (dim 2) of K/V tensor `kv_name`, which has at least one. Throws unless they divide.
 int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv);

@@ -36,11 +36,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   DecodeDims d;
   d.device = check_query(kOp, q, 4);
   d.batch = q.shape[0];
-  if (q.shape[1] != 1) {
-    fail(kOp, fmt::format("q dim 1 must be 1 (one query token per sequence: [batch, 1, q_heads, head_dim]), "
-                          "got {}",
-                          q.describe()));
-  }
+  check_one_query_token(kOp, q, "sequence");
   check_query_heads(kOp, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
@@ -59,11 +55,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   check_dim(kOp, "v", v, 2, d.kv_heads, "kv_heads (k dim 2)");
   check_dim(kOp, "v", v, 3, d.head_dim, "head_dim (q dim 3)");
 
-  kjit::detail::check_bf16_rows(kOp, "out", out, 4, d.device);
-  check_dim(kOp, "out", out, 0, d.batch, "batch (q dim 0)");
-  check_dim(kOp, "out", out, 1, 1, "1 (one query token)");
-  check_dim(kOp, "out", out, 2, d.q_heads, "q_heads (q dim 2)");
-  check_dim(kOp, "out", out, 3, d.head_dim, "head_dim (q dim 3)");
+  check_decode_out(kOp, out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_kv_lens = args.kv_lens.ndim != 0;
   if (d.has_kv_lens) {

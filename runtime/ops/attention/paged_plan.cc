@@ -24,22 +24,14 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
   PagedDecodeDims d;
   d.device = check_query(kDecodeOp, q, 4);
   d.batch = q.shape[0];
-  if (q.shape[1] != 1) {
-    fail(kDecodeOp, fmt::format("q dim 1 must be 1 (one query token per request: [batch, 1, q_heads, head_dim]), "
-                                "got {}",
-                                q.describe()));
-  }
+  check_one_query_token(kDecodeOp, q, "request");
   check_query_heads(kDecodeOp, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
   d.cache = validate_paged_cache(kDecodeOp, args.cache, d.device, d.batch, d.head_dim);
   d.group = check_gqa(kDecodeOp, q, "cache.k", args.cache.k);
 
-  check_bf16_rows(kDecodeOp, "out", args.out, 4, d.device);
-  check_dim(kDecodeOp, "out", args.out, 0, d.batch, "batch (q dim 0)");
-  check_dim(kDecodeOp, "out", args.out, 1, 1, "1 (one query token)");
-  check_dim(kDecodeOp, "out", args.out, 2, d.q_heads, "q_heads (q dim 2)");
-  check_dim(kDecodeOp, "out", args.out, 3, d.head_dim, "head_dim (q dim 3)");
+  check_decode_out(kDecodeOp, args.out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
