@@ -75,6 +75,7 @@ RuntimeConfig RuntimeConfig::from_env() {
     }
   }
   c.verbose = truthy(env("KJIT_VERBOSE"));
+  c.attention_variant = env("KJIT_ATTN_VARIANT");
   return c;
 }
 

@@ -165,6 +165,9 @@ struct RuntimeConfig {
   /// KJIT_VERBOSE=1: log compiles and cache events to stderr, and the cache directory in use when
   /// the Runtime starts.
   bool verbose = false;
+  /// KJIT_ATTN_VARIANT: the kernel kjit::attention::attention prefers for a kAuto call ("auto",
+  /// "mma" or "wgmma"; empty = auto). An unknown value warns once and reads as auto.
+  std::string attention_variant;
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES.
   static RuntimeConfig from_env();

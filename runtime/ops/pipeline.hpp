@@ -3,6 +3,8 @@
 /// The lifecycle every typed op shares, written once:
 ///
 ///   validate(args) → Dims            pure host code; InvalidArgument names the tensor and rule
+///                                     (a dispatcher that validated already enters below it:
+///                                     plan_validated, run_validated)
 ///   open_device(dims.device)          the device's context made current, its DeviceInfo, arch check
 ///   plan(dims, info) → Plan           pure: a family Point plus the op's launch knobs
 ///   kernel table(plan.choice)         hot: a memcmp or one hash probe; cold: Runtime::load
@@ -128,11 +130,11 @@ struct Planned {
   typename Op::Plan plan;
 };
 
-/// Validates `args`, opens the device and plans (or takes `forced`, checked with check_choice).
+/// Opens the device of already-validated `dims` and plans them (or takes `forced`, checked with
+/// check_choice).
 template <class Op>
-Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced = nullptr) {
-  Planned<Op> p{Op::validate(args), {}, {}};
-  p.device = open_device(Op::kInfo, p.dims.device);
+Planned<Op> plan_validated(const typename Op::Dims& dims, const typename Op::Plan* forced = nullptr) {
+  Planned<Op> p{dims, open_device(Op::kInfo, dims.device), {}};
   if (forced != nullptr) {
     if (forced->choice.family != nullptr) check_choice(Op::kInfo, forced->choice, p.device.info->target());
     p.plan = *forced;
@@ -140,6 +142,12 @@ Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced 
     p.plan = Op::plan(p.dims, *p.device.info);
   }
   return p;
+}
+
+/// Validates `args`, opens the device and plans (or takes `forced`).
+template <class Op>
+Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced = nullptr) {
+  return plan_validated<Op>(Op::validate(args), forced);
 }
 
 /// The launch value of a planned call: the kernels loaded (compiled on first use), nothing
@@ -159,15 +167,28 @@ typename Op::Launch launch_value(const typename Op::Args& args, Workspace worksp
   return build<Op>(args, plan<Op>(args, forced), workspace, runtime);
 }
 
-/// The workspace the plan for `args` needs on its device (Plan::workspace_bytes); no context is
-/// made current and nothing is compiled.
+/// The workspace the plan for already-validated `dims` needs on its device
+/// (Plan::workspace_bytes); no context is made current and nothing is compiled.
 template <class Op>
-size_t workspace_bytes(const typename Op::Args& args) {
-  const typename Op::Dims dims = Op::validate(args);
+size_t workspace_bytes_validated(const typename Op::Dims& dims) {
   return Op::plan(dims, device_info(dims.device)).workspace_bytes;
 }
 
-/// The op call: plan, build, launch on `stream`.
+/// workspace_bytes_validated of validated `args`.
+template <class Op>
+size_t workspace_bytes(const typename Op::Args& args) {
+  return workspace_bytes_validated<Op>(Op::validate(args));
+}
+
+/// The op call for `args` whose validation gave `dims` (a dispatcher that validated the call
+/// itself runs the op through this, so nothing is checked twice): plan, build, launch.
+template <class Op>
+void run_validated(const typename Op::Args& args, const typename Op::Dims& dims, Workspace workspace, CUstream stream,
+                   Runtime& runtime) {
+  build<Op>(args, plan_validated<Op>(dims), workspace, runtime).launch(stream);
+}
+
+/// The op call: validate, plan, build, launch on `stream`.
 template <class Op>
 void run(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime) {
   launch_value<Op>(args, workspace, runtime).launch(stream);

@@ -4,11 +4,14 @@
 // and that argument errors surface before any driver call. No GPU needed.
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
+#include <kjit/runtime.hpp>
 
 #include "runtime/ops/attention/entry.hpp"
+#include "runtime/ops/attention/variant.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -19,6 +22,9 @@ using kjit::attention::AttentionArgs;
 using kjit::attention::AttentionKind;
 using kjit::attention::AttentionVariant;
 namespace ad = kjit::attention::detail;
+
+/// The target of a device of compute capability sm / 10 . sm % 10 (sm_90a for 90).
+kjit::Target device_target(int sm) { return kjit::Target::for_compute_capability(sm / 10, sm % 10); }
 
 void* fake_ptr(uintptr_t offset = 0) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + offset); }
 
@@ -119,12 +125,12 @@ TEST(AttentionEntry, ArgumentErrorsComeFromTheKernelsOpBeforeTheDriver) {
 TEST(AttentionEntry, ExplicitVariantIsStrict) {
   ad::VariantCall call;
   call.kind = AttentionKind::kPrefill;
-  call.sm = 90;
+  call.target = device_target(90);
   call.head_dim = 128;
   EXPECT_EQ(ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kAuto, call), AttentionVariant::kMma);
   // Below sm_80 and outside the head_dim space the MMA kernels cannot run: an explicit request
   // raises Unsupported naming why, whatever the environment says.
-  call.sm = 75;
+  call.target = device_target(75);
   try {
     ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kAuto, call);
     ADD_FAILURE() << "no error";
@@ -133,7 +139,7 @@ TEST(AttentionEntry, ExplicitVariantIsStrict) {
     EXPECT_NE(what.find("requested variant mma"), std::string::npos) << what;
     EXPECT_NE(what.find("sm_80"), std::string::npos) << what;
   }
-  call.sm = 90;
+  call.target = device_target(90);
   call.head_dim = 96;
   call.kind = AttentionKind::kPagedDecode;
   try {
@@ -148,12 +154,12 @@ TEST(AttentionEntry, ExplicitVariantIsStrict) {
 TEST(AttentionEntry, EnvironmentAndDefaultFallBack) {
   ad::VariantCall call;
   call.kind = AttentionKind::kDecode;
-  call.sm = 80;
+  call.target = device_target(80);
   call.head_dim = 64;
   EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, call), AttentionVariant::kMma);
   EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kMma, call), AttentionVariant::kMma);
   // With no capable variant at all the automatic choice raises, listing each variant's reason.
-  call.sm = 70;
+  call.target = device_target(70);
   for (AttentionVariant env : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
     try {
       ad::resolve_variant(AttentionVariant::kAuto, env, call);
@@ -165,7 +171,7 @@ TEST(AttentionEntry, EnvironmentAndDefaultFallBack) {
     }
   }
   // Every variant's capability rule.
-  call.sm = 100;
+  call.target = device_target(100);
   for (int64_t hd : {64, 128, 256}) {
     call.head_dim = hd;
     EXPECT_EQ(ad::variant_rejects(AttentionVariant::kMma, call), "");
@@ -178,7 +184,7 @@ TEST(AttentionEntry, EnvironmentAndDefaultFallBack) {
 TEST(AttentionEntry, WgmmaRunsDenseHopperPrefillOnly) {
   ad::VariantCall call;
   call.kind = AttentionKind::kPrefill;
-  call.sm = 90;
+  call.target = device_target(90);
   call.head_dim = 128;
   EXPECT_EQ(ad::variant_rejects(AttentionVariant::kWgmma, call), "");
   // The automatic choice prefers it on sm_90 and falls back to mma where it cannot run.
@@ -191,9 +197,9 @@ TEST(AttentionEntry, WgmmaRunsDenseHopperPrefillOnly) {
     EXPECT_THROW(ad::resolve_variant(AttentionVariant::kWgmma, AttentionVariant::kAuto, c), kjit::Unsupported);
   };
   ad::VariantCall c = call;
-  c.sm = 89;
+  c.target = device_target(89);
   rejects(c, "sm_90a");
-  c.sm = 100;
+  c.target = device_target(100);
   rejects(c, "sm_90a");
   c = call;
   c.head_dim = 256;
@@ -224,6 +230,38 @@ TEST(AttentionEntry, ParsesTheEnvironmentValue) {
   EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kMma), "mma");
   EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kWgmma), "wgmma");
   EXPECT_STREQ(kjit::attention::variant_name(AttentionVariant::kAuto), "auto");
+}
+
+TEST(AttentionEntry, ReadsTheVariantFromTheRuntimeConfig) {
+  ::setenv("KJIT_ATTN_VARIANT", "mma", 1);
+  kjit::RuntimeConfig config = kjit::RuntimeConfig::from_env();
+  ::unsetenv("KJIT_ATTN_VARIANT");
+  EXPECT_EQ(config.attention_variant, "mma");
+  EXPECT_EQ(ad::configured_variant(config), AttentionVariant::kMma);
+  EXPECT_EQ(kjit::RuntimeConfig::from_env().attention_variant, "");
+  // An unknown value reads as auto and warns once per process, through kjit's warning channel.
+  config.attention_variant = "hopper";
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ad::configured_variant(config), AttentionVariant::kAuto);
+  EXPECT_EQ(ad::configured_variant(config), AttentionVariant::kAuto);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("kjit: warning: ignoring KJIT_ATTN_VARIANT=hopper"), std::string::npos) << err;
+  EXPECT_EQ(err.find("KJIT_ATTN_VARIANT", err.find("KJIT_ATTN_VARIANT") + 1), std::string::npos) << err;
+}
+
+TEST(AttentionEntry, VariantRulesBuildNoStringToSucceed) {
+  ad::VariantCall call;
+  call.kind = AttentionKind::kPrefill;
+  call.target = device_target(90);
+  call.head_dim = 64;
+  EXPECT_TRUE(ad::variant_runs(AttentionVariant::kWgmma, call));
+  EXPECT_TRUE(ad::variant_runs(AttentionVariant::kMma, call));
+  EXPECT_FALSE(ad::variant_runs(AttentionVariant::kAuto, call));
+  call.tma_layout = "out stride of dim 0 must be in [0, 2^39) elements";
+  EXPECT_FALSE(ad::variant_runs(AttentionVariant::kWgmma, call));
+  EXPECT_EQ(ad::variant_rejects(AttentionVariant::kWgmma, call),
+            "wgmma cannot address the tensors with TMA: out stride of dim 0 must be in [0, 2^39) elements");
+  EXPECT_STREQ(ad::kind_name(AttentionKind::kPagedPrefill), "paged prefill");
 }
 
 }  // namespace

@@ -279,6 +279,64 @@ TEST(AttentionPagedPlan, FillsEveryResidentSlotOnH200) {
   EXPECT_EQ(p.ctas, 256);
 }
 
+/// An H200 as the planners see it: cc 9.0, 132 SMs, 227 KiB of shared memory per CTA (opt-in),
+/// 228 KiB per SM.
+kjit::DeviceInfo h200() {
+  kjit::DeviceInfo info;
+  info.cc_major = 9;
+  info.sm_count = kH200Sms;
+  info.max_smem_per_block_optin = 227 * 1024;
+  info.max_smem_per_sm = 228 * 1024;
+  return info;
+}
+
+TEST(AttentionPagedPlan, OpPlansTheFamilyPointOnTheDevice) {
+  using Op = ad::PagedDecodeOp;
+  PagedDecodeArgs a = valid_decode();
+  ad::PagedDecodeDims d = Op::validate(a);
+  ad::DecodePlan p = Op::plan(d, h200());
+  // The planner's split with every resident CTA counted, and the paged decode family's point.
+  const ad::DecodePlan expected = ad::plan_paged_decode(d, 0, 0, kH200Sms, ad::paged_ctas_per_sm(kD, 228 * 1024));
+  EXPECT_EQ(p.num_splits, expected.num_splits);
+  EXPECT_EQ(p.ctas, expected.ctas);
+  ASSERT_EQ(p.choice.family, &kjit::attention::paged_decode_family());
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 rows=8");
+  // The call's num_splits and kv_len_hint reach the planner through the dims.
+  a.num_splits = 5;
+  a.kv_len_hint = 64;
+  d = Op::validate(a);
+  EXPECT_EQ(d.requested_splits, 5);
+  EXPECT_EQ(d.kv_len_hint, 64);
+  EXPECT_EQ(Op::plan(d, h200()).num_splits, 5);
+  // An empty batch names no kernel (nothing launches) and needs no workspace.
+  d.batch = 0;
+  p = Op::plan(d, h200());
+  EXPECT_EQ(p.choice.family, nullptr);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+}
+
+TEST(AttentionPagedPlan, AppendGridAndPoint) {
+  using Op = kjit::attention::detail::AppendOp;
+  AppendPagedKVArgs a = valid_append();
+  ad::AppendPlan p = Op::plan(Op::validate(a), h200());
+  EXPECT_EQ(p.items, 5 * kHkv * (kD / 8));
+  EXPECT_EQ(p.grid, 1u);  // 160 chunks: one CTA of kPagedAppendThreads
+  ASSERT_EQ(p.choice.family, &kjit::attention::paged_append_family());
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 index=indptr");
+  // At most 8 CTAs per SM: the kernel strides over the rest.
+  a.k.shape[0] = a.v.shape[0] = 1 << 20;
+  a.append_indptr = {};
+  a.batch_indices = TensorRef(fake_ptr(0x3300000), DType::kI32, {1 << 20}, {}, 0);
+  a.positions = TensorRef(fake_ptr(0x3400000), DType::kI32, {1 << 20}, {}, 0);
+  p = Op::plan(Op::validate(a), h200());
+  EXPECT_EQ(p.grid, 8u * kH200Sms);
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 index=positions");
+  // No new tokens: nothing to launch.
+  a.k.shape[0] = a.v.shape[0] = 0;
+  a.batch_indices.shape[0] = a.positions.shape[0] = 0;
+  EXPECT_EQ(Op::plan(Op::validate(a), h200()).choice.family, nullptr);
+}
+
 TEST(AttentionPagedFamily, SpaceAndSpecs) {
   const kjit::Family& f = kjit::attention::paged_decode_family();
   EXPECT_EQ(f.name, "attention.paged_decode");

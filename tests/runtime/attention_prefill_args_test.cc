@@ -163,6 +163,65 @@ TEST(AttentionPrefillPlan, TileChoiceAndShapes) {
   EXPECT_EQ(kjit::attention::prefill_launch_shape(128, 32).threads, 0);
 }
 
+/// A device as the planners see it, with an H200's SMs and shared memory (227 KiB per CTA
+/// opt-in, 228 KiB per SM) and compute capability `major`.`minor` (9.0: the H200 itself).
+kjit::DeviceInfo h200(int major = 9, int minor = 0) {
+  kjit::DeviceInfo info;
+  info.cc_major = major;
+  info.cc_minor = minor;
+  info.sm_count = 132;
+  info.max_smem_per_block_optin = 227 * 1024;
+  info.max_smem_per_sm = 228 * 1024;
+  return info;
+}
+
+TEST(AttentionPrefillPlan, VariantFamilyAndTileOnTheDevice) {
+  using Op = ad::PrefillOp;
+  using kjit::attention::AttentionVariant;
+  PrefillArgs a = valid_prefill();
+  // A mask and kv_lens keep the call on the mma.sync kernel; the tile is the planner's choice.
+  ad::PrefillDims d = Op::validate(a);
+  ad::PrefillPlan p = Op::plan(d, h200());
+  EXPECT_EQ(p.variant, AttentionVariant::kMma);
+  ASSERT_EQ(p.choice.family, &kjit::attention::prefill_family());
+  const int block_m = ad::choose_prefill_block_m(d, 132, ad::prefill_ctas_per_sm(kD, 128, 228 * 1024));
+  EXPECT_EQ(p.block_m, block_m);
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 block_m=" + std::to_string(block_m) + " mask=bool");
+  EXPECT_EQ(p.q_tiles, (kLq + block_m - 1) / block_m);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+  a.block_m = 128;
+  EXPECT_EQ(Op::plan(Op::validate(a), h200()).block_m, 128);
+  a.block_m = 0;
+  // Without them the H200 runs the wgmma kernel (128-row tiles); an sm_89 device the mma one.
+  a.mask = {};
+  a.kv_lens = {};
+  d = Op::validate(a);
+  p = Op::plan(d, h200());
+  EXPECT_EQ(p.variant, AttentionVariant::kWgmma);
+  ASSERT_EQ(p.choice.family, &kjit::attention::prefill_sm90_family());
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128");
+  EXPECT_EQ(p.block_m, 128);
+  EXPECT_EQ(p.q_tiles, 1);
+  p = Op::plan(d, h200(8, 9));
+  EXPECT_EQ(p.variant, AttentionVariant::kMma);
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 block_m=64 mask=none");
+  // A layout TMA cannot address falls back to mma, unless wgmma is requested: then Unsupported.
+  a.k.strides[1] = -a.k.strides[1];
+  d = Op::validate(a);
+  EXPECT_NE(d.tma_layout.find("k stride of dim 1"), std::string::npos);
+  EXPECT_EQ(Op::plan(d, h200()).variant, AttentionVariant::kMma);
+  d.variant = AttentionVariant::kWgmma;
+  EXPECT_THROW(Op::plan(d, h200()), kjit::Unsupported);
+  // An empty call names no kernel, but a strict request is still checked against the device.
+  a = valid_prefill();
+  a.q.shape[1] = a.out.shape[1] = a.mask.shape[1] = a.lse.shape[2] = 0;
+  a.variant = AttentionVariant::kMma;
+  d = Op::validate(a);
+  EXPECT_EQ(Op::plan(d, h200()).choice.family, nullptr);
+  d.variant = AttentionVariant::kWgmma;
+  EXPECT_THROW(Op::plan(d, h200(8, 9)), kjit::Unsupported);
+}
+
 TEST(AttentionPrefillPlan, RaggedWorkMapOfThreeRequests) {
   const std::vector<int32_t> indptr = {0, 70, 80, 210};
   const PagedPrefillPlan p64 = kjit::attention::plan_paged_prefill(indptr.data(), 3, 128, 64);
@@ -274,6 +333,25 @@ TEST(AttentionPrefillArgs, PagedRulesAgainstThePlan) {
   PagedPrefillPlan forged = plan;
   forged.tile_rows = 96;
   EXPECT_THROW(ad::validate_paged_prefill(valid_paged(plan), forged), kjit::InvalidArgument);
+}
+
+TEST(AttentionPrefillPlan, PagedOpNamesTheHostPlansKernel) {
+  using Op = ad::PagedPrefillOp;
+  const std::vector<int32_t> indptr = {0, 70, 80, 210};
+  const PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(indptr.data(), 3, kD, 64);
+  const PagedPrefillArgs a = valid_paged(plan);
+  const ad::PagedPrefillDims d = Op::validate({a, plan, fake_ptr(), plan.workspace_bytes});
+  EXPECT_EQ(d.tile_rows, 64);
+  EXPECT_EQ(d.num_work, 6);
+  const ad::PagedPrefillOpPlan p = Op::plan(d, h200());
+  ASSERT_EQ(p.choice.family, &kjit::attention::paged_prefill_family());
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 block_m=64");
+  // The work map's workspace is checked with the arguments.
+  EXPECT_THROW(Op::validate({a, plan, nullptr, 0}), kjit::InvalidArgument);
+  // No queries: nothing to launch.
+  const std::vector<int32_t> none = {0, 0, 0, 0};
+  const PagedPrefillPlan z = kjit::attention::plan_paged_prefill(none.data(), 3, kD);
+  EXPECT_EQ(Op::plan(Op::validate({valid_paged(z), z, nullptr, 0}), h200()).choice.family, nullptr);
 }
 
 TEST(AttentionPrefillFamily, SpaceAndSpecs) {

@@ -322,8 +322,9 @@ struct AttentionArgs {
   int64_t kv_len_hint = 0;
   /// Dense prefill: query rows per CTA (0 = choose; see PrefillArgs::block_m).
   int block_m = 0;
-  /// kAuto: KJIT_ATTN_VARIANT (read once; "auto", "mma" or "wgmma"), else the best capable
-  /// variant (wgmma for a dense prefill it can run, else mma),
+  /// kAuto: the runtime's RuntimeConfig::attention_variant (KJIT_ATTN_VARIANT: "auto", "mma" or
+  /// "wgmma") when capable, else the best capable variant (wgmma for a dense prefill it can run,
+  /// else mma),
   /// falling back to the next capable one. Any other value is strict: Unsupported when that
   /// variant cannot run this call on this device.
   AttentionVariant variant = AttentionVariant::kAuto;

@@ -11,7 +11,6 @@
 
 namespace kjit::attention::detail {
 
-using kjit::detail::fail;
 
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device) {
   kjit::detail::check_rank(op, name, t, 1);
@@ -45,6 +44,46 @@ float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_ne
     fail(op, fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", scale));
   }
   return scale != 0.f ? scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+}
+
+int check_query(const char* op, const TensorRef& q, int rank) {
+  kjit::detail::check_rank(op, "q", q, rank);
+  if (q.device < 0) fail(op, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
+  check_bf16_rows(op, "q", q, rank, q.device);
+  return q.device;
+}
+
+void check_query_heads(const char* op, const TensorRef& q) {
+  if (!supported_head_dim(q.shape[q.ndim - 1])) {
+    fail(op, fmt::format("q head_dim (dim {}) must be 64, 128 or 256, got {}", q.ndim - 1, q.describe()));
+  }
+  if (q.shape[q.ndim - 2] < 1) fail(op, fmt::format("q must have at least one head, got {}", q.describe()));
+}
+
+void check_one_query_token(const char* op, const TensorRef& q, const char* per) {
+  if (q.shape[1] != 1) {
+    fail(op, fmt::format("q dim 1 must be 1 (one query token per {}: [batch, 1, q_heads, head_dim]), got {}", per,
+                         q.describe()));
+  }
+}
+
+void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
+                      int device) {
+  check_bf16_rows(op, "out", out, 4, device);
+  check_dim(op, "out", out, 0, batch, "batch (q dim 0)");
+  check_dim(op, "out", out, 1, 1, "1 (one query token)");
+  check_dim(op, "out", out, 2, q_heads, "q_heads (q dim 2)");
+  check_dim(op, "out", out, 3, head_dim, "head_dim (q dim 3)");
+}
+
+int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv) {
+  const int64_t q_heads = q.shape[q.ndim - 2];
+  const int64_t kv_heads = kv.shape[2];
+  if (q_heads % kv_heads != 0) {
+    fail(op, fmt::format("q_heads ({}, q dim {}) must be a multiple of kv_heads ({}, {} dim 2), got q {} and {} {}",
+                         q_heads, q.ndim - 2, kv_heads, kv_name, q.describe(), kv_name, kv.describe()));
+  }
+  return q_heads / kv_heads;
 }
 
 int exact_log2(int64_t x) {

@@ -1,5 +1,5 @@
 #pragma once
-/// \file runtime/ops/attention_common.hpp
+/// \file runtime/ops/attention/common.hpp
 /// Validation helpers the attention ops beyond decode share (paged decode, append, prefill,
 /// paged prefill, the entry): each throws InvalidArgument "<op>: <tensor> <rule>, got <shape
 /// dtype>" and builds strings only when it throws.
@@ -15,6 +15,9 @@
 namespace kjit::attention::detail {
 
 using kjit::detail::ceil_div;
+using kjit::detail::check_dim;
+using kjit::detail::check_rank;
+using kjit::detail::fail;
 using kjit::detail::check_not_null;
 using kjit::detail::check_rows_aligned;
 using kjit::detail::check_sizes;
@@ -48,6 +51,26 @@ struct PagedCacheDims {
 /// head_dim `head_dim` (when > 0), the CSR table on `device`, batch = `batch` (when ≥ 0).
 PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& cache, int device, int64_t batch,
                                     int64_t head_dim);
+
+/// The head dimensions the mma.sync attention kernels are specialized for: 64, 128, 256.
+inline bool supported_head_dim(int64_t d) noexcept { return d == 64 || d == 128 || d == 256; }
+
+/// The query every attention op starts from: rank `rank`, on a CUDA device, bf16 with 16-byte
+/// aligned rows (check_bf16_rows). Returns its device.
+int check_query(const char* op, const TensorRef& q, int rank);
+/// q's last dim (head_dim) is one of supported_head_dim's and q has at least one head (the dim
+/// before it).
+void check_query_heads(const char* op, const TensorRef& q);
+
+/// A decode query holds one token per `per` ("sequence", "request"): q dim 1 is 1.
+void check_one_query_token(const char* op, const TensorRef& q, const char* per);
+/// A decode output: bf16 [batch, 1, q_heads, head_dim] on `device`, rows as q's.
+void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
+                      int device);
+
+/// q_heads / kv_heads (grouped-query attention): q's heads (the dim before its last) against the
+/// heads (dim 2) of K/V tensor `kv_name`, which has at least one. Throws unless they divide.
+int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv);
 
 /// log2(x) for a power of two, else −1.
 int exact_log2(int64_t x);

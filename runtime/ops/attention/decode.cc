@@ -89,6 +89,18 @@ kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kern
   return step;
 }
 
+void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const LoadedProgram& program,
+                  const DecodeParams& p, const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info) {
+  auto& decode = launch.step<0>();
+  decode.params = p;
+  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(head_dim));
+  decode.kernel = &program.kernel(0);
+  decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
+  decode.config.block[0] = static_cast<uint32_t>(shape.threads);
+  decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+  if (plan.num_splits > 1) launch.step<1>() = decode_merge_step(program.kernel(1), p, info);
+}
+
 DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan,
                                  const LoadedProgram* program, kjit::detail::Workspace workspace, const DeviceInfo& info) {
   Launch l;
@@ -98,14 +110,7 @@ DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, co
   if (plan.ctas > INT32_MAX) {
     kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split the batch", plan.ctas));
   }
-  auto& decode = l.step<0>();
-  decode.params = params(args, d, plan, workspace.data);
-  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(d.head_dim));
-  decode.kernel = &program->kernel(0);
-  decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
-  decode.config.block[0] = static_cast<uint32_t>(shape.threads);
-  decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  if (plan.num_splits > 1) l.step<1>() = decode_merge_step(program->kernel(1), decode.params, info);
+  decode_steps(l, *program, params(args, d, plan, workspace.data), plan, d.head_dim, info);
   return l;
 }
 

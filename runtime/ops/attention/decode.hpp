@@ -74,6 +74,12 @@ DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_coun
 kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kernel, const DecodeParams& p,
                                                          const DeviceInfo& info);
 
+/// The decode kernels' launches (contiguous or paged KV, as `program` and `p` say) into `launch`:
+/// the decode step (plan.ctas CTAs of head_dim's launch shape) and, when split, the merge step.
+/// Checks nothing: the ops check the workspace and the grid first.
+void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const LoadedProgram& program,
+                  const DecodeParams& p, const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info);
+
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);

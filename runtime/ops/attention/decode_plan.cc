@@ -3,6 +3,8 @@
 
 #include <kjit/error.hpp>
 
+#include "runtime/ops/attention/common.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,32 +27,19 @@ constexpr int kMaxAutoSplits = 256;
 namespace detail {
 
 DecodeDims validate_decode(const DecodeArgs& args) {
-  using kjit::detail::check_dim;
   using kjit::detail::check_dtype;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
   const TensorRef& q = args.q;
   const TensorRef& k = args.k;
   const TensorRef& v = args.v;
   const TensorRef& out = args.out;
 
-  check_rank(kOp, "q", q, 4);
-  if (q.device < 0) fail(kOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   DecodeDims d;
-  d.device = q.device;
-  kjit::detail::check_bf16_rows(kOp, "q", q, 4, d.device);
+  d.device = check_query(kOp, q, 4);
   d.batch = q.shape[0];
-  if (q.shape[1] != 1) {
-    fail(kOp, fmt::format("q dim 1 must be 1 (one query token per sequence: [batch, 1, q_heads, head_dim]), "
-                          "got {}",
-                          q.describe()));
-  }
+  check_one_query_token(kOp, q, "sequence");
+  check_query_heads(kOp, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
-  if (d.head_dim != 64 && d.head_dim != 128 && d.head_dim != 256) {
-    fail(kOp, fmt::format("q head_dim (dim 3) must be 64, 128 or 256, got {}", q.describe()));
-  }
-  if (d.q_heads < 1) fail(kOp, fmt::format("q must have at least one head, got {}", q.describe()));
 
   kjit::detail::check_bf16_rows(kOp, "k", k, 4, d.device);
   check_dim(kOp, "k", k, 0, d.batch, "batch (q dim 0)");
@@ -58,11 +47,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   d.max_kv_len = k.shape[1];
   d.kv_heads = k.shape[2];
   if (d.kv_heads < 1) fail(kOp, fmt::format("k must have at least one kv head, got {}", k.describe()));
-  if (d.q_heads % d.kv_heads != 0) {
-    fail(kOp, fmt::format("q_heads ({}, q dim 2) must be a multiple of kv_heads ({}, k dim 2), got q {} and k {}",
-                          d.q_heads, d.kv_heads, q.describe(), k.describe()));
-  }
-  d.group = d.q_heads / d.kv_heads;
+  d.group = check_gqa(kOp, q, "k", k);
 
   kjit::detail::check_bf16_rows(kOp, "v", v, 4, d.device);
   check_dim(kOp, "v", v, 0, d.batch, "batch (q dim 0)");
@@ -70,11 +55,7 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   check_dim(kOp, "v", v, 2, d.kv_heads, "kv_heads (k dim 2)");
   check_dim(kOp, "v", v, 3, d.head_dim, "head_dim (q dim 3)");
 
-  kjit::detail::check_bf16_rows(kOp, "out", out, 4, d.device);
-  check_dim(kOp, "out", out, 0, d.batch, "batch (q dim 0)");
-  check_dim(kOp, "out", out, 1, 1, "1 (one query token)");
-  check_dim(kOp, "out", out, 2, d.q_heads, "q_heads (q dim 2)");
-  check_dim(kOp, "out", out, 3, d.head_dim, "head_dim (q dim 3)");
+  check_decode_out(kOp, out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_kv_lens = args.kv_lens.ndim != 0;
   if (d.has_kv_lens) {

@@ -1,5 +1,5 @@
-// kjit::attention::attention: classify the call → resolve the variant for the device → run the
-// op (decode, paged_decode, prefill, paged_prefill) with the call's tensors.
+// kjit::attention::attention: classify the call → validate it once, as the classified op's
+// arguments → resolve the variant for the device → run that op from the validated dims.
 #include "runtime/ops/attention/entry.hpp"
 
 #include <kjit/device.hpp>
@@ -8,36 +8,14 @@
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged.hpp"
 #include "runtime/ops/attention/prefill.hpp"
-#include "runtime/ops/validate.hpp"
-
-#include <fmt/format.h>
-
-#include <cstdio>
-#include <cstdlib>
+#include "runtime/ops/attention/variant.hpp"
+#include "runtime/ops/pipeline.hpp"
 
 namespace kjit::attention {
 namespace {
 
 constexpr const char* kOp = "kjit::attention::attention";
 
-/// Preference order of the automatic choice.
-constexpr AttentionVariant kPreference[] = {AttentionVariant::kWgmma, AttentionVariant::kMma};
-
-const char* kind_name(AttentionKind kind) {
-  switch (kind) {
-    case AttentionKind::kDecode:
-      return "decode";
-    case AttentionKind::kPagedDecode:
-      return "paged decode";
-    case AttentionKind::kPrefill:
-      return "prefill";
-    case AttentionKind::kPagedPrefill:
-      return "paged prefill";
-  }
-  return "?";
-}
-
-/// A [batch, q_heads, 1] LSE seen as decode's [batch, q_heads]; 2-D passes through.
 TensorRef decode_lse(const TensorRef& lse) {
   if (lse.ndim != 3 || lse.shape[2] != 1) return lse;
   TensorRef t = lse;
@@ -108,42 +86,26 @@ PagedPrefillArgs to_paged_prefill(const AttentionArgs& a) {
   return p;
 }
 
-/// Host-only validation of the call as its kernel's op sees it (before any driver call).
-void validate_call(AttentionKind kind, const AttentionArgs& a) {
-  switch (kind) {
-    case AttentionKind::kDecode:
-      detail::validate_decode(to_decode(a));
-      break;
-    case AttentionKind::kPagedDecode:
-      detail::validate_paged_decode(to_paged_decode(a));
-      break;
-    case AttentionKind::kPrefill:
-      detail::validate_prefill(to_prefill(a));
-      break;
-    case AttentionKind::kPagedPrefill:
-      detail::validate_paged_prefill(to_paged_prefill(a), *a.plan);
-      break;
-  }
+/// Runs an op whose only kernel is mma.sync (decode, the paged ones) for its arguments `a`:
+/// validated once, then the variant rules, which still reject a request for wgmma or a device
+/// no variant runs on before any context is made, then the op from the validated dims.
+template <class Op>
+void run_mma_op(AttentionKind kind, const typename Op::Args& a, AttentionVariant requested,
+                AttentionVariant preferred, kjit::detail::Workspace workspace, CUstream stream, Runtime& runtime) {
+  const typename Op::Dims d = Op::validate(a);
+  detail::VariantCall call;
+  call.kind = kind;
+  call.target = device_info(d.device).target();
+  call.head_dim = d.head_dim;
+  detail::resolve_variant(requested, preferred, call);
+  kjit::detail::run_validated<Op>(a, d, workspace, stream, runtime);
 }
 
 }  // namespace
 
-const char* variant_name(AttentionVariant variant) noexcept {
-  switch (variant) {
-    case AttentionVariant::kAuto:
-      return "auto";
-    case AttentionVariant::kMma:
-      return "mma";
-    case AttentionVariant::kWgmma:
-      return "wgmma";
-  }
-  return "?";
-}
-
 namespace detail {
 
 AttentionKind classify_attention(const AttentionArgs& a) {
-  using kjit::detail::fail;
   if (a.q.ndim == 0) fail(kOp, "q is required");
   const bool paged = a.cache.indptr.ndim != 0 || a.cache.k.ndim != 0;
   const bool contiguous = a.k.ndim != 0 || a.v.ndim != 0;
@@ -162,72 +124,6 @@ AttentionKind classify_attention(const AttentionArgs& a) {
   if (ragged) fail(kOp, "ragged q (qo_indptr) needs a paged cache");
   if (a.q.ndim == 4 && a.q.shape[1] == 1) return AttentionKind::kDecode;
   return AttentionKind::kPrefill;
-}
-
-std::string variant_rejects(AttentionVariant variant, const VariantCall& call) {
-  switch (variant) {
-    case AttentionVariant::kAuto:
-      return "auto is not a kernel";
-    case AttentionVariant::kMma:
-      if (call.sm < 80) return fmt::format("mma needs sm_80+ (mma.sync bf16, cp.async), the device is sm_{}", call.sm);
-      if (call.head_dim != 64 && call.head_dim != 128 && call.head_dim != 256) {
-        return fmt::format("mma is specialized for head_dim 64, 128 or 256, not {}", call.head_dim);
-      }
-      return {};
-    case AttentionVariant::kWgmma:
-      if (call.kind != AttentionKind::kPrefill) {
-        return fmt::format("wgmma is a dense prefill kernel, not a {} one", kind_name(call.kind));
-      }
-      if (call.sm != 90) return fmt::format("wgmma needs sm_90a (Hopper wgmma, TMA), the device is sm_{}", call.sm);
-      if (call.head_dim != 64 && call.head_dim != 128) {
-        return fmt::format("wgmma is specialized for head_dim 64 or 128, not {}", call.head_dim);
-      }
-      if (call.has_mask) return "wgmma takes no bool mask (causal or full only)";
-      if (call.has_kv_lens) return "wgmma takes no per-request kv_lens (every request has max_kv_len keys)";
-      if (!call.tma_layout.empty()) return "wgmma cannot address the tensors with TMA: " + call.tma_layout;
-      return {};
-  }
-  return "unknown variant";
-}
-
-std::optional<AttentionVariant> parse_variant(std::string_view text) {
-  if (text.empty() || text == "auto") return AttentionVariant::kAuto;
-  if (text == "mma") return AttentionVariant::kMma;
-  if (text == "wgmma") return AttentionVariant::kWgmma;
-  return std::nullopt;
-}
-
-AttentionVariant resolve_variant(AttentionVariant requested, AttentionVariant env, const VariantCall& call) {
-  if (requested != AttentionVariant::kAuto) {
-    const std::string why = variant_rejects(requested, call);
-    if (!why.empty()) {
-      throw Unsupported(fmt::format("{}: the requested variant {} cannot run this {} call: {}", kOp,
-                                    variant_name(requested), kind_name(call.kind), why));
-    }
-    return requested;
-  }
-  if (env != AttentionVariant::kAuto && variant_rejects(env, call).empty()) return env;
-  std::string reasons;
-  for (AttentionVariant v : kPreference) {
-    const std::string why = variant_rejects(v, call);
-    if (why.empty()) return v;
-    reasons += fmt::format("{}{}", reasons.empty() ? "" : "; ", why);
-  }
-  throw Unsupported(fmt::format("{}: no variant can run this {} call: {}", kOp, kind_name(call.kind), reasons));
-}
-
-AttentionVariant env_variant() {
-  static const AttentionVariant variant = [] {
-    const char* text = std::getenv("KJIT_ATTN_VARIANT");
-    if (text == nullptr) return AttentionVariant::kAuto;
-    const std::optional<AttentionVariant> v = parse_variant(text);
-    if (!v) {
-      std::fprintf(stderr, "kjit: ignoring KJIT_ATTN_VARIANT=%s (expected auto, mma or wgmma)\n", text);
-      return AttentionVariant::kAuto;
-    }
-    return *v;
-  }();
-  return variant;
 }
 
 }  // namespace detail
@@ -253,36 +149,32 @@ size_t attention_workspace_bytes(const AttentionArgs& args) {
 void attention(const AttentionArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
                Runtime& runtime) {
   const AttentionKind kind = detail::classify_attention(args);
-  validate_call(kind, args);
-  const DeviceInfo& info = device_info(args.q.device);
-  detail::VariantCall call;
-  call.kind = kind;
-  call.sm = info.cc_major * 10 + info.cc_minor;
-  call.head_dim = args.q.shape[args.q.ndim - 1];
-  if (kind == AttentionKind::kPrefill) {
-    call.has_mask = args.mask.ndim != 0;
-    call.has_kv_lens = args.kv_lens.ndim != 0;
-    call.tma_layout = detail::prefill_tma_layout_reason(to_prefill(args));
-  }
-  const AttentionVariant variant = detail::resolve_variant(args.variant, detail::env_variant(), call);
-  // Decode and the paged kernels run on mma.sync (the only variant that takes them); prefill
-  // runs the resolved kernel.
+  const AttentionVariant preferred = detail::configured_variant(runtime.config());
+  const kjit::detail::Workspace ws{workspace, workspace_bytes};
+  // Each case validates the call once, as its op's arguments (argument errors name that op and
+  // come before any driver call), resolves the variant, then runs the op from those dims.
   switch (kind) {
     case AttentionKind::kDecode:
-      decode(to_decode(args), workspace, workspace_bytes, stream, runtime);
-      break;
+      run_mma_op<detail::DecodeOp>(kind, to_decode(args), args.variant, preferred, ws, stream, runtime);
+      return;
     case AttentionKind::kPagedDecode:
-      paged_decode(to_paged_decode(args), workspace, workspace_bytes, stream, runtime);
-      break;
+      run_mma_op<detail::PagedDecodeOp>(kind, to_paged_decode(args), args.variant, preferred, ws, stream, runtime);
+      return;
     case AttentionKind::kPrefill: {
-      PrefillArgs p = to_prefill(args);
-      p.variant = variant;
-      prefill(p, stream, runtime);
-      break;
+      const PrefillArgs a = to_prefill(args);
+      detail::PrefillDims d = detail::validate_prefill(a);
+      // The op's planner takes the resolved variant as a strict request (it re-checks, cheaply).
+      d.variant = detail::resolve_variant(args.variant, preferred,
+                                          detail::prefill_variant_call(d, device_info(d.device).target()));
+      kjit::detail::run_validated<detail::PrefillOp>(a, d, {}, stream, runtime);
+      return;
     }
-    case AttentionKind::kPagedPrefill:
-      paged_prefill(to_paged_prefill(args), *args.plan, workspace, workspace_bytes, stream, runtime);
-      break;
+    case AttentionKind::kPagedPrefill: {
+      const PagedPrefillArgs a = to_paged_prefill(args);
+      run_mma_op<detail::PagedPrefillOp>(kind, {a, *args.plan, workspace, workspace_bytes}, args.variant, preferred,
+                                         {}, stream, runtime);
+      return;
+    }
   }
 }
 

@@ -1,222 +1,20 @@
-// kjit::attention::paged_decode (validate → context, arch → split plan → kernel table → decode
-// kernel with the PagedKV source (+ merge)) and kjit::attention::append_paged_kv.
+// kjit::attention::paged_decode and append_paged_kv through the op pipeline: the launch values
+// (the decode kernel with the PagedKV source, then the merge kernel when split; the append
+// kernel) and the public entry points.
 #include "runtime/ops/attention/paged.hpp"
 
-#include <kjit/device.hpp>
 #include <kjit/error.hpp>
-#include <kjit/launch.hpp>
-
-#include "attention/decode_params.h"
-#include "attention/paged_append_params.h"
-#include "runtime/driver.hpp"
-#include "runtime/ops/kernel_table.hpp"
-#include "runtime/ops/validate.hpp"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <climits>
-#include <cmath>
-#include <string>
 
 namespace kjit::attention {
-namespace {
-
-constexpr const char* kDecodeOp = "kjit::attention::paged_decode";
-constexpr const char* kAppendOp = "kjit::attention::append_paged_kv";
-constexpr int kMinSm = 80;
-constexpr int kMaxSplits = 1024;
-
-struct DecodeChoice {
-  int32_t head_dim;
-  int32_t rows;
-};
-
-struct AppendChoice {
-  int32_t head_dim;
-  int32_t indptr;
-};
-
-ProgramSpec make_decode_spec(const ParamMap& params) {
-  return paged_decode_family().spec(paged_decode_family().parse(params));
-}
-
-ProgramSpec make_append_spec(const ParamMap& params) {
-  return paged_append_family().spec(paged_append_family().parse(params));
-}
-
-bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
-
-}  // namespace
-
 namespace detail {
 
-PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
-  const TensorRef& q = args.q;
-  check_rank(kDecodeOp, "q", q, 4);
-  if (q.device < 0) fail(kDecodeOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
-  PagedDecodeDims d;
-  d.device = q.device;
-  check_bf16_rows(kDecodeOp, "q", q, 4, d.device);
-  d.batch = q.shape[0];
-  if (q.shape[1] != 1) {
-    fail(kDecodeOp, fmt::format("q dim 1 must be 1 (one query token per request: [batch, 1, q_heads, head_dim]), "
-                                "got {}",
-                                q.describe()));
-  }
-  d.q_heads = q.shape[2];
-  d.head_dim = q.shape[3];
-  if (!supported_head_dim(d.head_dim)) {
-    fail(kDecodeOp, fmt::format("q head_dim (dim 3) must be 64, 128 or 256, got {}", q.describe()));
-  }
-  if (d.q_heads < 1) fail(kDecodeOp, fmt::format("q must have at least one head, got {}", q.describe()));
-  d.cache = validate_paged_cache(kDecodeOp, args.cache, d.device, d.batch, d.head_dim);
-  if (d.q_heads % d.cache.kv_heads != 0) {
-    fail(kDecodeOp, fmt::format("q_heads ({}, q dim 2) must be a multiple of kv_heads ({}, cache.k dim 2), got q {} "
-                                "and cache.k {}",
-                                d.q_heads, d.cache.kv_heads, q.describe(), args.cache.k.describe()));
-  }
-  d.group = d.q_heads / d.cache.kv_heads;
-
-  check_bf16_rows(kDecodeOp, "out", args.out, 4, d.device);
-  check_dim(kDecodeOp, "out", args.out, 0, d.batch, "batch (q dim 0)");
-  check_dim(kDecodeOp, "out", args.out, 1, 1, "1 (one query token)");
-  check_dim(kDecodeOp, "out", args.out, 2, d.q_heads, "q_heads (q dim 2)");
-  check_dim(kDecodeOp, "out", args.out, 3, d.head_dim, "head_dim (q dim 3)");
-
-  d.has_lse = args.lse.ndim != 0;
-  if (d.has_lse) {
-    check_f32(kDecodeOp, "lse", args.lse, 2, d.device);
-    check_dim(kDecodeOp, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(kDecodeOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
-  }
-  resolve_scale(kDecodeOp, args.scale, d.head_dim, true);
-  if (args.num_splits < 0 || args.num_splits > kMaxSplits) {
-    fail(kDecodeOp, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", kMaxSplits, args.num_splits));
-  }
-  if (args.kv_len_hint < 0) fail(kDecodeOp, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
-  constexpr int64_t kMax = INT32_MAX / 2;
-  if (d.batch * d.q_heads > kMax || d.cache.nnz > kMax) {
-    fail(kDecodeOp, fmt::format("sizes must stay below {} (batch·q_heads, nnz), got q {}", kMax, q.describe()));
-  }
-  return d;
-}
-
-int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
-  // Unlike the contiguous kernel, one paged CTA per SM leaves HBM idle while each tile waits on
-  // its page ids, so the planner fills every resident slot. Measured on the H200 (2026-11-30,
-  // graph-replayed, B16 Hq32 Hkv8 D128 L4096, contiguous 67.9 µs at 1 split): 1 / 2 / 3 / 4 splits
-  // take 85.8 / 74.4 / 87.0 / 79.4 µs at page 1, 82.7 / 73.9 / 85.4 / 78.2 at page 16 and
-  // 79.0 / 73.9 / 84.9 / 77.5 at page 64: two CTAs per SM (2 splits, 256 CTAs) are best.
-  return decode_resident_ctas(head_dim, max_smem_per_sm);
-}
-
-DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm) {
-  DecodeDims dd;
-  dd.device = d.device;
-  dd.batch = d.batch;
-  dd.q_heads = d.q_heads;
-  dd.kv_heads = d.cache.kv_heads;
-  dd.head_dim = d.head_dim;
-  dd.group = d.group;
-  int64_t hint = kv_len_hint;
-  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
-  dd.max_kv_len = std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
-  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm);
-  if (requested_splits > 0) plan.num_splits = requested_splits;
-  // Each request divides its own length into num_splits ranges on the device.
-  plan.split_tokens = 0;
-  plan.ctas = d.batch * d.cache.kv_heads * plan.m_tiles * plan.num_splits;
-  plan.o_part_bytes = 0;
-  plan.workspace_bytes = 0;
-  if (plan.num_splits > 1) {
-    const size_t rows = static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits);
-    plan.o_part_bytes = rows * static_cast<size_t>(d.head_dim) * sizeof(float);
-    plan.workspace_bytes = plan.o_part_bytes + (rows * sizeof(float) + 255) / 256 * 256;
-  }
-  return plan;
-}
-
-AppendDims validate_append(const AppendPagedKVArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
-  check_rank(kAppendOp, "k", args.k, 3);
-  if (args.k.device < 0) fail(kAppendOp, fmt::format("k must be on a CUDA device, got host memory {}", args.k.describe()));
-  AppendDims d;
-  d.device = args.k.device;
-  check_bf16_rows(kAppendOp, "k", args.k, 3, d.device);
-  check_bf16_rows(kAppendOp, "v", args.v, 3, d.device);
-  for (int i = 0; i < 3; ++i) {
-    if (args.v.shape[i] != args.k.shape[i]) {
-      fail(kAppendOp, fmt::format("v must have the shape of k, got k {} and v {}", args.k.describe(), args.v.describe()));
-    }
-  }
-  d.num_new = args.k.shape[0];
-  const int64_t head_dim = args.k.shape[2];
-  if (!supported_head_dim(head_dim)) {
-    fail(kAppendOp, fmt::format("k head_dim (dim 2) must be 64, 128 or 256, got {}", args.k.describe()));
-  }
-  d.cache = validate_paged_cache(kAppendOp, args.cache, d.device, -1, head_dim);
-  check_dim(kAppendOp, "k", args.k, 1, d.cache.kv_heads, "kv_heads (cache.k dim 2)");
-  const bool per_token = args.batch_indices.ndim != 0 || args.positions.ndim != 0;
-  d.indptr_mode = args.append_indptr.ndim != 0;
-  if (per_token == d.indptr_mode) {
-    fail(kAppendOp, "give either batch_indices and positions (per token) or append_indptr, not both or neither");
-  }
-  if (per_token) {
-    check_i32_vector(kAppendOp, "batch_indices", args.batch_indices, d.num_new, d.device);
-    check_i32_vector(kAppendOp, "positions", args.positions, d.num_new, d.device);
-  } else {
-    check_i32_vector(kAppendOp, "append_indptr", args.append_indptr, d.cache.batch + 1, d.device);
-  }
-  if (d.num_new > INT32_MAX / 2) fail(kAppendOp, fmt::format("num_new must stay below 2^30, got {}", args.k.describe()));
-  return d;
-}
-
-}  // namespace detail
-
-namespace {
-
-detail::DecodePlan paged_plan_for_device(const detail::PagedDecodeDims& d, const PagedDecodeArgs& args,
-                                         const DeviceInfo& info) {
-  return detail::plan_paged_decode(d, args.num_splits, args.kv_len_hint, info.sm_count,
-                                   detail::paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
-}
-
-}  // namespace
-
-size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args) {
-  const detail::PagedDecodeDims d = detail::validate_paged_decode(args);
-  if (args.num_splits == 1 || d.batch == 0) return 0;
-  return paged_plan_for_device(d, args, device_info(d.device)).workspace_bytes;
-}
-
-void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
-                  Runtime& runtime) {
-  const detail::PagedDecodeDims d = detail::validate_paged_decode(args);
-  const CUcontext context = kjit::detail::ensure_context(d.device);
-  const DeviceInfo& info = device_info(d.device);
-  detail::check_arch(kDecodeOp, info, d.device, kMinSm, "mma.sync bf16, cp.async");
-  if (d.batch == 0) return;
-  const detail::DecodePlan plan = paged_plan_for_device(d, args, info);
-  detail::check_workspace(kDecodeOp, plan.workspace_bytes, workspace, workspace_bytes,
-                          "the KV split partials (paged_decode_workspace_bytes)");
-  if (plan.ctas > INT32_MAX) kjit::detail::fail(kDecodeOp, fmt::format("{} CTAs exceed one launch", plan.ctas));
-
-  DecodeChoice choice{};
-  choice.head_dim = static_cast<int32_t>(d.head_dim);
-  choice.rows = plan.rows;
-  static kjit::detail::KernelTable<DecodeChoice> table;
-  const LoadedProgram& program = table.get(runtime, context, choice, [&choice] {
-    return make_decode_spec({{"head_dim", std::to_string(choice.head_dim)}, {"rows", std::to_string(choice.rows)}});
-  });
-
-  const float scale = detail::resolve_scale(kDecodeOp, args.scale, d.head_dim, true);
+DecodeParams PagedDecodeOp::params(const PagedDecodeArgs& args, const PagedDecodeDims& d, const DecodePlan& plan,
+                                   void* workspace) {
+  const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, true);
   const PagedKVCache& c = args.cache;
   DecodeParams p{};
   p.q = args.q.data;
@@ -254,35 +52,23 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
   p.page_size = static_cast<int32_t>(d.cache.page_size);
   p.page_shift = d.cache.page_shift;
   p.page_rows = d.cache.page_rows;
-
-  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(d.head_dim));
-  LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(plan.ctas);
-  config.block[0] = static_cast<uint32_t>(shape.threads);
-  config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  config.stream = stream;
-  launch(program.kernel(0), config, p);
-
-  if (plan.num_splits > 1) detail::decode_merge_step(program.kernel(1), p, info).launch(stream);
+  return p;
 }
 
-void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& runtime) {
-  const detail::AppendDims d = detail::validate_append(args);
-  const CUcontext context = kjit::detail::ensure_context(d.device);
-  const DeviceInfo& info = device_info(d.device);
-  detail::check_arch(kAppendOp, info, d.device, kMinSm, "the attention family's floor");
-  const int64_t items = d.num_new * d.cache.kv_heads * (d.cache.head_dim / 8);
-  if (items == 0 || d.cache.batch == 0) return;
+PagedDecodeOp::Launch PagedDecodeOp::build(const PagedDecodeArgs& args, const PagedDecodeDims& d,
+                                           const DecodePlan& plan, const LoadedProgram* program,
+                                           kjit::detail::Workspace workspace, const DeviceInfo& info) {
+  Launch l;
+  l.workspace_bytes = plan.workspace_bytes;
+  if (program == nullptr) return l;
+  check_workspace(kInfo.name, plan.workspace_bytes, workspace.data, workspace.bytes,
+                  "the KV split partials (paged_decode_workspace_bytes)");
+  if (plan.ctas > INT32_MAX) kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch", plan.ctas));
+  decode_steps(l, *program, params(args, d, plan, workspace.data), plan, d.head_dim, info);
+  return l;
+}
 
-  AppendChoice choice{};
-  choice.head_dim = static_cast<int32_t>(d.cache.head_dim);
-  choice.indptr = d.indptr_mode ? 1 : 0;
-  static kjit::detail::KernelTable<AppendChoice> table;
-  const LoadedProgram& program = table.get(runtime, context, choice, [&choice] {
-    return make_append_spec(
-        {{"head_dim", std::to_string(choice.head_dim)}, {"index", choice.indptr ? "indptr" : "positions"}});
-  });
-
+PagedAppendParams AppendOp::params(const AppendPagedKVArgs& args, const AppendDims& d, const AppendPlan& plan) {
   const PagedKVCache& c = args.cache;
   PagedAppendParams p{};
   p.k_new = args.k.data;
@@ -306,18 +92,43 @@ void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& ru
   p.pool_stride_page = static_cast<int64_t>(d.cache.page_rows) * d.cache.slot_stride;
   p.pool_stride_slot = d.cache.slot_stride;
   p.pool_stride_h = c.k.strides[2];
-  p.num_items = items;
+  p.num_items = plan.items;
   p.num_new = static_cast<int32_t>(d.num_new);
   p.batch = static_cast<int32_t>(d.cache.batch);
   p.kv_heads = static_cast<int32_t>(d.cache.kv_heads);
   p.page_size = static_cast<int32_t>(d.cache.page_size);
+  return p;
+}
 
-  LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(
-      std::min<int64_t>(detail::ceil_div(items, kPagedAppendThreads), int64_t{info.sm_count} * 8));
-  config.block[0] = kPagedAppendThreads;
-  config.stream = stream;
-  launch(program.kernel(0), config, p);
+AppendOp::Launch AppendOp::build(const AppendPagedKVArgs& args, const AppendDims& d, const AppendPlan& plan,
+                                 const LoadedProgram* program, kjit::detail::Workspace /*workspace*/,
+                                 const DeviceInfo& /*info*/) {
+  Launch l;
+  if (program == nullptr) return l;
+  auto& step = l.step<0>();
+  step.params = params(args, d, plan);
+  step.kernel = &program->kernel(0);
+  step.config.grid[0] = plan.grid;
+  step.config.block[0] = kPagedAppendThreads;
+  return l;
+}
+
+}  // namespace detail
+
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args) {
+  const detail::PagedDecodeDims d = detail::validate_paged_decode(args);
+  // One split or no request needs no partials: answer without the device (and without a driver).
+  if (args.num_splits == 1 || d.batch == 0) return 0;
+  return kjit::detail::workspace_bytes_validated<detail::PagedDecodeOp>(d);
+}
+
+void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
+                  Runtime& runtime) {
+  kjit::detail::run<detail::PagedDecodeOp>(args, {workspace, workspace_bytes}, stream, runtime);
+}
+
+void append_paged_kv(const AppendPagedKVArgs& args, CUstream stream, Runtime& runtime) {
+  kjit::detail::run<detail::AppendOp>(args, {}, stream, runtime);
 }
 
 }  // namespace kjit::attention

@@ -1,16 +1,20 @@
 #pragma once
-/// \file runtime/ops/attention_paged.hpp
-/// Internals of kjit::attention::paged_decode and kjit::attention::append_paged_kv
-/// (include/kjit/ops/attention.hpp): their kernel families, host-only validation and the paged
-/// split planner, exposed so tests can check every rejection and plan without a GPU.
+/// \file runtime/ops/attention/paged.hpp
+/// kjit::attention::paged_decode and kjit::attention::append_paged_kv
+/// (include/kjit/ops/attention.hpp) as ops of the pipeline (runtime/ops/pipeline.hpp): the pure
+/// validate and plan steps (paged_plan.cc) and the launch values (paged.cc), exposed so tests
+/// check every rejection and plan without a GPU. Paged decode is the decode kernel over the
+/// PagedKV source: it reuses the decode planner and merge step (decode.hpp).
 
-#include <kjit/families.hpp>
-
-#include "runtime/families/attention.hpp"
+#include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "attention/decode_params.h"
+#include "attention/paged_append_params.h"
+#include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/common.hpp"
 #include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/pipeline.hpp"
 
 #include <cstdint>
 
@@ -27,10 +31,12 @@ struct PagedDecodeDims {
   int64_t group = 0;
   PagedCacheDims cache;
   bool has_lse = false;
+  int requested_splits = 0;  ///< PagedDecodeArgs::num_splits (0 = choose)
+  int64_t kv_len_hint = 0;   ///< PagedDecodeArgs::kv_len_hint (0 = nnz · page_size / batch)
 };
 
-/// Checks `args` against the contract. Host only. Throws InvalidArgument
-/// "kjit::attention::paged_decode: <tensor> <rule>, got ...".
+/// Checks `args` against the contract. Pure host code: no driver call, no allocation unless it
+/// throws. Throws InvalidArgument "kjit::attention::paged_decode: <tensor> <rule>, got ...".
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
 
 /// CTAs per SM the paged decode planner counts as slots: every resident one (decode_resident_ctas;
@@ -43,6 +49,25 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 DecodePlan plan_paged_decode(const PagedDecodeDims& dims, int requested_splits, int64_t kv_len_hint, int sm_count,
                              int ctas_per_sm);
 
+/// kjit::attention::paged_decode in the op pipeline.
+struct PagedDecodeOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_decode", 80, "mma.sync bf16, cp.async"};
+  using Args = PagedDecodeArgs;
+  using Dims = PagedDecodeDims;
+  using Plan = DecodePlan;
+  using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
+
+  static Dims validate(const Args& args) { return validate_paged_decode(args); }
+  /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each), and the family point;
+  /// no family for an empty batch. Pure.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// The decode kernel's Params (PagedKV source) for `args` under `plan`, partials in `workspace`.
+  static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
+  /// Checks the workspace and the grid, then the decode step and (split) the merge step.
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
+
 /// The shape of validated AppendPagedKVArgs.
 struct AppendDims {
   int device = 0;
@@ -51,8 +76,32 @@ struct AppendDims {
   PagedCacheDims cache;
 };
 
-/// Checks `args`. Host only. Throws InvalidArgument "kjit::attention::append_paged_kv: ...".
+/// Checks `args`. Pure host code. Throws InvalidArgument "kjit::attention::append_paged_kv: ...".
 AppendDims validate_append(const AppendPagedKVArgs& args);
+
+/// How an append runs: one thread per 16-byte chunk of a new row (head_dim / 8 per token and
+/// head), grid-strided over at most 8 CTAs per SM.
+struct AppendPlan {
+  kjit::detail::Choice choice;  ///< no family when there is nothing to write
+  int64_t items = 0;            ///< num_new · kv_heads · head_dim / 8
+  uint32_t grid = 0;            ///< CTAs of kPagedAppendThreads
+};
+
+/// kjit::attention::append_paged_kv in the op pipeline.
+struct AppendOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::append_paged_kv", 80, "the attention family's floor"};
+  using Args = AppendPagedKVArgs;
+  using Dims = AppendDims;
+  using Plan = AppendPlan;
+  using Launch = kjit::detail::Launches<PagedAppendParams>;
+
+  static Dims validate(const Args& args) { return validate_append(args); }
+  /// The grid and the family point (head_dim, index mode); pure.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  static PagedAppendParams params(const Args& args, const Dims& dims, const Plan& plan);
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
 
 }  // namespace detail
 }  // namespace kjit::attention

@@ -1,17 +1,24 @@
 #pragma once
-/// \file runtime/ops/attention_prefill.hpp
-/// Internals of kjit::attention::prefill and kjit::attention::paged_prefill
-/// (include/kjit/ops/attention.hpp): their kernel families (one kernel body,
-/// kernel_sources/attention/prefill.cu), host-only validation and the tile-size choice, exposed so
-/// tests can check every rejection and plan without a GPU.
+/// \file runtime/ops/attention/prefill.hpp
+/// kjit::attention::prefill and kjit::attention::paged_prefill (include/kjit/ops/attention.hpp)
+/// as ops of the pipeline (runtime/ops/pipeline.hpp): the pure validate and plan steps
+/// (prefill_plan.cc) and the launch values (prefill.cc; the sm_90a kernel's tensor maps in
+/// prefill_sm90.cc), exposed so tests check every rejection and plan without a GPU. Dense
+/// prefill runs one of two families, chosen by the variant rules (variant.hpp): the mma.sync
+/// split-Q kernel (attention.prefill) or the TMA + wgmma kernel (attention.prefill_sm90). Paged
+/// prefill is the mma.sync kernel body with a packed Q schedule and the PagedKV source.
 
-#include <kjit/families.hpp>
-
-#include "runtime/families/attention.hpp"
+#include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "attention/prefill_params.h"
+#include "attention/prefill_sm90_params.h"
+#include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/common.hpp"
+#include "runtime/ops/attention/variant.hpp"
+#include "runtime/ops/pipeline.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -32,15 +39,24 @@ struct PrefillDims {
   bool has_kv_lens = false;
   int mask_rank = 0;  ///< 0 (none), 2 or 3
   bool has_lse = false;
+  int block_m = 0;    ///< PrefillArgs::block_m (0 = choose)
+  AttentionVariant variant = AttentionVariant::kAuto;  ///< PrefillArgs::variant
+  /// prefill_tma_layout_reason(args): "" (no allocation) for every layout TMA can address.
+  std::string tma_layout;
 };
 
-/// Checks `args` against the contract. Host only: no driver call. Throws InvalidArgument
+/// Checks `args` against the contract. Pure host code: no driver call; no allocation unless it
+/// throws or TMA cannot address the layout. Throws InvalidArgument
 /// "kjit::attention::prefill: <tensor> <rule>, got ...".
 PrefillDims validate_prefill(const PrefillArgs& args);
 
 /// Why the wgmma prefill cannot address q/k/v/out through TMA tensor maps ("" when it can):
 /// negative strides or strides of 2^39 elements or more. Host only.
 std::string prefill_tma_layout_reason(const PrefillArgs& args);
+
+/// What the variant rules see of a validated dense prefill on a device of `target`. Views
+/// dims.tma_layout: `dims` must outlive it.
+VariantCall prefill_variant_call(const PrefillDims& dims, const Target& target);
 
 /// Query rows per CTA for a dense prefill: 64 when q_len ≤ 64 or when 128-row tiles would not
 /// fill one wave of the device (sm_count · ctas_per_sm CTAs), else 128 (two m16 tiles per warp
@@ -50,7 +66,51 @@ int choose_prefill_block_m(const PrefillDims& dims, int sm_count, int ctas_per_s
 /// CTAs of the prefill kernel resident per SM (shared memory bound, 1..2).
 int prefill_ctas_per_sm(int64_t head_dim, int block_m, int max_smem_per_sm);
 
-/// The shape of validated PagedPrefillArgs.
+/// How a dense prefill runs.
+struct PrefillPlan {
+  /// attention.prefill (head_dim, block_m, mask) or attention.prefill_sm90 (head_dim); no family
+  /// when there is nothing to do (batch or q_len 0). A forced plan keeps it consistent with
+  /// `variant`.
+  kjit::detail::Choice choice;
+  AttentionVariant variant = AttentionVariant::kMma;  ///< kMma or kWgmma: the kernel that runs
+  int block_m = 0;        ///< query rows per CTA (the sm_90a kernel's is fixed: 128)
+  int64_t q_tiles = 0;    ///< ceil(q_len / block_m): grid x
+  size_t workspace_bytes = 0;  ///< always 0: prefill needs no scratch
+};
+
+/// kjit::attention::prefill in the op pipeline.
+struct PrefillOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", 80, "mma.sync bf16, ldmatrix, cp.async"};
+  using Args = PrefillArgs;
+  using Dims = PrefillDims;
+  using Plan = PrefillPlan;
+  /// Step 0 runs the mma.sync kernel, step 1 the sm_90a one; the plan fills exactly one.
+  using Launch = kjit::detail::Launches<PrefillParams, PrefillSm90Params>;
+
+  static Dims validate(const Args& args) { return validate_prefill(args); }
+  /// The variant (resolve_variant: dims.variant, strict unless kAuto; kAuto prefers wgmma where
+  /// it can run), then its family point and tile; pure. Throws Unsupported when a requested
+  /// variant cannot run the call on `info`'s device.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// The mma.sync kernel's Params for `args` under `plan`; pure.
+  static PrefillParams params(const Args& args, const Dims& dims, const Plan& plan);
+  /// The sm_90a kernel's Params: encodes the four TMA tensor maps (a driver call, no launch).
+  static PrefillSm90Params params_sm90(const Args& args, const Dims& dims, const Plan& plan);
+  static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
+
+/// A paged_prefill call: its arguments, the host plan they were built for, and the device
+/// workspace the plan's work map was uploaded to (checked with the arguments, before any driver
+/// call, so it travels with them rather than as the pipeline's Workspace).
+struct PagedPrefillCall {
+  const PagedPrefillArgs& args;
+  const PagedPrefillPlan& plan;
+  const void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+/// The shape of validated PagedPrefillArgs (and what the op needs of their host plan).
 struct PagedPrefillDims {
   int device = 0;
   int64_t total_q = 0;
@@ -59,10 +119,37 @@ struct PagedPrefillDims {
   int64_t group = 0;
   PagedCacheDims cache;
   bool has_lse = false;
+  int tile_rows = 0;      ///< PagedPrefillPlan::tile_rows
+  int64_t num_work = 0;   ///< PagedPrefillPlan::num_work()
 };
 
-/// Checks `args` against the contract and against `plan`. Host only.
+/// Checks `args` against the contract and against `plan`. Pure host code. Throws
+/// InvalidArgument "kjit::attention::paged_prefill: ...".
 PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan);
+
+/// How a paged prefill runs: its host plan decided everything; this names the kernel.
+struct PagedPrefillOpPlan {
+  kjit::detail::Choice choice;  ///< attention.paged_prefill (head_dim, tile_rows); none without work
+  size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
+};
+
+/// kjit::attention::paged_prefill in the op pipeline.
+struct PagedPrefillOp {
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", 80, "mma.sync bf16, ldmatrix, cp.async"};
+  using Args = PagedPrefillCall;
+  using Dims = PagedPrefillDims;
+  using Plan = PagedPrefillOpPlan;
+  using Launch = kjit::detail::Launches<PrefillParams>;
+
+  /// validate_paged_prefill, then the work map's workspace (InvalidArgument naming the bytes).
+  static Dims validate(const Args& call);
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// The kernel's Params for `call` (the work map read from call.workspace); pure.
+  static PrefillParams params(const Args& call, const Dims& dims);
+  /// The launch value; the pipeline's `workspace` is unused (see PagedPrefillCall).
+  static Launch build(const Args& call, const Dims& dims, const Plan& plan, const LoadedProgram* program,
+                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+};
 
 }  // namespace detail
 }  // namespace kjit::attention

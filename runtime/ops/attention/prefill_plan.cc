@@ -1,0 +1,273 @@
+// kjit::attention::prefill and paged_prefill, the pure steps: validation, the variant and tile
+// choice, and the ragged work map (plan_paged_prefill).
+#include "runtime/ops/attention/prefill.hpp"
+
+#include <kjit/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <utility>
+
+namespace kjit::attention {
+namespace {
+
+constexpr const char* kPrefillOp = detail::PrefillOp::kInfo.name;
+constexpr const char* kPagedOp = detail::PagedPrefillOp::kInfo.name;
+constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
+constexpr int64_t kMaxGridYZ = 65535;
+
+/// TMA's limit on a global stride (bytes), cuTensorMapEncodeTiled: below 2^40.
+constexpr int64_t kTmaMaxStrideBytes = int64_t{1} << 40;
+
+/// Why BLHD bf16 tensor `t` cannot be a 4-D (d, token, head, batch) tensor map ("" when it can).
+/// Rows are already 16-byte aligned (check_bf16_rows); TMA also wants non-negative strides below
+/// 2^40 bytes. A dim of extent 1 is never stepped, so its stride does not matter.
+std::string tma_reason(const char* name, const TensorRef& t) {
+  for (int dim = 0; dim < 3; ++dim) {
+    if (t.shape[dim] > 1 && (t.strides[dim] < 0 || t.strides[dim] * 2 >= kTmaMaxStrideBytes)) {
+      return fmt::format("{} stride of dim {} must be in [0, 2^39) elements, got {}", name, dim, t.describe());
+    }
+  }
+  return {};
+}
+
+/// Row strides the kernels keep in 32 bits (ContigKV/PagedKV row bytes).
+void check_row_bytes(const char* op, const char* name, const TensorRef& t, int dim) {
+  if (t.shape[dim] > 1 && std::abs(t.strides[dim]) * 2 >= INT32_MAX) {
+    kjit::detail::fail(op, fmt::format("{} stride of dim {} must stay below 2^30 elements, got {}", name, dim,
+                                       t.describe()));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+PrefillDims validate_prefill(const PrefillArgs& args) {
+  const TensorRef& q = args.q;
+  PrefillDims d;
+  d.device = check_query(kPrefillOp, q, 4);
+  check_query_heads(kPrefillOp, q);
+  d.batch = q.shape[0];
+  d.q_len = q.shape[1];
+  d.q_heads = q.shape[2];
+  d.head_dim = q.shape[3];
+
+  check_bf16_rows(kPrefillOp, "k", args.k, 4, d.device);
+  check_dim(kPrefillOp, "k", args.k, 0, d.batch, "batch (q dim 0)");
+  check_dim(kPrefillOp, "k", args.k, 3, d.head_dim, "head_dim (q dim 3)");
+  d.max_kv_len = args.k.shape[1];
+  d.kv_heads = args.k.shape[2];
+  if (d.kv_heads < 1) fail(kPrefillOp, fmt::format("k must have at least one kv head, got {}", args.k.describe()));
+  d.group = check_gqa(kPrefillOp, q, "k", args.k);
+  check_bf16_rows(kPrefillOp, "v", args.v, 4, d.device);
+  check_dim(kPrefillOp, "v", args.v, 0, d.batch, "batch (q dim 0)");
+  check_dim(kPrefillOp, "v", args.v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
+  check_dim(kPrefillOp, "v", args.v, 2, d.kv_heads, "kv_heads (k dim 2)");
+  check_dim(kPrefillOp, "v", args.v, 3, d.head_dim, "head_dim (q dim 3)");
+  check_row_bytes(kPrefillOp, "k", args.k, 1);
+  check_row_bytes(kPrefillOp, "v", args.v, 1);
+
+  check_bf16_rows(kPrefillOp, "out", args.out, 4, d.device);
+  check_dim(kPrefillOp, "out", args.out, 0, d.batch, "batch (q dim 0)");
+  check_dim(kPrefillOp, "out", args.out, 1, d.q_len, "q_len (q dim 1)");
+  check_dim(kPrefillOp, "out", args.out, 2, d.q_heads, "q_heads (q dim 2)");
+  check_dim(kPrefillOp, "out", args.out, 3, d.head_dim, "head_dim (q dim 3)");
+
+  d.has_kv_lens = args.kv_lens.ndim != 0;
+  if (d.has_kv_lens) check_i32_vector(kPrefillOp, "kv_lens", args.kv_lens, d.batch, d.device);
+
+  if (args.mask.ndim != 0) {
+    const TensorRef& m = args.mask;
+    if (m.ndim != 2 && m.ndim != 3) {
+      fail(kPrefillOp, fmt::format("mask must be 2-d [batch, max_kv_len] or 3-d [batch, q_len, max_kv_len], got {}",
+                                   m.describe()));
+    }
+    d.mask_rank = m.ndim;
+    check_sizes(kPrefillOp, "mask", m);
+    kjit::detail::check_dtype(kPrefillOp, "mask", m, {DType::kBool, DType::kU8});
+    kjit::detail::check_device(kPrefillOp, "mask", m, d.device);
+    check_dim(kPrefillOp, "mask", m, 0, d.batch, "batch (q dim 0)");
+    if (m.ndim == 3) check_dim(kPrefillOp, "mask", m, 1, d.q_len, "q_len (q dim 1)");
+    check_dim(kPrefillOp, "mask", m, m.ndim - 1, d.max_kv_len, "max_kv_len (k dim 1)");
+    check_not_null(kPrefillOp, "mask", m);
+  }
+
+  d.has_lse = args.lse.ndim != 0;
+  if (d.has_lse) {
+    check_f32(kPrefillOp, "lse", args.lse, 3, d.device);
+    check_dim(kPrefillOp, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
+    check_dim(kPrefillOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
+    check_dim(kPrefillOp, "lse", args.lse, 2, d.q_len, "q_len (q dim 1)");
+  }
+  resolve_scale(kPrefillOp, args.scale, d.head_dim, false);
+  if (args.block_m != 0 && args.block_m != 64 && args.block_m != 128) {
+    fail(kPrefillOp, fmt::format("block_m must be 0 (choose), 64 or 128, got {}", args.block_m));
+  }
+
+  constexpr int64_t kMax = INT32_MAX / 2;
+  if (d.q_len > kMax || d.max_kv_len > kMax || d.q_heads > kMaxGridYZ || d.batch > kMaxGridYZ ||
+      ceil_div(d.q_len, 64) * d.q_heads > kMax) {
+    fail(kPrefillOp, fmt::format("sizes out of range (q_len, max_kv_len < 2^30; q_heads, batch <= {}), got q {} and k {}",
+                                 kMaxGridYZ, q.describe(), args.k.describe()));
+  }
+  d.block_m = args.block_m;
+  d.variant = args.variant;
+  d.tma_layout = prefill_tma_layout_reason(args);
+  return d;
+}
+
+std::string prefill_tma_layout_reason(const PrefillArgs& args) {
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef&>{"q", args.q}, {"k", args.k}, {"v", args.v},
+                                {"out", args.out}}) {
+    if (t.ndim != 4) return fmt::format("{} must be 4-d", name);
+    std::string why = tma_reason(name, t);
+    if (!why.empty()) return why;
+  }
+  return {};
+}
+
+VariantCall prefill_variant_call(const PrefillDims& d, const Target& target) {
+  VariantCall call;
+  call.kind = AttentionKind::kPrefill;
+  call.target = target;
+  call.head_dim = d.head_dim;
+  call.has_mask = d.mask_rank != 0;
+  call.has_kv_lens = d.has_kv_lens;
+  call.tma_layout = d.tma_layout;
+  return call;
+}
+
+int prefill_ctas_per_sm(int64_t head_dim, int block_m, int max_smem_per_sm) {
+  const int smem = prefill_launch_shape(static_cast<int>(head_dim), block_m).smem_bytes;
+  const int fit = smem > 0 ? max_smem_per_sm / (smem + 1024) : 1;
+  return std::clamp(fit, 1, 2);
+}
+
+int choose_prefill_block_m(const PrefillDims& d, int sm_count, int ctas_per_sm) {
+  if (d.q_len <= 64) return 64;
+  const int64_t ctas = ceil_div(d.q_len, 128) * d.q_heads * d.batch;
+  return ctas < int64_t{sm_count} * std::max(ctas_per_sm, 1) ? 64 : 128;
+}
+
+PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
+  PrefillPlan plan;
+  // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
+  plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, prefill_variant_call(d, info.target()));
+  if (d.batch == 0 || d.q_len == 0) return plan;
+  if (plan.variant == AttentionVariant::kWgmma) {
+    plan.block_m = prefill_sm90_launch_shape(static_cast<int>(d.head_dim)).block_m;
+    plan.choice.family = &prefill_sm90_family();
+    plan.choice.point = prefill_sm90_family().point({d.head_dim});
+  } else {
+    plan.block_m = d.block_m != 0 ? d.block_m
+                                  : choose_prefill_block_m(d, info.sm_count,
+                                                           prefill_ctas_per_sm(d.head_dim, 128, info.max_smem_per_sm));
+    plan.choice.family = &prefill_family();
+    plan.choice.point = prefill_family().point({d.head_dim, plan.block_m, d.mask_rank != 0 ? 1 : 0});
+  }
+  plan.q_tiles = ceil_div(d.q_len, plan.block_m);
+  return plan;
+}
+
+PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan) {
+  const TensorRef& q = args.q;
+  PagedPrefillDims d;
+  d.device = check_query(kPagedOp, q, 3);
+  check_query_heads(kPagedOp, q);
+  d.total_q = q.shape[0];
+  d.q_heads = q.shape[1];
+  d.head_dim = q.shape[2];
+  if (plan.tile_rows != 64 && plan.tile_rows != 128) {
+    fail(kPagedOp, fmt::format("plan has tile_rows {} (not from plan_paged_prefill?)", plan.tile_rows));
+  }
+  if (plan.head_dim != d.head_dim) {
+    fail(kPagedOp, fmt::format("plan was built for head_dim {}, q has {}", plan.head_dim, q.describe()));
+  }
+  if (plan.total_q != d.total_q) {
+    fail(kPagedOp, fmt::format("q dim 0 must be the plan's total_q = qo_indptr[batch] = {}, got {}", plan.total_q,
+                               q.describe()));
+  }
+  if (plan.q_tile_to_index.size() != plan.q_tile_to_batch.size()) fail(kPagedOp, "plan's work map is inconsistent");
+  check_i32_vector(kPagedOp, "qo_indptr", args.qo_indptr, plan.batch + 1, d.device);
+  d.cache = validate_paged_cache(kPagedOp, args.cache, d.device, plan.batch, d.head_dim);
+  d.group = check_gqa(kPagedOp, q, "cache.k", args.cache.k);
+  check_bf16_rows(kPagedOp, "out", args.out, 3, d.device);
+  check_dim(kPagedOp, "out", args.out, 0, d.total_q, "total_q (q dim 0)");
+  check_dim(kPagedOp, "out", args.out, 1, d.q_heads, "q_heads (q dim 1)");
+  check_dim(kPagedOp, "out", args.out, 2, d.head_dim, "head_dim (q dim 2)");
+  d.has_lse = args.lse.ndim != 0;
+  if (d.has_lse) {
+    check_f32(kPagedOp, "lse", args.lse, 2, d.device);
+    check_dim(kPagedOp, "lse", args.lse, 0, d.q_heads, "q_heads (q dim 1)");
+    check_dim(kPagedOp, "lse", args.lse, 1, d.total_q, "total_q (q dim 0)");
+  }
+  resolve_scale(kPagedOp, args.scale, d.head_dim, false);
+  constexpr int64_t kMax = INT32_MAX / 2;
+  if (d.total_q > kMax || d.q_heads > kMaxGridYZ || plan.num_work() * d.q_heads > kMax) {
+    fail(kPagedOp, fmt::format("sizes out of range (total_q < 2^30, q_heads <= {}), got q {}", kMaxGridYZ,
+                               q.describe()));
+  }
+  d.tile_rows = plan.tile_rows;
+  d.num_work = plan.num_work();
+  return d;
+}
+
+PagedPrefillDims PagedPrefillOp::validate(const PagedPrefillCall& call) {
+  const PagedPrefillDims d = validate_paged_prefill(call.args, call.plan);
+  check_workspace(kPagedOp, call.plan.workspace_bytes, call.workspace, call.workspace_bytes,
+                  "the plan's work map (upload_paged_prefill_plan)");
+  return d;
+}
+
+PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& /*info*/) {
+  PagedPrefillOpPlan plan;
+  if (d.num_work == 0) return plan;
+  plan.choice.family = &paged_prefill_family();
+  plan.choice.point = paged_prefill_family().point({d.head_dim, d.tile_rows});
+  return plan;
+}
+
+}  // namespace detail
+
+PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim, int tile_rows) {
+  using detail::fail;
+  if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
+  if (!detail::supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be 64, 128 or 256, got {}", head_dim));
+  if (tile_rows != 0 && tile_rows != 64 && tile_rows != 128) {
+    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), 64 or 128, got {}", tile_rows));
+  }
+  if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
+  if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));
+  int64_t nonempty = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (qo_indptr_host[b + 1] < qo_indptr_host[b]) {
+      fail(kPlanOp, fmt::format("qo_indptr must be non-decreasing, got qo_indptr[{}] = {} > qo_indptr[{}] = {}", b,
+                                qo_indptr_host[b], b + 1, qo_indptr_host[b + 1]));
+    }
+    nonempty += qo_indptr_host[b + 1] > qo_indptr_host[b];
+  }
+  PagedPrefillPlan plan;
+  plan.batch = batch;
+  plan.head_dim = head_dim;
+  plan.total_q = qo_indptr_host[batch];
+  if (plan.total_q > INT32_MAX / 2) fail(kPlanOp, fmt::format("total_q must stay below 2^30, got {}", plan.total_q));
+  // Short requests (decode-like or small chunks) waste most of a 128-row tile.
+  plan.tile_rows = tile_rows != 0 ? tile_rows : (nonempty > 0 && plan.total_q / nonempty <= 64 ? 64 : 128);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int32_t len = qo_indptr_host[b + 1] - qo_indptr_host[b];
+    for (int32_t t = 0; int64_t{t} * plan.tile_rows < len; ++t) {
+      plan.q_tile_to_batch.push_back(static_cast<int32_t>(b));
+      plan.q_tile_to_index.push_back(t);
+    }
+  }
+  const size_t map_bytes = (plan.q_tile_to_batch.size() * sizeof(int32_t) + 255) / 256 * 256;
+  plan.map_index_offset = map_bytes;
+  plan.workspace_bytes = 2 * map_bytes;
+  return plan;
+}
+
+}  // namespace kjit::attention
