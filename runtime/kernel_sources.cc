@@ -1,5 +1,7 @@
 #include "runtime/kernel_sources.hpp"
 
+#include "runtime/toolkit_memo.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -213,23 +216,28 @@ struct ToolkitClosure {
 };
 
 // Toolkit files, read once per process: whether a path exists, a file's digest and includes,
-// and the closure of each toolkit file reached.
+// and the closure of each toolkit file reached; closures also come from and go to the records
+// of toolkit_memo.hpp, so that a new process can take them from stat calls.
 class ToolkitMemo {
  public:
   struct File {
     std::string xxh3;
     std::vector<Include> includes;
+    FileStamp stamp;       // of the bytes read
+    bool settled = false;  // the stamp can vouch for these bytes in a later process
   };
 
-  bool exists(const std::string& path) {
+  FileStamp stat(const std::string& path) {
     {
       std::lock_guard lock(mutex_);
-      if (auto it = exists_.find(path); it != exists_.end()) return it->second;
+      if (auto it = stats_.find(path); it != stats_.end()) return it->second;
     }
-    const bool found = is_regular_file(path);
+    const FileStamp s = stamp_path(path);
     std::lock_guard lock(mutex_);
-    return exists_.emplace(path, found).first->second;
+    return stats_.emplace(path, s).first->second;
   }
+
+  bool exists(const std::string& path) { return stat(path).regular; }
 
   // nullptr when the file cannot be read.
   const File* file(const std::string& path) {
@@ -240,8 +248,10 @@ class ToolkitMemo {
     // Read into one reused buffer: the toolkit closure is megabytes, and fresh memory (or a
     // mapping) per file costs more in page faults than the copy.
     thread_local std::string buffer;
+    const int64_t start = realtime_ns();
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return nullptr;
+    const FileStamp before = stamp_fd(fd);
     size_t got = 0;
     for (;;) {
       if (buffer.size() - got < 65536) buffer.resize(std::max<size_t>(buffer.size() * 2, got + 65536));
@@ -250,29 +260,117 @@ class ToolkitMemo {
       if (n <= 0) break;
       got += static_cast<size_t>(n);
     }
+    // A stamp that moved while we read does not describe the bytes we got.
+    const FileStamp after = stamp_fd(fd);
     ::close(fd);
+    files_read_.fetch_add(1, std::memory_order_relaxed);
     const std::string_view text(buffer.data(), got);
-    auto f = std::make_unique<File>(File{digest(text), scan_includes(text)});
+    auto f = std::make_unique<File>(File{digest(text), scan_includes(text), after,
+                                         before == after && got == after.size && stamp_is_settled(after, start)});
     std::lock_guard lock(mutex_);
     return files_.emplace(path, std::move(f)).first->second.get();  // a racing reader's copy is equal
   }
 
-  // The closure of toolkit file `path` found in `dirs` alone (see ToolkitClosure).
-  const ToolkitClosure& closure(const std::string& path, const std::vector<std::string>& dirs) {
+  // The closure of toolkit file `path` found in `ip.toolkit_dirs` alone (see ToolkitClosure):
+  // from this process's memo, else from the record if every check still holds, else walked.
+  const ToolkitClosure& closure(const std::string& path, const IncludePath& ip) {
+    const std::vector<std::string>& dirs = ip.toolkit_dirs;
     const std::string memo_key = path + '\0' + fmt::format("{}", fmt::join(dirs, std::string(1, '\0')));
     {
       std::lock_guard lock(mutex_);
       if (auto it = closures_.find(memo_key); it != closures_.end()) return *it->second;
     }
+    const std::string record = ip.toolkit_memo_dir.empty() ? std::string() : memo_record_path(ip.toolkit_memo_dir, dirs);
+    std::unique_ptr<ToolkitClosure> c;
+    if (!record.empty()) c = from_record(record, path, dirs);
+    if (!c) {
+      MemoClosure stored;
+      const bool persist = walk(path, dirs, c, stored);
+      if (persist && ip.toolkit_memo_writable && !record.empty()) {
+        std::lock_guard lock(record_mutex_);
+        records_[record].added[path] = std::move(stored);
+        dirty_.store(true, std::memory_order_release);
+      }
+    }
+    std::lock_guard lock(mutex_);
+    return *closures_.emplace(memo_key, std::move(c)).first->second;
+  }
+
+  // Writes the closures this process walked into its record, merged with what the record on
+  // disk holds now (another process may have added some since we read it).
+  void flush(const IncludePath& ip) {
+    if (!dirty_.load(std::memory_order_acquire) || ip.toolkit_memo_dir.empty()) return;
+    const std::string path = memo_record_path(ip.toolkit_memo_dir, ip.toolkit_dirs);
+    std::lock_guard lock(record_mutex_);
+    auto it = records_.find(path);
+    if (it == records_.end() || it->second.added.empty()) return;
+    Record& r = it->second;
+    MemoRecord out;
+    out.toolkit_dirs = ip.toolkit_dirs;
+    for (auto& [root, c] : r.added) out.closures.push_back(c);
+    if (std::optional<MemoRecord> now = load_memo(path, ip.toolkit_dirs)) {
+      for (MemoClosure& c : now->closures) {
+        // Roots are what user code includes from the toolkit, a handful; the cap only guards
+        // against a record that grows without end.
+        if (r.added.count(c.root) || out.closures.size() >= kMaxClosuresPerRecord) continue;
+        out.closures.push_back(std::move(c));
+      }
+    }
+    std::sort(out.closures.begin(), out.closures.end(),
+              [](const MemoClosure& a, const MemoClosure& b) { return a.root < b.root; });
+    // One attempt per walked closure: a cache that refuses the write is not asked again.
+    if (save_memo(path, out)) records_written_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& [root, c] : r.added) r.stored[root] = std::move(c);
+    r.added.clear();
+    bool more = false;
+    for (const auto& [p, rec] : records_) more = more || !rec.added.empty();
+    dirty_.store(more, std::memory_order_release);
+  }
+
+  ToolkitMemoCounters counters() const {
+    ToolkitMemoCounters c;
+    c.files_read = files_read_.load(std::memory_order_relaxed);
+    c.records_loaded = records_loaded_.load(std::memory_order_relaxed);
+    c.records_written = records_written_.load(std::memory_order_relaxed);
+    c.closures_from_records = closures_from_records_.load(std::memory_order_relaxed);
+    return c;
+  }
+
+  static const std::string* under(const std::string& path, const std::vector<std::string>& dirs) {
+    for (const std::string& dir : dirs) {
+      if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') return &dir;
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr size_t kMaxClosuresPerRecord = 256;
+
+  // One record file: the closures read from it (once per process) and those walked here since
+  // the last flush.
+  struct Record {
+    bool loaded = false;
+    std::map<std::string, MemoClosure> stored;
+    std::map<std::string, MemoClosure> added;
+  };
+
+  // Walks the closure of `path`, reading what it must; fills `stored` with what a record needs.
+  // Returns whether the result may be recorded: every file read has a settled stamp.
+  bool walk(const std::string& path, const std::vector<std::string>& dirs, std::unique_ptr<ToolkitClosure>& out,
+            MemoClosure& stored) {
     auto c = std::make_unique<ToolkitClosure>();
+    bool persist = true;
     std::set<std::string> seen;
     std::map<std::string, std::string> files;
+    std::map<std::string, FileStamp> checks;
     std::vector<std::string> pending{path};
     while (!pending.empty()) {
       std::string p = std::move(pending.back());
       pending.pop_back();
       if (!seen.insert(p).second) continue;
       const File* f = file(p);
+      if (!f || !f->settled) persist = false;
+      if (f) checks[p] = f->stamp;
       const std::string* root = under(p, dirs);
       if (!f || !root) continue;
       files.emplace("<cuda>/" + p.substr(root->size() + 1), f->xxh3);
@@ -284,38 +382,85 @@ class ToolkitMemo {
         if (inc.quoted) candidates.push_back(join(own, inc.name));
         for (const std::string& d : dirs) candidates.push_back(join(d, inc.name));
         for (std::string& cand : candidates) {
-          if (!exists(cand)) continue;
+          // Which candidate is the first hit depends on the misses before it: a file that
+          // appears there later shadows this one, so a record checks that each is still a miss.
+          if (!exists(cand)) {
+            checks.emplace(cand, FileStamp{});
+            continue;
+          }
           pending.push_back(std::move(cand));
           if (!inc.next) break;
         }
       }
     }
     c->files.assign(files.begin(), files.end());
-    for (const std::string& n : c->names) {
-      if (embedded(n)) c->names_in_embedded_sources = true;
-    }
-    std::lock_guard lock(mutex_);
-    return *closures_.emplace(memo_key, std::move(c)).first->second;
+    c->names_in_embedded_sources = any_embedded(c->names);
+    stored.root = path;
+    stored.files = c->files;
+    stored.names.assign(c->names.begin(), c->names.end());
+    stored.checks.assign(checks.begin(), checks.end());
+    out = std::move(c);
+    return persist;
   }
 
-  static const std::string* under(const std::string& path, const std::vector<std::string>& dirs) {
-    for (const std::string& dir : dirs) {
-      if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') return &dir;
+  // The record's closure of `root` if every check agrees with what stat says now.
+  std::unique_ptr<ToolkitClosure> from_record(const std::string& record, const std::string& root,
+                                              const std::vector<std::string>& dirs) {
+    MemoClosure stored;
+    {
+      std::lock_guard lock(record_mutex_);
+      Record& r = records_[record];
+      if (!r.loaded) {
+        r.loaded = true;
+        if (std::optional<MemoRecord> m = load_memo(record, dirs)) {
+          records_loaded_.fetch_add(1, std::memory_order_relaxed);
+          for (MemoClosure& c : m->closures) r.stored[c.root] = std::move(c);
+        }
+      }
+      auto it = r.stored.find(root);
+      if (it == r.stored.end()) return nullptr;
+      stored = it->second;
     }
-    return nullptr;
+    for (const auto& [p, want] : stored.checks) {
+      const FileStamp now = stat(p);
+      if (want.regular ? now != want : now.regular) return nullptr;
+    }
+    auto c = std::make_unique<ToolkitClosure>();
+    c->files = std::move(stored.files);
+    for (std::string& n : stored.names) {
+      c->first_components.emplace(first_component(n));
+      c->names.insert(std::move(n));
+    }
+    // Not stored: it depends on the library's kernel sources, not on the toolkit.
+    c->names_in_embedded_sources = any_embedded(c->names);
+    closures_from_records_.fetch_add(1, std::memory_order_relaxed);
+    return c;
   }
 
- private:
+  static bool any_embedded(const std::set<std::string>& names) {
+    for (const std::string& n : names) {
+      if (embedded(n)) return true;
+    }
+    return false;
+  }
+
   std::mutex mutex_;
-  std::unordered_map<std::string, bool> exists_;
+  std::unordered_map<std::string, FileStamp> stats_;
   std::unordered_map<std::string, std::unique_ptr<File>> files_;
   std::unordered_map<std::string, std::unique_ptr<ToolkitClosure>> closures_;
+  std::mutex record_mutex_;  // records_; held across a record's load and save
+  std::map<std::string, Record> records_;
+  std::atomic<bool> dirty_{false};  // some record has closures to write
+  std::atomic<uint64_t> files_read_{0}, records_loaded_{0}, records_written_{0}, closures_from_records_{0};
 };
 
-ToolkitMemo& toolkit_memo() {
-  static ToolkitMemo* memo = new ToolkitMemo;  // never destroyed: used until process exit
-  return *memo;
+// Never destroyed: used until process exit. A slot, so reset_toolkit_memo() can swap it.
+std::atomic<ToolkitMemo*>& toolkit_memo_slot() {
+  static std::atomic<ToolkitMemo*> slot{new ToolkitMemo};
+  return slot;
 }
+
+ToolkitMemo& toolkit_memo() { return *toolkit_memo_slot().load(std::memory_order_acquire); }
 
 // Walks the include closure in NVRTC's search order (kernel_sources.hpp says which).
 class ClosureWalk {
@@ -432,7 +577,7 @@ class ClosureWalk {
     if (!visited_.insert(path).second) return;
     const std::string dir = parent_dir(path);
     if (const std::string* root = ToolkitMemo::under(path, path_.toolkit_dirs)) {
-      const ToolkitClosure& c = toolkit_memo().closure(path, path_.toolkit_dirs);
+      const ToolkitClosure& c = toolkit_memo().closure(path, path_);
       if (path_.source_dirs && toolkit_closure_applies(c)) {
         files_.insert(c.files.begin(), c.files.end());
         return;
@@ -477,7 +622,15 @@ SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sour
   ClosureWalk walk(spec, sources, path, c);
   walk.main_source();
   walk.finish();
+  toolkit_memo().flush(path);
   return c;
+}
+
+ToolkitMemoCounters toolkit_memo_counters() { return toolkit_memo().counters(); }
+
+void reset_toolkit_memo() {
+  // The old memo is leaked, not deleted: a walk that still holds a closure from it stays valid.
+  toolkit_memo_slot().store(new ToolkitMemo, std::memory_order_release);
 }
 
 }  // namespace kjit::detail

@@ -24,20 +24,26 @@
 /// is a different key. A name found nowhere adds nothing (NVRTC's built-in headers are covered
 /// by its version in the key).
 ///
-/// Not seen: the target of `#include MACRO` (a computed include is not followed), and an edit to
-/// a toolkit file while a process runs (see below; the next process sees it).
+/// Not seen: the target of `#include MACRO` (a computed include is not followed), an edit to a
+/// toolkit file while a process runs (see below; the next process sees it), and a toolkit edit
+/// that keeps the file's stat stamp (toolkit_memo.hpp says when that can happen).
 ///
-/// Cost. Files under the CUDA include directories are read, digested and scanned once per
-/// process (a memo per path; also per directory and name for existence), on the assumption that
-/// the toolkit does not change under a running process. Every other file (the user's: the main
-/// source's directory, `-I` directories, `-include` files) is stat'ed, read and digested on
-/// each call: cost proportional to the user's own headers. The shipped ops' kernels reach only
-/// in-memory kernel sources and the toolkit, so after the first call their closure costs hash
-/// lookups and no system calls. Only Runtime::compile/load/key walk the closure; the op hot path
-/// (runtime/ops/kernel_table.hpp) never does.
+/// Cost. Files under the CUDA include directories are read, digested and scanned at most once
+/// per process (a memo per path; also per directory and name for existence), on the assumption
+/// that the toolkit does not change under a running process; the closure of each toolkit file
+/// reached is memoized too. Across processes, a record under the cache root (toolkit_memo.hpp)
+/// holds those closures with the stamps of the files they read and the paths where nothing was
+/// found: a new process stats them and, when all agree, reads no toolkit file at all (a call
+/// whose own headers shadow a name inside a toolkit closure still reads it file by file). Every
+/// other file (the user's: the main source's directory, `-I` directories, `-include` files) is
+/// stat'ed, read and digested on each call: cost proportional to the user's own headers. The
+/// shipped ops' kernels reach only in-memory kernel sources and the toolkit, so after the first
+/// call their closure costs hash lookups and no system calls. Only Runtime::compile/load/key walk
+/// the closure; the op hot path (runtime/ops/kernel_table.hpp) never does.
 
 #include <kjit/runtime.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +75,9 @@ struct IncludePath {
   std::vector<std::string> pre_includes;  ///< the user's -include files, in option order
   bool source_dirs = true;                ///< false with -no-source-include
   std::vector<std::string> toolkit_dirs;  ///< the CUDA include directories, searched last
+  /// Folder of the toolkit memo's records (toolkit_memo.hpp); empty: none (disk cache off).
+  std::string toolkit_memo_dir;
+  bool toolkit_memo_writable = false;  ///< records may be written (the cache is writable)
 };
 
 /// One on-disk file the compile can read.
@@ -93,5 +102,19 @@ struct SourceClosure {
 /// Resolves `spec`'s source and the closure of its includes and of `path.pre_includes`, as the
 /// file comment describes. Throws InvalidArgument when the main source is missing.
 SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path);
+
+/// What the process-wide toolkit memo did since the process started or reset_toolkit_memo(),
+/// for tests and benchmarks.
+struct ToolkitMemoCounters {
+  uint64_t files_read = 0;             ///< toolkit files read, digested and scanned
+  uint64_t records_loaded = 0;         ///< records that decoded and belonged to the directories
+  uint64_t records_written = 0;        ///< records written
+  uint64_t closures_from_records = 0;  ///< closures taken from a record after every check passed
+};
+ToolkitMemoCounters toolkit_memo_counters();
+
+/// Forgets everything the process memoized about the toolkit, as if a new process started. For
+/// tests and benchmarks; call it while no key is being computed.
+void reset_toolkit_memo();
 
 }  // namespace kjit::detail

@@ -82,6 +82,9 @@ class RuntimeImpl {
     path.pre_includes = options.pre_includes;
     path.source_dirs = !options.no_source_include;
     path.toolkit_dirs = headers().include_dirs;
+    // The toolkit memo lives with the cache it speeds up, and shares its writability.
+    if (disk.enabled()) path.toolkit_memo_dir = disk.root() + "/toolkit";
+    path.toolkit_memo_writable = disk.writable();
     Prepared p{resolve_sources(spec, sources, path), std::move(options.list), {}, {}};
     for (const auto& e : spec.name_expressions) p.names.push_back(canonical_name_expression(e));
     cache::KeyBuilder b;
