@@ -65,7 +65,8 @@ std::vector<std::string> stray_files(const std::string& root) {
     const bool entry = name.size() == 37 && name.substr(32) == ".kjit";
     const bool lock = e.path().parent_path().filename() == "locks" && name.size() > 5 &&
                       name.substr(name.size() - 5) == ".lock";
-    if (!entry && !lock) out.push_back(e.path().string());
+    const bool usage = name == "usage" && e.path().parent_path() == fs::path(root) / "v1";
+    if (!entry && !lock && !usage) out.push_back(e.path().string());
   }
   return out;
 }
