@@ -54,6 +54,11 @@ constexpr size_t kUsageRecordBytes = 32;
 /// Recount the usage record from a listing this often even when nothing looks wrong, to bound
 /// drift from writers that bypass it. A listing of 20k entries costs ~45 ms: ~10 µs a publish.
 constexpr uint64_t kReconcileEvery = 4096;
+/// A publish that finds the cache over its cap evicts down to the cap, then on until it removed
+/// a kEvictSlack-th of the entries (or reached cap - cap / kEvictSlack): the listing that
+/// eviction needs then happens once per entries/kEvictSlack publishes instead of on every
+/// publish into a full cache. A cache of few entries is evicted exactly to its cap.
+constexpr uint64_t kEvictSlack = 5;
 
 struct FileRecord {
   std::string path;
@@ -492,7 +497,7 @@ void DiskCache::account_publish(UsageLock& usage, uint64_t new_bytes, uint64_t o
     // No record to keep (a usage file this user cannot write): count by listing, as before
     // there was one, and only when a cap needs the count.
     uint64_t evicted = 0;
-    if (max_bytes_ > 0) recount_and_evict(max_bytes_, max_bytes_, &keep, &evicted);
+    if (max_bytes_ > 0) recount_and_evict(max_bytes_, max_bytes_, 0, &keep, &evicted);
     return;
   }
   std::optional<UsageRecord> u = usage.read();
@@ -507,7 +512,7 @@ void DiskCache::account_publish(UsageLock& usage, uint64_t new_bytes, uint64_t o
   }
   if (!u || publishes >= kReconcileEvery || (max_bytes_ > 0 && u->bytes > max_bytes_)) {
     uint64_t evicted = 0;
-    u = recount_and_evict(max_bytes_, max_bytes_ - max_bytes_ / 10, &keep, &evicted);
+    u = recount_and_evict(max_bytes_, max_bytes_ - max_bytes_ / kEvictSlack, u ? u->entries / kEvictSlack : 0, &keep, &evicted);
     publishes = 0;
   }
   usage.write(*u, publishes);
@@ -562,16 +567,17 @@ KeyLock DiskCache::lock(const Key& key) const {
   return KeyLock();
 }
 
-UsageRecord DiskCache::recount_and_evict(uint64_t trigger, uint64_t target, const Key* keep,
-                                         uint64_t* removed) {
+UsageRecord DiskCache::recount_and_evict(uint64_t trigger, uint64_t target, uint64_t removals,
+                                         const Key* keep, uint64_t* removed) {
   Scan s = scan(root_);
   UsageRecord u;
   for (const EntryRecord& e : s.entries) u.bytes += e.bytes;
   u.entries = s.entries.size();
   if (trigger == 0 || u.bytes <= trigger) return u;
   sort_lru(&s.entries);
+  uint64_t gone = 0;
   for (const EntryRecord& e : s.entries) {
-    if (u.bytes <= target) break;
+    if (u.bytes <= target || (u.bytes <= trigger && gone >= removals)) break;
     if (keep != nullptr && e.key == *keep) continue;
     // A reader that already opened the file keeps its bytes: unlink only drops the name.
     // ENOENT means another process evicted it first; either way it no longer counts.
@@ -582,6 +588,7 @@ UsageRecord DiskCache::recount_and_evict(uint64_t trigger, uint64_t target, cons
     }
     u.bytes -= e.bytes;
     --u.entries;
+    ++gone;
   }
   return u;
 }
@@ -689,7 +696,7 @@ PruneResult DiskCache::prune(const PruneOptions& options) {
     trigger = options.max_bytes != 0 ? options.max_bytes : max_bytes_;
   }
   // Also the exact recount the usage record gets after the removals above.
-  const UsageRecord u = recount_and_evict(trigger, trigger, nullptr, &out.evicted);
+  const UsageRecord u = recount_and_evict(trigger, trigger, 0, nullptr, &out.evicted);
   usage.write(u, 0);
   return out;
 }
@@ -727,7 +734,7 @@ uint64_t DiskCache::clear() {
   // one that has not yet recreates the folder (publish retries on ENOENT).
   for (const std::string& dir : s.shard_dirs) ::rmdir(dir.c_str());
   uint64_t none = 0;
-  usage.write(recount_and_evict(0, 0, nullptr, &none), 0);
+  usage.write(recount_and_evict(0, 0, 0, nullptr, &none), 0);
   return removed;
 }
 
