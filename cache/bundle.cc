@@ -3,17 +3,31 @@
 #include "cache/bundle.hpp"
 
 #include "cache/key.hpp"
+#include "cache/file_util.hpp"
 #include "cache/le_bytes.hpp"
+#include "cache/store.hpp"
 
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
 
 namespace kjit::cache {
 namespace {
 
 constexpr std::string_view kMagic = "KJITBNDL";
 constexpr size_t kHeaderBytes = 20;
+/// A bundle larger than this is refused before it is read: the store's own per-entry cap times
+/// a few hundred specializations is far below it.
+constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
+/// As the store refuses larger entry files.
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
+bool wanted(const std::vector<std::string>& list, const std::string& value) {
+  return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
+}
 
 }  // namespace
 
@@ -55,6 +69,59 @@ BundleContents decode_bundle(std::string_view bytes) {
   if (at != bytes.size()) throw CacheError(fmt::format("cache bundle has {} trailing bytes", bytes.size() - at));
   out.count = count;
   return out;
+}
+
+ExportReport export_bundle(const DiskCache& cache, const std::string& path, const BundleFilter& filter) {
+  ExportReport report;
+  std::vector<std::string> encoded;
+  for (const EntryInfo& e : cache.list()) {
+    if (!e.meta) {
+      ++report.skipped_bad;
+      continue;
+    }
+    if (!wanted(filter.families, e.meta->family) || !wanted(filter.targets, e.meta->target)) continue;
+    std::string bytes;
+    // Not found: evicted since the listing, so not part of the cache any more.
+    if (detail::read_file(e.path, kMaxEntryBytes, detail::kReadNoFollow, &bytes) != 0) continue;
+    encoded.push_back(std::move(bytes));
+  }
+  const std::string bundle = encode_bundle(encoded);
+  if (const int err = detail::write_file_atomic(path, bundle); err != 0) {
+    throw CacheError(fmt::format("cannot write bundle {}: {}", path, detail::errno_text(err)));
+  }
+  report.entries = encoded.size();
+  report.bytes = bundle.size();
+  return report;
+}
+
+ImportReport import_bundle(DiskCache& cache, const std::string& path) {
+  std::string bytes;
+  if (const int err = detail::read_file(path, kMaxBundleBytes, detail::kReadPlain, &bytes); err != 0) {
+    throw CacheError(fmt::format("cannot read bundle {}: {}", path,
+                                 err == EFBIG ? std::string("larger than any bundle kjit writes") : detail::errno_text(err)));
+  }
+  BundleContents contents;
+  try {
+    contents = decode_bundle(bytes);
+  } catch (const CacheError& e) {
+    throw CacheError(fmt::format("{}: {}", path, e.what()));
+  }
+  ImportReport report;
+  report.declared = contents.count;
+  report.problems = std::move(contents.problems);
+  for (const Entry& e : contents.entries) {
+    if (cache.lookup(e.key)) {
+      ++report.present;
+      continue;
+    }
+    cache.publish(e);  // atomic; a failure is warned by the store
+    if (cache.lookup(e.key)) {
+      ++report.imported;
+    } else {
+      ++report.not_stored;
+    }
+  }
+  return report;
 }
 
 }  // namespace kjit::cache

@@ -13,6 +13,7 @@
 
 #include "cache/entry.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,40 @@ struct BundleContents {
 /// version, truncated, trailing bytes); an entry that does not decode is reported in `problems`
 /// and skipped, so one damaged entry does not lose the rest.
 BundleContents decode_bundle(std::string_view bytes);
+
+class DiskCache;
+
+/// Which entries export_bundle() takes; an empty list takes every value.
+struct BundleFilter {
+  std::vector<std::string> families;  ///< EntryMeta::family values
+  std::vector<std::string> targets;   ///< EntryMeta::target values ("sm_90a", "compute_90")
+};
+
+/// What export_bundle() wrote.
+struct ExportReport {
+  uint64_t entries = 0;      ///< entries in the bundle
+  uint64_t bytes = 0;        ///< size of the bundle file
+  uint64_t skipped_bad = 0;  ///< entries left out because they do not decode
+};
+
+/// Writes the entries of `cache` that pass `filter` into a bundle file at `path` (atomically:
+/// temp file + rename). Entries that do not decode are left out and counted; one evicted
+/// meanwhile is simply absent. Throws CacheError naming `path` when the file cannot be written.
+ExportReport export_bundle(const DiskCache& cache, const std::string& path, const BundleFilter& filter);
+
+/// What import_bundle() did with each entry of a bundle.
+struct ImportReport {
+  uint64_t declared = 0;    ///< entries the bundle declared
+  uint64_t imported = 0;    ///< published and found on disk afterwards
+  uint64_t present = 0;     ///< already in the cache: kept as they were
+  uint64_t not_stored = 0;  ///< intact but not stored (the publish failed or the cap refused it)
+  /// One line per damaged entry, skipped ("entry 3 of 7: checksum mismatch").
+  std::vector<std::string> problems;
+};
+
+/// Adds the entries of the bundle file at `path` to `cache`: each is checked (decode verifies
+/// its checksum) and published atomically; entries already present are kept. Throws CacheError
+/// naming `path` when it cannot be read or is not a whole bundle.
+ImportReport import_bundle(DiskCache& cache, const std::string& path);
 
 }  // namespace kjit::cache

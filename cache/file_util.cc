@@ -108,9 +108,10 @@ int make_dirs(const std::string& path_in) {
   return err == EEXIST ? ENOTDIR : err;
 }
 
-int read_file(const std::string& path, uint64_t max_bytes, bool touch, std::string* out) {
+int read_file(const std::string& path, uint64_t max_bytes, unsigned flags, std::string* out) {
   out->clear();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | ((flags & kReadNoFollow) ? O_NOFOLLOW : 0)));
+  // O_NONBLOCK: a FIFO at `path` must not block the open; it is refused just below.
   if (fd.get() < 0) return errno;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return errno;
@@ -130,36 +131,48 @@ int read_file(const std::string& path, uint64_t max_bytes, bool touch, std::stri
   out->resize(got);
   // Touching through the descriptor marks exactly the file we read, even if a publish renamed a
   // new one over the path meanwhile. Failure (read-only cache) only costs LRU accuracy.
-  if (touch) (void)::futimens(fd.get(), nullptr);
+  if (flags & kReadTouch) (void)::futimens(fd.get(), nullptr);
   return 0;
 }
 
-int write_file_atomic(const std::string& path, std::string_view data) {
+int write_temp_file(const std::string& path, std::string_view data, std::string* tmp) {
   std::string dir;
   std::string base;
   split_path(path, &dir, &base);
   // Leading dot: listings and `ls` skip it; the marker lets prune() find leftovers of crashes.
-  const std::string tmp = dir + "/." + base + std::string(kTempMarker) + unique_suffix();
-  int err = 0;
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return errno;
-    err = write_all(fd.get(), data);
-    // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
-    if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
-    const int close_err = fd.close_checked();
-    if (err == 0) err = close_err;
-  }
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    return err;
-  }
-  // Persist the rename itself. Some filesystems refuse fsync on directories; the entry is still
-  // correct, only its durability across a power cut is weaker, so this is best effort.
+  *tmp = dir + "/." + base + std::string(kTempMarker) + unique_suffix();
+  Fd fd(::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return errno;
+  int err = write_all(fd.get(), data);
+  // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
+  if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+  const int close_err = fd.close_checked();
+  if (err == 0) err = close_err;
+  if (err != 0) ::unlink(tmp->c_str());
+  return err;
+}
+
+int commit_temp_file(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) == 0) return 0;
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  return err;
+}
+
+void sync_parent_dir(const std::string& path) {
+  std::string dir;
+  std::string base;
+  split_path(path, &dir, &base);
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) (void)::fsync(dfd.get());
-  return 0;
+}
+
+int write_file_atomic(const std::string& path, std::string_view data) {
+  std::string tmp;
+  int err = write_temp_file(path, data, &tmp);
+  if (err == 0) err = commit_temp_file(tmp, path);
+  if (err == 0) sync_parent_dir(path);
+  return err;
 }
 
 bool is_temp_name(std::string_view name) {

@@ -17,15 +17,38 @@ std::string errno_text(int err);
 /// Creates `path` and any missing parents (mode 0755 before umask). Returns 0 or an errno.
 int make_dirs(const std::string& path);
 
-/// Reads the whole regular file at `path` into `out`. Files larger than `max_bytes` fail with
-/// EFBIG before anything is read. With `touch`, a successful read also sets the file's mtime to
-/// now (best effort: a read-only file is still read). Returns 0 or an errno.
-int read_file(const std::string& path, uint64_t max_bytes, bool touch, std::string* out);
+/// How read_file() treats the file it reads.
+enum ReadFlags : unsigned {
+  kReadPlain = 0,
+  /// A successful read also sets the file's mtime to now (best effort: a read-only file is still
+  /// read). The LRU order of the cache is made of these.
+  kReadTouch = 1,
+  /// A symbolic link at `path` fails with ELOOP instead of being followed: a cache entry is
+  /// never a link, and following one could touch a file outside the cache.
+  kReadNoFollow = 2,
+};
 
-/// Atomically replaces `path` with `data`: writes a temp file in the same directory (see
-/// is_temp_name), fsyncs it, renames it over `path`, then fsyncs the directory (best effort).
-/// On failure the temp file is removed and `path` is untouched. Returns 0 or an errno.
+/// Reads the whole regular file at `path` into `out`. Files larger than `max_bytes` fail with
+/// EFBIG before anything is read; a folder fails with EISDIR, another non-regular file with
+/// EINVAL. Returns 0 or an errno.
+int read_file(const std::string& path, uint64_t max_bytes, unsigned flags, std::string* out);
+
+/// Atomically replaces `path` with `data`: write_temp_file(), then commit_temp_file(), then
+/// sync_parent_dir(). On failure the temp file is removed and `path` is untouched. Returns 0 or
+/// an errno.
 int write_file_atomic(const std::string& path, std::string_view data);
+
+/// Writes `data` to a new temp file beside `path` (see is_temp_name) and fsyncs it, so that a
+/// rename can publish it whole. Sets `*tmp` to its path. On failure nothing is left behind.
+/// Returns 0 or an errno.
+int write_temp_file(const std::string& path, std::string_view data, std::string* tmp);
+
+/// Renames `tmp` over `path`; on failure removes `tmp`. Returns 0 or an errno.
+int commit_temp_file(const std::string& tmp, const std::string& path);
+
+/// fsyncs the folder holding `path`, persisting a rename in it. Best effort: some filesystems
+/// refuse fsync on folders, and the file is still correct without it.
+void sync_parent_dir(const std::string& path);
 
 /// True for the names write_file_atomic() gives its temp files.
 bool is_temp_name(std::string_view name);

@@ -3,6 +3,7 @@
 #include "cache/store.hpp"
 
 #include "cache/file_util.hpp"
+#include "cache/le_bytes.hpp"
 #include "cache/warn.hpp"
 
 #include <kjit/error.hpp>
@@ -48,6 +49,16 @@ constexpr int64_t kStaleTempSeconds = 60;
 /// lock() retries when the lock file was replaced under it; more than this means something
 /// keeps deleting it, and compiling without the lock is better than spinning.
 constexpr int kLockAttempts = 64;
+constexpr std::string_view kUsageMagic = "KJITUSG1";
+constexpr size_t kUsageRecordBytes = 32;
+/// Recount the usage record from a listing this often even when nothing looks wrong, to bound
+/// drift from writers that bypass it. A listing of 20k entries costs ~45 ms: ~10 µs a publish.
+constexpr uint64_t kReconcileEvery = 4096;
+/// A publish that finds the cache over its cap evicts down to the cap, then on until it removed
+/// a kEvictSlack-th of the entries (or reached cap - cap / kEvictSlack): the listing that
+/// eviction needs then happens once per entries/kEvictSlack publishes instead of on every
+/// publish into a full cache. A cache of few entries is evicted exactly to its cap.
+constexpr uint64_t kEvictSlack = 5;
 
 struct FileRecord {
   std::string path;
@@ -135,7 +146,7 @@ bool is_stale(const FileRecord& f, int64_t now) {
 std::string check_entry(const EntryRecord& rec, std::optional<Entry>* decoded, bool* gone) {
   *gone = false;
   std::string bytes;
-  const int err = detail::read_file(rec.path, kMaxEntryBytes, /*touch=*/false, &bytes);
+  const int err = detail::read_file(rec.path, kMaxEntryBytes, detail::kReadNoFollow, &bytes);
   if (err == ENOENT) {
     *gone = true;
     return "";
@@ -174,7 +185,97 @@ void remove_idle_locks(const std::string& root) {
   }
 }
 
+/// Oldest first; the path breaks ties so equal mtimes evict in a fixed order.
+void sort_lru(std::vector<EntryRecord>* entries) {
+  std::sort(entries->begin(), entries->end(), [](const EntryRecord& a, const EntryRecord& b) {
+    if (older_than(a.mtime, b.mtime)) return true;
+    if (older_than(b.mtime, a.mtime)) return false;
+    return a.path < b.path;
+  });
+}
+
+/// Unlinks `path` only while it is still the file a scan saw (same inode): a publish may have
+/// renamed a fresh entry over it since. Returns true when it removed that file.
+bool unlink_if_same(const std::string& path, const FileRecord& seen, ino_t seen_ino) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != seen_ino ||
+      static_cast<uint64_t>(st.st_size) != seen.bytes) {
+    return false;
+  }
+  return ::unlink(path.c_str()) == 0;
+}
+
+bool is_stale_toolkit(const EntryMeta& meta, const Toolkit& current) {
+  return meta.nvrtc_version != current.nvrtc_version ||
+         meta.cuda_headers_version != current.cuda_headers_version;
+}
+
 }  // namespace
+
+// --- the usage record ---------------------------------------------------------------------------
+
+/// The exclusive flock on `<root>/usage`, held while the set of entries changes; reads and
+/// writes the record it guards. Opened per use, never kept: a descriptor inherited across fork
+/// would share its lock with the parent.
+class DiskCache::UsageLock {
+ public:
+  explicit UsageLock(const std::string& root) {
+    const std::string path = root + "/usage";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
+    int rc;
+    do {
+      rc = ::flock(fd_, LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  UsageLock(const UsageLock&) = delete;
+  UsageLock& operator=(const UsageLock&) = delete;
+  ~UsageLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the flock
+  }
+  /// False when the record could not be opened or locked (a read-only file in a shared cache):
+  /// callers then count by listing, as if the record were damaged.
+  bool held() const noexcept { return fd_ >= 0; }
+
+  std::optional<UsageRecord> read() const {
+    if (fd_ < 0) return std::nullopt;
+    return read_record(fd_, &publishes_);
+  }
+  uint64_t publishes() const noexcept { return publishes_; }
+  void write(const UsageRecord& u, uint64_t publishes) const {
+    if (fd_ < 0) return;
+    std::string out(kUsageMagic);
+    detail::put_le(out, u.bytes, 8);
+    detail::put_le(out, u.entries, 8);
+    detail::put_le(out, publishes, 8);
+    // A short or failed write leaves a record the next reader finds damaged and recounts.
+    (void)!::pwrite(fd_, out.data(), out.size(), 0);
+  }
+
+  static std::optional<UsageRecord> read_record(int fd, uint64_t* publishes) {
+    char buf[kUsageRecordBytes];
+    ssize_t n;
+    do {
+      n = ::pread(fd, buf, sizeof buf, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof buf)) return std::nullopt;
+    const std::string_view bytes(buf, sizeof buf);
+    if (bytes.substr(0, kUsageMagic.size()) != kUsageMagic) return std::nullopt;
+    UsageRecord u;
+    u.bytes = detail::get_le(bytes, 8, 8);
+    u.entries = detail::get_le(bytes, 16, 8);
+    *publishes = detail::get_le(bytes, 24, 8);
+    return u;
+  }
+
+ private:
+  int fd_ = -1;
+  mutable uint64_t publishes_ = 0;
+};
 
 // --- KeyLock -------------------------------------------------------------------------------------
 
@@ -210,12 +311,12 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
     struct stat st {};
     if (!root_.empty() && ::stat(root_.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
         ::access(root_.c_str(), R_OK | X_OK) == 0) {
-      detail::warn(what + "; reading its entries, new compiles stay in memory");
+      warn(what + "; reading its entries, new compiles stay in memory");
       enabled_ = true;
       state_ = std::make_shared<detail::CacheState>();
       return;
     }
-    detail::warn(what + "; caching in memory only");
+    warn(what + "; caching in memory only");
     return;
   }
   enabled_ = true;
@@ -253,9 +354,11 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
   if (!enabled_) return std::nullopt;
   const std::string path = entry_path(key);
   std::string bytes;
-  const int err = detail::read_file(path, kMaxEntryBytes, /*touch=*/true, &bytes);
-  // ENOTDIR: the shard folder is a stray file; publish will report that, a read need not.
-  if (err == ENOENT || err == ENOTDIR) return std::nullopt;
+  const int err = detail::read_file(path, kMaxEntryBytes, detail::kReadTouch | detail::kReadNoFollow, &bytes);
+  // ENOTDIR: the shard folder is a stray file. EISDIR, ELOOP (a link), EINVAL (a FIFO, a
+  // socket): a non-file where the entry belongs. The publish that follows this miss clears
+  // them; a read need not complain.
+  if (err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP || err == EINVAL) return std::nullopt;
   std::string why;
   std::optional<Entry> entry;
   if (err == 0) {
@@ -271,7 +374,7 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
   }
   // A compile follows every miss, so once per key is enough to explain the slowness.
   if (first) {
-    detail::warn(fmt::format("cache entry {} is corrupt ({}); recompiling", path, why));
+    warn(fmt::format("cache entry {} is corrupt ({}); recompiling", path, why));
   }
   return std::nullopt;
 }
@@ -279,55 +382,140 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
 void DiskCache::publish(const Entry& entry) {
   if (!writable_) return;
   const std::string path = entry_path(entry.key);
-  int err = 0;
+  std::string bytes;
   try {
-    const std::string bytes = encode(entry);
-    if (max_bytes_ > 0 && bytes.size() > max_bytes_) {
-      // Publishing it would evict every other entry and then still break the cap: keep the
-      // cache as it is.
-      bool first = false;
-      {
-        std::lock_guard<std::mutex> guard(state_->mu);
-        first = !state_->warned_cap;
-        state_->warned_cap = true;
-      }
-      if (first) {
-        detail::warn(fmt::format("cache entry {} ({} bytes) is larger than the cache's byte cap ({} bytes, "
-                                 "KJIT_CACHE_MAX_BYTES); not caching it on disk",
-                                 path, bytes.size(), max_bytes_));
-      }
-      return;
-    }
-    err = detail::write_file_atomic(path, bytes);
-    if (err == ENOENT) {
-      // The shard folder does not exist yet, or clear() removed it meanwhile.
-      const std::string shard = path.substr(0, path.rfind('/'));
-      err = detail::make_dirs(shard);
-      if (err == 0) err = detail::write_file_atomic(path, bytes);
-    }
+    bytes = encode(entry);
   } catch (const std::exception&) {
-    err = ENOMEM;  // encode() only throws when allocation fails
+    warn_publish_failure(path, ENOMEM);  // encode() only throws when allocation fails
+    return;
   }
-  if (err != 0) {
+  if (max_bytes_ > 0 && bytes.size() > max_bytes_) {
+    // Publishing it would evict every other entry and then still break the cap: keep the
+    // cache as it is.
     bool first = false;
     {
       std::lock_guard<std::mutex> guard(state_->mu);
-      first = !state_->warned_publish;
-      state_->warned_publish = true;
+      first = !state_->warned_cap;
+      state_->warned_cap = true;
     }
-    // A full disk would fail every publish; one line says it all.
     if (first) {
-      detail::warn(fmt::format("cannot write cache entry {} ({}); continuing without caching it",
-                               path, detail::errno_text(err)));
+      warn(fmt::format("cache entry {} ({} bytes) is larger than the cache's byte cap ({} bytes, "
+                       "KJIT_CACHE_MAX_BYTES); not caching it on disk",
+                       path, bytes.size(), max_bytes_));
     }
     return;
   }
+  // The slow part (write + fsync) happens before the usage lock, so the critical section
+  // below is a few syscalls.
+  std::string tmp;
+  int err = detail::write_temp_file(path, bytes, &tmp);
+  if (err == ENOENT) {
+    // The shard folder does not exist yet, or clear() removed it meanwhile.
+    err = make_shard(path);
+    if (err == 0) err = detail::write_temp_file(path, bytes, &tmp);
+  }
+  if (err != 0) {
+    warn_publish_failure(path, err);
+    return;
+  }
+  {
+    UsageLock usage(root_);
+    uint64_t old_bytes = 0;
+    bool had_entry = false;
+    err = make_room(path, &old_bytes, &had_entry);
+    if (err == 0) {
+      err = detail::commit_temp_file(tmp, path);
+    } else {
+      ::unlink(tmp.c_str());
+    }
+    if (err == 0) account_publish(usage, bytes.size(), old_bytes, had_entry, entry.key);
+  }
+  if (err != 0) {
+    warn_publish_failure(path, err);
+    return;
+  }
+  detail::sync_parent_dir(path);
   {
     // The entry is whole again: if it breaks later, that is news worth a new warning.
     std::lock_guard<std::mutex> guard(state_->mu);
     state_->warned_bad.erase(entry.key);
   }
-  if (max_bytes_ > 0) evict_to(max_bytes_, &entry.key);
+}
+
+void DiskCache::warn_publish_failure(const std::string& path, int err) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> guard(state_->mu);
+    first = !state_->warned_publish;
+    state_->warned_publish = true;
+  }
+  // A full disk would fail every publish; one line says it all.
+  if (first) {
+    warn(fmt::format("cannot write cache entry {} ({}); continuing without caching it", path,
+                     detail::errno_text(err)));
+  }
+}
+
+int DiskCache::make_room(const std::string& path, uint64_t* old_bytes, bool* had_entry) {
+  *old_bytes = 0;
+  *had_entry = false;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? 0 : errno;
+  if (S_ISREG(st.st_mode)) {
+    *old_bytes = static_cast<uint64_t>(st.st_size);
+    *had_entry = true;
+    return 0;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return 0;
+    if (errno != ENOTEMPTY && errno != EEXIST) return errno;
+    return move_aside(path);
+  }
+  // A link (unlink removes the link itself, never its target), a FIFO, a socket: a name inside
+  // the cache root, and no entry.
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return 0;
+  return errno;
+}
+
+int DiskCache::move_aside(const std::string& path) {
+  const std::string dir = root_ + "/aside";
+  if (const int err = detail::make_dirs(dir); err != 0) return err;
+  const std::string to = dir + "/" + path.substr(path.rfind('/') + 1) + "." + detail::unique_suffix();
+  if (::rename(path.c_str(), to.c_str()) != 0) return errno;
+  // Someone put it there, and it may matter to them: say where it went.
+  warn(fmt::format("{} was in the place of a cache entry and is not one; moved it to {}", path, to));
+  return 0;
+}
+
+int DiskCache::make_shard(const std::string& path) {
+  return detail::make_dirs(path.substr(0, path.rfind('/')));
+}
+
+void DiskCache::account_publish(UsageLock& usage, uint64_t new_bytes, uint64_t old_bytes,
+                                bool had_entry, const Key& keep) {
+  if (!usage.held()) {
+    // No record to keep (a usage file this user cannot write): count by listing, as before
+    // there was one, and only when a cap needs the count.
+    uint64_t evicted = 0;
+    if (max_bytes_ > 0) recount_and_evict(max_bytes_, max_bytes_, 0, &keep, &evicted);
+    return;
+  }
+  std::optional<UsageRecord> u = usage.read();
+  uint64_t publishes = usage.publishes() + 1;
+  if (u) {
+    if (u->bytes + new_bytes < old_bytes || (had_entry && u->entries == 0)) {
+      u.reset();  // would go negative: the record missed something
+    } else {
+      u->bytes = u->bytes + new_bytes - old_bytes;
+      if (!had_entry) ++u->entries;
+    }
+  }
+  if (!u || publishes >= kReconcileEvery || (max_bytes_ > 0 && u->bytes > max_bytes_)) {
+    uint64_t evicted = 0;
+    u = recount_and_evict(max_bytes_, max_bytes_ - max_bytes_ / kEvictSlack, u ? u->entries / kEvictSlack : 0, &keep, &evicted);
+    publishes = 0;
+  }
+  usage.write(*u, publishes);
 }
 
 KeyLock DiskCache::lock(const Key& key) const {
@@ -373,39 +561,36 @@ KeyLock DiskCache::lock(const Key& key) const {
   // Without the lock, concurrent processes may compile the same kernel twice; the publishes
   // are still atomic, so that costs time, not correctness.
   if (first) {
-    detail::warn(fmt::format("cannot lock {} ({}); other processes may compile the same kernel",
+    warn(fmt::format("cannot lock {} ({}); other processes may compile the same kernel",
                              path, detail::errno_text(err)));
   }
   return KeyLock();
 }
 
-uint64_t DiskCache::evict_to(uint64_t max_bytes, const Key* keep) {
-  if (!writable_ || max_bytes == 0) return 0;
-  // A full scan per publish is O(entries) stats, small next to the compile that preceded it.
+UsageRecord DiskCache::recount_and_evict(uint64_t trigger, uint64_t target, uint64_t removals,
+                                         const Key* keep, uint64_t* removed) {
   Scan s = scan(root_);
-  uint64_t total = 0;
-  for (const EntryRecord& e : s.entries) total += e.bytes;
-  if (total <= max_bytes) return 0;
-  // Oldest first; the path breaks ties so equal mtimes evict in a fixed order.
-  std::sort(s.entries.begin(), s.entries.end(), [](const EntryRecord& a, const EntryRecord& b) {
-    if (older_than(a.mtime, b.mtime)) return true;
-    if (older_than(b.mtime, a.mtime)) return false;
-    return a.path < b.path;
-  });
-  uint64_t removed = 0;
+  UsageRecord u;
+  for (const EntryRecord& e : s.entries) u.bytes += e.bytes;
+  u.entries = s.entries.size();
+  if (trigger == 0 || u.bytes <= trigger) return u;
+  sort_lru(&s.entries);
+  uint64_t gone = 0;
   for (const EntryRecord& e : s.entries) {
-    if (total <= max_bytes) break;
+    if (u.bytes <= target || (u.bytes <= trigger && gone >= removals)) break;
     if (keep != nullptr && e.key == *keep) continue;
     // A reader that already opened the file keeps its bytes: unlink only drops the name.
     // ENOENT means another process evicted it first; either way it no longer counts.
     if (::unlink(e.path.c_str()) == 0) {
-      ++removed;
-      total -= e.bytes;
-    } else if (errno == ENOENT) {
-      total -= e.bytes;
+      ++*removed;
+    } else if (errno != ENOENT) {
+      continue;
     }
+    u.bytes -= e.bytes;
+    --u.entries;
+    ++gone;
   }
-  return removed;
+  return u;
 }
 
 std::vector<EntryInfo> DiskCache::list() const {
@@ -465,31 +650,76 @@ VerifyResult DiskCache::verify() const {
   return out;
 }
 
-uint64_t DiskCache::prune(uint64_t max_bytes) {
-  if (!writable_) return 0;
+PruneResult DiskCache::prune(const PruneOptions& options) {
+  PruneResult out;
+  if (!writable_) return out;
+  if (options.stale_only && options.current == nullptr) {
+    throw CacheError("prune of stale entries needs the current toolkit's versions");
+  }
+  // Decoding every entry is slow; do it before taking the usage lock, then remove each victim
+  // only if it is still the file that was checked (a publish may have replaced it).
   const Scan s = scan(root_);
-  uint64_t removed = 0;
+  struct Victim {
+    const EntryRecord* rec;
+    ino_t ino;
+    bool stale;
+  };
+  std::vector<Victim> victims;
   for (const EntryRecord& rec : s.entries) {
     std::optional<Entry> decoded;
     bool gone = false;
     const std::string problem = check_entry(rec, &decoded, &gone);
-    if (!gone && !problem.empty() && ::unlink(rec.path.c_str()) == 0) ++removed;
+    if (gone) continue;
+    const bool bad = !problem.empty();
+    const bool stale = !bad && options.current != nullptr && is_stale_toolkit(decoded->meta, *options.current);
+    if (!(stale || (bad && !options.stale_only))) continue;
+    struct stat st;
+    if (::lstat(rec.path.c_str(), &st) == 0) victims.push_back({&rec, st.st_ino, stale});
   }
-  // remove(3): a link or an empty folder goes; a folder with contents is not ours to delete.
-  for (const std::string& stray : s.strays) {
-    if (std::remove(stray.c_str()) == 0) ++removed;
+
+  UsageLock usage(root_);
+  for (const Victim& v : victims) {
+    if (unlink_if_same(v.rec->path, *v.rec, v.ino)) ++(v.stale ? out.stale : out.bad);
   }
-  const int64_t now = static_cast<int64_t>(::time(nullptr));
-  // Young temp files may be publishes in flight in other processes; leave them be.
-  for (const FileRecord& tmp : s.temps) {
-    if (is_stale(tmp, now)) ::unlink(tmp.path.c_str());
+  uint64_t trigger = 0;
+  if (!options.stale_only) {
+    // remove(3): a link or an empty folder goes; a folder with contents is not ours to delete.
+    for (const std::string& stray : s.strays) {
+      if (std::remove(stray.c_str()) == 0) ++out.bad;
+    }
+    const int64_t now = static_cast<int64_t>(::time(nullptr));
+    // Young temp files may be publishes in flight in other processes; leave them be.
+    for (const FileRecord& tmp : s.temps) {
+      if (is_stale(tmp, now)) ::unlink(tmp.path.c_str());
+    }
+    remove_idle_locks(root_);
+    trigger = options.max_bytes != 0 ? options.max_bytes : max_bytes_;
   }
-  remove_idle_locks(root_);
-  return removed + evict_to(max_bytes != 0 ? max_bytes : max_bytes_, nullptr);
+  // Also the exact recount the usage record gets after the removals above.
+  const UsageRecord u = recount_and_evict(trigger, trigger, 0, nullptr, &out.evicted);
+  usage.write(u, 0);
+  return out;
+}
+
+uint64_t DiskCache::prune(uint64_t max_bytes) {
+  PruneOptions options;
+  options.max_bytes = max_bytes;
+  return prune(options).removed();
+}
+
+std::optional<UsageRecord> DiskCache::recorded_usage() const {
+  if (!enabled_) return std::nullopt;
+  const int fd = ::open((root_ + "/usage").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  uint64_t publishes = 0;
+  std::optional<UsageRecord> u = UsageLock::read_record(fd, &publishes);
+  ::close(fd);
+  return u;
 }
 
 uint64_t DiskCache::clear() {
   if (!writable_) return 0;
+  UsageLock usage(root_);
   const Scan s = scan(root_);
   uint64_t removed = 0;
   for (const EntryRecord& rec : s.entries) {
@@ -503,6 +733,8 @@ uint64_t DiskCache::clear() {
   // rmdir refuses a non-empty folder, so a publish that already made its temp file is safe;
   // one that has not yet recreates the folder (publish retries on ENOENT).
   for (const std::string& dir : s.shard_dirs) ::rmdir(dir.c_str());
+  uint64_t none = 0;
+  usage.write(recount_and_evict(0, 0, 0, nullptr, &none), 0);
   return removed;
 }
 

@@ -1,4 +1,4 @@
-// stderr warnings for the cache layer.
+// kjit's warning channel: one line on stderr per warning.
 
 #include "cache/warn.hpp"
 
@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-namespace kjit::cache::detail {
+namespace kjit {
 
 void warn(std::string_view message) noexcept {
   try {
@@ -20,4 +20,4 @@ void warn(std::string_view message) noexcept {
   }
 }
 
-}  // namespace kjit::cache::detail
+}  // namespace kjit

@@ -437,7 +437,10 @@ RuntimeStats Runtime::stats() const {
 }
 
 const RuntimeConfig& Runtime::config() const { return impl_->config; }
-cache::DiskCache& Runtime::disk_cache() { return impl_->disk; }
+DiskCacheInfo Runtime::disk_cache() const {
+  const cache::DiskCache& d = impl_->disk;
+  return {d.root(), d.enabled(), d.writable(), d.max_bytes()};
+}
 std::string Runtime::nvrtc_version() const { return impl_->nvrtc_ver; }
 std::string Runtime::cuda_include_dir() const { return impl_->headers().include_dir; }
 std::string Runtime::cuda_headers_version() const { return impl_->headers().version; }

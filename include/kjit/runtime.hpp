@@ -6,6 +6,7 @@
 /// CompiledProgram::key says what the cache key covers.
 
 #include <kjit/device.hpp>
+#include <kjit/disk_cache.hpp>
 
 #include <cuda.h>
 
@@ -19,9 +20,6 @@
 
 namespace kjit {
 
-namespace cache {
-class DiskCache;
-}
 namespace detail {
 class RuntimeImpl;
 }
@@ -223,8 +221,8 @@ class Runtime {
 
   RuntimeStats stats() const;
   const RuntimeConfig& config() const;
-  /// The disk cache (memory-only when the directory is unwritable; see DiskCache::enabled()).
-  cache::DiskCache& disk_cache();
+  /// Where the disk cache is and whether it is used (see DiskCacheInfo).
+  DiskCacheInfo disk_cache() const;
   /// "13.0": the NVRTC version compiling here.
   std::string nvrtc_version() const;
   /// The CUDA include directory handed to NVRTC, and its CUDA_VERSION ("13000").

@@ -18,11 +18,11 @@
 
 namespace kjit::cache::testing {
 
-/// A fresh folder under $KJIT_TEST_BINARY_DIR (or /tmp), removed with everything in it.
+/// A fresh folder under $KJIT_TEST_BINARY_DIR (or /tmp), or under `base` when given, removed
+/// with everything in it.
 class TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("KJIT_TEST_BINARY_DIR");
+  explicit TempDir(const char* base = std::getenv("KJIT_TEST_BINARY_DIR")) {
     std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/kjit-cache-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
     path_ = tmpl;

@@ -65,7 +65,8 @@ std::vector<std::string> stray_files(const std::string& root) {
     const bool entry = name.size() == 37 && name.substr(32) == ".kjit";
     const bool lock = e.path().parent_path().filename() == "locks" && name.size() > 5 &&
                       name.substr(name.size() - 5) == ".lock";
-    if (!entry && !lock) out.push_back(e.path().string());
+    const bool usage = name == "usage" && e.path().parent_path() == fs::path(root) / "v1";
+    if (!entry && !lock && !usage) out.push_back(e.path().string());
   }
   return out;
 }
@@ -596,6 +597,220 @@ TEST(Store, ClearRemovesEverything) {
   cache.publish(e);
   EXPECT_TRUE(cache.lookup(e.key).has_value());
   { KeyLock lock = cache.lock(e.key); }
+}
+
+// --- a non-file where an entry belongs (issue 9, fault 7) ----------------------------------------
+
+TEST(Store, AFolderWithContentsWhereAnEntryBelongsIsMovedAsideAtPublish) {
+  TempDir dir;
+  const Entry e = sample_entry(60);
+  const std::string path = path_for(dir, e.key);
+  fs::create_directories(path);
+  write_all(path + "/notes.txt", "somebody's file");
+  {
+    // The first process: a quiet miss, then the publish heals the path with one warning.
+    DiskCache cache(cache_dir(dir), 0);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(cache.lookup(e.key).has_value());
+    cache.publish(e);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(count_substr(err, "kjit: warning:"), 1u) << err;
+    EXPECT_NE(err.find(path), std::string::npos) << err;
+    EXPECT_NE(err.find("/aside/"), std::string::npos) << err;
+  }
+  // Every later process hits, silently.
+  DiskCache later(cache_dir(dir), 0);
+  ::testing::internal::CaptureStderr();
+  const std::optional<Entry> hit = later.lookup(e.key);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->payload, e.payload);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path)));
+  // The folder and what it held are kept, inside the cache root.
+  std::vector<std::string> aside;
+  for (const auto& f : fs::directory_iterator(v_root(dir) + "/aside")) aside.push_back(f.path().string());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(read_all(aside[0] + "/notes.txt"), "somebody's file");
+  EXPECT_EQ(later.verify().bad, 0u);
+}
+
+TEST(Store, AnEmptyFolderWhereAnEntryBelongsIsRemovedAtPublish) {
+  TempDir dir;
+  const Entry e = sample_entry(61);
+  fs::create_directories(path_for(dir, e.key));
+  DiskCache cache(cache_dir(dir), 0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(e.key).has_value());
+  cache.publish(e);
+  EXPECT_TRUE(cache.lookup(e.key).has_value());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_FALSE(exists(v_root(dir) + "/aside"));
+}
+
+TEST(Store, ALinkWhereAnEntryBelongsIsRemovedAndItsTargetLeftAlone) {
+  TempDir dir;
+  // User data outside the cache root, and a link to it (and to a folder) at two entry paths.
+  const std::string outside = dir.path() + "/precious.txt";
+  write_all(outside, "user data");
+  set_mtime(outside, 1000000);
+  fs::create_directories(dir.path() + "/precious-dir");
+  const Entry a = sample_entry(62);
+  const Entry b = sample_entry(63);
+  fs::create_directories(fs::path(path_for(dir, a.key)).parent_path());
+  fs::create_directories(fs::path(path_for(dir, b.key)).parent_path());
+  fs::create_symlink(outside, path_for(dir, a.key));
+  fs::create_directory_symlink(dir.path() + "/precious-dir", path_for(dir, b.key));
+
+  DiskCache cache(cache_dir(dir), 0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(cache.lookup(a.key).has_value());
+  EXPECT_FALSE(cache.lookup(b.key).has_value());
+  cache.publish(a);
+  cache.publish(b);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(cache.lookup(a.key).has_value());
+  EXPECT_TRUE(cache.lookup(b.key).has_value());
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path_for(dir, a.key))));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path_for(dir, b.key))));
+  // Never read through, touched or replaced.
+  EXPECT_EQ(read_all(outside), "user data");
+  EXPECT_EQ(mtime_of(outside), 1000000);
+  EXPECT_TRUE(fs::is_directory(dir.path() + "/precious-dir"));
+}
+
+// --- size accounting (issue 9, fault 8) ----------------------------------------------------------
+
+TEST(Store, UsageRecordFollowsPublishesEvictionsPruneAndClear) {
+  TempDir dir;
+  const uint64_t entry_bytes = encode(sample_entry(0, 1000)).size();
+  DiskCache cache(cache_dir(dir), 10 * entry_bytes);
+  auto expect_exact = [&](const char* when) {
+    const std::optional<UsageRecord> u = cache.recorded_usage();
+    ASSERT_TRUE(u.has_value()) << when;
+    const CacheStats st = cache.stats();
+    EXPECT_EQ(u->bytes, st.bytes) << when;
+    EXPECT_EQ(u->entries, st.entries) << when;
+  };
+  for (int i = 0; i < 10; ++i) cache.publish(sample_entry(i, 1000));
+  expect_exact("at the cap");
+  EXPECT_EQ(cache.stats().entries, 10u);  // exactly the cap: nothing evicted yet
+  // The publish that crosses the cap evicts a fifth of the entries (11 / 5 = 2), so the next
+  // publish needs no listing.
+  cache.publish(sample_entry(10, 1000));
+  expect_exact("after evictions");
+  EXPECT_EQ(cache.stats().entries, 9u);
+  EXPECT_TRUE(exists(path_for(dir, key_for(10))));
+  cache.publish(sample_entry(10, 500));  // a replacement changes the size, not the count
+  expect_exact("after a replacement");
+  EXPECT_GT(cache.prune(3 * entry_bytes), 0u);
+  expect_exact("after prune");
+  cache.clear();
+  expect_exact("after clear");
+  EXPECT_EQ(cache.recorded_usage()->entries, 0u);
+}
+
+TEST(Store, UsageRecordRecountsWhenFilesChangeBehindItsBack) {
+  TempDir dir;
+  const uint64_t entry_bytes = encode(sample_entry(0, 1000)).size();
+  DiskCache cache(cache_dir(dir), 4 * entry_bytes);
+  for (int i = 0; i < 3; ++i) cache.publish(sample_entry(i, 1000));
+  // Someone deletes an entry and damages the record: the next publish recounts, and nothing
+  // is evicted on the strength of a wrong total.
+  fs::remove(path_for(dir, key_for(0)));
+  write_all(v_root(dir) + "/usage", "garbage");
+  cache.publish(sample_entry(3, 1000));
+  EXPECT_TRUE(exists(path_for(dir, key_for(1))));
+  EXPECT_TRUE(exists(path_for(dir, key_for(2))));
+  const std::optional<UsageRecord> u = cache.recorded_usage();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->entries, 3u);
+  EXPECT_EQ(u->bytes, 3 * entry_bytes);
+}
+
+TEST(Store, ManyProcessesPublishingUnderACapKeepTheRecordExact) {
+  TempDir dir;
+  const std::string root = cache_dir(dir);
+  const uint64_t entry_bytes = encode(sample_entry(0, 2000)).size();
+  const uint64_t cap = 40 * entry_bytes;
+  { DiskCache init(root, cap); }
+  constexpr int kProcesses = 6;
+  constexpr int kPerProcess = 60;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      DiskCache cache(root, cap);
+      for (int i = 0; i < kPerProcess; ++i) {
+        // Some keys are shared between processes, so replacements race too.
+        const int k = (i % 5 == 0) ? i : p * 1000 + i;
+        cache.publish(sample_entry(k, 2000 + static_cast<size_t>(p)));
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  DiskCache cache(root, cap);
+  const CacheStats st = cache.stats();
+  const std::optional<UsageRecord> u = cache.recorded_usage();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->bytes, st.bytes);
+  EXPECT_EQ(u->entries, st.entries);
+  EXPECT_LE(st.bytes, cap);
+  EXPECT_GT(st.entries, 20u);
+  EXPECT_EQ(cache.verify().bad, 0u);
+}
+
+// --- stale toolkits (issue 9, fault 5) -----------------------------------------------------------
+
+TEST(Store, PruneRemovesEntriesOfOtherToolkits) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  const Toolkit now{"13.0", "13000"};
+  Entry current = sample_entry(70);  // sample entries carry 13.0 / 13000
+  Entry old_nvrtc = sample_entry(71);
+  old_nvrtc.meta.nvrtc_version = "12.4";
+  Entry old_headers = sample_entry(72);
+  old_headers.meta.cuda_headers_version = "12040";
+  Entry unknown = sample_entry(73);
+  unknown.meta.nvrtc_version.clear();
+  unknown.meta.cuda_headers_version.clear();
+  for (const Entry* e : {&current, &old_nvrtc, &old_headers, &unknown}) cache.publish(*e);
+  fs::create_directories(fs::path(path_for(dir, key_for(74))).parent_path());
+  write_all(path_for(dir, key_for(74)), "garbage");
+
+  PruneOptions stale_only;
+  stale_only.current = &now;
+  stale_only.stale_only = true;
+  PruneResult r = cache.prune(stale_only);
+  EXPECT_EQ(r.stale, 3u);
+  EXPECT_EQ(r.bad, 0u) << "--stale leaves bad entries alone";
+  EXPECT_EQ(r.evicted, 0u);
+  EXPECT_TRUE(cache.lookup(current.key).has_value());
+  for (const Entry* e : {&old_nvrtc, &old_headers, &unknown}) EXPECT_FALSE(exists(path_for(dir, e->key)));
+  EXPECT_TRUE(exists(path_for(dir, key_for(74))));
+
+  cache.publish(old_nvrtc);
+  PruneOptions all;
+  all.current = &now;
+  r = cache.prune(all);
+  EXPECT_EQ(r.stale, 1u);
+  EXPECT_EQ(r.bad, 1u);
+  EXPECT_EQ(r.removed(), 2u);
+  EXPECT_EQ(cache.stats().entries, 1u);
+  EXPECT_EQ(cache.recorded_usage()->entries, 1u);
+
+  // Without a toolkit nothing is stale; stale_only then has nothing to go by.
+  cache.publish(old_nvrtc);
+  EXPECT_EQ(cache.prune(PruneOptions{}).stale, 0u);
+  PruneOptions blind;
+  blind.stale_only = true;
+  EXPECT_THROW(cache.prune(blind), CacheError);
 }
 
 }  // namespace

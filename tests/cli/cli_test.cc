@@ -5,6 +5,8 @@
 // a GPU. Each test works in its own cache folder.
 #include "tests/cli/process.hpp"
 
+#include "cache/entry.hpp"
+
 #include <kjit/device.hpp>
 #include <kjit/families.hpp>
 #include <kjit/runtime.hpp>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -648,6 +651,66 @@ TEST_F(CliTest, CacheExportAndImportShipACompiledCache) {
   std::ofstream((work_ / "short.kjb").string(), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   expect_one_line_error(kjit({"cache", "import", (work_ / "short.kjb").string()}), "truncated");
   expect_one_line_error(kjit({"cache", "import", (work_ / "nope.kjb").string()}), "nope.kjb");
+}
+
+/// Writes a copy of `e` under a key of its own, as if built by NVRTC `nvrtc` with CUDA headers
+/// `headers`, into the cache at `cache_dir`. Returns the file's path.
+fs::path plant_entry(const fs::path& cache_dir, cache::Entry e, uint64_t salt, const std::string& nvrtc,
+                     const std::string& headers) {
+  e.key.lo ^= salt;
+  e.meta.nvrtc_version = nvrtc;
+  e.meta.cuda_headers_version = headers;
+  const std::string hex = e.key.hex();
+  const fs::path path = cache_dir / ("v" + std::to_string(cache::kFormatVersion)) / hex.substr(0, 2) / (hex + ".kjit");
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << cache::encode(e);
+  return path;
+}
+
+TEST_F(CliTest, CachePruneRemovesEntriesOfOtherToolkits) {
+  const Family& f = test_family();
+  ProcessResult r = kjit(compile_args(f, {"--arch", test_arch(f), "--json"}));
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const std::string key = parse_object(r)["key"];
+  const fs::path current = cache_dir_ / "v1" / key.substr(0, 2) / (key + ".kjit");
+  std::string bytes;
+  {
+    std::ifstream in(current, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::optional<cache::Entry> e = cache::decode(bytes, nullptr, nullptr);
+  ASSERT_TRUE(e.has_value()) << current;
+  const std::string nvrtc = e->meta.nvrtc_version;
+  const std::string headers = e->meta.cuda_headers_version;
+
+  // Plain prune: bad entries and other toolkits' entries go, this toolkit's stay.
+  const fs::path old_nvrtc = plant_entry(cache_dir_, *e, 1, "12.4", headers);
+  const fs::path old_headers = plant_entry(cache_dir_, *e, 2, nvrtc, "12040");
+  const fs::path garbage = plant_entry(cache_dir_, *e, 3, nvrtc, headers);
+  std::ofstream(garbage, std::ios::binary | std::ios::trunc) << "garbage";
+  r = kjit({"cache", "prune", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["removed"], 3) << r.describe();
+  EXPECT_EQ(j["removed_stale"], 2) << r.describe();
+  EXPECT_EQ(j["removed_bad"], 1) << r.describe();
+  EXPECT_EQ(j["toolkit"]["nvrtc_version"], nvrtc) << r.describe();
+  EXPECT_EQ(j["toolkit"]["cuda_headers_version"], headers) << r.describe();
+  EXPECT_TRUE(fs::exists(current));
+  EXPECT_FALSE(fs::exists(old_nvrtc));
+  EXPECT_FALSE(fs::exists(old_headers));
+  EXPECT_FALSE(fs::exists(garbage));
+
+  // --stale: only other toolkits' entries, never a bad one; the count is said in words too.
+  plant_entry(cache_dir_, *e, 4, "12.4", headers);
+  std::ofstream(plant_entry(cache_dir_, *e, 5, nvrtc, headers), std::ios::binary | std::ios::trunc) << "garbage";
+  r = kjit({"cache", "prune", "--stale"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("removed 1 entry (0 bad, 1 of other toolkits"), std::string::npos) << r.describe();
+  r = kjit({"cache", "verify", "--json"});
+  EXPECT_EQ(parse_object(r)["bad"], 1) << r.describe();
+  EXPECT_EQ(parse_object(r)["ok"], 1) << r.describe();
+  expect_one_line_error(kjit({"cache", "prune", "--stale", "--max-bytes", "1M"}), "--stale");
 }
 
 TEST_F(CliTest, InspectingAMissingCacheCreatesNothing) {

@@ -1,11 +1,13 @@
-// `kjit cache ls|stats|verify|prune|clear`: the disk cache the environment names. The inspecting
-// commands (ls, stats, verify) only read: a missing folder is an empty cache, a read-only one is
-// listed. prune and clear open an existing cache strictly (a directory that cannot be written is
-// an error naming the path, never a silent memory-only cache) and leave a missing one missing.
+// `kjit cache ls|stats|verify|prune|clear|export|import`: the disk cache the environment names.
+// The inspecting commands (ls, stats, verify, export) only read: a missing folder is an empty
+// cache, a read-only one is listed. prune and clear open an existing cache strictly (a directory
+// that cannot be written is an error naming the path, never a silent memory-only cache) and leave
+// a missing one missing. The work is in cache/ (store.hpp, bundle.hpp); this file parses
+// arguments and prints.
 #include "tools/cli/common.hpp"
 
 #include "cache/bundle.hpp"
-#include "cache/file_util.hpp"
+#include "cache/warn.hpp"
 
 #include <kjit/error.hpp>
 
@@ -17,6 +19,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace kjit::cli {
@@ -157,25 +160,56 @@ cache::DiskCache open_cache_to_change(const RuntimeConfig& config) {
   return existing.enabled() ? open_cache_strict(config) : existing;
 }
 
-int run_prune(const std::string& max_bytes_text) {
-  cache::DiskCache cache = open_cache_to_change(RuntimeConfig::from_env());
+/// The NVRTC and CUDA headers versions this machine compiles with: what `prune` keeps. Throws
+/// when they cannot be found (no CUDA headers), naming why.
+cache::Toolkit current_toolkit(const RuntimeConfig& config) {
+  RuntimeConfig quiet = config;
+  quiet.disk_cache = false;  // only the versions are wanted; opening the cache twice is not
+  Runtime runtime(quiet);
+  return {runtime.nvrtc_version(), runtime.cuda_headers_version()};
+}
+
+int run_prune(const std::string& max_bytes_text, bool stale_only) {
+  const RuntimeConfig config = RuntimeConfig::from_env();
+  cache::DiskCache cache = open_cache_to_change(config);
   uint64_t cap = 0;
   if (!max_bytes_text.empty()) {
+    if (stale_only) throw InvalidArgument("--stale removes only entries of other toolkits; it takes no --max-bytes");
     cap = RuntimeConfig::parse_bytes(max_bytes_text, "--max-bytes");
     // DiskCache::prune reads 0 as "the configured cap"; emptying the cache is `clear`.
     if (cap == 0) throw InvalidArgument("--max-bytes 0 would remove everything; use `kjit cache clear`");
   }
-  const uint64_t removed = cache.prune(cap);
+  std::optional<cache::Toolkit> toolkit;
+  try {
+    toolkit = current_toolkit(config);
+  } catch (const Error& e) {
+    if (stale_only) throw Unsupported(fmt::format("cannot tell which entries are stale: {}", strip_prefix(e.what())));
+    warn(fmt::format("keeping entries of every toolkit: {}", first_line(e.what())));
+  }
+  cache::PruneOptions options;
+  options.max_bytes = cap;
+  options.current = toolkit ? &*toolkit : nullptr;
+  options.stale_only = stale_only;
+  const cache::PruneResult result = cache.prune(options);
+  const uint64_t removed = result.removed();
   const cache::CacheStats stats = cache.stats();
   if (output().json) {
-    print_json({{"root", stats.root},
-                {"removed", removed},
-                {"entries", stats.entries},
-                {"bytes", stats.bytes},
-                {"max_bytes", cap ? cap : stats.max_bytes}});
+    nlohmann::json j = {{"root", stats.root},
+                        {"removed", removed},
+                        {"removed_bad", result.bad},
+                        {"removed_stale", result.stale},
+                        {"evicted", result.evicted},
+                        {"entries", stats.entries},
+                        {"bytes", stats.bytes},
+                        {"max_bytes", cap ? cap : stats.max_bytes}};
+    j["toolkit"] = toolkit ? nlohmann::json{{"nvrtc_version", toolkit->nvrtc_version},
+                                            {"cuda_headers_version", toolkit->cuda_headers_version}}
+                           : nlohmann::json(nullptr);
+    print_json(j);
   } else {
-    fmt::print("removed {} entr{}; {} entr{}, {} left in {}\n", removed, removed == 1 ? "y" : "ies",
-               stats.entries, stats.entries == 1 ? "y" : "ies", human_bytes(stats.bytes), stats.root);
+    fmt::print("removed {} entr{} ({} bad, {} of other toolkits, {} least recently used); {} entr{}, {} left in {}\n",
+               removed, removed == 1 ? "y" : "ies", result.bad, result.stale, result.evicted, stats.entries,
+               stats.entries == 1 ? "y" : "ies", human_bytes(stats.bytes), stats.root);
   }
   return kExitOk;
 }
@@ -191,80 +225,39 @@ int run_clear() {
   return kExitOk;
 }
 
-/// Entries a bundle is capped at when read back: the store's own per-entry cap times a few
-/// hundred specializations is far below this.
-constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
-
 int run_export(const std::string& path, const std::vector<std::string>& families,
                const std::vector<std::string>& archs) {
   const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
-  auto wanted = [](const std::vector<std::string>& list, const std::string& value) {
-    return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
-  };
-  std::vector<std::string> targets;
-  for (const Target& t : parse_targets(archs)) targets.push_back(t.str());
+  cache::BundleFilter filter;
+  for (const Target& t : parse_targets(archs)) filter.targets.push_back(t.str());
   for (const std::string& f : families) family(f);  // an unknown family is an error, not an empty bundle
-  std::vector<std::string> encoded;
-  uint64_t skipped_bad = 0;
-  for (const cache::EntryInfo& e : cache.list()) {
-    if (!e.meta) {
-      ++skipped_bad;
-      continue;
-    }
-    if (!wanted(families, e.meta->family) || !wanted(targets, e.meta->target)) continue;
-    std::string bytes;
-    if (cache::detail::read_file(e.path, kMaxBundleBytes, /*touch=*/false, &bytes) != 0) continue;  // evicted meanwhile
-    encoded.push_back(std::move(bytes));
-  }
-  const std::string bundle = cache::encode_bundle(encoded);
-  if (const int err = cache::detail::write_file_atomic(path, bundle); err != 0) {
-    throw CacheError(fmt::format("cannot write bundle {}: {}", path, cache::detail::errno_text(err)));
-  }
+  filter.families = families;
+  const cache::ExportReport report = cache::export_bundle(cache, path, filter);
   if (output().json) {
-    print_json({{"bundle", path}, {"entries", encoded.size()}, {"bytes", bundle.size()},
-                {"skipped_bad", skipped_bad}, {"root", cache.root()}});
+    print_json({{"bundle", path}, {"entries", report.entries}, {"bytes", report.bytes},
+                {"skipped_bad", report.skipped_bad}, {"root", cache.root()}});
   } else {
-    fmt::print("exported {} entr{} ({}) from {} to {}{}\n", encoded.size(), encoded.size() == 1 ? "y" : "ies",
-               human_bytes(bundle.size()), cache.root(), path,
-               skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", skipped_bad) : "");
+    fmt::print("exported {} entr{} ({}) from {} to {}{}\n", report.entries, report.entries == 1 ? "y" : "ies",
+               human_bytes(report.bytes), cache.root(), path,
+               report.skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", report.skipped_bad) : "");
   }
   return kExitOk;
 }
 
 int run_import(const std::string& path) {
-  std::string bytes;
-  if (const int err = cache::detail::read_file(path, kMaxBundleBytes, /*touch=*/false, &bytes); err != 0) {
-    throw CacheError(fmt::format("cannot read bundle {}: {}", path, cache::detail::errno_text(err)));
-  }
-  cache::BundleContents contents;
-  try {
-    contents = cache::decode_bundle(bytes);
-  } catch (const CacheError& e) {
-    throw CacheError(fmt::format("{}: {}", path, e.what()));
-  }
   cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
-  uint64_t imported = 0, present = 0, not_stored = 0;
-  for (const cache::Entry& e : contents.entries) {
-    if (cache.lookup(e.key)) {
-      ++present;
-      continue;
-    }
-    cache.publish(e);  // atomic; a failure is warned by the store
-    if (cache.lookup(e.key)) {
-      ++imported;
-    } else {
-      ++not_stored;
-    }
-  }
-  for (const std::string& problem : contents.problems) fmt::print(stderr, "kjit: warning: {}: {}\n", path, problem);
+  const cache::ImportReport report = cache::import_bundle(cache, path);
+  for (const std::string& problem : report.problems) warn(fmt::format("{}: {}", path, problem));
   if (output().json) {
-    print_json({{"bundle", path}, {"entries", contents.count}, {"imported", imported}, {"present", present},
-                {"bad", contents.problems.size()}, {"not_stored", not_stored}, {"root", cache.root()}});
+    print_json({{"bundle", path}, {"entries", report.declared}, {"imported", report.imported},
+                {"present", report.present}, {"bad", report.problems.size()},
+                {"not_stored", report.not_stored}, {"root", cache.root()}});
   } else {
-    fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries from {} into {}\n", imported,
-               present, contents.problems.size(), not_stored, contents.count, path, cache.root());
+    fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries from {} into {}\n",
+               report.imported, report.present, report.problems.size(), report.not_stored, report.declared,
+               path, cache.root());
   }
-  return contents.problems.empty() && not_stored == 0 ? kExitOk : kExitFailed;
+  return report.problems.empty() && report.not_stored == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -290,15 +283,22 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   add_json_flag(verify);
   out.push_back({verify, run_verify});
 
-  auto max_bytes = std::make_shared<std::string>();
-  CLI::App* prune = cache->add_subcommand("prune", "Remove bad entries, then least-recently-used "
-                                                   "ones until the cache fits its cap");
-  prune->add_option("--max-bytes", *max_bytes, "The cap to prune to: bytes with an optional "
+  struct PruneFlags {
+    std::string max_bytes;
+    bool stale = false;
+  };
+  auto pr = std::make_shared<PruneFlags>();
+  CLI::App* prune = cache->add_subcommand("prune", "Remove bad entries and entries built by another "
+                                                   "NVRTC or CUDA headers version, then "
+                                                   "least-recently-used ones until the cache fits its cap");
+  prune->add_option("--max-bytes", pr->max_bytes, "The cap to prune to: bytes with an optional "
                                                "K/M/G/T suffix (default: KJIT_CACHE_MAX_BYTES, "
                                                "2G when unset)")
       ->check(non_empty());
+  prune->add_flag("--stale", pr->stale, "Remove only entries built by another NVRTC or CUDA headers "
+                                        "version (they can never be hit here)");
   add_json_flag(prune);
-  out.push_back({prune, [max_bytes] { return run_prune(*max_bytes); }});
+  out.push_back({prune, [pr] { return run_prune(pr->max_bytes, pr->stale); }});
 
   struct ExportOptions {
     std::string path;

@@ -72,9 +72,9 @@ int run_compile(const CompileOptions& o) {
                            {"target", target.str()},
                            {"emit", o.emit},
                            {"source_name", spec.source_name},
-                           {"cache_dir", runtime.disk_cache().root()},
-                           {"cache_enabled", runtime.disk_cache().enabled()},
-                           {"cache_writable", runtime.disk_cache().writable()}};
+                           {"cache_dir", runtime.disk_cache().root},
+                           {"cache_enabled", runtime.disk_cache().enabled},
+                           {"cache_writable", runtime.disk_cache().writable}};
   if (!o.output_path.empty()) report["output"] = o.output_path;
 
   if (o.emit == "source") {
@@ -150,9 +150,9 @@ int run_compile(const CompileOptions& o) {
   }
   fmt::print(out, "binary   {} {}\n", human_bytes(program->binary.size()), target.ptx ? "PTX" : "cubin");
   if (!o.output_path.empty() && o.output_path != "-") fmt::print(out, "output   {}\n", o.output_path);
-  if (!runtime.disk_cache().enabled()) {
+  if (!runtime.disk_cache().enabled) {
     fmt::print(out, "note     the disk cache is off; the result was not saved\n");
-  } else if (!runtime.disk_cache().writable()) {
+  } else if (!runtime.disk_cache().writable) {
     fmt::print(out, "note     the disk cache is read-only; a new compile was not saved\n");
   }
   size_t width = 6;

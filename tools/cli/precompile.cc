@@ -97,7 +97,7 @@ int run_precompile(const PrecompileOptions& o) {
   }
   open_cache_strict(config);
   Runtime& runtime = Runtime::global();
-  if (!runtime.disk_cache().writable()) {
+  if (!runtime.disk_cache().writable) {
     throw CacheError(fmt::format("cache directory {} is not writable", runtime.config().cache_dir));
   }
 
@@ -143,7 +143,7 @@ int run_precompile(const PrecompileOptions& o) {
       1, std::min<size_t>(o.jobs > 0 ? static_cast<size_t>(o.jobs) : hw, items.size()));
   fmt::print(stderr, "precompiling {} specialization{} for {} on {} thread{} into {}\n",
              items.size(), items.size() == 1 ? "" : "s", target_list, jobs, jobs == 1 ? "" : "s",
-             runtime.disk_cache().root());
+             runtime.disk_cache().root);
   for (const nlohmann::json& s : skipped) {
     fmt::print(stderr, "skipping {} for {}: {}\n", s["family"].get<std::string>(),
                s["target"].get<std::string>(), s["reason"].get<std::string>());
@@ -221,7 +221,7 @@ int run_precompile(const PrecompileOptions& o) {
   size_t evicted = 0;
   {
     std::set<std::string> present;
-    for (const cache::EntryInfo& e : runtime.disk_cache().list()) present.insert(e.key.hex());
+    for (const cache::EntryInfo& e : open_cache_for_reading(runtime.config()).list()) present.insert(e.key.hex());
     for (const Item& item : items) {
       if (item.status != Item::Status::kFailed && !item.key.empty() && !present.count(item.key)) ++evicted;
     }
@@ -248,14 +248,14 @@ int run_precompile(const PrecompileOptions& o) {
                 {"seconds", seconds},
                 {"jobs", jobs},
                 {"targets", target_names},
-                {"cache_dir", runtime.disk_cache().root()},
+                {"cache_dir", runtime.disk_cache().root},
                 {"items", list},
                 {"skipped", skipped}});
   } else {
     fmt::print("{} compiled, {} cached, {} failed ({} specialization{} for {}) in {:.1f} s; "
                "cache {}\n",
                compiled.load(), cached.load(), failed.load(), items.size(),
-               items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root());
+               items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root);
   }
   if (failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
@@ -266,7 +266,7 @@ int run_precompile(const PrecompileOptions& o) {
     fmt::print(stderr,
                "kjit: error: {} of the {} specializations are no longer in the cache: its byte cap ({}, "
                "KJIT_CACHE_MAX_BYTES) is too small for them; raise it (0 = no cap)\n",
-               evicted, items.size(), human_bytes(runtime.disk_cache().max_bytes()));
+               evicted, items.size(), human_bytes(runtime.disk_cache().max_bytes));
     return kExitFailed;
   }
   return kExitOk;

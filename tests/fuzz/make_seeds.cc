@@ -1,0 +1,115 @@
+// Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/{entry,bundle}/): well-formed
+// inputs and the near misses the decoders must refuse, so fuzzing starts from every branch.
+// Run from tools/fuzz.sh --seeds; the output is checked in, so this only reruns when the
+// formats change.
+
+#include "cache/bundle.hpp"
+#include "cache/entry.hpp"
+#include "cache/key.hpp"
+#include "cache/le_bytes.hpp"
+
+#include <xxhash.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace kjit::cache;
+namespace fs = std::filesystem;
+
+Entry sample(int i, size_t payload) {
+  Entry e;
+  e.key = KeyBuilder().add("seed", int64_t{i}).finish();
+  e.meta.family = "attention.decode";
+  e.meta.template_args = "head_dim=128 group=4";
+  e.meta.target = "sm_90a";
+  e.meta.kernels.push_back({"decode<128, 4>", "_Z6decodeILi128ELi4EEvv", 96, 0, 4096});
+  e.meta.options = {"-std=c++17", "-DKJIT_HEAD_DIM=128"};
+  e.meta.nvrtc_version = "13.0";
+  e.meta.cuda_headers_version = "13000";
+  e.meta.source_name = "attention/decode.cu";
+  e.meta.compile_ms = 45.5;
+  e.meta.created_unix = 1764460800;
+  e.payload.assign(payload, '\0');
+  for (size_t b = 0; b < payload; ++b) e.payload[b] = static_cast<char>((b * 31 + i) & 0xff);
+  return e;
+}
+
+/// An entry whose metadata text is `meta` verbatim, with a correct checksum.
+std::string raw_entry(const std::string& meta, const std::string& payload) {
+  std::string out = "KJITCUBN";
+  detail::put_le(out, kFormatVersion, 4);
+  detail::put_le(out, 0x0123456789abcdefull, 8);
+  detail::put_le(out, 0xfedcba9876543210ull, 8);
+  detail::put_le(out, meta.size(), 8);
+  detail::put_le(out, payload.size(), 8);
+  const std::string body = meta + payload;
+  detail::put_le(out, XXH3_64bits(body.data(), body.size()), 8);
+  return out + body;
+}
+
+void put(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const fs::path root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
+  const fs::path entry = root / "entry";
+  const fs::path bundle = root / "bundle";
+
+  const std::string good = encode(sample(1, 64));
+  put(entry, "valid", good);
+  Entry ptx = sample(2, 0);
+  ptx.meta = EntryMeta{};
+  ptx.meta.ptx = true;
+  ptx.payload = ".version 9.0\n.target sm_90a\n";
+  put(entry, "valid-ptx-sparse-meta", encode(ptx));
+  put(entry, "empty", "");
+  put(entry, "truncated-header", good.substr(0, 30));
+  put(entry, "truncated-body", good.substr(0, good.size() - 7));
+  put(entry, "bad-magic", "KJITCUBX" + good.substr(8));
+  std::string version = good;
+  version[8] = 7;
+  put(entry, "other-version", version);
+  std::string flipped = good;
+  flipped[flipped.size() - 1] ^= 1;
+  put(entry, "checksum-mismatch", flipped);
+  put(entry, "trailing-bytes", good + "xx");
+  std::string huge = good;
+  for (int i = 0; i < 8; ++i) huge[28 + i] = static_cast<char>(0xff);
+  put(entry, "huge-meta-size", huge);
+  put(entry, "meta-empty-object", raw_entry("{}", "payload"));
+  put(entry, "meta-not-json", raw_entry("{\"family\": ", "p"));
+  put(entry, "meta-array", raw_entry("[1,2,3]", ""));
+  put(entry, "meta-wrong-types", raw_entry(R"({"family": 3, "ptx": "yes", "kernels": {}})", ""));
+  put(entry, "meta-kernel-out-of-range",
+      raw_entry(R"({"kernels": [{"registers": 18446744073709551615, "spill_bytes": -1}]})", ""));
+  put(entry, "meta-options-mixed", raw_entry(R"({"options": ["-O3", 4, null]})", ""));
+  put(entry, "meta-deep", raw_entry(std::string(200, '[') + std::string(200, ']'), ""));
+  put(entry, "meta-bad-utf8", raw_entry("{\"family\": \"\xff\xfe\"}", ""));
+
+  const std::string two = encode_bundle({good, encode(sample(3, 16))});
+  put(bundle, "empty-bundle", encode_bundle({}));
+  put(bundle, "one-entry", encode_bundle({good}));
+  put(bundle, "two-entries", two);
+  put(bundle, "one-damaged", encode_bundle({flipped, good}));
+  put(bundle, "truncated", two.substr(0, two.size() - 10));
+  put(bundle, "trailing", two + "z");
+  std::string count = encode_bundle({good});
+  for (int i = 0; i < 8; ++i) count[12 + i] = static_cast<char>(0xff);
+  put(bundle, "huge-count", count);
+  std::string size = encode_bundle({good});
+  for (int i = 0; i < 8; ++i) size[20 + i] = static_cast<char>(0xfe);
+  put(bundle, "huge-entry-size", size);
+  put(bundle, "bad-magic", "KJITBNDX" + two.substr(8));
+  put(bundle, "not-a-bundle", good);
+  std::printf("seeds written to %s\n", root.c_str());
+  return 0;
+}
