@@ -14,9 +14,4 @@ namespace kjit {
 /// a variable), without the "kjit: warning: " prefix or a trailing newline. Never throws.
 void warn(std::string_view message) noexcept;
 
-namespace cache::detail {
-/// Transitional spelling for callers not yet converted to kjit::warn (runtime/runtime.cc).
-using ::kjit::warn;
-}  // namespace cache::detail
-
 }  // namespace kjit

@@ -1,5 +1,7 @@
 #include "runtime/nvrtc.hpp"
 
+#include "cache/warn.hpp"
+
 #include <kjit/error.hpp>
 
 #include <dlfcn.h>
@@ -111,10 +113,9 @@ void warn_version_mismatch(const CudaHeaders& h) {
   static std::set<std::string> warned;
   std::lock_guard lock(mutex);
   if (!warned.insert(h.include_dir).second) return;
-  fmt::print(stderr,
-             "kjit: warning: the CUDA headers in {} are CUDA {} (CUDA_VERSION {}) but NVRTC is {}; kernels may "
-             "fail to compile or compile differently. Point KJIT_CUDA_HOME at the toolkit NVRTC {} came with\n",
-             h.include_dir, headers.empty() ? std::string("unknown") : headers, h.version, compiler, compiler);
+  warn(fmt::format("the CUDA headers in {} are CUDA {} (CUDA_VERSION {}) but NVRTC is {}; kernels may fail to "
+                   "compile or compile differently. Point KJIT_CUDA_HOME at the toolkit NVRTC {} came with",
+                   h.include_dir, headers.empty() ? std::string("unknown") : headers, h.version, compiler, compiler));
 }
 
 }  // namespace
@@ -142,7 +143,7 @@ CudaHeaders find_cuda_headers(const std::string& configured) {
     if (::access((h.include_dir + "/cccl").c_str(), R_OK) == 0) h.include_dirs.push_back(h.include_dir + "/cccl");
     for (const auto& d : h.include_dirs) h.include_options.push_back("-I" + d);
     if (!configured.empty() && dir != candidates.front()) {
-      fmt::print(stderr, "kjit: warning: {}/include has no cuda_bf16.h; using {}\n", configured, h.include_dir);
+      warn(fmt::format("{}/include has no cuda_bf16.h; using {}", configured, h.include_dir));
     }
     warn_version_mismatch(h);
     return h;

@@ -140,7 +140,7 @@ class RuntimeImpl {
     if (!entry) return std::nullopt;
     if (!matches(*entry, p, target)) {
       // Once per key and process: the recompile is kept in `programs` and replaces the entry.
-      cache::detail::warn(fmt::format("cache entry {} does not match its program; recompiling", key.hex()));
+      warn(fmt::format("cache entry {} does not match its program; recompiling", key.hex()));
       return std::nullopt;
     }
     return from_entry(*entry, CompiledProgram::Origin::kDisk);
@@ -367,7 +367,7 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
     {
       std::lock_guard rebuild_lock(rebuild_mutex);
       if (rebuilt.insert(program->key).second) {
-        cache::detail::warn(fmt::format("cache entry {} ({} for {}) passed its checksum but the driver refused it: "
+        warn(fmt::format("cache entry {} ({} for {}) passed its checksum but the driver refused it: "
                                         "{} failed: {} ({}); recompiling and replacing it",
                                         program->key, program->family, program->target.str(), call,
                                         name ? name : "CUDA_ERROR_?", text ? text : "no description"));

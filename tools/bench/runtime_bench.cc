@@ -6,8 +6,7 @@
 #include <kjit/families.hpp>
 #include <kjit/kjit.hpp>
 
-#include "runtime/driver.hpp"
-#include "runtime/ops/rotary/rotary.hpp"
+#include "runtime/internal.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 

@@ -5,7 +5,7 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/swa_decode.hpp>
 
-#include "runtime/ops/mla/swa_decode.hpp"
+#include "runtime/internal.hpp"
 
 #include <cuda.h>
 

@@ -6,8 +6,7 @@
 // arguments and prints.
 #include "tools/cli/common.hpp"
 
-#include "cache/bundle.hpp"
-#include "cache/warn.hpp"
+#include "runtime/internal.hpp"
 
 #include <kjit/error.hpp>
 

@@ -8,7 +8,7 @@
 #include <kjit/families.hpp>
 #include <kjit/runtime.hpp>
 
-#include "cache/store.hpp"
+#include "runtime/internal.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

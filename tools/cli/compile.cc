@@ -4,7 +4,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/kernel_sources.hpp"
+#include "runtime/internal.hpp"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 
 #include <kjit/device.hpp>
 
-#include "runtime/driver.hpp"
+#include "runtime/internal.hpp"
 
 #include <algorithm>
 #include <utility>

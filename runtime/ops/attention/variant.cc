@@ -148,7 +148,7 @@ AttentionVariant configured_variant(const RuntimeConfig& config) {
   // A misspelt override is survivable (the automatic choice is always correct): say it once.
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    cache::detail::warn(fmt::format("ignoring KJIT_ATTN_VARIANT={} (expected auto, mma or wgmma)", config.attention_variant));
+    warn(fmt::format("ignoring KJIT_ATTN_VARIANT={} (expected auto, mma or wgmma)", config.attention_variant));
   }
   return AttentionVariant::kAuto;
 }

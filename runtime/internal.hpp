@@ -1,0 +1,28 @@
+#pragma once
+/// \file runtime/internal.hpp
+/// The one internal header kjit's own tools (the CLI, the benchmarks, the test helpers in
+/// tools/testing) include besides the public API in include/kjit/. It gathers what they need
+/// and an application does not:
+///   - the driver entry-point table (runtime/driver.hpp): raw launches to time the op overhead
+///     against, device memory and events for tests and benchmarks, the driver version;
+///   - the kernel sources as shipped (runtime/kernel_sources.hpp): `kjit compile --emit source`;
+///   - the op pipeline and every op's pure steps (runtime/ops/…): plan on a simulated device,
+///     force a plan, or build an op's launch value and replay it;
+///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
+///   - kjit::warn (cache/warn.hpp), the one warning channel.
+/// Nothing here is a stable interface; the test suites may include any internal header directly.
+
+#include "cache/bundle.hpp"
+#include "cache/store.hpp"
+#include "cache/warn.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/kernel_sources.hpp"
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/entry.hpp"
+#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
+#include "runtime/ops/fp8/quantize.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
+#include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/rotary/rotary.hpp"
