@@ -32,8 +32,8 @@ DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const
   p.out = args.out.data;
   p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
   if (plan.num_splits > 1) {
-    p.o_part = static_cast<float*>(workspace);
-    p.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.o_part_bytes);
+    p.o_part = kjit::detail::o_part(workspace);
+    p.lse_part = kjit::detail::lse_part(workspace, plan.o_part_bytes);
   }
   p.q_stride_b = args.q.strides[0];
   p.q_stride_h = args.q.strides[2];

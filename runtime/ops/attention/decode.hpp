@@ -11,6 +11,7 @@
 #include "attention/decode_params.h"
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/split_partials.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -160,10 +160,10 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));
   plan.ctas = base * plan.num_splits;
   if (plan.num_splits > 1) {
-    const size_t rows = static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits);
-    plan.o_part_bytes = rows * static_cast<size_t>(d.head_dim) * sizeof(float);
-    const size_t lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
-    plan.workspace_bytes = plan.o_part_bytes + lse_bytes;
+    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
+        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
+    plan.o_part_bytes = s.o_bytes;
+    plan.workspace_bytes = s.bytes;
   }
   return plan;
 }

@@ -82,9 +82,10 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   plan.o_part_bytes = 0;
   plan.workspace_bytes = 0;
   if (plan.num_splits > 1) {
-    const size_t rows = static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits);
-    plan.o_part_bytes = rows * static_cast<size_t>(d.head_dim) * sizeof(float);
-    plan.workspace_bytes = plan.o_part_bytes + (rows * sizeof(float) + 255) / 256 * 256;
+    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
+        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
+    plan.o_part_bytes = s.o_bytes;
+    plan.workspace_bytes = s.bytes;
   }
   return plan;
 }

@@ -11,6 +11,7 @@
 #include "mla/swa_decode_params.h"
 #include "runtime/families/mla.hpp"
 #include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/split_partials.hpp"
 
 #include <cstddef>
 #include <cstdint>

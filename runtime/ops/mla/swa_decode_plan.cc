@@ -246,10 +246,10 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
   plan.ctas = base * plan.num_splits;
   if (plan.num_splits > 1 && d.tokens > 0) {
-    const size_t rows = static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits);
-    plan.o_part_bytes = rows * static_cast<size_t>(d.head_dim) * sizeof(float);
-    const size_t lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
-    plan.workspace_bytes = plan.o_part_bytes + lse_bytes;
+    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
+        static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
+    plan.o_part_bytes = s.o_bytes;
+    plan.workspace_bytes = s.bytes;
   }
   return plan;
 }
