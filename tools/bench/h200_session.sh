@@ -71,13 +71,21 @@ if want sanitize; then
   step "compute-sanitizer"
   cs=/usr/local/cuda/bin/compute-sanitizer
   [ -d "$KJIT_CACHE_DIR" ] || "$kjit" precompile -j 16 > /dev/null
-  for tool in memcheck racecheck; do
-    for t in "$root/$build"/tests/gpu_*_test; do
-      name=$(basename "$t")
+  # `kjit selftest` runs every op once on small shapes: the whole family list in one process.
+  # KJIT_SANITIZE_SUITES: names to run (selftest, gpu_rotary_test, ...); default all.
+  suites=()
+  for t in selftest "$root/$build"/tests/gpu_*_test; do
+    n=$(basename "$t")
+    case " ${KJIT_SANITIZE_SUITES:-$n} " in *" $n "*) suites+=("$t") ;; esac
+  done
+  for tool in ${KJIT_SANITIZE_TOOLS:-memcheck racecheck}; do
+    for t in "${suites[@]}"; do
+      if [ "$t" = selftest ]; then name=selftest; cmd=("$kjit" selftest); else
+        name=$(basename "$t"); cmd=("$t" --gtest_brief=1 --gtest_filter="${KJIT_SANITIZE_FILTER:-*}"); fi
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
       timeout "${KJIT_SANITIZE_TIMEOUT:-120}" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 3 \
-        "$t" --gtest_brief=1 --gtest_filter="${KJIT_SANITIZE_FILTER:-*}" > "$out/$tool.$name.txt" 2>&1
+        "${cmd[@]}" > "$out/$tool.$name.txt" 2>&1
       rc=$?
       summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY" "$out/$tool.$name.txt" | tr '\n' ' ')
       echo "$tool $name rc=$rc ${summary:-(no summary: timed out or crashed)}" | tee -a "$out/sanitize.txt"
