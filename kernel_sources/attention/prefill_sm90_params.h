@@ -1,6 +1,6 @@
 #pragma once
 // Parameters and static shape of the Hopper prefill kernel (attention/prefill_sm90.cu, family
-// attention.prefill_sm90). Compiled by g++ (runtime/ops/attention_prefill.cc) and NVRTC: PODs
+// attention.prefill_sm90). Compiled by g++ (runtime/ops/attention/prefill_sm90.cc) and NVRTC: PODs
 // and constexpr only.
 #include "kjit/types.h"
 #include "fp8/gemm_sm90_params.h"  // TmaDescriptor: a CUtensorMap's 128 bytes, opaque to kernels

@@ -1,5 +1,5 @@
 // FP8 GEMM on pre-quantized operands with mma.sync m16n8k32 (e4m3/e5m2 in, f32 accumulate;
-// sm_89+). Contract and scale formulas: include/kjit/ops/fp8.hpp. Host: runtime/ops/fp8_gemm.cc.
+// sm_89+). Contract and scale formulas: include/kjit/ops/fp8.hpp. Host: runtime/ops/fp8/gemm.cc.
 //
 //   D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias[n])      tensor / channel scales
 //   D[m, n] = Σ_kb (Σ_{k in block kb} A[m, k] · B[n, k]) · sa[m, kb] · sb[n / 128, kb] (+ bias[n])

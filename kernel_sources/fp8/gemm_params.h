@@ -1,6 +1,6 @@
 #pragma once
 // Params and launch shape of the FP8 GEMM kernel (kernel_sources/fp8/gemm.cu). Compiled by g++
-// (runtime/ops/fp8_gemm.cc) and by NVRTC. Contract: include/kjit/ops/fp8.hpp.
+// (runtime/ops/fp8/gemm.cc) and by NVRTC. Contract: include/kjit/ops/fp8.hpp.
 #include "kjit/types.h"
 
 namespace kjit::fp8 {

@@ -1,6 +1,6 @@
 // Hopper FP8 GEMM: TMA loads, an mbarrier ring, wgmma.mma_async m64nNk32 (e4m3/e5m2 → f32),
 // warp-specialized, persistent, with cluster split-K for small M (sm_90a only; SASS: QGMMA).
-// Contract: include/kjit/ops/fp8.hpp; host: runtime/ops/fp8_gemm.cc, which picks this kernel on
+// Contract: include/kjit/ops/fp8.hpp; host: runtime/ops/fp8/gemm.cc, which picks this kernel on
 // sm_90 for tensorwise scales with A and B both K-major (the only FP8 layout wgmma reads:
 // transposed operands exist for 16-bit types only) and routes everything else to the mma.sync
 // kernel (fp8/gemm.cu).

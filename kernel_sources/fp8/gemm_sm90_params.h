@@ -1,6 +1,6 @@
 #pragma once
 // Params and launch shape of the Hopper FP8 GEMM (kernel_sources/fp8/gemm_sm90.cu). Compiled by
-// g++ (runtime/ops/fp8_gemm.cc) and by NVRTC. Contract: include/kjit/ops/fp8.hpp.
+// g++ (runtime/ops/fp8/gemm.cc) and by NVRTC. Contract: include/kjit/ops/fp8.hpp.
 #include "kjit/types.h"
 
 namespace kjit::fp8 {

@@ -1,6 +1,6 @@
 // FP8 quantization: bf16/f16/f32 → E4M3/E5M2 with amax, per tensor, per row, per 1×128 block or
 // per 128×128 block. Contract and formulas: include/kjit/ops/fp8.hpp. Host: runtime/ops/
-// fp8_quantize.cc.
+// fp8/quantize.cc.
 //
 // Every kernel moves 16-byte input vectors (8 bf16/f16 or 4 f32) and writes the matching 8 or
 // 4 fp8 bytes; cols is a multiple of 16 and rows are 16-byte aligned, so no vector straddles a

@@ -1,6 +1,6 @@
 #pragma once
 // Params of the FP8 quantize kernels (kernel_sources/fp8/quantize.cu). Compiled by g++ (runtime/
-// ops/fp8_quantize.cc fills them) and by NVRTC, so they hold only fixed-width integers, floats and
+// ops/fp8/quantize.cc fills them) and by NVRTC, so they hold only fixed-width integers, floats and
 // raw pointers. The contract (shapes, scale formulas) is documented in include/kjit/ops/fp8.hpp.
 #include "kjit/fp8_format.h"  // kFormatE4M3, kFormatE5M2: the `kFmt` template argument
 #include "kjit/types.h"

@@ -1,6 +1,6 @@
 // Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: K = V, one
 // 512-wide latent per cached token, 128 query heads). Contract: include/kjit/ops/swa_decode.hpp;
-// host side: runtime/ops/swa_decode.cc. The function, as a batched PyTorch version computes it
+// host side: runtime/ops/mla/swa_decode.cc. The function, as a batched PyTorch version computes it
 // (gather every token's window, dequantize, masked SDPA):
 //
 //   for token t, head h, over the window positions j < lens[t] whose slot indices[t, j] ≥ 0:

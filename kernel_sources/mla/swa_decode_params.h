@@ -1,6 +1,6 @@
 #pragma once
 // Parameters and static shapes of the fp8 sliding-window MLA decode kernels
-// (kernel_sources/mla/swa_decode.cu). Compiled by both g++ (runtime/ops/swa_decode.cc fills
+// (kernel_sources/mla/swa_decode.cu). Compiled by both g++ (runtime/ops/mla/swa_decode.cc fills
 // SwaDecodeParams and sizes launches from the constexpr functions below) and NVRTC, so it holds
 // only PODs and constexpr functions.
 #include "kjit/types.h"

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) fused fp8 sliding-window MLA decode: wgmma on the raw E4M3/E5M2 cache bytes.
 // Same function and Params as swa_decode_kernel (mla/swa_decode.cu, whose file comment gives the
-// contract and the floor); runtime/ops/swa_decode.cc picks this kernel as head group 64 on
+// contract and the floor); runtime/ops/mla/swa_decode.cc picks this kernel as head group 64 on
 // sm_90 for windows of at most 128 positions, NH a multiple of 64 and T · NH / 64 ≥ SMs / 2.
 //
 // Why: the mma.sync kernel spends most of a CTA's life converting K (8 × per token, once per

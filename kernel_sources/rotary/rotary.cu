@@ -1,5 +1,5 @@
 // Rotary position embedding (RoPE): fused cos/sin lookup and rotation of bf16 q and k heads.
-// Contract and formula: include/kjit/ops/rotary.hpp. Host side: runtime/ops/rotary.cc.
+// Contract and formula: include/kjit/ops/rotary.hpp. Host side: runtime/ops/rotary/rotary.cc.
 //
 // Two kernels per specialization (head_dim, style, position type):
 //  - rotary_kernel, the vector path. A "unit" is (token, group of kHeadsPerThread heads); a unit

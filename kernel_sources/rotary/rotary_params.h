@@ -1,6 +1,6 @@
 #pragma once
 // Params of the rotary kernels (kernel_sources/rotary/rotary.cu). Compiled by g++ (runtime/ops/
-// rotary.cc fills it) and by NVRTC, so it holds only fixed-width integers and raw pointers.
+// rotary/rotary.cc fills it) and by NVRTC, so it holds only fixed-width integers and raw pointers.
 // The namespace is kjit::rope, not kjit::rotary: on the host that name is the op function.
 #include "kjit/types.h"
 
