@@ -407,7 +407,11 @@ Runtime& Runtime::global() {
   return *runtime;
 }
 
-Runtime::Runtime(RuntimeConfig config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {}
+Runtime::Runtime(RuntimeConfig config)
+    : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))), id_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()) {}
 Runtime::~Runtime() = default;
 
 std::shared_ptr<const CompiledProgram> Runtime::compile(const ProgramSpec& spec, const Target& target) {

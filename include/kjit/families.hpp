@@ -14,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,7 @@ struct Point {
   friend bool operator==(const Point& a, const Point& b) noexcept;
   friend bool operator!=(const Point& a, const Point& b) noexcept { return !(a == b); }
 };
+static_assert(std::is_trivially_copyable_v<Point> && sizeof(Point) == kMaxFamilyParams, "Point is keyed on by bytes");
 
 /// The program some points of a family compile to: one kernel source and its kernels.
 struct FamilyProgram {
@@ -93,8 +95,9 @@ struct Family {
   /// no allocation unless it throws; throws InvalidArgument naming the parameter and code when a
   /// code is not one of its values (a planner asking for a kernel the family does not declare).
   Point point(std::initializer_list<int64_t> codes) const;
-  /// The point a ParamMap names. Throws InvalidArgument naming every unknown or missing
-  /// parameter, a value outside its list, or the constraint the combination breaks.
+  /// The point a ParamMap names. Throws InvalidArgument naming the first unknown parameter or
+  /// value outside its list (in name order), else every missing parameter at once, else the
+  /// constraint the combination breaks.
   Point parse(const ParamMap& params) const;
   /// The ParamMap of `point` (the inverse of parse).
   ParamMap params_of(const Point& point) const;
@@ -122,6 +125,12 @@ struct Family {
   std::vector<Point> enumerate(const Target* target = nullptr) const;
   /// `defaults`, parsed.
   std::vector<Point> default_points() const;
+  /// What is wrong with the declaration itself, or "": more than kMaxFamilyParams parameters, a
+  /// parameter with no values, more than 255 or repeated ones, a program whose `when_param` or
+  /// `when_value` is not declared, no catch-all program last, a pattern naming an undeclared
+  /// parameter or a part a value does not have, a default outside the space. families() checks
+  /// every shipped family once and throws on the first problem.
+  std::string check() const;
 };
 
 /// All shipped families, in a stable order (the ops' own declarations, not copies).

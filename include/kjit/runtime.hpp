@@ -220,6 +220,9 @@ class Runtime {
   std::string key(const ProgramSpec& spec, const Target& target);
 
   RuntimeStats stats() const;
+  /// A number no other Runtime of this process has or will have (unlike its address, which a
+  /// later Runtime may reuse): what per-runtime tables key on.
+  uint64_t id() const noexcept { return id_; }
   const RuntimeConfig& config() const;
   /// Where the disk cache is and whether it is used (see DiskCacheInfo).
   DiskCacheInfo disk_cache() const;
@@ -231,6 +234,7 @@ class Runtime {
 
  private:
   std::unique_ptr<detail::RuntimeImpl> impl_;
+  uint64_t id_;
 };
 
 }  // namespace kjit

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -173,6 +174,10 @@ std::string Family::invalid_reason(const Point& pt) const {
   for (size_t i = 0; i < params.size(); ++i) {
     if (pt.index[i] >= params[i].values.size()) return fmt::format("value index out of range for {}", params[i].name);
   }
+  // Kernel tables compare every byte of a point: unused slots must be zero.
+  for (size_t i = params.size(); i < static_cast<size_t>(kMaxFamilyParams); ++i) {
+    if (pt.index[i] != 0) return "a point slot beyond the family's parameters is not zero";
+  }
   return constraint ? constraint(*this, pt) : std::string();
 }
 
@@ -198,6 +203,64 @@ std::vector<Point> Family::default_points() const {
   std::vector<Point> out;
   for (const ParamMap& d : defaults) out.push_back(parse(d));
   return out;
+}
+
+std::string Family::check() const {
+  if (params.size() > static_cast<size_t>(kMaxFamilyParams)) {
+    return fmt::format("{} parameters, at most {}", params.size(), kMaxFamilyParams);
+  }
+  for (const FamilyParam& p : params) {
+    if (p.values.empty() || p.values.size() > 255) return fmt::format("{} has {} values (1..255)", p.name, p.values.size());
+    for (size_t i = 0; i < p.values.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (p.values[i].text == p.values[j].text || p.values[i].code == p.values[j].code) {
+          return fmt::format("{} repeats a value ({})", p.name, p.values[i].text);
+        }
+      }
+    }
+  }
+  if (programs.empty() || !programs.back().when_param.empty()) return "the last program must take every point (no when_param)";
+  for (const FamilyProgram& prog : programs) {
+    if (!prog.when_param.empty()) {
+      const int i = param_index(prog.when_param);
+      if (i < 0) return fmt::format("program {} selects on undeclared parameter {}", prog.source, prog.when_param);
+      const std::vector<std::string> texts = params[i].texts();
+      if (std::find(texts.begin(), texts.end(), prog.when_value) == texts.end()) {
+        return fmt::format("program {}: {} has no value {}", prog.source, prog.when_param, prog.when_value);
+      }
+    }
+    for (const std::string& pattern : prog.kernels) {
+      for (size_t at = pattern.find('{'); at != std::string::npos; at = pattern.find('{', at + 1)) {
+        const size_t close = pattern.find('}', at);
+        if (close == std::string::npos) return fmt::format("unclosed '{{' in {}", pattern);
+        std::string field = pattern.substr(at + 1, close - at - 1);
+        std::string index;
+        if (const size_t colon = field.find(':'); colon != std::string::npos) {
+          index = field.substr(colon + 1);
+          field.resize(colon);
+        }
+        const int i = param_index(field);
+        if (i < 0) return fmt::format("{} names undeclared parameter {}", pattern, field);
+        if (index.empty()) continue;
+        if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 2) {
+          return fmt::format("{}: part '{}' of {} is not a number", pattern, index, field);
+        }
+        for (const ParamValue& v : params[i].values) {
+          if (part(targ_of(v), std::stoul(index)).empty()) {
+            return fmt::format("{}: {}={} has no part {}", pattern, field, v.text, index);
+          }
+        }
+      }
+    }
+  }
+  for (const ParamMap& d : defaults) {
+    try {
+      parse(d);
+    } catch (const Error& e) {
+      return fmt::format("default: {}", e.what());
+    }
+  }
+  return {};
 }
 
 }  // namespace kjit

@@ -26,6 +26,16 @@ const std::vector<std::reference_wrapper<const Family>>& families() {
       attention::prefill_sm90_family(),
       attention::paged_prefill_family(),
   };
+  // A malformed declaration would surface only when an op first names its kernel; say it now.
+  static const bool checked = [] {
+    for (const Family& f : all) {
+      if (std::string why = f.check(); !why.empty()) {
+        throw InvalidArgument(fmt::format("kernel family {} is declared wrongly: {}", f.name, why));
+      }
+    }
+    return true;
+  }();
+  (void)checked;
   return all;
 }
 

@@ -52,7 +52,7 @@ class KernelTable {
   template <class MakeSpec>
   const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec) {
     Entry key{};
-    key.runtime = &runtime;
+    key.runtime = runtime.id();
     key.device = context_device(context);
     key.choice = choice;
     // A serving loop calls an op with the same choice over and over: remember this thread's last
@@ -76,7 +76,7 @@ class KernelTable {
 
  private:
   struct Entry {
-    Runtime* runtime;
+    uint64_t runtime;  // Runtime::id(): never reused, unlike a destroyed Runtime's address
     int64_t device;  // 64 bits: no padding between the pointer and `choice`
     Choice choice;
   };

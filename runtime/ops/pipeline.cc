@@ -9,9 +9,16 @@ namespace kjit::detail {
 
 void check_choice(const OpInfo& op, const Choice& choice, const Target& target) {
   const Family& f = *choice.family;
-  std::string why = f.invalid_reason(choice.point);
-  if (why.empty()) why = f.unsupported_reason(choice.point, target);
-  if (!why.empty()) throw Unsupported(fmt::format("{}: cannot run {} [{}]: {}", op.name, f.name, f.describe(choice.point), why));
+  bool owned = false;
+  for (auto family : op.families) owned = owned || (family != nullptr && &family() == &f);
+  if (!owned) throw Unsupported(fmt::format("{}: a plan naming the {} family is not one of this op's", op.name, f.name));
+  if (std::string why = f.invalid_reason(choice.point); !why.empty()) {
+    // The point may not even index its values: name it by its raw indices.
+    std::string indices;
+    for (size_t i = 0; i < f.params.size(); ++i) indices += fmt::format("{}{}", i ? "," : "", choice.point.index[i]);
+    throw Unsupported(fmt::format("{}: cannot run {} [value indices {}]: {}", op.name, f.name, indices, why));
+  }
+  if (std::string why = f.unsupported_reason(choice.point, target); !why.empty()) throw Unsupported(fmt::format("{}: cannot run {} [{}]: {}", op.name, f.name, f.describe(choice.point), why));
 }
 
 }  // namespace kjit::detail

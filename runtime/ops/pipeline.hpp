@@ -14,7 +14,7 @@
 /// An op is a struct of types and static functions (see runtime/ops/rotary/rotary.hpp):
 ///
 ///   struct XOp {
-///     static constexpr OpInfo kInfo{"kjit::x", 80, "bf16 mma.sync"};
+///     static constexpr OpInfo kInfo{"kjit::x", 80, "bf16 mma.sync", {&x_family}};
 ///     using Args = ...;    // the public argument struct
 ///     using Dims = ...;    // what validate derives; has `int device`
 ///     using Plan = ...;    // what plan chooses; has `Choice choice` (no family: nothing to launch)
@@ -45,11 +45,13 @@
 
 namespace kjit::detail {
 
-/// An op's name (for messages), the lowest SM it runs on and what it needs there.
+/// An op's name (for messages), the lowest SM it runs on, what it needs there, and the families
+/// its plans may name (a forced plan naming another family is refused).
 struct OpInfo {
   const char* name;
   int min_sm;
   const char* needs;  ///< "mma.sync bf16, cp.async": said when the device is older than min_sm
+  const Family& (*families[2])() = {};  ///< the op's kernel families; unused slots null
 };
 
 /// Caller-provided scratch memory (device pointer and size in bytes).
@@ -111,8 +113,10 @@ inline OpDevice open_device(const OpInfo& op, int device) {
   return d;
 }
 
-/// Unsupported unless `choice` is a point of its family's space with a kernel for `target`
-/// (what a forced plan must pass; the op's own planner only produces such points).
+/// Unsupported unless `choice` names one of the op's families and a point of its space with a
+/// kernel for `target` (what a forced plan must pass; the op's own planner only produces such
+/// points). A forced plan's other fields (grid, splits, tiles) are the caller's to derive from
+/// the op's planner: only the kernel choice is checked here.
 void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
 
 /// The loaded program of `choice` in `context`, through Op's kernel table.

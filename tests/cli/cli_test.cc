@@ -243,6 +243,12 @@ TEST_F(CliTest, KernelsPointsListTheSpaceForATarget) {
   r = kjit({"kernels", "--points", "--family", "attention.prefill_sm90", "--arch", "sm_90a"});
   EXPECT_EQ(r.code, 0) << r.describe();
   EXPECT_EQ(r.out, "sm_90a attention.prefill_sm90 head_dim=64\nsm_90a attention.prefill_sm90 head_dim=128\n");
+  // --family and --arch select points; --defaults belongs to the family listing.
+  r = kjit({"kernels", "--family", "rotary"});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(r.err.find("add --points"), std::string::npos) << r.describe();
+  r = kjit({"kernels", "--points", "--defaults"});
+  EXPECT_EQ(r.code, 2) << r.describe();
   r = kjit({"kernels", "--points", "--family", "no.such"});
   EXPECT_NE(r.code, 0) << r.describe();
   EXPECT_NE(r.err.find("unknown kernel family 'no.such'"), std::string::npos) << r.describe();

@@ -193,3 +193,41 @@ TEST(Families, ArchFeaturesLiveOnTheTarget) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Families, EveryShippedDeclarationIsWellFormed) {
+  for (const kjit::Family& f : kjit::families()) EXPECT_EQ(f.check(), "") << f.name;
+}
+
+TEST(Families, CheckNamesWhatIsWrongInADeclaration) {
+  kjit::Family f = kjit::family("rotary");
+  f.programs[0].kernels = {"k<{head_dim}, {nope}>"};
+  EXPECT_NE(f.check().find("undeclared parameter nope"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  f.programs[0].kernels = {"k<{head_dim:3}>"};
+  EXPECT_NE(f.check().find("has no part 3"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  f.programs.insert(f.programs.begin(), kjit::FamilyProgram{"style", "neo", "x.cu", {"k"}});
+  EXPECT_NE(f.check().find("style has no value neo"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  f.programs[0].when_param = "style";
+  f.programs[0].when_value = "neox";
+  EXPECT_NE(f.check().find("last program"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  while (f.params.size() <= static_cast<size_t>(kjit::kMaxFamilyParams)) f.params.push_back({"p", {{"0", 0, ""}}, ""});
+  EXPECT_NE(f.check().find("at most 16"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  f.params[0].values.push_back({"neox", 7, ""});
+  EXPECT_NE(f.check().find("repeats a value"), std::string::npos) << f.check();
+}
+
+TEST(Families, APointWithJunkBeyondItsParametersIsInvalid) {
+  const kjit::Family& f = kjit::family("attention.decode");
+  kjit::Point pt = f.default_points()[0];
+  EXPECT_EQ(f.invalid_reason(pt), "");
+  pt.index[5] = 1;  // decode has two parameters
+  EXPECT_NE(f.invalid_reason(pt), "");
+}
+
+}  // namespace

@@ -8,6 +8,7 @@
 #include <kjit/ops/rotary.hpp>
 #include <kjit/runtime.hpp>
 
+#include "runtime/families/attention.hpp"
 #include "runtime/ops/rotary/rotary.hpp"
 
 #include <gtest/gtest.h>
@@ -341,6 +342,32 @@ TEST(RotaryArgs, OpValidatesBeforeTouchingTheDriver) {
   a = valid_args();
   a.positions.dtype = DType::kU8;
   EXPECT_THROW(kjit::rotary(a, nullptr), kjit::InvalidArgument);
+}
+
+TEST(RotaryArgs, AForcedChoiceMustNameTheOpsFamilyAndAValidPoint) {
+  using kjit::detail::check_choice;
+  using kjit::detail::RotaryOp;
+  const kjit::Target sm90a = kjit::Target::parse("sm_90a");
+  const kjit::Family& rotary = kjit::rotary_family();
+  EXPECT_NO_THROW(check_choice(RotaryOp::kInfo, {&rotary, rotary.default_points()[0]}, sm90a));
+  // Another op's family would launch its kernels with rotary's Params.
+  const kjit::Family& decode = kjit::attention::decode_family();
+  try {
+    check_choice(RotaryOp::kInfo, {&decode, decode.default_points()[0]}, sm90a);
+    ADD_FAILURE() << "a decode point was accepted for rotary";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.decode family is not one of this op's"), std::string::npos) << e.what();
+  }
+  kjit::Point bad = rotary.default_points()[0];
+  bad.index[1] = 200;  // no such head_dim
+  try {
+    check_choice(RotaryOp::kInfo, {&rotary, bad}, sm90a);
+    ADD_FAILURE() << "an out-of-range point was accepted";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("value index out of range for head_dim"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(check_choice(RotaryOp::kInfo, {&rotary, rotary.default_points()[0]}, kjit::Target::parse("sm_75")),
+               kjit::Unsupported);
 }
 
 TEST(RotaryFamily, SpaceAndNameExpressions) {

@@ -51,6 +51,12 @@ int run_points(const KernelsOptions& options) {
 }
 
 int run_kernels(const KernelsOptions& options) {
+  if (options.points && options.defaults) {
+    throw InvalidArgument("--points lists every point of the space; --defaults belongs to the family listing");
+  }
+  if (!options.points && (!options.families.empty() || !options.archs.empty())) {
+    throw InvalidArgument("--family and --arch select points: add --points");
+  }
   if (options.points) return run_points(options);
   const auto& all = families();
   if (output().json) {

@@ -87,7 +87,7 @@ void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_
 
 /// kjit::attention::decode in the op pipeline.
 struct DecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", 80, "mma.sync bf16, cp.async"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", 80, "mma.sync bf16, cp.async", {&decode_family}};
   using Args = DecodeArgs;
   using Dims = DecodeDims;
   using Plan = DecodePlan;

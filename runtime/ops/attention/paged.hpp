@@ -51,7 +51,8 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& dims, int requested_splits, 
 
 /// kjit::attention::paged_decode in the op pipeline.
 struct PagedDecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_decode", 80, "mma.sync bf16, cp.async"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_decode", 80, "mma.sync bf16, cp.async",
+                                               {&paged_decode_family}};
   using Args = PagedDecodeArgs;
   using Dims = PagedDecodeDims;
   using Plan = DecodePlan;
@@ -89,7 +90,8 @@ struct AppendPlan {
 
 /// kjit::attention::append_paged_kv in the op pipeline.
 struct AppendOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::append_paged_kv", 80, "the attention family's floor"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::append_paged_kv", 80, "the attention family's floor",
+                                               {&paged_append_family}};
   using Args = AppendPagedKVArgs;
   using Dims = AppendDims;
   using Plan = AppendPlan;

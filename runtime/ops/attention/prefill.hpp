@@ -80,7 +80,8 @@ struct PrefillPlan {
 
 /// kjit::attention::prefill in the op pipeline.
 struct PrefillOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", 80, "mma.sync bf16, ldmatrix, cp.async"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", 80, "mma.sync bf16, ldmatrix, cp.async",
+                                               {&prefill_family, &prefill_sm90_family}};
   using Args = PrefillArgs;
   using Dims = PrefillDims;
   using Plan = PrefillPlan;
@@ -135,7 +136,8 @@ struct PagedPrefillOpPlan {
 
 /// kjit::attention::paged_prefill in the op pipeline.
 struct PagedPrefillOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", 80, "mma.sync bf16, ldmatrix, cp.async"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", 80, "mma.sync bf16, ldmatrix, cp.async",
+                                               {&paged_prefill_family}};
   using Args = PagedPrefillCall;
   using Dims = PagedPrefillDims;
   using Plan = PagedPrefillOpPlan;

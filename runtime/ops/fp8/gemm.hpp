@@ -120,7 +120,7 @@ GemmSm90Params sm90_params(const GemmDims& dims, const GemmPlan& plan);
 
 /// kjit::fp8::gemm in the op pipeline (see the file comment for its two planning phases).
 struct GemmOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::fp8::gemm", kMinSm, kMinSmNeeds};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::fp8::gemm", kMinSm, kMinSmNeeds, {&gemm_family}};
   using Args = GemmArgs;
   using Dims = GemmDims;
   using Plan = GemmPlan;

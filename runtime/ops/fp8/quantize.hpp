@@ -60,7 +60,7 @@ struct QuantizeLaunch {
 
 /// kjit::fp8::quantize in the op pipeline.
 struct QuantizeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::fp8::quantize", kMinSm, kMinSmNeeds};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::fp8::quantize", kMinSm, kMinSmNeeds, {&quantize_family}};
   using Args = QuantizeArgs;
   using Dims = QuantizeDims;
   using Plan = QuantizePlan;

@@ -82,7 +82,7 @@ void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t work
 
 /// kjit::mla::swa_decode in the op pipeline. The merge kernel takes the decode kernel's Params.
 struct SwaDecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", 80, "mma.sync, cp.async"};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", 80, "mma.sync, cp.async", {&swa_decode_family}};
   using Args = SwaDecodeArgs;
   using Dims = SwaDims;
   using Plan = SwaPlan;
