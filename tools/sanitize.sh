@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     -j|--jobs) jobs=$2; shift 2 ;;
     --build-root) build_root=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "sanitize.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
