@@ -266,12 +266,18 @@ nb::object OpCall::allocate(DType dtype, const int64_t* shape, int ndim, TensorR
       if (PyErr_Occurred()) throw nb::python_error();
       throw InvalidArgument(std::string(op_) + ": allocating the output failed: " + error);
     }
-    const DLTensor view = managed->dl_tensor;  // the tensor object keeps these alive
+    TensorRef view;
+    try {
+      view = from_dl(op_, "output", managed->dl_tensor, &dtype);
+    } catch (...) {
+      if (managed->deleter) managed->deleter(managed);
+      throw;
+    }
+    // The tensor object owns `managed` from here on (and with it the memory `view` points to).
     void* out = nullptr;
     if (info.api->managed_tensor_to_py_object_no_sync(managed, &out) != 0) throw nb::python_error();
-    nb::object result = nb::steal(static_cast<PyObject*>(out));
-    *ref = from_dl(op_, "output", view, &dtype);
-    return result;
+    *ref = view;
+    return nb::steal(static_cast<PyObject*>(out));
   }
   // The Python protocol: kjit._alloc.empty(like, shape, dtype name) picks the framework's call.
   nb::tuple shape_t = nb::steal<nb::tuple>(PyTuple_New(ndim));

@@ -281,26 +281,30 @@ def test_gemm_and_linear():
 
 def test_cupy_inputs():
     cupy = pytest.importorskip("cupy")
+    # float32 in, FP8 out allocated by CuPy (as uint8: CuPy has no FP8 dtype), on CuPy's stream.
+    if SM >= (8, 9):
+        x = randn(32, 256, dtype=torch.float32)
+        s = cupy.cuda.Stream()
+        with s:
+            y, scale_inv, _ = kjit.fp8.quantize(cupy.from_dlpack(x), granularity="row")
+        s.synchronize()
+        assert type(y).__module__.startswith("cupy") and y.dtype == cupy.uint8
+        deq = torch.from_dlpack(y).view(torch.float8_e4m3fn).float() * torch.from_dlpack(scale_inv)[:, None]
+        assert rel_l2(deq, x) < 0.05
     T, H, D = 9, 8, 128
     cos, sin = tables(256, D)
     pos = torch.randint(0, 256, (T,), device="cuda", generator=GEN)
     q = randn(T, H, D)
     ref = rope_ref(q, cos, sin, pos)
-    q_cp = cupy.from_dlpack(q.clone())  # bf16 bits in CuPy (kjit reads the DLPack dtype)
+    try:
+        q_cp = cupy.from_dlpack(q.clone())
+    except Exception as e:  # a CuPy without bfloat16
+        pytest.skip(f"CuPy cannot hold bf16: {e}")
     s = cupy.cuda.Stream()
     with s:
         kjit.rotary(q_cp, cupy.from_dlpack(cos), cupy.from_dlpack(sin), cupy.from_dlpack(pos))
     s.synchronize()
     assert rel_l2(torch.from_dlpack(q_cp), ref) < 4e-3
-    # allocation in CuPy: out of place
-    qo, _ = kjit.rotary(cupy.from_dlpack(q), cupy.from_dlpack(cos), cupy.from_dlpack(sin), cupy.from_dlpack(pos),
-                        inplace=False)
-    assert type(qo).__module__.startswith("cupy")
-    cupy.cuda.get_current_stream().synchronize()
-    out = torch.from_dlpack(qo)
-    if out.dtype != torch.bfloat16:
-        out = out.view(torch.bfloat16)
-    assert rel_l2(out, ref) < 4e-3
 
 
 def test_jax_inputs():
