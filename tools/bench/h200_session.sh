@@ -112,6 +112,8 @@ if want python; then
   step "python package, tests, overhead"
   prefix=/tmp/kjit-prefix
   rm -rf "$prefix" /tmp/kjit-pybuild
+  # An installed libkjit carries no RUNPATH to NVRTC (the pip build's own does).
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
   cmake --install "$root/$build" --prefix "$prefix" > "$out/python_install.txt" 2>&1
   python3 -m pip install --no-build-isolation --no-deps --no-index --force-reinstall \
     -Ccmake.source-dir=python -Cbuild-dir=/tmp/kjit-pybuild -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
