@@ -23,7 +23,7 @@ step() { echo; echo "=== $* ==="; }
 # KJIT_STEPS picks steps (default: all but sanitize), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
-steps=${KJIT_STEPS:-"precompile tests selftest runtime bench"}
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python"}
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
@@ -103,3 +103,22 @@ want bench && for b in $benches; do
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
+
+# The Python package: built on this machine (its Python, 3.12, differs from the build host's) as
+# the extension alone against the carried build installed to a prefix (this machine lacks kjit's
+# Debian build dependencies; python/CMakeLists.txt, standalone mode), then the pytest suite (GPU
+# tests included) and the call-overhead benchmark.
+if want python; then
+  step "python package, tests, overhead"
+  prefix=/tmp/kjit-prefix
+  rm -rf "$prefix" /tmp/kjit-pybuild
+  # An installed libkjit carries no RUNPATH to NVRTC (the pip build's own does).
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+  cmake --install "$root/$build" --prefix "$prefix" > "$out/python_install.txt" 2>&1
+  python3 -m pip install --no-build-isolation --no-deps --no-index --force-reinstall \
+    -Ccmake.source-dir=python -Cbuild-dir=/tmp/kjit-pybuild -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
+    -Ccmake.define.KJIT_DLPACK_INCLUDE_DIR="$root/$build/python-sdk/include" "$root" >> "$out/python_install.txt" 2>&1
+  echo "pip install: rc=$? ($(python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
+  (cd /tmp && timeout 400 python3 -m pytest -q -p no:cacheprovider -rs "$root/python/tests" 2>&1) | tee "$out/python_tests.txt" | tail -n 25
+  timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
+fi
