@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     -j|--jobs) jobs=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
     --seeds) seeds=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
