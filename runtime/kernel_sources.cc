@@ -429,7 +429,8 @@ class ToolkitMemo {
     }
     for (const auto& [p, want] : stored.checks) {
       const FileStamp now = stat(p);
-      if (want.regular ? now != want : now.regular) return nullptr;
+      // A toolkit record holds no directory stamps: one that does is not ours.
+      if (want.directory || (want.regular ? now != want : now.regular)) return nullptr;
     }
     auto c = std::make_unique<ToolkitClosure>();
     c->files = std::move(stored.files);

@@ -2,6 +2,7 @@
 #include "runtime/key_memo.hpp"
 
 #include "cache/le_bytes.hpp"
+#include "runtime/toolkit_memo.hpp"
 
 #include <fmt/format.h>
 
@@ -26,6 +27,40 @@ cache::Key get_key(MemoReader& r) {
   return k;
 }
 
+// The checks as a record keeps them: every path where the walk found no regular file becomes the
+// stamp of the nearest directory above it that exists. Nothing can appear at the path without an
+// entry being added to (or replaced in) that directory, which moves its mtime and ctime; so one
+// stat stands for every empty path below it (64 paths, 3 directories for rotary). A directory
+// changed within the minimum age keeps its paths as they are (a change in the same timestamp
+// tick would go unseen).
+std::map<std::string, FileStamp> compact(const KeyChecks& checks) {
+  std::map<std::string, FileStamp> out;
+  std::map<std::string, FileStamp> dirs;  // what stamp_dir said of each directory asked about
+  const int64_t now = realtime_ns();
+  for (const auto& [path, stamp] : checks.stamps) {
+    if (stamp.regular || path.empty() || path.front() != '/') {  // (relative: the path itself)
+      out.emplace(path, stamp);
+      continue;
+    }
+    std::string dir = path;
+    FileStamp nearest;
+    while (!nearest.directory) {
+      const size_t slash = dir.rfind('/');
+      if (slash == 0 || slash == std::string::npos) break;
+      dir.resize(slash);
+      auto it = dirs.find(dir);
+      if (it == dirs.end()) it = dirs.emplace(dir, stamp_dir(dir)).first;
+      nearest = it->second;
+    }
+    if (nearest.directory && stamp_is_settled(nearest, now)) {
+      out.emplace(dir, nearest);
+    } else {
+      out.emplace(path, stamp);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string key_memo_path(const std::string& keys_dir, const cache::Key& id) {
@@ -38,8 +73,9 @@ std::string encode_key_memo(const cache::Key& id, const cache::Key& key, const K
   put_memo_str(body, memo_library());
   put_key(body, id);
   put_key(body, key);
-  put_le(body, checks.stamps.size(), 4);
-  for (const auto& [path, stamp] : checks.stamps) {
+  const std::map<std::string, FileStamp> kept = compact(checks);
+  put_le(body, kept.size(), 4);
+  for (const auto& [path, stamp] : kept) {
     put_memo_str(body, path);
     put_memo_stamp(body, stamp);
   }
@@ -69,7 +105,7 @@ std::optional<cache::Key> recall_key(const std::string& keys_dir, const cache::K
   const std::optional<KeyMemo> memo = decode_key_memo(*bytes, id);
   if (!memo) return std::nullopt;
   for (const auto& [path, want] : memo->checks) {
-    if (!stamp_holds(want, stamp_path(path))) return std::nullopt;
+    if (!stamp_holds(path, want)) return std::nullopt;
   }
   return memo->key;
 }

@@ -68,6 +68,24 @@ FileStamp stamp_fd(int fd) {
   return ::fstat(fd, &st) == 0 ? from_stat(st) : FileStamp{};
 }
 
+FileStamp stamp_dir(const std::string& path) {
+  struct stat st {};
+  FileStamp s;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return s;
+  s.directory = true;
+  s.mtime_ns = ns_of(st.st_mtim);
+  s.ctime_ns = ns_of(st.st_ctim);
+  s.inode = static_cast<uint64_t>(st.st_ino);
+  s.device = static_cast<uint64_t>(st.st_dev);
+  return s;
+}
+
+bool stamp_holds(const std::string& path, const FileStamp& recorded) {
+  if (recorded.directory) return stamp_dir(path) == recorded;
+  const FileStamp now = stamp_path(path);
+  return recorded.regular ? now == recorded : !now.regular;
+}
+
 std::string memo_library() { return "kjit " KJIT_VERSION; }
 
 void put_memo_str(std::string& out, std::string_view s) {
@@ -76,8 +94,8 @@ void put_memo_str(std::string& out, std::string_view s) {
 }
 
 void put_memo_stamp(std::string& out, const FileStamp& s) {
-  put_le(out, s.regular ? 1 : 0, 1);
-  if (!s.regular) return;
+  put_le(out, s.regular ? 1 : s.directory ? 2 : 0, 1);
+  if (!s.regular && !s.directory) return;
   put_le(out, s.size, 8);
   put_le(out, static_cast<uint64_t>(s.mtime_ns), 8);
   put_le(out, static_cast<uint64_t>(s.ctime_ns), 8);
@@ -108,12 +126,13 @@ std::string MemoReader::str() { return std::string(view()); }
 FileStamp MemoReader::stamp() {
   FileStamp s;
   const uint64_t kind = u(1);
-  if (kind > 1) {
+  if (kind > 2) {
     fail();
     return s;
   }
   s.regular = kind == 1;
-  if (!s.regular) return s;
+  s.directory = kind == 2;
+  if (kind == 0) return s;
   s.size = u(8);
   s.mtime_ns = static_cast<int64_t>(u(8));
   s.ctime_ns = static_cast<int64_t>(u(8));

@@ -15,7 +15,8 @@
 ///   28      B     body; it starts with the library string ("kjit <version>")
 ///
 /// In a body, a string is a u32 length then its bytes; a stamp is a u8 kind (0: no regular file
-/// there, 1: a file) and, for kind 1, u64 size, u64 mtime_ns, u64 ctime_ns, u64 inode, u64 device.
+/// there, 1: a file, 2: a directory) and, for kinds 1 and 2, u64 size, u64 mtime_ns, u64
+/// ctime_ns, u64 inode, u64 device (a directory's size is 0).
 
 #include <cstddef>
 #include <cstdint>
@@ -25,9 +26,12 @@
 
 namespace kjit::detail {
 
-/// What stat(2) says of a path, as far as the memos compare it.
+/// What stat(2) says of a path, as far as the memos compare it: a regular file, or (from
+/// stamp_dir) a directory, whose mtime and ctime move whenever an entry is added, removed or
+/// renamed in it.
 struct FileStamp {
-  bool regular = false;  ///< false: nothing there, or not a regular file
+  bool regular = false;    ///< false: nothing there, or not a regular file
+  bool directory = false;  ///< a directory's stamp (stamp_dir); never both
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
@@ -35,7 +39,7 @@ struct FileStamp {
   uint64_t device = 0;
 
   friend bool operator==(const FileStamp& a, const FileStamp& b) noexcept {
-    return a.regular == b.regular && a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns &&
+    return a.regular == b.regular && a.directory == b.directory && a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns &&
            a.inode == b.inode && a.device == b.device;
   }
   friend bool operator!=(const FileStamp& a, const FileStamp& b) noexcept { return !(a == b); }
@@ -45,11 +49,11 @@ struct FileStamp {
 FileStamp stamp_path(const std::string& path);
 /// fstat(2) of an open descriptor.
 FileStamp stamp_fd(int fd);
-/// Whether what is at a path now still agrees with `recorded`: the same stamp for a file, still
-/// no regular file where there was none.
-inline bool stamp_holds(const FileStamp& recorded, const FileStamp& now) {
-  return recorded.regular ? now == recorded : !now.regular;
-}
+/// stat(2) of a directory at `path`: its stamp, or an empty one (nothing there, or no directory).
+FileStamp stamp_dir(const std::string& path);
+/// Whether what is at `path` now still agrees with `recorded`: the same stamp for a file or a
+/// directory, still no regular file where there was none.
+bool stamp_holds(const std::string& path, const FileStamp& recorded);
 
 /// "kjit <version>": records of another library version are foreign.
 std::string memo_library();

@@ -33,7 +33,7 @@ bool stamp_is_settled(const FileStamp& s, int64_t read_start_ns) {
   // Timestamps come from a coarse clock (a kernel tick, or seconds on some filesystems): a file
   // changed just before it was read can change again with the same mtime and ctime.
   const int64_t last_change = std::max(s.mtime_ns, s.ctime_ns);
-  return s.regular && last_change <= read_start_ns - min_age_ns.load(std::memory_order_relaxed);
+  return (s.regular || s.directory) && last_change <= read_start_ns - min_age_ns.load(std::memory_order_relaxed);
 }
 
 int64_t set_toolkit_memo_min_age_ns(int64_t ns) { return min_age_ns.exchange(ns); }

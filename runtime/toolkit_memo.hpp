@@ -57,9 +57,9 @@ inline constexpr uint32_t kMemoVersion = 1;
 
 /// CLOCK_REALTIME in ns: the clock file timestamps come from.
 int64_t realtime_ns();
-/// Whether a file stamped `s`, read at or after `read_start_ns`, may be recorded: its last
-/// change must be older than the minimum age (see the file comment), so any later change gets a
-/// later timestamp.
+/// Whether a file (or directory) stamped `s`, read at or after `read_start_ns`, may be recorded:
+/// its last change must be older than the minimum age (see the file comment), so any later change
+/// gets a later timestamp.
 bool stamp_is_settled(const FileStamp& s, int64_t read_start_ns);
 
 /// One root's closure as stored.

@@ -113,7 +113,12 @@ class ToolkitMemoTest : public ::testing::Test {
   // Edits the toolkit every way a stamp can see; each edit must give a new key, and the record
   // rewritten after it must serve the next process without reading any toolkit file.
   void expect_every_edit_changes_the_key() {
+    // Each edit comes more than one timestamp tick after the last record: the memo's minimum
+    // age is 0 here, so an edit within the tick of a recorded stamp could keep that stamp (the
+    // 2 s default prevents this outside tests).
+    auto past_one_tick = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
     std::string key = key_in_new_process();
+    past_one_tick();
     auto expect_new_key = [&](const char* what) {
       const std::string edited = key_in_new_process();
       EXPECT_NE(edited, key) << what;
@@ -121,6 +126,7 @@ class ToolkitMemoTest : public ::testing::Test {
       key = edited;
       EXPECT_EQ(key_in_new_process(), key) << what;
       EXPECT_EQ(toolkit_memo_counters().files_read, 0u) << what;
+      past_one_tick();
     };
 
     write_file(inc_ / "cuda_fp16.h", "#pragma once\n#define KJIT_FAKE_CONST 22\n");
@@ -132,7 +138,6 @@ class ToolkitMemoTest : public ::testing::Test {
     expect_new_key("mtime changed");
 
     // Same size, old mtime put back: ctime, which nobody can set, still moves.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past one timestamp tick
     const auto mtime = fs::last_write_time(inc_ / "cuda_fp16.h");
     write_file(inc_ / "cuda_fp16.h", "#pragma once\n#define KJIT_FAKE_CONST 44\n");
     fs::last_write_time(inc_ / "cuda_fp16.h", mtime);
@@ -334,7 +339,9 @@ TEST(KeyMemoRecordTest, RoundTripsAndRejectsEveryTruncationAndFlip) {
   s.inode = ~uint64_t{0};
   s.device = 66;
   checks.add("/usr/local/cuda/include/cuda_bf16.h", s);
-  checks.add("/usr/local/cuda/include/nv/target", {});
+  // An empty path is kept as it is only when no directory above it exists (else the record
+  // keeps that directory's stamp instead).
+  checks.add("/kjit-no-such-root/include/nv/target", {});
   const kjit::cache::Key id{0x0123456789abcdefull, 42}, key{7, ~uint64_t{0}};
   const std::string bytes = kjit::detail::encode_key_memo(id, key, checks);
   auto back = kjit::detail::decode_key_memo(bytes, id);
