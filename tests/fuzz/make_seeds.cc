@@ -4,6 +4,7 @@
 // formats change.
 
 #include "cache/bundle.hpp"
+#include "cache/tune_table.hpp"
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
 #include "cache/le_bytes.hpp"
@@ -145,6 +146,33 @@ int main(int argc, char** argv) {
   flipped_key[flipped_key.size() - 1] ^= 0x01;  // the checksum no longer matches
   put(memo, "key-flipped-tail", flipped_key);
   put(memo, "empty", "");
+
+  const fs::path tune = root / "tune_table";
+  TuneTable table;
+  table.fingerprint_id = "0123456789ab";
+  table.fingerprint_text = "name=NVIDIA H200;cc=9.0;sms=132";
+  table.fingerprint_fields["name"] = "NVIDIA H200";
+  TuneEntry e;
+  e.op = "decode";
+  e.bucket = {128, 4, 8, 4096};
+  e.shape = "batch=1 kv_len=4096";
+  e.winner.family = "attention.decode";
+  e.winner.point = "head_dim=128 rows=8";
+  e.winner.knobs["splits"] = 16;
+  e.winner.us = 16.1;
+  e.default_choice = e.winner;
+  e.default_choice.knobs["splits"] = 8;
+  e.has_runner_up = true;
+  e.runner_up = e.default_choice;
+  table.entries.push_back(e);
+  const std::string good_table = encode_table(table);
+  put(tune, "valid", good_table);
+  put(tune, "empty-entries", encode_table(TuneTable{}));
+  put(tune, "truncated", good_table.substr(0, good_table.size() / 2));
+  put(tune, "deep", std::string(300, '[') + std::string(300, ']'));
+  put(tune, "wrong-types", R"({"format": "kjit-tuning", "version": 1, "fingerprint": {"id": 3}, "entries": {}})");
+  put(tune, "other-version", R"({"format": "kjit-tuning", "version": 2})");
+  put(bundle, "with-tuning-table", encode_bundle({good}, {good_table}));
   std::printf("seeds written to %s\n", root.c_str());
   return 0;
 }

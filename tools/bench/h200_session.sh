@@ -20,7 +20,7 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all but sanitize), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python"}
@@ -91,6 +91,35 @@ if want sanitize; then
       echo "$tool $name rc=$rc ${summary:-(no summary: timed out or crashed)}" | tee -a "$out/sanitize.txt"
     done
   done
+fi
+
+# kjit tune: the GPU tune tests, then timed sweeps in a cache of their own (cold: every compile;
+# cached: the same sweep again) of decode over tools/tune/shapes/decode_h200.txt and of the FP8
+# GEMM over M = 1..4096 at N×K 7168×2048 and 4096×7168, each writing its whole sweep as JSON
+# (chart it here: kjit tune report FILE.json --png out.png), then --check of the stored winners.
+if want tune; then
+  step "tune"
+  timeout 400 "$root/$build/tests/gpu_tune_test" --gtest_brief=1 > "$out/gpu_tune_test.txt" 2>&1
+  echo "gpu_tune_test rc=$?"; grep -E "OK|FAILED|Failure" "$out/gpu_tune_test.txt" | head -n 20
+  tc=/tmp/kjit-tune-cache; rm -rf "$tc"
+  for pass in cold cached; do
+    s=$(date +%s%N)
+    KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune decode --shapes "$root/tools/tune/shapes/decode_h200.txt" -j 16 \
+      --report --json-out "$out/tune_decode_$pass.json" > "$out/tune_decode_$pass.txt" 2>&1
+    echo "tune decode ($pass, 10 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  done
+  gemm_shapes=()
+  for nk in "n=7168 k=2048" "n=4096 k=7168"; do
+    for m in 1 2 4 8 16 32 64 128 256 512 1024 2048 4096; do gemm_shapes+=(--shape "m=$m $nk"); done
+  done
+  s=$(date +%s%N)
+  KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm "${gemm_shapes[@]}" -j 16 --report \
+    --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
+  echo "tune fp8_gemm (26 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune --check > "$out/tune_check.txt" 2>&1
+  echo "tune --check rc=$?"; tail -n 40 "$out/tune_check.txt"
+  cp "$tc"/tuning/*.json "$out/" 2>/dev/null
+  grep -E "winner|no winner" "$out/tune_decode_cached.txt" "$out/tune_fp8_gemm.txt" | head -n 60
 fi
 
 want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"
