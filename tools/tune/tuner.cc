@@ -377,6 +377,10 @@ int select_winner(const std::vector<Measurement>& m, double noise, int* runner_u
 
 SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
   const TuneOp& top = op(op_name);
+  if (!top.only_default.empty()) {
+    throw InvalidArgument(fmt::format("{}: the default plan is the only candidate, nothing to sweep: {}", op_name,
+                                      top.only_default));
+  }
   const DeviceInfo& info = device_info(0);
   const Target target = info.target();
   Runtime& runtime = Runtime::global();
