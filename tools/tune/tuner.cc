@@ -420,7 +420,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     for (size_t i = 0; i < candidates[s].size(); ++i) {
       if (!wanted(r.shapes[s].candidates[i])) continue;
       for (const ProgramSpec& p : candidates[s][i].programs) {
-        const std::string key = runtime.key(p, target);
+        const std::string key = runtime.key(p, p.target_on(target));
         programs.emplace(key, p);
         users[key].push_back({s, i});
       }
@@ -444,7 +444,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   auto worker = [&] {
     for (size_t i = next++; i < todo.size(); i = next++) {
       try {
-        runtime.compile(todo[i].second, target);
+        runtime.compile(todo[i].second, todo[i].second.target_on(target));
       } catch (const CompileError& e) {
         std::lock_guard<std::mutex> lock(mutex);
         compile_errors[todo[i].first] = e.what();
