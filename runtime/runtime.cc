@@ -405,7 +405,7 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
   const int ordinal = context_device(context);
   const CUdevice device = static_cast<CUdevice>(ordinal);
   const DeviceInfo& info = device_info(ordinal);
-  const Target target = info.target();
+  const Target target = spec.target_on(info.target());
   ProgramPtr program = compile(spec, target);
   const auto key = std::make_pair(ordinal, program->key);
   {

@@ -69,6 +69,10 @@ struct FamilyProgram {
   /// parameter p's value as a template argument (ParamValue::targ, else its code); "{p:i}" is
   /// the i-th comma-separated part of that text.
   std::vector<std::string> kernels;
+  /// The kernels use arch-specific instructions (wgmma, setmaxnreg, tcgen05): compiled for the
+  /// device's sm_XYa target. Otherwise (the default) for its plain sm_XY, even on a device whose
+  /// target is sm_XYa. See ProgramSpec::arch_specific.
+  bool arch_specific = false;
 };
 
 /// A kernel family: its specialization space, declared as data.
@@ -111,6 +115,10 @@ struct Family {
   const FamilyProgram& program(const Point& point) const;
   /// The ProgramSpec of `point`: family, template_args (describe), source, name expressions.
   ProgramSpec spec(const Point& point) const;
+  /// The target `point` compiles for on a device of target `device` (what Runtime::load,
+  /// `kjit precompile` and `kjit tune` use): `device` itself when the point's program is
+  /// arch_specific, else `device` without the "a" feature set.
+  Target compile_target(const Point& point, const Target& device) const;
   /// spec(parse(params)): throws what parse throws.
   ProgramSpec spec(const ParamMap& params) const { return spec(parse(params)); }
   /// Why `point` is outside the space (constraint), or "".

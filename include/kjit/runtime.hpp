@@ -59,6 +59,19 @@ struct ProgramSpec {
   /// an identical repeat in such a run; a repeated flag without an argument. Throws
   /// InvalidArgument (from compile/load/key) for an option that sets the architecture.
   std::vector<std::string> options;
+  /// The kernels use instructions of the arch-specific feature set (wgmma, setmaxnreg,
+  /// tcgen05), so on a device whose target is arch-specific (sm_90a) they compile for it; false
+  /// compiles for the plain sm_XY of the device (a cubin any device of that compute capability
+  /// loads, and one cache entry whatever the "a" variant). Families set it from their declaration
+  /// (FamilyProgram::arch_specific); a host application's program keeps the device's own target.
+  bool arch_specific = true;
+
+  /// The target this program compiles for on a device whose target is `device`.
+  Target target_on(const Target& device) const noexcept {
+    Target t = device;
+    t.arch_specific = device.arch_specific && arch_specific;
+    return t;
+  }
 };
 
 /// What NVRTC/ptxas reported for one kernel of a compiled program.

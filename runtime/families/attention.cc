@@ -113,7 +113,7 @@ const Family& prefill_sm90_family() {
             "consumer warpgroups, causal or full (run-time flag), chunked, LSE (kernel_sources/attention/"
             "prefill_sm90.cu; sm_90a only)";
     f.params = {head_dim_param({64, 128})};
-    f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::prefill_sm90_kernel<{head_dim}>"}}};
+    f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::prefill_sm90_kernel<{head_dim}>"}, true}};
     f.min_sm = 90;
     // wgmma and setmaxnreg exist only in the sm_90a feature set; elsewhere the source compiles
     // to an empty stub, so there is nothing to build.

@@ -140,12 +140,19 @@ const FamilyProgram& Family::program(const Point& pt) const {
   throw InvalidArgument(fmt::format("{}: no program is declared for {}", name, describe(pt)));
 }
 
+Target Family::compile_target(const Point& pt, const Target& device) const {
+  Target t = device;
+  t.arch_specific = device.arch_specific && program(pt).arch_specific;
+  return t;
+}
+
 ProgramSpec Family::spec(const Point& pt) const {
   const FamilyProgram& prog = program(pt);
   ProgramSpec spec;
   spec.family = name;
   spec.template_args = describe(pt);
   spec.source_name = prog.source;
+  spec.arch_specific = prog.arch_specific;
   for (const std::string& pattern : prog.kernels) {
     std::string expr;
     for (size_t i = 0; i < pattern.size();) {

@@ -83,7 +83,7 @@ const Family& gemm_family() {
         {"b_major", {{"k", 0, "false"}, {"n", 1, "true"}}, "B stored [N, K] (k) or [K, N] (n)"},
     };
     f.programs = {
-        {"impl", "wgmma", "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<{a}, {b}, {out}, {tile:1}, {stages}>"}},
+        {"impl", "wgmma", "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<{a}, {b}, {out}, {tile:1}, {stages}>"}, true},
         {"", "", "fp8/gemm.cu",
          {"kjit::fp8::gemm_kernel<{a}, {b}, {out}, {scale}, {tile:0}, {tile:1}, {stages}, {a_major}, {b_major}>"}},
     };

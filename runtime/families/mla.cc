@@ -28,7 +28,7 @@ const Family& swa_decode_family() {
         {"cache", {{"e4m3", kSwaCacheE4M3, ""}, {"e5m2", kSwaCacheE5M2, ""}}, "fp8 format of the cache bytes"},
     };
     f.programs = {
-        {"group", "64", "mla/swa_decode_sm90.cu", {"kjit::mla::swa_decode_wgmma_kernel<{head_dim}, {window}, {cache}>"}},
+        {"group", "64", "mla/swa_decode_sm90.cu", {"kjit::mla::swa_decode_wgmma_kernel<{head_dim}, {window}, {cache}>"}, true},
         {"", "", "mla/swa_decode.cu",
          {"kjit::mla::swa_decode_kernel<{head_dim}, {group}, {kv_tile}, {window}, {cache}>",
           "kjit::mla::swa_merge_kernel<{head_dim}>"}},

@@ -128,22 +128,28 @@ const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext cont
   return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); });
 }
 
-/// The plan of already-validated `dims` on `info`'s device: the device's tuned choice for the
-/// call's bucket when the op is tunable, the table has one and it fits the call
-/// (runtime/ops/tuned.hpp), else Op::plan. With no table this costs one atomic load.
+/// The device's tuned plan for already-validated `dims` into `*plan`: true when the op is
+/// tunable, `info`'s device has a table with the call's bucket and the stored choice fits the
+/// call (runtime/ops/tuned.hpp). With no table this costs one atomic load.
 template <class Op>
-typename Op::Plan choose_plan(const typename Op::Dims& dims, const DeviceInfo& info) {
+bool tuned_plan(const typename Op::Dims& dims, const DeviceInfo& info, typename Op::Plan* plan) {
   if constexpr (IsTunable<Op>::value) {
     if (const TunedTable* table = tuned_table(info)) {
       TunedKey key{};
       if (Op::tune_key(dims, &key)) {
-        if (const TunedChoice* choice = table->find(key)) {
-          typename Op::Plan plan;
-          if (Op::apply_tuned(dims, info, *choice, &plan)) return plan;
-        }
+        if (const TunedChoice* choice = table->find(key)) return Op::apply_tuned(dims, info, *choice, plan);
       }
     }
   }
+  return false;
+}
+
+/// The plan of already-validated `dims` on `info`'s device: tuned_plan when there is one, else
+/// Op::plan.
+template <class Op>
+typename Op::Plan choose_plan(const typename Op::Dims& dims, const DeviceInfo& info) {
+  typename Op::Plan plan;
+  if (tuned_plan<Op>(dims, info, &plan)) return plan;
   return Op::plan(dims, info);
 }
 

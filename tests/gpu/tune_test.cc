@@ -1,4 +1,5 @@
-// kjit tune on the GPU: small sweeps of decode and of the FP8 GEMM, and a test-only op whose
+// kjit tune on the GPU: small sweeps of decode, of the FP8 GEMM, of paged decode, prefill and
+// SWA decode, and a test-only op whose
 // candidates are a correct copy kernel, one that writes half its output (must be reported wrong
 // and never chosen), one that traps and one that writes far out of bounds (each must be marked
 // failed without ending the sweep: the candidate after them is still measured). Skips without a
@@ -198,6 +199,44 @@ TEST_F(TuneGpu, Fp8GemmSweepFindsNoWrongCandidate) {
     }
   }
   std::printf("%s", tune::report_table(r).c_str());
+}
+
+
+/// Sweeps `op` over `shapes` (quick options, published) and checks no candidate is wrong or
+/// failed, the winner is ok and the table reads back on this device with nothing dropped.
+void sweep_is_clean(const std::string& name, const std::vector<std::string>& shapes) {
+  const tune::TuneOp& op = tune::op(name);
+  std::vector<tune::Shape> parsed;
+  for (const std::string& s : shapes) parsed.push_back(tune::parse_shape({s}, op.defaults));
+  const tune::SweepResult r = tune::sweep(name, parsed, quick());
+  const std::string all = tune::report_table(r);
+  std::printf("%s", all.c_str());
+  ASSERT_EQ(r.shapes.size(), shapes.size());
+  for (const tune::ShapeResult& s : r.shapes) {
+    EXPECT_GE(s.winner, 0) << all;
+    EXPECT_GE(s.candidates.size(), 2u) << "nothing to choose from\n" << all;
+    for (const tune::Measurement& m : s.candidates) EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+  }
+  kjit::cache::TuneTable t;
+  ASSERT_TRUE(kjit::cache::read_table(
+      kjit::cache::table_path(kjit::RuntimeConfig::from_env().cache_dir, r.fingerprint_id), &t));
+  for (const tune::ShapeResult& s : r.shapes) EXPECT_NE(t.find(name, s.bucket), nullptr) << tune::shape_text(s.shape);
+  std::vector<std::string> dropped;
+  kjit::detail::tuned_table_from(t, kjit::device_info(0), &dropped);
+  EXPECT_TRUE(dropped.empty()) << dropped.front();
+}
+
+TEST_F(TuneGpu, PagedDecodeSweepIsClean) {
+  sweep_is_clean("paged_decode", {"batch=1 kv_len=8192 head_dim=64 page_size=16", "batch=16 kv_len=2048 page_size=1"});
+}
+
+TEST_F(TuneGpu, PrefillSweepIsClean) {
+  sweep_is_clean("prefill", {"batch=1 q_len=512 kv_len=512 q_heads=16 kv_heads=4 head_dim=128 causal=1",
+                             "batch=2 q_len=256 kv_len=1024 q_heads=8 kv_heads=8 head_dim=64 causal=0"});
+}
+
+TEST_F(TuneGpu, SwaDecodeSweepIsClean) {
+  sweep_is_clean("swa_decode", {"tokens=1 heads=128 window=128", "tokens=64 heads=128 window=128"});
 }
 
 }  // namespace

@@ -231,3 +231,45 @@ TEST(Families, APointWithJunkBeyondItsParametersIsInvalid) {
 }
 
 }  // namespace
+
+// The compile target per device comes from the family declaration: sm_XYa only for programs
+// that use arch-specific instructions (FamilyProgram::arch_specific), sm_XY for every other.
+TEST(FamilyTargets, ArchSpecificOnlyWhereTheProgramNeedsIt) {
+  const kjit::Target sm80 = kjit::Target::for_compute_capability(8, 0);   // A100, 164 KiB
+  const kjit::Target sm89 = kjit::Target::for_compute_capability(8, 9);   // L40S, 100 KiB
+  const kjit::Target sm90a = kjit::Target::for_compute_capability(9, 0);  // H100 PCIe, H200
+  const kjit::Target sm90 = kjit::Target::parse("sm_90");
+  ASSERT_TRUE(sm90a.arch_specific);
+  size_t specific = 0, generic = 0;
+  for (const kjit::Family& f : kjit::families()) {
+    for (const kjit::Point& p : f.enumerate(&sm90a)) {
+      const bool arch = f.program(p).arch_specific;
+      const kjit::Target t = f.compile_target(p, sm90a);
+      EXPECT_EQ(t.str(), arch ? "sm_90a" : "sm_90") << f.name << " " << f.describe(p);
+      // The spec carries the same rule to Runtime::load.
+      EXPECT_EQ(f.spec(p).target_on(sm90a), t) << f.name;
+      // Consistent with the target rules: an arch-specific program has no kernel on plain
+      // sm_90, every other one does.
+      EXPECT_EQ(f.unsupported_reason(p, sm90).empty(), !arch) << f.name << " " << f.describe(p);
+      (arch ? specific : generic) += 1;
+    }
+    for (const kjit::Target& older : {sm80, sm89}) {
+      for (const kjit::Point& p : f.enumerate(&older)) EXPECT_EQ(f.compile_target(p, older), older) << f.name;
+    }
+  }
+  EXPECT_GT(specific, 0u);
+  EXPECT_GT(generic, 0u);
+  // The families that declare arch-specific programs: the wgmma ones, nothing else.
+  const kjit::Family& swa = kjit::family("mla.swa_decode");
+  const kjit::Point g64 = swa.parse({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}});
+  const kjit::Point g16 = swa.parse({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}});
+  EXPECT_EQ(swa.compile_target(g64, sm90a).str(), "sm_90a");
+  EXPECT_EQ(swa.compile_target(g16, sm90a).str(), "sm_90");
+  const kjit::Family& prefill = kjit::family("attention.prefill_sm90");
+  EXPECT_EQ(prefill.compile_target(prefill.default_points()[0], sm90a).str(), "sm_90a");
+  const kjit::Family& decode = kjit::family("attention.decode");
+  EXPECT_EQ(decode.compile_target(decode.default_points()[0], sm90a).str(), "sm_90");
+  // A host application's own program keeps the device's target.
+  kjit::ProgramSpec own;
+  EXPECT_EQ(own.target_on(sm90a), sm90a);
+}

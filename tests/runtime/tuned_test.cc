@@ -6,7 +6,10 @@
 
 #include "cache/tune_table.hpp"
 #include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
 #include "runtime/ops/pipeline.hpp"
 
 #include <gtest/gtest.h>
@@ -19,6 +22,7 @@ namespace {
 
 namespace ad = kjit::attention::detail;
 namespace fd = kjit::fp8::detail;
+namespace md = kjit::mla::detail;
 using kjit::DeviceInfo;
 using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
@@ -312,6 +316,319 @@ TEST(TunedTable, GemmStoredChoiceSurvivesRefinement) {
   EXPECT_EQ(p.force.splits, 2);  // refine plans again under the tuned overrides
   EXPECT_EQ(fd::gemm_assumed_cluster_size(p, p.force), 0);
   kjit::detail::install_tuned_table(info.ordinal, {});
+}
+
+// ---- paged decode, prefill, SWA decode ---------------------------------------------------------
+
+ad::PagedDecodeDims paged_dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                               int64_t page) {
+  ad::PagedDecodeDims d;
+  d.batch = batch;
+  d.q_heads = q_heads;
+  d.head_dim = head_dim;
+  d.group = q_heads / kv_heads;
+  d.cache.batch = batch;
+  d.cache.kv_heads = kv_heads;
+  d.cache.head_dim = head_dim;
+  d.cache.page_size = page;
+  d.cache.nnz = batch * ((len + page - 1) / page);
+  d.cache.num_pages = d.cache.nnz;
+  return d;
+}
+
+ad::PrefillDims prefill_dims(int64_t batch, int64_t q_len, int64_t kv_len, int64_t q_heads, int64_t kv_heads,
+                             int64_t head_dim) {
+  ad::PrefillDims d;
+  d.batch = batch;
+  d.q_len = q_len;
+  d.max_kv_len = kv_len;
+  d.q_heads = q_heads;
+  d.kv_heads = kv_heads;
+  d.head_dim = head_dim;
+  d.group = q_heads / kv_heads;
+  d.causal = true;
+  return d;
+}
+
+md::SwaDims swa_dims(int64_t tokens, int64_t heads, int64_t window) {
+  md::SwaDims d;
+  d.tokens = tokens;
+  d.heads = heads;
+  d.head_dim = kjit::mla::kSwaHeadDim;
+  d.window = window;
+  d.num_blocks = 64;
+  d.block_size = 256;
+  d.cache = kjit::mla::kSwaCacheE4M3;
+  return d;
+}
+
+TEST(TuneCandidates, PagedDecodeEnumeratesRowsAndSplitsOfThePagedFamily) {
+  for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
+    SCOPED_TRACE(info.name);
+    const ad::PagedDecodeDims d = paged_dims(4, 4096, 32, 8, 128, 16);
+    const std::vector<TunedChoice> c = ad::PagedDecodeOp::tune_candidates(d, info);
+    ASSERT_FALSE(c.empty());
+    std::set<int> rows, splits;
+    for (const TunedChoice& x : c) {
+      EXPECT_EQ(x.family, &kjit::attention::paged_decode_family());
+      EXPECT_EQ(ad::PagedDecodeOp::tune_spec().fits(x, info), "");
+      rows.insert(static_cast<int>(x.family->value(x.point, "rows").code));
+      splits.insert(x.knobs[0]);
+      ad::DecodePlan p;
+      ASSERT_TRUE(ad::PagedDecodeOp::apply_tuned(d, info, x, &p));
+      EXPECT_EQ(p.num_splits, x.knobs[0]);
+      EXPECT_EQ(p.split_tokens, 0);  // each request splits its own length on the device
+      EXPECT_EQ(p.workspace_bytes > 0, x.knobs[0] > 1);
+    }
+    EXPECT_EQ(rows, (std::set<int>{8, 16}));
+    EXPECT_TRUE(splits.count(ad::PagedDecodeOp::plan(d, info).num_splits));
+    // 4096 tokens are 64 KV tiles at head_dim 128: the grid stops at 64 splits.
+    EXPECT_EQ(*splits.rbegin(), 64);
+  }
+  // A contiguous-decode choice is not a paged one.
+  const ad::DecodeDims cd = decode_dims(1, 4096, 32, 8, 128);
+  const TunedChoice contiguous = ad::DecodeOp::tune_candidates(cd, h200()).front();
+  EXPECT_NE(ad::PagedDecodeOp::tune_spec().fits(contiguous, h200()), "");
+  ad::DecodePlan p;
+  EXPECT_FALSE(ad::PagedDecodeOp::apply_tuned(paged_dims(1, 4096, 32, 8, 128, 16), h200(), contiguous, &p));
+}
+
+TEST(TuneCandidates, PrefillOffersTheWgmmaKernelOnlyWhereItRuns) {
+  const ad::PrefillDims d = prefill_dims(1, 2048, 2048, 32, 8, 128);
+  auto families = [](const std::vector<TunedChoice>& c) {
+    std::set<std::string> f;
+    for (const TunedChoice& x : c) f.insert(x.family->name + " " + x.family->describe(x.point));
+    return f;
+  };
+  // sm_80 and sm_89: the mma.sync kernel at both tiles (both fit 100 KiB at head_dim 128).
+  for (const DeviceInfo& info : {a100(), l40s()}) {
+    EXPECT_EQ(families(ad::PrefillOp::tune_candidates(d, info)),
+              (std::set<std::string>{"attention.prefill head_dim=128 block_m=64 mask=none",
+                                     "attention.prefill head_dim=128 block_m=128 mask=none"}))
+        << info.name;
+  }
+  // Hopper: the wgmma kernel too; the default (wgmma) is among them.
+  for (const DeviceInfo& info : {h100_pcie(), h200()}) {
+    const std::vector<TunedChoice> c = ad::PrefillOp::tune_candidates(d, info);
+    EXPECT_EQ(c.size(), 3u) << info.name;
+    const TunedChoice def = ad::PrefillOp::tuned_choice(d, ad::PrefillOp::plan(d, info));
+    EXPECT_EQ(def.family, &kjit::attention::prefill_sm90_family());
+    bool found = false;
+    for (const TunedChoice& x : c) {
+      found = found || (x.family == def.family && x.point == def.point);
+      ad::PrefillPlan p;
+      ASSERT_TRUE(ad::PrefillOp::apply_tuned(d, info, x, &p));
+      EXPECT_EQ(p.variant == kjit::attention::AttentionVariant::kWgmma, x.family == &kjit::attention::prefill_sm90_family());
+      EXPECT_EQ(p.q_tiles, (2048 + p.block_m - 1) / p.block_m);
+    }
+    EXPECT_TRUE(found);
+  }
+  // A mask: only the masked mma.sync points; head_dim 256: no wgmma kernel.
+  ad::PrefillDims masked = d;
+  masked.mask_rank = 2;
+  for (const TunedChoice& x : ad::PrefillOp::tune_candidates(masked, h200())) {
+    EXPECT_EQ(x.family, &kjit::attention::prefill_family());
+    EXPECT_EQ(x.family->value(x.point, "mask").code, 1);
+  }
+  for (const TunedChoice& x : ad::PrefillOp::tune_candidates(prefill_dims(1, 512, 512, 8, 8, 256), h200())) {
+    EXPECT_EQ(x.family, &kjit::attention::prefill_family());
+  }
+  // A device whose shared memory holds no 128-row tile at head_dim 256 is offered only 64 rows.
+  DeviceInfo small = l40s();
+  const int big = kjit::attention::prefill_launch_shape(256, 128).smem_bytes;
+  const int little = kjit::attention::prefill_launch_shape(256, 64).smem_bytes;
+  ASSERT_LT(little, big);
+  small.max_smem_per_block_optin = little;
+  for (const TunedChoice& x : ad::PrefillOp::tune_candidates(prefill_dims(1, 512, 512, 8, 8, 256), small)) {
+    EXPECT_EQ(x.family->value(x.point, "block_m").code, 64);
+  }
+}
+
+TEST(TuneCandidates, SwaDecodeGroupsTilesAndSplitsPrunedPerDevice) {
+  const md::SwaDims d = swa_dims(64, 128, 128);
+  for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
+    SCOPED_TRACE(info.name);
+    const std::vector<TunedChoice> c = md::SwaDecodeOp::tune_candidates(d, info);
+    ASSERT_FALSE(c.empty());
+    std::set<int> groups;
+    for (const TunedChoice& x : c) {
+      const int group = static_cast<int>(x.family->value(x.point, "group").code);
+      const int tile = static_cast<int>(x.family->value(x.point, "kv_tile").code);
+      groups.insert(group);
+      EXPECT_EQ(md::SwaDecodeOp::tune_spec().fits(x, info), "");
+      EXPECT_LE(kjit::mla::swa_launch_shape(group, tile).smem_bytes, info.max_smem_per_block_optin);
+      md::SwaPlan p;
+      ASSERT_TRUE(md::SwaDecodeOp::apply_tuned(d, info, x, &p));
+      EXPECT_EQ(p.num_splits, x.knobs[0]);
+      EXPECT_GE(p.num_splits, (128 + tile - 1) / tile);
+      EXPECT_LE(p.num_splits, 8);  // W / 16
+      if (group == 64) EXPECT_EQ(p.num_splits, 1);
+    }
+    EXPECT_EQ(groups.count(64), info.sm() == 90 ? 1u : 0u);
+    EXPECT_TRUE(groups.count(16));
+    // The default is among the candidates.
+    const TunedChoice def = md::SwaDecodeOp::tuned_choice(d, md::SwaDecodeOp::plan(d, info));
+    bool found = false;
+    for (const TunedChoice& x : c) found = found || (x.point == def.point && x.knobs[0] == def.knobs[0]);
+    EXPECT_TRUE(found);
+  }
+  // NH = 48: neither 32 nor 64 divides it.
+  for (const TunedChoice& x : md::SwaDecodeOp::tune_candidates(swa_dims(8, 48, 128), h200())) {
+    EXPECT_EQ(x.family->value(x.point, "group").code, 16);
+  }
+  // W = 256: no wgmma kernel; a group-64 choice stored for another window is refused.
+  for (const TunedChoice& x : md::SwaDecodeOp::tune_candidates(swa_dims(8, 128, 256), h200())) {
+    EXPECT_NE(x.family->value(x.point, "group").code, 64);
+  }
+}
+
+TEST(TuneBuckets, NewOpsFollowTheDocumentedRules) {
+  TunedKey k{};
+  ASSERT_TRUE(ad::PagedDecodeOp::tune_key(paged_dims(3, 1000, 32, 8, 128, 16), &k));
+  EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kPagedDecode));
+  // 3 requests of 63 pages of 16: 1008 tokens each planned.
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{128, 4, 32, 1024, 16, 0}));
+  ad::PagedDecodeDims hinted = paged_dims(3, 1000, 32, 8, 128, 16);
+  hinted.kv_len_hint = 3000;
+  ASSERT_TRUE(ad::PagedDecodeOp::tune_key(hinted, &k));
+  EXPECT_EQ(k.bucket[3], 4096);
+  hinted.requested_splits = 2;
+  EXPECT_FALSE(ad::PagedDecodeOp::tune_key(hinted, &k));
+
+  ASSERT_TRUE(ad::PrefillOp::tune_key(prefill_dims(2, 1000, 3000, 32, 8, 128), &k));
+  EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kPrefill));
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{128, 0, 1, 1024, 4096, 64}));
+  ad::PrefillDims short_q = prefill_dims(1, 7, 20, 8, 8, 64);
+  short_q.causal = false;
+  short_q.mask_rank = 3;
+  ASSERT_TRUE(ad::PrefillOp::tune_key(short_q, &k));
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{64, 1, 0, 64, 64, 8}));
+  ad::PrefillDims asked = prefill_dims(1, 1000, 1000, 8, 8, 128);
+  asked.block_m = 64;
+  EXPECT_FALSE(ad::PrefillOp::tune_key(asked, &k));
+  asked.block_m = 0;
+  asked.variant = kjit::attention::AttentionVariant::kMma;
+  EXPECT_FALSE(ad::PrefillOp::tune_key(asked, &k));
+
+  k = TunedKey{};
+  ASSERT_TRUE(md::SwaDecodeOp::tune_key(swa_dims(5, 128, 128), &k));
+  EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kSwaDecode));
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 5), (std::vector<int32_t>{128, 0, 8, 128, 0}));
+  md::SwaDims forced = swa_dims(5, 128, 128);
+  forced.requested_group = 16;
+  EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
+  forced = swa_dims(5, 128, 128);
+  forced.requested_splits = 2;
+  EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
+}
+
+/// Installs `pick` for `dims`' bucket on device slot `ordinal` and returns choose_plan's answer.
+template <class Op>
+typename Op::Plan plan_with(const typename Op::Dims& dims, DeviceInfo info, const TunedChoice& pick) {
+  TunedKey key{};
+  EXPECT_TRUE(Op::tune_key(dims, &key));
+  kjit::detail::TunedTable table;
+  table.set(key, pick);
+  kjit::detail::install_tuned_table(info.ordinal, table);
+  const typename Op::Plan p = kjit::detail::choose_plan<Op>(dims, info);
+  kjit::detail::install_tuned_table(info.ordinal, {});
+  return p;
+}
+
+TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
+  DeviceInfo info = h200();
+  info.ordinal = 9;
+  // Paged decode: rows 16 and 6 splits where the planner picks otherwise.
+  const ad::PagedDecodeDims pd = paged_dims(2, 4096, 32, 8, 128, 16);
+  TunedChoice paged;
+  for (const TunedChoice& c : ad::PagedDecodeOp::tune_candidates(pd, info)) {
+    if (c.knobs[0] == 6 && c.family->value(c.point, "rows").code == 16) paged = c;
+  }
+  ASSERT_NE(paged.family, nullptr);
+  const ad::DecodePlan pp = plan_with<ad::PagedDecodeOp>(pd, info, paged);
+  EXPECT_EQ(pp.num_splits, 6);
+  EXPECT_EQ(pp.rows, 16);
+  EXPECT_EQ(pp.workspace_bytes, ad::plan_paged_decode(pd, 6, 0, info.sm_count, 2, 16).workspace_bytes);
+
+  // Prefill: the mma.sync kernel at 64 rows instead of the wgmma default.
+  const ad::PrefillDims fd = prefill_dims(1, 4096, 4096, 32, 8, 128);
+  TunedChoice mma;
+  for (const TunedChoice& c : ad::PrefillOp::tune_candidates(fd, info)) {
+    if (c.family == &kjit::attention::prefill_family() && c.family->value(c.point, "block_m").code == 64) mma = c;
+  }
+  ASSERT_NE(mma.family, nullptr);
+  const ad::PrefillPlan fp = plan_with<ad::PrefillOp>(fd, info, mma);
+  EXPECT_EQ(fp.variant, kjit::attention::AttentionVariant::kMma);
+  EXPECT_EQ(fp.block_m, 64);
+  EXPECT_EQ(fp.q_tiles, 64);
+  // A stored wgmma choice is not taken for a call the wgmma kernel cannot run (kv_lens).
+  TunedChoice wg;
+  for (const TunedChoice& c : ad::PrefillOp::tune_candidates(fd, info)) {
+    if (c.family == &kjit::attention::prefill_sm90_family()) wg = c;
+  }
+  ASSERT_NE(wg.family, nullptr);
+  ad::PrefillDims ragged = fd;
+  ragged.has_kv_lens = true;
+  ad::PrefillPlan rp;
+  EXPECT_FALSE(ad::PrefillOp::apply_tuned(ragged, info, wg, &rp));
+  EXPECT_EQ(plan_with<ad::PrefillOp>(ragged, info, wg).variant, kjit::attention::AttentionVariant::kMma);
+
+  // SWA decode: group 16 in 4 splits where the planner takes the wgmma kernel.
+  const md::SwaDims sd = swa_dims(512, 128, 128);
+  ASSERT_EQ(md::SwaDecodeOp::plan(sd, info).group, 64);
+  TunedChoice split;
+  for (const TunedChoice& c : md::SwaDecodeOp::tune_candidates(sd, info)) {
+    if (c.family->value(c.point, "group").code == 16 && c.knobs[0] == 4) split = c;
+  }
+  ASSERT_NE(split.family, nullptr);
+  const md::SwaPlan sp = plan_with<md::SwaDecodeOp>(sd, info, split);
+  EXPECT_EQ(sp.group, 16);
+  EXPECT_EQ(sp.num_splits, 4);
+  EXPECT_EQ(sp.split_len, 32);
+  EXPECT_GT(sp.workspace_bytes, 0u);  // the partials of the plan that runs
+  EXPECT_EQ(sp.choice.point, split.point);
+}
+
+TEST(TunedTable, NewOpsOverLimitChoicesAreDropped) {
+  // A group-32 / 128-tile SWA winner from an H200 on an sm_89 with too little shared memory for it.
+  const md::SwaDims sd = swa_dims(512, 128, 128);
+  TunedChoice big;
+  for (const TunedChoice& c : md::SwaDecodeOp::tune_candidates(sd, h200())) {
+    if (c.family->value(c.point, "group").code == 32 && c.family->value(c.point, "kv_tile").code == 128) big = c;
+  }
+  ASSERT_NE(big.family, nullptr);
+  const auto& op = md::SwaDecodeOp::tune_spec();
+  DeviceInfo small = l40s();
+  small.max_smem_per_block_optin = kjit::mla::swa_launch_shape(32, 128).smem_bytes - 1;
+  kjit::cache::TuneTable file;
+  kjit::cache::TuneEntry e;
+  e.op = "swa_decode";
+  e.bucket = {128, 0, 512, 128};
+  e.winner = stored(big, op, 256, 0);
+  e.default_choice = stored(md::SwaDecodeOp::tuned_choice(sd, md::SwaDecodeOp::plan(sd, small)), op, 128, 0);
+  file.entries.push_back(e);
+  std::vector<std::string> dropped;
+  EXPECT_TRUE(kjit::detail::tuned_table_from(file, small, &dropped).empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("shared memory"), std::string::npos) << dropped[0];
+  // A wgmma prefill winner read on an sm_89: no kernel for the target.
+  const ad::PrefillDims fd = prefill_dims(1, 4096, 4096, 32, 8, 128);
+  TunedChoice wg;
+  for (const TunedChoice& c : ad::PrefillOp::tune_candidates(fd, h200())) {
+    if (c.family == &kjit::attention::prefill_sm90_family()) wg = c;
+  }
+  ASSERT_NE(wg.family, nullptr);
+  kjit::cache::TuneTable pf;
+  kjit::cache::TuneEntry pe;
+  pe.op = "prefill";
+  pe.bucket = {128, 0, 1, 4096, 4096, 32};
+  pe.winner = stored(wg, ad::PrefillOp::tune_spec(), 384, 0);
+  pe.default_choice = stored(ad::PrefillOp::tuned_choice(fd, ad::PrefillOp::plan(fd, l40s())), ad::PrefillOp::tune_spec(), 128, 0);
+  pf.entries.push_back(pe);
+  dropped.clear();
+  EXPECT_TRUE(kjit::detail::tuned_table_from(pf, l40s(), &dropped).empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("attention.prefill_sm90 needs sm_90"), std::string::npos) << dropped[0];
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // the sweep's JSON and its report.
 #include "tools/tune/tuner.hpp"
 
+#include "runtime/ops/tuned.hpp"
+
 #include <kjit/error.hpp>
 
 #include <gtest/gtest.h>
@@ -95,6 +97,28 @@ TEST(TuneReport, JsonRoundTripsAndTheTableMarksTheWinner) {
   EXPECT_NE(table.find("splits=16 <- winner"), std::string::npos) << table;
   EXPECT_NE(table.find("25.0% faster"), std::string::npos) << table;
   EXPECT_THROW(kjit::tune::from_json("[]"), kjit::InvalidArgument);
+}
+
+TEST(TuneOps, EveryTunableOpHasAHarnessAndTheRestSayWhyNot) {
+  for (const kjit::detail::TuneOpSpec* spec : kjit::detail::tune_ops()) {
+    const kjit::tune::TuneOp& op = kjit::tune::op(spec->name);
+    EXPECT_TRUE(op.only_default.empty()) << spec->name;
+    ASSERT_TRUE(op.make) << spec->name;
+    // The default shape builds its harness (host-side validation, no GPU).
+    EXPECT_NO_THROW(op.make(op.defaults)) << spec->name;
+  }
+  for (const char* name : {"rotary", "fp8_quantize"}) {
+    const kjit::tune::TuneOp& op = kjit::tune::op(name);
+    EXPECT_NE(op.only_default.find("fixed by the call"), std::string::npos) << name;
+    EXPECT_EQ(kjit::detail::find_tune_op(name), nullptr) << name;
+    // A sweep says so before it looks for a device.
+    try {
+      kjit::tune::sweep(name, {{}}, kjit::tune::Options{});
+      ADD_FAILURE() << name << " swept";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("the default plan is the only candidate"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

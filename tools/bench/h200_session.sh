@@ -95,31 +95,55 @@ fi
 
 # kjit tune: the GPU tune tests, then timed sweeps in a cache of their own (cold: every compile;
 # cached: the same sweep again) of decode over tools/tune/shapes/decode_h200.txt and of the FP8
-# GEMM over M = 1..4096 at N×K 7168×2048 and 4096×7168, each writing its whole sweep as JSON
-# (chart it here: kjit tune report FILE.json --png out.png), then --check of the stored winners.
+# GEMM over M = 1..4096 at N×K 7168×2048 and 4096×7168, then 2-3 shapes each of paged decode,
+# prefill (mma.sync and wgmma candidates) and SWA decode (tools/tune/shapes/<op>_h200.txt), each
+# writing its whole sweep as JSON (chart it here: kjit tune report FILE.json --png out.png), then
+# --check of the stored winners. KJIT_TUNE_OPS picks the sweeps (default: all five) and
+# KJIT_TUNE_GTEST filters gpu_tune_test; the new ops alone (about 4 minutes):
+#   KJIT_STEPS=tune KJIT_TUNE_OPS="paged_decode prefill swa_decode" \
+#   KJIT_TUNE_GTEST='*PagedDecode*:*Prefill*:*SwaDecode*' bash tools/bench/h200_session.sh
 if want tune; then
   step "tune"
-  timeout 400 "$root/$build/tests/gpu_tune_test" --gtest_brief=1 > "$out/gpu_tune_test.txt" 2>&1
+  tune_ops=${KJIT_TUNE_OPS:-"decode fp8_gemm paged_decode prefill swa_decode"}
+  tune_op() { case " $tune_ops " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+  timeout 400 "$root/$build/tests/gpu_tune_test" --gtest_brief=1 --gtest_filter="${KJIT_TUNE_GTEST:-*}" \
+    > "$out/gpu_tune_test.txt" 2>&1
   echo "gpu_tune_test rc=$?"; grep -E "OK|FAILED|Failure" "$out/gpu_tune_test.txt" | head -n 20
   tc=/tmp/kjit-tune-cache; rm -rf "$tc"
-  for pass in cold cached; do
+  if tune_op decode; then
+    for pass in cold cached; do
+      s=$(date +%s%N)
+      KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune decode --shapes "$root/tools/tune/shapes/decode_h200.txt" -j 16 \
+        --report --json-out "$out/tune_decode_$pass.json" > "$out/tune_decode_$pass.txt" 2>&1
+      echo "tune decode ($pass, 10 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+    done
+  fi
+  if tune_op fp8_gemm; then
+    gemm_shapes=()
+    for nk in "n=7168 k=2048" "n=4096 k=7168"; do
+      for m in 1 2 4 8 16 32 64 128 256 512 1024 2048 4096; do gemm_shapes+=(--shape "m=$m $nk"); done
+    done
     s=$(date +%s%N)
-    KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune decode --shapes "$root/tools/tune/shapes/decode_h200.txt" -j 16 \
-      --report --json-out "$out/tune_decode_$pass.json" > "$out/tune_decode_$pass.txt" 2>&1
-    echo "tune decode ($pass, 10 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+    KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm "${gemm_shapes[@]}" -j 16 --report \
+      --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
+    echo "tune fp8_gemm (26 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  fi
+  for op in paged_decode prefill swa_decode; do
+    tune_op "$op" || continue
+    s=$(date +%s%N)
+    KJIT_CACHE_DIR=$tc timeout 150 "$kjit" tune "$op" --shapes "$root/tools/tune/shapes/${op}_h200.txt" -j 16 --report \
+      --json-out "$out/tune_$op.json" > "$out/tune_$op.txt" 2>&1
+    rc=$?
+    echo "tune $op ($(grep -cv '^#' "$root/tools/tune/shapes/${op}_h200.txt") shapes): rc=$rc $(( ($(date +%s%N) - s) / 1000000 )) ms" \
+      | tee -a "$out/tune_times.txt"
   done
-  gemm_shapes=()
-  for nk in "n=7168 k=2048" "n=4096 k=7168"; do
-    for m in 1 2 4 8 16 32 64 128 256 512 1024 2048 4096; do gemm_shapes+=(--shape "m=$m $nk"); done
-  done
-  s=$(date +%s%N)
-  KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm "${gemm_shapes[@]}" -j 16 --report \
-    --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
-  echo "tune fp8_gemm (26 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  "$kjit" tune rotary | tee "$out/tune_rotary.txt"
+  "$kjit" tune fp8_quantize | tee "$out/tune_fp8_quantize.txt"
   KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune --check > "$out/tune_check.txt" 2>&1
   echo "tune --check rc=$?"; tail -n 40 "$out/tune_check.txt"
   cp "$tc"/tuning/*.json "$out/" 2>/dev/null
-  grep -E "winner|no winner" "$out/tune_decode_cached.txt" "$out/tune_fp8_gemm.txt" | head -n 60
+  grep -hE "winner|no winner" "$out"/tune_decode_cached.txt "$out"/tune_fp8_gemm.txt "$out"/tune_paged_decode.txt \
+    "$out"/tune_prefill.txt "$out"/tune_swa_decode.txt 2>/dev/null | head -n 80
 fi
 
 want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"

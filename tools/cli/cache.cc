@@ -228,7 +228,18 @@ int run_export(const std::string& path, const std::vector<std::string>& families
                const std::vector<std::string>& archs) {
   const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   cache::BundleFilter filter;
-  for (const Target& t : parse_targets(archs)) filter.targets.push_back(t.str());
+  for (const Target& t : parse_targets(archs)) {
+    filter.targets.push_back(t.str());
+    // A device of an arch-specific target loads plain sm_XY cubins too (every program that is
+    // not arch-specific: Family::compile_target), so sm_90a takes sm_90's entries.
+    if (t.arch_specific) {
+      Target plain = t;
+      plain.arch_specific = false;
+      if (std::find(filter.targets.begin(), filter.targets.end(), plain.str()) == filter.targets.end()) {
+        filter.targets.push_back(plain.str());
+      }
+    }
+  }
   for (const std::string& f : families) family(f);  // an unknown family is an error, not an empty bundle
   filter.families = families;
   const cache::ExportReport report = cache::export_bundle(cache, path, filter);
@@ -311,7 +322,7 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
                                                   "a precompiled cache");
   exp->add_option("bundle", ex->path, "The bundle file to write")->required()->check(non_empty());
   exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty());
-  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a, sm_89, ...")->check(non_empty());
+  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a (with the sm_90 entries an sm_90a device loads), sm_89, ...")->check(non_empty());
   add_json_flag(exp);
   out.push_back({exp, [ex] { return run_export(ex->path, ex->families, ex->archs); }});
 

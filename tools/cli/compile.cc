@@ -62,6 +62,9 @@ int run_compile(const CompileOptions& o) {
     throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
   }
   if (std::string why = family.unsupported_reason(params, target); !why.empty()) throw Unsupported(why);
+  // Without --arch: what the op would load on this machine's device (sm_XYa only for
+  // arch-specific programs); --arch is compiled as given.
+  if (o.arch.empty()) target = spec.target_on(target);
   if (output().json && o.output_path == "-") {
     throw InvalidArgument("--json and -o - would both write to stdout; name a file with -o");
   }

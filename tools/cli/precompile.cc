@@ -130,8 +130,13 @@ int run_precompile(const PrecompileOptions& o) {
         Item item;
         item.family = f;
         item.params = &params;
-        item.target = target;
-        items.push_back(std::move(item));
+        // What the op will load on a device of this target: sm_XYa only for arch-specific
+        // programs (Family::compile_target), so sm_90 and sm_90a share the rest.
+        item.target = f->compile_target(f->parse(params), target);
+        const bool again = std::any_of(items.begin(), items.end(), [&](const Item& o) {
+          return o.family == f && o.params == &params && o.target == item.target;
+        });
+        if (!again) items.push_back(std::move(item));
       }
     }
   }

@@ -167,6 +167,14 @@ int run_tune(const TuneArgs& a) {
   if (a.check) return run_check(a);
   if (a.op.empty()) throw InvalidArgument("kjit tune needs an op (kjit tune --list names them) or --check");
   const tune::TuneOp& top = tune::op(a.op);
+  if (!top.only_default.empty()) {
+    if (output().json) {
+      print_json({{"op", a.op}, {"candidates", 1}, {"only_default", top.only_default}});
+    } else {
+      fmt::print("{}: the default plan is the only candidate, nothing to measure: {}\n", a.op, top.only_default);
+    }
+    return kExitOk;
+  }
   std::vector<tune::Shape> shapes;
   if (!a.shapes_file.empty()) shapes = tune::read_shapes_file(a.shapes_file, top.defaults);
   for (const std::string& s : a.shapes) shapes.push_back(tune::parse_shape({s}, top.defaults));

@@ -1,5 +1,5 @@
 // The ops `kjit tune` sweeps: their shapes, scratch buffers, float64 references and launches.
-#include "tools/tune/tuner.hpp"
+#include "tools/tune/op_harness.hpp"
 
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
@@ -23,65 +23,10 @@
 namespace kjit::tune {
 namespace {
 
+using namespace kjit::tune::detail;
 using kjit::testing::DeviceBuffer;
 namespace ad = kjit::attention::detail;
 namespace fd = kjit::fp8::detail;
-
-/// The largest CTA, dynamic shared memory and cluster of a launch value, and its kernels' most
-/// registers per thread.
-template <class... P>
-void resources_of(const kjit::detail::Launches<P...>& l, Runner* r) {
-  std::apply(
-      [r](const auto&... step) {
-        auto one = [r](const auto& s) {
-          if (s.kernel == nullptr) return;
-          r->threads = std::max<int>(r->threads, static_cast<int>(s.config.block[0] * s.config.block[1] * s.config.block[2]));
-          r->smem = std::max<int>(r->smem, static_cast<int>(s.config.dynamic_smem_bytes));
-          r->cluster = std::max<int>(r->cluster, static_cast<int>(s.config.cluster[0] * s.config.cluster[1] * s.config.cluster[2]));
-          r->registers = std::max(r->registers, s.kernel->info().registers);
-        };
-        (one(step), ...);
-      },
-      l.steps);
-}
-
-std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) {
-  if (c.family == nullptr) return {};
-  return {c.family->spec(c.point)};
-}
-
-/// A fake, aligned device address: host-side validation of a shape needs non-null pointers, and
-/// the host side never launches.
-void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{1} << 40 | uintptr_t(i) << 32); }
-
-template <class Op>
-std::vector<Candidate> candidates_of(const typename Op::Dims& dims, const DeviceInfo& info) {
-  const kjit::detail::TuneOpSpec& spec = Op::tune_spec();
-  std::vector<Candidate> out;
-  Candidate def;
-  def.is_default = true;
-  def.choice = Op::tuned_choice(dims, Op::plan(dims, info));
-  def.label = "default: " + spec.describe(def.choice);
-  def.programs = programs_of(def.choice);
-  out.push_back(def);
-  for (const kjit::detail::TunedChoice& c : Op::tune_candidates(dims, info)) {
-    Candidate x;
-    x.choice = c;
-    x.label = spec.describe(c);
-    x.programs = programs_of(c);
-    out.push_back(x);
-  }
-  return out;
-}
-
-template <class Op>
-bool bucket_of(const typename Op::Dims& dims, std::vector<int64_t>* out) {
-  kjit::detail::TunedKey key{};
-  if (!Op::tune_key(dims, &key)) return false;
-  out->assign(key.bucket, key.bucket + kjit::detail::kMaxTuneBucket);
-  while (!out->empty() && out->back() == 0) out->pop_back();
-  return true;
-}
 
 // ---- decode -----------------------------------------------------------------------------------
 
@@ -290,29 +235,37 @@ class GemmHarness : public Harness {
 
 }  // namespace
 
+namespace detail {
+
+Shape spec_defaults(const kjit::detail::TuneOpSpec& spec) {
+  Shape s;
+  std::stringstream words(spec.shape_keys);
+  std::string w;
+  while (words >> w) {
+    const size_t eq = w.find('=');
+    s[w.substr(0, eq)] = w.substr(eq + 1);
+  }
+  return s;
+}
+
+std::string spec_help(const kjit::detail::TuneOpSpec& spec) {
+  std::string knobs;
+  for (int i = 0; i < spec.knob_count(); ++i) knobs += (knobs.empty() ? "" : ", ") + std::string(spec.knobs[i]);
+  return fmt::format("shape keys (defaults): {}; knobs: family point{}{}; bucket: {}", spec.shape_keys,
+                     knobs.empty() ? "" : " × ", knobs, spec.bucket_rule);
+}
+
+}  // namespace detail
+
 void register_builtin_ops() {
-  auto defaults = [](const kjit::detail::TuneOpSpec& spec) {
-    Shape s;
-    std::stringstream words(spec.shape_keys);
-    std::string w;
-    while (words >> w) {
-      const size_t eq = w.find('=');
-      s[w.substr(0, eq)] = w.substr(eq + 1);
-    }
-    return s;
-  };
-  auto help = [](const kjit::detail::TuneOpSpec& spec) {
-    std::string knobs;
-    for (int i = 0; i < spec.knob_count(); ++i) knobs += (knobs.empty() ? "" : ", ") + std::string(spec.knobs[i]);
-    return fmt::format("shape keys (defaults): {}; knobs: family point × {}; bucket: {}", spec.shape_keys, knobs,
-                       spec.bucket_rule);
-  };
   const auto& decode = ad::DecodeOp::tune_spec();
-  register_op({decode.name, help(decode), defaults(decode),
+  register_op({decode.name, spec_help(decode), spec_defaults(decode),
                [](const Shape& s) { return std::unique_ptr<Harness>(new DecodeHarness(s)); }});
   const auto& gemm = fd::GemmOp::tune_spec();
-  register_op({gemm.name, help(gemm), defaults(gemm),
+  register_op({gemm.name, spec_help(gemm), spec_defaults(gemm),
                [](const Shape& s) { return std::unique_ptr<Harness>(new GemmHarness(s)); }});
+  register_attention_ops();
+  register_more_ops();
 }
 
 }  // namespace kjit::tune

@@ -377,6 +377,10 @@ int select_winner(const std::vector<Measurement>& m, double noise, int* runner_u
 
 SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
   const TuneOp& top = op(op_name);
+  if (!top.only_default.empty()) {
+    throw InvalidArgument(fmt::format("{}: the default plan is the only candidate, nothing to sweep: {}", op_name,
+                                      top.only_default));
+  }
   const DeviceInfo& info = device_info(0);
   const Target target = info.target();
   Runtime& runtime = Runtime::global();
@@ -416,7 +420,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     for (size_t i = 0; i < candidates[s].size(); ++i) {
       if (!wanted(r.shapes[s].candidates[i])) continue;
       for (const ProgramSpec& p : candidates[s][i].programs) {
-        const std::string key = runtime.key(p, target);
+        const std::string key = runtime.key(p, p.target_on(target));
         programs.emplace(key, p);
         users[key].push_back({s, i});
       }
@@ -440,7 +444,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   auto worker = [&] {
     for (size_t i = next++; i < todo.size(); i = next++) {
       try {
-        runtime.compile(todo[i].second, target);
+        runtime.compile(todo[i].second, todo[i].second.target_on(target));
       } catch (const CompileError& e) {
         std::lock_guard<std::mutex> lock(mutex);
         compile_errors[todo[i].first] = e.what();

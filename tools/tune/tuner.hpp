@@ -85,6 +85,10 @@ struct TuneOp {
   std::string help;  ///< shape keys and bucket rule
   Shape defaults;    ///< every shape key with its default
   std::function<std::unique_ptr<Harness>(const Shape&)> make;
+  /// Non-empty for an op whose default plan is its only candidate (every kernel and launch
+  /// choice follows from the call): why. `kjit tune OP` says so and measures nothing; make is
+  /// then null.
+  std::string only_default;
 };
 
 /// Registers an op (the built-in ones are registered on first use of ops(); a test binary adds

@@ -88,6 +88,15 @@ void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launc
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);
 
+/// The split counts a decode sweep tries besides the planner's own: the powers of two and their
+/// 1.5× in between cover the wave quantization on 100-170 SM parts.
+inline constexpr int kDecodeSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+
+/// Why a decode choice (`family`: the contiguous or the paged decode family; knob 0: splits in
+/// 1..256) cannot run on `info`'s device: another family, a point outside the space or without
+/// a kernel for the target, a CTA above the device's shared memory or threads; "" when it can.
+std::string decode_choice_fits(const Family& family, const kjit::detail::TunedChoice& choice, const DeviceInfo& info);
+
 /// kjit::attention::decode in the op pipeline.
 struct DecodeOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", 80, "mma.sync bf16, cp.async", {&decode_family}};

@@ -12,16 +12,17 @@ using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
 
 constexpr int kMaxSplits = 256;
-/// The split counts a sweep tries besides the planner's own: the powers of two and their 1.5×
-/// in between cover the wave quantization on 100-170 SM parts.
-constexpr int kSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
 
 int rows_of(const TunedChoice& c) { return static_cast<int>(c.family->value(c.point, "rows").code); }
 int64_t head_dim_of(const TunedChoice& c) { return c.family->value(c.point, "head_dim").code; }
 
-std::string fits(const TunedChoice& c, const DeviceInfo& info) {
-  if (c.family != &decode_family()) {
-    return fmt::format("family {} is not attention.decode", c.family ? c.family->name : std::string("(none)"));
+std::string fits(const TunedChoice& c, const DeviceInfo& info) { return decode_choice_fits(decode_family(), c, info); }
+
+}  // namespace
+
+std::string decode_choice_fits(const Family& family, const TunedChoice& c, const DeviceInfo& info) {
+  if (c.family != &family) {
+    return fmt::format("family {} is not {}", c.family ? c.family->name : std::string("(none)"), family.name);
   }
   if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
   if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
@@ -36,8 +37,6 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (c.knobs[0] < 1 || c.knobs[0] > kMaxSplits) return fmt::format("splits={} is outside 1..{}", c.knobs[0], kMaxSplits);
   return {};
 }
-
-}  // namespace
 
 const kjit::detail::TuneOpSpec& DecodeOp::tune_spec() {
   static const kjit::detail::TuneOpSpec spec{
@@ -90,7 +89,7 @@ std::vector<TunedChoice> DecodeOp::tune_candidates(const DecodeDims& d, const De
   const DecodePlan planned = plan(d, info);
   for (const Point& p : f.enumerate(&target)) {
     if (f.value(p, "head_dim").code != d.head_dim) continue;
-    std::vector<int> splits(std::begin(kSplitGrid), std::end(kSplitGrid));
+    std::vector<int> splits(std::begin(kDecodeSplitGrid), std::end(kDecodeSplitGrid));
     splits.push_back(planned.num_splits);
     std::sort(splits.begin(), splits.end());
     splits.erase(std::unique(splits.begin(), splits.end()), splits.end());

@@ -62,8 +62,14 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return decode_resident_ctas(head_dim, max_smem_per_sm);
 }
 
+int64_t paged_plan_length(const PagedDecodeDims& d) {
+  int64_t hint = d.kv_len_hint;
+  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
+  return std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
+}
+
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm) {
+                             int ctas_per_sm, int rows) {
   DecodeDims dd;
   dd.device = d.device;
   dd.batch = d.batch;
@@ -74,7 +80,7 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   int64_t hint = kv_len_hint;
   if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
   dd.max_kv_len = std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
-  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm);
+  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, rows);
   if (requested_splits > 0) plan.num_splits = requested_splits;
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;

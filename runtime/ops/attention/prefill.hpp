@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kjit::attention {
 
@@ -39,6 +40,7 @@ struct PrefillDims {
   bool has_kv_lens = false;
   int mask_rank = 0;  ///< 0 (none), 2 or 3
   bool has_lse = false;
+  bool causal = false;  ///< PrefillArgs::causal (a tuning bucket field; the kernels take it at run time)
   int block_m = 0;    ///< PrefillArgs::block_m (0 = choose)
   AttentionVariant variant = AttentionVariant::kAuto;  ///< PrefillArgs::variant
   /// prefill_tma_layout_reason(args): "" (no allocation) for every layout TMA can address.
@@ -99,6 +101,18 @@ struct PrefillOp {
   static PrefillSm90Params params_sm90(const Args& args, const Dims& dims, const Plan& plan);
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
+
+  // Tuning (runtime/ops/tuned.hpp; prefill_tune.cc). No knobs beyond the family point: the
+  // kernel (attention.prefill at block_m 64 or 128, or attention.prefill_sm90) is the choice.
+  // Bucket: head_dim, mask (0/1), causal (0/1), q_len and max_kv_len rounded up to powers of
+  // two (at least 64), batch · q_heads rounded up to a power of two. A call that sets
+  // block_m or a variant is not tuned; a stored wgmma choice is not taken for a call the wgmma
+  // kernel cannot run (mask, kv_lens, a layout TMA cannot address).
+  static const kjit::detail::TuneOpSpec& tune_spec();
+  static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
+  static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);
+  static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
+  static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
 
 /// A paged_prefill call: its arguments, the host plan they were built for, and the device

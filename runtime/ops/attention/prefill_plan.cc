@@ -115,6 +115,7 @@ PrefillDims validate_prefill(const PrefillArgs& args) {
                                  kMaxGridYZ, q.describe(), args.k.describe()));
   }
   d.block_m = args.block_m;
+  d.causal = args.causal;
   d.variant = args.variant;
   d.tma_layout = prefill_tma_layout_reason(args);
   return d;

@@ -114,9 +114,13 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
   const detail::SwaDims d = detail::validate_swa_decode(args);
   // No tokens: no partials, answered without the device (and without a driver). The pure
-  // planner, not SwaDecodeOp::plan: a size query does not check that the group can run.
+  // planner, not SwaDecodeOp::plan: a size query does not check that the group can run. A tuned
+  // plan (which the call will run) sizes its own partials.
   if (d.tokens == 0) return 0;
-  return detail::plan_swa_decode(d, device_info(d.device)).workspace_bytes;
+  const DeviceInfo& info = device_info(d.device);
+  detail::SwaPlan tuned;
+  if (kjit::detail::tuned_plan<detail::SwaDecodeOp>(d, info, &tuned)) return tuned.workspace_bytes;
+  return detail::plan_swa_decode(d, info).workspace_bytes;
 }
 
 void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,

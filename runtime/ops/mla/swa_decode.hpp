@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kjit::mla {
 
@@ -76,6 +77,12 @@ struct SwaPlan {
 /// Unsupported).
 SwaPlan plan_swa_decode(const SwaDims& dims, const DeviceInfo& info);
 
+/// The mma.sync partition of the window for heads per CTA `group` (16 or 32), `tile` window
+/// positions per CTA and `splits` in [ceil(W / tile), min(32, W / 16)]: split_len =
+/// ceil(W / splits) rounded up to 16, trailing empty splits dropped, the partials' workspace.
+/// The planner's last step, and what a tuned choice runs. Pure; checks nothing.
+SwaPlan partition_swa_window(const SwaDims& dims, int group, int tile, int splits);
+
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
@@ -99,6 +106,16 @@ struct SwaDecodeOp {
   /// CTA per SM at most) and, when the window is split, the merge step.
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
+
+  // Tuning (runtime/ops/tuned.hpp; swa_decode_tune.cc). Knob: splits (CTAs per (token, head
+  // group) along the window). Point: group (16, 32, or 64 = the sm_90a wgmma kernel) and
+  // kv_tile. Bucket: window, cache format, T rounded up to a power of two, NH. A call that
+  // requests num_splits or head_group is not tuned.
+  static const kjit::detail::TuneOpSpec& tune_spec();
+  static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
+  static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);
+  static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
+  static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
 
 }  // namespace detail

@@ -229,7 +229,6 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
     plan.group = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms && fits(32, 128) ? 32 : 16;
   }
   plan.tile = tile_for(plan.group);
-  const int64_t base = d.tokens * (d.heads / plan.group);
   const int64_t min_splits = kjit::detail::ceil_div(d.window, plan.tile);
   const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
   int64_t splits = min_splits;
@@ -241,6 +240,14 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   // indices and rows, q load and conversion, softmax barriers, a 32 KiB f32 partial), so at
   // T = 1 8 splits of 16 took 18.2 µs against 14.0 µs unsplit, and at T = 8 3 splits took
   // 22.6 µs against 15.1 µs; the merge launch comes on top. The SM count only picks the group.
+  return partition_swa_window(d, plan.group, plan.tile, static_cast<int>(splits));
+}
+
+SwaPlan partition_swa_window(const SwaDims& d, int group, int tile, int splits) {
+  SwaPlan plan;
+  plan.group = group;
+  plan.tile = tile;
+  const int64_t base = d.tokens * (d.heads / plan.group);
   const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));

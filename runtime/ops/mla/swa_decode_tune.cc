@@ -1,0 +1,119 @@
+// kjit::mla::swa_decode's tuning: bucket, knobs, candidates and stored plans
+// (runtime/ops/tuned.hpp). The space: heads per CTA (group 16 / 32, or 64: the sm_90a wgmma
+// kernel, whole window, never split), the window tile, and the split count.
+#include "runtime/ops/mla/swa_decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kjit::mla::detail {
+namespace {
+
+using kjit::detail::TunedChoice;
+using kjit::detail::TunedKey;
+
+int code(const TunedChoice& c, const char* name) { return static_cast<int>(c.family->value(c.point, name).code); }
+
+std::string fits(const TunedChoice& c, const DeviceInfo& info) {
+  if (c.family != &swa_decode_family()) {
+    return fmt::format("family {} is not mla.swa_decode", c.family ? c.family->name : std::string("(none)"));
+  }
+  if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
+  if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
+  const SwaLaunchShape shape = swa_launch_shape(code(c, "group"), code(c, "kv_tile"));
+  if (shape.smem_bytes > info.max_smem_per_block_optin) {
+    return fmt::format("{} bytes of shared memory per CTA, the device allows {}", shape.smem_bytes,
+                       info.max_smem_per_block_optin);
+  }
+  if (info.max_threads_per_block > 0 && shape.threads > info.max_threads_per_block) {
+    return fmt::format("{} threads per CTA, the device allows {}", shape.threads, info.max_threads_per_block);
+  }
+  const int window = code(c, "window"), tile = code(c, "kv_tile"), splits = c.knobs[0];
+  const int lo = code(c, "group") == kSwaWgmmaHeads ? 1 : (window + tile - 1) / tile;
+  const int hi = code(c, "group") == kSwaWgmmaHeads ? 1 : std::min(kSwaMaxSplits, window / kSwaStepTokens);
+  if (splits < lo || splits > hi) return fmt::format("splits={} is outside {}..{} for window {} tile {}", splits, lo, hi, window, tile);
+  return {};
+}
+
+}  // namespace
+
+const kjit::detail::TuneOpSpec& SwaDecodeOp::tune_spec() {
+  static const kjit::detail::TuneOpSpec spec{
+      kjit::detail::TuneOpId::kSwaDecode,
+      "swa_decode",
+      &kInfo,
+      {"splits", nullptr, nullptr, nullptr},
+      "[window, cache, pow2(T), NH]: exact window, cache format (0 e4m3, 1 e5m2) and head count; the token count "
+      "rounded up to a power of two",
+      "tokens=8 heads=128 window=128 cache=e4m3",
+      fits};
+  return spec;
+}
+
+bool SwaDecodeOp::tune_key(const SwaDims& d, TunedKey* key) {
+  if (d.requested_splits != 0 || d.requested_group != 0 || d.tokens == 0) return false;
+  key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kSwaDecode);
+  key->bucket[0] = kjit::detail::bucket_exact(d.window);
+  key->bucket[1] = d.cache;
+  key->bucket[2] = kjit::detail::bucket_pow2(d.tokens);
+  key->bucket[3] = kjit::detail::bucket_exact(d.heads);
+  return true;
+}
+
+bool SwaDecodeOp::apply_tuned(const SwaDims& d, const DeviceInfo& info, const TunedChoice& c, SwaPlan* out) {
+  if (c.family != &swa_decode_family() || d.tokens == 0) return false;
+  const int group = code(c, "group"), tile = code(c, "kv_tile");
+  if (code(c, "window") != d.window || code(c, "cache") != d.cache || d.heads % group != 0) return false;
+  // Checked again per call: the table was checked against the device, not against this call.
+  if (!fits(c, info).empty()) return false;
+  SwaPlan plan;
+  if (group == kSwaWgmmaHeads) {
+    plan.group = group;
+    plan.tile = tile;
+    plan.num_splits = 1;
+    plan.split_len = static_cast<int>(d.window);
+    plan.ctas = d.tokens * (d.heads / group);
+  } else {
+    plan = partition_swa_window(d, group, tile, c.knobs[0]);
+  }
+  plan.choice.family = c.family;
+  plan.choice.point = c.point;
+  *out = plan;
+  return true;
+}
+
+TunedChoice SwaDecodeOp::tuned_choice(const SwaDims& /*d*/, const SwaPlan& plan) {
+  TunedChoice c;
+  c.family = plan.choice.family;
+  c.point = plan.choice.point;
+  c.knobs[0] = plan.num_splits;
+  return c;
+}
+
+std::vector<TunedChoice> SwaDecodeOp::tune_candidates(const SwaDims& d, const DeviceInfo& info) {
+  std::vector<TunedChoice> out;
+  if (d.tokens == 0) return out;
+  const Family& f = swa_decode_family();
+  const Target target = info.target();
+  for (const Point& p : f.enumerate(&target)) {
+    TunedChoice c;
+    c.family = &f;
+    c.point = p;
+    if (code(c, "window") != d.window || code(c, "cache") != d.cache || d.heads % code(c, "group") != 0) continue;
+    std::vector<int> seen;  // split counts that partition the window differently
+    for (int s = 1; s <= kSwaMaxSplits; ++s) {
+      c.knobs[0] = s;
+      if (!fits(c, info).empty()) continue;
+      SwaPlan plan;
+      if (!apply_tuned(d, info, c, &plan)) continue;
+      if (std::find(seen.begin(), seen.end(), plan.num_splits) != seen.end()) continue;
+      seen.push_back(plan.num_splits);
+      c.knobs[0] = plan.num_splits;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace kjit::mla::detail

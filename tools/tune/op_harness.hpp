@@ -1,0 +1,87 @@
+#pragma once
+/// \file tools/tune/op_harness.hpp
+/// What every built-in harness of `kjit tune` (ops_*.cc) shares: the candidate list and bucket
+/// of an op of the pipeline (its tune_candidates / tune_key, the default first), the resources
+/// of a launch value, and fake device addresses for host-side validation of a shape.
+
+#include "tools/tune/tuner.hpp"
+
+#include "runtime/ops/pipeline.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+namespace kjit::tune {
+
+/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill) and ops_more.cc
+/// (swa_decode, and the ops whose default is their only candidate: rotary, fp8_quantize).
+void register_attention_ops();
+void register_more_ops();
+
+namespace detail {
+
+/// The largest CTA, dynamic shared memory and cluster of a launch value, and its kernels' most
+/// registers per thread.
+template <class... P>
+void resources_of(const kjit::detail::Launches<P...>& l, Runner* r) {
+  std::apply(
+      [r](const auto&... step) {
+        auto one = [r](const auto& s) {
+          if (s.kernel == nullptr) return;
+          r->threads = std::max<int>(r->threads, static_cast<int>(s.config.block[0] * s.config.block[1] * s.config.block[2]));
+          r->smem = std::max<int>(r->smem, static_cast<int>(s.config.dynamic_smem_bytes));
+          r->cluster = std::max<int>(r->cluster, static_cast<int>(s.config.cluster[0] * s.config.cluster[1] * s.config.cluster[2]));
+          r->registers = std::max(r->registers, s.kernel->info().registers);
+        };
+        (one(step), ...);
+      },
+      l.steps);
+}
+
+inline std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) {
+  if (c.family == nullptr) return {};
+  return {c.family->spec(c.point)};
+}
+
+/// A fake, aligned device address: host-side validation of a shape needs non-null pointers, and
+/// the host side never launches.
+inline void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{1} << 40 | uintptr_t(i) << 32); }
+
+template <class Op>
+std::vector<Candidate> candidates_of(const typename Op::Dims& dims, const DeviceInfo& info) {
+  const kjit::detail::TuneOpSpec& spec = Op::tune_spec();
+  std::vector<Candidate> out;
+  Candidate def;
+  def.is_default = true;
+  def.choice = Op::tuned_choice(dims, Op::plan(dims, info));
+  def.label = "default: " + spec.describe(def.choice);
+  def.programs = programs_of(def.choice);
+  out.push_back(def);
+  for (const kjit::detail::TunedChoice& c : Op::tune_candidates(dims, info)) {
+    Candidate x;
+    x.choice = c;
+    x.label = spec.describe(c);
+    x.programs = programs_of(c);
+    out.push_back(x);
+  }
+  return out;
+}
+
+template <class Op>
+bool bucket_of(const typename Op::Dims& dims, std::vector<int64_t>* out) {
+  kjit::detail::TunedKey key{};
+  if (!Op::tune_key(dims, &key)) return false;
+  out->assign(key.bucket, key.bucket + kjit::detail::kMaxTuneBucket);
+  while (!out->empty() && out->back() == 0) out->pop_back();
+  return true;
+}
+
+
+/// A TuneOp for an op of the pipeline with a TuneOpSpec: its help and shape defaults.
+std::string spec_help(const kjit::detail::TuneOpSpec& spec);
+Shape spec_defaults(const kjit::detail::TuneOpSpec& spec);
+
+}  // namespace detail
+}  // namespace kjit::tune

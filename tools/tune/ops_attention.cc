@@ -1,0 +1,263 @@
+// `kjit tune` harnesses of paged decode and dense prefill: shapes, scratch buffers (the caller's
+// are never touched), float64 references (tools/testing/reference_attention.hpp) and launches.
+#include "tools/tune/op_harness.hpp"
+
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include "runtime/internal.hpp"
+#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/prefill.hpp"
+#include "tools/testing/compare.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/host_types.hpp"
+#include "tools/testing/reference_attention.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace kjit::tune {
+namespace {
+
+using namespace kjit::tune::detail;
+using kjit::testing::DeviceBuffer;
+namespace ad = kjit::attention::detail;
+
+constexpr double kBf16Tol = 1e-2;
+
+std::vector<uint16_t> bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
+  return h;
+}
+
+/// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`.
+std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref) {
+  out.fill(0xFF);
+  r.per_copy[0](stream);
+  KJIT_CU(cuStreamSynchronize(stream));
+  const std::vector<uint16_t> raw = out.download<uint16_t>(ref.size());
+  std::vector<float> got(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) got[i] = kjit::testing::bf16_to_float(raw[i]);
+  const kjit::testing::Comparison cmp = kjit::testing::compare(got, ref);
+  return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+}
+
+/// The launches of `plan` on every copy (args_of(i) gives copy i's arguments), as a Runner.
+template <class Op, class ArgsOf>
+Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_bytes, ArgsOf args_of,
+                 Runtime& runtime) {
+  auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(workspace_bytes, 16));
+  auto launches = std::make_shared<std::vector<typename Op::Launch>>();
+  for (size_t i = 0; i < copies; ++i) {
+    launches->push_back(kjit::detail::launch_value<Op>(args_of(i), {ws->get(), ws->bytes()}, runtime, &plan));
+  }
+  Runner r;
+  resources_of(launches->front(), &r);
+  for (size_t i = 0; i < launches->size(); ++i) {
+    r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
+  }
+  r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
+  return r;
+}
+
+/// The plan a candidate runs: the untuned planner's for the default, else the stored choice.
+template <class Op>
+typename Op::Plan plan_of(const Candidate& c, const typename Op::Dims& dims) {
+  const DeviceInfo& info = device_info(0);
+  if (c.is_default) return Op::plan(dims, info);
+  typename Op::Plan plan;
+  if (!Op::apply_tuned(dims, info, c.choice, &plan)) throw InvalidArgument("the candidate does not apply to this shape");
+  return plan;
+}
+
+// ---- paged decode -----------------------------------------------------------------------------
+
+/// Every request holds kv_len tokens in ceil(kv_len / page_size) pages, the page ids a random
+/// permutation of the pool; the slots past a request's length are NaN (a read past it shows).
+class PagedDecodeHarness : public Harness {
+ public:
+  explicit PagedDecodeHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), l_(shape_int(s, "kv_len")), hq_(shape_int(s, "q_heads")),
+        hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")), page_(shape_int(s, "page_size")) {
+    if (b_ < 1 || l_ < 1 || hq_ < 1 || hkv_ < 1 || page_ < 1) throw InvalidArgument("paged_decode shape sizes must be positive");
+    ppr_ = (l_ + page_ - 1) / page_;
+    pages_ = b_ * ppr_;
+    dims_ = ad::validate_paged_decode(args(fake(1), fake(2), fake(3), fake(4), fake(5), fake(6), fake(7)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override {
+    return candidates_of<ad::PagedDecodeOp>(dims_, info);
+  }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::PagedDecodeOp>(dims_, out); }
+  size_t input_bytes() const override { return static_cast<size_t>(2 * pages_ * page_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
+
+  void prepare(int copies, uint64_t seed) override {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    kjit::testing::DecodeProblem p;
+    p.batch = b_;
+    p.max_kv_len = l_;
+    p.q_heads = hq_;
+    p.kv_heads = hkv_;
+    p.head_dim = d_;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
+    p.q.resize(static_cast<size_t>(b_ * hq_ * d_));
+    p.k.resize(static_cast<size_t>(b_ * l_ * hkv_ * d_));
+    p.v.resize(p.k.size());
+    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
+    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
+    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    ref_ = kjit::testing::decode_reference(p).out;
+
+    std::vector<int32_t> ids(static_cast<size_t>(pages_));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    const size_t row = static_cast<size_t>(hkv_ * d_);
+    std::vector<float> kp(static_cast<size_t>(pages_ * page_) * row, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> vp(kp.size(), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t b = 0; b < b_; ++b) {
+      for (int64_t t = 0; t < l_; ++t) {
+        const size_t slot = static_cast<size_t>(ids[static_cast<size_t>(b * ppr_ + t / page_)] * page_ + t % page_);
+        const size_t src = static_cast<size_t>(b * l_ + t) * row;
+        std::copy_n(p.k.begin() + static_cast<ptrdiff_t>(src), row, kp.begin() + static_cast<ptrdiff_t>(slot * row));
+        std::copy_n(p.v.begin() + static_cast<ptrdiff_t>(src), row, vp.begin() + static_cast<ptrdiff_t>(slot * row));
+      }
+    }
+    std::vector<int32_t> indptr(static_cast<size_t>(b_ + 1)), last(static_cast<size_t>(b_));
+    for (int64_t b = 0; b <= b_; ++b) indptr[static_cast<size_t>(b)] = static_cast<int32_t>(b * ppr_);
+    for (int32_t& x : last) x = static_cast<int32_t>(l_ - (ppr_ - 1) * page_);
+    const std::vector<uint16_t> q = bf16(p.q), k = bf16(kp), v = bf16(vp);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(k));
+      v_.push_back(kjit::testing::to_device(v));
+    }
+    indptr_ = kjit::testing::to_device(indptr);
+    ids_ = kjit::testing::to_device(ids);
+    last_ = kjit::testing::to_device(last);
+    out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const ad::DecodePlan plan = plan_of<ad::PagedDecodeOp>(c, dims_);
+    return runner_of<ad::PagedDecodeOp>(
+        plan, q_.size(), plan.workspace_bytes,
+        [this](size_t i) {
+          return args(q_[i].get(), k_[i].get(), v_[i].get(), indptr_.get(), ids_.get(), last_.get(), out_.get());
+        },
+        runtime);
+  }
+
+  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+
+ private:
+  kjit::attention::PagedDecodeArgs args(void* q, void* k, void* v, void* indptr, void* ids, void* last, void* out) const {
+    kjit::attention::PagedDecodeArgs a;
+    a.q = TensorRef(q, DType::kBF16, {b_, 1, hq_, d_});
+    a.cache.k = TensorRef(k, DType::kBF16, {pages_, page_, hkv_, d_});
+    a.cache.v = TensorRef(v, DType::kBF16, {pages_, page_, hkv_, d_});
+    a.cache.indptr = TensorRef(indptr, DType::kI32, {b_ + 1});
+    a.cache.page_indices = TensorRef(ids, DType::kI32, {pages_});
+    a.cache.last_page_len = TensorRef(last, DType::kI32, {b_});
+    a.out = TensorRef(out, DType::kBF16, {b_, 1, hq_, d_});
+    return a;
+  }
+
+  int64_t b_, l_, hq_, hkv_, d_, page_, ppr_ = 0, pages_ = 0;
+  ad::PagedDecodeDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer indptr_, ids_, last_, out_;
+};
+
+// ---- prefill ----------------------------------------------------------------------------------
+
+class PrefillHarness : public Harness {
+ public:
+  explicit PrefillHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), lq_(shape_int(s, "q_len")), lkv_(shape_int(s, "kv_len")),
+        hq_(shape_int(s, "q_heads")), hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")),
+        causal_(shape_int(s, "causal") != 0) {
+    if (b_ < 1 || lq_ < 1 || lkv_ < 1 || hq_ < 1 || hkv_ < 1) throw InvalidArgument("prefill shape sizes must be positive");
+    dims_ = ad::validate_prefill(args(fake(1), fake(2), fake(3), fake(4)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<ad::PrefillOp>(dims_, info); }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::PrefillOp>(dims_, out); }
+  size_t input_bytes() const override {
+    return static_cast<size_t>((2 * b_ * lkv_ * hkv_ + 2 * b_ * lq_ * hq_) * d_ * 2);
+  }
+
+  void prepare(int copies, uint64_t seed) override {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    kjit::testing::PrefillProblem p;
+    p.q_heads = hq_;
+    p.kv_heads = hkv_;
+    p.head_dim = d_;
+    p.q_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lq_));
+    p.kv_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lkv_));
+    p.causal = causal_;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
+    p.q.resize(static_cast<size_t>(b_ * lq_ * hq_ * d_));
+    p.k.resize(static_cast<size_t>(b_ * lkv_ * hkv_ * d_));
+    p.v.resize(p.k.size());
+    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
+    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
+    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    ref_ = kjit::testing::prefill_reference(p).out;
+    const std::vector<uint16_t> q = bf16(p.q), k = bf16(p.k), v = bf16(p.v);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(k));
+      v_.push_back(kjit::testing::to_device(v));
+    }
+    out_ = DeviceBuffer(q.size() * 2);
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const ad::PrefillPlan plan = plan_of<ad::PrefillOp>(c, dims_);
+    return runner_of<ad::PrefillOp>(
+        plan, q_.size(), 0, [this](size_t i) { return args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get()); },
+        runtime);
+  }
+
+  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+
+ private:
+  kjit::attention::PrefillArgs args(void* q, void* k, void* v, void* out) const {
+    kjit::attention::PrefillArgs a;
+    a.q = TensorRef(q, DType::kBF16, {b_, lq_, hq_, d_});
+    a.k = TensorRef(k, DType::kBF16, {b_, lkv_, hkv_, d_});
+    a.v = TensorRef(v, DType::kBF16, {b_, lkv_, hkv_, d_});
+    a.out = TensorRef(out, DType::kBF16, {b_, lq_, hq_, d_});
+    a.causal = causal_;
+    return a;
+  }
+
+  int64_t b_, lq_, lkv_, hq_, hkv_, d_;
+  bool causal_;
+  ad::PrefillDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer out_;
+};
+
+}  // namespace
+
+void register_attention_ops() {
+  const auto& paged = ad::PagedDecodeOp::tune_spec();
+  register_op({paged.name, spec_help(paged), spec_defaults(paged),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new PagedDecodeHarness(s)); }});
+  const auto& prefill = ad::PrefillOp::tune_spec();
+  register_op({prefill.name, spec_help(prefill), spec_defaults(prefill),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new PrefillHarness(s)); }});
+}
+
+}  // namespace kjit::tune
