@@ -140,10 +140,32 @@ const DeviceInfo& device_info(int ordinal) {
     KJIT_CU(cuDeviceTotalMem(&total, dev));
     info->global_mem_bytes = static_cast<int64_t>(total);
     KJIT_CU(cuDriverGetVersion(&info->driver_version));
+    info->mig_slice = mig_slice_of(info->name);
+    infos[ordinal] = std::move(info);
+  });
+  if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);
+  ready[ordinal].store(infos[ordinal].get(), std::memory_order_release);
+  return *infos[ordinal];
+}
+
+const DeviceInfo& device_identity(int ordinal) {
+  static constexpr int kMaxDevices = 64;
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<std::unique_ptr<DeviceInfo>, kMaxDevices> infos;
+  const DeviceInfo& base = device_info(ordinal);  // checks the ordinal
+  std::call_once(once[ordinal], [&] {
+    const detail::Driver& d = detail::driver();
+    auto info = std::make_unique<DeviceInfo>(base);
+    CUdevice dev = 0;
+    KJIT_CU(cuDeviceGet(&dev, ordinal));
+    auto attr = [&](CUdevice_attribute a) {
+      int v = 0;
+      detail::check_driver(d.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+      return v;
+    };
     info->mem_bus_width_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     info->mem_clock_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
     info->max_sm_clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
-    info->mig_slice = mig_slice_of(info->name);
     // The compiler is part of what a tuned winner was measured with (its code generation).
     try {
       info->nvrtc_version = detail::nvrtc_version();
@@ -153,7 +175,6 @@ const DeviceInfo& device_info(int ordinal) {
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);
-  ready[ordinal].store(infos[ordinal].get(), std::memory_order_release);
   return *infos[ordinal];
 }
 

@@ -64,7 +64,9 @@ struct DeviceInfo {
   int driver_version = 0;            ///< e.g. 13000
   int regs_per_sm = 0;               ///< 32-bit registers per SM
   int regs_per_block = 0;            ///< 32-bit registers a CTA may use
-  // What else tells two devices of one name apart for tuning (see fingerprint()).
+  // What else tells two devices of one name apart for tuning (see fingerprint()): filled by
+  // device_identity(), left 0 / "" by device_info() (reading the clocks costs about a millisecond,
+  // which every process's first op call would pay).
   int mem_bus_width_bits = 0;        ///< global memory bus width, bits
   int mem_clock_khz = 0;             ///< peak memory clock, kHz
   int max_sm_clock_khz = 0;          ///< typical (max boost) SM clock, kHz
@@ -97,8 +99,12 @@ bool driver_available() noexcept;
 std::string driver_unavailable_reason();
 /// Number of CUDA devices; 0 when there is no driver or no device.
 int device_count() noexcept;
-/// Attributes of device `ordinal`, cached after the first call. Throws DriverError when there is
-/// no driver, InvalidArgument for an ordinal out of range.
+/// Attributes of device `ordinal`, cached after the first call; the fingerprint-only fields
+/// (memory bus width and clock, SM clock, NVRTC version) are left empty: see device_identity().
+/// Throws DriverError when there is no driver, InvalidArgument for an ordinal out of range.
 const DeviceInfo& device_info(int ordinal);
+/// device_info(ordinal) with the fingerprint-only fields filled too, cached after the first call:
+/// what DeviceInfo::fingerprint() needs (tuning tables, `kjit devices`). Same errors.
+const DeviceInfo& device_identity(int ordinal);
 
 }  // namespace kjit

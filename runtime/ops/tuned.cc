@@ -49,9 +49,10 @@ std::string env(const char* name) {
 }
 
 /// Reads and checks the table of `info`'s device; warns about everything it leaves out.
-std::unique_ptr<TunedTable> load_table(const DeviceInfo& info) {
+std::unique_ptr<TunedTable> load_table(const DeviceInfo& device) {
   const std::string mode = env("KJIT_TUNING");
   if (mode == "off" || mode == "0" || mode == "false") return nullptr;
+  const DeviceInfo& info = device_identity(device.ordinal);  // the fingerprint's fields too
   const std::string root = RuntimeConfig::from_env().cache_dir;
   const std::string id = info.fingerprint_id();
   const std::string path = cache::table_path(root, id);

@@ -31,7 +31,7 @@ int run_devices() {
 
   nlohmann::json devices = nlohmann::json::array();
   for (int i = 0; i < count; ++i) {
-    const DeviceInfo& info = device_info(i);
+    const DeviceInfo& info = device_identity(i);
     devices.push_back({{"ordinal", info.ordinal},
                        {"name", info.name},
                        {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
@@ -73,7 +73,7 @@ int run_devices() {
   fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<7} {}\n", "#", "name", "cc", "SMs", "memory",
              "target", "fingerprint");
   for (int i = 0; i < count; ++i) {
-    const DeviceInfo& info = device_info(i);
+    const DeviceInfo& info = device_identity(i);
     fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<7} {}\n", info.ordinal, info.name,
                fmt::format("{}.{}", info.cc_major, info.cc_minor), info.sm_count,
                human_bytes(static_cast<uint64_t>(info.global_mem_bytes)), info.target().str(),

@@ -115,7 +115,7 @@ int run_list() {
 /// Re-measures every stored winner of this device's table (of `only_op` when given) against the
 /// default at the shape it was tuned at, and reports the drift of both times.
 int run_check(const TuneArgs& a) {
-  const DeviceInfo& info = device_info(0);
+  const DeviceInfo& info = device_identity(0);
   const std::string root = RuntimeConfig::from_env().cache_dir;
   cache::TuneTable table;
   if (!cache::read_table(cache::table_path(root, info.fingerprint_id()), &table)) {

@@ -381,7 +381,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     throw InvalidArgument(fmt::format("{}: the default plan is the only candidate, nothing to sweep: {}", op_name,
                                       top.only_default));
   }
-  const DeviceInfo& info = device_info(0);
+  const DeviceInfo& info = device_identity(0);
   const Target target = info.target();
   Runtime& runtime = Runtime::global();
   SweepResult r;
