@@ -1,7 +1,9 @@
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 
+#include "cache/warn.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/target_choice.hpp"
 
 #include <fmt/format.h>
 
@@ -9,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -115,6 +118,14 @@ const DeviceInfo& device_info(int ordinal) {
     KJIT_CU(cuDeviceTotalMem(&total, dev));
     info->global_mem_bytes = static_cast<int64_t>(total);
     KJIT_CU(cuDriverGetVersion(&info->driver_version));
+    // KJIT_ARCH is process-wide: the planners, family checks and Runtime::load all read this
+    // one DeviceInfo, so they can never disagree about the target.
+    static const char* const kjit_arch = std::getenv("KJIT_ARCH");
+    const detail::TargetChoice choice =
+        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(),
+                              kjit_arch ? kjit_arch : "", fmt::format("device {} ({})", ordinal, info->name));
+    info->compile_target = choice.target;
+    if (!choice.note.empty()) warn(choice.note);
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);

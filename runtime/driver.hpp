@@ -38,7 +38,10 @@ namespace kjit::detail {
   X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)            \
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                    \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                  \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000)                                                         \
+  X(cuStreamIsCapturing, 10000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
+  X(cuGraphDestroy, 10000) X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000)   \
+  X(cuGraphExecDestroy, 10000)
 
 /// Function pointers to the driver entry points kjit uses, named as in cuda.h.
 struct Driver {

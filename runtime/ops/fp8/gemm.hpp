@@ -139,7 +139,9 @@ struct GemmOp {
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
   /// plan, load, refine, build: what gemm() launches. `forced` replaces the first plan (checked
   /// as the pipeline checks a forced plan) and is not refined.
-  static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr);
+  /// `stream`: the launch stream when known (a miss during its capture is CaptureMiss).
+  static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr,
+                             const CUstream* stream = nullptr);
 };
 
 }  // namespace kjit::fp8::detail
