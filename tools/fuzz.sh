@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes the cache's parsers with clang's libFuzzer (ASan + UBSan): the entry decoder and the
-# bundle reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs each
-# target for a bounded number of executions, starting from the checked-in corpus.
+# Fuzzes the cache's parsers with clang's libFuzzer (ASan + UBSan): the entry decoder, the
+# bundle reader and the warm-up manifest reader (tests/fuzz/*_fuzz.cc). Builds with clang in its
+# own build folder, then runs each target for a bounded number of executions, starting from the
+# checked-in corpus.
 #
 #   tools/fuzz.sh [--runs N] [--build-dir DIR] [--jobs N] [--target NAME]... [--seeds]
 #
 #   --runs N      executions per target (default 1000000)
-#   --target NAME entry or bundle (repeatable; default: both)
+#   --target NAME entry, bundle or manifest (repeatable; default: all three)
 #   --seeds       rewrite tests/fuzz/corpus/ from tests/fuzz/make_seeds.cc first (after a
 #                 format change)
 #
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(entry bundle)
+[ ${#targets[@]} -gt 0 ] || targets=(entry bundle manifest)
 
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }

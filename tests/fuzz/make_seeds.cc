@@ -6,6 +6,7 @@
 #include "cache/bundle.hpp"
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
+#include "cache/manifest.hpp"
 #include "cache/le_bytes.hpp"
 
 #include <xxhash.h>
@@ -110,6 +111,30 @@ int main(int argc, char** argv) {
   put(bundle, "huge-entry-size", size);
   put(bundle, "bad-magic", "KJITBNDX" + two.substr(8));
   put(bundle, "not-a-bundle", good);
+  const fs::path manifest = root / "manifest";
+  ManifestEntry point;
+  point.family = "attention.decode";
+  point.params = {{"head_dim", "128"}, {"rows", "8"}};
+  point.target = "sm_90a";
+  ManifestEntry user;
+  user.user = true;
+  user.family = "myapp.gemm";
+  user.template_args = "tile=128";
+  user.source_name = "gemm.cu";
+  user.target = "compute_120";
+  user.key = "0123456789abcdef0123456789abcdef";
+  const std::string line = format_manifest_line(point);
+  put(manifest, "valid", line + format_manifest_line(user));
+  put(manifest, "empty", "");
+  put(manifest, "blank-lines", "\n \t\n" + line + "\r\n\n");
+  put(manifest, "torn-last-line", line + line.substr(0, line.size() / 2));
+  put(manifest, "not-json", "not json\n{\"family\":\n");
+  put(manifest, "wrong-types",
+      R"({"family":3,"params":[],"target":null})" "\n" R"({"user":"yes","family":"x","target":"sm_90a"})" "\n"
+      R"({"family":"x","params":{"a":1},"target":"sm_90a"})" "\n");
+  put(manifest, "user-bad-key", R"({"user":true,"family":"x","target":"sm_90a","key":"ABC"})" "\n");
+  put(manifest, "deep", std::string(300, '[') + std::string(300, ']') + "\n");
+  put(manifest, "bad-utf8", "{\"family\":\"\xff\xfe\",\"params\":{},\"target\":\"sm_90a\"}\n");
   std::printf("seeds written to %s\n", root.c_str());
   return 0;
 }
