@@ -234,11 +234,12 @@ class Runtime {
   /// driver's reason).
   const LoadedProgram& load(const ProgramSpec& spec, CUcontext context = nullptr);
 
-  /// load(spec, context) for a launch on `stream`. When the program is not yet loaded for the
-  /// device, asks the driver whether `stream` is being captured into a CUDA graph (the only
-  /// driver call this adds, and only then); if so, throws CaptureMiss naming the family,
-  /// parameters and target instead of compiling or loading anything. A program this Runtime
-  /// already loaded for the device is served during a capture too (that makes no driver call).
+  /// load(spec, context) for a launch on `stream`: first asks the driver whether `stream` is
+  /// being captured into a CUDA graph (cuStreamIsCapturing, one call; the typed ops come here
+  /// only on their kernel table's miss path, so their hot path makes no such call). If it is, a
+  /// program this Runtime already loaded for the device is returned (no further driver call),
+  /// and anything else throws CaptureMiss naming the family, parameters and target, compiling
+  /// and loading nothing. Not capturing: exactly load(spec, context).
   /// Why not serve a miss: a module load is a call that global-mode capture forbids (the driver
   /// then invalidates the capture) and a compile stalls it for up to seconds, so a graph would
   /// be broken or slow depending on timing; failing the same way every time is the contract.

@@ -23,7 +23,7 @@ step() { echo; echo "=== $* ==="; }
 # KJIT_STEPS picks steps (default: all but sanitize), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
-steps=${KJIT_STEPS:-"precompile tests selftest runtime bench"}
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench deploy"}
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
@@ -103,3 +103,14 @@ want bench && for b in $benches; do
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
+
+# Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
+# precompile --manifest` into an empty cache and rerun under KJIT_JIT=off (zero compiles, same
+# bits), and a miss under stream capture (global, thread-local, relaxed) raising CaptureMiss with
+# the capture intact. Its child processes bring their own cache folders. Run alone with
+# KJIT_STEPS=deploy.
+if want deploy; then
+  step deploy
+  timeout 300 "$root/$build/tests/gpu_deploy_test" 2>&1 | tee "$out/deploy.txt" | tail -n 25
+  echo "deploy rc=${PIPESTATUS[0]}" | tee -a "$out/deploy.txt"
+fi
