@@ -351,7 +351,7 @@ std::string DiskCache::entry_path(const Key& key) const {
   return root_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
 }
 
-std::optional<Entry> DiskCache::lookup(const Key& key) const {
+std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit) const {
   if (!enabled_) return std::nullopt;
   const std::string path = entry_path(key);
   std::string bytes;
@@ -365,7 +365,7 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
   if (err == 0) {
     entry = decode(bytes, &key, &why);
     if (entry) {
-      if (writable_) record_hit(root_, key, static_cast<int64_t>(::time(nullptr)));
+      if (writable_ && count_hit) record_hit(root_, key, static_cast<int64_t>(::time(nullptr)));
       return entry;
     }
   } else {

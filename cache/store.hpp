@@ -156,8 +156,9 @@ class DiskCache {
   /// Reads the entry for `key`. A missing entry is a quiet miss; a truncated, corrupt or foreign
   /// one is a miss warned once per key (it is replaced by the next publish). A hit refreshes
   /// the entry's mtime (LRU) and, in a writable cache, appends one line to the hits log
-  /// (cache/hits.hpp).
-  std::optional<Entry> lookup(const Key& key) const;
+  /// (cache/hits.hpp), unless `count_hit` is false (a lookup that checks rather than uses the
+  /// entry, such as an import's).
+  std::optional<Entry> lookup(const Key& key, bool count_hit = true) const;
 
   /// Writes `entry` atomically (temp file in the same directory, fsync, rename), then evicts
   /// least-recently-used entries other than this one while the cache exceeds max_bytes. An

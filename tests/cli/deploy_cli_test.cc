@@ -112,6 +112,10 @@ TEST_F(DeployCli, RecordReplayAndRunFailClosed) {
     r = kjit(rotary_args(hd), prod_cache, {{"KJIT_JIT", "off"}});
     EXPECT_EQ(r.code, 0) << r.describe();
   }
+  // The import's own checks are not uses: each entry was hit once, by its `compile` above.
+  for (const json& e : json::parse(kjit({"cache", "ls", "--json"}, prod_cache).out)["entries"]) {
+    EXPECT_EQ(e["hits"], 1) << e.dump();
+  }
   r = kjit(rotary_args("256"), prod_cache, {{"KJIT_JIT", "off"}});
   EXPECT_EQ(r.code, 1) << r.describe();
   EXPECT_EQ(r.err_lines().size(), 1u) << r.describe();
