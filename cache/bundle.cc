@@ -6,6 +6,8 @@
 #include "cache/file_util.hpp"
 #include "cache/le_bytes.hpp"
 #include "cache/store.hpp"
+#include "cache/tune_table.hpp"
+#include "cache/warn.hpp"
 
 #include <kjit/error.hpp>
 
@@ -18,6 +20,9 @@ namespace kjit::cache {
 namespace {
 
 constexpr std::string_view kMagic = "KJITBNDL";
+constexpr std::string_view kTuneMagic = "KJITTUNE";
+/// As tune_table.cc refuses larger table files.
+constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
 constexpr size_t kHeaderBytes = 20;
 /// A bundle larger than this is refused before it is read: the store's own per-entry cap times
 /// a few hundred specializations is far below it.
@@ -25,19 +30,35 @@ constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
 /// As the store refuses larger entry files.
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
+/// The cache's root as the user named it: DiskCache::root() is its versioned folder (<root>/v1),
+/// and tuning tables live beside that, in <root>/tuning.
+std::string cache_root_of(const DiskCache& cache) {
+  const std::string& versioned = cache.root();
+  const size_t slash = versioned.rfind('/');
+  return slash == std::string::npos ? std::string(".") : versioned.substr(0, slash);
+}
+
 bool wanted(const std::vector<std::string>& list, const std::string& value) {
   return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
 }
 
 }  // namespace
 
-std::string encode_bundle(const std::vector<std::string>& encoded_entries) {
+std::string encode_bundle(const std::vector<std::string>& encoded_entries, const std::vector<std::string>& tables) {
   std::string out(kMagic);
   detail::put_le(out, kFormatVersion, 4);
   detail::put_le(out, encoded_entries.size(), 8);
   for (const std::string& e : encoded_entries) {
     detail::put_le(out, e.size(), 8);
     out += e;
+  }
+  if (!tables.empty()) {
+    out += kTuneMagic;
+    detail::put_le(out, tables.size(), 8);
+    for (const std::string& t : tables) {
+      detail::put_le(out, t.size(), 8);
+      out += t;
+    }
   }
   return out;
 }
@@ -66,6 +87,20 @@ BundleContents decode_bundle(std::string_view bytes) {
     }
     at += size;
   }
+  if (bytes.size() - at >= 16 && bytes.substr(at, kTuneMagic.size()) == kTuneMagic) {
+    const uint64_t tables = detail::get_le(bytes, at + 8, 8);
+    at += 16;
+    for (uint64_t i = 0; i < tables; ++i) {
+      if (bytes.size() - at < 8) throw CacheError(fmt::format("cache bundle truncated in tuning table {} of {}", i + 1, tables));
+      const uint64_t size = detail::get_le(bytes, at, 8);
+      at += 8;
+      if (size > bytes.size() - at) {
+        throw CacheError(fmt::format("cache bundle truncated in tuning table {} of {}", i + 1, tables));
+      }
+      out.tables.emplace_back(bytes.substr(at, size));
+      at += size;
+    }
+  }
   if (at != bytes.size()) throw CacheError(fmt::format("cache bundle has {} trailing bytes", bytes.size() - at));
   out.count = count;
   return out;
@@ -85,7 +120,25 @@ ExportReport export_bundle(const DiskCache& cache, const std::string& path, cons
     if (detail::read_file(e.path, kMaxEntryBytes, detail::kReadNoFollow, &bytes) != 0) continue;
     encoded.push_back(std::move(bytes));
   }
-  const std::string bundle = encode_bundle(encoded);
+  std::vector<std::string> tables;
+  if (!cache.root().empty()) {
+    const std::string root = cache_root_of(cache);
+    for (const std::string& name : list_tables(root)) {
+      std::string bytes;
+      const std::string table = tuning_dir(root) + "/" + name;
+      if (detail::read_file(table, kMaxTableBytes, detail::kReadNoFollow, &bytes) != 0) continue;
+      try {
+        decode_table(bytes);
+      } catch (const CacheError& e) {
+        ++report.skipped_bad;
+        warn(fmt::format("tuning table {} left out of the bundle: {}", table, e.what()));
+        continue;
+      }
+      tables.push_back(std::move(bytes));
+    }
+  }
+  const std::string bundle = encode_bundle(encoded, tables);
+  report.tables = tables.size();
   if (const int err = detail::write_file_atomic(path, bundle); err != 0) {
     throw CacheError(fmt::format("cannot write bundle {}: {}", path, detail::errno_text(err)));
   }
@@ -120,6 +173,21 @@ ImportReport import_bundle(DiskCache& cache, const std::string& path) {
     } else {
       ++report.not_stored;
     }
+  }
+  for (size_t i = 0; i < contents.tables.size(); ++i) {
+    TuneTable table;
+    try {
+      table = decode_table(contents.tables[i]);
+    } catch (const CacheError& e) {
+      report.problems.push_back(fmt::format("tuning table {} of {}: {}", i + 1, contents.tables.size(), e.what()));
+      continue;
+    }
+    if (cache.root().empty() || !cache.writable()) {
+      report.problems.push_back(fmt::format("tuning table {} of {}: the cache is not writable", i + 1, contents.tables.size()));
+      continue;
+    }
+    publish_table(cache_root_of(cache), table);
+    ++report.tables;
   }
   return report;
 }

@@ -9,7 +9,12 @@
 ///   12      8     entry count N
 ///   20      ...   N times: an 8-byte little-endian size S, then S bytes of one entry exactly as
 ///                 stored on disk (entry.hpp: it carries its own key and checksum)
-/// Nothing follows the last entry.
+///   then, optionally (bundles without tuning tables end after the last entry):
+///   +0      8     magic "KJITTUNE"
+///   +8      8     table count T
+///   +16     ...   T times: an 8-byte little-endian size S, then S bytes of one tuning table file
+///                 exactly as stored (tune_table.hpp: it names its own fingerprint)
+/// Nothing follows.
 
 #include "cache/entry.hpp"
 
@@ -20,8 +25,10 @@
 
 namespace kjit::cache {
 
-/// Packs encoded entries (each one file's bytes, as encode() makes them) into a bundle.
-std::string encode_bundle(const std::vector<std::string>& encoded_entries);
+/// Packs encoded entries (each one file's bytes, as encode() makes them) and tuning table files
+/// (each one file's bytes, as encode_table() makes them) into a bundle.
+std::string encode_bundle(const std::vector<std::string>& encoded_entries,
+                          const std::vector<std::string>& tables = {});
 
 /// What a bundle held: its intact entries, and one line per entry that did not decode
 /// ("entry 3 of 7: checksum mismatch").
@@ -29,6 +36,8 @@ struct BundleContents {
   std::vector<Entry> entries;
   std::vector<std::string> problems;
   size_t count = 0;  ///< entries the bundle declared
+  /// The tuning table files the bundle carries, as stored (decode_table checks each on import).
+  std::vector<std::string> tables;
 };
 
 /// Parses a bundle. Throws CacheError when the bytes are not a whole bundle (bad magic or
@@ -49,10 +58,11 @@ struct ExportReport {
   uint64_t entries = 0;      ///< entries in the bundle
   uint64_t bytes = 0;        ///< size of the bundle file
   uint64_t skipped_bad = 0;  ///< entries left out because they do not decode
+  uint64_t tables = 0;       ///< tuning tables in the bundle (every one the cache holds)
 };
 
-/// Writes the entries of `cache` that pass `filter` into a bundle file at `path` (atomically:
-/// temp file + rename). Entries that do not decode are left out and counted; one evicted
+/// Writes the entries of `cache` that pass `filter`, and every tuning table of the cache that
+/// decodes (tune_table.hpp), into a bundle file at `path` (atomically: temp file + rename). Entries that do not decode are left out and counted; one evicted
 /// meanwhile is simply absent. Throws CacheError naming `path` when the file cannot be written.
 ExportReport export_bundle(const DiskCache& cache, const std::string& path, const BundleFilter& filter);
 
@@ -62,12 +72,14 @@ struct ImportReport {
   uint64_t imported = 0;    ///< published and found on disk afterwards
   uint64_t present = 0;     ///< already in the cache: kept as they were
   uint64_t not_stored = 0;  ///< intact but not stored (the publish failed or the cap refused it)
-  /// One line per damaged entry, skipped ("entry 3 of 7: checksum mismatch").
+  /// One line per damaged entry or table, skipped ("entry 3 of 7: checksum mismatch").
   std::vector<std::string> problems;
+  uint64_t tables = 0;  ///< tuning tables merged into the cache's (publish_table)
 };
 
 /// Adds the entries of the bundle file at `path` to `cache`: each is checked (decode verifies
-/// its checksum) and published atomically; entries already present are kept. Throws CacheError
+/// its checksum) and published atomically; entries already present are kept. Each tuning table
+/// is merged into the cache's table of its fingerprint (newer measurements win per bucket). Throws CacheError
 /// naming `path` when it cannot be read or is not a whole bundle.
 ImportReport import_bundle(DiskCache& cache, const std::string& path);
 

@@ -3,9 +3,11 @@
 
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/nvrtc.hpp"
 #include "runtime/target_choice.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -68,6 +70,29 @@ Target Target::for_compute_capability(int major, int minor) {
   return t;
 }
 
+std::string DeviceInfo::fingerprint() const {
+  return fmt::format(
+      "name={};cc={}.{};sms={};smem_block={};smem_sm={};l2={};bus_bits={};mem_khz={};sm_khz={};driver={};nvrtc={};"
+      "mig={}",
+      name, cc_major, cc_minor, sm_count, max_smem_per_block_optin, max_smem_per_sm, l2_bytes, mem_bus_width_bits,
+      mem_clock_khz, max_sm_clock_khz, driver_version, nvrtc_version, mig_slice);
+}
+
+std::string DeviceInfo::fingerprint_id() const {
+  const std::string text = fingerprint();
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size())).substr(0, 12);
+}
+
+namespace {
+
+/// "1g.10gb" from "NVIDIA H100 80GB HBM3 MIG 1g.10gb" (the driver names MIG instances so), else "".
+std::string mig_slice_of(const std::string& name) {
+  const size_t at = name.find(" MIG ");
+  return at == std::string::npos ? std::string() : name.substr(at + 5);
+}
+
+}  // namespace
+
 bool driver_available() noexcept { return detail::try_driver() != nullptr; }
 
 std::string driver_unavailable_reason() { return detail::driver_reason(); }
@@ -118,6 +143,16 @@ const DeviceInfo& device_info(int ordinal) {
     KJIT_CU(cuDeviceTotalMem(&total, dev));
     info->global_mem_bytes = static_cast<int64_t>(total);
     KJIT_CU(cuDriverGetVersion(&info->driver_version));
+    info->mem_bus_width_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    info->mem_clock_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    info->max_sm_clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    info->mig_slice = mig_slice_of(info->name);
+    // The compiler is part of what a tuned winner was measured with (its code generation).
+    try {
+      info->nvrtc_version = detail::nvrtc_version();
+    } catch (const std::exception&) {
+      info->nvrtc_version.clear();
+    }
     // KJIT_ARCH is process-wide: the planners, family checks and Runtime::load all read this
     // one DeviceInfo, so they can never disagree about the target.
     static const char* const kjit_arch = std::getenv("KJIT_ARCH");

@@ -35,6 +35,7 @@ struct EmbeddedSource {
 };
 // Generated at build time by cmake/embed_kernel_sources.cmake; ends with a null path.
 extern const EmbeddedSource kEmbeddedSources[];
+extern const char kEmbeddedSourcesDigest[];
 
 namespace {
 // The include scan asks about every name it meets, most of them not kernel sources.
@@ -63,6 +64,10 @@ std::optional<std::string> KernelSources::read(std::string_view path) const {
   }
   if (const EmbeddedSource* e = embedded(path)) return std::string(reinterpret_cast<const char*>(e->data), e->size);
   return std::nullopt;
+}
+
+std::string_view KernelSources::digest() const noexcept {
+  return live_dir_.empty() ? std::string_view(kEmbeddedSourcesDigest) : std::string_view();
 }
 
 bool KernelSources::contains(std::string_view path) const {
@@ -161,11 +166,6 @@ std::string digest(std::string_view bytes) {
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
-bool is_regular_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 std::optional<std::string> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
@@ -213,6 +213,10 @@ struct ToolkitClosure {
   std::set<std::string> names;
   std::set<std::string, std::less<>> first_components;
   bool names_in_embedded_sources = false;
+  /// What the closure's walk stat'ed (files read and paths with no file), for the key memo, and
+  /// whether every file read was settled (a record can vouch for it).
+  std::vector<std::pair<std::string, FileStamp>> checks;
+  bool settled = true;
 };
 
 // Toolkit files, read once per process: whether a path exists, a file's digest and includes,
@@ -399,6 +403,8 @@ class ToolkitMemo {
     stored.files = c->files;
     stored.names.assign(c->names.begin(), c->names.end());
     stored.checks.assign(checks.begin(), checks.end());
+    c->checks = stored.checks;
+    c->settled = persist;
     out = std::move(c);
     return persist;
   }
@@ -423,10 +429,12 @@ class ToolkitMemo {
     }
     for (const auto& [p, want] : stored.checks) {
       const FileStamp now = stat(p);
-      if (want.regular ? now != want : now.regular) return nullptr;
+      // A toolkit record holds no directory stamps: one that does is not ours.
+      if (want.directory || (want.regular ? now != want : now.regular)) return nullptr;
     }
     auto c = std::make_unique<ToolkitClosure>();
     c->files = std::move(stored.files);
+    c->checks = std::move(stored.checks);
     for (std::string& n : stored.names) {
       c->first_components.emplace(first_component(n));
       c->names.insert(std::move(n));
@@ -465,8 +473,12 @@ ToolkitMemo& toolkit_memo() { return *toolkit_memo_slot().load(std::memory_order
 // Walks the include closure in NVRTC's search order (kernel_sources.hpp says which).
 class ClosureWalk {
  public:
-  ClosureWalk(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path, SourceClosure& out)
-      : spec_(spec), sources_(sources), path_(path), out_(out) {}
+  ClosureWalk(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path, SourceClosure& out,
+              KeyChecks* checks)
+      : spec_(spec), sources_(sources), path_(path), out_(out), checks_(checks) {
+    // A -I directory's listing and files are not stat'ed as checks.
+    if (checks_ && !path_.user_dirs.empty()) checks_->usable = false;
+  }
 
   void main_source() {
     const std::string dir = parent_dir(spec_.source_name);
@@ -552,7 +564,10 @@ class ClosureWalk {
   }
 
   bool exists(const std::string& path) {
-    return ToolkitMemo::under(path, path_.toolkit_dirs) ? toolkit_memo().exists(path) : is_regular_file(path);
+    const FileStamp s =
+        ToolkitMemo::under(path, path_.toolkit_dirs) ? toolkit_memo().stat(path) : stamp_path(path);
+    if (checks_) checks_->add(path, s);
+    return s.regular;
   }
 
   // Whether the memoized toolkit closure holds for this call: no name in it is an in-memory
@@ -580,15 +595,25 @@ class ClosureWalk {
       const ToolkitClosure& c = toolkit_memo().closure(path, path_);
       if (path_.source_dirs && toolkit_closure_applies(c)) {
         files_.insert(c.files.begin(), c.files.end());
+        if (checks_) {
+          for (const auto& [p, s] : c.checks) checks_->add(p, s);
+          checks_->usable = checks_->usable && c.settled;
+        }
         return;
       }
       const ToolkitMemo::File* f = toolkit_memo().file(path);
+      if (checks_) {
+        if (f) checks_->add(path, f->stamp);
+        checks_->usable = checks_->usable && f && f->settled;
+      }
       if (!f) return;
       // Below the toolkit dir that holds it, so the install path does not enter the key.
       files_.emplace("<cuda>/" + path.substr(root->size() + 1), f->xxh3);
       for (const Include& inc : f->includes) resolve(inc, dir);
       return;
     }
+    // A file outside the toolkit is read and digested on every call: no record vouches for it.
+    if (checks_) checks_->usable = false;
     auto text = read_file(path);
     if (!text) return;  // unreadable: NVRTC will fail on it too, and say so
     files_.emplace(path, digest(*text));
@@ -599,6 +624,7 @@ class ClosureWalk {
   const KernelSources& sources_;
   const IncludePath& path_;
   SourceClosure& out_;
+  KeyChecks* checks_;
   std::map<std::string, std::string> in_memory_;
   std::map<std::string, std::string> files_;
   std::set<std::string> visited_;
@@ -607,7 +633,8 @@ class ClosureWalk {
 
 }  // namespace
 
-SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path) {
+SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path,
+                              KeyChecks* checks) {
   SourceClosure c;
   c.name = spec.source_name;
   if (!spec.source_text.empty()) {
@@ -619,7 +646,7 @@ SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sour
                                       sources.live_dir().empty() ? std::string("the embedded kernel sources")
                                                                  : "KJIT_KERNEL_DIR=" + sources.live_dir()));
   }
-  ClosureWalk walk(spec, sources, path, c);
+  ClosureWalk walk(spec, sources, path, c, checks);
   walk.main_source();
   walk.finish();
   toolkit_memo().flush(path);

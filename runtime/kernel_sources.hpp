@@ -43,6 +43,8 @@
 
 #include <kjit/runtime.hpp>
 
+#include "runtime/key_memo.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,6 +66,9 @@ class KernelSources {
   /// Every source path, sorted.
   std::vector<std::string> list() const;
   const std::string& live_dir() const noexcept { return live_dir_; }
+  /// A digest naming the whole set of embedded sources (SHA-256 hex, computed at build time);
+  /// empty with a live folder, whose files can change under a running process.
+  std::string_view digest() const noexcept;
 
  private:
   std::string live_dir_;
@@ -100,8 +105,11 @@ struct SourceClosure {
 };
 
 /// Resolves `spec`'s source and the closure of its includes and of `path.pre_includes`, as the
-/// file comment describes. Throws InvalidArgument when the main source is missing.
-SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path);
+/// file comment describes; with `checks`, also records what the walk learned from the file
+/// system, for the key memo (key_memo.hpp). Throws InvalidArgument when the main source is
+/// missing.
+SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sources, const IncludePath& path,
+                              KeyChecks* checks = nullptr);
 
 /// What the process-wide toolkit memo did since the process started or reset_toolkit_memo(),
 /// for tests and benchmarks.

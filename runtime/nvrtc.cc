@@ -5,12 +5,14 @@
 #include <kjit/error.hpp>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -28,17 +30,35 @@ bool has_bf16_header(const std::string& include_dir) {
   return !include_dir.empty() && ::access((include_dir + "/cuda_bf16.h").c_str(), R_OK) == 0;
 }
 
+// CUDA_VERSION from cuda.h: its define sits near the top of a ~1 MB header, so the file is read
+// in chunks until the line is found (a new process's first key pays for this).
 std::string read_cuda_version(const std::string& include_dir) {
-  std::ifstream in(include_dir + "/cuda.h");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("#define CUDA_VERSION ", 0) == 0) {
-      std::string v = line.substr(21);
-      v.erase(std::remove_if(v.begin(), v.end(), [](char c) { return !std::isdigit(static_cast<unsigned char>(c)); }), v.end());
-      return v;
+  const int fd = ::open((include_dir + "/cuda.h").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "unknown";
+  constexpr std::string_view kDefine = "#define CUDA_VERSION ";
+  std::string text;
+  std::string version = "unknown";
+  char chunk[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(chunk, static_cast<size_t>(n));
+    const size_t at = text.find(kDefine);
+    const size_t end = at == std::string::npos ? at : text.find('\n', at);
+    if (end == std::string::npos) continue;  // not yet, or its line is not complete yet
+    if (at != 0 && text[at - 1] != '\n') {  // inside a line: keep looking after it
+      text.erase(0, end);
+      continue;
     }
+    version.clear();
+    for (char c : text.substr(at + kDefine.size(), end - at - kDefine.size())) {
+      if (std::isdigit(static_cast<unsigned char>(c))) version += c;
+    }
+    break;
   }
-  return "unknown";
+  ::close(fd);
+  return version;
 }
 
 // The toolkit NVRTC came from: <home>/lib64/libnvrtc.so or <home>/targets/<arch>/lib/libnvrtc.so.

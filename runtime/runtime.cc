@@ -68,13 +68,17 @@ class RuntimeImpl {
   }
 
   struct Prepared {
-    SourceClosure sources;
+    SourceClosure sources;  // empty when the key came from the key memo (resolved == false)
+    bool resolved = false;
     std::vector<std::string> options;
     std::vector<std::string> names;  // canonical name expressions
     cache::Key key;
   };
 
-  Prepared prepare(const ProgramSpec& spec, const Target& target) {
+  // The key of `spec` for `target`, and what a compile needs. With `use_memo`, a program the key
+  // memo covers (key_memo.hpp) takes its key from this process's memo or from its record, and
+  // its sources stay unresolved until complete() (only a compile needs them).
+  Prepared prepare(const ProgramSpec& spec, const Target& target, bool use_memo = true) {
     if (spec.name_expressions.empty()) {
       throw InvalidArgument(fmt::format("program '{}' lists no name expressions (kernels to emit)", spec.source_name));
     }
@@ -87,14 +91,40 @@ class RuntimeImpl {
     // The toolkit memo lives with the cache it speeds up, and shares its writability.
     if (disk.enabled()) path.toolkit_memo_dir = disk.root() + "/toolkit";
     path.toolkit_memo_writable = disk.writable();
-    Prepared p{resolve_sources(spec, sources, path), std::move(options.list), {}, {}};
+    Prepared p;
+    p.options = std::move(options.list);
     for (const auto& e : spec.name_expressions) p.names.push_back(canonical_name_expression(e));
+
+    const bool memo = disk.enabled() && path.user_dirs.empty() && path.pre_includes.empty() && !sources.digest().empty();
+    cache::Key id;
+    if (memo) {
+      id = key_memo_id(spec, p, target, path);
+      if (std::optional<cache::Key> k = use_memo ? recall(id) : std::nullopt) {
+        p.key = *k;
+        return p;
+      }
+    }
+    KeyChecks checks;
+    p.sources = resolve_sources(spec, sources, path, memo ? &checks : nullptr);
+    p.resolved = true;
     cache::KeyBuilder b;
     b.add("source.name", p.sources.name).add("source.text", p.sources.text);
     b.add("headers", static_cast<int64_t>(p.sources.headers.size()));
     for (const auto& [name, text] : p.sources.headers) b.add("header.name", name).add("header.text", text);
     b.add("files", static_cast<int64_t>(p.sources.files.size()));
     for (const auto& f : p.sources.files) b.add("file.path", f.path).add("file.xxh3", f.xxh3);
+    add_spec_fields(b, p, target);
+    p.key = b.finish();
+    if (memo && checks.usable) {
+      if (disk.writable()) remember_key(disk.root() + "/keys", id, p.key, checks);
+      std::lock_guard lock(key_memo_mutex);
+      known_keys[id] = p.key;
+    }
+    return p;
+  }
+
+  // The key fields beside the sources, shared by the key and the key memo's id.
+  void add_spec_fields(cache::KeyBuilder& b, const Prepared& p, const Target& target) {
     b.add("name_expressions", static_cast<int64_t>(p.names.size()));
     for (const auto& e : p.names) b.add("name_expression", e);
     b.add("target", target.str());
@@ -102,8 +132,41 @@ class RuntimeImpl {
     b.add("cuda_headers", headers().version);
     b.add("options", static_cast<int64_t>(p.options.size()));
     for (const auto& o : p.options) b.add("option", o);
-    p.key = b.finish();
-    return p;
+  }
+
+  // The key memo's id of a program (key_memo.hpp): every key input but the toolkit's files.
+  cache::Key key_memo_id(const ProgramSpec& spec, const Prepared& p, const Target& target, const IncludePath& path) {
+    cache::KeyBuilder b;
+    b.add("memo.library", memo_library()).add("memo.embedded_sources", sources.digest());
+    b.add("source.name", spec.source_name).add("source.text", spec.source_text);
+    b.add("headers", static_cast<int64_t>(spec.headers.size()));
+    for (const auto& [name, text] : spec.headers) b.add("header.name", name).add("header.text", text);
+    b.add("source_dirs", path.source_dirs ? 1 : 0);
+    b.add("toolkit_dirs", static_cast<int64_t>(path.toolkit_dirs.size()));
+    for (const auto& d : path.toolkit_dirs) b.add("toolkit_dir", d);
+    add_spec_fields(b, p, target);
+    return b.finish();
+  }
+
+  // This process's memo (the toolkit does not change under a running process, as the toolkit
+  // memo assumes), then the record.
+  std::optional<cache::Key> recall(const cache::Key& id) {
+    {
+      std::lock_guard lock(key_memo_mutex);
+      if (auto it = known_keys.find(id); it != known_keys.end()) return it->second;
+    }
+    std::optional<cache::Key> k = recall_key(disk.root() + "/keys", id);
+    if (k) {
+      std::lock_guard lock(key_memo_mutex);
+      known_keys[id] = *k;
+    }
+    return k;
+  }
+
+  // Resolves the sources of a program whose key came from the key memo: a compile needs them.
+  // The walk's key replaces the recorded one (they agree unless a file changed since the checks).
+  void complete(Prepared& p, const ProgramSpec& spec, const Target& target) {
+    if (!p.resolved) p = prepare(spec, target, /*use_memo=*/false);
   }
 
   static ProgramPtr from_entry(const cache::Entry& e, CompiledProgram::Origin origin) {
@@ -203,6 +266,7 @@ class RuntimeImpl {
   // process: the first caller compiles, the others wait on its shared_future.
   ProgramPtr compile(const ProgramSpec& spec, const Target& target) {
     Prepared p = prepare(spec, target);
+    const cache::Key registered = p.key;  // complete() may correct p.key
     std::promise<ProgramPtr> promise;
     std::shared_future<ProgramPtr> future;
     bool owner = false;
@@ -233,6 +297,7 @@ class RuntimeImpl {
         misses.fetch_add(1, std::memory_order_relaxed);
         if (config.jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
         if (config.jit == JitMode::kWarn) warn_jit(spec, target, p.key);
+        complete(p, spec, target);
         cache::KeyLock file_lock = disk.lock(p.key);
         if (auto late = from_disk(p.key, p, target)) {
           result = *late;  // another process compiled it while we waited for the lock
@@ -246,7 +311,7 @@ class RuntimeImpl {
       // A failed compile leaves nothing behind: the next call tries again.
       promise.set_exception(std::current_exception());
       std::lock_guard lock(mutex);
-      programs.erase(p.key);
+      programs.erase(registered);
       throw;
     }
   }
@@ -295,6 +360,9 @@ class RuntimeImpl {
   std::set<std::string> jit_warned;  // keys warned about under KJIT_JIT=warn (guarded by `mutex`)
   Recorder* recorder = nullptr;  // KJIT_RECORD; shared by the Runtimes recording to one file
 
+  std::mutex key_memo_mutex;
+  std::unordered_map<cache::Key, cache::Key, cache::KeyHash> known_keys;  // key memo id → key
+
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0},
       load_rebuilds{0}, refused{0};
   std::mutex stats_mutex;
@@ -341,7 +409,7 @@ CUresult RuntimeImpl::load_library(const ProgramPtr& program, CUdevice device, c
 // process), replacing the disk entry and the in-memory one, unless another thread or process
 // already did.
 ProgramPtr RuntimeImpl::rebuild(const ProgramSpec& spec, const Target& target, const ProgramPtr& rejected) {
-  Prepared p = prepare(spec, target);
+  Prepared p = prepare(spec, target, /*use_memo=*/false);
   std::lock_guard rebuild_lock(rebuild_mutex);
   {
     std::lock_guard lock(mutex);

@@ -67,6 +67,11 @@ TensorRef TensorRef::from_dlpack(const DLTensor& t) {
   else if (code == kDLUInt && bits == 8) r.dtype = DType::kU8;
   else if (code == kDLUInt && bits == 1) r.dtype = DType::kBool;  // PyTorch exports bool so
   else if (code == kDLInt && bits == 8) r.dtype = DType::kU8;
+  // DLPack 1.x codes (absent from the 0.6 header): kDLBool, kDLFloat8_e4m3fn, kDLFloat8_e5m2,
+  // as PyTorch exports torch.bool, torch.float8_e4m3fn and torch.float8_e5m2.
+  else if (code == 6 && bits == 8) r.dtype = DType::kBool;
+  else if (code == 10 && bits == 8) r.dtype = DType::kE4M3;
+  else if (code == 12 && bits == 8) r.dtype = DType::kE5M2;
   else throw InvalidArgument(fmt::format("DLTensor dtype code={} bits={} is not supported", code, bits));
   r.data = static_cast<char*>(t.data) + t.byte_offset;
   r.ndim = t.ndim;

@@ -29,16 +29,8 @@
 /// (its closure is read again by the next process). The user's own `-I`, `-include` and
 /// source-directory files never go through the memo: they are read and digested on every call.
 ///
-/// Format (integers little-endian):
-///
-///   offset  size  field
-///   0       8     magic "KJITTKMM"
-///   8       4     memo format version (kMemoVersion)
-///   12      8     body size B
-///   20      8     XXH3-64 of the B body bytes
-///   28      B     body
-///
-/// The body is a sequence of strings (u32 length, bytes) and u32 counts:
+/// Format: the frame of memo_file.hpp with magic "KJITTKMM" and version kMemoVersion, around a
+/// body of strings, u32 counts and stamps:
 ///
 ///   str  library ("kjit <version>")
 ///   u32  D, then D strings: the CUDA include directories, in search order
@@ -46,8 +38,9 @@
 ///        str  root: the toolkit file's path as the search formed it
 ///        u32  F, then F × (str key path "<cuda>/…", str XXH3-128 as 32 hex digits)
 ///        u32  N, then N strings: the include names met
-///        u32  K, then K checks: str path, u8 kind (0: no regular file there, 1: a file),
-///             and for kind 1: u64 size, u64 mtime_ns, u64 ctime_ns, u64 inode, u64 device
+///        u32  K, then K checks: str path, stamp
+
+#include "runtime/memo_file.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -62,31 +55,11 @@ namespace kjit::detail {
 /// hold their results.
 inline constexpr uint32_t kMemoVersion = 1;
 
-/// What stat(2) says of a path, as far as the memo compares it.
-struct FileStamp {
-  bool regular = false;  ///< false: nothing there, or not a regular file
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  int64_t ctime_ns = 0;
-  uint64_t inode = 0;
-  uint64_t device = 0;
-
-  friend bool operator==(const FileStamp& a, const FileStamp& b) noexcept {
-    return a.regular == b.regular && a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns &&
-           a.inode == b.inode && a.device == b.device;
-  }
-  friend bool operator!=(const FileStamp& a, const FileStamp& b) noexcept { return !(a == b); }
-};
-
-/// stat(2) of `path` (following links, as the compile's open does).
-FileStamp stamp_path(const std::string& path);
-/// fstat(2) of an open descriptor.
-FileStamp stamp_fd(int fd);
 /// CLOCK_REALTIME in ns: the clock file timestamps come from.
 int64_t realtime_ns();
-/// Whether a file stamped `s`, read at or after `read_start_ns`, may be recorded: its last
-/// change must be older than the minimum age (see the file comment), so any later change gets a
-/// later timestamp.
+/// Whether a file (or directory) stamped `s`, read at or after `read_start_ns`, may be recorded:
+/// its last change must be older than the minimum age (see the file comment), so any later change
+/// gets a later timestamp.
 bool stamp_is_settled(const FileStamp& s, int64_t read_start_ns);
 
 /// One root's closure as stored.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes the cache's parsers with clang's libFuzzer (ASan + UBSan): the entry decoder, the
-# bundle reader and the warm-up manifest reader (tests/fuzz/*_fuzz.cc). Builds with clang in its
-# own build folder, then runs each target for a bounded number of executions, starting from the
-# checked-in corpus.
+# Fuzzes the parsers of what kjit reads from disk with clang's libFuzzer (ASan + UBSan): the entry
+# decoder, the bundle reader, the memo records' decoders, the tuning table reader and the warm-up
+# manifest reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs
+# each target for a bounded number of executions, starting from the checked-in corpus.
 #
 #   tools/fuzz.sh [--runs N] [--build-dir DIR] [--jobs N] [--target NAME]... [--seeds]
 #
 #   --runs N      executions per target (default 1000000)
-#   --target NAME entry, bundle or manifest (repeatable; default: all three)
+#   --target NAME entry, bundle, memo, tune_table or manifest (repeatable; default: all)
 #   --seeds       rewrite tests/fuzz/corpus/ from tests/fuzz/make_seeds.cc first (after a
 #                 format change)
 #
@@ -29,11 +29,11 @@ while [ $# -gt 0 ]; do
     -j|--jobs) jobs=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
     --seeds) seeds=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(entry bundle manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest)
 
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }

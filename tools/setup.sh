@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (CUDA 13 toolkit at /usr/local/cuda) for kjit: installs the
 # Debian build dependencies, configures a Release build in build/ and builds the library, the
-# `kjit` CLI, the benchmarks and the tests.
+# `kjit` CLI, the benchmarks and the tests; then installs the Python package (`pip install .`
+# for the python3 on PATH, built in DIR-python/) and what its tests need (pytest, numpy).
 #
-#   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps]
+#   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps] [--no-python]
 #
 # Runs as root (or through sudo when it is not). A toolkit elsewhere: set CUDAToolkit_ROOT.
 set -euo pipefail
@@ -11,12 +12,14 @@ set -euo pipefail
 jobs=$(nproc)
 build_dir=build
 install_deps=1
+python=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -j|--jobs) jobs=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --no-deps) install_deps=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --no-python) python=0; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,9 +35,20 @@ if [ "$install_deps" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update
   $sudo apt-get install -y cmake make g++ libfmt-dev libxxhash-dev libcli11-dev \
-    nlohmann-json3-dev libdlpack-dev libgtest-dev
+    nlohmann-json3-dev libdlpack-dev libgtest-dev python3-dev python3-pip
 fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j "$jobs"
 echo "setup.sh: built $build_dir/tools/kjit"
+
+if [ "$python" = 1 ]; then
+  # Debian's own python3 is "externally managed"; kjit's tests install into it all the same.
+  export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+  python3 -m pip install -q nanobind scikit-build-core pytest numpy
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  CMAKE_BUILD_PARALLEL_LEVEL=$jobs python3 -m pip install -q --no-build-isolation \
+    -Cbuild-dir="$build_dir-python" "${launcher[@]}" .
+  echo "setup.sh: installed the kjit Python package ($(python3 -c 'import kjit; print(kjit.__file__)'))"
+fi

@@ -64,6 +64,14 @@ struct DeviceInfo {
   int driver_version = 0;            ///< e.g. 13000
   int regs_per_sm = 0;               ///< 32-bit registers per SM
   int regs_per_block = 0;            ///< 32-bit registers a CTA may use
+  // What else tells two devices of one name apart for tuning (see fingerprint()).
+  int mem_bus_width_bits = 0;        ///< global memory bus width, bits
+  int mem_clock_khz = 0;             ///< peak memory clock, kHz
+  int max_sm_clock_khz = 0;          ///< typical (max boost) SM clock, kHz
+  std::string nvrtc_version;         ///< the NVRTC kjit compiles with, "13.0"; "" when unknown
+  /// The MIG slice ("1g.10gb") when the device is a MIG instance, read from the name the driver
+  /// gives it ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"); "" for a whole GPU.
+  std::string mig_slice;
   /// The target kjit compiles for on this device, as device_info() chose it: the device's own
   /// (Target::for_compute_capability) where the loaded NVRTC can build it; on a GPU newer than
   /// NVRTC, PTX (compute_XY) for the highest arch NVRTC lists below it, JIT-compiled by the
@@ -81,6 +89,17 @@ struct DeviceInfo {
   Target target() const {
     return compile_target.major != 0 ? compile_target : Target::for_compute_capability(cc_major, cc_minor);
   }
+
+  /// The canonical text of everything that identifies this device for tuning, one `key=value`
+  /// per field joined by ';' in a fixed order: name, compute capability, SMs, opt-in shared
+  /// memory per CTA and per SM, L2 bytes, memory bus width and clock, SM clock, driver version,
+  /// NVRTC version, MIG slice. Two devices with the same fingerprint get the same tuned plans;
+  /// anything that can move a measured winner (another clock, a driver or compiler update, a
+  /// MIG slice) changes it. The ordinal, memory size and register limits are left out.
+  std::string fingerprint() const;
+  /// 12 hex digits of XXH3-64 over fingerprint(): the short stable id that names tuning tables
+  /// (`<cache>/tuning/<id>.json`) and that `kjit devices` prints.
+  std::string fingerprint_id() const;
 };
 
 /// True when libcuda.so.1 loaded and cuInit succeeded.

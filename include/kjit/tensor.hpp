@@ -64,7 +64,9 @@ struct TensorRef {
   TensorRef(void* data, DType dtype, std::initializer_list<int64_t> shape,
             std::initializer_list<int64_t> strides = {}, int device = 0);
 
-  /// Wraps a DLPack tensor (byte_offset applied; NULL strides = compact row-major).
+  /// Wraps a DLPack tensor (byte_offset applied; NULL strides = compact row-major). Besides the
+  /// 0.6 codes it reads DLPack 1.x's bool (code 6) and FP8 e4m3fn / e5m2 (codes 10 / 12) as kBool,
+  /// kE4M3 and kE5M2 (what torch.bool, torch.float8_e4m3fn and torch.float8_e5m2 export).
   /// Throws InvalidArgument for a dtype kjit has no name for or more than kMaxDims dimensions.
   static TensorRef from_dlpack(const DLTensor& t);
 

@@ -378,8 +378,13 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
     } else {
       // Step i was copied by m-tile i % 2; its lanes wait for it, then both m-tiles' warps of
       // this (dh, th) meet (the copies of one lane feed the same lane of the other m-tile).
+      // Met on every step, with work or not: then every warp passes the same barriers whatever
+      // its step parity. (Under `k < n_steps` the th = 0 and th = 1 warps passed different
+      // counts when n_steps is odd; the results were right, but compute-sanitizer racecheck
+      // then reported the softmax statistics' stores and loads around the CTA barrier below as
+      // hazards.) A step with no work makes this a wait for the partner warp alone.
       if ((i & 1) == mt) cp_async_wait_n((kMySteps - 1 - i) / 2);
-      if (k < n_steps) named_barrier(5 + w4, 64);
+      named_barrier(5 + w4, 64);
     }
     if (k < n_steps) {
       // Both dim halves park their partial of step i, [th][i][dh][n-tile][lane][4]; the warp

@@ -6,7 +6,8 @@
 ///                                     (a dispatcher that validated already enters below it:
 ///                                     plan_validated, run_validated)
 ///   open_device(dims.device)          the device's context made current, its DeviceInfo, arch check
-///   plan(dims, info) → Plan           pure: a family Point plus the op's launch knobs
+///   plan(dims, info) → Plan           pure: a family Point plus the op's launch knobs (or the
+///                                     device's tuned choice: choose_plan, runtime/ops/tuned.hpp)
 ///   kernel table(plan.choice)         hot: a memcmp or one hash probe; cold: Runtime::load
 ///   build(args, dims, plan, program)  the launch value: kernels, configs, Params, workspace bytes
 ///   launch(stream)                    cuLaunchKernelEx per step
@@ -36,6 +37,7 @@
 
 #include "runtime/driver.hpp"
 #include "runtime/ops/kernel_table.hpp"
+#include "runtime/ops/tuned.hpp"
 #include "runtime/ops/validate.hpp"
 
 #include <cuda.h>
@@ -128,6 +130,25 @@ const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext cont
   return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); }, stream);
 }
 
+/// The plan of already-validated `dims` on `info`'s device: the device's tuned choice for the
+/// call's bucket when the op is tunable, the table has one and it fits the call
+/// (runtime/ops/tuned.hpp), else Op::plan. With no table this costs one atomic load.
+template <class Op>
+typename Op::Plan choose_plan(const typename Op::Dims& dims, const DeviceInfo& info) {
+  if constexpr (IsTunable<Op>::value) {
+    if (const TunedTable* table = tuned_table(info)) {
+      TunedKey key{};
+      if (Op::tune_key(dims, &key)) {
+        if (const TunedChoice* choice = table->find(key)) {
+          typename Op::Plan plan;
+          if (Op::apply_tuned(dims, info, *choice, &plan)) return plan;
+        }
+      }
+    }
+  }
+  return Op::plan(dims, info);
+}
+
 /// Everything before building the launch value: validated dims, device, plan.
 template <class Op>
 struct Planned {
@@ -145,7 +166,7 @@ Planned<Op> plan_validated(const typename Op::Dims& dims, const typename Op::Pla
     if (forced->choice.family != nullptr) check_choice(Op::kInfo, forced->choice, p.device.info->target());
     p.plan = *forced;
   } else {
-    p.plan = Op::plan(p.dims, *p.device.info);
+    p.plan = choose_plan<Op>(p.dims, *p.device.info);
   }
   return p;
 }
@@ -177,7 +198,7 @@ typename Op::Launch launch_value(const typename Op::Args& args, Workspace worksp
 /// (Plan::workspace_bytes); no context is made current and nothing is compiled.
 template <class Op>
 size_t workspace_bytes_validated(const typename Op::Dims& dims) {
-  return Op::plan(dims, device_info(dims.device)).workspace_bytes;
+  return choose_plan<Op>(dims, device_info(dims.device)).workspace_bytes;
 }
 
 /// workspace_bytes_validated of validated `args`.

@@ -1,13 +1,16 @@
-// Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/{entry,bundle}/): well-formed
+// Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/{entry,bundle,memo}/): well-formed
 // inputs and the near misses the decoders must refuse, so fuzzing starts from every branch.
 // Run from tools/fuzz.sh --seeds; the output is checked in, so this only reruns when the
 // formats change.
 
 #include "cache/bundle.hpp"
+#include "cache/tune_table.hpp"
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
 #include "cache/manifest.hpp"
 #include "cache/le_bytes.hpp"
+#include "runtime/key_memo.hpp"
+#include "runtime/toolkit_memo.hpp"
 
 #include <xxhash.h>
 
@@ -111,6 +114,67 @@ int main(int argc, char** argv) {
   put(bundle, "huge-entry-size", size);
   put(bundle, "bad-magic", "KJITBNDX" + two.substr(8));
   put(bundle, "not-a-bundle", good);
+  // Memo records: a toolkit record and a key record (with the id memo_fuzz.cc decodes with),
+  // each whole and with the near misses its decoder must refuse.
+  const fs::path memo = root / "memo";
+  kjit::detail::FileStamp file;
+  file.regular = true;
+  file.size = 2193;
+  file.mtime_ns = 1'700'000'000'000'000'000;
+  file.ctime_ns = 1'700'000'000'123'456'789;
+  file.inode = 4242;
+  file.device = 66;
+  kjit::detail::MemoRecord record;
+  record.toolkit_dirs = {"/usr/local/cuda/include", "/usr/local/cuda/include/cccl"};
+  kjit::detail::MemoClosure closure;
+  closure.root = "/usr/local/cuda/include/cuda_bf16.h";
+  closure.files = {{"<cuda>/cuda_bf16.h", std::string(32, 'a')}, {"<cuda>/cuda_fp16.h", std::string(32, 'b')}};
+  closure.names = {"cuda_fp16.h", "nv/target"};
+  closure.checks = {{"/usr/local/cuda/include/cuda_bf16.h", file}, {"/usr/local/cuda/include/nv/target", {}}};
+  record.closures = {closure};
+  const std::string toolkit = kjit::detail::encode_memo(record);
+  put(memo, "toolkit-record", toolkit);
+  put(memo, "toolkit-truncated", toolkit.substr(0, toolkit.size() - 5));
+  kjit::detail::KeyChecks checks;
+  checks.add("/usr/local/cuda/include/cuda_bf16.h", file);
+  checks.add("/usr/local/cuda/include/cuda/std/cstdint", {});
+  const kjit::cache::Key id{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  const std::string key = kjit::detail::encode_key_memo(id, KeyBuilder().add("seed", int64_t{9}).finish(), checks);
+  put(memo, "key-record", key);
+  put(memo, "key-record-other-id", kjit::detail::encode_key_memo(Key{1, 2}, Key{3, 4}, checks));
+  put(memo, "key-truncated", key.substr(0, key.size() - 9));
+  std::string flipped_key = key;
+  flipped_key[flipped_key.size() - 1] ^= 0x01;  // the checksum no longer matches
+  put(memo, "key-flipped-tail", flipped_key);
+  put(memo, "empty", "");
+
+  const fs::path tune = root / "tune_table";
+  TuneTable table;
+  table.fingerprint_id = "0123456789ab";
+  table.fingerprint_text = "name=NVIDIA H200;cc=9.0;sms=132";
+  table.fingerprint_fields["name"] = "NVIDIA H200";
+  TuneEntry e;
+  e.op = "decode";
+  e.bucket = {128, 4, 8, 4096};
+  e.shape = "batch=1 kv_len=4096";
+  e.winner.family = "attention.decode";
+  e.winner.point = "head_dim=128 rows=8";
+  e.winner.knobs["splits"] = 16;
+  e.winner.us = 16.1;
+  e.default_choice = e.winner;
+  e.default_choice.knobs["splits"] = 8;
+  e.has_runner_up = true;
+  e.runner_up = e.default_choice;
+  table.entries.push_back(e);
+  const std::string good_table = encode_table(table);
+  put(tune, "valid", good_table);
+  put(tune, "empty-entries", encode_table(TuneTable{}));
+  put(tune, "truncated", good_table.substr(0, good_table.size() / 2));
+  put(tune, "deep", std::string(300, '[') + std::string(300, ']'));
+  put(tune, "wrong-types", R"({"format": "kjit-tuning", "version": 1, "fingerprint": {"id": 3}, "entries": {}})");
+  put(tune, "other-version", R"({"format": "kjit-tuning", "version": 2})");
+  put(bundle, "with-tuning-table", encode_bundle({good}, {good_table}));
+
   const fs::path manifest = root / "manifest";
   ManifestEntry point;
   point.family = "attention.decode";

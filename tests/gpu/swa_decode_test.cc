@@ -137,6 +137,16 @@ TEST_F(SwaDecodeGpu, ForcedSplitsAndGroups) {
   }
 }
 
+TEST_F(SwaDecodeGpu, Group32WithRandomLensAndInvalidIndices) {
+  // The selftest's large-batch case: 32 heads per CTA (two m-tiles), lens that end mid-step and
+  // differ per token, 10% invalid indices. Also what the racecheck run of the sanitize step uses.
+  SwaCase c = make(8);
+  c.head_group = 32;
+  c.lens = SwaCase::Lens::kRandom;
+  c.invalid_fraction = 0.1;
+  check(c);
+}
+
 bool is_hopper() {
   const kjit::DeviceInfo& info = kjit::device_info(0);
   return info.cc_major == 9 && info.cc_minor == 0;

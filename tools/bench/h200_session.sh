@@ -20,10 +20,10 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all but sanitize), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
-steps=${KJIT_STEPS:-"precompile tests selftest runtime bench deploy"}
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
@@ -93,6 +93,35 @@ if want sanitize; then
   done
 fi
 
+# kjit tune: the GPU tune tests, then timed sweeps in a cache of their own (cold: every compile;
+# cached: the same sweep again) of decode over tools/tune/shapes/decode_h200.txt and of the FP8
+# GEMM over M = 1..4096 at N×K 7168×2048 and 4096×7168, each writing its whole sweep as JSON
+# (chart it here: kjit tune report FILE.json --png out.png), then --check of the stored winners.
+if want tune; then
+  step "tune"
+  timeout 400 "$root/$build/tests/gpu_tune_test" --gtest_brief=1 > "$out/gpu_tune_test.txt" 2>&1
+  echo "gpu_tune_test rc=$?"; grep -E "OK|FAILED|Failure" "$out/gpu_tune_test.txt" | head -n 20
+  tc=/tmp/kjit-tune-cache; rm -rf "$tc"
+  for pass in cold cached; do
+    s=$(date +%s%N)
+    KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune decode --shapes "$root/tools/tune/shapes/decode_h200.txt" -j 16 \
+      --report --json-out "$out/tune_decode_$pass.json" > "$out/tune_decode_$pass.txt" 2>&1
+    echo "tune decode ($pass, 10 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  done
+  gemm_shapes=()
+  for nk in "n=7168 k=2048" "n=4096 k=7168"; do
+    for m in 1 2 4 8 16 32 64 128 256 512 1024 2048 4096; do gemm_shapes+=(--shape "m=$m $nk"); done
+  done
+  s=$(date +%s%N)
+  KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm "${gemm_shapes[@]}" -j 16 --report \
+    --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
+  echo "tune fp8_gemm (26 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
+  KJIT_CACHE_DIR=$tc timeout 300 "$kjit" tune --check > "$out/tune_check.txt" 2>&1
+  echo "tune --check rc=$?"; tail -n 40 "$out/tune_check.txt"
+  cp "$tc"/tuning/*.json "$out/" 2>/dev/null
+  grep -E "winner|no winner" "$out/tune_decode_cached.txt" "$out/tune_fp8_gemm.txt" | head -n 60
+fi
+
 want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"
 
 want runtime && step "runtime costs" && "$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
@@ -103,6 +132,25 @@ want bench && for b in $benches; do
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
+
+# The Python package: built on this machine (its Python, 3.12, differs from the build host's) as
+# the extension alone against the carried build installed to a prefix (this machine lacks kjit's
+# Debian build dependencies; python/CMakeLists.txt, standalone mode), then the pytest suite (GPU
+# tests included) and the call-overhead benchmark.
+if want python; then
+  step "python package, tests, overhead"
+  prefix=/tmp/kjit-prefix
+  rm -rf "$prefix" /tmp/kjit-pybuild
+  # An installed libkjit carries no RUNPATH to NVRTC (the pip build's own does).
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+  cmake --install "$root/$build" --prefix "$prefix" > "$out/python_install.txt" 2>&1
+  python3 -m pip install --no-build-isolation --no-deps --no-index --force-reinstall \
+    -Ccmake.source-dir=python -Cbuild-dir=/tmp/kjit-pybuild -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
+    -Ccmake.define.KJIT_DLPACK_INCLUDE_DIR="$root/$build/python-sdk/include" "$root" >> "$out/python_install.txt" 2>&1
+  echo "pip install: rc=$? ($(python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
+  (cd /tmp && timeout 400 python3 -m pytest -q -p no:cacheprovider -rs "$root/python/tests" 2>&1) | tee "$out/python_tests.txt" | tail -n 25
+  timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
+fi
 
 # Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
 # precompile --manifest` into an empty cache and rerun under KJIT_JIT=off (zero compiles, same

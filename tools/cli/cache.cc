@@ -296,9 +296,10 @@ int run_export(const std::string& path, const std::vector<std::string>& families
   const cache::ExportReport report = cache::export_bundle(cache, path, filter);
   if (output().json) {
     print_json({{"bundle", path}, {"entries", report.entries}, {"bytes", report.bytes},
-                {"skipped_bad", report.skipped_bad}, {"root", cache.root()}});
+                {"skipped_bad", report.skipped_bad}, {"tuning_tables", report.tables}, {"root", cache.root()}});
   } else {
-    fmt::print("exported {} entr{} ({}) from {} to {}{}\n", report.entries, report.entries == 1 ? "y" : "ies",
+    fmt::print("exported {} entr{} and {} tuning table{} ({}) from {} to {}{}\n", report.entries,
+               report.entries == 1 ? "y" : "ies", report.tables, report.tables == 1 ? "" : "s",
                human_bytes(report.bytes), cache.root(), path,
                report.skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", report.skipped_bad) : "");
   }
@@ -312,11 +313,12 @@ int run_import(const std::string& path) {
   if (output().json) {
     print_json({{"bundle", path}, {"entries", report.declared}, {"imported", report.imported},
                 {"present", report.present}, {"bad", report.problems.size()},
-                {"not_stored", report.not_stored}, {"root", cache.root()}});
+                {"not_stored", report.not_stored}, {"tuning_tables", report.tables}, {"root", cache.root()}});
   } else {
-    fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries from {} into {}\n",
+    fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries and {} tuning table{} from {} "
+               "into {}\n",
                report.imported, report.present, report.problems.size(), report.not_stored, report.declared,
-               path, cache.root());
+               report.tables, report.tables == 1 ? "" : "s", path, cache.root());
   }
   return report.problems.empty() && report.not_stored == 0 ? kExitOk : kExitFailed;
 }

@@ -46,6 +46,7 @@ void add_compile_command(CLI::App& root, std::vector<Command>& out);
 void add_precompile_command(CLI::App& root, std::vector<Command>& out);
 void add_cache_commands(CLI::App& root, std::vector<Command>& out);
 void add_selftest_command(CLI::App& root, std::vector<Command>& out);
+void add_tune_command(CLI::App& root, std::vector<Command>& out);
 
 /// The output mode of this invocation. `json` is bound to every command's --json flag.
 struct OutputState {

@@ -39,7 +39,22 @@ int run_devices() {
                        {"global_mem_bytes", info.global_mem_bytes},
                        {"max_smem_per_block_optin", info.max_smem_per_block_optin},
                        {"l2_bytes", info.l2_bytes},
-                       {"target", info.target().str()}});
+                       {"target", info.target().str()},
+                       {"fingerprint_id", info.fingerprint_id()},
+                       {"fingerprint",
+                        {{"name", info.name},
+                         {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
+                         {"sm_count", info.sm_count},
+                         {"max_smem_per_block_optin", info.max_smem_per_block_optin},
+                         {"max_smem_per_sm", info.max_smem_per_sm},
+                         {"l2_bytes", info.l2_bytes},
+                         {"mem_bus_width_bits", info.mem_bus_width_bits},
+                         {"mem_clock_khz", info.mem_clock_khz},
+                         {"max_sm_clock_khz", info.max_sm_clock_khz},
+                         {"driver_version", info.driver_version},
+                         {"nvrtc_version", info.nvrtc_version},
+                         {"mig_slice", info.mig_slice},
+                         {"text", info.fingerprint()}}}});
   }
 
   if (output().json) {
@@ -55,13 +70,14 @@ int run_devices() {
     fmt::print("no CUDA device\n");
     return kExitOk;
   }
-  fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {}\n", "#", "name", "cc", "SMs", "memory",
-             "target");
+  fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<7} {}\n", "#", "name", "cc", "SMs", "memory",
+             "target", "fingerprint");
   for (int i = 0; i < count; ++i) {
     const DeviceInfo& info = device_info(i);
-    fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {}\n", info.ordinal, info.name,
+    fmt::print("{:>3}  {:<28} {:>4} {:>5} {:>10}  {:<7} {}\n", info.ordinal, info.name,
                fmt::format("{}.{}", info.cc_major, info.cc_minor), info.sm_count,
-               human_bytes(static_cast<uint64_t>(info.global_mem_bytes)), info.target().str());
+               human_bytes(static_cast<uint64_t>(info.global_mem_bytes)), info.target().str(),
+               info.fingerprint_id());
   }
   return kExitOk;
 }
@@ -71,7 +87,8 @@ int run_devices() {
 void add_devices_command(CLI::App& root, std::vector<Command>& out) {
   CLI::App* cmd = root.add_subcommand(
       "devices", "Show the CUDA driver and each device: name, compute capability, SMs, memory "
-                 "and the target kjit compiles for it (no driver is reported, not an error)");
+                 "the target kjit compiles for it and its fingerprint id (tuning tables are per fingerprint; "
+                 "--json prints every field). No driver is reported, not an error");
   add_json_flag(cmd);
   out.push_back({cmd, run_devices});
 }

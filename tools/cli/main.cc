@@ -2,6 +2,7 @@
 // here; main parses, runs the chosen command and turns every failure into one
 // "kjit: error: ..." line on stderr and a non-zero exit status.
 #include "tools/cli/common.hpp"
+#include "tools/tune/tuner.hpp"
 
 #include <kjit/error.hpp>
 
@@ -55,7 +56,11 @@ std::string unknown_command(CLI::App& app, int argc, char** argv, std::string* c
       if (sub->check_name(word)) next = sub;
       *choices += (choices->empty() ? "" : ", ") + sub->get_name();
     }
-    if (!next) return word;
+    if (!next) {
+      // A command that takes positionals reads the word as one (`kjit tune decode`).
+      if (!level->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty()) return "";
+      return word;
+    }
     level = next;
   }
   return "";
@@ -64,6 +69,8 @@ std::string unknown_command(CLI::App& app, int argc, char** argv, std::string* c
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `kjit tune` measures in a copy of this executable started as a worker.
+  kjit::tune::run_worker_if_requested();
   CLI::App app{"kjit: a JIT kernel-compilation runtime for CUDA. Inspect devices and kernel "
                "families, compile and precompile kernels into the disk cache, manage the cache "
                "and check the shipped ops on a GPU."};
@@ -79,6 +86,7 @@ int main(int argc, char** argv) {
   kjit::cli::add_precompile_command(app, commands);
   kjit::cli::add_cache_commands(app, commands);
   kjit::cli::add_selftest_command(app, commands);
+  kjit::cli::add_tune_command(app, commands);
 
   // Usage errors happen before CLI11 sets the --json flag; scripts that asked for JSON still
   // get their one object.

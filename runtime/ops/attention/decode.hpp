@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kjit::attention {
 
@@ -66,8 +67,10 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 /// tiles = ceil(max_kv_len / tile_tokens): full waves of equal-length CTAs, each paying a fixed
 /// pipeline fill, plus one merge launch when split. A requested count is honoured up to
 /// max_kv_len (each split gets ceil(max_kv_len / s) tokens; trailing empty splits are dropped).
+/// `rows` (8 or 16) forces the query heads per CTA (a tuned plan); 0 takes 8 for groups up to 8,
+/// else 16.
 DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
-                       int ctas_per_sm);
+                       int ctas_per_sm, int rows = 0);
 
 /// The merge step over the split partials the decode kernel wrote for `p` (p.o_part, p.lse_part,
 /// p.num_splits > 1) into p.out / p.lse, launched right after the decode kernel: overlapped with
@@ -101,6 +104,15 @@ struct DecodeOp {
   /// Checks the workspace and the grid, then the decode step and (split) the merge step.
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
+
+  // Tuning (runtime/ops/tuned.hpp; decode_tune.cc). Knob: splits (the KV split count). Bucket:
+  // head_dim, group, batch · kv_heads and max_kv_len, the last two rounded up to powers of two
+  // (max_kv_len at least 64). A call that requests a split count is not tuned.
+  static const kjit::detail::TuneOpSpec& tune_spec();
+  static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
+  static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);
+  static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
+  static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
 
 }  // namespace detail

@@ -128,9 +128,9 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return std::min(decode_resident_ctas(head_dim, max_smem_per_sm), 1);
 }
 
-DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm) {
+DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int rows) {
   DecodePlan plan;
-  plan.rows = d.group <= 8 ? 8 : 16;
+  plan.rows = rows > 0 ? rows : d.group <= 8 ? 8 : 16;
   plan.m_tiles = static_cast<int>(kjit::detail::ceil_div(d.group, plan.rows));
   const int64_t len = std::max<int64_t>(d.max_kv_len, 1);
   const int64_t tile = decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens;

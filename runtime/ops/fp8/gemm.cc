@@ -129,14 +129,16 @@ GemmSm90Params sm90_params(const GemmDims& g, const GemmPlan& plan) {
 
 GemmPlan GemmOp::refine(const GemmDims& g, const GemmPlan& plan, const LoadedProgram& program,
                         const DeviceInfo& info) {
-  const int largest = gemm_assumed_cluster_size(plan, g.force);
+  const int largest = gemm_assumed_cluster_size(plan, plan.force);
   if (largest == 0) return plan;
   GemmClusterCapacity capacity;
   for (int s = 2; s <= largest; ++s) {
     capacity.clusters[s] =
         cluster_capacity(program.kernel(0), g.device, plan.choice.point, s, plan.threads, plan.smem_bytes);
   }
-  return plan_gemm(g, info, capacity);
+  GemmDims under = g;
+  under.force = plan.force;  // a tuned plan's overrides are not the caller's
+  return plan_gemm(under, info, capacity);
 }
 
 GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const GemmPlan& plan,

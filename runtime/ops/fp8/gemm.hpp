@@ -28,6 +28,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace kjit::fp8::detail {
 
@@ -80,6 +81,9 @@ struct GemmPlan {
   /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
   /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
   int64_t grid = 0;
+  /// The overrides this plan was made under (the caller's, or a tuned choice's): refine plans
+  /// again under the same ones.
+  GemmForce force;
 };
 
 /// Plans a validated GEMM under its overrides (dims.force); pure. An empty output (M or N 0)
@@ -142,6 +146,19 @@ struct GemmOp {
   /// `stream`: the launch stream when known (a miss during its capture is CaptureMiss).
   static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr,
                              const CUstream* stream = nullptr);
+
+  // Tuning (runtime/ops/tuned.hpp; gemm_tune.cc). The choice's point fixes the kernel, tile and
+  // stages; knobs: splits (wgmma split-K CTAs per tile, 1..4) and multicast (1, or 2 = CTA pairs
+  // sharing B). Bucket: M rounded up to a power of two, N and K exact, the formats and layouts
+  // (after the column-major-D swap). A call with any override set is not tuned.
+  static const kjit::detail::TuneOpSpec& tune_spec();
+  static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
+  static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);
+  static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
+  static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
+  /// The overrides (GemmArgs::kernel, tile, stages, splits, multicast) that make the planner take
+  /// `choice`: how the tuner runs a candidate through the public op.
+  static GemmForce force_of(const kjit::detail::TunedChoice& choice);
 };
 
 }  // namespace kjit::fp8::detail

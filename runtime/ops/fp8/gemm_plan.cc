@@ -200,6 +200,7 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
 GemmPlan plan_gemm(const GemmDims& g, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
   kjit::detail::check_arch(kOp, info, g.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);
   GemmPlan plan;
+  plan.force = g.force;
   if (g.m == 0 || g.n == 0) return plan;
   check_force(g.force);
   plan.wgmma = choose_wgmma(g, info);

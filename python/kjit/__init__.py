@@ -1,0 +1,47 @@
+"""kjit from Python: JIT-compile CUDA kernels (NVRTC, content-addressed disk cache, single flight)
+and call kjit's shipped ops on any DLPack tensor (PyTorch, CuPy, JAX, ...).
+
+Importing kjit needs no GPU: the CUDA driver is loaded the first time something launches.
+
+    kjit.Program(source, name_expressions, options=...)   a user kernel (like CuPy's RawModule)
+        .compile("sm_90a")  -> CompiledProgram            cubin/PTX, registers, spills, smem; no GPU
+        .load(device=0)     -> Module; module.kernel(name).launch(grid, block, params, stream=...)
+    kjit.rotary, kjit.attention.*, kjit.mla.swa_decode, kjit.fp8.*   the shipped ops
+    kjit.torch                                            the ops as torch.library ops (torch.compile)
+
+Errors: kjit.Error and its subclasses InvalidArgument (also a ValueError), Unsupported,
+CompileError (.log: the NVRTC log), DriverError (.code), CacheError, with the C++ messages.
+"""
+from . import _C
+from ._C import (
+    CacheError,
+    CompileError,
+    CompiledProgram,
+    DriverError,
+    Error,
+    InvalidArgument,
+    Kernel,
+    KernelInfo,
+    Module,
+    Runtime,
+    Unsupported,
+    clear_workspaces,
+    device_count,
+    device_info,
+    device_target,
+    driver_available,
+    driver_unavailable_reason,
+    workspace_bytes_held,
+)
+from ._program import Program, stats
+from ._C import rotary
+from . import attention, fp8, mla
+
+__version__ = _C.__version__
+
+__all__ = [
+    "CacheError", "CompileError", "CompiledProgram", "DriverError", "Error", "InvalidArgument", "Kernel",
+    "KernelInfo", "Module", "Program", "Runtime", "Unsupported", "attention", "clear_workspaces",
+    "device_count", "device_info", "device_target", "driver_available", "driver_unavailable_reason", "fp8",
+    "mla", "rotary", "stats", "workspace_bytes_held",
+]

@@ -1,0 +1,63 @@
+"""User kernels: a Program is one CUDA C++ source and the template instantiations to emit from it
+(kjit::ProgramSpec). Compiling goes through a kjit Runtime (the process-wide one unless
+`runtime=` names another): the same cache key, disk cache and single flight as the shipped ops.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _C
+
+
+class Program:
+    """One translation unit for NVRTC.
+
+    source: the CUDA C++ text; None reads `source_name` from kjit's own kernel sources.
+    name_expressions: one per kernel to emit, e.g. ["saxpy<256>"]; kernels are then looked up by
+        these names (or their index).
+    options: extra NVRTC options ("-DN=4", "--use_fast_math", "-I", "dir", ...); an option that
+        sets the architecture is an InvalidArgument (the target does that).
+    headers: {include name: text} (or (name, text) pairs) the source may #include.
+    family / template_args: metadata shown by `kjit cache ls`.
+    source_name: the name NVRTC errors use for the source.
+
+    A kernel takes one params struct by value (the kjit convention); Kernel.launch passes the
+    bytes of a ctypes.Structure (or any bytes-like object) as that struct, checked against the
+    kernel's parameter size.
+    """
+
+    def __init__(self, source: Optional[str], name_expressions: Sequence[str], *,
+                 options: Iterable[str] = (), headers: Union[Mapping[str, str], Iterable[Tuple[str, str]], None] = None,
+                 family: str = "user", source_name: str = "kernel.cu", template_args: str = ""):
+        if isinstance(name_expressions, str):
+            name_expressions = [name_expressions]
+        self.source = source
+        self.name_expressions = list(name_expressions)
+        self.options = list(options)
+        self.headers = dict(headers) if isinstance(headers, Mapping) else (list(headers) if headers else None)
+        self.family = family
+        self.source_name = source_name
+        self.template_args = template_args
+
+    def _spec(self):
+        return (self.source, self.name_expressions, self.options, self.headers, self.family, self.source_name,
+                self.template_args)
+
+    def compile(self, target: str = "sm_90a", *, runtime: Optional[_C.Runtime] = None) -> _C.CompiledProgram:
+        """Compiles for `target` ("sm_90a", "sm_80", "compute_90" for PTX), or finds it in the
+        in-memory table or the disk cache. Needs no GPU. Raises CompileError with the NVRTC log."""
+        return _C._compile(*self._spec(), target, runtime)
+
+    def key(self, target: str = "sm_90a", *, runtime: Optional[_C.Runtime] = None) -> str:
+        """The cache key compile() would use (32 hex digits), without compiling."""
+        return _C._key(*self._spec(), target, runtime)
+
+    def load(self, device: Optional[int] = None, *, runtime: Optional[_C.Runtime] = None) -> _C.Module:
+        """Compiles (or fetches) for the device's target and loads it once per device. device None:
+        the current CUDA context's device (device 0's primary context when none is current)."""
+        return _C._load(*self._spec(), device, runtime)
+
+
+def stats() -> dict:
+    """Counters of the process-wide Runtime: memory_hits, disk_hits, misses, compiles, ..."""
+    return _C._global_runtime_stats()

@@ -1,0 +1,31 @@
+"""GQA attention ops (kjit/ops/attention.hpp has the full contracts: shapes, dtypes, layouts).
+
+All take DLPack tensors on one CUDA device and run on the first tensor's framework's current
+stream unless `stream=` is given. Outputs not passed in are allocated in q's framework; with
+`return_lse=True` (or `lse=` given) the call returns (out, lse). Split-KV workspaces are sized per
+call and cached per (device, stream) unless `workspace=` (a byte tensor) is given.
+
+decode(q, k, v, kv_lens=None, *, mask, out, lse, return_lse, scale, num_splits, workspace, stream)
+    q/out [batch, 1, q_heads, D] bf16, k/v [batch, max_kv_len, kv_heads, D] bf16, kv_lens [batch] i32
+paged_decode(q, k_pages, v_pages, indptr, page_indices, last_page_len, *, out, lse, return_lse,
+             scale, num_splits, kv_len_hint, workspace, stream)
+prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m, variant, stream)
+    lse [batch, q_heads, q_len]; variant "auto" | "mma" | "wgmma"
+append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
+                positions, append_indptr, stream)
+plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0) -> PagedPrefillPlan
+    qo_indptr: the host copy (a list or a CPU int32 tensor); uploads the work map (synchronous)
+paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
+              causal, out, lse, return_lse, scale, stream)     lse [q_heads, total_q]
+"""
+from ._C import PagedPrefillPlan
+from ._C import attention_append_paged_kv as append_paged_kv
+from ._C import attention_decode as decode
+from ._C import attention_paged_decode as paged_decode
+from ._C import attention_paged_prefill as paged_prefill
+from ._C import attention_prefill as prefill
+
+plan_paged_prefill = PagedPrefillPlan
+
+__all__ = ["PagedPrefillPlan", "append_paged_kv", "decode", "paged_decode", "paged_prefill", "plan_paged_prefill",
+           "prefill"]

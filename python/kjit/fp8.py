@@ -1,0 +1,19 @@
+"""FP8 quantization, GEMM and linear layer (kjit/ops/fp8.hpp), sm_89+.
+
+quantize(x, *, y=None, format="e4m3", granularity="tensor", dynamic=False, multiplier=None,
+         amax=None, scale_inv=None, pow2_scale=False, stream=None) -> (y, scale_inv, amax)
+    x [rows, cols] bf16/f16/f32; granularity "tensor" | "row" | "block1x128" | "block128x128";
+    multiplier: a float or a [1] f32 device tensor; amax is None unless given or dynamic per-tensor.
+gemm(a, b, scale_a, scale_b, *, d=None, out_dtype="bf16", bias=None, scale_mode="tensorwise",
+     kernel="auto", tile="auto", stages=0, splits=0, multicast=0, fp8_format="e4m3", stream=None) -> d
+    D = (A · Bᵀ) · scales (+ bias); a [M, K], b [N, K] fp8 (uint8 tensors are read as fp8_format).
+Linear(weight, *, max_tokens, recipe="delayed", weight_granularity="row", activation_format="e4m3",
+       weight_format="e4m3", history_len=16, margin=0, stream=None).forward(x, *, y, bias, out_dtype, stream)
+
+Frameworks without FP8 dtypes (NumPy, CuPy) get uint8 outputs holding the format's bits.
+"""
+from ._C import Linear
+from ._C import fp8_gemm as gemm
+from ._C import fp8_quantize as quantize
+
+__all__ = ["Linear", "gemm", "quantize"]

@@ -1,0 +1,501 @@
+// The shipped ops on DLPack tensors: each binding converts its arguments (tensors.hpp), allocates
+// the outputs that were not passed in, sizes the workspace, calls the C++ op and returns the
+// outputs. Shapes, dtypes and rules are the C++ ops' (include/kjit/ops/*.hpp); the docstrings
+// live in python/kjit/ops.py.
+#include "bench.hpp"
+#include "tensors.hpp"
+#include "workspace.hpp"
+
+#include "runtime/driver.hpp"
+
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/ops/fp8.hpp>
+#include <kjit/ops/rotary.hpp>
+#include <kjit/ops/swa_decode.hpp>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kjit::python {
+
+namespace bench {
+int g_repeat = 0;
+double g_last_ns = 0;
+}  // namespace bench
+
+namespace {
+
+using namespace nanobind::literals;
+
+[[noreturn]] void bad_choice(const char* op, const char* name, std::string_view got, const char* choices) {
+  throw InvalidArgument(std::string(op) + ": " + name + " must be one of " + choices + ", got '" + std::string(got) + "'");
+}
+
+/// "bf16", "bfloat16", "torch.bfloat16", a dtype object whose str() is one of those, ...
+DType parse_dtype(const char* op, const char* name, nb::handle obj) {
+  std::string s = nb::cast<std::string>(nb::str(obj));
+  const size_t dot = s.rfind('.');
+  if (dot != std::string::npos) s = s.substr(dot + 1);
+  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
+  if (s == "f16" || s == "float16" || s == "half") return DType::kF16;
+  if (s == "f32" || s == "float32" || s == "float") return DType::kF32;
+  if (s == "e4m3" || s == "float8_e4m3fn") return DType::kE4M3;
+  if (s == "e5m2" || s == "float8_e5m2") return DType::kE5M2;
+  bad_choice(op, name, s, "bf16, f16, f32, e4m3, e5m2 (or the torch dtypes of those)");
+}
+
+/// The workspace of an op: the `workspace=` tensor when given (its bytes), else the cache's.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+Workspace op_workspace(OpCall& call, nb::handle given, int device, size_t needed) {
+  if (!given.is_none()) {
+    const TensorRef w = call.tensor(given, "workspace");
+    return {w.data, static_cast<size_t>(w.numel()) * static_cast<size_t>(dtype_size(w.dtype))};
+  }
+  return {workspace(call, device, needed), needed};
+}
+
+nb::object out_or_alloc(OpCall& call, nb::handle given, const char* name, TensorRef* ref, DType dtype,
+                        const int64_t* shape, int ndim) {
+  if (!given.is_none()) {
+    *ref = call.tensor(given, name);
+    return nb::borrow(given);
+  }
+  return call.allocate(dtype, shape, ndim, ref);
+}
+
+nb::object out_or_alloc(OpCall& call, nb::handle given, const char* name, TensorRef* ref, DType dtype,
+                        std::initializer_list<int64_t> shape) {
+  return out_or_alloc(call, given, name, ref, dtype, shape.begin(), static_cast<int>(shape.size()));
+}
+
+/// An optional output: the given tensor, else allocated when `want`, else None (absent).
+nb::object optional_out(OpCall& call, nb::handle given, bool want, const char* name, TensorRef* ref, DType dtype,
+                        std::initializer_list<int64_t> shape) {
+  if (!given.is_none() || want) return out_or_alloc(call, given, name, ref, dtype, shape);
+  return nb::none();
+}
+
+nb::object with_lse(nb::object out, nb::object lse, bool want) {
+  if (!want) return out;
+  return nb::make_tuple(out, lse);
+}
+
+// ---- rotary ---------------------------------------------------------------------------------------
+
+nb::object rotary(nb::handle q, nb::handle cos, nb::handle sin, nb::handle positions, nb::handle k,
+                  nb::handle q_out, nb::handle k_out, int rotary_dim, std::string_view style, bool inplace,
+                  nb::handle stream) {
+  OpCall call("kjit.rotary", stream);
+  RotaryArgs a;
+  a.q = call.required(q, "q");
+  a.k = call.tensor(k, "k");
+  a.cos = call.required(cos, "cos");
+  a.sin = call.required(sin, "sin");
+  a.positions = call.required(positions, "positions");
+  a.rotary_dim = rotary_dim;
+  if (style == "neox") a.style = RotaryStyle::kNeoX;
+  else if (style == "gptj") a.style = RotaryStyle::kGPTJ;
+  else bad_choice("kjit.rotary", "style", style, "'neox', 'gptj'");
+  nb::object qr = nb::borrow(q), kr = nb::borrow(k);
+  if (!q_out.is_none() || !k_out.is_none() || !inplace) {
+    qr = out_or_alloc(call, q_out, "q_out", &a.q_out, DType::kBF16, a.q.shape, a.q.ndim);
+    if (!k.is_none()) kr = out_or_alloc(call, k_out, "k_out", &a.k_out, DType::kBF16, a.k.shape, a.k.ndim);
+  }
+  bench::run([&] { kjit::rotary(a, call.stream()); });
+  call.finish();
+  return nb::make_tuple(qr, kr);
+}
+
+// ---- attention ------------------------------------------------------------------------------------
+
+attention::PagedKVCache paged_cache(OpCall& call, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
+                                    nb::handle page_indices, nb::handle last_page_len) {
+  attention::PagedKVCache c;
+  c.k = call.required(k_pages, "k_pages");
+  c.v = call.required(v_pages, "v_pages");
+  c.indptr = call.required(indptr, "indptr");
+  c.page_indices = call.required(page_indices, "page_indices");
+  c.last_page_len = call.required(last_page_len, "last_page_len");
+  return c;
+}
+
+nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, nb::handle out,
+                  nb::handle lse, bool return_lse, float scale, int num_splits, nb::handle workspace_arg,
+                  nb::handle stream) {
+  OpCall call("kjit.attention.decode", stream);
+  attention::DecodeArgs a;
+  a.q = call.required(q, "q");
+  a.k = call.required(k, "k");
+  a.v = call.required(v, "v");
+  a.kv_lens = call.tensor(kv_lens, "kv_lens");
+  a.mask = call.tensor(mask, "mask");
+  a.scale = scale;
+  a.num_splits = num_splits;
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
+                                    workspace_arg.is_none() ? attention::decode_workspace_bytes(a) : 0);
+  bench::run([&] { attention::decode(a, ws.ptr, ws.bytes, call.stream()); });
+  call.finish();
+  return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
+                        nb::handle page_indices, nb::handle last_page_len, nb::handle out, nb::handle lse,
+                        bool return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
+                        nb::handle stream) {
+  OpCall call("kjit.attention.paged_decode", stream);
+  attention::PagedDecodeArgs a;
+  a.q = call.required(q, "q");
+  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  a.scale = scale;
+  a.num_splits = num_splits;
+  a.kv_len_hint = kv_len_hint;
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
+                                    workspace_arg.is_none() ? attention::paged_decode_workspace_bytes(a) : 0);
+  bench::run([&] { attention::paged_decode(a, ws.ptr, ws.bytes, call.stream()); });
+  call.finish();
+  return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+attention::AttentionVariant parse_variant(std::string_view v) {
+  if (v == "auto") return attention::AttentionVariant::kAuto;
+  if (v == "mma") return attention::AttentionVariant::kMma;
+  if (v == "wgmma") return attention::AttentionVariant::kWgmma;
+  bad_choice("kjit.attention.prefill", "variant", v, "'auto', 'mma', 'wgmma'");
+}
+
+nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, bool causal,
+                   nb::handle out, nb::handle lse, bool return_lse, float scale, int block_m, std::string_view variant,
+                   nb::handle stream) {
+  OpCall call("kjit.attention.prefill", stream);
+  attention::PrefillArgs a;
+  a.q = call.required(q, "q");
+  a.k = call.required(k, "k");
+  a.v = call.required(v, "v");
+  a.kv_lens = call.tensor(kv_lens, "kv_lens");
+  a.mask = call.tensor(mask, "mask");
+  a.causal = causal;
+  a.scale = scale;
+  a.block_m = block_m;
+  a.variant = parse_variant(variant);
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32,
+                              {a.q.shape[0], a.q.shape[2], a.q.shape[1]});
+  bench::run([&] { attention::prefill(a, call.stream()); });
+  call.finish();
+  return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+nb::object append_paged_kv(nb::handle k, nb::handle v, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
+                           nb::handle page_indices, nb::handle last_page_len, nb::handle batch_indices,
+                           nb::handle positions, nb::handle append_indptr, nb::handle stream) {
+  OpCall call("kjit.attention.append_paged_kv", stream);
+  attention::AppendPagedKVArgs a;
+  a.k = call.required(k, "k");
+  a.v = call.required(v, "v");
+  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  a.batch_indices = call.tensor(batch_indices, "batch_indices");
+  a.positions = call.tensor(positions, "positions");
+  a.append_indptr = call.tensor(append_indptr, "append_indptr");
+  bench::run([&] { attention::append_paged_kv(a, call.stream()); });
+  call.finish();
+  return nb::none();
+}
+
+/// A ragged prefill's plan and the device copy of its work map (freed with the object).
+class PagedPrefillPlan {
+ public:
+  PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device) : device_(device) {
+    std::vector<int32_t> host;
+    if (PySequence_Check(qo_indptr.ptr()) && !PyObject_HasAttrString(qo_indptr.ptr(), "__dlpack__")) {
+      for (nb::handle h : nb::borrow<nb::sequence>(qo_indptr)) host.push_back(nb::cast<int32_t>(h));
+    } else {
+      OpCall call("kjit.attention.plan_paged_prefill", nb::none());
+      const TensorRef t = call.required(qo_indptr, "qo_indptr");
+      if (t.device >= 0 || t.dtype != DType::kI32 || t.ndim != 1 || !t.is_contiguous()) {
+        throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr must be a host int32 vector (a list, "
+                              "or a CPU tensor), got " + t.describe() + (t.device >= 0 ? " on a CUDA device" : ""));
+      }
+      const auto* p = static_cast<const int32_t*>(t.data);
+      host.assign(p, p + t.shape[0]);
+    }
+    if (host.empty()) throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr is empty (needs batch + 1 entries)");
+    plan_ = attention::plan_paged_prefill(host.data(), static_cast<int64_t>(host.size()) - 1, head_dim, tile_rows);
+    if (plan_.workspace_bytes > 0) {
+      detail::ensure_context(device);
+      KJIT_CU(cuMemAlloc(&memory_, plan_.workspace_bytes));
+      attention::upload_paged_prefill_plan(plan_, reinterpret_cast<void*>(memory_), plan_.workspace_bytes, device);
+    }
+  }
+  ~PagedPrefillPlan() {
+    if (memory_ && detail::try_driver()) detail::driver().cuMemFree(memory_);
+  }
+  PagedPrefillPlan(const PagedPrefillPlan&) = delete;
+  PagedPrefillPlan& operator=(const PagedPrefillPlan&) = delete;
+
+  const attention::PagedPrefillPlan& plan() const { return plan_; }
+  void* workspace() const { return reinterpret_cast<void*>(memory_); }
+  int device() const { return device_; }
+
+ private:
+  attention::PagedPrefillPlan plan_;
+  CUdeviceptr memory_ = 0;
+  int device_;
+};
+
+nb::object paged_prefill(nb::handle q, nb::handle qo_indptr, nb::handle k_pages, nb::handle v_pages,
+                         nb::handle indptr, nb::handle page_indices, nb::handle last_page_len,
+                         const PagedPrefillPlan& plan, bool causal, nb::handle out, nb::handle lse, bool return_lse,
+                         float scale, nb::handle stream) {
+  OpCall call("kjit.attention.paged_prefill", stream);
+  attention::PagedPrefillArgs a;
+  a.q = call.required(q, "q");
+  a.qo_indptr = call.required(qo_indptr, "qo_indptr");
+  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  a.causal = causal;
+  a.scale = scale;
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[1], a.q.shape[0]});
+  const auto& p = plan.plan();
+  bench::run([&] { attention::paged_prefill(a, p, plan.workspace(), p.workspace_bytes, call.stream()); });
+  call.finish();
+  return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+// ---- MLA sliding-window decode ----------------------------------------------------------------------
+
+nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices, nb::handle lens,
+                      nb::handle out, nb::handle lse, bool return_lse, float scale, int num_splits, int head_group,
+                      nb::handle workspace_arg, nb::handle stream) {
+  OpCall call("kjit.mla.swa_decode", stream);
+  mla::SwaDecodeArgs a;
+  a.q = call.required(q, "q");
+  a.kv_cache = call.required(kv_cache, "kv_cache");
+  a.inv_scale = call.required(inv_scale, "inv_scale");
+  a.indices = call.required(indices, "indices");
+  a.lens = call.required(lens, "lens");
+  a.scale = scale;
+  a.num_splits = num_splits;
+  a.head_group = head_group;
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[1]});
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
+                                    workspace_arg.is_none() ? mla::swa_decode_workspace_bytes(a) : 0);
+  bench::run([&] { mla::swa_decode(a, ws.ptr, ws.bytes, call.stream()); });
+  call.finish();
+  return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+// ---- FP8 ----------------------------------------------------------------------------------------------
+
+fp8::Granularity parse_granularity(const char* op, std::string_view g) {
+  if (g == "tensor") return fp8::Granularity::kTensor;
+  if (g == "row") return fp8::Granularity::kRow;
+  if (g == "block1x128") return fp8::Granularity::kBlock1x128;
+  if (g == "block128x128") return fp8::Granularity::kBlock128x128;
+  bad_choice(op, "granularity", g, "'tensor', 'row', 'block1x128', 'block128x128'");
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_view granularity, bool dynamic,
+                    nb::handle multiplier, nb::handle amax, nb::handle scale_inv, bool pow2_scale, nb::handle stream) {
+  OpCall call("kjit.fp8.quantize", stream);
+  fp8::QuantizeArgs a;
+  a.x = call.required(x, "x");
+  a.granularity = parse_granularity("kjit.fp8.quantize", granularity);
+  a.dynamic = dynamic;
+  a.pow2_scale = pow2_scale;
+  if (!multiplier.is_none()) {
+    if (PyFloat_Check(multiplier.ptr()) || PyLong_Check(multiplier.ptr())) {
+      a.multiplier_value = static_cast<float>(PyFloat_AsDouble(multiplier.ptr()));
+    } else {
+      a.multiplier = call.tensor(multiplier, "multiplier");
+    }
+  }
+  const DType fmt = parse_dtype("kjit.fp8.quantize", "format", format);
+  nb::object yo = out_or_alloc(call, y, "y", &a.y, fmt, a.x.shape, a.x.ndim);
+  // A byte tensor (frameworks without FP8 dtypes) holds the format asked for.
+  if (a.y.dtype == DType::kU8) a.y.dtype = fmt;
+  const int64_t rows = a.x.ndim == 2 ? a.x.shape[0] : 0, cols = a.x.ndim == 2 ? a.x.shape[1] : 0;
+  int64_t s0 = 1, s1 = 0;
+  switch (a.granularity) {
+    case fp8::Granularity::kTensor: break;
+    case fp8::Granularity::kRow: s0 = rows; break;
+    case fp8::Granularity::kBlock1x128: s0 = rows; s1 = ceil_div(cols, 128); break;
+    case fp8::Granularity::kBlock128x128: s0 = ceil_div(rows, 128); s1 = ceil_div(cols, 128); break;
+  }
+  const int64_t scale_shape[2] = {s0, s1};
+  const int scale_ndim = s1 ? 2 : 1;
+  nb::object so = out_or_alloc(call, scale_inv, "scale_inv", &a.scale_inv, DType::kF32, scale_shape, scale_ndim);
+  nb::object ao = nb::none();
+  const bool need_amax = !amax.is_none() || (dynamic && a.granularity == fp8::Granularity::kTensor);
+  if (need_amax) ao = out_or_alloc(call, amax, "amax", &a.amax, DType::kF32, scale_shape, scale_ndim);
+  bench::run([&] { fp8::quantize(a, call.stream()); });
+  call.finish();
+  return nb::make_tuple(yo, so, ao);
+}
+
+fp8::GemmTile parse_tile(std::string_view t) {
+  if (t == "auto") return fp8::GemmTile::kAuto;
+  if (t == "64x64") return fp8::GemmTile::k64x64;
+  if (t == "128x64") return fp8::GemmTile::k128x64;
+  if (t == "128x128") return fp8::GemmTile::k128x128;
+  if (t == "128x256") return fp8::GemmTile::k128x256;
+  bad_choice("kjit.fp8.gemm", "tile", t, "'auto', '64x64', '128x64', '128x128', '128x256'");
+}
+
+nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
+                nb::handle out_dtype, nb::handle bias, std::string_view scale_mode, std::string_view kernel,
+                std::string_view tile, int stages, int splits, int multicast, nb::handle fp8_format, nb::handle stream) {
+  OpCall call("kjit.fp8.gemm", stream);
+  fp8::GemmArgs g;
+  g.a = call.required(a_obj, "a");
+  g.b = call.required(b_obj, "b");
+  // Byte tensors (frameworks without FP8 dtypes) hold the format `fp8_format` names.
+  const DType fmt = parse_dtype("kjit.fp8.gemm", "fp8_format", fp8_format);
+  if (g.a.dtype == DType::kU8) g.a.dtype = fmt;
+  if (g.b.dtype == DType::kU8) g.b.dtype = fmt;
+  g.scale_a = call.required(scale_a, "scale_a");
+  g.scale_b = call.required(scale_b, "scale_b");
+  g.bias = call.tensor(bias, "bias");
+  if (scale_mode == "tensorwise") g.scale_mode = fp8::ScaleMode::kTensorwise;
+  else if (scale_mode == "blockwise") g.scale_mode = fp8::ScaleMode::kBlockwise;
+  else bad_choice("kjit.fp8.gemm", "scale_mode", scale_mode, "'tensorwise', 'blockwise'");
+  if (kernel == "auto") g.kernel = fp8::GemmKernel::kAuto;
+  else if (kernel == "mma") g.kernel = fp8::GemmKernel::kMmaSync;
+  else if (kernel == "wgmma") g.kernel = fp8::GemmKernel::kWgmma;
+  else bad_choice("kjit.fp8.gemm", "kernel", kernel, "'auto', 'mma', 'wgmma'");
+  g.tile = parse_tile(tile);
+  g.stages = stages;
+  g.splits = splits;
+  g.multicast = multicast;
+  const DType od = parse_dtype("kjit.fp8.gemm", "out_dtype", out_dtype);
+  nb::object dout = out_or_alloc(call, d, "d", &g.d, od, {g.a.shape[0], g.b.shape[0]});
+  bench::run([&] { fp8::gemm(g, call.stream()); });
+  call.finish();
+  return dout;
+}
+
+fp8::Recipe parse_recipe(std::string_view r) {
+  if (r == "dynamic_tensor") return fp8::Recipe::kDynamicTensor;
+  if (r == "dynamic_row") return fp8::Recipe::kDynamicRow;
+  if (r == "dynamic_block") return fp8::Recipe::kDynamicBlock;
+  if (r == "delayed") return fp8::Recipe::kDelayed;
+  bad_choice("kjit.fp8.Linear", "recipe", r, "'dynamic_tensor', 'dynamic_row', 'dynamic_block', 'delayed'");
+}
+
+/// kjit::fp8::Linear: owns the quantized weight and the activation buffers.
+class Linear {
+ public:
+  Linear(nb::handle weight, std::string_view recipe, std::string_view weight_granularity, int64_t max_tokens,
+         nb::handle activation_format, nb::handle weight_format, int history_len, int margin, nb::handle stream) {
+    OpCall call("kjit.fp8.Linear", stream);
+    const TensorRef w = call.required(weight, "weight");
+    fp8::LinearConfig c;
+    c.out_features = w.ndim == 2 ? w.shape[0] : 0;
+    c.in_features = w.ndim == 2 ? w.shape[1] : 0;
+    c.max_tokens = max_tokens;
+    c.recipe = parse_recipe(recipe);
+    c.weight_granularity = parse_granularity("kjit.fp8.Linear", weight_granularity);
+    c.activation_format = parse_dtype("kjit.fp8.Linear", "activation_format", activation_format);
+    c.weight_format = parse_dtype("kjit.fp8.Linear", "weight_format", weight_format);
+    c.history_len = history_len;
+    c.margin = margin;
+    c.device = w.device < 0 ? 0 : w.device;
+    if (w.device < 0) {
+      throw InvalidArgument("kjit.fp8.Linear: weight must be on a CUDA device, got host memory " + w.describe());
+    }
+    linear_ = std::make_unique<fp8::Linear>(c, w, call.stream());
+  }
+
+  nb::object forward(nb::handle x, nb::handle y, nb::handle bias, nb::handle out_dtype, nb::handle stream) {
+    OpCall call("kjit.fp8.Linear.forward", stream);
+    const TensorRef xr = call.required(x, "x");
+    const TensorRef br = call.tensor(bias, "bias");
+    TensorRef yr;
+    nb::object yo = out_or_alloc(call, y, "y", &yr, parse_dtype("kjit.fp8.Linear.forward", "out_dtype", out_dtype),
+                                 {xr.shape[0], linear_->config().out_features});
+    bench::run([&] { linear_->forward(xr, yr, call.stream(), br); });
+    call.finish();
+    return yo;
+  }
+
+  const fp8::LinearConfig& config() const { return linear_->config(); }
+
+ private:
+  std::unique_ptr<fp8::Linear> linear_;
+};
+
+}  // namespace
+
+void register_ops(nb::module_& m) {
+  m.def("rotary", &rotary, "q"_a, "cos"_a, "sin"_a, "positions"_a, "k"_a = nb::none(), nb::kw_only(),
+        "q_out"_a = nb::none(), "k_out"_a = nb::none(), "rotary_dim"_a = 0, "style"_a = "neox", "inplace"_a = true,
+        "stream"_a = nb::none());
+  m.def("attention_decode", &decode, "q"_a, "k"_a, "v"_a, "kv_lens"_a = nb::none(), nb::kw_only(),
+        "mask"_a = nb::none(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f,
+        "num_splits"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+  m.def("attention_paged_decode", &paged_decode, "q"_a, "k_pages"_a, "v_pages"_a, "indptr"_a, "page_indices"_a,
+        "last_page_len"_a, nb::kw_only(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false,
+        "scale"_a = 0.f, "num_splits"_a = 0, "kv_len_hint"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+  m.def("attention_prefill", &prefill, "q"_a, "k"_a, "v"_a, nb::kw_only(), "kv_lens"_a = nb::none(),
+        "mask"_a = nb::none(), "causal"_a = false, "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false,
+        "scale"_a = 0.f, "block_m"_a = 0, "variant"_a = "auto", "stream"_a = nb::none());
+  m.def("attention_append_paged_kv", &append_paged_kv, "k"_a, "v"_a, "k_pages"_a, "v_pages"_a, "indptr"_a,
+        "page_indices"_a, "last_page_len"_a, nb::kw_only(), "batch_indices"_a = nb::none(),
+        "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
+  nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
+      .def(nb::init<nb::handle, int64_t, int, int>(), "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0)
+      .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
+      .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
+      .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })
+      .def_prop_ro("tile_rows", [](const PagedPrefillPlan& p) { return p.plan().tile_rows; })
+      .def_prop_ro("num_work", [](const PagedPrefillPlan& p) { return p.plan().num_work(); })
+      .def_prop_ro("device", &PagedPrefillPlan::device);
+  m.def("attention_paged_prefill", &paged_prefill, "q"_a, "qo_indptr"_a, "k_pages"_a, "v_pages"_a, "indptr"_a,
+        "page_indices"_a, "last_page_len"_a, "plan"_a, nb::kw_only(), "causal"_a = false, "out"_a = nb::none(),
+        "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "stream"_a = nb::none());
+  m.def("mla_swa_decode", &swa_decode, "q"_a, "kv_cache"_a, "inv_scale"_a, "indices"_a, "lens"_a, nb::kw_only(),
+        "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "num_splits"_a = 0,
+        "head_group"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+  m.def("fp8_quantize", &quantize, "x"_a, nb::kw_only(), "y"_a = nb::none(), "format"_a = "e4m3",
+        "granularity"_a = "tensor", "dynamic"_a = false, "multiplier"_a = nb::none(), "amax"_a = nb::none(),
+        "scale_inv"_a = nb::none(), "pow2_scale"_a = false, "stream"_a = nb::none());
+  m.def("fp8_gemm", &gemm, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, nb::kw_only(), "d"_a = nb::none(),
+        "out_dtype"_a = "bf16", "bias"_a = nb::none(), "scale_mode"_a = "tensorwise", "kernel"_a = "auto",
+        "tile"_a = "auto", "stages"_a = 0, "splits"_a = 0, "multicast"_a = 0, "fp8_format"_a = "e4m3",
+        "stream"_a = nb::none());
+  nb::class_<Linear>(m, "Linear")
+      .def(nb::init<nb::handle, std::string_view, std::string_view, int64_t, nb::handle, nb::handle, int, int,
+                    nb::handle>(),
+           "weight"_a, nb::kw_only(), "recipe"_a = "delayed", "weight_granularity"_a = "row", "max_tokens"_a,
+           "activation_format"_a = "e4m3", "weight_format"_a = "e4m3", "history_len"_a = 16, "margin"_a = 0,
+           "stream"_a = nb::none())
+      .def("forward", &Linear::forward, "x"_a, nb::kw_only(), "y"_a = nb::none(), "bias"_a = nb::none(),
+           "out_dtype"_a = "bf16", "stream"_a = nb::none())
+      .def_prop_ro("in_features", [](const Linear& l) { return l.config().in_features; })
+      .def_prop_ro("out_features", [](const Linear& l) { return l.config().out_features; })
+      .def_prop_ro("max_tokens", [](const Linear& l) { return l.config().max_tokens; });
+
+  m.def("clear_workspaces", &clear_workspaces);
+  m.def("workspace_bytes_held", &workspace_bytes_held);
+  m.def("_bench_set_repeat", [](int n) { bench::g_repeat = n; });
+  m.def("_bench_last_ns", [] { return bench::g_last_ns; });
+  m.def("_set_exchange_api_disabled", &set_exchange_api_disabled);
+}
+
+}  // namespace kjit::python

@@ -1,0 +1,155 @@
+"""Argument checks of the ops from Python, without a GPU: NumPy arrays (host memory) are refused
+as such, and DLPack tensors that claim a CUDA device (fake_dlpack) reach every shape, dtype and
+layout rule; valid ones get as far as the driver."""
+import numpy as np
+import pytest
+
+import kjit
+from conftest import HAS_GPU
+from fake_dlpack import FakeTensor as T
+
+no_gpu = pytest.mark.skipif(HAS_GPU, reason="checks the no-driver path")
+
+
+def test_error_hierarchy():
+    assert issubclass(kjit.InvalidArgument, kjit.Error) and issubclass(kjit.InvalidArgument, ValueError)
+    for e in (kjit.Unsupported, kjit.CompileError, kjit.DriverError, kjit.CacheError):
+        assert issubclass(e, kjit.Error)
+    assert issubclass(kjit.Error, RuntimeError)
+
+
+# ---- NumPy arrays are host memory ------------------------------------------------------------------
+
+def test_numpy_rejected_as_host_memory():
+    x = np.zeros((4, 64), np.float32)
+    with pytest.raises(kjit.InvalidArgument, match=r"kjit::fp8::quantize: x must be on a CUDA device, got host memory \[4, 64\] f32"):
+        kjit.fp8.quantize(x)
+    q = np.zeros((2, 8, 128), np.float16)
+    cs = np.zeros((16, 64), np.float32)
+    with pytest.raises(kjit.InvalidArgument, match="rotary: q must be on a CUDA device, got host memory"):
+        kjit.rotary(q, cs, cs, np.zeros(2, np.int64))
+    with pytest.raises(kjit.InvalidArgument, match="decode: q must be on a CUDA device"):
+        kjit.attention.decode(np.zeros((2, 1, 8, 128), np.float16), np.zeros((2, 16, 8, 128), np.float16),
+                              np.zeros((2, 16, 8, 128), np.float16))
+    a = np.zeros((16, 64), np.uint8)
+    with pytest.raises(kjit.InvalidArgument, match="gemm: a must be on a CUDA device"):
+        kjit.fp8.gemm(a, a, np.ones(1, np.float32), np.ones(1, np.float32))
+
+
+def test_numpy_bool_and_int_dtypes_are_read():
+    # NumPy 2 exports bool with DLPack 1.x's code: a bool mask reaches the device rule, not a dtype error.
+    with pytest.raises(kjit.InvalidArgument, match="must be on a CUDA device"):
+        kjit.attention.decode(np.zeros((2, 1, 8, 128), np.float16), np.zeros((2, 16, 8, 128), np.float16),
+                              np.zeros((2, 16, 8, 128), np.float16), np.zeros(2, np.int32),
+                              mask=np.ones((2, 16), bool))
+
+
+def test_unsupported_dtype_names_the_argument():
+    with pytest.raises(kjit.InvalidArgument, match=r"kjit.rotary: cos: DLTensor dtype code=1 bits=16"):
+        kjit.rotary(T((2, 8, 128)), T((16, 64), "u16"), T((16, 64), "f32"), T((2,), "i64"))
+
+
+def test_not_a_tensor():
+    with pytest.raises(kjit.InvalidArgument, match="kjit.rotary: cos: expected a DLPack tensor"):
+        kjit.rotary(T((2, 8, 128)), [1.0, 2.0], T((16, 64), "f32"), T((2,), "i64"))
+
+
+# ---- rules reached through fake CUDA tensors --------------------------------------------------------
+
+def rotary_args():
+    return dict(q=T((4, 8, 128)), cos=T((32, 64), "f32"), sin=T((32, 64), "f32"), positions=T((4,), "i64"))
+
+
+def test_wrong_dtype_rejected():
+    a = rotary_args()
+    a["q"] = T((4, 8, 128), "f16")
+    with pytest.raises(kjit.InvalidArgument, match="kjit::rotary: q must be bf16, got \\[4, 8, 128\\] f16"):
+        kjit.rotary(**a)
+    with pytest.raises(kjit.InvalidArgument, match="positions must be"):
+        kjit.rotary(**dict(rotary_args(), positions=T((4,), "f32")))
+
+
+def test_non_contiguous_rejected():
+    # positions [4] with stride 2: a strided view.
+    with pytest.raises(kjit.InvalidArgument, match="positions must be contiguous"):
+        kjit.rotary(**dict(rotary_args(), positions=T((4,), "i64", strides=(2,))))
+    # q's last dim must be contiguous.
+    with pytest.raises(kjit.InvalidArgument, match="q must have a contiguous last dimension"):
+        kjit.rotary(**dict(rotary_args(), q=T((4, 8, 128), strides=(2048, 256, 2))))
+
+
+def test_wrong_shape_rejected():
+    with pytest.raises(kjit.InvalidArgument, match="positions dim 0 must be tokens"):
+        kjit.rotary(**dict(rotary_args(), positions=T((5,), "i64")))
+    with pytest.raises(kjit.InvalidArgument, match="q must be 3-d"):
+        kjit.rotary(**dict(rotary_args(), q=T((4, 1024))))
+
+
+def test_wrong_device_between_tensors():
+    with pytest.raises(kjit.InvalidArgument, match="cos is on CUDA device 1, expected CUDA device 0"):
+        kjit.rotary(**dict(rotary_args(), cos=T((32, 64), "f32", device=1)))
+    with pytest.raises(kjit.InvalidArgument, match="sin is on the host, expected CUDA device 0"):
+        kjit.rotary(**dict(rotary_args(), sin=T((32, 64), "f32", device=-1)))
+
+
+def test_bad_choices_and_stream():
+    with pytest.raises(kjit.InvalidArgument, match="style must be one of 'neox', 'gptj', got 'rope'"):
+        kjit.rotary(**rotary_args(), style="rope")
+    with pytest.raises(kjit.InvalidArgument, match="stream: expected an int"):
+        kjit.rotary(**rotary_args(), stream="default")
+    with pytest.raises(kjit.InvalidArgument, match="granularity must be one of"):
+        kjit.fp8.quantize(T((4, 64), "f32"), y=T((4, 64), "e4m3"), granularity="col")
+    with pytest.raises(kjit.InvalidArgument, match="out_dtype must be one of"):
+        kjit.fp8.gemm(T((16, 64), "e4m3"), T((16, 64), "e4m3"), T((1,), "f32"), T((1,), "f32"), out_dtype="int8")
+
+
+def test_outputs_of_an_unknown_framework_must_be_passed():
+    with pytest.raises(kjit.InvalidArgument, match="pass the output tensor in"):
+        kjit.rotary(**rotary_args(), inplace=False)
+
+
+def test_dlpack_protocol_gets_the_stream():
+    a = rotary_args()
+    with pytest.raises(kjit.Error):
+        kjit.rotary(**a, stream=1234)
+    assert a["q"].last_stream == 1234 and a["positions"].last_stream == 1234
+    a = rotary_args()
+    with pytest.raises(kjit.Error):
+        kjit.rotary(**a)
+    assert a["q"].last_stream == 1  # the legacy default stream, as the DLPack protocol spells it
+
+
+@no_gpu
+def test_valid_arguments_reach_the_driver():
+    with pytest.raises(kjit.DriverError, match="driver"):
+        kjit.rotary(**rotary_args())
+    q = T((2, 1, 32, 128))
+    kv = T((2, 256, 8, 128))
+    with pytest.raises(kjit.DriverError):
+        kjit.attention.decode(q, kv, kv, T((2,), "i32"), out=T((2, 1, 32, 128)))
+    with pytest.raises(kjit.DriverError):
+        kjit.attention.decode(q, kv, kv, out=T((2, 1, 32, 128)), num_splits=1)
+
+
+def test_decode_rules():
+    q, kv = T((2, 1, 32, 128)), T((2, 256, 8, 128))
+    with pytest.raises(kjit.InvalidArgument, match="kv_lens must be i32"):
+        kjit.attention.decode(q, kv, kv, T((2,), "i64"), out=T((2, 1, 32, 128)))
+    with pytest.raises(kjit.InvalidArgument, match="head_dim"):
+        kjit.attention.decode(T((2, 1, 32, 96)), T((2, 256, 8, 96)), T((2, 256, 8, 96)), out=T((2, 1, 32, 96)))
+
+
+def test_quantize_and_gemm_rules():
+    with pytest.raises(kjit.InvalidArgument, match="cols"):
+        kjit.fp8.quantize(T((4, 40), "f32"), y=T((4, 40), "e4m3"), scale_inv=T((1,), "f32"))
+    with pytest.raises(kjit.InvalidArgument, match="kjit::fp8::gemm"):
+        kjit.fp8.gemm(T((16, 64), "e4m3"), T((16, 32), "e4m3"), T((1,), "f32"), T((1,), "f32"), d=T((16, 16)))
+
+
+def test_plan_paged_prefill_is_host_only():
+    plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=64, device=0) \
+        if HAS_GPU else None
+    if plan is not None:
+        assert plan.num_work == 6
+    with pytest.raises(kjit.InvalidArgument):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=100, tile_rows=64)

@@ -1,0 +1,116 @@
+// kjit::attention::decode's tuning: bucket, knobs, candidates and stored plans (runtime/ops/tuned.hpp).
+#include "runtime/ops/attention/decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kjit::attention::detail {
+namespace {
+
+using kjit::detail::TunedChoice;
+using kjit::detail::TunedKey;
+
+constexpr int kMaxSplits = 256;
+/// The split counts a sweep tries besides the planner's own: the powers of two and their 1.5×
+/// in between cover the wave quantization on 100-170 SM parts.
+constexpr int kSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+
+int rows_of(const TunedChoice& c) { return static_cast<int>(c.family->value(c.point, "rows").code); }
+int64_t head_dim_of(const TunedChoice& c) { return c.family->value(c.point, "head_dim").code; }
+
+std::string fits(const TunedChoice& c, const DeviceInfo& info) {
+  if (c.family != &decode_family()) {
+    return fmt::format("family {} is not attention.decode", c.family ? c.family->name : std::string("(none)"));
+  }
+  if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
+  if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
+  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(head_dim_of(c)));
+  if (shape.smem_bytes > info.max_smem_per_block_optin) {
+    return fmt::format("{} bytes of shared memory per CTA, the device allows {}", shape.smem_bytes,
+                       info.max_smem_per_block_optin);
+  }
+  if (info.max_threads_per_block > 0 && shape.threads > info.max_threads_per_block) {
+    return fmt::format("{} threads per CTA, the device allows {}", shape.threads, info.max_threads_per_block);
+  }
+  if (c.knobs[0] < 1 || c.knobs[0] > kMaxSplits) return fmt::format("splits={} is outside 1..{}", c.knobs[0], kMaxSplits);
+  return {};
+}
+
+}  // namespace
+
+const kjit::detail::TuneOpSpec& DecodeOp::tune_spec() {
+  static const kjit::detail::TuneOpSpec spec{
+      kjit::detail::TuneOpId::kDecode,
+      "decode",
+      &kInfo,
+      {"splits", nullptr, nullptr, nullptr},
+      "[head_dim, group, pow2(batch * kv_heads), pow2(max(kv_len, 64))]: exact head_dim and GQA group; the CTA "
+      "count per split and the KV length rounded up to powers of two",
+      "batch=1 kv_len=4096 q_heads=32 kv_heads=8 head_dim=128",
+      fits};
+  return spec;
+}
+
+bool DecodeOp::tune_key(const DecodeDims& d, TunedKey* key) {
+  if (d.requested_splits != 0 || d.batch == 0) return false;
+  key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kDecode);
+  key->bucket[0] = kjit::detail::bucket_exact(d.head_dim);
+  key->bucket[1] = kjit::detail::bucket_exact(d.group);
+  key->bucket[2] = kjit::detail::bucket_pow2(d.batch * d.kv_heads);
+  key->bucket[3] = kjit::detail::bucket_pow2(std::max<int64_t>(d.max_kv_len, 64));
+  return true;
+}
+
+bool DecodeOp::apply_tuned(const DecodeDims& d, const DeviceInfo& info, const TunedChoice& c, DecodePlan* out) {
+  if (c.family != &decode_family() || head_dim_of(c) != d.head_dim || c.knobs[0] < 1) return false;
+  DecodePlan plan = plan_decode(d, c.knobs[0], info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm),
+                                rows_of(c));
+  plan.choice.family = c.family;
+  plan.choice.point = c.point;
+  *out = plan;
+  return true;
+}
+
+TunedChoice DecodeOp::tuned_choice(const DecodeDims& /*d*/, const DecodePlan& plan) {
+  TunedChoice c;
+  c.family = plan.choice.family;
+  c.point = plan.choice.point;
+  c.knobs[0] = plan.num_splits;
+  return c;
+}
+
+std::vector<TunedChoice> DecodeOp::tune_candidates(const DecodeDims& d, const DeviceInfo& info) {
+  std::vector<TunedChoice> out;
+  if (d.batch == 0) return out;
+  const Family& f = decode_family();
+  const Target target = info.target();
+  const int64_t tile = std::max(decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens, 1);
+  const int64_t tiles = std::max<int64_t>(1, (std::max<int64_t>(d.max_kv_len, 1) + tile - 1) / tile);
+  const DecodePlan planned = plan(d, info);
+  for (const Point& p : f.enumerate(&target)) {
+    if (f.value(p, "head_dim").code != d.head_dim) continue;
+    std::vector<int> splits(std::begin(kSplitGrid), std::end(kSplitGrid));
+    splits.push_back(planned.num_splits);
+    std::sort(splits.begin(), splits.end());
+    splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+    std::vector<int> seen;  // the split counts the planner actually runs (a count may round to another)
+    for (int s : splits) {
+      if (s > tiles) break;  // every split streams at least one KV tile
+      TunedChoice c;
+      c.family = &f;
+      c.point = p;
+      c.knobs[0] = s;
+      if (!fits(c, info).empty()) continue;
+      DecodePlan plan;
+      apply_tuned(d, info, c, &plan);
+      if (std::find(seen.begin(), seen.end(), plan.num_splits) != seen.end()) continue;
+      seen.push_back(plan.num_splits);
+      c.knobs[0] = plan.num_splits;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace kjit::attention::detail

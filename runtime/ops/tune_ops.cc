@@ -1,0 +1,17 @@
+// The tunable ops (runtime/ops/tuned.hpp), in TuneOpId order.
+#include "runtime/ops/tuned.hpp"
+
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
+
+namespace kjit::detail {
+
+const std::vector<const TuneOpSpec*>& tune_ops() {
+  static const std::vector<const TuneOpSpec*> ops = {
+      &attention::detail::DecodeOp::tune_spec(),
+      &fp8::detail::GemmOp::tune_spec(),
+  };
+  return ops;
+}
+
+}  // namespace kjit::detail

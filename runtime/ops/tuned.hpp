@@ -1,0 +1,165 @@
+#pragma once
+/// \file runtime/ops/tuned.hpp
+/// Tuned plans on the plan path: the tuning table of a device (cache/tune_table.hpp on disk) as
+/// a small sorted array of POD keys, loaded once per device, and what each tunable op declares
+/// about its tuning (TuneOpSpec). An op that takes part gives its struct (pipeline.hpp) four
+/// more static functions:
+///
+///   static const TuneOpSpec& tune_spec();                      name, knobs, bucket rule, fits
+///   static bool tune_key(const Dims&, TunedKey*);               the call's bucket; false: the
+///                                                               caller forced a choice, no tuning
+///   static bool apply_tuned(const Dims&, const DeviceInfo&, const TunedChoice&, Plan*);
+///                                                               the plan of a stored choice;
+///                                                               false: it does not fit this call
+///   static TunedChoice tuned_choice(const Dims&, const Plan&);  a plan as a choice (the default's)
+///   static std::vector<TunedChoice> tune_candidates(const Dims&, const DeviceInfo&);
+///                                                               what `kjit tune` measures: the
+///                                                               family points valid for the
+///                                                               call × the op's knobs, pruned by
+///                                                               the device's limits (fits)
+///
+/// and pipeline.hpp's choose_plan runs a stored choice instead of Op::plan when the table has
+/// the call's bucket and apply_tuned accepts it. The hot path: one atomic load when the device
+/// has no table; else the bucket arithmetic and a binary search over memcmp'd 28-byte keys. No
+/// strings, no allocation, no lock.
+
+#include <kjit/device.hpp>
+#include <kjit/families.hpp>
+
+#include "runtime/ops/kernel_table.hpp"  // PodEqual
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kjit::cache {
+struct TuneTable;
+struct TuneChoice;
+}  // namespace kjit::cache
+
+namespace kjit::detail {
+
+struct OpInfo;
+
+inline constexpr int kMaxTuneBucket = 6;
+inline constexpr int kMaxTuneKnobs = 4;
+
+/// The tunable ops, numbered for TunedKey. Append only.
+enum class TuneOpId : int32_t {
+  kDecode = 1,
+  kPagedDecode = 2,
+  kPrefill = 3,
+  kPagedPrefill = 4,
+  kRotary = 5,
+  kQuantize = 6,
+  kGemm = 7,
+  kSwaDecode = 8,
+};
+
+/// (op, bucket): what a table is keyed on. Zero-initialized, trivially copyable, no padding.
+struct TunedKey {
+  int32_t op = 0;
+  int32_t bucket[kMaxTuneBucket] = {};
+};
+static_assert(std::is_trivially_copyable_v<TunedKey> && sizeof(TunedKey) == 4 * (1 + kMaxTuneBucket), "keyed by bytes");
+
+/// A stored choice of an op: its family and point, and the op's planner knobs in the order its
+/// TuneOpSpec names them (unused knobs 0).
+struct TunedChoice {
+  const Family* family = nullptr;
+  Point point;
+  int32_t knobs[kMaxTuneKnobs] = {};
+};
+
+/// What an op declares about its tuning.
+struct TuneOpSpec {
+  TuneOpId id;
+  const char* name;  ///< "decode", as `kjit tune OP` and the table spell it
+  const OpInfo* info;
+  /// The knobs' names in TunedChoice::knobs order ("splits"); null past the last.
+  const char* knobs[kMaxTuneKnobs];
+  /// The bucket rule, for docs and `kjit tune --help` ("head_dim, group, batch·kv_heads rounded
+  /// up to a power of two, max_kv_len rounded up to a power of two ≥ 64").
+  const char* bucket_rule;
+  /// The shape keys `kjit tune OP --shape` takes, with their defaults ("batch=1 kv_len=4096 ...").
+  const char* shape_keys;
+  /// Why `choice` cannot run on `info`'s device (its family is not the op's, its point is outside
+  /// the space or has no kernel for the target, it needs more shared memory, threads or cluster
+  /// CTAs than the device allows, a knob is out of range), or "".
+  std::string (*fits)(const TunedChoice& choice, const DeviceInfo& info);
+
+  /// How many knobs the op has.
+  int knob_count() const noexcept;
+  /// "attention.decode head_dim=128 rows=8 splits=4".
+  std::string describe(const TunedChoice& choice) const;
+};
+
+/// Every tunable op, in TuneOpId order.
+const std::vector<const TuneOpSpec*>& tune_ops();
+/// The op called `name`; nullptr when none is.
+const TuneOpSpec* find_tune_op(std::string_view name);
+
+/// The smallest power of two ≥ max(v, 1), saturating at 2^30: the usual bucket rounding.
+inline int32_t bucket_pow2(int64_t v) noexcept {
+  int64_t p = 1;
+  while (p < v && p < (int64_t{1} << 30)) p <<= 1;
+  return static_cast<int32_t>(p);
+}
+/// `v` clamped into int32 (bucket fields that are exact).
+inline int32_t bucket_exact(int64_t v) noexcept {
+  return static_cast<int32_t>(v < 0 ? -1 : v > INT32_MAX ? INT32_MAX : v);
+}
+
+/// A device's tuned choices: a sorted flat array, searched by key bytes.
+class TunedTable {
+ public:
+  /// The choice for `key`, or nullptr. No allocation, no lock.
+  const TunedChoice* find(const TunedKey& key) const noexcept;
+  /// Adds or replaces the choice for `key`.
+  void set(const TunedKey& key, const TunedChoice& choice);
+  size_t size() const noexcept { return items_.size(); }
+  bool empty() const noexcept { return items_.empty(); }
+
+ private:
+  std::vector<std::pair<TunedKey, TunedChoice>> items_;  // sorted by memcmp of the keys
+};
+
+/// A stored choice (family name, point text, knobs by name) as `op`'s TunedChoice, checked
+/// against `info`'s device: "" and `*out` set, or why it is unusable (unknown family, a point
+/// that does not parse, an unknown or missing knob, op.fits).
+std::string tuned_choice_from(const TuneOpSpec& op, const cache::TuneChoice& stored, const DeviceInfo& info,
+                              TunedChoice* out);
+/// The inverse of tuned_choice_from: family name, point text and knobs by name (no timing).
+cache::TuneChoice stored_choice_of(const TuneOpSpec& op, const TunedChoice& choice);
+
+/// The table for `info`'s device from the table file `file`: entries of unknown ops, with a
+/// bucket of the wrong size, or whose winner is unusable on the device (tuned_choice_from) or
+/// needs more than it allows (registers × threads above the CTA's register file, shared memory
+/// above the opt-in limit, more threads, a cluster above 8 CTAs or on a device without clusters)
+/// are left out, one line each in `*dropped`. The caller checks the fingerprint first.
+TunedTable tuned_table_from(const cache::TuneTable& file, const DeviceInfo& info, std::vector<std::string>* dropped);
+
+/// The tuned choices of the device `info` describes (info.ordinal), read on first use from
+/// `<cache dir>/tuning/<fingerprint id>.json` (the cache dir of RuntimeConfig::from_env, so
+/// workspace queries and calls agree whatever Runtime they use), or nullptr when it has none.
+/// KJIT_TUNING=off (or 0) ignores tables. A missing table with tables of other fingerprints
+/// beside it, a table that records another fingerprint, a table that does not decode: one
+/// warning each, and no table. A dropped entry: one warning, the rest of the table is used.
+/// Never throws.
+const TunedTable* tuned_table(const DeviceInfo& info) noexcept;
+
+/// Replaces the table of device `ordinal` (tests, and `kjit tune --check`); an empty table means
+/// none. Not for use while other threads plan on that device.
+void install_tuned_table(int ordinal, TunedTable table);
+
+template <class Op, class = void>
+struct IsTunable : std::false_type {};
+template <class Op>
+struct IsTunable<Op, std::void_t<decltype(&Op::apply_tuned)>> : std::true_type {};
+
+}  // namespace kjit::detail

@@ -1,0 +1,318 @@
+// The ops `kjit tune` sweeps: their shapes, scratch buffers, float64 references and launches.
+#include "tools/tune/tuner.hpp"
+
+#include <kjit/error.hpp>
+#include <kjit/ops/attention.hpp>
+#include <kjit/ops/fp8.hpp>
+
+#include "runtime/internal.hpp"
+#include "tools/testing/compare.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/host_types.hpp"
+#include "tools/testing/reference_attention.hpp"
+#include "tools/testing/reference_fp8.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+namespace kjit::tune {
+namespace {
+
+using kjit::testing::DeviceBuffer;
+namespace ad = kjit::attention::detail;
+namespace fd = kjit::fp8::detail;
+
+/// The largest CTA, dynamic shared memory and cluster of a launch value, and its kernels' most
+/// registers per thread.
+template <class... P>
+void resources_of(const kjit::detail::Launches<P...>& l, Runner* r) {
+  std::apply(
+      [r](const auto&... step) {
+        auto one = [r](const auto& s) {
+          if (s.kernel == nullptr) return;
+          r->threads = std::max<int>(r->threads, static_cast<int>(s.config.block[0] * s.config.block[1] * s.config.block[2]));
+          r->smem = std::max<int>(r->smem, static_cast<int>(s.config.dynamic_smem_bytes));
+          r->cluster = std::max<int>(r->cluster, static_cast<int>(s.config.cluster[0] * s.config.cluster[1] * s.config.cluster[2]));
+          r->registers = std::max(r->registers, s.kernel->info().registers);
+        };
+        (one(step), ...);
+      },
+      l.steps);
+}
+
+std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) {
+  if (c.family == nullptr) return {};
+  return {c.family->spec(c.point)};
+}
+
+/// A fake, aligned device address: host-side validation of a shape needs non-null pointers, and
+/// the host side never launches.
+void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{1} << 40 | uintptr_t(i) << 32); }
+
+template <class Op>
+std::vector<Candidate> candidates_of(const typename Op::Dims& dims, const DeviceInfo& info) {
+  const kjit::detail::TuneOpSpec& spec = Op::tune_spec();
+  std::vector<Candidate> out;
+  Candidate def;
+  def.is_default = true;
+  def.choice = Op::tuned_choice(dims, Op::plan(dims, info));
+  def.label = "default: " + spec.describe(def.choice);
+  def.programs = programs_of(def.choice);
+  out.push_back(def);
+  for (const kjit::detail::TunedChoice& c : Op::tune_candidates(dims, info)) {
+    Candidate x;
+    x.choice = c;
+    x.label = spec.describe(c);
+    x.programs = programs_of(c);
+    out.push_back(x);
+  }
+  return out;
+}
+
+template <class Op>
+bool bucket_of(const typename Op::Dims& dims, std::vector<int64_t>* out) {
+  kjit::detail::TunedKey key{};
+  if (!Op::tune_key(dims, &key)) return false;
+  out->assign(key.bucket, key.bucket + kjit::detail::kMaxTuneBucket);
+  while (!out->empty() && out->back() == 0) out->pop_back();
+  return true;
+}
+
+// ---- decode -----------------------------------------------------------------------------------
+
+constexpr double kBf16Tol = 1e-2;
+
+class DecodeHarness : public Harness {
+ public:
+  explicit DecodeHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), l_(shape_int(s, "kv_len")), hq_(shape_int(s, "q_heads")),
+        hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")) {
+    if (b_ < 1 || l_ < 1 || hq_ < 1 || hkv_ < 1) throw InvalidArgument("decode shape sizes must be positive");
+    dims_ = ad::validate_decode(args(fake(1), fake(2), fake(3), fake(4)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<ad::DecodeOp>(dims_, info); }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::DecodeOp>(dims_, out); }
+  size_t input_bytes() const override { return static_cast<size_t>(2 * b_ * l_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
+
+  void prepare(int copies, uint64_t seed) override {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    kjit::testing::DecodeProblem p;
+    p.batch = b_;
+    p.max_kv_len = l_;
+    p.q_heads = hq_;
+    p.kv_heads = hkv_;
+    p.head_dim = d_;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
+    p.q.resize(static_cast<size_t>(b_ * hq_ * d_));
+    p.k.resize(static_cast<size_t>(b_ * l_ * hkv_ * d_));
+    p.v.resize(p.k.size());
+    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
+    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
+    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    ref_ = kjit::testing::decode_reference(p).out;
+    auto bf16 = [](const std::vector<float>& v) {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
+      return h;
+    };
+    const std::vector<uint16_t> q = bf16(p.q), k = bf16(p.k), v = bf16(p.v);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(k));
+      v_.push_back(kjit::testing::to_device(v));
+    }
+    out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const DeviceInfo& info = device_info(0);
+    ad::DecodePlan forced;
+    if (!c.is_default && !ad::DecodeOp::apply_tuned(dims_, info, c.choice, &forced)) {
+      throw InvalidArgument("the candidate does not apply to this shape");
+    }
+    const ad::DecodePlan plan = c.is_default ? ad::DecodeOp::plan(dims_, info) : forced;
+    auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan.workspace_bytes, 16));
+    auto launches = std::make_shared<std::vector<ad::DecodeOp::Launch>>();
+    for (size_t i = 0; i < q_.size(); ++i) {
+      launches->push_back(kjit::detail::launch_value<ad::DecodeOp>(args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get()),
+                                                                  {ws->get(), ws->bytes()}, runtime, &plan));
+    }
+    Runner r;
+    resources_of(launches->front(), &r);
+    for (size_t i = 0; i < launches->size(); ++i) {
+      r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
+    }
+    r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
+    return r;
+  }
+
+  std::string check(const Runner& r, CUstream stream) override {
+    out_.fill(0xFF);
+    r.per_copy[0](stream);
+    KJIT_CU(cuStreamSynchronize(stream));
+    const std::vector<uint16_t> raw = out_.download<uint16_t>(static_cast<size_t>(b_ * hq_ * d_));
+    std::vector<float> out(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) out[i] = kjit::testing::bf16_to_float(raw[i]);
+    const kjit::testing::Comparison cmp = kjit::testing::compare(out, ref_);
+    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  }
+
+ private:
+  kjit::attention::DecodeArgs args(void* q, void* k, void* v, void* out) const {
+    kjit::attention::DecodeArgs a;
+    a.q = TensorRef(q, DType::kBF16, {b_, 1, hq_, d_});
+    a.k = TensorRef(k, DType::kBF16, {b_, l_, hkv_, d_});
+    a.v = TensorRef(v, DType::kBF16, {b_, l_, hkv_, d_});
+    a.out = TensorRef(out, DType::kBF16, {b_, 1, hq_, d_});
+    return a;
+  }
+
+  int64_t b_, l_, hq_, hkv_, d_;
+  ad::DecodeDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer out_;
+};
+
+// ---- fp8 gemm ---------------------------------------------------------------------------------
+
+DType fp8_dtype(const std::string& text) {
+  if (text == "e4m3") return DType::kE4M3;
+  if (text == "e5m2") return DType::kE5M2;
+  throw InvalidArgument(fmt::format("fp8 format '{}' is not e4m3 or e5m2", text));
+}
+
+class GemmHarness : public Harness {
+ public:
+  explicit GemmHarness(const Shape& s)
+      : m_(shape_int(s, "m")), n_(shape_int(s, "n")), k_(shape_int(s, "k")), fa_(fp8_dtype(s.at("a"))),
+        fb_(fp8_dtype(s.at("b"))) {
+    const std::string& out = s.at("out");
+    if (out != "bf16" && out != "f32") throw InvalidArgument(fmt::format("out={} is not bf16 or f32", out));
+    out_ = out == "f32" ? DType::kF32 : DType::kBF16;
+    if (m_ < 1 || n_ < 1 || k_ < 16) throw InvalidArgument("gemm shape needs m, n >= 1 and k >= 16");
+    dims_ = fd::validate_gemm(args(fake(1), fake(2), fake(3), fake(4), fake(5)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<fd::GemmOp>(dims_, info); }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<fd::GemmOp>(dims_, out); }
+  size_t input_bytes() const override { return static_cast<size_t>((m_ + n_) * k_); }
+
+  void prepare(int copies, uint64_t seed) override {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    using kjit::testing::Fp8Format;
+    kjit::testing::Fp8GemmProblem p;
+    p.m = m_;
+    p.n = n_;
+    p.k = k_;
+    p.fa = fa_ == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+    p.fb = fb_ == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+    p.a.resize(static_cast<size_t>(m_ * k_));
+    p.b.resize(static_cast<size_t>(n_ * k_));
+    for (uint8_t& x : p.a) x = kjit::testing::fp8_encode(u(rng), p.fa);
+    for (uint8_t& x : p.b) x = kjit::testing::fp8_encode(u(rng), p.fb);
+    p.scale_a = {0.5f};
+    p.scale_b = {0.25f};
+    ref_ = kjit::testing::fp8_gemm_reference(p);
+    for (int c = 0; c < copies; ++c) {
+      a_.push_back(kjit::testing::to_device(p.a));
+      b_.push_back(kjit::testing::to_device(p.b));
+    }
+    sa_ = kjit::testing::to_device(p.scale_a);
+    sb_ = kjit::testing::to_device(p.scale_b);
+    d_ = DeviceBuffer(static_cast<size_t>(m_ * n_ * dtype_size(out_)));
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    auto launches = std::make_shared<std::vector<fd::GemmOp::Launch>>();
+    for (size_t i = 0; i < a_.size(); ++i) {
+      kjit::fp8::GemmArgs g = args(a_[i].get(), b_[i].get(), d_.get(), sa_.get(), sb_.get());
+      if (!c.is_default) {
+        const fd::GemmForce f = fd::GemmOp::force_of(c.choice);
+        g.kernel = f.kernel;
+        g.tile = f.tile;
+        g.stages = f.stages;
+        g.splits = f.splits;
+        g.multicast = f.multicast;
+      }
+      launches->push_back(fd::GemmOp::launch_value(g, runtime));
+    }
+    Runner r;
+    resources_of(launches->front(), &r);
+    for (size_t i = 0; i < launches->size(); ++i) {
+      r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
+    }
+    r.keep = launches;
+    return r;
+  }
+
+  std::string check(const Runner& r, CUstream stream) override {
+    d_.fill(0xFF);
+    r.per_copy[0](stream);
+    KJIT_CU(cuStreamSynchronize(stream));
+    std::vector<float> out(static_cast<size_t>(m_ * n_));
+    if (out_ == DType::kF32) {
+      d_.download(out.data(), out.size() * 4);
+    } else {
+      const std::vector<uint16_t> raw = d_.download<uint16_t>(out.size());
+      for (size_t i = 0; i < raw.size(); ++i) out[i] = kjit::testing::bf16_to_float(raw[i]);
+    }
+    const kjit::testing::Comparison cmp = kjit::testing::compare(out, ref_);
+    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  }
+
+ private:
+  kjit::fp8::GemmArgs args(void* a, void* b, void* d, void* sa, void* sb) const {
+    kjit::fp8::GemmArgs g;
+    g.a = TensorRef(a, fa_, {m_, k_});
+    g.b = TensorRef(b, fb_, {n_, k_});
+    g.d = TensorRef(d, out_, {m_, n_});
+    g.scale_a = TensorRef(sa, DType::kF32, {1});
+    g.scale_b = TensorRef(sb, DType::kF32, {1});
+    return g;
+  }
+
+  int64_t m_, n_, k_;
+  DType fa_, fb_, out_;
+  fd::GemmDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> a_, b_;
+  DeviceBuffer sa_, sb_, d_;
+};
+
+}  // namespace
+
+void register_builtin_ops() {
+  auto defaults = [](const kjit::detail::TuneOpSpec& spec) {
+    Shape s;
+    std::stringstream words(spec.shape_keys);
+    std::string w;
+    while (words >> w) {
+      const size_t eq = w.find('=');
+      s[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    return s;
+  };
+  auto help = [](const kjit::detail::TuneOpSpec& spec) {
+    std::string knobs;
+    for (int i = 0; i < spec.knob_count(); ++i) knobs += (knobs.empty() ? "" : ", ") + std::string(spec.knobs[i]);
+    return fmt::format("shape keys (defaults): {}; knobs: family point × {}; bucket: {}", spec.shape_keys, knobs,
+                       spec.bucket_rule);
+  };
+  const auto& decode = ad::DecodeOp::tune_spec();
+  register_op({decode.name, help(decode), defaults(decode),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new DecodeHarness(s)); }});
+  const auto& gemm = fd::GemmOp::tune_spec();
+  register_op({gemm.name, help(gemm), defaults(gemm),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new GemmHarness(s)); }});
+}
+
+}  // namespace kjit::tune

@@ -1,0 +1,626 @@
+// The tuner's parent side: shapes, the op registry, compiles, worker processes, selection and
+// publishing (see tuner.hpp).
+#include "tools/tune/tuner.hpp"
+
+#include <kjit/error.hpp>
+
+#include "cache/file_util.hpp"
+#include "cache/tune_table.hpp"
+#include "cache/warn.hpp"
+#include "runtime/internal.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace kjit::tune {
+
+void register_builtin_ops();  // ops_builtin.cc
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::map<std::string, TuneOp>& registry() {
+  static std::map<std::string, TuneOp> r;
+  return r;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ---- failed compiles, remembered across sweeps -------------------------------------------------
+
+std::string failed_path() {
+  return cache::tuning_dir(RuntimeConfig::from_env().cache_dir) + "/failed-compiles.json";
+}
+
+json read_failed() {
+  std::string bytes;
+  if (cache::detail::read_file(failed_path(), 64 << 20, cache::detail::kReadPlain, &bytes) != 0) return json::object();
+  json j = json::parse(bytes, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+void remember_failed(const std::map<std::string, json>& failures) {
+  if (failures.empty()) return;
+  json all = read_failed();
+  for (const auto& [key, what] : failures) all[key] = what;
+  const std::string dir = cache::tuning_dir(RuntimeConfig::from_env().cache_dir);
+  if (cache::detail::make_dirs(dir) != 0 || cache::detail::write_file_atomic(failed_path(), all.dump(1)) != 0) {
+    warn(fmt::format("could not remember {} failed compile(s) in {}", failures.size(), failed_path()));
+  }
+}
+
+// ---- the worker process ----------------------------------------------------------------------
+
+json measurement_json(const Measurement& m) {
+  return {{"index", m.index},   {"status", m.status},   {"why", m.why},         {"us", m.us},
+          {"eager_us", m.eager_us}, {"spread", m.spread}, {"samples", m.samples}, {"threads", m.threads},
+          {"smem", m.smem},     {"registers", m.registers}, {"cluster", m.cluster}};
+}
+
+void read_measurement(const json& j, Measurement* m) {
+  m->status = j.value("status", "failed");
+  m->why = j.value("why", "");
+  m->us = j.value("us", 0.0);
+  m->eager_us = j.value("eager_us", 0.0);
+  m->spread = j.value("spread", 0.0);
+  m->samples = j.value("samples", 0);
+  m->threads = j.value("threads", 0);
+  m->smem = j.value("smem", 0);
+  m->registers = j.value("registers", -1);
+  m->cluster = j.value("cluster", 1);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // its stdout
+  std::string err_path;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw Error("cannot find this executable (/proc/self/exe) to start a tune worker");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+Child spawn(const std::string& exe, const std::string& job) {
+  int in_pipe[2], out_pipe[2];
+  if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0) throw Error("pipe() failed starting a tune worker");
+  Child c;
+  c.err_path = fmt::format("/tmp/kjit-tune-worker-{}-{}.err", ::getpid(), cache::detail::unique_suffix());
+  std::vector<std::string> env_strings = {"KJIT_TUNE_WORKER=1", "KJIT_TUNING=off"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "KJIT_TUNE_WORKER=", 17) != 0 && std::strncmp(*e, "KJIT_TUNING=", 12) != 0) env_strings.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe_copy = exe;
+  char* argv[] = {exe_copy.data(), nullptr};
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("fork() failed starting a tune worker");
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    const int err = ::open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (err >= 0) ::dup2(err, 2);
+    ::close(in_pipe[1]);
+    ::close(out_pipe[0]);
+    ::execve(exe_copy.c_str(), argv, envp.data());
+    ::_exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  const std::string line = job + "\n";
+  // The job is small (a few KiB), far below a pipe's buffer.
+  if (::write(in_pipe[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    warn("could not hand the tune worker its job");
+  }
+  ::close(in_pipe[1]);
+  c.pid = pid;
+  c.out = out_pipe[0];
+  return c;
+}
+
+std::string tail_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string t = s.str();
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (t.size() > 600) t = "..." + t.substr(t.size() - 600);
+  return t;
+}
+
+/// Reaps `c` and says how it ended ("exit 3", "signal 11").
+std::string finish(Child& c, bool kill_it) {
+  if (kill_it) ::kill(c.pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::close(c.out);
+  std::string how = WIFSIGNALED(status) ? fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                        : fmt::format("exit {}", WEXITSTATUS(status));
+  const std::string err = tail_of(c.err_path);
+  std::remove(c.err_path.c_str());
+  return err.empty() ? how : how + ": " + err;
+}
+
+/// Measures `todo` (indices into `results`) of one shape in worker processes; a worker that dies
+/// or hangs costs the candidate in flight, and a fresh one takes the rest.
+void measure(const std::string& op_name, const Shape& shape, std::vector<int> todo, std::vector<Measurement>& results,
+             const Options& o, const std::string& exe, const std::function<void()>& tick) {
+  bool first_worker = true;
+  while (!todo.empty()) {
+    json job = {{"op", op_name}, {"shape", shape}, {"indices", todo}, {"samples", std::max(o.samples, 20)}};
+    Child c = spawn(exe, job.dump());
+    std::string buffer;
+    int in_flight = -1;
+    bool ready = false, done = false;
+    auto deadline = Clock::now() + std::chrono::seconds(600);  // inputs and the reference first
+    std::set<int> finished;
+    while (!done) {
+      const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      pollfd p{c.out, POLLIN, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) continue;
+      char chunk[4096];
+      const ssize_t got = ::read(c.out, chunk, sizeof(chunk));
+      if (got <= 0) break;  // the worker is gone
+      buffer.append(chunk, static_cast<size_t>(got));
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        const json j = json::parse(buffer.substr(0, nl), nullptr, false);
+        buffer.erase(0, nl + 1);
+        if (!j.is_object()) continue;
+        if (j.contains("ready")) {
+          ready = true;
+          deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_s));
+        } else if (j.contains("start")) {
+          in_flight = j["start"].get<int>();
+          deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_s));
+        } else if (j.contains("index")) {
+          const int i = j["index"].get<int>();
+          read_measurement(j, &results[static_cast<size_t>(i)]);
+          finished.insert(i);
+          in_flight = -1;
+          tick();
+        } else if (j.contains("done")) {
+          done = true;
+        } else if (j.contains("error")) {
+          // The worker could not set the shape up at all: every candidate fails with its reason.
+          for (int i : todo) {
+            if (!finished.count(i)) {
+              results[static_cast<size_t>(i)].why = j["error"].get<std::string>();
+              finished.insert(i);
+            }
+          }
+        }
+      }
+    }
+    const bool hung = !done && Clock::now() >= deadline;
+    const std::string how = finish(c, !done);
+    if (!ready && finished.empty() && !first_worker) {
+      for (int i : todo) results[static_cast<size_t>(i)].why = "tune worker failed to start: " + how;
+      return;
+    }
+    first_worker = false;
+    if (in_flight >= 0 && !finished.count(in_flight)) {
+      Measurement& m = results[static_cast<size_t>(in_flight)];
+      m.status = "failed";
+      m.why = hung ? fmt::format("no result within {} s (killed): {}", o.timeout_s, how) : "the worker died: " + how;
+      finished.insert(in_flight);
+      tick();
+    } else if (!done && finished.empty()) {
+      for (int i : todo) results[static_cast<size_t>(i)].why = "the tune worker died before measuring: " + how;
+      return;
+    }
+    std::vector<int> rest;
+    for (int i : todo) {
+      if (!finished.count(i)) rest.push_back(i);
+    }
+    if (rest.size() == todo.size()) return;  // no progress: do not loop
+    todo = std::move(rest);
+  }
+}
+
+}  // namespace
+
+// ---- shapes -----------------------------------------------------------------------------------
+
+Shape parse_shape(const std::vector<std::string>& words, const Shape& defaults) {
+  Shape s = defaults;
+  for (const std::string& word : words) {
+    std::stringstream parts(word);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      std::stringstream blanks(part);
+      std::string kv;
+      while (blanks >> kv) {
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          throw InvalidArgument(fmt::format("shape word '{}' is not key=value", kv));
+        }
+        const std::string key = kv.substr(0, eq);
+        if (!defaults.count(key)) {
+          std::string keys;
+          for (const auto& [k, v] : defaults) keys += (keys.empty() ? "" : ", ") + k;
+          throw InvalidArgument(fmt::format("unknown shape key '{}' (keys: {})", key, keys));
+        }
+        s[key] = kv.substr(eq + 1);
+      }
+    }
+  }
+  return s;
+}
+
+std::vector<Shape> read_shapes_file(const std::string& path, const Shape& defaults) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(fmt::format("cannot read shapes file {}", path));
+  std::vector<Shape> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(parse_shape({line}, defaults));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("{}:{}: {}", path, number, e.what()));
+    }
+  }
+  if (out.empty()) throw InvalidArgument(fmt::format("shapes file {} holds no shape", path));
+  return out;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string s;
+  for (const auto& [k, v] : shape) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+int64_t shape_int(const Shape& shape, const std::string& key) {
+  const auto it = shape.find(key);
+  if (it == shape.end()) throw InvalidArgument(fmt::format("shape has no '{}'", key));
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument(fmt::format("shape key {}={} is not an integer", key, it->second));
+}
+
+// ---- registry ---------------------------------------------------------------------------------
+
+void register_op(TuneOp op) {
+  std::string name = op.name;
+  registry()[name] = std::move(op);
+}
+
+const std::map<std::string, TuneOp>& ops() {
+  static std::once_flag once;
+  std::call_once(once, register_builtin_ops);
+  return registry();
+}
+
+const TuneOp& op(const std::string& name) {
+  const auto& all = ops();
+  const auto it = all.find(name);
+  if (it == all.end()) {
+    std::string names;
+    for (const auto& [n, o] : all) names += (names.empty() ? "" : ", ") + n;
+    throw InvalidArgument(fmt::format("unknown op '{}' (kjit tune covers: {})", name, names));
+  }
+  return it->second;
+}
+
+// ---- selection --------------------------------------------------------------------------------
+
+int select_winner(const std::vector<Measurement>& m, double noise, int* runner_up) {
+  *runner_up = -1;
+  int def = -1;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m[i].is_default) def = static_cast<int>(i);
+  }
+  if (def < 0 || m[static_cast<size_t>(def)].status != "ok") return -1;
+  const double def_us = m[static_cast<size_t>(def)].us;
+  double best = def_us;
+  for (const Measurement& x : m) {
+    if (x.status == "ok" && !x.is_default && x.us < def_us * (1 - noise)) best = std::min(best, x.us);
+  }
+  int winner = def;
+  if (best < def_us) {
+    for (size_t i = 0; i < m.size(); ++i) {
+      const Measurement& x = m[i];
+      if (x.status == "ok" && !x.is_default && x.us < def_us * (1 - noise) && x.us <= best * (1 + noise)) {
+        winner = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (static_cast<int>(i) == winner || m[i].status != "ok") continue;
+    if (*runner_up < 0 || m[i].us < m[static_cast<size_t>(*runner_up)].us) *runner_up = static_cast<int>(i);
+  }
+  return winner;
+}
+
+// ---- the sweep --------------------------------------------------------------------------------
+
+SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
+  const TuneOp& top = op(op_name);
+  const DeviceInfo& info = device_info(0);
+  const Target target = info.target();
+  Runtime& runtime = Runtime::global();
+  SweepResult r;
+  r.op = op_name;
+  r.fingerprint_id = info.fingerprint_id();
+  r.fingerprint = info.fingerprint();
+  r.device = info.name;
+
+  // Candidates of every shape (host only), then every program they need, compiled once.
+  std::vector<std::vector<Candidate>> candidates;
+  for (const Shape& s : shapes) {
+    std::unique_ptr<Harness> h = top.make(s);
+    ShapeResult sr;
+    sr.shape = s;
+    sr.tunable = h->bucket(&sr.bucket);
+    candidates.push_back(h->candidates(info));
+    for (size_t i = 0; i < candidates.back().size(); ++i) {
+      const Candidate& c = candidates.back()[i];
+      Measurement m;
+      m.index = static_cast<int>(i);
+      m.label = c.label;
+      m.is_default = c.is_default;
+      m.choice = c.choice;
+      sr.candidates.push_back(m);
+    }
+    r.shapes.push_back(std::move(sr));
+  }
+  auto wanted = [&](const Measurement& m) {
+    return m.is_default || o.only.empty() || std::find(o.only.begin(), o.only.end(), m.label) != o.only.end();
+  };
+
+  const Clock::time_point compile_start = Clock::now();
+  std::map<std::string, ProgramSpec> programs;  // key → spec
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> users;
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    for (size_t i = 0; i < candidates[s].size(); ++i) {
+      if (!wanted(r.shapes[s].candidates[i])) continue;
+      for (const ProgramSpec& p : candidates[s][i].programs) {
+        const std::string key = runtime.key(p, target);
+        programs.emplace(key, p);
+        users[key].push_back({s, i});
+      }
+    }
+  }
+  const json failed_before = read_failed();
+  std::vector<std::pair<std::string, ProgramSpec>> todo;
+  std::map<std::string, std::string> compile_errors;
+  for (const auto& [key, spec] : programs) {
+    if (failed_before.contains(key)) {
+      compile_errors[key] = "failed in an earlier sweep: " + failed_before[key].value("log", std::string());
+      ++r.compile_skipped;
+    } else {
+      todo.emplace_back(key, spec);
+    }
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> done{0}, failed{0};
+  std::mutex mutex;
+  std::map<std::string, json> new_failures;
+  auto worker = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      try {
+        runtime.compile(todo[i].second, target);
+      } catch (const CompileError& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        compile_errors[todo[i].first] = e.what();
+        new_failures[todo[i].first] = {{"family", todo[i].second.family},
+                                       {"template_args", todo[i].second.template_args},
+                                       {"target", target.str()},
+                                       {"log", e.what()}};
+        ++failed;
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        compile_errors[todo[i].first] = e.what();  // not remembered: may be transient
+        ++failed;
+      }
+      const int d = ++done;
+      if (o.progress) {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::fprintf(stderr, "\rkjit tune %s: compiling %d/%zu (%d failed)   ", op_name.c_str(), d, todo.size(), failed.load());
+        std::fflush(stderr);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(o.jobs, 1); ++t) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  if (o.progress && !todo.empty()) std::fprintf(stderr, "\n");
+  remember_failed(new_failures);
+  r.compiled = static_cast<int>(todo.size()) - failed.load();
+  r.compile_failed = failed.load();
+  for (const auto& [key, why] : compile_errors) {
+    for (const auto& [s, i] : users[key]) {
+      Measurement& m = r.shapes[s].candidates[i];
+      m.status = "compile-failed";
+      m.why = why.substr(0, 2000);
+    }
+  }
+  r.compile_s = seconds_since(compile_start);
+
+  // Measure, shape by shape, in worker processes.
+  const Clock::time_point measure_start = Clock::now();
+  const std::string exe = o.worker.empty() ? self_exe() : o.worker;
+  size_t total = 0, measured = 0;
+  for (const ShapeResult& sr : r.shapes) total += sr.candidates.size();
+  for (ShapeResult& sr : r.shapes) {
+    std::vector<int> indices;
+    for (const Measurement& m : sr.candidates) {
+      if (m.status != "compile-failed" && wanted(m)) indices.push_back(m.index);
+      if (m.status == "compile-failed" || !wanted(m)) ++measured;
+    }
+    measure(op_name, sr.shape, indices, sr.candidates, o, exe, [&] {
+      ++measured;
+      if (o.progress) {
+        std::fprintf(stderr, "\rkjit tune %s: measured %zu/%zu   ", op_name.c_str(), measured, total);
+        std::fflush(stderr);
+      }
+    });
+    sr.winner = select_winner(sr.candidates, o.noise, &sr.runner_up);
+    if (sr.winner >= 0) {
+      const Measurement& w = sr.candidates[static_cast<size_t>(sr.winner)];
+      const Measurement& d = sr.candidates[0];
+      sr.gain = d.us / w.us - 1;
+      sr.margin = sr.runner_up >= 0 ? sr.candidates[static_cast<size_t>(sr.runner_up)].us / w.us - 1 : 0;
+    }
+  }
+  if (o.progress) std::fprintf(stderr, "\n");
+  r.measure_s = seconds_since(measure_start);
+
+  if (o.publish) {
+    const kjit::detail::TuneOpSpec* spec = kjit::detail::find_tune_op(op_name);
+    cache::TuneTable table;
+    table.fingerprint_id = r.fingerprint_id;
+    table.fingerprint_text = r.fingerprint;
+    table.fingerprint_fields = {{"name", info.name},
+                                {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
+                                {"sm_count", std::to_string(info.sm_count)},
+                                {"driver_version", std::to_string(info.driver_version)},
+                                {"nvrtc_version", info.nvrtc_version}};
+    auto stored = [&](const Measurement& m) {
+      cache::TuneChoice c = kjit::detail::stored_choice_of(*spec, m.choice);
+      c.us = m.us;
+      c.eager_us = m.eager_us;
+      c.spread = m.spread;
+      c.threads = m.threads;
+      c.smem = m.smem;
+      c.registers = m.registers;
+      c.cluster = m.cluster;
+      return c;
+    };
+    for (const ShapeResult& sr : r.shapes) {
+      if (spec == nullptr || !sr.tunable || sr.winner < 0) continue;
+      cache::TuneEntry e;
+      e.op = op_name;
+      e.bucket = sr.bucket;
+      e.shape = shape_text(sr.shape);
+      e.winner = stored(sr.candidates[static_cast<size_t>(sr.winner)]);
+      e.default_choice = stored(sr.candidates[0]);
+      e.has_runner_up = sr.runner_up >= 0;
+      if (e.has_runner_up) e.runner_up = stored(sr.candidates[static_cast<size_t>(sr.runner_up)]);
+      e.margin = std::max(sr.margin, 0.0);
+      e.gain = std::max(sr.gain, 0.0);
+      e.tuned_unix = static_cast<int64_t>(std::time(nullptr));
+      // Two shapes of one bucket: the later one's measurement is the one kept (same second:
+      // merge keeps the first), so buckets should be tuned at their representative shape.
+      table.entries.erase(std::remove_if(table.entries.begin(), table.entries.end(),
+                                         [&](const cache::TuneEntry& x) { return x.bucket == e.bucket; }),
+                          table.entries.end());
+      table.entries.push_back(e);
+    }
+    if (!table.entries.empty()) cache::publish_table(RuntimeConfig::from_env().cache_dir, table);
+  }
+  return r;
+}
+
+// ---- JSON -------------------------------------------------------------------------------------
+
+std::string to_json(const SweepResult& r) {
+  json shapes = json::array();
+  for (const ShapeResult& s : r.shapes) {
+    json cands = json::array();
+    for (const Measurement& m : s.candidates) {
+      json j = measurement_json(m);
+      j["label"] = m.label;
+      j["is_default"] = m.is_default;
+      cands.push_back(j);
+    }
+    shapes.push_back({{"shape", s.shape}, {"text", shape_text(s.shape)}, {"bucket", s.bucket}, {"tunable", s.tunable},
+                      {"winner", s.winner}, {"runner_up", s.runner_up}, {"margin", s.margin}, {"gain", s.gain},
+                      {"candidates", cands}});
+  }
+  return json{{"op", r.op},
+              {"device", r.device},
+              {"fingerprint_id", r.fingerprint_id},
+              {"fingerprint", r.fingerprint},
+              {"compiled", r.compiled},
+              {"compile_failed", r.compile_failed},
+              {"compile_skipped", r.compile_skipped},
+              {"compile_s", r.compile_s},
+              {"measure_s", r.measure_s},
+              {"shapes", shapes}}
+      .dump(1);
+}
+
+SweepResult from_json(const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("shapes") || !j["shapes"].is_array()) {
+    throw InvalidArgument("not a kjit tune result (expected the JSON `kjit tune --json-out` writes)");
+  }
+  try {
+    SweepResult r;
+    r.op = j.value("op", "");
+    r.device = j.value("device", "");
+    r.fingerprint_id = j.value("fingerprint_id", "");
+    r.fingerprint = j.value("fingerprint", "");
+    r.compiled = j.value("compiled", 0);
+    r.compile_failed = j.value("compile_failed", 0);
+    r.compile_skipped = j.value("compile_skipped", 0);
+    r.compile_s = j.value("compile_s", 0.0);
+    r.measure_s = j.value("measure_s", 0.0);
+    for (const json& s : j["shapes"]) {
+      ShapeResult sr;
+      sr.shape = s.at("shape").get<Shape>();
+      sr.bucket = s.value("bucket", std::vector<int64_t>{});
+      sr.tunable = s.value("tunable", true);
+      sr.winner = s.value("winner", -1);
+      sr.runner_up = s.value("runner_up", -1);
+      sr.margin = s.value("margin", 0.0);
+      sr.gain = s.value("gain", 0.0);
+      for (const json& c : s.at("candidates")) {
+        Measurement m;
+        m.index = c.value("index", 0);
+        m.label = c.value("label", "");
+        m.is_default = c.value("is_default", false);
+        read_measurement(c, &m);
+        sr.candidates.push_back(m);
+      }
+      r.shapes.push_back(std::move(sr));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    throw InvalidArgument(fmt::format("not a kjit tune result: {}", e.what()));
+  }
+}
+
+}  // namespace kjit::tune

@@ -1,0 +1,172 @@
+#pragma once
+/// \file tools/tune/tuner.hpp
+/// The tuner behind `kjit tune`: for one op and a list of shapes it enumerates the candidates
+/// (the op's family points × planner knobs, pruned by the device's limits: the op's
+/// tune_candidates), compiles them in parallel (remembering failed compiles), measures them in a
+/// worker process (scratch buffers, poisoned outputs checked against the float64 reference,
+/// CUDA-event timing of CUDA-graph replays and of eager launches over inputs rotated through
+/// more than twice the L2), picks a winner by the noise rule and publishes it into the device's
+/// tuning table (cache/tune_table.hpp).
+///
+/// Faults: the worker is this same executable started again with KJIT_TUNE_WORKER=1 (so ops that
+/// a test binary registers exist there too; the executable's main calls run_worker_if_requested
+/// first). It streams one JSON line per candidate; when it dies or hangs the candidate in flight
+/// is marked failed and a fresh worker continues with the rest.
+
+#include <kjit/device.hpp>
+#include <kjit/runtime.hpp>
+
+#include "runtime/ops/tuned.hpp"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kjit::tune {
+
+/// A shape as `--shape` spells it: key → value text ("batch" → "8", "a" → "e4m3").
+using Shape = std::map<std::string, std::string>;
+
+/// Parses "key=value" words (a word may hold several, comma-separated) over `defaults`. Throws
+/// InvalidArgument naming a word without '=' or a key `defaults` does not have.
+Shape parse_shape(const std::vector<std::string>& words, const Shape& defaults);
+/// parse_shape of every non-empty line of `path` that is not a '#' comment. Throws
+/// InvalidArgument naming the file and line.
+std::vector<Shape> read_shapes_file(const std::string& path, const Shape& defaults);
+/// "batch=8 head_dim=128 kv_len=4096" (keys in order).
+std::string shape_text(const Shape& shape);
+/// The integer value of `key`; InvalidArgument naming the key and text when it is not one.
+int64_t shape_int(const Shape& shape, const std::string& key);
+
+/// One candidate of one shape.
+struct Candidate {
+  std::string label;               ///< "attention.decode head_dim=128 rows=8 splits=4"
+  kjit::detail::TunedChoice choice;  ///< what the table stores (family null: a test-only op)
+  bool is_default = false;         ///< the untuned planner's plan (always candidate 0)
+  std::vector<ProgramSpec> programs;  ///< what it compiles
+};
+
+/// A candidate ready to launch on each input copy, and the resources its launches use.
+struct Runner {
+  std::vector<std::function<void(CUstream)>> per_copy;
+  int threads = 0, smem = 0, registers = -1, cluster = 1;
+  std::shared_ptr<void> keep;  ///< buffers (workspace) the launches use
+};
+
+/// One op at one shape. Host-side methods need no GPU; the worker side runs with device 0's
+/// context current and owns every buffer it launches on (the caller's are never touched).
+class Harness {
+ public:
+  virtual ~Harness() = default;
+  /// The candidates for `info`'s device, the default first; deterministic.
+  virtual std::vector<Candidate> candidates(const DeviceInfo& info) = 0;
+  /// The table bucket of this shape (the op's tune_key); false: not tunable.
+  virtual bool bucket(std::vector<int64_t>* out) const = 0;
+  /// Bytes of one copy of the inputs (what rotating through L2 is sized by).
+  virtual size_t input_bytes() const = 0;
+  /// Allocates `copies` input sets with the same random values (from `seed`), the outputs and
+  /// the float64 reference.
+  virtual void prepare(int copies, uint64_t seed) = 0;
+  /// The launches of `c` on every copy; throws what the op throws.
+  virtual Runner runner(const Candidate& c, Runtime& runtime) = 0;
+  /// Poisons the outputs, runs copy 0 on `stream`, synchronizes and compares with the reference:
+  /// "" when correct, else what is wrong ("rel_l2=0.71 (tolerance 0.01), 2048 non-finite").
+  virtual std::string check(const Runner& r, CUstream stream) = 0;
+};
+
+/// An op `kjit tune` can sweep.
+struct TuneOp {
+  std::string name;  ///< "decode"
+  std::string help;  ///< shape keys and bucket rule
+  Shape defaults;    ///< every shape key with its default
+  std::function<std::unique_ptr<Harness>(const Shape&)> make;
+};
+
+/// Registers an op (the built-in ones are registered on first use of ops(); a test binary adds
+/// its own at static initialization, before main).
+void register_op(TuneOp op);
+/// Every registered op, by name.
+const std::map<std::string, TuneOp>& ops();
+/// The op called `name`; InvalidArgument listing the known ones.
+const TuneOp& op(const std::string& name);
+
+/// What one candidate's measurement found.
+struct Measurement {
+  int index = 0;
+  std::string label;
+  bool is_default = false;
+  /// "ok", "wrong" (output differs from the reference), "failed" (threw, faulted, hung, worker
+  /// died), "compile-failed".
+  std::string status = "failed";
+  std::string why;
+  double us = 0, eager_us = 0, spread = 0;  ///< medians per call (µs) and (p90 − p10) / median
+  int samples = 0;
+  int threads = 0, smem = 0, registers = -1, cluster = 1;
+  kjit::detail::TunedChoice choice;
+};
+
+/// The noise rule and tie-break: a candidate wins only when it is correct and faster than the
+/// default by more than `noise` (relative); among those, the first in candidate order whose time
+/// is within `noise` of the fastest (so hosts whose timings differ by noise pick the same one).
+/// Returns the winner's index (the default's when nothing beats it; -1 when the default itself
+/// is not ok) and sets `*runner_up` to the fastest other ok candidate (-1 when none).
+int select_winner(const std::vector<Measurement>& m, double noise, int* runner_up);
+
+/// One shape of a sweep.
+struct ShapeResult {
+  Shape shape;
+  std::vector<int64_t> bucket;
+  bool tunable = true;
+  std::vector<Measurement> candidates;
+  int winner = -1, runner_up = -1;
+  double margin = 0, gain = 0;
+};
+
+struct Options {
+  int jobs = 4;           ///< parallel compiles
+  int samples = 25;       ///< timing samples per candidate (at least 20)
+  double noise = 0.02;    ///< the noise rule's threshold
+  double timeout_s = 60;  ///< per candidate, in the worker
+  bool publish = true;    ///< merge winners into the cache's tuning table
+  bool progress = true;   ///< a progress line on stderr
+  /// Only measure these candidates (labels); empty: all. `kjit tune --check` passes the stored
+  /// winners.
+  std::vector<std::string> only;
+  /// The worker executable; empty: this process's own (/proc/self/exe).
+  std::string worker;
+};
+
+struct SweepResult {
+  std::string op;
+  std::string fingerprint_id, fingerprint, device;
+  std::vector<ShapeResult> shapes;
+  int compiled = 0, compile_failed = 0, compile_skipped = 0;
+  double compile_s = 0, measure_s = 0;
+};
+
+/// Sweeps `op` over `shapes` on device 0 (see the file comment). Throws InvalidArgument for a bad
+/// shape, DriverError without a device.
+SweepResult sweep(const std::string& op, const std::vector<Shape>& shapes, const Options& options);
+
+/// The sweep as JSON (what `--json-out` writes and `kjit tune report` reads).
+std::string to_json(const SweepResult& r);
+/// Parses to_json's output; InvalidArgument when it is not one.
+SweepResult from_json(const std::string& text);
+
+/// The table `kjit tune --report` prints: per shape every candidate with status, graph and eager
+/// µs, spread, the winner and the default marked.
+std::string report_table(const SweepResult& r);
+/// Writes a PNG chart (gnuplot): per shape, time per candidate relative to the default, winner
+/// marked. Returns "" or why it could not (gnuplot missing: the message says how to install it).
+std::string write_chart(const SweepResult& r, const std::string& png_path);
+
+/// When KJIT_TUNE_WORKER=1: runs the measuring worker on stdin/stdout and exits the process.
+/// Otherwise returns. Call it first thing in main of any executable that runs sweeps.
+void run_worker_if_requested();
+
+}  // namespace kjit::tune
