@@ -163,12 +163,12 @@ ImportReport import_bundle(DiskCache& cache, const std::string& path) {
   report.declared = contents.count;
   report.problems = std::move(contents.problems);
   for (const Entry& e : contents.entries) {
-    if (cache.lookup(e.key)) {
+    if (cache.lookup(e.key, /*count_hit=*/false)) {
       ++report.present;
       continue;
     }
     cache.publish(e);  // atomic; a failure is warned by the store
-    if (cache.lookup(e.key)) {
+    if (cache.lookup(e.key, /*count_hit=*/false)) {
       ++report.imported;
     } else {
       ++report.not_stored;

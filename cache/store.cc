@@ -3,6 +3,7 @@
 #include "cache/store.hpp"
 
 #include "cache/file_util.hpp"
+#include "cache/hits.hpp"
 #include "cache/le_bytes.hpp"
 #include "cache/warn.hpp"
 
@@ -350,7 +351,7 @@ std::string DiskCache::entry_path(const Key& key) const {
   return root_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
 }
 
-std::optional<Entry> DiskCache::lookup(const Key& key) const {
+std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit) const {
   if (!enabled_) return std::nullopt;
   const std::string path = entry_path(key);
   std::string bytes;
@@ -363,7 +364,10 @@ std::optional<Entry> DiskCache::lookup(const Key& key) const {
   std::optional<Entry> entry;
   if (err == 0) {
     entry = decode(bytes, &key, &why);
-    if (entry) return entry;
+    if (entry) {
+      if (writable_ && count_hit) record_hit(root_, key, static_cast<int64_t>(::time(nullptr)));
+      return entry;
+    }
   } else {
     why = err == EFBIG ? "too large to be an entry" : detail::errno_text(err);
   }
@@ -596,6 +600,7 @@ UsageRecord DiskCache::recount_and_evict(uint64_t trigger, uint64_t target, uint
 std::vector<EntryInfo> DiskCache::list() const {
   std::vector<EntryInfo> out;
   if (!enabled_) return out;
+  const HitTable hits = read_hits(root_, /*fold=*/false);
   for (const EntryRecord& rec : scan(root_).entries) {
     std::optional<Entry> decoded;
     bool gone = false;
@@ -606,6 +611,10 @@ std::vector<EntryInfo> DiskCache::list() const {
     info.path = rec.path;
     info.bytes = rec.bytes;
     info.last_used_unix = static_cast<int64_t>(rec.mtime.tv_sec);
+    if (auto h = hits.find(rec.key); h != hits.end()) {
+      info.hits = h->second.hits;
+      info.last_used_unix = std::max(info.last_used_unix, h->second.last_unix);
+    }
     if (decoded) info.meta = std::move(decoded->meta);
     info.problem = std::move(problem);
     out.push_back(std::move(info));
@@ -648,6 +657,13 @@ VerifyResult DiskCache::verify() const {
     }
   }
   return out;
+}
+
+void DiskCache::fold_hits() const {
+  if (!enabled_) return;
+  HitTable present;
+  for (const EntryRecord& rec : scan(root_).entries) present.emplace(rec.key, HitCount{});
+  read_hits(root_, /*fold=*/true, &present);
 }
 
 PruneResult DiskCache::prune(const PruneOptions& options) {
@@ -698,6 +714,7 @@ PruneResult DiskCache::prune(const PruneOptions& options) {
   // Also the exact recount the usage record gets after the removals above.
   const UsageRecord u = recount_and_evict(trigger, trigger, 0, nullptr, &out.evicted);
   usage.write(u, 0);
+  fold_hits();
   return out;
 }
 
@@ -735,6 +752,7 @@ uint64_t DiskCache::clear() {
   for (const std::string& dir : s.shard_dirs) ::rmdir(dir.c_str());
   uint64_t none = 0;
   usage.write(recount_and_evict(0, 0, 0, nullptr, &none), 0);
+  clear_hits(root_);
   return removed;
 }
 

@@ -73,7 +73,11 @@ struct EntryInfo {
   Key key;
   std::string path;
   uint64_t bytes = 0;
-  int64_t last_used_unix = 0;  ///< mtime; a lookup hit refreshes it (LRU order)
+  /// The newest of the mtime (a publish and every lookup hit set it: the LRU order) and the
+  /// last recorded hit (cache/hits.hpp).
+  int64_t last_used_unix = 0;
+  /// Disk lookups that served this entry (cache/hits.hpp): 0 when never hit or not recorded.
+  uint64_t hits = 0;
   std::optional<EntryMeta> meta;  ///< nullopt when the entry does not decode
   std::string problem;            ///< why it does not decode ("" when it does)
 };
@@ -151,8 +155,10 @@ class DiskCache {
 
   /// Reads the entry for `key`. A missing entry is a quiet miss; a truncated, corrupt or foreign
   /// one is a miss warned once per key (it is replaced by the next publish). A hit refreshes
-  /// the entry's mtime (LRU).
-  std::optional<Entry> lookup(const Key& key) const;
+  /// the entry's mtime (LRU) and, in a writable cache, appends one line to the hits log
+  /// (cache/hits.hpp), unless `count_hit` is false (a lookup that checks rather than uses the
+  /// entry, such as an import's).
+  std::optional<Entry> lookup(const Key& key, bool count_hit = true) const;
 
   /// Writes `entry` atomically (temp file in the same directory, fsync, rename), then evicts
   /// least-recently-used entries other than this one while the cache exceeds max_bytes. An
@@ -164,7 +170,12 @@ class DiskCache {
   /// Blocks until this process holds the cross-process lock for `key`.
   KeyLock lock(const Key& key) const;
 
+  /// Every entry, with its hit count and last use (cache/hits.hpp).
   std::vector<EntryInfo> list() const;
+  /// Folds the hits log into its totals, dropping the counts of entries no longer present,
+  /// when the folder may be written (also for a cache opened for reading: the hits files are
+  /// the one thing `kjit cache ls` writes); otherwise does nothing. prune() folds too.
+  void fold_hits() const;
   CacheStats stats() const;
   /// Decodes every entry; does not change anything.
   VerifyResult verify() const;

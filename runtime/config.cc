@@ -76,6 +76,18 @@ RuntimeConfig RuntimeConfig::from_env() {
   }
   c.verbose = truthy(env("KJIT_VERBOSE"));
   c.attention_variant = env("KJIT_ATTN_VARIANT");
+  c.record_path = env("KJIT_RECORD");
+  if (std::string jit = env("KJIT_JIT"); !jit.empty()) {
+    if (jit == "on" || jit == "1" || jit == "true") {
+      c.jit = JitMode::kOn;
+    } else if (jit == "warn") {
+      c.jit = JitMode::kWarn;
+    } else if (jit == "off" || jit == "0" || jit == "false") {
+      c.jit = JitMode::kOff;
+    } else {
+      throw InvalidArgument(fmt::format("KJIT_JIT='{}' is not on, warn or off", jit));
+    }
+  }
   return c;
 }
 

@@ -1,8 +1,10 @@
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 
+#include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/target_choice.hpp"
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -11,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -172,6 +175,14 @@ const DeviceInfo& device_identity(int ordinal) {
     } catch (const std::exception&) {
       info->nvrtc_version.clear();
     }
+    // KJIT_ARCH is process-wide: the planners, family checks and Runtime::load all read this
+    // one DeviceInfo, so they can never disagree about the target.
+    static const char* const kjit_arch = std::getenv("KJIT_ARCH");
+    const detail::TargetChoice choice =
+        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(),
+                              kjit_arch ? kjit_arch : "", fmt::format("device {} ({})", ordinal, info->name));
+    info->compile_target = choice.target;
+    if (!choice.note.empty()) warn(choice.note);
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);

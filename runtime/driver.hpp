@@ -39,7 +39,7 @@ namespace kjit::detail {
   X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)                    \
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                  \
   X(cuTensorMapEncodeTiled, 12000)                                                         \
-  X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)                              \
+  X(cuStreamIsCapturing, 10000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000)                            \
   X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000)
 

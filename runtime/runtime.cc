@@ -11,6 +11,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/record.hpp"
 
 #include <fmt/format.h>
 
@@ -40,7 +41,8 @@ class RuntimeImpl {
         sources(config.kernel_dir),
         nvrtc_ver(nvrtc_version()),
         disk(config.disk_cache ? cache::DiskCache(config.cache_dir, config.cache_max_bytes)
-                               : cache::DiskCache::disabled()) {
+                               : cache::DiskCache::disabled()),
+        recorder(config.record_path.empty() ? nullptr : &Recorder::for_path(config.record_path)) {
     if (config.verbose) {
       fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
                  !config.disk_cache   ? "disabled by KJIT_CACHE_DISABLE: memory only"
@@ -240,6 +242,26 @@ class RuntimeImpl {
     return from_entry(e, CompiledProgram::Origin::kCompiled);
   }
 
+  // The JitDisabled for a miss of `spec` under KJIT_JIT=off (`why`: what made it a miss).
+  JitDisabled jit_disabled(const ProgramSpec& spec, const Target& target, const cache::Key& key, const char* why) {
+    refused.fetch_add(1, std::memory_order_relaxed);
+    const cache::ManifestEntry e = manifest_entry(spec, target, key.hex());
+    const std::string command = compile_command(e);
+    const std::string what = fmt::format("{} {} for {}", spec.family, spec.template_args, target.str());
+    std::string how;
+    if (!command.empty()) {
+      how = fmt::format("build it with: KJIT_CACHE_DIR={} {}", config.cache_dir, command);
+    } else {
+      how = fmt::format("it is the application's own kernel {} (key {}), which no command can rebuild: run the "
+                        "application once with KJIT_JIT=on against this cache, or import a bundle that holds it",
+                        spec.source_name, key.hex());
+    }
+    return JitDisabled(fmt::format("kjit: JIT compilation is off (KJIT_JIT=off) and {} {} the disk cache {}; "
+                                   "nothing was compiled; {}",
+                                   what, why, config.cache_dir, how),
+                       spec.family, spec.template_args, target.str(), command);
+  }
+
   // Memory table → disk → (per-key process lock, second look) → NVRTC. One compile per key per
   // process: the first caller compiles, the others wait on its shared_future.
   ProgramPtr compile(const ProgramSpec& spec, const Target& target) {
@@ -265,12 +287,16 @@ class RuntimeImpl {
       return future.get();
     }
     try {
+      // Once per key and process (the owner), never on a memory hit: off the hot path.
+      if (recorder) recorder->record(manifest_entry(spec, target, p.key.hex()));
       ProgramPtr result;
       if (auto hit = from_disk(p.key, p, target)) {
         disk_hits.fetch_add(1, std::memory_order_relaxed);
         result = *hit;
       } else {
         misses.fetch_add(1, std::memory_order_relaxed);
+        if (config.jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
+        if (config.jit == JitMode::kWarn) warn_jit(spec, target, p.key);
         complete(p, spec, target);
         cache::KeyLock file_lock = disk.lock(p.key);
         if (auto late = from_disk(p.key, p, target)) {
@@ -290,7 +316,21 @@ class RuntimeImpl {
     }
   }
 
-  const LoadedProgram& load(const ProgramSpec& spec, CUcontext context);
+  // Under KJIT_JIT=warn: one warning per key and process.
+  void warn_jit(const ProgramSpec& spec, const Target& target, const cache::Key& key) {
+    {
+      std::lock_guard lock(mutex);
+      if (!jit_warned.insert(key.hex()).second) return;
+    }
+    const std::string command = compile_command(manifest_entry(spec, target, key.hex()));
+    warn(fmt::format("compiling {} {} for {} at run time (KJIT_JIT=warn){}", spec.family, spec.template_args,
+                     target.str(), command.empty() ? "" : "; precompile it with: " + command));
+  }
+
+  // `stream`: the launch stream whose capture a miss must not disturb, or null for none.
+  const LoadedProgram& load(const ProgramSpec& spec, CUcontext context, const CUstream* stream);
+  // The program already loaded for (`ordinal`, `spec`, `target`), or null: no driver call.
+  const LoadedProgram* find_loaded(const ProgramSpec& spec, const Target& target, int ordinal);
   // Loads `program` for `device`: the driver's result and, on success, the module.
   CUresult load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
                         const char** failed_call);
@@ -317,12 +357,14 @@ class RuntimeImpl {
   std::map<std::pair<int, std::string>, Module> modules;
   std::mutex rebuild_mutex;
   std::set<std::string> rebuilt;  // keys warned about and rebuilt once in this process
+  std::set<std::string> jit_warned;  // keys warned about under KJIT_JIT=warn (guarded by `mutex`)
+  Recorder* recorder = nullptr;  // KJIT_RECORD; shared by the Runtimes recording to one file
 
   std::mutex key_memo_mutex;
   std::unordered_map<cache::Key, cache::Key, cache::KeyHash> known_keys;  // key memo id → key
 
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0},
-      load_rebuilds{0};
+      load_rebuilds{0}, refused{0};
   std::mutex stats_mutex;
   double compile_ms = 0;
 
@@ -385,6 +427,8 @@ ProgramPtr RuntimeImpl::rebuild(const ProgramSpec& spec, const Target& target, c
     auto late = from_disk(p.key, p, target);
     if (late && (*late)->binary != rejected->binary) {
       fresh = *late;  // another process replaced the entry while we waited for the lock
+    } else if (config.jit == JitMode::kOff) {
+      throw jit_disabled(spec, target, p.key, "was refused by the driver (it passed its checksum) as read from");
     } else {
       fresh = compile_and_publish(p, spec, target);
     }
@@ -396,7 +440,25 @@ ProgramPtr RuntimeImpl::rebuild(const ProgramSpec& spec, const Target& target, c
   return fresh;
 }
 
-const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext context) {
+const LoadedProgram* RuntimeImpl::find_loaded(const ProgramSpec& spec, const Target& target, int ordinal) {
+  const Prepared p = prepare(spec, target);
+  ProgramPtr program;
+  {
+    std::lock_guard lock(mutex);
+    auto it = programs.find(p.key);
+    if (it == programs.end() || it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+    try {
+      program = it->second.get();
+    } catch (...) {
+      return nullptr;
+    }
+  }
+  std::lock_guard lock(modules_mutex);
+  auto it = modules.find(std::make_pair(ordinal, program->key));
+  return it == modules.end() ? nullptr : it->second.program.get();
+}
+
+const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext context, const CUstream* stream) {
   if (!context) {
     CUcontext current = nullptr;
     check_driver(driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
@@ -406,6 +468,23 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
   const CUdevice device = static_cast<CUdevice>(ordinal);
   const DeviceInfo& info = device_info(ordinal);
   const Target target = spec.target_on(info.target());
+  if (stream != nullptr) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUresult r = driver().cuStreamIsCapturing(*stream, &status);
+    // IMPLICIT: the legacy stream, while another stream captures in a mode that forbids using it.
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) check_driver(r, "cuStreamIsCapturing");
+    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || status != CU_STREAM_CAPTURE_STATUS_NONE) {
+      if (const LoadedProgram* loaded = find_loaded(spec, target, ordinal)) return *loaded;
+      refused.fetch_add(1, std::memory_order_relaxed);
+      throw CaptureMiss(fmt::format(
+          "kjit: {} {} for {} is not loaded on device {} and the launch stream is being captured into a CUDA "
+          "graph{}: kjit compiles and loads nothing during a capture (a module load invalidates a global-mode "
+          "capture, a compile stalls it); the capture is untouched: end it, run the op once outside a capture "
+          "(precompile it to make that fast), then capture again",
+          spec.family, spec.template_args, target.str(), ordinal,
+          status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (a capture already invalidated)" : ""));
+    }
+  }
   ProgramPtr program = compile(spec, target);
   const auto key = std::make_pair(ordinal, program->key);
   {
@@ -487,7 +566,11 @@ std::shared_ptr<const CompiledProgram> Runtime::compile(const ProgramSpec& spec,
 }
 
 const LoadedProgram& Runtime::load(const ProgramSpec& spec, CUcontext context) {
-  return impl_->load(spec, context);
+  return impl_->load(spec, context, nullptr);
+}
+
+const LoadedProgram& Runtime::load(const ProgramSpec& spec, CUcontext context, CUstream stream) {
+  return impl_->load(spec, context, &stream);
 }
 
 std::string Runtime::key(const ProgramSpec& spec, const Target& target) {
@@ -503,6 +586,7 @@ RuntimeStats Runtime::stats() const {
   s.compile_failures = impl_->compile_failures.load();
   s.loads = impl_->loads.load();
   s.load_rebuilds = impl_->load_rebuilds.load();
+  s.refused = impl_->refused.load();
   std::lock_guard lock(impl_->stats_mutex);
   s.compile_ms = impl_->compile_ms;
   return s;

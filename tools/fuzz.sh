@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of what kjit reads from disk with clang's libFuzzer (ASan + UBSan): the entry
-# decoder, the bundle reader, the memo records' decoders and the tuning table reader
-# (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs each target for a
-# bounded number of executions, starting from the checked-in corpus.
+# decoder, the bundle reader, the memo records' decoders, the tuning table reader and the warm-up
+# manifest reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs
+# each target for a bounded number of executions, starting from the checked-in corpus.
 #
 #   tools/fuzz.sh [--runs N] [--build-dir DIR] [--jobs N] [--target NAME]... [--seeds]
 #
 #   --runs N      executions per target (default 1000000)
-#   --target NAME entry, bundle, memo or tune_table (repeatable; default: all)
+#   --target NAME entry, bundle, memo, tune_table or manifest (repeatable; default: all)
 #   --seeds       rewrite tests/fuzz/corpus/ from tests/fuzz/make_seeds.cc first (after a
 #                 format change)
 #
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table)
+[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest)
 
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }

@@ -74,12 +74,23 @@ struct DeviceInfo {
   /// The MIG slice ("1g.10gb") when the device is a MIG instance, read from the name the driver
   /// gives it ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"); "" for a whole GPU.
   std::string mig_slice;
+  /// The target kjit compiles for on this device, as device_info() chose it: the device's own
+  /// (Target::for_compute_capability) where the loaded NVRTC can build it; on a GPU newer than
+  /// NVRTC, PTX (compute_XY) for the highest arch NVRTC lists below it, JIT-compiled by the
+  /// driver at load (warned once; kernels needing sm_XYa targets are then not offered); or the
+  /// KJIT_ARCH environment variable (sm_89, sm_90, compute_90, ...: read once per process, and
+  /// it must be able to run on the device, else device_info throws InvalidArgument). Left
+  /// unset (major 0) in a hand-built DeviceInfo: the device's own target.
+  Target compile_target;
 
   /// 10 · cc_major + cc_minor (90 on an H200).
   int sm() const noexcept { return cc_major * 10 + cc_minor; }
 
-  /// Target::for_compute_capability(cc_major, cc_minor).
-  Target target() const { return Target::for_compute_capability(cc_major, cc_minor); }
+  /// What kjit compiles for on this device: compile_target, or
+  /// Target::for_compute_capability(cc_major, cc_minor) when that is unset.
+  Target target() const {
+    return compile_target.major != 0 ? compile_target : Target::for_compute_capability(cc_major, cc_minor);
+  }
 
   /// The canonical text of everything that identifies this device for tuning, one `key=value`
   /// per field joined by ';' in a fixed order: name, compute capability, SMs, opt-in shared

@@ -63,4 +63,40 @@ class Unsupported : public Error {
   using Error::Error;
 };
 
+/// A specialization was needed that is not in the disk cache while JIT compilation is off
+/// (KJIT_JIT=off): nothing was compiled. `what()` names the family, parameters and target and the
+/// exact `kjit compile` command that would build it (for a host application's own kernel, which
+/// no command can rebuild, what to run instead).
+class JitDisabled : public Error {
+ public:
+  JitDisabled(const std::string& message, std::string family, std::string params, std::string target,
+              std::string command)
+      : Error(message),
+        family_(std::move(family)),
+        params_(std::move(params)),
+        target_(std::move(target)),
+        command_(std::move(command)) {}
+  /// "attention.decode" (ProgramSpec::family).
+  const std::string& family() const noexcept { return family_; }
+  /// "head_dim=128 rows=8" (ProgramSpec::template_args).
+  const std::string& params() const noexcept { return params_; }
+  /// "sm_90a", "compute_120".
+  const std::string& target() const noexcept { return target_; }
+  /// "kjit compile attention.decode head_dim=128 rows=8 --arch sm_90a"; "" for a host
+  /// application's own kernel.
+  const std::string& command() const noexcept { return command_; }
+
+ private:
+  std::string family_, params_, target_, command_;
+};
+
+/// A specialization not yet loaded in this process was needed while the op's stream is being
+/// captured into a CUDA graph. kjit neither compiles nor loads a module during a capture (see
+/// Runtime::load); `what()` names the specialization. The capture itself is left as it was: end
+/// it, run the op once outside a capture (or precompile and load it), and capture again.
+class CaptureMiss : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace kjit

@@ -123,7 +123,8 @@ struct Family {
   ProgramSpec spec(const ParamMap& params) const { return spec(parse(params)); }
   /// Why `point` is outside the space (constraint), or "".
   std::string invalid_reason(const Point& point) const;
-  /// Why `point` has no kernel for `target` (below min_sm, or target_rule), or "".
+  /// Why `point` has no kernel for `target` (below min_sm, or target_rule), or "". For a PTX
+  /// target the reason adds that PTX has no arch-specific instructions.
   std::string unsupported_reason(const Point& point, const Target& target) const;
   /// unsupported_reason(parse(params), target): throws what parse throws.
   std::string unsupported_reason(const ParamMap& params, const Target& target) const {

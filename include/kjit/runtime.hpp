@@ -159,7 +159,15 @@ class LoadedProgram {
   std::vector<Kernel> kernels_;
 };
 
+/// What the runtime does when a specialization is in neither its memory nor the disk cache.
+enum class JitMode {
+  kOn,    ///< compile it (the default)
+  kWarn,  ///< compile it, and warn once per specialization that it was compiled at run time
+  kOff,   ///< compile nothing: throw JitDisabled naming it and the command that would build it
+};
+
 /// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.
+/// (KJIT_ARCH, the compile target override, is process-wide and read by device_info.)
 struct RuntimeConfig {
   /// Disk cache root: KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else
   /// /tmp/kjit-cache.
@@ -179,8 +187,16 @@ struct RuntimeConfig {
   /// KJIT_ATTN_VARIANT: the kernel kjit::attention::attention prefers for a kAuto call ("auto",
   /// "mma" or "wgmma"; empty = auto). An unknown value warns once and reads as auto.
   std::string attention_variant;
+  /// KJIT_RECORD: a warm-up manifest file (cache/manifest.hpp) to which every specialization this
+  /// Runtime obtains (compiled, read from the disk cache, or refused under KJIT_JIT=off) is
+  /// appended once per process, for `kjit precompile --manifest`. Written when a specialization
+  /// is first obtained, never on a memory hit. Empty: no recording.
+  std::string record_path;
+  /// KJIT_JIT: on (default), warn or off (also 1/0, true/false). Fail-closed deployments set off.
+  JitMode jit = JitMode::kOn;
 
-  /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES.
+  /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES
+  /// or a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling).
   static RuntimeConfig from_env();
 
   /// Parses a byte count as KJIT_CACHE_MAX_BYTES (and `kjit cache prune --max-bytes`) take it:
@@ -201,6 +217,8 @@ struct RuntimeStats {
   /// driver that rejects them): each was replaced by a fresh compile.
   uint64_t load_rebuilds = 0;
   double compile_ms = 0;     ///< NVRTC wall time summed over `compiles`
+  /// Misses refused: JitDisabled (KJIT_JIT=off) and CaptureMiss thrown.
+  uint64_t refused = 0;
 };
 
 /// The runtime: NVRTC compiler, disk cache, in-memory program table and per-device libraries.
@@ -228,6 +246,17 @@ class Runtime {
   /// driver is present, a driver call fails, or the fresh binary is refused too (naming the
   /// driver's reason).
   const LoadedProgram& load(const ProgramSpec& spec, CUcontext context = nullptr);
+
+  /// load(spec, context) for a launch on `stream`: first asks the driver whether `stream` is
+  /// being captured into a CUDA graph (cuStreamIsCapturing, one call; the typed ops come here
+  /// only on their kernel table's miss path, so their hot path makes no such call). If it is, a
+  /// program this Runtime already loaded for the device is returned (no further driver call),
+  /// and anything else throws CaptureMiss naming the family, parameters and target, compiling
+  /// and loading nothing. Not capturing: exactly load(spec, context).
+  /// Why not serve a miss: a module load is a call that global-mode capture forbids (the driver
+  /// then invalidates the capture) and a compile stalls it for up to seconds, so a graph would
+  /// be broken or slow depending on timing; failing the same way every time is the contract.
+  const LoadedProgram& load(const ProgramSpec& spec, CUcontext context, CUstream stream);
 
   /// The cache key `compile` would use, without compiling.
   std::string key(const ProgramSpec& spec, const Target& target);

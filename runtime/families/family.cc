@@ -190,7 +190,12 @@ std::string Family::invalid_reason(const Point& pt) const {
 
 std::string Family::unsupported_reason(const Point& pt, const Target& target) const {
   if (target.sm() < min_sm) return fmt::format("{} needs sm_{} or newer; the target is {}", name, min_sm, target.str());
-  return target_rule ? target_rule(*this, pt, target) : std::string();
+  std::string why = target_rule ? target_rule(*this, pt, target) : std::string();
+  if (!why.empty() && target.ptx && !target.arch_specific) {
+    why += " (a PTX target, as kjit uses on a GPU newer than its NVRTC, has no arch-specific instructions; "
+           "KJIT_ARCH can name another target)";
+  }
+  return why;
 }
 
 std::vector<Point> Family::enumerate(const Target* target) const {

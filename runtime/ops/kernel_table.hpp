@@ -48,9 +48,12 @@ class KernelTable {
  public:
   /// The program for `choice` on the device of `context` (the one ensure_context returned: its
   /// device is remembered per thread, so this makes no driver call), loading it through
-  /// `runtime` on the first call. `make_spec` runs only on a miss.
+  /// `runtime` on the first call. `make_spec` runs only on a miss. With a launch `stream`, a miss
+  /// while that stream is being captured is Runtime::load's CaptureMiss (the capture query is
+  /// made on the miss path only).
   template <class MakeSpec>
-  const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec) {
+  const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec,
+                           const CUstream* stream = nullptr) {
     Entry key{};
     key.runtime = runtime.id();
     key.device = context_device(context);
@@ -66,7 +69,7 @@ class KernelTable {
       if (it != table_.end()) program = it->second;
     }
     if (!program) {
-      program = &runtime.load(make_spec(), context);
+      program = stream != nullptr ? &runtime.load(make_spec(), context, *stream) : &runtime.load(make_spec(), context);
       std::unique_lock lock(mutex_);
       table_.emplace(key, program);
     }

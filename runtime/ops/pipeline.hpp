@@ -121,11 +121,13 @@ inline OpDevice open_device(const OpInfo& op, int device) {
 /// the op's planner: only the kernel choice is checked here.
 void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
 
-/// The loaded program of `choice` in `context`, through Op's kernel table.
+/// The loaded program of `choice` in `context`, through Op's kernel table. `stream`: the stream
+/// the program will be launched on, when known; a miss while it is being captured into a CUDA
+/// graph throws CaptureMiss (KernelTable::get).
 template <class Op>
-const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext context) {
+const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext context, const CUstream* stream = nullptr) {
   static KernelTable<Choice> table;
-  return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); });
+  return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); }, stream);
 }
 
 /// The device's tuned plan for already-validated `dims` into `*plan`: true when the op is
@@ -182,12 +184,12 @@ Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced 
 }
 
 /// The launch value of a planned call: the kernels loaded (compiled on first use), nothing
-/// launched.
+/// launched. `stream`: the launch stream when known (see load).
 template <class Op>
 typename Op::Launch build(const typename Op::Args& args, const Planned<Op>& p, Workspace workspace,
-                          Runtime& runtime) {
+                          Runtime& runtime, const CUstream* stream = nullptr) {
   const LoadedProgram* program =
-      p.plan.choice.family != nullptr ? &load<Op>(p.plan.choice, runtime, p.device.context) : nullptr;
+      p.plan.choice.family != nullptr ? &load<Op>(p.plan.choice, runtime, p.device.context, stream) : nullptr;
   return Op::build(args, p.dims, p.plan, program, workspace, *p.device.info);
 }
 
@@ -216,13 +218,13 @@ size_t workspace_bytes(const typename Op::Args& args) {
 template <class Op>
 void run_validated(const typename Op::Args& args, const typename Op::Dims& dims, Workspace workspace, CUstream stream,
                    Runtime& runtime) {
-  build<Op>(args, plan_validated<Op>(dims), workspace, runtime).launch(stream);
+  build<Op>(args, plan_validated<Op>(dims), workspace, runtime, &stream).launch(stream);
 }
 
 /// The op call: validate, plan, build, launch on `stream`.
 template <class Op>
 void run(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime) {
-  launch_value<Op>(args, workspace, runtime).launch(stream);
+  build<Op>(args, plan<Op>(args), workspace, runtime, &stream).launch(stream);
 }
 
 }  // namespace kjit::detail

@@ -66,7 +66,9 @@ std::vector<std::string> stray_files(const std::string& root) {
     const bool lock = e.path().parent_path().filename() == "locks" && name.size() > 5 &&
                       name.substr(name.size() - 5) == ".lock";
     const bool usage = name == "usage" && e.path().parent_path() == fs::path(root) / "v1";
-    if (!entry && !lock && !usage) out.push_back(e.path().string());
+    // The hit counts (cache/hits.hpp): the log of disk hits and its folded totals.
+    const bool hits = (name == "hits.log" || name == "hits.json") && e.path().parent_path() == fs::path(root) / "v1";
+    if (!entry && !lock && !usage && !hits) out.push_back(e.path().string());
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "cache/tune_table.hpp"
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
+#include "cache/manifest.hpp"
 #include "cache/le_bytes.hpp"
 #include "runtime/key_memo.hpp"
 #include "runtime/toolkit_memo.hpp"
@@ -173,6 +174,31 @@ int main(int argc, char** argv) {
   put(tune, "wrong-types", R"({"format": "kjit-tuning", "version": 1, "fingerprint": {"id": 3}, "entries": {}})");
   put(tune, "other-version", R"({"format": "kjit-tuning", "version": 2})");
   put(bundle, "with-tuning-table", encode_bundle({good}, {good_table}));
+
+  const fs::path manifest = root / "manifest";
+  ManifestEntry point;
+  point.family = "attention.decode";
+  point.params = {{"head_dim", "128"}, {"rows", "8"}};
+  point.target = "sm_90a";
+  ManifestEntry user;
+  user.user = true;
+  user.family = "myapp.gemm";
+  user.template_args = "tile=128";
+  user.source_name = "gemm.cu";
+  user.target = "compute_120";
+  user.key = "0123456789abcdef0123456789abcdef";
+  const std::string line = format_manifest_line(point);
+  put(manifest, "valid", line + format_manifest_line(user));
+  put(manifest, "empty", "");
+  put(manifest, "blank-lines", "\n \t\n" + line + "\r\n\n");
+  put(manifest, "torn-last-line", line + line.substr(0, line.size() / 2));
+  put(manifest, "not-json", "not json\n{\"family\":\n");
+  put(manifest, "wrong-types",
+      R"({"family":3,"params":[],"target":null})" "\n" R"({"user":"yes","family":"x","target":"sm_90a"})" "\n"
+      R"({"family":"x","params":{"a":1},"target":"sm_90a"})" "\n");
+  put(manifest, "user-bad-key", R"({"user":true,"family":"x","target":"sm_90a","key":"ABC"})" "\n");
+  put(manifest, "deep", std::string(300, '[') + std::string(300, ']') + "\n");
+  put(manifest, "bad-utf8", "{\"family\":\"\xff\xfe\",\"params\":{},\"target\":\"sm_90a\"}\n");
   std::printf("seeds written to %s\n", root.c_str());
   return 0;
 }

@@ -23,7 +23,7 @@ step() { echo; echo "=== $* ==="; }
 # KJIT_STEPS picks steps (default: all but sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
-steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python"}
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
@@ -174,4 +174,15 @@ if want python; then
   echo "pip install: rc=$? ($(python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
   (cd /tmp && timeout 400 python3 -m pytest -q -p no:cacheprovider -rs "$root/python/tests" 2>&1) | tee "$out/python_tests.txt" | tail -n 25
   timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
+fi
+
+# Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
+# precompile --manifest` into an empty cache and rerun under KJIT_JIT=off (zero compiles, same
+# bits), and a miss under stream capture (global, thread-local, relaxed) raising CaptureMiss with
+# the capture intact. Its child processes bring their own cache folders. Run alone with
+# KJIT_STEPS=deploy.
+if want deploy; then
+  step deploy
+  timeout 300 "$root/$build/tests/gpu_deploy_test" 2>&1 | tee "$out/deploy.txt" | tail -n 25
+  echo "deploy rc=${PIPESTATUS[0]}" | tee -a "$out/deploy.txt"
 fi

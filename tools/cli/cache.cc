@@ -34,10 +34,33 @@ std::string local_time(int64_t unix_seconds) {
   return buf;
 }
 
+/// The largest of a per-kernel figure over an entry's kernels (-1 when none is known): what an
+/// entry-level column shows and sorts by.
+int max_of(const cache::EntryMeta& m, int cache::KernelMeta::*field) {
+  int v = -1;
+  for (const cache::KernelMeta& k : m.kernels) v = std::max(v, k.*field);
+  return v;
+}
+
+/// "head_dim=128 rows=8" → {"head_dim": "128", "rows": "8"} (words without '=' are left out).
+nlohmann::json params_of(const std::string& template_args) {
+  nlohmann::json out = nlohmann::json::object();
+  size_t pos = 0;
+  while (pos < template_args.size()) {
+    size_t end = template_args.find(' ', pos);
+    if (end == std::string::npos) end = template_args.size();
+    const std::string word = template_args.substr(pos, end - pos);
+    if (const size_t eq = word.find('='); eq != std::string::npos && eq > 0) out[word.substr(0, eq)] = word.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
+
 nlohmann::json entry_json(const cache::EntryInfo& e) {
   nlohmann::json j = {{"key", e.key.hex()},
                       {"path", e.path},
                       {"bytes", e.bytes},
+                      {"hits", e.hits},
                       {"last_used_unix", e.last_used_unix}};
   if (e.meta) {
     const cache::EntryMeta& m = *e.meta;
@@ -52,7 +75,11 @@ nlohmann::json entry_json(const cache::EntryInfo& e) {
     j.update({{"ok", true},
               {"family", m.family},
               {"template_args", m.template_args},
+              {"params", params_of(m.template_args)},
               {"target", m.target},
+              {"registers", max_of(m, &cache::KernelMeta::registers)},
+              {"spill_bytes", max_of(m, &cache::KernelMeta::spill_bytes)},
+              {"static_smem", max_of(m, &cache::KernelMeta::static_smem)},
               {"ptx", m.ptx},
               {"source_name", m.source_name},
               {"nvrtc_version", m.nvrtc_version},
@@ -66,9 +93,44 @@ nlohmann::json entry_json(const cache::EntryInfo& e) {
   return j;
 }
 
-int run_ls() {
+/// The fields `cache ls --sort` takes. Names sort ascending, figures descending (most first).
+const std::vector<std::string>& sort_fields() {
+  static const std::vector<std::string> fields = {"key",       "family", "params", "target",     "size", "registers",
+                                                  "spills",    "smem",   "hits",   "compile_ms", "last_use"};
+  return fields;
+}
+
+void sort_entries(std::vector<cache::EntryInfo>& entries, const std::string& field) {
+  using E = cache::EntryInfo;
+  auto text = [&](const E& e) -> std::string {
+    if (field == "key") return e.key.hex();
+    if (!e.meta) return "";
+    if (field == "family") return e.meta->family;
+    if (field == "params") return e.meta->template_args;
+    return e.meta->target;
+  };
+  auto number = [&](const E& e) -> double {
+    if (field == "size") return static_cast<double>(e.bytes);
+    if (field == "hits") return static_cast<double>(e.hits);
+    if (field == "last_use") return static_cast<double>(e.last_used_unix);
+    if (!e.meta) return -1;
+    if (field == "registers") return max_of(*e.meta, &cache::KernelMeta::registers);
+    if (field == "spills") return max_of(*e.meta, &cache::KernelMeta::spill_bytes);
+    if (field == "smem") return max_of(*e.meta, &cache::KernelMeta::static_smem);
+    return e.meta->compile_ms;
+  };
+  const bool by_name = field == "key" || field == "family" || field == "params" || field == "target";
+  // Stable, after the listing's key order: equal values keep a fixed order.
+  std::stable_sort(entries.begin(), entries.end(), [&](const E& a, const E& b) {
+    return by_name ? text(a) < text(b) : number(a) > number(b);
+  });
+}
+
+int run_ls(const std::string& sort) {
   const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
-  const std::vector<cache::EntryInfo> entries = cache.list();
+  cache.fold_hits();
+  std::vector<cache::EntryInfo> entries = cache.list();
+  if (!sort.empty()) sort_entries(entries, sort);
   uint64_t total = 0;
   for (const cache::EntryInfo& e : entries) total += e.bytes;
 
@@ -80,17 +142,17 @@ int run_ls() {
     return kExitOk;
   }
   if (!entries.empty()) {
-    fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  {}\n", "key", "family", "target", "size",
+    fmt::print("{:<32}  {:<22} {:<11} {:>10} {:>6}  {:<16}  {}\n", "key", "family", "target", "size", "hits",
                "last used", "args");
   }
   for (const cache::EntryInfo& e : entries) {
     if (e.meta) {
-      fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  {}\n", e.key.hex(), e.meta->family,
-                 e.meta->target, human_bytes(e.bytes), local_time(e.last_used_unix),
+      fmt::print("{:<32}  {:<22} {:<11} {:>10} {:>6}  {:<16}  {}\n", e.key.hex(), e.meta->family,
+                 e.meta->target, human_bytes(e.bytes), e.hits, local_time(e.last_used_unix),
                  e.meta->template_args);
     } else {
-      fmt::print("{:<32}  {:<22} {:<11} {:>10}  {:<16}  bad entry: {}\n", e.key.hex(), "?", "?",
-                 human_bytes(e.bytes), local_time(e.last_used_unix), e.problem);
+      fmt::print("{:<32}  {:<22} {:<11} {:>10} {:>6}  {:<16}  bad entry: {}\n", e.key.hex(), "?", "?",
+                 human_bytes(e.bytes), e.hits, local_time(e.last_used_unix), e.problem);
     }
   }
   fmt::print("{} entr{}, {} in {}\n", entries.size(), entries.size() == 1 ? "y" : "ies",
@@ -280,10 +342,15 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
                "else ~/.cache/kjit); an unusable directory is an error naming it");
   cache->require_subcommand(1);
 
-  CLI::App* ls = cache->add_subcommand("ls", "List the entries: key, family, target, size, "
-                                             "last use, template arguments");
+  CLI::App* ls = cache->add_subcommand("ls", "List the entries: key, family, target, size, hits, "
+                                             "last use, template arguments (--json adds registers, "
+                                             "spills, shared memory and compile time)");
+  auto ls_sort = std::make_shared<std::string>();
+  ls->add_option("--sort", *ls_sort, "Order by this field: key, family, params, target (ascending) or size, "
+                                     "registers, spills, smem, hits, compile_ms, last_use (largest first)")
+      ->check(CLI::IsMember(sort_fields()));
   add_json_flag(ls);
-  out.push_back({ls, run_ls});
+  out.push_back({ls, [ls_sort] { return run_ls(*ls_sort); }});
 
   CLI::App* stats = cache->add_subcommand("stats", "Entry count and bytes, the cap, and counts "
                                                    "by family and target");

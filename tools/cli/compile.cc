@@ -58,7 +58,8 @@ int run_compile(const CompileOptions& o) {
   const ProgramSpec spec = family.spec(params);
 
   if (o.emit == "ptx") target.ptx = true;
-  if (o.emit == "cubin" && target.ptx) {
+  // Without --arch on a GPU newer than NVRTC, the device's target is PTX already.
+  if (o.emit == "cubin" && target.ptx && !o.arch.empty()) {
     throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
   }
   if (std::string why = family.unsupported_reason(params, target); !why.empty()) throw Unsupported(why);

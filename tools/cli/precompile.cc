@@ -1,6 +1,10 @@
 // `kjit precompile`: compile every family's default specializations for this machine's archs
-// (or the --arch list) into the disk cache, on N worker threads, so production never compiles.
+// (or the --arch list), or exactly the specializations a warm-up manifest names (--manifest,
+// cache/manifest.hpp), into the disk cache, on N worker threads, so production never compiles.
 #include "tools/cli/common.hpp"
+
+#include "cache/file_util.hpp"
+#include "cache/manifest.hpp"
 
 #include <kjit/error.hpp>
 
@@ -12,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,6 +28,7 @@ namespace {
 struct PrecompileOptions {
   std::vector<std::string> archs;
   std::vector<std::string> families;
+  std::string manifest;
   int jobs = 0;
 };
 
@@ -87,6 +93,83 @@ class Progress {
   bool tty_;
 };
 
+/// What a manifest asks for, beyond the items to compile.
+struct ManifestPlan {
+  std::deque<ParamMap> params;  ///< owns what the items' `params` point to
+  nlohmann::json invalid = nlohmann::json::array();  ///< lines naming no valid specialization
+  nlohmann::json user = nlohmann::json::array();     ///< host-application kernels: present or missing
+};
+
+/// The items of manifest `path`: each valid family line for its recorded target, or for each of
+/// `targets` when --arch was given (a target that point has no kernel for is skipped, not
+/// invalid); repeats once. Lines that no longer name a valid specialization (malformed, unknown
+/// family, parameter or value, a recorded target the point has no kernel for) go to
+/// `plan.invalid` with their line number; host-application kernels to `plan.user`.
+std::vector<Item> manifest_items(const std::string& path, const std::vector<Target>& targets,
+                                 const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
+                                 ManifestPlan& plan, nlohmann::json& skipped) {
+  std::string text;
+  if (const int err = cache::detail::read_file(path, 256ull << 20, cache::detail::kReadPlain, &text); err != 0) {
+    throw InvalidArgument(fmt::format("cannot read manifest {}: {}", path, cache::detail::errno_text(err)));
+  }
+  std::vector<Item> items;
+  std::set<std::string> seen;
+  std::set<std::string> present;
+  bool listed = false;
+  auto invalid = [&](size_t line, const std::string& why) {
+    plan.invalid.push_back({{"line", line}, {"error", why}});
+  };
+  for (const cache::ManifestLine& line : cache::parse_manifest(text)) {
+    if (!line.entry) {
+      invalid(line.line, line.error);
+      continue;
+    }
+    const cache::ManifestEntry& e = *line.entry;
+    if (e.user) {
+      if (!listed) {
+        for (const cache::EntryInfo& info : open_cache_for_reading(runtime.config()).list()) present.insert(info.key.hex());
+        listed = true;
+      }
+      if (!seen.insert(cache::format_manifest_line(e)).second) continue;
+      plan.user.push_back({{"line", line.line},
+                           {"family", e.family},
+                           {"template_args", e.template_args},
+                           {"source_name", e.source_name},
+                           {"target", e.target},
+                           {"key", e.key},
+                           {"status", present.count(e.key) ? "cached" : "missing"}});
+      continue;
+    }
+    const Family* family = nullptr;
+    Target recorded;
+    try {
+      family = &kjit::family(e.family);
+      family->parse(e.params);
+      recorded = Target::parse(e.target);
+      if (std::string why = family->unsupported_reason(e.params, recorded); !why.empty()) throw Unsupported(why);
+    } catch (const Error& err) {
+      invalid(line.line, std::string(strip_prefix(err.what())));
+      continue;
+    }
+    if (!all_families && std::find(chosen.begin(), chosen.end(), family) == chosen.end()) continue;
+    const std::vector<Target> wanted = targets.empty() ? std::vector<Target>{recorded} : targets;
+    for (const Target& target : wanted) {
+      if (std::string why = family->unsupported_reason(e.params, target); !why.empty()) {
+        skipped.push_back({{"family", family->name}, {"target", target.str()}, {"reason", why}});
+        continue;
+      }
+      if (!seen.insert(family->name + " " + format_params(e.params) + " " + target.str()).second) continue;
+      plan.params.push_back(e.params);
+      Item item;
+      item.family = family;
+      item.params = &plan.params.back();
+      item.target = target;
+      items.push_back(std::move(item));
+    }
+  }
+  return items;
+}
+
 int run_precompile(const PrecompileOptions& o) {
   // Fail before compiling anything when the results could not be kept, and before the global
   // runtime opens the cache leniently (it would warn and carry on in memory).
@@ -101,7 +184,10 @@ int run_precompile(const PrecompileOptions& o) {
     throw CacheError(fmt::format("cache directory {} is not writable", runtime.config().cache_dir));
   }
 
-  const std::vector<Target> targets = o.archs.empty() ? default_targets() : parse_targets(o.archs);
+  const bool from_manifest = !o.manifest.empty();
+  // A manifest names its targets; --arch replaces them.
+  std::vector<Target> targets =
+      o.archs.empty() ? (from_manifest ? std::vector<Target>{} : default_targets()) : parse_targets(o.archs);
   std::vector<const Family*> chosen;
   if (o.families.empty()) {
     for (const Family& f : families()) chosen.push_back(&f);
@@ -114,7 +200,16 @@ int run_precompile(const PrecompileOptions& o) {
 
   std::vector<Item> items;
   nlohmann::json skipped = nlohmann::json::array();
-  for (const Target& target : targets) {
+  ManifestPlan manifest;
+  if (from_manifest) {
+    items = manifest_items(o.manifest, targets, chosen, o.families.empty(), runtime, manifest, skipped);
+    if (targets.empty()) {
+      for (const Item& item : items) {
+        if (std::find(targets.begin(), targets.end(), item.target) == targets.end()) targets.push_back(item.target);
+      }
+    }
+  }
+  for (const Target& target : from_manifest ? std::vector<Target>{} : targets) {
     for (const Family* f : chosen) {
       if (f->min_sm > target.sm()) {
         skipped.push_back({{"family", f->name},
@@ -152,6 +247,19 @@ int run_precompile(const PrecompileOptions& o) {
   for (const nlohmann::json& s : skipped) {
     fmt::print(stderr, "skipping {} for {}: {}\n", s["family"].get<std::string>(),
                s["target"].get<std::string>(), s["reason"].get<std::string>());
+  }
+  for (const nlohmann::json& bad : manifest.invalid) {
+    fmt::print(stderr, "{}:{}: skipped: {}\n", o.manifest, bad["line"].get<size_t>(), bad["error"].get<std::string>());
+  }
+  size_t user_missing = 0;
+  for (const nlohmann::json& u : manifest.user) {
+    if (u["status"] == "cached") continue;
+    ++user_missing;
+    fmt::print(stderr,
+               "{}:{}: the application's own kernel {} [{}] for {} (key {}) is not in the cache; no manifest can "
+               "rebuild it: run the application once against this cache\n",
+               o.manifest, u["line"].get<size_t>(), u["family"].get<std::string>(),
+               u["template_args"].get<std::string>(), u["target"].get<std::string>(), u["key"].get<std::string>());
   }
 
   Progress progress(items.size());
@@ -246,16 +354,22 @@ int run_precompile(const PrecompileOptions& o) {
     }
     nlohmann::json target_names = nlohmann::json::array();
     for (const Target& t : targets) target_names.push_back(t.str());
-    print_json({{"compiled", compiled.load()},
-                {"cached", cached.load()},
-                {"failed", failed.load()},
-                {"evicted", evicted},
-                {"seconds", seconds},
-                {"jobs", jobs},
-                {"targets", target_names},
-                {"cache_dir", runtime.disk_cache().root},
-                {"items", list},
-                {"skipped", skipped}});
+    nlohmann::json report = {{"compiled", compiled.load()},
+                             {"cached", cached.load()},
+                             {"failed", failed.load()},
+                             {"evicted", evicted},
+                             {"seconds", seconds},
+                             {"jobs", jobs},
+                             {"targets", target_names},
+                             {"cache_dir", runtime.disk_cache().root},
+                             {"items", list},
+                             {"skipped", skipped}};
+    if (from_manifest) {
+      report["manifest"] = o.manifest;
+      report["invalid"] = manifest.invalid;
+      report["user"] = manifest.user;
+    }
+    print_json(report);
   } else {
     fmt::print("{} compiled, {} cached, {} failed ({} specialization{} for {}) in {:.1f} s; "
                "cache {}\n",
@@ -265,6 +379,12 @@ int run_precompile(const PrecompileOptions& o) {
   if (failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
                items.size());
+    return kExitFailed;
+  }
+  if (!manifest.invalid.empty()) {
+    fmt::print(stderr, "kjit: error: {} line{} of {} name{} no valid specialization (see above); the rest were "
+               "precompiled\n", manifest.invalid.size(), manifest.invalid.size() == 1 ? "" : "s", o.manifest,
+               manifest.invalid.size() == 1 ? "s" : "");
     return kExitFailed;
   }
   if (evicted > 0) {
@@ -289,6 +409,12 @@ void add_precompile_command(CLI::App& root, std::vector<Command>& out) {
                                       "sm_100a, ...")
       ->check(non_empty());
   cmd->add_option("--family", o->families, "Only this family (repeatable; see `kjit kernels`)")
+      ->check(non_empty());
+  cmd->add_option("--manifest", o->manifest,
+                  "Compile exactly the specializations this warm-up manifest names (written by a run with "
+                  "KJIT_RECORD=FILE), for their recorded targets or for each --arch; lines that no longer name "
+                  "a valid specialization are reported with their line number and skipped, and the exit "
+                  "status is then 1")
       ->check(non_empty());
   cmd->add_option("-j,--jobs", o->jobs, "Worker threads (default: the number of CPUs)")
       ->check(CLI::Range(1, 4096).description("").name("1..4096"));

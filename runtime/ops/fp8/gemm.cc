@@ -171,17 +171,18 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   return l;
 }
 
-GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced) {
+GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced,
+                                    const CUstream* stream) {
   kjit::detail::Planned<GemmOp> p = kjit::detail::plan<GemmOp>(args, forced);
   if (p.plan.choice.family == nullptr) return Launch{};
   const DeviceInfo& info = *p.device.info;
-  const LoadedProgram* program = &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context);
+  const LoadedProgram* program = &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context, stream);
   if (forced == nullptr) {
     const GemmPlan refined = refine(p.dims, p.plan, *program, info);
     // Capacities move only splits and the grid (plan_gemm); were that ever to change the
     // kernel, launching the first plan's program with the second plan's shape would be wrong.
     if (refined.choice.point != p.plan.choice.point) {
-      program = &kjit::detail::load<GemmOp>(refined.choice, runtime, p.device.context);
+      program = &kjit::detail::load<GemmOp>(refined.choice, runtime, p.device.context, stream);
     }
     p.plan = refined;
   }
@@ -193,7 +194,7 @@ GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, cons
 namespace kjit::fp8 {
 
 void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
-  detail::GemmOp::launch_value(args, runtime).launch(stream);
+  detail::GemmOp::launch_value(args, runtime, nullptr, &stream).launch(stream);
 }
 
 }  // namespace kjit::fp8

@@ -143,7 +143,9 @@ struct GemmOp {
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
   /// plan, load, refine, build: what gemm() launches. `forced` replaces the first plan (checked
   /// as the pipeline checks a forced plan) and is not refined.
-  static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr);
+  /// `stream`: the launch stream when known (a miss during its capture is CaptureMiss).
+  static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr,
+                             const CUstream* stream = nullptr);
 
   // Tuning (runtime/ops/tuned.hpp; gemm_tune.cc). The choice's point fixes the kernel, tile and
   // stages; knobs: splits (wgmma split-K CTAs per tile, 1..4) and multicast (1, or 2 = CTA pairs

@@ -257,7 +257,7 @@ void Linear::forward(const TensorRef& x, const TensorRef& y, CUstream stream, co
     d.margin_scale = std::ldexp(1.f, config_.margin);
     d.history_len = config_.history_len;
     const CUcontext context = kjit::detail::ensure_context(config_.device);
-    detail::delayed_scaling_step(d, in_code(x.dtype), fmt_of(config_.activation_format), context, *runtime_)
+    detail::delayed_scaling_step(d, in_code(x.dtype), fmt_of(config_.activation_format), context, *runtime_, &stream)
         .launch(stream);
   }
 }

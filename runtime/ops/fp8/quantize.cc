@@ -32,12 +32,13 @@ QuantizeOp::Launch QuantizeOp::build(const QuantizeArgs& /*args*/, const Quantiz
 }
 
 kjit::detail::Step<DelayedScalingParams> delayed_scaling_step(const DelayedScalingParams& params, int in, int fmt,
-                                                              CUcontext context, Runtime& runtime) {
+                                                              CUcontext context, Runtime& runtime,
+                                                              const CUstream* stream) {
   kjit::detail::Choice choice;
   choice.family = &quantize_family();
   choice.point = quantize_family().point({in, fmt, kGranTensor, 0});
   kjit::detail::Step<DelayedScalingParams> step;
-  step.kernel = &kjit::detail::load<QuantizeOp>(choice, runtime, context).kernel(3);
+  step.kernel = &kjit::detail::load<QuantizeOp>(choice, runtime, context, stream).kernel(3);
   step.config.block[0] = 32;
   step.params = params;
   return step;

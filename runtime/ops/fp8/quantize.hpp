@@ -83,8 +83,9 @@ struct QuantizeOp {
 
 /// The delayed-scaling update, delayed_scaling_kernel<fmt> (kernel [3] of the per-tensor program
 /// for input type `in`; one warp, one thread working), loaded in `context`. fp8::Linear launches
-/// it after its GEMM.
+/// it after its GEMM, on `stream` (a miss during its capture is CaptureMiss).
 kjit::detail::Step<DelayedScalingParams> delayed_scaling_step(const DelayedScalingParams& params, int in, int fmt,
-                                                              CUcontext context, Runtime& runtime);
+                                                              CUcontext context, Runtime& runtime,
+                                                              const CUstream* stream = nullptr);
 
 }  // namespace kjit::fp8::detail

@@ -1,0 +1,108 @@
+// Family points vs host kernels, manifest lines and the recorder (see record.hpp).
+#include "runtime/record.hpp"
+
+#include <kjit/error.hpp>
+#include <kjit/families.hpp>
+
+#include "cache/file_util.hpp"
+#include "cache/warn.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+
+namespace kjit::detail {
+namespace {
+
+/// "head_dim=128 rows=8" → {head_dim: 128, rows: 8}; false for anything else.
+bool split_params(const std::string& text, ParamMap* out) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (word.empty()) continue;
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0 || !out->emplace(word.substr(0, eq), word.substr(eq + 1)).second) return false;
+  }
+  return true;
+}
+
+bool is_family_point(const ProgramSpec& spec, ParamMap* params) {
+  if (!spec.source_text.empty() || !spec.headers.empty() || !spec.options.empty()) return false;
+  if (!split_params(spec.template_args, params)) return false;
+  try {
+    const Family& f = family(spec.family);
+    const ProgramSpec made = f.spec(*params);
+    return made.source_name == spec.source_name && made.name_expressions == spec.name_expressions;
+  } catch (const Error&) {
+    return false;  // not a shipped family, or not one of its points
+  }
+}
+
+}  // namespace
+
+cache::ManifestEntry manifest_entry(const ProgramSpec& spec, const Target& target, const std::string& key_hex) {
+  cache::ManifestEntry e;
+  e.family = spec.family;
+  e.target = target.str();
+  ParamMap params;
+  if (is_family_point(spec, &params)) {
+    e.params = std::move(params);
+  } else {
+    e.user = true;
+    e.template_args = spec.template_args;
+    e.source_name = spec.source_name;
+    e.key = key_hex;
+    if (e.family.empty()) e.family = "(unnamed)";
+  }
+  return e;
+}
+
+std::string compile_command(const cache::ManifestEntry& e) {
+  if (e.user) return {};
+  std::string out = "kjit compile " + e.family;
+  for (const auto& [name, value] : e.params) out += " " + name + "=" + value;
+  out += " --arch " + e.target;
+  if (e.target.rfind("compute_", 0) == 0) out += " --emit ptx";
+  return out;
+}
+
+Recorder& Recorder::for_path(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Recorder>>* recorders = new std::map<std::string, std::unique_ptr<Recorder>>;
+  std::lock_guard lock(mutex);
+  std::unique_ptr<Recorder>& r = (*recorders)[path];
+  if (!r) r.reset(new Recorder(path));
+  return *r;
+}
+
+Recorder::Recorder(std::string path) : path_(std::move(path)) {}
+
+void Recorder::record(const cache::ManifestEntry& entry) noexcept {
+  try {
+    const std::string line = cache::format_manifest_line(entry);
+    std::lock_guard lock(mutex_);
+    if (!loaded_) {
+      // A service restarted with the same KJIT_RECORD should not grow the file by its whole
+      // working set each time: what is there already counts as written.
+      loaded_ = true;
+      std::string text;
+      if (cache::detail::read_file(path_, 64ull << 20, cache::detail::kReadPlain, &text) == 0) {
+        for (const cache::ManifestLine& l : cache::parse_manifest(text)) {
+          if (l.entry) written_.insert(cache::format_manifest_line(*l.entry));
+        }
+      }
+    }
+    if (!written_.insert(line).second) return;
+    if (const int err = cache::append_manifest_line(path_, line); err != 0 && !warned_) {
+      warned_ = true;
+      warn(fmt::format("cannot record into the manifest {} (KJIT_RECORD): {}", path_, cache::detail::errno_text(err)));
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace kjit::detail

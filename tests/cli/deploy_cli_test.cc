@@ -1,0 +1,186 @@
+// The deployment recipe through the `kjit` binary, as an operator runs it: several processes
+// record into one manifest at once (KJIT_RECORD with `kjit compile` standing in for a service),
+// a stale line is added, `kjit precompile --manifest` builds exactly the valid lines into an
+// empty cache and exits 1 naming the stale line, `kjit cache export`/`import` ship it, then
+// `kjit compile` under KJIT_JIT=off succeeds for what was recorded and fails (exit 1, the
+// command to run) for what was not: the README's recipe, with `kjit compile` as the service;
+// `kjit cache ls --json --sort` reports hits and the per-entry figures.
+#include "tests/cli/process.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kjit::test {
+namespace {
+
+using nlohmann::json;
+
+fs::path kjit_binary() { return build_dir() / "tools" / "kjit"; }
+
+const char* const kHeadDims[] = {"32", "64", "96", "128"};
+
+std::vector<std::string> rotary_args(const std::string& head_dim) {
+  return {"compile", "rotary", "style=neox", "head_dim=" + head_dim, "pos=i32", "--arch", "sm_90a"};
+}
+
+class DeployCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kjit_binary())) << "build the kjit_cli target";
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    work_ = fresh_dir(std::string("DeployCli.") + info->name());
+  }
+  ProcessResult kjit(const std::vector<std::string>& args, const fs::path& cache,
+                     std::map<std::string, std::string> env = {}) {
+    env["KJIT_CACHE_DIR"] = cache.string();
+    std::vector<std::string> argv = {kjit_binary().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, env, work_ / "io");
+  }
+  fs::path work_;
+};
+
+TEST_F(DeployCli, RecordReplayAndRunFailClosed) {
+  const fs::path manifest = work_ / "manifest.jsonl";
+  const fs::path dev_cache = work_ / "dev-cache", image_cache = work_ / "image-cache";
+  // 1. Several processes at once record what they compile.
+  std::string script;
+  for (const char* hd : kHeadDims) {
+    std::string cmd = "KJIT_CACHE_DIR=" + shell_quote(dev_cache.string()) + " KJIT_RECORD=" +
+                      shell_quote(manifest.string()) + " " + shell_quote(kjit_binary().string());
+    for (const std::string& a : rotary_args(hd)) cmd += " " + shell_quote(a);
+    script += cmd + " >/dev/null & ";
+  }
+  // And one of them again: a line already in the file is not written twice.
+  ProcessResult r = run_process({"/bin/sh", "-c", script + "wait"}, {}, work_ / "io");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  r = kjit(rotary_args("64"), dev_cache, {{"KJIT_RECORD", manifest.string()}});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  std::string text = read_file(manifest);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << text;  // one line per specialization
+  // 2. A stale line: a value the family no longer declares.
+  std::ofstream(manifest, std::ios::app)
+      << R"({"family":"rotary","params":{"style":"neox","head_dim":"48","pos":"i32"},"target":"sm_90a"})" << "\n"
+      << R"({"family":"removed.family","params":{},"target":"sm_90a"})" << "\n";
+
+  // 3. Replay into an empty cache: exactly the four valid specializations; the stale lines are
+  //    named by number and make the exit status 1.
+  r = kjit({"precompile", "--manifest", manifest.string(), "--json"}, image_cache);
+  EXPECT_EQ(r.code, 1) << r.describe();
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["compiled"], 4);
+  EXPECT_EQ(j["cached"], 0);
+  EXPECT_EQ(j["failed"], 0);
+  ASSERT_EQ(j["items"].size(), 4u);
+  ASSERT_EQ(j["invalid"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["invalid"][0]["line"], 5);
+  EXPECT_EQ(j["invalid"][1]["line"], 6);
+  EXPECT_NE(r.err.find("manifest.jsonl:5:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("head_dim=48"), std::string::npos) << r.err;
+  // Without the stale lines, a second replay finds everything cached and succeeds.
+  {
+    std::vector<std::string> keep;
+    std::ifstream in(manifest);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"48\"") == std::string::npos && line.find("removed.family") == std::string::npos) keep.push_back(line);
+    }
+    std::ofstream out(manifest, std::ios::trunc);
+    for (const std::string& line : keep) out << line << "\n";
+  }
+  r = kjit({"precompile", "--manifest", manifest.string(), "--json"}, image_cache);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = json::parse(r.out);
+  EXPECT_EQ(j["compiled"], 0);
+  EXPECT_EQ(j["cached"], 4);
+
+  // 4. Ship it: export from the build cache, import into the production image's cache.
+  const fs::path bundle = work_ / "kernels.kjb", prod_cache = work_ / "prod-cache";
+  r = kjit({"cache", "export", bundle.string()}, image_cache);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  r = kjit({"cache", "import", bundle.string(), "--json"}, prod_cache);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(json::parse(r.out)["imported"], 4);
+
+  // 5. Fail-closed: recorded specializations are served, anything else is refused.
+  for (const char* hd : kHeadDims) {
+    r = kjit(rotary_args(hd), prod_cache, {{"KJIT_JIT", "off"}});
+    EXPECT_EQ(r.code, 0) << r.describe();
+  }
+  // The import's own checks are not uses: each entry was hit once, by its `compile` above.
+  for (const json& e : json::parse(kjit({"cache", "ls", "--json"}, prod_cache).out)["entries"]) {
+    EXPECT_EQ(e["hits"], 1) << e.dump();
+  }
+  r = kjit(rotary_args("256"), prod_cache, {{"KJIT_JIT", "off"}});
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_EQ(r.err_lines().size(), 1u) << r.describe();
+  EXPECT_NE(r.err.find("kjit compile rotary head_dim=256 pos=i32 style=neox --arch sm_90a"), std::string::npos)
+      << r.err;
+  r = kjit(rotary_args("256"), prod_cache, {{"KJIT_JIT", "sometimes"}});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(r.err.find("KJIT_JIT"), std::string::npos) << r.err;
+
+  // 6. The index of the build cache: each of the four entries was read from disk once (by the
+  //    second replay; the first compiled them, export reads without counting).
+  r = kjit({"cache", "ls", "--json", "--sort", "hits"}, image_cache);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = json::parse(r.out);
+  ASSERT_EQ(j["entries"].size(), 4u);
+  for (const json& e : j["entries"]) {
+    EXPECT_EQ(e["family"], "rotary");
+    EXPECT_EQ(e["target"], "sm_90a");
+    EXPECT_EQ(e["hits"], 1) << e.dump();
+    EXPECT_TRUE(e["params"].is_object());
+    EXPECT_GT(e["registers"].get<int>(), 0);
+    EXPECT_GE(e["spill_bytes"].get<int>(), 0);
+    EXPECT_GE(e["static_smem"].get<int>(), 0);
+    EXPECT_GT(e["compile_ms"].get<double>(), 0);
+    EXPECT_GT(e["bytes"].get<uint64_t>(), 0u);
+    EXPECT_GT(e["last_used_unix"].get<int64_t>(), 0);
+  }
+  // One more hit on head_dim=128 puts it first by hits; by family/params the order is by name.
+  ASSERT_EQ(kjit(rotary_args("128"), image_cache).code, 0);
+  j = json::parse(kjit({"cache", "ls", "--json", "--sort", "hits"}, image_cache).out);
+  EXPECT_EQ(j["entries"][0]["params"]["head_dim"], "128");
+  EXPECT_EQ(j["entries"][0]["hits"], 2);
+  j = json::parse(kjit({"cache", "ls", "--json", "--sort", "params"}, image_cache).out);
+  std::vector<std::string> args;
+  for (const json& e : j["entries"]) args.push_back(e["template_args"]);
+  EXPECT_TRUE(std::is_sorted(args.begin(), args.end()));
+  j = json::parse(kjit({"cache", "ls", "--json", "--sort", "registers"}, image_cache).out);
+  for (size_t i = 1; i < j["entries"].size(); ++i) {
+    EXPECT_GE(j["entries"][i - 1]["registers"].get<int>(), j["entries"][i]["registers"].get<int>());
+  }
+  r = kjit({"cache", "ls", "--sort", "colour"}, image_cache);
+  EXPECT_EQ(r.code, 2) << r.describe();
+}
+
+TEST_F(DeployCli, ManifestArchReplacesTheRecordedTargets) {
+  const fs::path manifest = work_ / "m.jsonl";
+  std::ofstream(manifest) << R"({"family":"fp8.gemm","params":{"impl":"wgmma","a":"e4m3","b":"e4m3","out":"bf16",)"
+                             R"("scale":"tensor","tile":"128x128","stages":"5","a_major":"k","b_major":"k"},)"
+                             R"("target":"sm_90a"})" "\n"
+                          << R"({"family":"rotary","params":{"style":"gptj","head_dim":"64","pos":"i64"},"target":"sm_90a"})"
+                          << "\n";
+  // For sm_89 the wgmma line is skipped with its reason (it needs sm_90a), the rotary one builds.
+  ProcessResult r = kjit({"precompile", "--manifest", manifest.string(), "--arch", "sm_89", "--json"}, work_ / "c");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["items"].size(), 1u);
+  EXPECT_EQ(j["items"][0]["family"], "rotary");
+  EXPECT_EQ(j["items"][0]["target"], "sm_89");
+  ASSERT_EQ(j["skipped"].size(), 1u);
+  EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("sm_90a"), std::string::npos);
+  // An unreadable manifest is an error naming it (exit 2: could not run).
+  r = kjit({"precompile", "--manifest", (work_ / "missing.jsonl").string()}, work_ / "c");
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(r.err.find("missing.jsonl"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kjit::test
