@@ -134,7 +134,7 @@ int run_check(const TuneArgs& a) {
     const tune::ShapeResult& s = r.shapes.at(0);
     const tune::Measurement* now = nullptr;
     for (const tune::Measurement& m : s.candidates) {
-      if (!m.is_default && m.label == e.winner.describe()) now = &m;
+      if (!m.is_default && tune::stored_description(e.op, m) == e.winner.describe()) now = &m;
     }
     const tune::Measurement& def = s.candidates.at(0);
     const bool default_won = e.winner.describe() == e.default_choice.describe();

@@ -375,6 +375,11 @@ int select_winner(const std::vector<Measurement>& m, double noise, int* runner_u
 
 // ---- the sweep --------------------------------------------------------------------------------
 
+std::string stored_description(const std::string& op_name, const Measurement& m) {
+  const kjit::detail::TuneOpSpec* spec = kjit::detail::find_tune_op(op_name);
+  return spec ? kjit::detail::stored_choice_of(*spec, m.choice).describe() : m.label;
+}
+
 SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
   const TuneOp& top = op(op_name);
   if (!top.only_default.empty()) {
@@ -410,7 +415,8 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     r.shapes.push_back(std::move(sr));
   }
   auto wanted = [&](const Measurement& m) {
-    return m.is_default || o.only.empty() || std::find(o.only.begin(), o.only.end(), m.label) != o.only.end();
+    return m.is_default || o.only.empty() ||
+           std::find(o.only.begin(), o.only.end(), stored_description(op_name, m)) != o.only.end();
   };
 
   const Clock::time_point compile_start = Clock::now();

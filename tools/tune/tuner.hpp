@@ -121,6 +121,11 @@ struct Measurement {
 /// is not ok) and sets `*runner_up` to the fastest other ok candidate (-1 when none).
 int select_winner(const std::vector<Measurement>& m, double noise, int* runner_up);
 
+/// What a tuning table would record of `m`'s choice, as text (cache::TuneChoice::describe():
+/// family, point, then the knobs by name). Candidate labels order knobs as the op lists them, so
+/// this, not the label, is what matches a stored winner.
+std::string stored_description(const std::string& op, const Measurement& m);
+
 /// One shape of a sweep.
 struct ShapeResult {
   Shape shape;
@@ -138,8 +143,8 @@ struct Options {
   double timeout_s = 60;  ///< per candidate, in the worker
   bool publish = true;    ///< merge winners into the cache's tuning table
   bool progress = true;   ///< a progress line on stderr
-  /// Only measure these candidates (labels); empty: all. `kjit tune --check` passes the stored
-  /// winners.
+  /// Only measure these candidates (their stored_description()); empty: all. `kjit tune --check`
+  /// passes the stored winners.
   std::vector<std::string> only;
   /// The worker executable; empty: this process's own (/proc/self/exe).
   std::string worker;
