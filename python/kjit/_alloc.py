@@ -1,7 +1,9 @@
 """Output allocation for tensors whose framework lacks the DLPack C exchange API (the C++ side
 calls empty() through kjit._C): a new, uninitialized tensor on `like`'s device, in `like`'s
 framework. Dtypes a framework does not have are replaced by one of the same width holding the
-bits (bf16 → uint16 without ml_dtypes; fp8 → uint8); kjit reads them as the dtype asked for.
+bits (bf16 → uint16, fp8 → uint8); kjit reads them as the dtype asked for. NumPy always gets the
+stand-in: its __dlpack__ refuses extension dtypes (ml_dtypes.bfloat16), and a NumPy output only
+ever reaches kjit's "must be on a CUDA device" rule anyway.
 """
 from __future__ import annotations
 
@@ -10,16 +12,6 @@ from ._C import InvalidArgument
 _WIDTH_STANDIN = {"bf16": "uint16", "f16": "float16", "f32": "float32", "f64": "float64", "i32": "int32",
                   "i64": "int64", "u8": "uint8", "bool": "bool", "e4m3": "uint8", "e5m2": "uint8"}
 _JAX_NAMES = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
-
-
-def _numpy_dtype(name: str):
-    if name == "bf16":
-        try:
-            import ml_dtypes
-            return ml_dtypes.bfloat16
-        except ImportError:
-            pass
-    return _WIDTH_STANDIN[name]
 
 
 def empty(like, shape, dtype: str):
@@ -40,6 +32,6 @@ def empty(like, shape, dtype: str):
         return jnp.empty(shape, dtype=getattr(jnp, _JAX_NAMES.get(dtype, _WIDTH_STANDIN[dtype])), device=device)
     if module == "numpy":
         import numpy
-        return numpy.empty(shape, dtype=_numpy_dtype(dtype))
+        return numpy.empty(shape, dtype=_WIDTH_STANDIN[dtype])
     raise InvalidArgument(f"kjit cannot allocate an output like a {type(like).__module__}.{type(like).__name__}: "
                           f"pass the output tensor in (out=, y=, d=, ...)")

@@ -20,6 +20,10 @@ class Program:
     headers: {include name: text} (or (name, text) pairs) the source may #include.
     family / template_args: metadata shown by `kjit cache ls`.
     source_name: the name NVRTC errors use for the source.
+    arch_specific: load() compiles for the device's own target (sm_90a on an H100/H200), as a
+        program using wgmma or setmaxnreg needs; False compiles for the plain sm_XY (a cubin
+        every device of that compute capability loads; kjit's own ops do this for every kernel
+        that needs no arch-specific instruction). compile() and key() take the target as given.
 
     A kernel takes one params struct by value (the kjit convention); Kernel.launch passes the
     bytes of a ctypes.Structure (or any bytes-like object) as that struct, checked against the
@@ -28,7 +32,8 @@ class Program:
 
     def __init__(self, source: Optional[str], name_expressions: Sequence[str], *,
                  options: Iterable[str] = (), headers: Union[Mapping[str, str], Iterable[Tuple[str, str]], None] = None,
-                 family: str = "user", source_name: str = "kernel.cu", template_args: str = ""):
+                 family: str = "user", source_name: str = "kernel.cu", template_args: str = "",
+                 arch_specific: bool = True):
         if isinstance(name_expressions, str):
             name_expressions = [name_expressions]
         self.source = source
@@ -38,6 +43,7 @@ class Program:
         self.family = family
         self.source_name = source_name
         self.template_args = template_args
+        self.arch_specific = bool(arch_specific)
 
     def _spec(self):
         return (self.source, self.name_expressions, self.options, self.headers, self.family, self.source_name,
@@ -53,9 +59,10 @@ class Program:
         return _C._key(*self._spec(), target, runtime)
 
     def load(self, device: Optional[int] = None, *, runtime: Optional[_C.Runtime] = None) -> _C.Module:
-        """Compiles (or fetches) for the device's target and loads it once per device. device None:
-        the current CUDA context's device (device 0's primary context when none is current)."""
-        return _C._load(*self._spec(), device, runtime)
+        """Compiles (or fetches) for the device's target (see arch_specific) and loads it once per
+        device. device None: the current CUDA context's device (device 0's primary context when
+        none is current)."""
+        return _C._load(*self._spec(), device, runtime, self.arch_specific)
 
 
 def stats() -> dict:

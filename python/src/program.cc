@@ -323,11 +323,15 @@ void register_programs(nb::module_& m) {
   m.def("_load",
         [](nb::object source, std::vector<std::string> names, std::vector<std::string> options, nb::object headers,
            std::string family, std::string source_name, std::string template_args, std::optional<int> device,
-           nb::handle runtime) {
+           nb::handle runtime, bool arch_specific) {
           nb::object holder;
           PyRuntime& r = runtime_of(runtime, &holder);
           ProgramSpec spec = make_spec(source, std::move(names), std::move(options), headers, std::move(family),
                                        std::move(source_name), std::move(template_args));
+          // Runtime::load compiles for spec.target_on(the device's target): the device's own
+          // target (sm_90a on an H100/H200) unless the program says it needs no arch-specific
+          // instructions, then the plain sm_XY.
+          spec.arch_specific = arch_specific;
           const LoadedProgram* p = nullptr;
           {
             nb::gil_scoped_release release;
@@ -337,7 +341,7 @@ void register_programs(nb::module_& m) {
           return PyModule{p, holder};
         },
         "source"_a.none(), "name_expressions"_a, "options"_a, "headers"_a.none(), "family"_a, "source_name"_a,
-        "template_args"_a, "device"_a.none(), "runtime"_a.none());
+        "template_args"_a, "device"_a.none(), "runtime"_a.none(), "arch_specific"_a = true);
   m.def("_global_runtime_stats", [] { return stats_dict(Runtime::global().stats()); });
 
   // Devices.

@@ -16,6 +16,7 @@ namespace {
 constexpr int kMaxTypes = 32;
 TypeInfo g_types[kMaxTypes];
 int g_num_types = 0;
+int g_last_type = 0;  // the slot of the last lookup: an op's tensors are mostly of one type
 bool g_exchange_disabled = false;
 
 Framework framework_of(PyTypeObject* type) {
@@ -91,8 +92,12 @@ void set_error_cb(void* ctx, const char* kind, const char* message) {
 }  // namespace
 
 const TypeInfo& type_info(PyTypeObject* type) {
+  if (g_last_type < g_num_types && g_types[g_last_type].type == type) return g_types[g_last_type];
   for (int i = 0; i < g_num_types; ++i) {
-    if (g_types[i].type == type) return g_types[i];
+    if (g_types[i].type == type) {
+      g_last_type = i;
+      return g_types[i];
+    }
   }
   TypeInfo info;
   info.type = type;
@@ -284,7 +289,7 @@ nb::object OpCall::allocate(DType dtype, const int64_t* shape, int ndim, TensorR
   for (int i = 0; i < ndim; ++i) PyTuple_SET_ITEM(shape_t.ptr(), i, PyLong_FromLongLong(shape[i]));
   nb::object empty = nb::module_::import_("kjit._alloc").attr("empty");
   nb::object result = empty(nb::handle(first_), shape_t, dtype_name(dtype));
-  // NumPy and CuPy have no FP8 (nor, without ml_dtypes, bf16) dtype: kjit._alloc gives a
+  // NumPy and CuPy have no FP8 (nor a DLPack-exportable bf16) dtype: kjit._alloc gives a
   // stand-in of the same width.
   *ref = import(result, "output", &dtype);
   return result;

@@ -1,7 +1,21 @@
 """A DLPack producer written with ctypes: tensors that claim to live on a CUDA device (or the
 host) at an address nothing reads. kjit validates arguments on the host before any driver call,
-so without a GPU these reach every argument rule; valid ones stop at the driver (DriverError)."""
+so these reach every argument rule. Valid ones must never reach a launch: their device is
+ABSENT_DEVICE, an ordinal this machine does not have (0 without a GPU, where the driver is
+missing; device_count() with one), so they stop when kjit opens the device (DriverError, or
+InvalidArgument naming the device), before any kernel or stream sees the fake pointers."""
 import ctypes
+
+
+def _absent_device():
+    try:
+        import kjit
+        return kjit.device_count()
+    except Exception:
+        return 0
+
+
+ABSENT_DEVICE = _absent_device()
 
 _CODES = {"bf16": (4, 16), "f16": (2, 16), "f32": (2, 32), "i32": (0, 32), "i64": (0, 64), "u8": (1, 8),
           "bool": (6, 8), "e4m3": (10, 8), "e5m2": (12, 8), "u16": (1, 16)}
@@ -34,9 +48,10 @@ _next_address = [0x7f0000000000]
 
 
 class FakeTensor:
-    """shape, dtype name ("bf16", ...), strides in elements (None: contiguous), device (-1: host)."""
+    """shape, dtype name ("bf16", ...), strides in elements (None: contiguous), device (-1: host;
+    None: ABSENT_DEVICE)."""
 
-    def __init__(self, shape, dtype="bf16", strides=None, device=0, address=None):
+    def __init__(self, shape, dtype="bf16", strides=None, device=None, address=None):
         self.shape = tuple(shape)
         self.dtype = dtype
         if strides is None:
@@ -45,7 +60,7 @@ class FakeTensor:
                 strides.insert(0, s)
                 s *= max(n, 1)
         self.strides = tuple(strides)
-        self.device = device
+        self.device = ABSENT_DEVICE if device is None else device
         if address is None:
             address = _next_address[0]
             _next_address[0] += 1 << 24

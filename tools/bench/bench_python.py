@@ -5,6 +5,10 @@ needed; CuPy optional):
   cpp        the C++ op call alone: the binding runs its converted call N times in C++
              (kjit._C._bench_set_repeat), the hot call runtime_bench measures
   direct     kjit.<op>(torch tensors) from Python (the direct API)
+  binding    the same Python call with the C++ op skipped (kjit._C._bench_set_repeat(-1)): the
+             dispatch, tensor conversions, allocations and result alone; when direct − cpp is
+             well above this, the rest is the op's host work running slower between Python calls
+             (caches), not the binding
   torch.ops  torch.ops.kjit.<op> (kjit.torch: torch.library define/impl)
   custom_op  the same call wrapped by torch.library.custom_op (what most extensions use)
 
@@ -52,6 +56,14 @@ def cpp_us(fn, calls, rounds):
         torch.cuda.synchronize()
         per.append(kjit._C._bench_last_ns() / calls / 1e3)
     return statistics.median(per)
+
+
+def binding_us(fn, calls, rounds):
+    kjit._C._bench_set_repeat(-1)
+    try:
+        return host_us(fn, calls, rounds)
+    finally:
+        kjit._C._bench_set_repeat(0)
 
 
 def cases():
@@ -193,13 +205,15 @@ def main():
     wrappers = custom_op_wrappers()
     results = []
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  kjit {kjit.__version__}")
-    print(f"{'op':<26}{'cpp':>8}{'direct':>9}{'over cpp':>10}{'torch.ops':>11}{'custom_op':>11}   (host µs/call)")
+    print(f"{'op':<26}{'cpp':>8}{'direct':>9}{'over cpp':>10}{'binding':>9}{'torch.ops':>11}{'custom_op':>11}"
+          "   (host µs/call)")
     for name, (direct, via_ops, custom) in cases().items():
         direct()  # compile/load once
         via_ops and via_ops()
         torch.cuda.synchronize()
         cpp = cpp_us(direct, calls, rounds)
         d = host_us(direct, calls, rounds)
+        b = binding_us(direct, calls, rounds)
         t = host_us(via_ops, calls, rounds) if via_ops else float("nan")
         c = float("nan")
         if custom:
@@ -207,9 +221,10 @@ def main():
             w = wrappers[wname]
             w(*cargs)
             c = host_us(lambda: w(*cargs), calls, rounds)
-        row = dict(op=name, cpp_us=cpp, direct_us=d, over_cpp_us=d - cpp, torch_ops_us=t, custom_op_us=c)
+        row = dict(op=name, cpp_us=cpp, direct_us=d, over_cpp_us=d - cpp, binding_us=b, torch_ops_us=t,
+                   custom_op_us=c)
         results.append(row)
-        print(f"{name:<26}{cpp:8.2f}{d:9.2f}{d - cpp:10.2f}{t:11.2f}{c:11.2f}")
+        print(f"{name:<26}{cpp:8.2f}{d:9.2f}{d - cpp:10.2f}{b:9.2f}{t:11.2f}{c:11.2f}")
     for label, us in user_kernel_rows(calls, rounds):
         results.append(dict(op=label, direct_us=us))
         print(f"{label:<52}{us:8.2f}")

@@ -172,7 +172,22 @@ if want python; then
     -Ccmake.source-dir=python -Cbuild-dir=/tmp/kjit-pybuild -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
     -Ccmake.define.KJIT_DLPACK_INCLUDE_DIR="$root/$build/python-sdk/include" "$root" >> "$out/python_install.txt" 2>&1
   echo "pip install: rc=$? ($(python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
-  (cd /tmp && timeout 400 python3 -m pytest -q -p no:cacheprovider -rs "$root/python/tests" 2>&1) | tee "$out/python_tests.txt" | tail -n 25
+  # One pytest process per test file, failure reasons in the summary (-rfEs): a crash loses only
+  # the rest of its file, whose tests then run one process each.
+  : > "$out/python_tests.txt"
+  for f in "$root"/python/tests/test_*.py; do
+    (cd /tmp && timeout 240 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f" 2>&1) >> "$out/python_tests.txt"
+    rc=$?
+    echo "pytest $(basename "$f"): rc=$rc" | tee -a "$out/python_tests.txt"
+    if [ "$rc" -ge 124 ]; then  # killed by a signal or the timeout
+      for t in $(cd /tmp && python3 -m pytest -q -p no:cacheprovider --collect-only "$f" 2>/dev/null | grep '::'); do
+        (cd /tmp && timeout 60 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f::${t#*::}" 2>&1) \
+          >> "$out/python_tests.txt"
+        echo "  alone: ${t#*::}: rc=$?" | tee -a "$out/python_tests.txt"
+      done
+    fi
+  done
+  grep -E '^(FAILED|ERROR|SKIPPED)|(passed|failed|error)' "$out/python_tests.txt" | tail -n 40
   timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
 fi
 
