@@ -74,12 +74,13 @@ std::string write_chart(const SweepResult& r, const std::string& png_path) {
       "set title 'kjit tune {} on {}: time per candidate relative to the default plan (winner: red)'\n"
       "set xlabel 'time / default time (lower is faster)'\n"
       "set ytics ({})\n"
+      "set yrange [-0.6:{} - 0.4]\n"
       "set grid xtics\n"
       "set key off\n"
       "set arrow from 1, graph 0 to 1, graph 1 nohead dt 2\n"
       "plot '{}' using 3:($1 + 0.6 * ($2 / {} - 0.5)) with points pt 7 ps 0.6 lc rgb '#4477aa', "
       "'' using ($4 > 0 ? $3 : 1/0):($1 + 0.6 * ($2 / {} - 0.5)) with points pt 7 ps 1.6 lc rgb '#cc2222'\n",
-      300 + 40 * r.shapes.size(), png_path, r.op, r.device, labels, data_path, 200, 200);
+      300 + 40 * r.shapes.size(), png_path, r.op, r.device, labels, r.shapes.size(), data_path, 200, 200);
   FILE* p = ::popen("gnuplot 2>&1", "w");
   if (p == nullptr) {
     std::remove(data_path);
