@@ -7,9 +7,12 @@
 #include "tools/tune/tuner.hpp"
 
 #include "runtime/ops/pipeline.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_attention.hpp"
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -39,6 +42,29 @@ void resources_of(const kjit::detail::Launches<P...>& l, Runner* r) {
       },
       l.steps);
 }
+
+/// The launches of `plan` on every copy (args_of(i) gives copy i's arguments), as a Runner.
+template <class Op, class ArgsOf>
+Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_bytes, ArgsOf args_of,
+                 Runtime& runtime) {
+  auto ws = std::make_shared<kjit::testing::DeviceBuffer>(std::max<size_t>(workspace_bytes, 16));
+  auto launches = std::make_shared<std::vector<typename Op::Launch>>();
+  for (size_t i = 0; i < copies; ++i) {
+    launches->push_back(kjit::detail::launch_value<Op>(args_of(i), {ws->get(), ws->bytes()}, runtime, &plan));
+  }
+  Runner r;
+  resources_of(launches->front(), &r);
+  for (size_t i = 0; i < launches->size(); ++i) {
+    r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
+  }
+  r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
+  return r;
+}
+
+/// A decode problem of random bf16-exact data (q in [-2, 2), K and V in [-1, 1)), full lengths,
+/// softmax scale 1/sqrt(d): what the decode and paged decode harnesses check against.
+kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_heads, int kv_heads, int head_dim,
+                                                   uint64_t seed);
 
 inline std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) {
   if (c.family == nullptr) return {};

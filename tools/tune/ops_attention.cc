@@ -48,24 +48,6 @@ std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, cons
   return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
 }
 
-/// The launches of `plan` on every copy (args_of(i) gives copy i's arguments), as a Runner.
-template <class Op, class ArgsOf>
-Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_bytes, ArgsOf args_of,
-                 Runtime& runtime) {
-  auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(workspace_bytes, 16));
-  auto launches = std::make_shared<std::vector<typename Op::Launch>>();
-  for (size_t i = 0; i < copies; ++i) {
-    launches->push_back(kjit::detail::launch_value<Op>(args_of(i), {ws->get(), ws->bytes()}, runtime, &plan));
-  }
-  Runner r;
-  resources_of(launches->front(), &r);
-  for (size_t i = 0; i < launches->size(); ++i) {
-    r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
-  }
-  r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
-  return r;
-}
-
 /// The plan a candidate runs: the untuned planner's for the default, else the stored choice.
 template <class Op>
 typename Op::Plan plan_of(const Candidate& c, const typename Op::Dims& dims) {
@@ -98,25 +80,12 @@ class PagedDecodeHarness : public Harness {
   size_t input_bytes() const override { return static_cast<size_t>(2 * pages_ * page_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    kjit::testing::DecodeProblem p;
-    p.batch = b_;
-    p.max_kv_len = l_;
-    p.q_heads = hq_;
-    p.kv_heads = hkv_;
-    p.head_dim = d_;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q.resize(static_cast<size_t>(b_ * hq_ * d_));
-    p.k.resize(static_cast<size_t>(b_ * l_ * hkv_ * d_));
-    p.v.resize(p.k.size());
-    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
     ref_ = kjit::testing::decode_reference(p).out;
 
     std::vector<int32_t> ids(static_cast<size_t>(pages_));
     std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);  // the page order: scattered, as in a real pool
     std::shuffle(ids.begin(), ids.end(), rng);
     const size_t row = static_cast<size_t>(hkv_ * d_);
     std::vector<float> kp(static_cast<size_t>(pages_ * page_) * row, std::numeric_limits<float>::quiet_NaN());

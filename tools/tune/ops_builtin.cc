@@ -21,6 +21,30 @@
 #include <tuple>
 
 namespace kjit::tune {
+namespace detail {
+
+kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_heads, int kv_heads, int head_dim,
+                                                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  kjit::testing::DecodeProblem p;
+  p.batch = batch;
+  p.max_kv_len = kv_len;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  p.q.resize(static_cast<size_t>(batch) * q_heads * head_dim);
+  p.k.resize(static_cast<size_t>(batch) * kv_len * kv_heads * head_dim);
+  p.v.resize(p.k.size());
+  for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
+  for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
+  for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+  return p;
+}
+
+}  // namespace detail
+
 namespace {
 
 using namespace kjit::tune::detail;
@@ -46,21 +70,7 @@ class DecodeHarness : public Harness {
   size_t input_bytes() const override { return static_cast<size_t>(2 * b_ * l_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    kjit::testing::DecodeProblem p;
-    p.batch = b_;
-    p.max_kv_len = l_;
-    p.q_heads = hq_;
-    p.kv_heads = hkv_;
-    p.head_dim = d_;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q.resize(static_cast<size_t>(b_ * hq_ * d_));
-    p.k.resize(static_cast<size_t>(b_ * l_ * hkv_ * d_));
-    p.v.resize(p.k.size());
-    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
     ref_ = kjit::testing::decode_reference(p).out;
     auto bf16 = [](const std::vector<float>& v) {
       std::vector<uint16_t> h(v.size());
@@ -83,19 +93,9 @@ class DecodeHarness : public Harness {
       throw InvalidArgument("the candidate does not apply to this shape");
     }
     const ad::DecodePlan plan = c.is_default ? ad::DecodeOp::plan(dims_, info) : forced;
-    auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan.workspace_bytes, 16));
-    auto launches = std::make_shared<std::vector<ad::DecodeOp::Launch>>();
-    for (size_t i = 0; i < q_.size(); ++i) {
-      launches->push_back(kjit::detail::launch_value<ad::DecodeOp>(args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get()),
-                                                                  {ws->get(), ws->bytes()}, runtime, &plan));
-    }
-    Runner r;
-    resources_of(launches->front(), &r);
-    for (size_t i = 0; i < launches->size(); ++i) {
-      r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
-    }
-    r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
-    return r;
+    return runner_of<ad::DecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
+      return args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get());
+    }, runtime);
   }
 
   std::string check(const Runner& r, CUstream stream) override {

@@ -73,21 +73,11 @@ class SwaHarness : public Harness {
     } else if (!md::SwaDecodeOp::apply_tuned(dims_, info, c.choice, &plan)) {
       throw InvalidArgument("the candidate does not apply to this shape");
     }
-    auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan.workspace_bytes, 16));
-    auto launches = std::make_shared<std::vector<md::SwaDecodeOp::Launch>>();
-    for (size_t i = 0; i < q_.size(); ++i) {
+    return runner_of<md::SwaDecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
       const kjit::testing::SwaBuffers b{q_[i].get(),    kv_[i].get(), scale_[i].get(), idx_[i].get(),
                                         lens_[i].get(), out_.get(),   nullptr};
-      launches->push_back(kjit::detail::launch_value<md::SwaDecodeOp>(kjit::testing::swa_args(c_, p_, layout_, b),
-                                                                      {ws->get(), ws->bytes()}, runtime, &plan));
-    }
-    Runner r;
-    resources_of(launches->front(), &r);
-    for (size_t i = 0; i < launches->size(); ++i) {
-      r.per_copy.push_back([launches, i](CUstream s) { (*launches)[i].launch(s); });
-    }
-    r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
-    return r;
+      return kjit::testing::swa_args(c_, p_, layout_, b);
+    }, runtime);
   }
 
   std::string check(const Runner& r, CUstream stream) override {
