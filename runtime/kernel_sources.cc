@@ -656,8 +656,12 @@ SourceClosure resolve_sources(const ProgramSpec& spec, const KernelSources& sour
 ToolkitMemoCounters toolkit_memo_counters() { return toolkit_memo().counters(); }
 
 void reset_toolkit_memo() {
-  // The old memo is leaked, not deleted: a walk that still holds a closure from it stays valid.
-  toolkit_memo_slot().store(new ToolkitMemo, std::memory_order_release);
+  // The old memo is kept, not deleted: a walk that still holds a closure from it stays valid.
+  // (Kept in a list rather than dropped, so leak checkers see it reachable; only tests reset.)
+  static std::mutex retired_mutex;
+  static auto* retired = new std::vector<ToolkitMemo*>;
+  std::lock_guard lock(retired_mutex);
+  retired->push_back(toolkit_memo_slot().exchange(new ToolkitMemo, std::memory_order_acq_rel));
 }
 
 }  // namespace kjit::detail

@@ -113,7 +113,8 @@ TEST_F(DeployCli, RecordReplayAndRunFailClosed) {
     EXPECT_EQ(r.code, 0) << r.describe();
   }
   // The import's own checks are not uses: each entry was hit once, by its `compile` above.
-  for (const json& e : json::parse(kjit({"cache", "ls", "--json"}, prod_cache).out)["entries"]) {
+  const json listing = json::parse(kjit({"cache", "ls", "--json"}, prod_cache).out);
+  for (const json& e : listing["entries"]) {
     EXPECT_EQ(e["hits"], 1) << e.dump();
   }
   r = kjit(rotary_args("256"), prod_cache, {{"KJIT_JIT", "off"}});
