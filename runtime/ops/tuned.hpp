@@ -76,6 +76,17 @@ struct TunedChoice {
   int32_t knobs[kMaxTuneKnobs] = {};
 };
 
+/// The choice of a split-KV plan (decode, paged decode, SWA): its kernel, and its split count as
+/// the one knob.
+template <class Plan>
+TunedChoice split_choice(const Plan& plan) {
+  TunedChoice c;
+  c.family = plan.choice.family;
+  c.point = plan.choice.point;
+  c.knobs[0] = plan.num_splits;
+  return c;
+}
+
 /// What an op declares about its tuning.
 struct TuneOpSpec {
   TuneOpId id;

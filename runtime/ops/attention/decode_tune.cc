@@ -72,11 +72,7 @@ bool DecodeOp::apply_tuned(const DecodeDims& d, const DeviceInfo& info, const Tu
 }
 
 TunedChoice DecodeOp::tuned_choice(const DecodeDims& /*d*/, const DecodePlan& plan) {
-  TunedChoice c;
-  c.family = plan.choice.family;
-  c.point = plan.choice.point;
-  c.knobs[0] = plan.num_splits;
-  return c;
+  return kjit::detail::split_choice(plan);
 }
 
 std::vector<TunedChoice> DecodeOp::tune_candidates(const DecodeDims& d, const DeviceInfo& info) {

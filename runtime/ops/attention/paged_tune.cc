@@ -63,11 +63,7 @@ bool PagedDecodeOp::apply_tuned(const PagedDecodeDims& d, const DeviceInfo& info
 }
 
 TunedChoice PagedDecodeOp::tuned_choice(const PagedDecodeDims& /*d*/, const DecodePlan& plan) {
-  TunedChoice c;
-  c.family = plan.choice.family;
-  c.point = plan.choice.point;
-  c.knobs[0] = plan.num_splits;
-  return c;
+  return kjit::detail::split_choice(plan);
 }
 
 std::vector<TunedChoice> PagedDecodeOp::tune_candidates(const PagedDecodeDims& d, const DeviceInfo& info) {

@@ -84,11 +84,7 @@ bool SwaDecodeOp::apply_tuned(const SwaDims& d, const DeviceInfo& info, const Tu
 }
 
 TunedChoice SwaDecodeOp::tuned_choice(const SwaDims& /*d*/, const SwaPlan& plan) {
-  TunedChoice c;
-  c.family = plan.choice.family;
-  c.point = plan.choice.point;
-  c.knobs[0] = plan.num_splits;
-  return c;
+  return kjit::detail::split_choice(plan);
 }
 
 std::vector<TunedChoice> SwaDecodeOp::tune_candidates(const SwaDims& d, const DeviceInfo& info) {
