@@ -1,7 +1,7 @@
 #pragma once
 // The PTX building blocks of the mma.sync attention kernels (decode.cu, prefill.cu): mma.sync
 // m16n8k16 bf16 and ldmatrix (kjit/mma.cuh), cp.async (kjit/cp_async.cuh), shared addresses
-// (kjit/smem.cuh) and bf16 packing (kjit/pack.cuh), plus the XOR swizzle of their shared-memory
+// (kjit/smem.cuh) and bf16 packing (kjit/f16_bits.cuh), plus the XOR swizzle of their shared-memory
 // tiles. The kernels reach this PTX only through this header, so the host emulator
 // (tests/emulation/) can stand in for exactly this file.
 //
@@ -9,7 +9,7 @@
 #include "kjit/config.cuh"
 #include "kjit/cp_async.cuh"
 #include "kjit/mma.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/smem.cuh"
 
 namespace kjit::attention {

@@ -42,7 +42,7 @@
 #include "kjit/fast_math.cuh"
 #include "kjit/float_bits.cuh"
 #include "kjit/named_barrier.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/smem.cuh"
 #include "kjit/tma.cuh"
 #include "kjit/warp_reduce.cuh"

@@ -2,12 +2,12 @@
 // FP8 conversion helpers shared by the quantize and GEMM kernels: format limits, saturating
 // float → fp8 conversion, the multiplier formula and 16-byte vector unpacking of the inputs.
 //
-// Conversion (cvt_fp8x2, kjit/fp8_cvt.cuh): __nv_cvt_float2_to_fp8x2(·, __NV_SATFINITE, ·), on sm_89+ one
-// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: round to nearest even; a finite value past the largest
+// Conversion (cvt_fp8x2, kjit/fp8_cvt.cuh): one cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 (sm_89+): round to nearest even; a finite value past the largest
 // finite one, and ±inf, become ±max (E4M3 448, E5M2 57344); NaN stays NaN. tools/testing/
 // reference_fp8.cc reproduces it bit for bit on the host.
 #include "kjit/config.cuh"
 #include "kjit/warp_reduce.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/fp8_cvt.cuh"
 #include "fp8/stream.cuh"
 #include "fp8/quantize_params.h"
@@ -75,8 +75,8 @@ struct InTraits<kInF16> {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // f16 → f32 is exact
-      f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] & 0xffffu)));
-      f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] >> 16)));
+      f[2 * i] = f16_to_f32(static_cast<uint16_t>(w[i] & 0xffffu));
+      f[2 * i + 1] = f16_to_f32(static_cast<uint16_t>(w[i] >> 16));
     }
   }
 };

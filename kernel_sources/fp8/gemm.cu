@@ -30,7 +30,7 @@
 #include "kjit/config.cuh"
 #include "kjit/cp_async.cuh"
 #include "kjit/mma.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/smem.cuh"
 #include "fp8/gemm_params.h"
 #include "fp8/quantize_params.h"
@@ -110,7 +110,7 @@ KJIT_DEVICE int trans_krow(int lane) {
 
 template <bool kF32>
 struct OutType {
-  using type = __nv_bfloat16;
+  using type = bf16;
 };
 template <>
 struct OutType<true> {
@@ -122,7 +122,7 @@ KJIT_DEVICE void store_scalar(T* ptr, float v);
 template <>
 KJIT_DEVICE void store_scalar<float>(float* ptr, float v) { *ptr = v; }
 template <>
-KJIT_DEVICE void store_scalar<__nv_bfloat16>(__nv_bfloat16* ptr, float v) { *ptr = __float2bfloat16_rn(v); }
+KJIT_DEVICE void store_scalar<bf16>(bf16* ptr, float v) { *ptr = f32_to_bf16(v); }
 
 /// Stores kN consecutive outputs of one row starting at column `col` (a multiple of kN).
 /// Vector store when allowed and the run is inside N, else per-element with bounds checks.
@@ -326,12 +326,12 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
   // Epilogue: scale, bias, convert, store straight from the fragments.
   const bool vec = p.vec_store != 0;
   const float* bias_f32 = static_cast<const float*>(p.bias);
-  const __nv_bfloat16* bias_bf16 = static_cast<const __nv_bfloat16*>(p.bias);
+  const bf16* bias_bf16 = static_cast<const bf16*>(p.bias);
   auto finish = [&](float v, int row, int col, float row_scale) {
     if constexpr (!kBlockScale) v *= row_scale * __ldg(p.scale_b + int64_t(col) * p.sb_stride_n);
     if (p.bias != nullptr) {
       const int i = p.bias_rows ? row : col;
-      v += p.bias_bf16 ? __bfloat162float(bias_bf16[i]) : __ldg(bias_f32 + i);
+      v += p.bias_bf16 ? bf16_to_f32(bias_bf16[i]) : __ldg(bias_f32 + i);
     }
     return v;
   };

@@ -45,7 +45,7 @@
 #include "kjit/config.cuh"
 #include "kjit/cluster.cuh"
 #include "kjit/named_barrier.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/smem.cuh"
 #include "kjit/tma.cuh"
 #include "kjit/wgmma.cuh"
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   };
   // Scale and bias of one output (rows ≥ M or columns ≥ N: 0, nothing read; never stored).
   auto bias_at = [&](int i) {
-    return bias_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[i])
+    return bias_bf16 ? bf16_to_f32(static_cast<const bf16*>(p.bias)[i])
                      : __ldg(static_cast<const float*>(p.bias) + i);
   };
   auto row_scale = [&](int row) { return row < p.m ? __ldg(p.scale_a + int64_t(row) * p.sa_stride_m) : 0.f; };
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       if constexpr (kOutF32) {
         reinterpret_cast<float*>(out_row)[col + e] = v[e];
       } else {
-        reinterpret_cast<__nv_bfloat16*>(out_row)[col + e] = __float2bfloat16_rn(v[e]);
+        reinterpret_cast<bf16*>(out_row)[col + e] = f32_to_bf16(v[e]);
       }
     }
   };

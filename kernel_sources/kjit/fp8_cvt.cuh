@@ -16,12 +16,17 @@ KJIT_DEVICE uint32_t e4m3x2_pack(float lo, float hi) {
 }
 
 /// (lo, hi) → two bytes of format kFmt (fp8::kFormatE4M3 / kFormatE5M2), lo in the low byte,
-/// rounded to nearest even and saturated to the format's largest finite value
-/// (__nv_cvt_float2_to_fp8x2 with __NV_SATFINITE).
+/// rounded to nearest even and saturated to the format's largest finite value (±448 / ±57344);
+/// NaN stays NaN.
 template <int kFmt>
 KJIT_DEVICE uint32_t cvt_fp8x2(float lo, float hi) {
-  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE,
-                                                        kFmt == fp8::kFormatE4M3 ? __NV_E4M3 : __NV_E5M2));
+  unsigned short d;
+  if (kFmt == fp8::kFormatE4M3) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(d) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\n" : "=h"(d) : "f"(hi), "f"(lo));
+  }
+  return d;
 }
 
 /// The two E4M3 values in the low (kHigh false) or high 16 bits of `w` → f16x2, exactly (the

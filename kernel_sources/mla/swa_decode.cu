@@ -85,7 +85,7 @@
 #include "kjit/config.cuh"
 #include "kjit/float_bits.cuh"
 #include "kjit/fp8_format.h"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/warp_reduce.cuh"
 #include "mla/swa_cache.cuh"
 #include "mla/swa_decode_params.h"
@@ -160,13 +160,7 @@ constexpr int kOperandExp = KJIT_SWA_FP8_MMA ? 7 : 14;
 KJIT_DEVICE uint32_t bf16x2_to_f16x2_scaled(uint32_t w, float f) {
   const float lo = __uint_as_float(w << 16) * f;
   const float hi = __uint_as_float(w & 0xffff0000u) * f;
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-KJIT_DEVICE uint32_t pack_f16x2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
+  return pack_f16x2(lo, hi);
 }
 
 /// cp_async_wait for a run-time count (a branch on `pending`, warp-uniform here).
@@ -305,7 +299,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   uint4 qraw[2][kQkChunks][2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(token) * p.q_stride_t +
+    const bf16* qrow = static_cast<const bf16*>(p.q) + static_cast<int64_t>(token) * p.q_stride_t +
                                 static_cast<int64_t>(head0 + 8 * hr) * p.q_stride_h + dh * kQkDims + 16 * t;
 #pragma unroll
     for (int q = 0; q < kQkChunks; ++q) {
@@ -640,7 +634,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
       const float lse2 = l > 0.f ? mx + __log2f(l) : neg_inf();
       const int head = head_group * kGroup + m * kSwaHeadsPerTile + rr;
       if (p.num_splits == 1) {
-        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+        bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
                               static_cast<int64_t>(head) * p.out_stride_h + dim0;
         uint32_t packed[kPvTiles];
 #pragma unroll
@@ -729,7 +723,7 @@ __global__ void __launch_bounds__(kSwaMergeThreads) swa_merge_kernel(KJIT_PARAMS
   const float inv = total > 0.f ? 1.f / total : 0.f;
   const int token = static_cast<int>(row / p.num_heads);
   const int head = static_cast<int>(row - static_cast<int64_t>(token) * p.num_heads);
-  __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+  bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
                         static_cast<int64_t>(head) * p.out_stride_h + 4 * lane;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {

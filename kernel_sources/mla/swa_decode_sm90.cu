@@ -46,7 +46,7 @@
 #include "kjit/fp8_cvt.cuh"
 #include "kjit/fp8_format.h"
 #include "kjit/named_barrier.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "kjit/prefetch.cuh"
 #include "kjit/smem.cuh"
 #include "kjit/tma.cuh"
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
   uint4 qv[16];
   auto load_q = [&](int it) {
     const int tok = it / p.head_groups;
-    const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(tok) * p.q_stride_t +
+    const bf16* qrow = static_cast<const bf16*>(p.q) + static_cast<int64_t>(tok) * p.q_stride_t +
                                 static_cast<int64_t>((it - tok * p.head_groups) * kSwaWgmmaHeads + qr) * p.q_stride_h +
                                 8 * qd;
 #pragma unroll
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
       // Pull the next item's q rows into L2 (no registers held): its q loads then wait for an
       // L2 round trip instead of a DRAM one. Thread (qr, qd) takes 128-byte lines qd and qd + 4.
       const int tok_n = next / p.head_groups;
-      const char* qn = reinterpret_cast<const char*>(static_cast<const __nv_bfloat16*>(p.q) +
+      const char* qn = reinterpret_cast<const char*>(static_cast<const bf16*>(p.q) +
                                                      static_cast<int64_t>(tok_n) * p.q_stride_t +
                                                      static_cast<int64_t>(next - tok_n * p.head_groups) * kSwaWgmmaHeads * p.q_stride_h +
                                                      static_cast<int64_t>(qr) * p.q_stride_h);
@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(kSwaWgmmaThreads, 1) swa_decode_wgmma_kernel(K
       for (int it = 0; it < 16; ++it) {
         const int h = 4 * it + ww;
         const uint4 v = ld_shared_v4(q_s + h * 1024 + (((c ^ h) & 7) | (c & ~7)) * 16);
-        __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+        bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
                               static_cast<int64_t>(head_base + h) * p.out_stride_h;
         *reinterpret_cast<uint4*>(orow + 8 * c) = v;
       }

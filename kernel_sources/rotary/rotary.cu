@@ -25,7 +25,7 @@
 // products cancel; one round-to-nearest-even to bf16 then leaves every output within 1 bf16 ulp
 // of the float64 result (a bf16 implementation that rounds between the products does not).
 #include "kjit/config.cuh"
-#include "kjit/pack.cuh"
+#include "kjit/f16_bits.cuh"
 #include "rotary/rotary_params.h"
 
 namespace kjit::rope {
@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(kVectorThreads) rotary_kernel(KJIT_PARAMS Rota
   const int heads = (is_q ? p.q_heads : p.kv_heads) - head0;  // ≥ 1; this group has min(kH, heads)
   const int64_t in_stride = is_q ? p.q_head_stride : p.k_head_stride;
   const int64_t out_stride = is_q ? p.q_out_head_stride : p.k_out_head_stride;
-  const __nv_bfloat16* in =
-      is_q ? static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride + head0 * in_stride
-           : static_cast<const __nv_bfloat16*>(p.k) + token * p.k_token_stride + head0 * in_stride;
+  const bf16* in =
+      is_q ? static_cast<const bf16*>(p.q) + token * p.q_token_stride + head0 * in_stride
+           : static_cast<const bf16*>(p.k) + token * p.k_token_stride + head0 * in_stride;
 
   // Element offsets of this item's two chunks in a head row.
   int off0, off1;
@@ -180,9 +180,9 @@ __global__ void __launch_bounds__(kVectorThreads) rotary_kernel(KJIT_PARAMS Rota
     }
   }
 
-  __nv_bfloat16* out =
-      is_q ? static_cast<__nv_bfloat16*>(p.q_out) + token * p.q_out_token_stride + head0 * out_stride
-           : static_cast<__nv_bfloat16*>(p.k_out) + token * p.k_out_token_stride + head0 * out_stride;
+  bf16* out =
+      is_q ? static_cast<bf16*>(p.q_out) + token * p.q_out_token_stride + head0 * out_stride
+           : static_cast<bf16*>(p.k_out) + token * p.k_out_token_stride + head0 * out_stride;
 #pragma unroll
   for (int u = 0; u < kH; ++u) {
     if (u < heads) {
@@ -206,16 +206,16 @@ __global__ void __launch_bounds__(kScalarThreads) rotary_scalar_kernel(KJIT_PARA
   const int half = p.rotary_dim >> 1;
   if (j >= half && !p.copy_tail) return;
 
-  const __nv_bfloat16* in;
-  __nv_bfloat16* out;
+  const bf16* in;
+  bf16* out;
   if (h < p.q_heads) {
-    in = static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride + h * p.q_head_stride;
-    out = static_cast<__nv_bfloat16*>(p.q_out) + token * p.q_out_token_stride +
+    in = static_cast<const bf16*>(p.q) + token * p.q_token_stride + h * p.q_head_stride;
+    out = static_cast<bf16*>(p.q_out) + token * p.q_out_token_stride +
           h * p.q_out_head_stride;
   } else {
     const int hk = h - p.q_heads;
-    in = static_cast<const __nv_bfloat16*>(p.k) + token * p.k_token_stride + hk * p.k_head_stride;
-    out = static_cast<__nv_bfloat16*>(p.k_out) + token * p.k_out_token_stride +
+    in = static_cast<const bf16*>(p.k) + token * p.k_token_stride + hk * p.k_head_stride;
+    out = static_cast<bf16*>(p.k_out) + token * p.k_out_token_stride +
           hk * p.k_out_head_stride;
   }
 
@@ -229,15 +229,15 @@ __global__ void __launch_bounds__(kScalarThreads) rotary_scalar_kernel(KJIT_PARA
     e0 = p.rotary_dim + (j - half);
     e1 = e0 + (kPairs - half);
   }
-  const __nv_bfloat16 b0 = in[e0];
-  const __nv_bfloat16 b1 = in[e1];
+  const bf16 b0 = in[e0];
+  const bf16 b1 = in[e1];
   if (j < half) {
-    float x0 = __bfloat162float(b0);
-    float x1 = __bfloat162float(b1);
+    float x0 = bf16_to_f32(b0);
+    float x1 = bf16_to_f32(b1);
     const int64_t pos = detail::position_of<PosT>(p, token);
     detail::rotate(x0, x1, __ldg(p.cos + pos * half + j), __ldg(p.sin + pos * half + j));
-    out[e0] = __float2bfloat16_rn(x0);
-    out[e1] = __float2bfloat16_rn(x1);
+    out[e0] = f32_to_bf16(x0);
+    out[e1] = f32_to_bf16(x1);
   } else {
     out[e0] = b0;  // pass-through: the bits as they were
     out[e1] = b1;

@@ -1,6 +1,6 @@
 #pragma once
 // Host emulation of kernel_sources/attention/mma.cuh (tests/emulation only): the functions that
-// header brings in from kjit/mma.cuh, kjit/cp_async.cuh, kjit/smem.cuh and kjit/pack.cuh, and its
+// header brings in from kjit/mma.cuh, kjit/cp_async.cuh, kjit/smem.cuh and kjit/f16_bits.cuh, and its
 // own swizzle, implemented from the PTX ISA's fragment definitions as warp collectives over
 // emu::WarpScratch.
 // Shared memory is the array kjit::attention::smem; a "shared address" is a byte offset into it.

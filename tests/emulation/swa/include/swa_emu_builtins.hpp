@@ -1,7 +1,7 @@
 #pragma once
 // CUDA built-ins the fp8 sliding-window decode kernels use beyond tests/emulation/include/
-// emu_runtime.hpp (host emulation only): vector types, f16/bf16 packing, __byte_perm,
-// __shfl_sync. f16 conversions go through the compiler's _Float16 (IEEE binary16, round to
+// emu_runtime.hpp (host emulation only): vector types, f16/bf16 rounding (for kjit/f16_bits.cuh
+// here), __byte_perm, __shfl_sync. f16 conversions go through the compiler's _Float16 (IEEE binary16, round to
 // nearest even, subnormals kept), as the device's cvt.rn.f16x2.f32 does.
 #include "emu_runtime.hpp"
 
@@ -12,10 +12,6 @@
 struct uint4 { uint32_t x, y, z, w; };
 inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
-
-struct __half2 { uint16_t x, y; };
-struct __nv_bfloat16 { uint16_t x; };
-struct __nv_bfloat162 { uint16_t x, y; };
 
 
 namespace swa_emu {
@@ -37,11 +33,6 @@ inline uint16_t bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 }  // namespace swa_emu
-
-inline __half2 __floats2half2_rn(float lo, float hi) { return {swa_emu::f16_bits(lo), swa_emu::f16_bits(hi)}; }
-inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
-  return {swa_emu::bf16_bits(lo), swa_emu::bf16_bits(hi)};
-}
 
 /// PTX prmt (default mode): byte n of the result is byte ((s >> 4n) & 7) of {y, x}.
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
