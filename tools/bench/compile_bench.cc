@@ -4,7 +4,9 @@
 // before a change, measured in the same run) and with extra NVRTC options (--variant, e.g.
 // -split-compile=4 or -pch), whose cubins must keep the same code (every .text, per-kernel .nv.info
 // and constant section byte for byte). No disk cache: every figure is a compile, the fastest of
-// --reps, on one thread, so figures add up.
+// --reps, on one thread, so figures add up. NVRTC (12.9+) keeps its own cache of PTX and cubins in
+// the driver's compute cache when a driver is loaded, which would turn every compile after the first
+// of a program into a lookup; it is switched off here (CUDA_CACHE_DISABLE=1) so figures are compiles.
 //   compile_bench [--arch sm_90a] [--family NAME]... [--reps N] [--baseline-kernel-dir DIR]
 //                 [--variant "OPT ..."] [--json PATH]
 #include <kjit/families.hpp>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  ::setenv("CUDA_CACHE_DISABLE", "1", 1);  // before NVRTC's first compile reads it
   const kjit::Target cubin = kjit::Target::parse(arch);
   kjit::Target ptx = cubin;
   ptx.ptx = true;

@@ -20,7 +20,7 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all but sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but compile, sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
@@ -38,6 +38,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 if want precompile; then
 step "precompile (cold, then warm)"
 rm -rf "$KJIT_CACHE_DIR"
+# NVRTC (12.9+) also caches PTX and cubins in the driver's compute cache: off for the cold figures.
+export CUDA_CACHE_DISABLE=1
 /usr/bin/time -f "%e s wall" "$kjit" precompile -j 16 --json > "$out/precompile_cold.json"
 /usr/bin/time -f "%e s wall" "$kjit" precompile -j 16 --json > "$out/precompile_warm.json"
 cat "$out/precompile_cold.json" "$out/precompile_warm.json"
@@ -46,6 +48,26 @@ for j in 1 4 16; do
   s=$(date +%s%N); KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null
   echo "precompile -j $j: $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/precompile_throughput.txt"
 done
+# The same from another kernel-source tree (KJIT_BASELINE_KERNELS: the sources before a change).
+if [ -n "${KJIT_BASELINE_KERNELS:-}" ]; then
+  for j in 1 16; do
+    d=/tmp/kjit-pc-base-$j; rm -rf $d
+    s=$(date +%s%N); KJIT_KERNEL_DIR=$KJIT_BASELINE_KERNELS KJIT_CACHE_DIR=$d "$kjit" precompile -j $j --json > /dev/null
+    echo "precompile -j $j, baseline sources: $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/precompile_throughput.txt"
+  done
+fi
+unset CUDA_CACHE_DISABLE
+fi
+
+# Cold compile time per default specialization (tools/bench/compile_bench): PTX vs cubin, and
+# with KJIT_BASELINE_KERNELS=DIR the same cubins from that kernel-source tree (the sources before
+# a change) in the same run; KJIT_COMPILE_VARIANT adds a column with those NVRTC options.
+if want compile; then
+  step "cold compile time"
+  args=(--reps "${KJIT_COMPILE_REPS:-2}" --json "$out/compile_bench.json")
+  [ -n "${KJIT_BASELINE_KERNELS:-}" ] && args+=(--baseline-kernel-dir "$KJIT_BASELINE_KERNELS")
+  [ -n "${KJIT_COMPILE_VARIANT:-}" ] && args+=(--variant "$KJIT_COMPILE_VARIANT")
+  "$root/$build/tools/compile_bench" "${args[@]}" | tee "$out/compile_bench.txt"  # sets CUDA_CACHE_DISABLE=1
 fi
 
 # The GPU suites run as plain executables so they share one cache with the selftest and the
