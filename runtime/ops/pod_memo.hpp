@@ -103,9 +103,10 @@ class PodMemo {
 
 /// The calling thread's `Memo`, allocated on its first use and freed when the thread exits. The
 /// repeat calls read one initial-exec TLS pointer (libkjit is a shared library: see
-/// KJIT_FAST_TLS), so the memo's own size stays out of the static TLS block. Instantiate it in
-/// one .cc file behind an accessor function: a header instantiation in another binary would
-/// be a second memo.
+/// KJIT_FAST_TLS), so the memo's own size stays out of the static TLS block (which a library
+/// loaded with dlopen, as by Python, must fit in a few hundred bytes). An instantiation in
+/// another binary (a test, a tool) is a second memo: harmless for a cache, but counters are read
+/// through the library's accessor (tma_map_memo, split_chunk_memo).
 template <class Memo>
 Memo& thread_memo() {
   KJIT_FAST_TLS thread_local Memo* memo = nullptr;
