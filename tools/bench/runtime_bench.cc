@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -171,36 +172,65 @@ constexpr int kHotCalls = 200, kHotRounds = 25;
 // decode, B1 Hq32 Hkv8 D128 with a 32768-token cache of which 64 tokens are live (kv_lens): the
 // planner searches its split over 512 KV tiles (the serving shape: cache capacity ≫ length);
 // split, so the merge kernel runs too (two launches, the second with PDL).
-void hot_decode(std::vector<Row>& rows) {
-  constexpr int64_t kB = 1, kL = 32768, kHq = 32, kHkv = 8, kD = 128;
+struct HotDecodeCall {
+  static constexpr int64_t kB = 1, kL = 32768, kHq = 32, kHkv = 8, kD = 128;
   kjit::testing::DeviceBuffer q{kB * kHq * kD * 2}, k{kB * kL * kHkv * kD * 2}, v{kB * kL * kHkv * kD * 2},
-      out{kB * kHq * kD * 2}, lens{16};
-  q.fill(0x3c);
-  k.fill(0);
-  v.fill(0);
-  const std::vector<int32_t> live(kB, 64);
-  lens.upload(live);
+      out{kB * kHq * kD * 2}, lens{16}, ws;
   kjit::attention::DecodeArgs a;
-  a.q = kjit::TensorRef(q.get(), kjit::DType::kBF16, {kB, 1, kHq, kD});
-  a.k = kjit::TensorRef(k.get(), kjit::DType::kBF16, {kB, kL, kHkv, kD});
-  a.v = kjit::TensorRef(v.get(), kjit::DType::kBF16, {kB, kL, kHkv, kD});
-  a.out = kjit::TensorRef(out.get(), kjit::DType::kBF16, {kB, 1, kHq, kD});
-  a.kv_lens = kjit::TensorRef(lens.get(), kjit::DType::kI32, {kB});
-  const size_t ws_bytes = kjit::attention::decode_workspace_bytes(a);
-  kjit::testing::DeviceBuffer ws{std::max<size_t>(ws_bytes, 16)};
-  kjit::attention::decode(a, ws.get(), ws_bytes, nullptr);
-  kjit::testing::synchronize();
-  RawReplay raw(kjit::detail::launch_value<kjit::attention::detail::DecodeOp>(a, {ws.get(), ws_bytes},
-                                                                               kjit::Runtime::global()));
-  auto op = [&] { kjit::attention::decode(a, ws.get(), ws_bytes, nullptr); };
+  size_t ws_bytes = 0;
+  int splits = 0;
+  std::optional<RawReplay<kjit::attention::detail::DecodeOp::Launch>> raw;
+
+  HotDecodeCall() {
+    q.fill(0x3c);
+    k.fill(0);
+    v.fill(0);
+    lens.upload(std::vector<int32_t>(kB, 64));
+    a.q = kjit::TensorRef(q.get(), kjit::DType::kBF16, {kB, 1, kHq, kD});
+    a.k = kjit::TensorRef(k.get(), kjit::DType::kBF16, {kB, kL, kHkv, kD});
+    a.v = kjit::TensorRef(v.get(), kjit::DType::kBF16, {kB, kL, kHkv, kD});
+    a.out = kjit::TensorRef(out.get(), kjit::DType::kBF16, {kB, 1, kHq, kD});
+    a.kv_lens = kjit::TensorRef(lens.get(), kjit::DType::kI32, {kB});
+    ws_bytes = kjit::attention::decode_workspace_bytes(a);
+    ws = kjit::testing::DeviceBuffer(std::max<size_t>(ws_bytes, 16));
+    call();
+    kjit::testing::synchronize();
+    splits = kjit::detail::plan<kjit::attention::detail::DecodeOp>(a).plan.num_splits;
+    raw.emplace(kjit::detail::launch_value<kjit::attention::detail::DecodeOp>(a, {ws.get(), ws_bytes},
+                                                                              kjit::Runtime::global()));
+  }
+  void call() const { kjit::attention::decode(a, ws.get(), ws_bytes, nullptr); }
+};
+
+void hot_decode(std::vector<Row>& rows) {
+  const HotDecodeCall d;
   auto cold = [&] {
     kjit::attention::detail::split_chunk_memo().clear();
-    op();
+    d.call();
   };
-  const auto plan = kjit::detail::plan<kjit::attention::detail::DecodeOp>(a).plan;
-  hot_rows(rows, "kjit::attention::decode",
-           fmt::format("B1 Hq32 Hkv8 D128 L32768 (64 live), {} splits", plan.num_splits), raw.kernels(), std::cref(raw),
-           op, cold, "split memo", kHotCalls, kHotRounds);
+  hot_rows(rows, "kjit::attention::decode", fmt::format("B1 Hq32 Hkv8 D128 L32768 (64 live), {} splits", d.splits),
+           d.raw->kernels(), std::cref(*d.raw), [&] { d.call(); }, cold, "split memo", kHotCalls, kHotRounds);
+}
+
+// A model layer's calls in turn on one thread: rotary (one token) then decode (as above). Each
+// op's kernel table keeps its own last hit, so neither call takes the shared lock.
+void hot_layer(std::vector<Row>& rows) {
+  OneTokenRotary rotary_call;
+  const kjit::RotaryArgs& r = rotary_call.args;
+  kjit::rotary(r, nullptr);
+  kjit::testing::synchronize();
+  const RawReplay rotary_raw(kjit::detail::launch_value<kjit::detail::RotaryOp>(r, {}, kjit::Runtime::global()));
+  const HotDecodeCall d;
+  auto raw = [&] {
+    rotary_raw();
+    (*d.raw)();
+  };
+  auto op = [&] {
+    kjit::rotary(r, nullptr);
+    d.call();
+  };
+  hot_rows(rows, "rotary then decode", "the two calls above in turn", rotary_raw.kernels() + d.raw->kernels(), raw, op,
+           nullptr, "", kHotCalls, kHotRounds);
 }
 
 // The wgmma prefill (sm_90a), B1 L128 H8 D128 causal: 8 CTAs, four TMA maps a call.
@@ -343,18 +373,19 @@ int main(int argc, char** argv) {
       "                        memo: the split search\n"
       "          prefill_sm90  the wgmma prefill (sm_90a), B1 L128 H8 D128 causal; memo: its 4 TMA maps\n"
       "          fp8_gemm      the wgmma FP8 GEMM (sm_90a), M1 N256 K1024, split-K clusters; memo: its 3 TMA maps\n"
+      "          layer         rotary then decode in turn on one thread (each op keeps its own kernel-table memo)\n"
       "        (200-call batches: the GPU side of these is a few us, below the host's)\n"
       "  warm  context creation and first launch in 7 new processes with the cache populated, then 5\n"
       "        processes timing the warm-start phases one by one\n"
       "  cold  NVRTC time of every default specialization for the device's target",
       "runtime_bench"};
   std::string json_path;
-  std::vector<std::string> hot_ops{"rotary", "decode", "prefill_sm90", "fp8_gemm"};
+  std::vector<std::string> hot_ops{"rotary", "decode", "prefill_sm90", "fp8_gemm", "layer"};
   bool hot_only = false, warm_child_mode = false, warm_phases_mode = false;
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
   app.add_option("--hot", hot_ops, "The hot-call ops to time (prefill_sm90 and fp8_gemm need sm_90a; skipped elsewhere)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"rotary", "decode", "prefill_sm90", "fp8_gemm"}))
+      ->check(CLI::IsMember({"rotary", "decode", "prefill_sm90", "fp8_gemm", "layer"}))
       ->capture_default_str();
   app.add_flag("--hot-only", hot_only, "Only the hot calls (no warm-start processes, no NVRTC compiles): seconds");
   // The child processes of the warm figures.
@@ -422,6 +453,7 @@ int main(int argc, char** argv) {
       hot_fp8_gemm(rows);
     }
   }
+  if (hot("layer")) hot_layer(rows);
 
   // --- warm: a new process with the cache populated by the call above ------------------------
   // Seven processes (the figure varies by a few tenths of a ms between them): the median, and the
