@@ -14,6 +14,7 @@
 
 #include "runtime/driver.hpp"  // KJIT_FAST_TLS
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +48,9 @@ class PodMemo {
   static_assert(kWays > 0 && (kWays & (kWays - 1)) == 0, "a power of two of ways");
   static_assert(kSlots >= kWays && (kSlots & (kSlots - 1)) == 0, "a power of two of slots");
   static constexpr size_t kSets = kSlots / kWays;
+  /// The set is picked by the key's first bytes (a TMA key's address and sizes): keys that
+  /// differ only further on share a set, which holds kWays of them, and still compare whole.
+  static constexpr size_t kHashedBytes = 64;
 
  public:
   /// The value of `key`: the stored one when its set holds `key`, else `make(key)` (which
@@ -55,7 +59,7 @@ class PodMemo {
   /// need.
   template <class Make>
   const Value& get(const Key& key, Make&& make) {
-    const size_t set = pod_words_hash(&key, sizeof(Key)) & (kSets - 1);
+    const size_t set = pod_words_hash(&key, std::min(sizeof(Key), kHashedBytes)) & (kSets - 1);
     Slot* ways = &slots_[set * kWays];
     for (size_t w = 0; w < kWays; ++w) {
       if (ways[w].used && std::memcmp(&ways[w].key, &key, sizeof(Key)) == 0) {
