@@ -10,7 +10,8 @@
 
 #include <kjit/runtime.hpp>
 
-#include "runtime/driver.hpp"  // KJIT_FAST_TLS, context_device
+#include "runtime/driver.hpp"  // context_device
+#include "runtime/ops/pod_memo.hpp"  // thread_memo
 
 #include <cuda.h>
 
@@ -42,8 +43,10 @@ struct PodEqual {
 };
 
 /// Op key → loaded program, per (runtime, device). `Choice` is the op's trivially copyable
-/// specialization choice (head_dim, variant, ...), zero-initialized before it is filled.
-template <class Choice>
+/// specialization choice (head_dim, variant, ...), zero-initialized before it is filled. `Tag`
+/// (the op) gives each op's table its own per-thread memo of the last hit, so a thread that
+/// calls several ops in turn (a model layer) finds each one's last hit there.
+template <class Choice, class Tag = void>
 class KernelTable {
  public:
   /// The program for `choice` on the device of `context` (the one ensure_context returned: its
@@ -60,7 +63,7 @@ class KernelTable {
     key.choice = choice;
     // A serving loop calls an op with the same choice over and over: remember this thread's last
     // hit so the common call takes no lock at all.
-    KJIT_FAST_TLS thread_local Memo memo;
+    Memo& memo = thread_memo<Memo>();
     if (memo.table == this && PodEqual<Entry>()(memo.key, key)) return *memo.program;
     const LoadedProgram* program = nullptr;
     {

@@ -126,7 +126,7 @@ void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
 /// graph throws CaptureMiss (KernelTable::get).
 template <class Op>
 const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext context, const CUstream* stream = nullptr) {
-  static KernelTable<Choice> table;
+  static KernelTable<Choice, Op> table;
   return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); }, stream);
 }
 

@@ -172,6 +172,29 @@ want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt
 
 want runtime && step "runtime costs" && "$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
 
+# The op hot path alone (not a default step; `runtime` and `tests` include it): the GPU suites of
+# the ops whose per-call work is memoized (TMA maps of the wgmma prefill and FP8 GEMM, the decode
+# split search, the per-op kernel-table memo; deploy_test captures graphs), then the hot-call
+# figures three times (the raw launch itself moves by ~1 µs between runs). A few minutes:
+#   KJIT_STEPS=hot bash tools/bench/h200_session.sh
+if want hot; then
+  step "hot path: GPU suites, then runtime_bench --hot-only x3"
+  [ -d "$KJIT_CACHE_DIR" ] || "$kjit" precompile -j 16 > /dev/null
+  suites="hot_memo attention_prefill fp8 attention_decode attention_paged deploy"
+  for t in $suites; do  # in parallel: mostly float64 references on the CPUs
+    (timeout 240 "$root/$build/tests/gpu_${t}_test" --gtest_brief=1 > "$out/gpu_${t}_test.txt" 2>&1
+     echo "rc=$?" >> "$out/gpu_${t}_test.txt") &
+  done
+  wait
+  for t in $suites; do
+    echo "gpu_${t}_test $(tail -n 1 "$out/gpu_${t}_test.txt") $(grep -E '^\[  (PASSED|FAILED) ' "$out/gpu_${t}_test.txt" | tr '\n' ' ')"
+    grep -E "Failure|FAILED  \]" "$out/gpu_${t}_test.txt" | head -n 10
+  done
+  for i in 1 2 3; do
+    "$root/$build/tools/runtime_bench" --hot-only --json "$out/runtime_hot_$i.json" 2>&1 | tee "$out/runtime_hot_$i.txt"
+  done
+fi
+
 want bench && for b in $benches; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"

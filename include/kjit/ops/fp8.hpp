@@ -157,8 +157,9 @@ struct GemmArgs {
 
 /// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores
 /// (mma.sync m16n8k32 e4m3/e5m2 on sm_89+, wgmma on sm_90; see GemmKernel). On the wgmma path
-/// the op encodes two TMA descriptors per call (host-only cuTensorMapEncodeTiled, no
-/// allocation). Requirements: K % 16 == 0 (16-byte cp.async chunks;
+/// the op takes its TMA descriptors of A, B and D from a per-thread memo keyed on their
+/// addresses and geometry, encoding them (host-only cuTensorMapEncodeTiled, no allocation) the
+/// first time a thread sees them. Requirements: K % 16 == 0 (16-byte cp.async chunks;
 /// M and N are free, partial tiles are zero-filled and masked); K % 128 == 0 with kBlockwise.
 /// Never allocates or synchronizes (graph-capturable). Throws InvalidArgument naming the tensor
 /// and the rule it broke, Unsupported below sm_89 (naming the device's arch), DriverError.

@@ -11,6 +11,7 @@
 #include "attention/decode_params.h"
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/pod_memo.hpp"
 #include "runtime/ops/split_partials.hpp"
 
 #include <cstddef>
@@ -59,6 +60,30 @@ int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm);
 
 /// CTAs per SM the contiguous decode planner counts as slots: 1 (measured; see the definition).
 int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
+
+/// The split search of plan_decode, run every time: the KV tiles per split (chunk) minimizing
+///   ceil(base · s / slots) · (chunk + kCtaOverheadTiles) + (s > 1) · kMergeCostTiles
+/// over the partitions of `tiles` KV tiles into s = ceil(tiles / chunk) ≤ 256 splits, with
+/// `base` CTAs per split and `slots` CTA slots on the device; the smallest s wins a tie. Up to
+/// 256 rounds of 64-bit divisions: what split_chunk saves repeat calls.
+int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots);
+
+/// Everything search_split_chunk reads. Zero-initialized, no padding.
+struct SplitSearchKey {
+  int64_t tiles;
+  int64_t base;
+  int64_t slots;
+};
+/// The thread's memo of search_split_chunk (64 slots).
+using SplitChunkMemo = kjit::detail::PodMemo<SplitSearchKey, int64_t, 64>;
+SplitChunkMemo& split_chunk_memo();
+
+/// search_split_chunk(tiles, base, slots) through the thread's memo: the same chunk, searched
+/// once per thread and key. Its key is the search's whole input, so the memo needs no
+/// invalidation: a tuned plan (runtime/ops/tuned.hpp) is chosen before the planner runs, and a
+/// tuned split count never reaches the search (the paged planner searches for the rows and
+/// m_tiles, then takes the tuned count).
+int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots);
 
 /// Plans a validated decode. `requested_splits` is DecodeArgs::num_splits (0 = choose). When
 /// choosing, the planner takes the split count s minimizing

@@ -128,6 +128,32 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return std::min(decode_resident_ctas(head_dim, max_smem_per_sm), 1);
 }
 
+int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots) {
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  int64_t best_chunk = tiles;
+  for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxAutoSplits); ++s) {
+    const int64_t chunk = kjit::detail::ceil_div(tiles, s);
+    if (kjit::detail::ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
+    const int64_t waves = kjit::detail::ceil_div(base * s, slots);
+    const int64_t cost = waves * (chunk + kCtaOverheadTiles) + (s > 1 ? kMergeCostTiles : 0);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_chunk = chunk;
+    }
+  }
+  return best_chunk;
+}
+
+SplitChunkMemo& split_chunk_memo() { return kjit::detail::thread_memo<SplitChunkMemo>(); }
+
+int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots) {
+  SplitSearchKey key{};
+  key.tiles = tiles;
+  key.base = base;
+  key.slots = slots;
+  return split_chunk_memo().get(key, [](const SplitSearchKey& k) { return search_split_chunk(k.tiles, k.base, k.slots); });
+}
+
 DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int rows) {
   DecodePlan plan;
   plan.rows = rows > 0 ? rows : d.group <= 8 ? 8 : 16;
@@ -142,19 +168,7 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   } else if (tile > 0 && base > 0) {
     const int64_t tiles = kjit::detail::ceil_div(len, tile);
     const int64_t slots = std::max<int64_t>(1, int64_t{sm_count} * std::max(ctas_per_sm, 1));
-    int64_t best_cost = std::numeric_limits<int64_t>::max();
-    int64_t best_chunk = tiles;
-    for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxAutoSplits); ++s) {
-      const int64_t chunk = kjit::detail::ceil_div(tiles, s);
-      if (kjit::detail::ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
-      const int64_t waves = kjit::detail::ceil_div(base * s, slots);
-      const int64_t cost = waves * (chunk + kCtaOverheadTiles) + (s > 1 ? kMergeCostTiles : 0);
-      if (cost < best_cost) {
-        best_cost = cost;
-        best_chunk = chunk;
-      }
-    }
-    split_tokens = best_chunk * tile;
+    split_tokens = split_chunk(tiles, base, slots) * tile;
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));

@@ -17,6 +17,7 @@
 #include "runtime/ops/attention/common.hpp"
 #include "runtime/ops/attention/variant.hpp"
 #include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/tma_map.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +69,12 @@ int choose_prefill_block_m(const PrefillDims& dims, int sm_count, int ctas_per_s
 /// CTAs of the prefill kernel resident per SM (shared memory bound, 1..2).
 int prefill_ctas_per_sm(int64_t head_dim, int block_m, int max_smem_per_sm);
 
+/// The arguments of the 4-D (d, token, head, batch) tensor map of BLHD bf16 tensor `t` for boxes
+/// of 64 d × `box_rows` tokens with the 128-byte swizzle: out-of-bounds tokens read as zero (and
+/// are not written by stores); a dim of extent 1 gets a nominal stride (never stepped), and a
+/// token dim of extent 0 is encoded as 1 (never loaded). Pure: the key of tma_map.
+kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows);
+
 /// How a dense prefill runs.
 struct PrefillPlan {
   /// attention.prefill (head_dim, block_m, mask) or attention.prefill_sm90 (head_dim); no family
@@ -97,7 +104,8 @@ struct PrefillOp {
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The mma.sync kernel's Params for `args` under `plan`; pure.
   static PrefillParams params(const Args& args, const Dims& dims, const Plan& plan);
-  /// The sm_90a kernel's Params: encodes the four TMA tensor maps (a driver call, no launch).
+  /// The sm_90a kernel's Params: the four TMA tensor maps of q, k, v and out (blhd_tma_map_key)
+  /// from the thread's memo, encoded (a host-only driver call) on a miss; no launch.
   static PrefillSm90Params params_sm90(const Args& args, const Dims& dims, const Plan& plan);
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);

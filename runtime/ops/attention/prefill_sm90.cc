@@ -1,54 +1,53 @@
-// The sm_90a prefill kernel's Params: its four TMA tensor maps over the BLHD tensors.
+// The sm_90a prefill kernel's Params: its four TMA tensor maps over the BLHD tensors, from the
+// thread's tensor-map memo (runtime/ops/tma_map.hpp).
 #include "runtime/ops/attention/prefill.hpp"
 
-#include "runtime/driver.hpp"
+#include "runtime/ops/tma_map.hpp"
 
 #include <cuda.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace kjit::attention {
-namespace {
+namespace detail {
 
-/// Encodes the 4-D (d, token, head, batch) tensor map of BLHD bf16 tensor `t` for boxes of
-/// 64 d × `box_rows` tokens with the 128-byte swizzle. Out-of-bounds tokens read as zero (and
-/// are not written by stores). A dim of extent 1 gets a nominal stride (never stepped).
-void encode_blhd(TmaDescriptor* out, const TensorRef& t, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "CUtensorMap is 128 bytes");
+kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows) {
+  kjit::detail::TmaMapKey key{};
+  key.base = t.data;
+  key.rank = 4;
   // TMA rejects empty dims; a K/V of no tokens (kv_len 0) is never loaded (the kernel walks no
   // tile), so its map just has to encode.
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.shape[3]), static_cast<cuuint64_t>(std::max<int64_t>(t.shape[1], 1)),
-                              static_cast<cuuint64_t>(t.shape[2]), static_cast<cuuint64_t>(t.shape[0])};
-  cuuint64_t strides[3];
+  key.dims[0] = static_cast<uint64_t>(t.shape[3]);
+  key.dims[1] = static_cast<uint64_t>(std::max<int64_t>(t.shape[1], 1));
+  key.dims[2] = static_cast<uint64_t>(t.shape[2]);
+  key.dims[3] = static_cast<uint64_t>(t.shape[0]);
   int64_t extent = t.shape[3] * 2;  // bytes spanned by the dims inside, for extent-1 dims
   for (int i = 0; i < 3; ++i) {
     const int dim = i == 0 ? 1 : i == 1 ? 2 : 0;
     const int64_t bytes = t.shape[dim] > 1 ? t.strides[dim] * 2 : (extent + 15) / 16 * 16;
-    strides[i] = static_cast<cuuint64_t>(bytes);
+    key.strides[i] = static_cast<uint64_t>(bytes);
     extent = std::max(extent, bytes * t.shape[dim]);
   }
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  KJIT_CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data, dims, strides, box, elem_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof(map));
+  key.box[0] = 64;
+  key.box[1] = static_cast<uint32_t>(box_rows);
+  key.box[2] = key.box[3] = 1;
+  for (int i = 0; i < 4; ++i) key.elem_strides[i] = 1;
+  key.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  return key;
 }
-
-}  // namespace
-
-namespace detail {
 
 PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
   const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
   PrefillSm90Params p{};
-  encode_blhd(&p.tma_q, args.q, shape.block_m);
-  encode_blhd(&p.tma_k, args.k, shape.block_n);
-  encode_blhd(&p.tma_v, args.v, shape.block_n);
-  encode_blhd(&p.tma_out, args.out, 64);
+  p.tma_q = kjit::detail::tma_map(blhd_tma_map_key(args.q, shape.block_m));
+  p.tma_k = kjit::detail::tma_map(blhd_tma_map_key(args.k, shape.block_n));
+  p.tma_v = kjit::detail::tma_map(blhd_tma_map_key(args.v, shape.block_n));
+  p.tma_out = kjit::detail::tma_map(blhd_tma_map_key(args.out, 64));
   p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
   if (d.has_lse) {
     p.lse_stride_b = args.lse.strides[0];

@@ -4,6 +4,7 @@
 
 #include "runtime/driver.hpp"
 #include "runtime/ops/kernel_table.hpp"
+#include "runtime/ops/tma_map.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -13,41 +14,6 @@
 
 namespace kjit::fp8::detail {
 namespace {
-
-/// Encodes the TMA descriptor of a K-major fp8 operand [rows, k] (row stride `ld` bytes) for
-/// boxes of 128 k × `box_rows` rows with the 128-byte swizzle the wgmma kernel's descriptors
-/// expect; out-of-bounds elements read as zero. Host-only driver call, no allocation.
-void encode_tma(TmaDescriptor* out, const void* base, int64_t k, int64_t rows, int64_t ld, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "CUtensorMap is 128 bytes");
-  CUtensorMap map;
-  // A single-row operand may have a nominal stride below K; TMA wants strides ≥ the row bytes.
-  const int64_t stride = std::max<int64_t>(ld, (k + 15) / 16 * 16);
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride)};
-  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  KJIT_CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof(map));
-}
-
-/// Encodes the TMA descriptor of D [rows, cols] (bf16 or f32, row stride `ld` elements) for
-/// boxes of 128 bytes of columns × 64 rows with the 128-byte swizzle of the wgmma kernel's
-/// staging tile. Host-only driver call, no allocation.
-void encode_tma_store(TmaDescriptor* out, void* base, bool f32, int64_t cols, int64_t rows, int64_t ld) {
-  CUtensorMap map;
-  const int elem = f32 ? 4 : 2;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(std::max<int64_t>(ld, cols) * elem)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), 64};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  KJIT_CU(cuTensorMapEncodeTiled(&map, f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                                 base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof(map));
-}
 
 /// How many clusters of `size` CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic
 /// shared memory) device `device` holds at once, from cuOccupancyMaxActiveClusters; asked once
@@ -65,34 +31,77 @@ int cluster_capacity(const Kernel& kernel, int device, const Point& point, int s
   key.device = device;
   key.size = size;
   key.point = point;
-  {
-    std::shared_lock lock(mutex);
-    const auto it = known.find(key);
-    if (it != known.end()) return it->second;
-  }
-  kernel.reserve_dynamic_smem(static_cast<uint32_t>(smem));
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = static_cast<unsigned>(size);
-  attr.value.clusterDim.y = 1;
-  attr.value.clusterDim.z = 1;
-  CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(size);
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = static_cast<unsigned>(threads);
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = static_cast<unsigned>(smem);
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  int clusters = 0;
-  KJIT_CU(cuOccupancyMaxActiveClusters(&clusters, kernel.function(), &config));
-  clusters = std::max(clusters, 1);
-  std::unique_lock lock(mutex);
-  known.emplace(key, clusters);
-  return clusters;
+  // A split-K call asks for every cluster size up to its own: the thread's memo answers the
+  // repeats without the shared lock.
+  using Memo = kjit::detail::PodMemo<Key, int, 16>;
+  return kjit::detail::thread_memo<Memo>().get(key, [&](const Key&) {
+    {
+      std::shared_lock lock(mutex);
+      const auto it = known.find(key);
+      if (it != known.end()) return it->second;
+    }
+    kernel.reserve_dynamic_smem(static_cast<uint32_t>(smem));
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = static_cast<unsigned>(size);
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(size);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = static_cast<unsigned>(threads);
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = static_cast<unsigned>(smem);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    KJIT_CU(cuOccupancyMaxActiveClusters(&clusters, kernel.function(), &config));
+    clusters = std::max(clusters, 1);
+    std::unique_lock lock(mutex);
+    known.emplace(key, clusters);
+    return clusters;
+  });
 }
 
 }  // namespace
+
+kjit::detail::TmaMapKey operand_tma_map_key(const void* base, int64_t k, int64_t rows, int64_t ld, int box_rows) {
+  kjit::detail::TmaMapKey key{};
+  key.base = base;
+  key.rank = 2;
+  key.dims[0] = static_cast<uint64_t>(k);
+  key.dims[1] = static_cast<uint64_t>(rows);
+  // A single-row operand may have a nominal stride below K; TMA wants strides ≥ the row bytes.
+  key.strides[0] = static_cast<uint64_t>(std::max<int64_t>(ld, (k + 15) / 16 * 16));
+  key.box[0] = 128;
+  key.box[1] = static_cast<uint32_t>(box_rows);
+  key.elem_strides[0] = key.elem_strides[1] = 1;
+  key.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  return key;
+}
+
+kjit::detail::TmaMapKey output_tma_map_key(const void* base, bool f32, int64_t cols, int64_t rows, int64_t ld) {
+  const int elem = f32 ? 4 : 2;
+  kjit::detail::TmaMapKey key{};
+  key.base = base;
+  key.rank = 2;
+  key.dims[0] = static_cast<uint64_t>(cols);
+  key.dims[1] = static_cast<uint64_t>(rows);
+  key.strides[0] = static_cast<uint64_t>(std::max<int64_t>(ld, cols) * elem);
+  key.box[0] = static_cast<uint32_t>(128 / elem);
+  key.box[1] = 64;
+  key.elem_strides[0] = key.elem_strides[1] = 1;
+  key.dtype = f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  return key;
+}
 
 GemmParams mma_params(const GemmDims& g, const GemmPlan& plan) {
   GemmParams p = g.params;
@@ -165,9 +174,9 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.config = config;
   GemmSm90Params& p = step.params;
   p = sm90_params(g, plan);
-  encode_tma(&p.tma_a, g.params.a, g.k, g.m, g.params.lda, kSm90BM);
-  encode_tma(&p.tma_b, g.params.b, g.k, g.n, g.params.ldb, plan.bn / plan.cluster_m);
-  if (p.tma_store) encode_tma_store(&p.tma_d, g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
+  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(g.params.a, g.k, g.m, g.params.lda, kSm90BM));
+  p.tma_b = kjit::detail::tma_map(operand_tma_map_key(g.params.b, g.k, g.n, g.params.ldb, plan.bn / plan.cluster_m));
+  if (p.tma_store) p.tma_d = kjit::detail::tma_map(output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd));
   return l;
 }
 

@@ -24,6 +24,7 @@
 #include "fp8/quantize_params.h"  // kFormat*, kScaleBlock
 #include "runtime/families/fp8.hpp"
 #include "runtime/ops/pipeline.hpp"
+#include "runtime/ops/tma_map.hpp"
 
 #include <cuda.h>
 
@@ -119,8 +120,17 @@ int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force);
 /// The mma.sync kernel's Params for a validated problem under `plan`; pure.
 GemmParams mma_params(const GemmDims& dims, const GemmPlan& plan);
 /// The wgmma kernel's Params for a validated problem under a wgmma plan, all but the TMA
-/// descriptors (which need the driver: GemmOp::build encodes them); pure.
+/// descriptors (which need the driver: GemmOp::build takes them from tma_map); pure.
 GemmSm90Params sm90_params(const GemmDims& dims, const GemmPlan& plan);
+
+/// The arguments of the TMA map of a K-major fp8 operand [rows, k] at `base` (row stride `ld`
+/// bytes) for boxes of 128 k × `box_rows` rows with the 128-byte swizzle the wgmma kernel's
+/// descriptors expect; out-of-bounds elements read as zero. Pure: the key of tma_map.
+kjit::detail::TmaMapKey operand_tma_map_key(const void* base, int64_t k, int64_t rows, int64_t ld, int box_rows);
+/// The arguments of the TMA map of D [rows, cols] at `base` (bf16, or f32 when `f32`; row stride
+/// `ld` elements) for boxes of 128 bytes of columns × 64 rows with the 128-byte swizzle of the
+/// wgmma kernel's staging tile. Pure: the key of tma_map.
+kjit::detail::TmaMapKey output_tma_map_key(const void* base, bool f32, int64_t cols, int64_t rows, int64_t ld);
 
 /// kjit::fp8::gemm in the op pipeline (see the file comment for its two planning phases).
 struct GemmOp {
@@ -137,8 +147,8 @@ struct GemmOp {
   /// The second phase: `plan` again with the capacities of `program`'s kernel on the device
   /// (queried on first use, then cached), when `plan` assumed any; else `plan`. Same kernel.
   static Plan refine(const Dims& dims, const Plan& plan, const LoadedProgram& program, const DeviceInfo& info);
-  /// The launch value; on the wgmma path it encodes the TMA descriptors (host-only driver calls,
-  /// no allocation).
+  /// The launch value; on the wgmma path it takes the TMA maps of A, B and (TMA stores) D from
+  /// the thread's memo (tma_map), encoding them on a miss (host-only driver calls, no allocation).
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
   /// plan, load, refine, build: what gemm() launches. `forced` replaces the first plan (checked
