@@ -1,8 +1,11 @@
 #include "tools/testing/gpu.hpp"
 
 #include <kjit/device.hpp>
+#include <kjit/error.hpp>
 
 #include "runtime/internal.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <utility>
@@ -18,6 +21,27 @@ bool has_gpu() {
   }();
   if (present) detail::ensure_context(0);
   return present;
+}
+
+int current_device() {
+  CUcontext current = nullptr;
+  KJIT_CU(cuCtxGetCurrent(&current));
+  if (current == nullptr) {
+    detail::ensure_context(0);
+    return 0;
+  }
+  return detail::context_device(current);
+}
+
+void use_device(int ordinal) {
+  const int count = kjit::device_count();
+  if (ordinal < 0 || ordinal >= count) {
+    throw InvalidArgument(fmt::format("device {} out of range: this machine has {} CUDA device{}", ordinal, count,
+                                      count == 1 ? "" : "s"));
+  }
+  // ensure_context keeps a current context of another device as an error; clear it first.
+  KJIT_CU(cuCtxSetCurrent(nullptr));
+  detail::ensure_context(ordinal);
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {

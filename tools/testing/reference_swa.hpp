@@ -179,7 +179,7 @@ SwaCaseResult swa_check(const SwaCase& c, const SwaProblem& p, const SwaLayout& 
 
 /// Builds `c` from `seed`, uploads it (outputs, padding and workspace 0xFF-poisoned), runs
 /// kjit::mla::swa_decode on the default stream, synchronizes and compares with swa_reference.
-/// Needs a GPU (device 0's context current). Throws what swa_decode throws.
+/// Runs on the current context's device (testing::current_device). Throws what swa_decode throws.
 SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
 }  // namespace kjit::testing
