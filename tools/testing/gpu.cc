@@ -5,6 +5,8 @@
 
 #include "runtime/internal.hpp"
 
+#include <dlfcn.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,6 +45,40 @@ void use_device(int ordinal) {
   KJIT_CU(cuCtxSetCurrent(nullptr));
   detail::ensure_context(ordinal);
 }
+
+namespace {
+
+// Context creation is test-only, so the library's driver table does not carry it: the legacy
+// ABI symbols (flags, device) are enough here.
+struct ContextApi {
+  CUresult (*create)(CUcontext*, unsigned int, CUdevice) = nullptr;
+  CUresult (*destroy)(CUcontext) = nullptr;
+};
+
+const ContextApi& context_api() {
+  static const ContextApi api = [] {
+    ContextApi a;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw DriverError("kjit testing: libcuda.so.1 could not be loaded to create a context", 0);
+    a.create = reinterpret_cast<decltype(a.create)>(dlsym(lib, "cuCtxCreate_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cuCtxDestroy_v2"));
+    if (!a.create || !a.destroy) throw DriverError("kjit testing: libcuda.so.1 lacks cuCtxCreate_v2/cuCtxDestroy_v2", 0);
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace
+
+CUcontext create_context(int ordinal) {
+  CUdevice device = 0;
+  detail::check_driver(detail::driver().cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  CUcontext context = nullptr;
+  detail::check_driver(context_api().create(&context, 0, device), "cuCtxCreate_v2");
+  return context;
+}
+
+void destroy_context(CUcontext context) { detail::check_driver(context_api().destroy(context), "cuCtxDestroy_v2"); }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes) KJIT_CU(cuMemAlloc(&ptr_, bytes));

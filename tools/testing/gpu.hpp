@@ -28,6 +28,13 @@ int current_device();
 /// `ordinal` is out of range, DriverError without a driver.
 void use_device(int ordinal);
 
+/// Creates a CUDA context of its own on device `ordinal` (cuCtxCreate, default flags) and makes
+/// it current on this thread, for tests of what kjit does across contexts (kjit itself uses
+/// primary contexts). The caller destroys it with destroy_context. Throws DriverError.
+CUcontext create_context(int ordinal);
+/// cuCtxDestroy of a context create_context made. Throws DriverError.
+void destroy_context(CUcontext context);
+
 /// An owning device allocation (cuMemAlloc / cuMemFree).
 class DeviceBuffer {
  public:

@@ -15,6 +15,7 @@
 #include <kjit/runtime.hpp>
 
 #include "tools/testing/compare.hpp"
+#include "tools/testing/reference_fp8.hpp"
 
 #include <cstdint>
 #include <string>
@@ -22,8 +23,7 @@
 
 namespace kjit::testing {
 
-/// fp8 formats, as kjit::mla::kSwaCacheE4M3 / kSwaCacheE5M2.
-enum class Fp8Format { kE4M3 = 0, kE5M2 = 1 };
+// Fp8Format comes from reference_fp8.hpp (one definition, so a test may use both references).
 
 /// The value of fp8 byte `b` (E4M3 "fn": no inf, 0x7f/0xff NaN; E5M2: IEEE-like).
 double fp8_value(uint8_t b, Fp8Format format);
