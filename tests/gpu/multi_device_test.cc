@@ -405,11 +405,11 @@ TEST_F(MultiDevice, TwoThreadsTwoContextsEveryOpCountersAndContextChurn) {
   for (int i = 0; i < 2; ++i) EXPECT_EQ(failures(thread_name(i), outcomes[i]), "");
   const kjit::RuntimeStats first = rt.stats();
   const size_t entries = kjit::cache::DiskCache(cache_dir, 0).list().size();
-  // Two devices that plan alike (same target, SMs and shared memory) use the same programs.
-  const kjit::DeviceInfo& a = kjit::device_info(device_of[0]);
-  const kjit::DeviceInfo& b = kjit::device_info(device_of[1]);
-  const bool plan_alike = a.target() == b.target() && a.sm_count == b.sm_count &&
-                          a.max_smem_per_block_optin == b.max_smem_per_block_optin && a.max_smem_per_sm == b.max_smem_per_sm;
+  // Two devices that plan alike (same target, SMs, shared memory and tuning table, i.e. the same
+  // fingerprint) use the same programs.
+  const kjit::DeviceInfo& a = kjit::device_identity(device_of[0]);
+  const kjit::DeviceInfo& b = kjit::device_identity(device_of[1]);
+  const bool plan_alike = a.target() == b.target() && a.fingerprint_id() == b.fingerprint_id();
   const bool distinct_devices = device_of[0] != device_of[1];
   std::printf("[multi-device] round 0: %zu programs in the cache, %llu compiles, %llu loads, %llu disk hits\n", entries,
               static_cast<unsigned long long>(first.compiles), static_cast<unsigned long long>(first.loads),
