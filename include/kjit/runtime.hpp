@@ -212,7 +212,11 @@ struct RuntimeStats {
   uint64_t misses = 0;       ///< neither: compiled (or waited on another thread's compile)
   uint64_t compiles = 0;     ///< NVRTC compiles this process ran
   uint64_t compile_failures = 0;
-  uint64_t loads = 0;        ///< programs loaded (cuLibraryLoadData calls that succeeded)
+  /// Programs loaded (cuLibraryLoadData calls that succeeded): one per (device, program), never
+  /// per context, since a library serves every context of its device, current and future. Each
+  /// stays loaded until the Runtime is destroyed, so this is also the number of libraries held:
+  /// creating or destroying contexts never changes it.
+  uint64_t loads = 0;
   /// Cached binaries that passed their checksum but the driver refused to load (another arch, a
   /// driver that rejects them): each was replaced by a fresh compile.
   uint64_t load_rebuilds = 0;

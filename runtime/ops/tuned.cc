@@ -280,4 +280,12 @@ void install_tuned_table(int ordinal, TunedTable table) {
   slot.loaded.store(true, std::memory_order_release);
 }
 
+void reload_tuned_table(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxDevices) throw InvalidArgument(fmt::format("device ordinal {} out of range", ordinal));
+  std::lock_guard<std::mutex> lock(slots_mutex());
+  Slot& slot = slots()[static_cast<size_t>(ordinal)];
+  slot.table.store(nullptr, std::memory_order_release);
+  slot.loaded.store(false, std::memory_order_release);
+}
+
 }  // namespace kjit::detail

@@ -168,6 +168,12 @@ const TunedTable* tuned_table(const DeviceInfo& info) noexcept;
 /// none. Not for use while other threads plan on that device.
 void install_tuned_table(int ordinal, TunedTable table);
 
+/// Makes the next tuned_table() of device `ordinal` read its table file again (a process that
+/// writes a table, or changes KJIT_CACHE_DIR or KJIT_TUNING, and then plans: tests). Tables
+/// handed out earlier stay alive. Throws InvalidArgument for an ordinal out of range. Not for use
+/// while other threads plan on that device.
+void reload_tuned_table(int ordinal);
+
 template <class Op, class = void>
 struct IsTunable : std::false_type {};
 template <class Op>

@@ -778,22 +778,79 @@ TEST_F(CliTest, SelftestNeedsAGpuAndPassesOnOne) {
   EXPECT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.describe();
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.describe();
-  r = kjit({"selftest", "--json"});
+  // Every device of the machine, each row naming its device.
+  r = kjit({"selftest", "--all-devices", "--json"});
   EXPECT_EQ(r.code, 0) << r.describe();
   const json j = parse_object(r);
   EXPECT_EQ(j["passed"], true) << r.describe();
+  ASSERT_EQ(j["devices"].size(), static_cast<size_t>(device_count())) << r.describe();
   std::set<std::string> ops;
+  std::set<int> devices;
   for (const json& check : j["results"]) {
     ops.insert(check["op"]);
+    devices.insert(check["device"].get<int>());
     EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
     EXPECT_LE(check["rel_l2"].get<double>(), check["tolerance"].get<double>()) << check.dump();
-    EXPECT_GT(check["tolerance"].get<double>(), 0.0) << check.dump();
+    EXPECT_GE(check["tolerance"].get<double>(), 0.0) << check.dump();  // 0: a bit-exact check
   }
+  EXPECT_EQ(devices.size(), static_cast<size_t>(device_count())) << r.describe();
   EXPECT_TRUE(ops.count("rotary")) << r.describe();
   EXPECT_TRUE(ops.count("attention.decode")) << r.describe();
   EXPECT_TRUE(ops.count("mla.swa_decode")) << r.describe();
   EXPECT_TRUE(ops.count("fp8.quantize")) << r.describe();
   EXPECT_TRUE(ops.count("fp8.gemm")) << r.describe();
+}
+
+TEST_F(CliTest, SelftestDeviceArgumentsAreCheckedBeforeAnythingRuns) {
+  // Not an ordinal, or both ways of naming devices: usage errors on any machine.
+  expect_one_line_error(kjit({"selftest", "--device", "-1"}), "a device ordinal is a number from 0, got '-1'");
+  expect_one_line_error(kjit({"selftest", "--device", "one"}), "got 'one'");
+  expect_one_line_error(kjit({"selftest", "--device", "0", "--all-devices"}), "excludes");
+  ProcessResult r = kjit({"selftest", "--device", "x", "--json"});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_TRUE(parse_object(r).contains("error")) << r.describe();
+
+  // An ordinal the machine does not have names the device count; --skip-without-gpu does not
+  // excuse it where GPUs exist.
+  const int count = device_count();
+  const std::string past = std::to_string(count + 3);
+  const std::string count_text = "this machine has " + std::to_string(count) + " CUDA device";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"selftest", "--device", past}, {"selftest", "--device", "0", "--device", past}}) {
+    r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    if (count > 0 || args.size() == 3) {
+      expect_one_line_error(r, "--device " + past + " is out of range");
+      expect_one_line_error(r, count_text);
+    }
+  }
+  r = kjit({"selftest", "--device", past, "--json"});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(parse_object(r).value("error", "").find(count_text), std::string::npos) << r.describe();
+  if (count > 0) {
+    expect_one_line_error(kjit({"selftest", "--device", past, "--skip-without-gpu"}), count_text);
+    return;
+  }
+
+  // No driver or no device: --device and --all-devices fail like a plain selftest (exit 2, no
+  // results), or skip with --skip-without-gpu.
+  for (const char* flag : {"--all-devices", "--device"}) {
+    std::vector<std::string> args = {"selftest", flag};
+    if (std::string(flag) == "--device") args.push_back("0");
+    r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_NE(r.err.find("no CUDA device: selftest needs a GPU"), std::string::npos) << r.describe();
+    args.push_back("--json");
+    r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    const json j = parse_object(r);
+    EXPECT_EQ(j["passed"], false) << r.describe();
+    EXPECT_TRUE(j["results"].empty()) << r.describe();
+    args.push_back("--skip-without-gpu");
+    r = kjit(args);
+    EXPECT_EQ(r.code, 0) << r.describe();
+    EXPECT_EQ(parse_object(r)["skipped"], true) << r.describe();
+  }
 }
 
 }  // namespace

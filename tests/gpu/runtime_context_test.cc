@@ -14,7 +14,6 @@
 #include "runtime/driver.hpp"
 #include "tools/testing/gpu.hpp"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -31,34 +30,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace kt = kjit::testing;
 
-// Context creation is test-only, so the library's driver table does not carry it: the legacy
-// ABI symbols (flags, device) are enough here.
-struct ContextApi {
-  CUresult (*create)(CUcontext*, unsigned int, CUdevice) = nullptr;
-  CUresult (*destroy)(CUcontext) = nullptr;
-};
-
-const ContextApi& context_api() {
-  static const ContextApi api = [] {
-    ContextApi a;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw std::runtime_error("libcuda.so.1 not loadable");
-    a.create = reinterpret_cast<decltype(a.create)>(dlsym(lib, "cuCtxCreate_v2"));
-    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cuCtxDestroy_v2"));
-    if (!a.create || !a.destroy) throw std::runtime_error("cuCtxCreate_v2/cuCtxDestroy_v2 missing");
-    return a;
-  }();
-  return api;
-}
-
 // Creates a context on device 0 and makes it current.
-CUcontext create_context() {
-  CUcontext ctx = nullptr;
-  kjit::detail::check_driver(context_api().create(&ctx, 0, 0), "cuCtxCreate_v2");
-  return ctx;
-}
+CUcontext create_context() { return kt::create_context(0); }
 
-void destroy_context(CUcontext ctx) { kjit::detail::check_driver(context_api().destroy(ctx), "cuCtxDestroy_v2"); }
+void destroy_context(CUcontext ctx) { kt::destroy_context(ctx); }
 
 struct FillParams {
   int* out;

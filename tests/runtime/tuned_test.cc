@@ -4,6 +4,8 @@
 // ops, over-limit and invalid choices dropped) and the plan path taking a stored choice.
 #include "runtime/ops/tuned.hpp"
 
+#include <kjit/error.hpp>
+
 #include "cache/tune_table.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged.hpp"
@@ -295,6 +297,32 @@ TEST(TunedTable, ThePlanPathTakesAStoredChoiceForItsBucketOnly) {
   EXPECT_FALSE(ad::DecodeOp::apply_tuned(decode_dims(1, 4096, 32, 8, 64), info, pick, &p));
   kjit::detail::install_tuned_table(info.ordinal, {});
   EXPECT_EQ(kjit::detail::choose_plan<ad::DecodeOp>(d, info).num_splits, def.num_splits);
+}
+
+TEST(TunedTable, ReloadDropsAnInstalledTableAndReadsTheDevicesFileAgain) {
+  DeviceInfo info = h200();
+  info.ordinal = 63;  // the last slot: no device of this machine has it, so it has no table file
+  const ad::DecodeDims d = decode_dims(1, 4096, 32, 8, 128);
+  const ad::DecodePlan def = ad::DecodeOp::plan(d, info);
+  TunedChoice pick;
+  for (const TunedChoice& c : ad::DecodeOp::tune_candidates(d, info)) {
+    if (c.knobs[0] != def.num_splits) pick = c;
+  }
+  ASSERT_NE(pick.family, nullptr);
+  TunedKey key{};
+  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
+  kjit::detail::TunedTable table;
+  table.set(key, pick);
+  kjit::detail::install_tuned_table(info.ordinal, table);
+  EXPECT_EQ(kjit::detail::choose_plan<ad::DecodeOp>(d, info).num_splits, pick.knobs[0]);
+  kjit::detail::reload_tuned_table(info.ordinal);
+  // The next plan reads the slot's file afresh: there is none (the device does not exist), so
+  // the default plan runs, with a warning naming the device.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(kjit::detail::choose_plan<ad::DecodeOp>(d, info).num_splits, def.num_splits);
+  testing::internal::GetCapturedStderr();
+  EXPECT_THROW(kjit::detail::reload_tuned_table(-1), kjit::InvalidArgument);
+  EXPECT_THROW(kjit::detail::reload_tuned_table(64), kjit::InvalidArgument);
 }
 
 TEST(TunedTable, GemmStoredChoiceSurvivesRefinement) {

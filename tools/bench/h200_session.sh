@@ -20,7 +20,7 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all but compile, sanitize and tune), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but compile, sanitize, tune and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
@@ -168,7 +168,24 @@ if want tune; then
     "$out"/tune_prefill.txt "$out"/tune_swa_decode.txt 2>/dev/null | head -n 80
 fi
 
-want selftest && step selftest && "$kjit" selftest 2>&1 | tee "$out/selftest.txt"
+want selftest && step selftest && "$kjit" selftest --all-devices 2>&1 | tee "$out/selftest.txt"
+
+# Several GPUs in one process: the devices as kjit sees them (ordinal, target, fingerprint), the
+# selftest on every device, and tests/gpu/multi_device_test (two threads, one Runtime: devices 0
+# and 1, or two contexts of device 0 on a one-GPU host; its "[multi-device]" lines say which).
+# Not a default step (the `tests` and `selftest` steps cover it); run it alone, on the two-GPU
+# kind for the two-device half, with KJIT_STEPS=multi_device.
+if want multi_device; then
+  step multi-device
+  "$kjit" devices | tee "$out/devices.txt"
+  "$kjit" devices --json > "$out/devices.json"
+  timeout 300 "$root/$build/tests/gpu_multi_device_test" > "$out/multi_device.txt" 2>&1
+  echo "gpu_multi_device_test rc=$?" | tee -a "$out/multi_device.txt"
+  grep -E "^\[multi-device\]|^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Expected|Which is|Value of" "$out/multi_device.txt" | head -n 60
+  timeout 400 "$kjit" selftest --all-devices > "$out/selftest_all_devices.txt" 2>&1
+  echo "selftest --all-devices rc=$?" | tee -a "$out/selftest_all_devices.txt"
+  grep -E "^device [0-9]+:|FAIL|checks passed|error" "$out/selftest_all_devices.txt" | head -n 40
+fi
 
 want runtime && step "runtime costs" && "$root/$build/tools/runtime_bench" --json "$out/runtime_bench.json" 2>&1 | tee "$out/runtime_bench.txt"
 

@@ -47,6 +47,7 @@ Result check_quantize(Runtime& runtime, fp8::Granularity g) {
     xb[i] = kt::float_to_bf16(normal(rng) * (1.f + static_cast<float>(i % 97)));
     x[i] = kt::bf16_to_float(xb[i]);
   }
+  const int device = kt::current_device();
   kt::DeviceBuffer dx = kt::to_device(xb);
   kt::DeviceBuffer dy(x.size()), damax(kRows * 4), dscale(kRows * 4);
   dy.fill(0xFF);
@@ -54,12 +55,12 @@ Result check_quantize(Runtime& runtime, fp8::Granularity g) {
   dscale.fill(0xFF);
 
   fp8::QuantizeArgs a;
-  a.x = TensorRef(dx.get(), DType::kBF16, {kRows, kCols});
-  a.y = TensorRef(dy.get(), DType::kE4M3, {kRows, kCols});
+  a.x = TensorRef(dx.get(), DType::kBF16, {kRows, kCols}, {}, device);
+  a.y = TensorRef(dy.get(), DType::kE4M3, {kRows, kCols}, {}, device);
   a.granularity = g;
   const int64_t groups = g == fp8::Granularity::kTensor ? 1 : kRows;
-  a.amax = TensorRef(damax.get(), DType::kF32, {groups});
-  a.scale_inv = TensorRef(dscale.get(), DType::kF32, {groups});
+  a.amax = TensorRef(damax.get(), DType::kF32, {groups}, {}, device);
+  a.scale_inv = TensorRef(dscale.get(), DType::kF32, {groups}, {}, device);
   a.multiplier_value = kMultiplier;
   fp8::quantize(a, nullptr, runtime);
   kt::synchronize();
@@ -118,22 +119,23 @@ Result check_gemm(Runtime& runtime, bool block, fp8::GemmKernel kernel = fp8::Ge
   }
   for (auto& s : p.scale_a) s = sd(rng);
   for (auto& s : p.scale_b) s = sd(rng);
+  const int device = kt::current_device();
   kt::DeviceBuffer da = kt::to_device(p.a), db = kt::to_device(p.b);
   kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
   kt::DeviceBuffer dd(kM * kN * 2);
   dd.fill(0xFF);
 
   fp8::GemmArgs g;
-  g.a = TensorRef(da.get(), DType::kE4M3, {kM, kK});
-  g.b = TensorRef(db.get(), DType::kE4M3, {kN, kK});
-  g.d = TensorRef(dd.get(), DType::kBF16, {kM, kN});
+  g.a = TensorRef(da.get(), DType::kE4M3, {kM, kK}, {}, device);
+  g.b = TensorRef(db.get(), DType::kE4M3, {kN, kK}, {}, device);
+  g.d = TensorRef(dd.get(), DType::kBF16, {kM, kN}, {}, device);
   if (block) {
     g.scale_mode = fp8::ScaleMode::kBlockwise;
-    g.scale_a = TensorRef(dsa.get(), DType::kF32, {kM, kK / 128});
-    g.scale_b = TensorRef(dsb.get(), DType::kF32, {kN / 128, kK / 128});
+    g.scale_a = TensorRef(dsa.get(), DType::kF32, {kM, kK / 128}, {}, device);
+    g.scale_b = TensorRef(dsb.get(), DType::kF32, {kN / 128, kK / 128}, {}, device);
   } else {
-    g.scale_a = TensorRef(dsa.get(), DType::kF32, {1});
-    g.scale_b = TensorRef(dsb.get(), DType::kF32, {kN});
+    g.scale_a = TensorRef(dsa.get(), DType::kF32, {1}, {}, device);
+    g.scale_b = TensorRef(dsb.get(), DType::kF32, {kN}, {}, device);
   }
   g.kernel = kernel;
   fp8::gemm(g, nullptr, runtime);
@@ -174,7 +176,7 @@ std::vector<Result> fp8(Runtime& runtime) {
   results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise", [&] { return check_gemm(runtime, false); }));
   results.push_back(guarded("fp8.gemm", "256x512x1024 blockwise", [&] { return check_gemm(runtime, true); }));
   // The planner runs this shape on the mma.sync kernel; on Hopper check the wgmma kernel too.
-  if (device_info(0).target().has_wgmma()) {
+  if (device_info(kt::current_device()).target().has_wgmma()) {
     results.push_back(guarded("fp8.gemm", "256x512x1024 tensorwise (wgmma)",
                               [&] { return check_gemm(runtime, false, fp8::GemmKernel::kWgmma); }));
   }

@@ -57,6 +57,7 @@ Result check(Runtime& runtime, const Shape& s) {
   std::vector<int64_t> positions(s.tokens);
   for (auto& p : positions) p = static_cast<int64_t>(rng() % s.max_position);
 
+  const int device = kt::current_device();
   kt::DeviceBuffer q_dev = kt::to_device(q), k_dev = kt::to_device(k);
   kt::DeviceBuffer cos_dev = kt::to_device(tables.cos), sin_dev = kt::to_device(tables.sin);
   kt::DeviceBuffer pos_dev = kt::to_device(positions);
@@ -65,14 +66,14 @@ Result check(Runtime& runtime, const Shape& s) {
   k_out.fill(0xFF);
 
   RotaryArgs a;
-  a.q = TensorRef(q_dev.get(), DType::kBF16, {s.tokens, s.q_heads, s.head_dim});
-  a.k = TensorRef(k_dev.get(), DType::kBF16, {s.tokens, s.kv_heads, s.head_dim});
-  a.cos = TensorRef(cos_dev.get(), DType::kF32, {s.max_position, s.rotary_dim / 2});
-  a.sin = TensorRef(sin_dev.get(), DType::kF32, {s.max_position, s.rotary_dim / 2});
-  a.positions = TensorRef(pos_dev.get(), DType::kI64, {s.tokens});
+  a.q = TensorRef(q_dev.get(), DType::kBF16, {s.tokens, s.q_heads, s.head_dim}, {}, device);
+  a.k = TensorRef(k_dev.get(), DType::kBF16, {s.tokens, s.kv_heads, s.head_dim}, {}, device);
+  a.cos = TensorRef(cos_dev.get(), DType::kF32, {s.max_position, s.rotary_dim / 2}, {}, device);
+  a.sin = TensorRef(sin_dev.get(), DType::kF32, {s.max_position, s.rotary_dim / 2}, {}, device);
+  a.positions = TensorRef(pos_dev.get(), DType::kI64, {s.tokens}, {}, device);
   if (!s.in_place) {
-    a.q_out = TensorRef(q_out.get(), DType::kBF16, {s.tokens, s.q_heads, s.head_dim});
-    a.k_out = TensorRef(k_out.get(), DType::kBF16, {s.tokens, s.kv_heads, s.head_dim});
+    a.q_out = TensorRef(q_out.get(), DType::kBF16, {s.tokens, s.q_heads, s.head_dim}, {}, device);
+    a.k_out = TensorRef(k_out.get(), DType::kBF16, {s.tokens, s.kv_heads, s.head_dim}, {}, device);
   }
   a.rotary_dim = s.rotary_dim;
   a.style = s.style;

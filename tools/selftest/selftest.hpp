@@ -18,9 +18,11 @@ struct Result {
   double tolerance = 0;
   bool passed = false;
   std::string detail;  ///< the comparison, or the exception text when the launch threw
+  int device = 0;      ///< the CUDA device ordinal it ran on (set by the caller, `kjit selftest`)
 };
 
-/// Each op's checks; they need a GPU (device 0's context current).
+/// Each op's checks, on the device of the current context (testing::current_device: device 0
+/// when none is current).
 std::vector<Result> rotary(Runtime& runtime);
 std::vector<Result> attention_decode(Runtime& runtime);
 /// Prefill, paged decode, ragged paged prefill and the paged append.

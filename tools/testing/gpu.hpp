@@ -17,6 +17,24 @@ namespace kjit::testing {
 /// current (once) when it returns true.
 bool has_gpu();
 
+/// The ordinal of the device whose context is current on this thread; with none current, makes
+/// device 0's primary context current and returns 0. The case runners (reference_*.hpp) and the
+/// selftest put their tensors on this device, so a thread runs them on device N by making a
+/// context of device N current first (use_device, or a context of its own).
+int current_device();
+
+/// Makes device `ordinal`'s primary context current on this thread (retained for the process),
+/// replacing whatever context was current. Throws InvalidArgument naming the device count when
+/// `ordinal` is out of range, DriverError without a driver.
+void use_device(int ordinal);
+
+/// Creates a CUDA context of its own on device `ordinal` (cuCtxCreate, default flags) and makes
+/// it current on this thread, for tests of what kjit does across contexts (kjit itself uses
+/// primary contexts). The caller destroys it with destroy_context. Throws DriverError.
+CUcontext create_context(int ordinal);
+/// cuCtxDestroy of a context create_context made. Throws DriverError.
+void destroy_context(CUcontext context);
+
 /// An owning device allocation (cuMemAlloc / cuMemFree).
 class DeviceBuffer {
  public:

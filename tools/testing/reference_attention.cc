@@ -247,15 +247,15 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
   dlse.fill(0xFF);
 
   attention::DecodeArgs args;
-  args.q = TensorRef(dq.get(), DType::kBF16, {B, 1, Hq, D}, {q_heads_cap * D, q_heads_cap * D, D, 1}, 0);
+  args.q = TensorRef(dq.get(), DType::kBF16, {B, 1, Hq, D}, {q_heads_cap * D, q_heads_cap * D, D, 1}, current_device());
   args.k = TensorRef(dk.get(), DType::kBF16, {B, L, Hkv, D},
-                     {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, 0);
+                     {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, current_device());
   args.v = TensorRef(dv.get(), DType::kBF16, {B, L, Hkv, D},
-                     {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, 0);
-  if (!pr.kv_lens.empty()) args.kv_lens = TensorRef(dlens.get(), DType::kI32, {B}, {1}, 0);
-  if (c.mask) args.mask = TensorRef(dmask.get(), DType::kBool, {B, L}, {mask_cap, 1}, 0);
-  args.out = TensorRef(dout.get(), DType::kBF16, {B, 1, Hq, D}, {out_heads_cap * D, out_heads_cap * D, D, 1}, 0);
-  if (c.lse) args.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {lse_cap, 1}, 0);
+                     {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, current_device());
+  if (!pr.kv_lens.empty()) args.kv_lens = TensorRef(dlens.get(), DType::kI32, {B}, {1}, current_device());
+  if (c.mask) args.mask = TensorRef(dmask.get(), DType::kBool, {B, L}, {mask_cap, 1}, current_device());
+  args.out = TensorRef(dout.get(), DType::kBF16, {B, 1, Hq, D}, {out_heads_cap * D, out_heads_cap * D, D, 1}, current_device());
+  if (c.lse) args.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {lse_cap, 1}, current_device());
   args.scale = c.scale;
   args.num_splits = c.num_splits;
 
@@ -404,13 +404,13 @@ TestCache make_cache(const std::vector<int>& lens, int64_t Hkv, int64_t D, const
     c.cache.k = TensorRef(base, DType::kBF16, {P, S, Hkv, D}, strides, 0);
     c.cache.v = TensorRef(base + S * Hkv * D, DType::kBF16, {P, S, Hkv, D}, strides, 0);
   } else {
-    c.cache.k = TensorRef(base, DType::kBF16, {P, S, Hkv, D}, {}, 0);
-    c.cache.v = TensorRef(base + P * S * Hkv * D, DType::kBF16, {P, S, Hkv, D}, {}, 0);
+    c.cache.k = TensorRef(base, DType::kBF16, {P, S, Hkv, D}, {}, current_device());
+    c.cache.v = TensorRef(base + P * S * Hkv * D, DType::kBF16, {P, S, Hkv, D}, {}, current_device());
   }
   const int64_t B = static_cast<int64_t>(lens.size());
-  c.cache.indptr = TensorRef(c.d_indptr.get(), DType::kI32, {B + 1}, {}, 0);
-  c.cache.page_indices = TensorRef(c.d_indices.get(), DType::kI32, {static_cast<int64_t>(c.indices.size())}, {}, 0);
-  c.cache.last_page_len = TensorRef(c.d_last.get(), DType::kI32, {B}, {}, 0);
+  c.cache.indptr = TensorRef(c.d_indptr.get(), DType::kI32, {B + 1}, {}, current_device());
+  c.cache.page_indices = TensorRef(c.d_indices.get(), DType::kI32, {static_cast<int64_t>(c.indices.size())}, {}, current_device());
+  c.cache.last_page_len = TensorRef(c.d_last.get(), DType::kI32, {B}, {}, current_device());
   return c;
 }
 
@@ -457,13 +457,13 @@ void append_into(TestCache& c, const std::vector<int>& lens, const std::vector<f
     DeviceBuffer dk = to_device(nk), dv = to_device(nv), di = to_device(indptr), dx = to_device(indices),
                  dl = to_device(last), da = to_device(append_indptr);
     attention::AppendPagedKVArgs a;
-    a.k = TensorRef(dk.get(), DType::kBF16, {n, Hkv, D}, {}, 0);
-    a.v = TensorRef(dv.get(), DType::kBF16, {n, Hkv, D}, {}, 0);
+    a.k = TensorRef(dk.get(), DType::kBF16, {n, Hkv, D}, {}, current_device());
+    a.v = TensorRef(dv.get(), DType::kBF16, {n, Hkv, D}, {}, current_device());
     a.cache = c.cache;
-    a.cache.indptr = TensorRef(di.get(), DType::kI32, {B + 1}, {}, 0);
-    a.cache.page_indices = TensorRef(dx.get(), DType::kI32, {static_cast<int64_t>(indices.size())}, {}, 0);
-    a.cache.last_page_len = TensorRef(dl.get(), DType::kI32, {B}, {}, 0);
-    a.append_indptr = TensorRef(da.get(), DType::kI32, {B + 1}, {}, 0);
+    a.cache.indptr = TensorRef(di.get(), DType::kI32, {B + 1}, {}, current_device());
+    a.cache.page_indices = TensorRef(dx.get(), DType::kI32, {static_cast<int64_t>(indices.size())}, {}, current_device());
+    a.cache.last_page_len = TensorRef(dl.get(), DType::kI32, {B}, {}, current_device());
+    a.append_indptr = TensorRef(da.get(), DType::kI32, {B + 1}, {}, current_device());
     attention::append_paged_kv(a, nullptr, runtime);
     synchronize();
   }
@@ -573,15 +573,15 @@ AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtim
   DeviceBuffer dlse(std::max<size_t>(lse_elems * 4, 16));
   dlse.fill(0xFF);
 
-  TensorRef q(dq.get(), DType::kBF16, {B, Lq, Hq, D}, {q_len_cap * q_heads_cap * D, q_heads_cap * D, D, 1}, 0);
-  TensorRef k(dk.get(), DType::kBF16, {B, L, Hkv, D}, {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, 0);
-  TensorRef v(dv.get(), DType::kBF16, {B, L, Hkv, D}, {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, 0);
-  TensorRef out(dout.get(), DType::kBF16, {B, Lq, Hq, D}, {q_len_cap * out_heads_cap * D, out_heads_cap * D, D, 1}, 0);
-  TensorRef lse(dlse.get(), DType::kF32, {B, Hq, Lq}, {lse_heads_cap * lse_len_cap, lse_len_cap, 1}, 0);
-  TensorRef lens(dlens.get(), DType::kI32, {B}, {}, 0);
+  TensorRef q(dq.get(), DType::kBF16, {B, Lq, Hq, D}, {q_len_cap * q_heads_cap * D, q_heads_cap * D, D, 1}, current_device());
+  TensorRef k(dk.get(), DType::kBF16, {B, L, Hkv, D}, {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, current_device());
+  TensorRef v(dv.get(), DType::kBF16, {B, L, Hkv, D}, {kv_len_cap * kv_heads_cap * D, kv_heads_cap * D, D, 1}, current_device());
+  TensorRef out(dout.get(), DType::kBF16, {B, Lq, Hq, D}, {q_len_cap * out_heads_cap * D, out_heads_cap * D, D, 1}, current_device());
+  TensorRef lse(dlse.get(), DType::kF32, {B, Hq, Lq}, {lse_heads_cap * lse_len_cap, lse_len_cap, 1}, current_device());
+  TensorRef lens(dlens.get(), DType::kI32, {B}, {}, current_device());
   TensorRef mask;
-  if (c.mask == 2) mask = TensorRef(dmask.get(), DType::kBool, {B, L}, {mask_len_cap, 1}, 0);
-  if (c.mask == 3) mask = TensorRef(dmask.get(), DType::kBool, {B, Lq, L}, {Lq * mask_len_cap, mask_len_cap, 1}, 0);
+  if (c.mask == 2) mask = TensorRef(dmask.get(), DType::kBool, {B, L}, {mask_len_cap, 1}, current_device());
+  if (c.mask == 3) mask = TensorRef(dmask.get(), DType::kBool, {B, Lq, L}, {Lq * mask_len_cap, mask_len_cap, 1}, current_device());
 
   if (c.use_entry) {
     attention::AttentionArgs a;
@@ -710,14 +710,14 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
   dout.fill(0xFF);
   DeviceBuffer dlse(static_cast<size_t>(std::max<int64_t>(B * Hq * 4, 16)));
   dlse.fill(0xFF);
-  const TensorRef q(dq.get(), DType::kBF16, {B, 1, Hq, D}, {}, 0);
-  const TensorRef out(dout.get(), DType::kBF16, {B, 1, Hq, D}, {}, 0);
+  const TensorRef q(dq.get(), DType::kBF16, {B, 1, Hq, D}, {}, current_device());
+  const TensorRef out(dout.get(), DType::kBF16, {B, 1, Hq, D}, {}, current_device());
   if (c.use_entry) {
     attention::AttentionArgs a;
     a.q = q;
     a.cache = cache.cache;
     a.out = out;
-    if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq, 1}, {}, 0);
+    if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq, 1}, {}, current_device());
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
     const size_t ws_bytes = attention::attention_workspace_bytes(a);
@@ -730,7 +730,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     a.q = q;
     a.cache = cache.cache;
     a.out = out;
-    if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {}, 0);
+    if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {}, current_device());
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
     const size_t ws_bytes = attention::paged_decode_workspace_bytes(a);
@@ -810,10 +810,10 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
   dout.fill(0xFF);
   DeviceBuffer dlse(static_cast<size_t>(Hq * (total_q + 1) * 4));
   dlse.fill(0xFF);
-  const TensorRef q(dq.get(), DType::kBF16, {total_q, Hq, D}, {}, 0);
-  const TensorRef out(dout.get(), DType::kBF16, {total_q, Hq, D}, {}, 0);
-  const TensorRef lse(dlse.get(), DType::kF32, {Hq, total_q}, {total_q + 1, 1}, 0);
-  const TensorRef indptr(dindptr.get(), DType::kI32, {B + 1}, {}, 0);
+  const TensorRef q(dq.get(), DType::kBF16, {total_q, Hq, D}, {}, current_device());
+  const TensorRef out(dout.get(), DType::kBF16, {total_q, Hq, D}, {}, current_device());
+  const TensorRef lse(dlse.get(), DType::kF32, {Hq, total_q}, {total_q + 1, 1}, current_device());
+  const TensorRef indptr(dindptr.get(), DType::kI32, {B + 1}, {}, current_device());
   if (c.use_entry) {
     attention::AttentionArgs a;
     a.q = q;
@@ -944,14 +944,14 @@ AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& ru
   DeviceBuffer dk = to_device(nk), dv = to_device(nv), dbi = to_device(bi), dpos = to_device(pos),
                dai = to_device(append_indptr);
   attention::AppendPagedKVArgs a;
-  a.k = TensorRef(dk.get(), DType::kBF16, {n, Hkv, D}, {}, 0);
-  a.v = TensorRef(dv.get(), DType::kBF16, {n, Hkv, D}, {}, 0);
+  a.k = TensorRef(dk.get(), DType::kBF16, {n, Hkv, D}, {}, current_device());
+  a.v = TensorRef(dv.get(), DType::kBF16, {n, Hkv, D}, {}, current_device());
   a.cache = cache.cache;
   if (c.indptr_mode) {
-    a.append_indptr = TensorRef(dai.get(), DType::kI32, {B + 1}, {}, 0);
+    a.append_indptr = TensorRef(dai.get(), DType::kI32, {B + 1}, {}, current_device());
   } else {
-    a.batch_indices = TensorRef(dbi.get(), DType::kI32, {n}, {}, 0);
-    a.positions = TensorRef(dpos.get(), DType::kI32, {n}, {}, 0);
+    a.batch_indices = TensorRef(dbi.get(), DType::kI32, {n}, {}, current_device());
+    a.positions = TensorRef(dpos.get(), DType::kI32, {n}, {}, current_device());
   }
   attention::append_paged_kv(a, nullptr, runtime);
   synchronize();

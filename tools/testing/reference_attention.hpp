@@ -83,7 +83,8 @@ struct DecodeCaseResult {
 
 /// Builds `c` from `seed` (k/v tokens at or past each kv_len, and all padding, hold NaN; outputs
 /// and the workspace are 0xFF-poisoned), runs kjit::attention::decode on the default stream,
-/// synchronizes and compares with decode_reference. Needs a GPU (device 0's context current).
+/// synchronizes and compares with decode_reference. Runs on the current context's device, as
+/// every case runner here does (testing::current_device).
 /// Throws what decode throws.
 DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 

@@ -363,7 +363,7 @@ SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime) {
 
   const SwaBuffers buffers{q_dev.get(),    kv_dev.get(),  scale_dev.get(), idx_dev.get(),
                            lens_dev.get(), out_dev.get(), lse_dev.get()};
-  const mla::SwaDecodeArgs a = swa_args(c, p, l, buffers);
+  const mla::SwaDecodeArgs a = swa_args(c, p, l, buffers, current_device());
   const size_t ws_bytes = mla::swa_decode_workspace_bytes(a);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
   ws.fill(0xFF);

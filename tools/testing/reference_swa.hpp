@@ -15,6 +15,7 @@
 #include <kjit/runtime.hpp>
 
 #include "tools/testing/compare.hpp"
+#include "tools/testing/reference_fp8.hpp"
 
 #include <cstdint>
 #include <string>
@@ -22,8 +23,7 @@
 
 namespace kjit::testing {
 
-/// fp8 formats, as kjit::mla::kSwaCacheE4M3 / kSwaCacheE5M2.
-enum class Fp8Format { kE4M3 = 0, kE5M2 = 1 };
+// Fp8Format comes from reference_fp8.hpp (one definition, so a test may use both references).
 
 /// The value of fp8 byte `b` (E4M3 "fn": no inf, 0x7f/0xff NaN; E5M2: IEEE-like).
 double fp8_value(uint8_t b, Fp8Format format);
@@ -179,7 +179,7 @@ SwaCaseResult swa_check(const SwaCase& c, const SwaProblem& p, const SwaLayout& 
 
 /// Builds `c` from `seed`, uploads it (outputs, padding and workspace 0xFF-poisoned), runs
 /// kjit::mla::swa_decode on the default stream, synchronizes and compares with swa_reference.
-/// Needs a GPU (device 0's context current). Throws what swa_decode throws.
+/// Runs on the current context's device (testing::current_device). Throws what swa_decode throws.
 SwaCaseResult run_swa_case(const SwaCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
 }  // namespace kjit::testing
