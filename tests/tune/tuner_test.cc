@@ -1,15 +1,18 @@
-// The tuner's host side without a GPU: the noise rule and its deterministic tie-break, shapes,
-// the sweep's JSON and its report.
+// The tuner's host side without a GPU: the noise rule and its deterministic tie-break, shapes
+// (and every shipped shapes file), the sweep's JSON and its report.
 #include "tools/tune/tuner.hpp"
 
 #include "runtime/ops/tuned.hpp"
+#include "tests/cli/process.hpp"
 
 #include <kjit/error.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -119,6 +122,35 @@ TEST(TuneOps, EveryTunableOpHasAHarnessAndTheRestSayWhyNot) {
       EXPECT_NE(std::string(e.what()).find("the default plan is the only candidate"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(TuneShapes, EveryShippedShapesFileParsesAndBuildsItsHarnesses) {
+  // tools/tune/shapes/<op>[_suffix].txt: the op is the longest registered name the file starts with.
+  const std::string source = kjit::test::cmake_cache_value("kjit_SOURCE_DIR");
+  ASSERT_FALSE(source.empty()) << "no kjit_SOURCE_DIR in the build tree's CMakeCache.txt";
+  const std::filesystem::path dir = std::filesystem::path(source) / "tools" / "tune" / "shapes";
+  std::set<std::string> covered;
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".txt") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    std::string op;
+    for (const auto& [n, o] : kjit::tune::ops()) {
+      if (name.rfind(n + "_", 0) == 0 && n.size() > op.size()) op = n;
+    }
+    ASSERT_FALSE(op.empty()) << name << " names no op kjit tune covers";
+    SCOPED_TRACE(name);
+    const kjit::tune::TuneOp& top = kjit::tune::op(op);
+    const std::vector<kjit::tune::Shape> shapes = kjit::tune::read_shapes_file(entry.path().string(), top.defaults);
+    for (const kjit::tune::Shape& s : shapes) {
+      EXPECT_NO_THROW(top.make(s)) << kjit::tune::shape_text(s);  // host-side validation, no GPU
+    }
+    if (name == "fp8_gemm_msweep_h200.txt") EXPECT_EQ(shapes.size(), 26u);
+    covered.insert(op);
+  }
+  EXPECT_GT(files, 0u) << dir;
+  EXPECT_TRUE(covered.count("paged_prefill"));
 }
 
 }  // namespace

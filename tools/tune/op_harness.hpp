@@ -18,7 +18,7 @@
 
 namespace kjit::tune {
 
-/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill) and ops_more.cc
+/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill, paged_prefill) and ops_more.cc
 /// (swa_decode, and the ops whose default is their only candidate: rotary, fp8_quantize).
 void register_attention_ops();
 void register_more_ops();
