@@ -135,6 +135,26 @@ class TuneGpu : public ::testing::Test {
   }
 };
 
+/// Every candidate was timed: fully ("ok"), or screened out clearly slower than the leader
+/// ("dropped", with the figures that show it). The winner, and the default, in full.
+void all_timed(const tune::ShapeResult& s, const tune::Options& o, const std::string& all) {
+  for (const tune::Measurement& m : s.candidates) {
+    if (m.status == "dropped") {
+      EXPECT_FALSE(m.is_default) << all;
+      EXPECT_GE(m.leader, 0) << all;
+      EXPECT_GT(m.screen_best_us, (1 + o.screen_margin) * m.leader_us) << m.label << "\n" << all;
+      EXPECT_EQ(m.samples, o.screen_samples) << all;
+      EXPECT_NE(m.why.find("dropped early"), std::string::npos) << m.why;
+    } else {
+      EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+      EXPECT_GE(m.samples, 20) << m.label;
+      EXPECT_GT(m.eager_us, 0) << m.label;
+    }
+  }
+  ASSERT_GE(s.winner, 0) << all;
+  EXPECT_EQ(s.candidates[static_cast<size_t>(s.winner)].status, "ok") << all;
+}
+
 tune::Options quick() {
   tune::Options o;
   o.samples = 20;
@@ -171,8 +191,7 @@ TEST_F(TuneGpu, DecodeSweepPublishesACheckedTable) {
   const tune::ShapeResult& s = r.shapes.at(0);
   const std::string all = tune::report_table(r);
   std::printf("%s", all.c_str());
-  ASSERT_GE(s.winner, 0) << all;
-  for (const tune::Measurement& m : s.candidates) EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+  all_timed(s, quick(), all);
   kjit::cache::TuneTable t;
   ASSERT_TRUE(kjit::cache::read_table(
       kjit::cache::table_path(kjit::RuntimeConfig::from_env().cache_dir, r.fingerprint_id), &t));
@@ -185,6 +204,21 @@ TEST_F(TuneGpu, DecodeSweepPublishesACheckedTable) {
   std::vector<std::string> dropped;
   kjit::detail::tuned_table_from(t, kjit::device_info(0), &dropped);
   EXPECT_TRUE(dropped.empty()) << dropped.front();
+}
+
+TEST_F(TuneGpu, WithoutScreeningEveryCandidateIsMeasuredInFull) {
+  const tune::TuneOp& op = tune::op("decode");
+  tune::Options o = quick();
+  o.screen_samples = 0;
+  o.publish = false;
+  const tune::SweepResult r =
+      tune::sweep("decode", {tune::parse_shape({"batch=2 kv_len=4096 head_dim=128"}, op.defaults)}, o);
+  const std::string all = tune::report_table(r);
+  for (const tune::Measurement& m : r.shapes.at(0).candidates) {
+    EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+    EXPECT_EQ(m.samples, 20) << m.label;
+  }
+  EXPECT_GE(r.shapes.at(0).winner, 0) << all;
 }
 
 TEST_F(TuneGpu, Fp8GemmSweepFindsNoWrongCandidate) {
@@ -217,7 +251,7 @@ void sweep_is_clean(const std::string& name, const std::vector<std::string>& sha
   for (const tune::ShapeResult& s : r.shapes) {
     EXPECT_GE(s.winner, 0) << all;
     EXPECT_GE(s.candidates.size(), 2u) << "nothing to choose from\n" << all;
-    for (const tune::Measurement& m : s.candidates) EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+    all_timed(s, quick(), all);
   }
   kjit::cache::TuneTable t;
   ASSERT_TRUE(kjit::cache::read_table(

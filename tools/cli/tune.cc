@@ -24,6 +24,8 @@ struct TuneArgs {
   std::string shapes_file;
   int jobs = 4;
   int samples = 25;
+  int screen_samples = 5;
+  double screen_margin = 0.15;
   double noise = 0.02;
   double timeout_s = 60;
   bool no_publish = false;
@@ -70,10 +72,11 @@ nlohmann::json summary(const tune::SweepResult& r) {
   nlohmann::json shapes = nlohmann::json::array();
   for (const tune::ShapeResult& s : r.shapes) {
     const tune::Measurement* w = s.winner >= 0 ? &s.candidates[static_cast<size_t>(s.winner)] : nullptr;
-    size_t wrong = 0, failed = 0;
+    size_t wrong = 0, failed = 0, dropped = 0;
     for (const tune::Measurement& m : s.candidates) {
       wrong += m.status == "wrong";
       failed += m.status == "failed" || m.status == "compile-failed";
+      dropped += m.status == "dropped";
     }
     shapes.push_back({{"shape", tune::shape_text(s.shape)},
                       {"winner", w ? w->label : ""},
@@ -83,7 +86,8 @@ nlohmann::json summary(const tune::SweepResult& r) {
                       {"margin", s.margin},
                       {"candidates", s.candidates.size()},
                       {"wrong", wrong},
-                      {"failed", failed}});
+                      {"failed", failed},
+                      {"dropped", dropped}});
   }
   return {{"op", r.op},           {"device", r.device},         {"fingerprint_id", r.fingerprint_id},
           {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"compile_s", r.compile_s},
@@ -94,6 +98,8 @@ tune::Options options_of(const TuneArgs& a) {
   tune::Options o;
   o.jobs = a.jobs;
   o.samples = a.samples;
+  o.screen_samples = a.screen_samples;
+  o.screen_margin = a.screen_margin;
   o.noise = a.noise;
   o.timeout_s = a.timeout_s;
   o.publish = !a.no_publish;
@@ -129,6 +135,7 @@ int run_check(const TuneArgs& a) {
     const tune::TuneOp& top = tune::op(e.op);
     tune::Options o = options_of(a);
     o.publish = false;
+    o.screen_samples = 0;  // both are measured in full, whatever they do now
     o.only = {e.winner.describe(), e.default_choice.describe()};
     const tune::SweepResult r = tune::sweep(e.op, {tune::parse_shape({e.shape}, top.defaults)}, o);
     const tune::ShapeResult& s = r.shapes.at(0);
@@ -216,7 +223,15 @@ void add_tune_command(CLI::App& root, std::vector<Command>& out) {
   cmd->add_option("--shape", a->shapes, "key=value words of one shape (repeatable; keys default as --list says)");
   cmd->add_option("--shapes", a->shapes_file, "a file of shapes, one line of key=value words each ('#' comments)");
   cmd->add_option("-j,--jobs", a->jobs, "parallel compiles")->check(CLI::Range(1, 256));
-  cmd->add_option("--samples", a->samples, "timing samples per candidate (at least 20)")->check(CLI::Range(20, 10000));
+  cmd->add_option("--samples", a->samples, "timing samples per fully measured candidate (at least 20)")
+      ->check(CLI::Range(20, 10000));
+  cmd->add_option("--screen-samples", a->screen_samples,
+                  "CUDA-graph samples every correct candidate gets before early rejection (0: measure all in full)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--screen-margin", a->screen_margin,
+                  "drop a candidate early when its best screening sample is slower than the leader's median by more "
+                  "than this (relative)")
+      ->check(CLI::Range(0.05, 10.0));
   cmd->add_option("--noise", a->noise, "a candidate must beat the default by more than this (relative)")
       ->check(CLI::Range(0.0, 0.5));
   cmd->add_option("--timeout", a->timeout_s, "seconds one candidate may take before it is killed and marked failed")

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -60,6 +61,21 @@ Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_
   r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
   return r;
 }
+
+/// Runs fn(begin, end) over [0, n) in chunks on every hardware thread (the harnesses' host-side
+/// data: hundreds of millions of values for the large shapes).
+void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
+
+/// Value i of a counter-based stream (splitmix64 of seed + i): uniform in [0, 1), 24 bits. The
+/// same for a (seed, i) whatever the thread that draws it.
+float uniform01(uint64_t seed, size_t i);
+
+/// `n` values uniform in [-range, range), rounded to bf16 (the device sees them exactly), drawn
+/// from uniform01(seed, ·) in parallel.
+std::vector<float> random_bf16_values(size_t n, float range, uint64_t seed);
+
+/// The bf16 bits of `v`, converted in parallel.
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v);
 
 /// A decode problem of random bf16-exact data (q in [-2, 2), K and V in [-1, 1)), full lengths,
 /// softmax scale 1/sqrt(d): what the decode and paged decode harnesses check against.

@@ -31,12 +31,6 @@ namespace ad = kjit::attention::detail;
 
 constexpr double kBf16Tol = 1e-2;
 
-std::vector<uint16_t> bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
-  return h;
-}
-
 /// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`.
 std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref) {
   out.fill(0xFF);
@@ -102,7 +96,7 @@ class PagedDecodeHarness : public Harness {
     std::vector<int32_t> indptr(static_cast<size_t>(b_ + 1)), last(static_cast<size_t>(b_));
     for (int64_t b = 0; b <= b_; ++b) indptr[static_cast<size_t>(b)] = static_cast<int32_t>(b * ppr_);
     for (int32_t& x : last) x = static_cast<int32_t>(l_ - (ppr_ - 1) * page_);
-    const std::vector<uint16_t> q = bf16(p.q), k = bf16(kp), v = bf16(vp);
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(kp), v = bf16_bits(vp);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(k));
@@ -165,8 +159,6 @@ class PrefillHarness : public Harness {
   }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     kjit::testing::PrefillProblem p;
     p.q_heads = hq_;
     p.kv_heads = hkv_;
@@ -175,14 +167,11 @@ class PrefillHarness : public Harness {
     p.kv_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lkv_));
     p.causal = causal_;
     p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q.resize(static_cast<size_t>(b_ * lq_ * hq_ * d_));
-    p.k.resize(static_cast<size_t>(b_ * lkv_ * hkv_ * d_));
-    p.v.resize(p.k.size());
-    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    p.q = random_bf16_values(static_cast<size_t>(b_ * lq_ * hq_ * d_), 2.f, seed);
+    p.k = random_bf16_values(static_cast<size_t>(b_ * lkv_ * hkv_ * d_), 1.f, seed + 1);
+    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
     ref_ = kjit::testing::prefill_reference(p).out;
-    const std::vector<uint16_t> q = bf16(p.q), k = bf16(p.k), v = bf16(p.v);
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(k));
@@ -279,8 +268,6 @@ class PagedPrefillHarness : public Harness {
   }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     kjit::testing::PrefillProblem p;
     p.q_heads = hq_;
     p.kv_heads = hkv_;
@@ -289,16 +276,14 @@ class PagedPrefillHarness : public Harness {
     p.kv_lens = kv_lens_;
     p.causal = causal_;
     p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q.resize(static_cast<size_t>(p.total_q() * hq_ * d_));
-    p.k.resize(static_cast<size_t>(p.total_kv() * hkv_ * d_));
-    p.v.resize(p.k.size());
-    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+    p.q = random_bf16_values(static_cast<size_t>(p.total_q() * hq_ * d_), 2.f, seed);
+    p.k = random_bf16_values(static_cast<size_t>(p.total_kv() * hkv_ * d_), 1.f, seed + 1);
+    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
     ref_ = kjit::testing::prefill_reference(p).out;
 
     std::vector<int32_t> ids(static_cast<size_t>(pages_));
     std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
     std::shuffle(ids.begin(), ids.end(), rng);  // scattered pages, as in a real pool
     const size_t row = static_cast<size_t>(hkv_ * d_);
     constexpr uint16_t kNaN = 0x7FC0;  // bf16 quiet NaN: slots no request owns
@@ -315,7 +300,7 @@ class PagedPrefillHarness : public Harness {
       }
       first += static_cast<size_t>(kv_lens_[static_cast<size_t>(b)]);
     }
-    const std::vector<uint16_t> q = bf16(p.q);
+    const std::vector<uint16_t> q = bf16_bits(p.q);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(kp));
