@@ -5,6 +5,7 @@
 
 #include "runtime/ops/tuned.hpp"
 #include "tests/cli/process.hpp"
+#include "tools/tune/op_harness.hpp"
 
 #include <kjit/error.hpp>
 
@@ -209,6 +210,36 @@ esac
   fs::remove_all(dir);
 }
 
+TEST(TuneHarness, LargePrefillReferencesCoverARotatingSampleOfEveryTile) {
+  kjit::testing::PrefillProblem p;
+  p.q_heads = 32;
+  p.kv_heads = 32;
+  p.head_dim = 128;
+  p.causal = true;
+  p.q_lens = {512};
+  p.kv_lens = {512};
+  EXPECT_TRUE(kjit::tune::detail::sampled_rows(p).empty());  // cheap: every row
+  // The B4 H32 L4096 D128 peer prompt: 5.5e11 operations causal, 1.1e12 full.
+  p.q_lens = {4096, 4096, 4096, 4096};
+  p.kv_lens = p.q_lens;
+  for (bool causal : {true, false}) {
+    p.causal = causal;
+    const std::vector<int64_t> rows = kjit::tune::detail::sampled_rows(p);
+    const size_t stride = causal ? 32 : 64;
+    ASSERT_EQ(rows.size(), 4 * 4096 / stride);
+    std::set<int64_t> positions;
+    std::vector<int> per_tile(4 * 4096 / 64, 0);
+    for (int64_t r : rows) {
+      ASSERT_LT(r, 4 * 4096);
+      positions.insert(r % 64);
+      ++per_tile[static_cast<size_t>(r / 64)];
+    }
+    EXPECT_EQ(positions.size(), 64u) << "every row position of a tile is checked somewhere";
+    for (int n : per_tile) ASSERT_EQ(n, static_cast<int>(64 / stride));
+    EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  }
+}
+
 TEST(TuneShapes, ParseWithDefaultsAndClearErrors) {
   const kjit::tune::Shape d = {{"batch", "1"}, {"kv_len", "4096"}};
   const kjit::tune::Shape s = kjit::tune::parse_shape({"batch=8,kv_len=128"}, d);
@@ -311,7 +342,8 @@ TEST(TuneShapes, EveryShippedShapesFileParsesAndBuildsItsHarnesses) {
     covered.insert(op);
   }
   EXPECT_GT(files, 0u) << dir;
-  EXPECT_TRUE(covered.count("paged_prefill"));
+  // Every op with candidates has shapes for the H200 run (tools/bench/h200_tune_sweep.sh).
+  for (const kjit::detail::TuneOpSpec* spec : kjit::detail::tune_ops()) EXPECT_TRUE(covered.count(spec->name)) << spec->name;
 }
 
 }  // namespace

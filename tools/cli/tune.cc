@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -128,41 +129,61 @@ int run_check(const TuneArgs& a) {
     throw InvalidArgument(fmt::format("no tuning table for device 0 ({}, fingerprint {}) in {}; run kjit tune first",
                                       info.name, info.fingerprint_id(), cache::tuning_dir(root)));
   }
-  nlohmann::json rows = nlohmann::json::array();
-  int drifted = 0;
+  // One sweep per op (one worker, every stored shape of it), measuring at each shape only its
+  // stored winner and the default.
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<const cache::TuneEntry*>> by_op;
   for (const cache::TuneEntry& e : table.entries) {
     if (!a.op.empty() && e.op != a.op) continue;
-    const tune::TuneOp& top = tune::op(e.op);
+    if (!by_op.count(e.op)) ops.push_back(e.op);
+    by_op[e.op].push_back(&e);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int drifted = 0;
+  for (const std::string& op_name : ops) {
+    const std::vector<const cache::TuneEntry*>& entries = by_op[op_name];
+    const tune::TuneOp& top = tune::op(op_name);
     tune::Options o = options_of(a);
     o.publish = false;
     o.screen_samples = 0;  // both are measured in full, whatever they do now
-    o.only = {e.winner.describe(), e.default_choice.describe()};
-    const tune::SweepResult r = tune::sweep(e.op, {tune::parse_shape({e.shape}, top.defaults)}, o);
-    const tune::ShapeResult& s = r.shapes.at(0);
-    const tune::Measurement* now = nullptr;
-    for (const tune::Measurement& m : s.candidates) {
-      if (!m.is_default && tune::stored_description(e.op, m) == e.winner.describe()) now = &m;
+    std::vector<tune::Shape> shapes;
+    for (const cache::TuneEntry* e : entries) {
+      shapes.push_back(tune::parse_shape({e->shape}, top.defaults));
+      o.only_by_shape.push_back({e->winner.describe(), e->default_choice.describe()});
     }
-    const tune::Measurement& def = s.candidates.at(0);
-    const bool default_won = e.winner.describe() == e.default_choice.describe();
-    const double winner_now = default_won ? def.us : now && now->status == "ok" ? now->us : 0;
-    const double drift = e.winner.us > 0 && winner_now > 0 ? winner_now / e.winner.us - 1 : 0;
-    const bool still_wins = default_won || (winner_now > 0 && winner_now < def.us * (1 - a.noise));
-    const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1;
-    drifted += bad;
-    rows.push_back({{"op", e.op},
-                    {"shape", e.shape},
-                    {"winner", e.winner.describe()},
-                    {"stored_us", e.winner.us},
-                    {"now_us", winner_now},
-                    {"drift", drift},
-                    {"default_now_us", def.us},
-                    {"still_wins", still_wins},
-                    {"status", winner_now == 0 ? (now ? now->status + ": " + now->why : "not measured") : "ok"}});
-    if (!output().json) {
-      fmt::print("{:<9} {:<40} {:>9.2f} → {:>9.2f} µs ({:+.1f}%)  default now {:.2f} µs  {}\n", e.op, e.shape,
-                 e.winner.us, winner_now, drift * 100, def.us,
-                 winner_now == 0 ? "FAILED" : still_wins ? "still wins" : "NO LONGER BEATS THE DEFAULT");
+    const tune::SweepResult r = tune::sweep(op_name, shapes, o);
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const cache::TuneEntry& e = *entries[k];
+      const tune::ShapeResult& s = r.shapes.at(k);
+      const tune::Measurement* now = nullptr;
+      for (const tune::Measurement& m : s.candidates) {
+        if (!m.is_default && tune::stored_description(e.op, m) == e.winner.describe()) now = &m;
+      }
+      const tune::Measurement& def = s.candidates.at(0);
+      const bool default_won = e.winner.describe() == e.default_choice.describe();
+      const double winner_now = default_won ? def.us : now && now->status == "ok" ? now->us : 0;
+      const double drift = e.winner.us > 0 && winner_now > 0 ? winner_now / e.winner.us - 1 : 0;
+      const bool still_wins = default_won || (winner_now > 0 && winner_now < def.us * (1 - a.noise));
+      const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1;
+      // The tuned plan now loses to the default beyond the noise (or no longer runs).
+      const bool slower = !default_won && (winner_now == 0 || winner_now > def.us * (1 + a.noise));
+      drifted += bad;
+      rows.push_back({{"op", e.op},
+                      {"shape", e.shape},
+                      {"winner", e.winner.describe()},
+                      {"default_won", default_won},
+                      {"stored_us", e.winner.us},
+                      {"now_us", winner_now},
+                      {"drift", drift},
+                      {"default_now_us", def.us},
+                      {"still_wins", still_wins},
+                      {"slower_than_default", slower},
+                      {"status", winner_now == 0 ? (now ? now->status + ": " + now->why : "not measured") : "ok"}});
+      if (!output().json) {
+        fmt::print("{:<9} {:<40} {:>9.2f} → {:>9.2f} µs ({:+.1f}%)  default now {:.2f} µs  {}\n", e.op, e.shape,
+                   e.winner.us, winner_now, drift * 100, def.us,
+                   winner_now == 0 ? "FAILED" : still_wins ? "still wins" : "NO LONGER BEATS THE DEFAULT");
+      }
     }
   }
   if (output().json) print_json({{"fingerprint_id", info.fingerprint_id()}, {"entries", rows}, {"drifted", drifted}});

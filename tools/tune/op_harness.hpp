@@ -77,6 +77,19 @@ std::vector<float> random_bf16_values(size_t n, float range, uint64_t seed);
 /// The bf16 bits of `v`, converted in parallel.
 std::vector<uint16_t> bf16_bits(const std::vector<float>& v);
 
+/// Above this many floating-point operations (a few seconds of the reference's threads) a
+/// prefill's float64 reference covers a sample of the query rows (sampled_rows).
+inline constexpr double kFullReferenceFlops = 3e10;
+
+/// The packed query rows a prefill harness's reference computes: none (meaning all) when the
+/// whole reference costs at most kFullReferenceFlops, else in every request the rows i with
+/// (i + 7 · (i / 64)) % stride == 0, for the smallest power-of-two stride (at most 64) that
+/// brings the cost under it. Every 64-row tile keeps 64 / stride rows, at offsets that rotate
+/// from tile to tile through every row position (7 is coprime with the stride), so each
+/// position of an MMA tile is checked somewhere. The outputs of the other rows are still checked
+/// to be finite (written).
+std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& problem);
+
 /// A decode problem of random bf16-exact data (q in [-2, 2), K and V in [-1, 1)), full lengths,
 /// softmax scale 1/sqrt(d): what the decode and paged decode harnesses check against.
 kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_heads, int kv_heads, int head_dim,

@@ -23,6 +23,33 @@
 #include <tuple>
 
 namespace kjit::tune {
+namespace detail {
+
+std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& p) {
+  double flops = 0;
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    const int64_t q = p.q_lens[static_cast<size_t>(b)], kv = p.kv_lens[static_cast<size_t>(b)];
+    for (int64_t i = 0; i < q; ++i) {
+      flops += static_cast<double>(p.causal ? std::clamp<int64_t>(i + kv - q + 1, 0, kv) : kv);
+    }
+  }
+  flops *= 4.0 * static_cast<double>(p.q_heads * p.head_dim);
+  int64_t stride = 1;
+  while (stride < 64 && flops / static_cast<double>(stride) > kFullReferenceFlops) stride *= 2;
+  std::vector<int64_t> rows;
+  if (stride == 1) return rows;
+  int64_t first = 0;
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    for (int64_t i = 0; i < p.q_lens[static_cast<size_t>(b)]; ++i) {
+      if ((i + 7 * (i / 64)) % stride == 0) rows.push_back(first + i);
+    }
+    first += p.q_lens[static_cast<size_t>(b)];
+  }
+  return rows;
+}
+
+}  // namespace detail
+
 namespace {
 
 using namespace kjit::tune::detail;
@@ -31,16 +58,38 @@ namespace ad = kjit::attention::detail;
 
 constexpr double kBf16Tol = 1e-2;
 
-/// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`.
-std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref) {
+/// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`: all of them, or, with
+/// `rows`, the rows listed (`row_elems` elements each; the reference covers only those), and
+/// then every element must still be finite so an output left unwritten shows wherever it is.
+std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref,
+                       const std::vector<int64_t>& rows = {}, size_t row_elems = 0) {
   out.fill(0xFF);
   r.per_copy[0](stream);
   KJIT_CU(cuStreamSynchronize(stream));
   const std::vector<uint16_t> raw = out.download<uint16_t>(ref.size());
   std::vector<float> got(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) got[i] = kjit::testing::bf16_to_float(raw[i]);
-  const kjit::testing::Comparison cmp = kjit::testing::compare(got, ref);
-  return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  if (rows.empty()) {
+    const kjit::testing::Comparison cmp = kjit::testing::compare(got, ref);
+    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  }
+  std::vector<float> got_rows;
+  std::vector<double> ref_rows;
+  for (int64_t row : rows) {
+    const size_t at = static_cast<size_t>(row) * row_elems;
+    got_rows.insert(got_rows.end(), got.begin() + static_cast<ptrdiff_t>(at),
+                    got.begin() + static_cast<ptrdiff_t>(at + row_elems));
+    ref_rows.insert(ref_rows.end(), ref.begin() + static_cast<ptrdiff_t>(at),
+                    ref.begin() + static_cast<ptrdiff_t>(at + row_elems));
+  }
+  const kjit::testing::Comparison cmp = kjit::testing::compare(got_rows, ref_rows);
+  if (!cmp.ok(kBf16Tol)) {
+    return fmt::format("wrong output on the {} checked query rows: {} (tolerance {})", rows.size(), cmp.describe(),
+                       kBf16Tol);
+  }
+  const size_t unwritten = static_cast<size_t>(std::count_if(got.begin(), got.end(), [](float x) { return !std::isfinite(x); }));
+  return unwritten == 0 ? std::string()
+                        : fmt::format("wrong output: {} of {} outputs non-finite (never written?)", unwritten, got.size());
 }
 
 /// The plan a candidate runs: the untuned planner's for the default, else the stored choice.
@@ -170,7 +219,8 @@ class PrefillHarness : public Harness {
     p.q = random_bf16_values(static_cast<size_t>(b_ * lq_ * hq_ * d_), 2.f, seed);
     p.k = random_bf16_values(static_cast<size_t>(b_ * lkv_ * hkv_ * d_), 1.f, seed + 1);
     p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
-    ref_ = kjit::testing::prefill_reference(p).out;
+    rows_ = sampled_rows(p);
+    ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
     const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
@@ -187,7 +237,9 @@ class PrefillHarness : public Harness {
         runtime);
   }
 
-  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+  std::string check(const Runner& r, CUstream stream) override {
+    return check_bf16(r, stream, out_, ref_, rows_, static_cast<size_t>(hq_ * d_));
+  }
 
  private:
   kjit::attention::PrefillArgs args(void* q, void* k, void* v, void* out) const {
@@ -203,6 +255,7 @@ class PrefillHarness : public Harness {
   int64_t b_, lq_, lkv_, hq_, hkv_, d_;
   bool causal_;
   ad::PrefillDims dims_;
+  std::vector<int64_t> rows_;  ///< the query rows the reference covers (empty: all)
   std::vector<double> ref_;
   std::vector<DeviceBuffer> q_, k_, v_;
   DeviceBuffer out_;
@@ -279,7 +332,8 @@ class PagedPrefillHarness : public Harness {
     p.q = random_bf16_values(static_cast<size_t>(p.total_q() * hq_ * d_), 2.f, seed);
     p.k = random_bf16_values(static_cast<size_t>(p.total_kv() * hkv_ * d_), 1.f, seed + 1);
     p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
-    ref_ = kjit::testing::prefill_reference(p).out;
+    rows_ = sampled_rows(p);
+    ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
 
     std::vector<int32_t> ids(static_cast<size_t>(pages_));
     std::iota(ids.begin(), ids.end(), 0);
@@ -339,7 +393,9 @@ class PagedPrefillHarness : public Harness {
     return r;
   }
 
-  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+  std::string check(const Runner& r, CUstream stream) override {
+    return check_bf16(r, stream, out_, ref_, rows_, static_cast<size_t>(hq_ * d_));
+  }
 
  private:
   kjit::attention::PagedPrefillArgs args(void* q, void* qo, void* k, void* v, void* indptr, void* ids, void* last,
@@ -363,6 +419,7 @@ class PagedPrefillHarness : public Harness {
   int64_t pages_ = 0;
   std::vector<int32_t> q_lens_, kv_lens_, qo_, kv_indptr_, last_;
   ad::PagedPrefillPlanDims dims_;
+  std::vector<int64_t> rows_;  ///< the query rows the reference covers (empty: all)
   std::vector<double> ref_;
   std::vector<DeviceBuffer> q_, k_, v_;
   DeviceBuffer d_qo_, d_indptr_, d_ids_, d_last_, out_;

@@ -500,9 +500,12 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     }
     r.shapes.push_back(std::move(sr));
   }
-  auto wanted = [&](const Measurement& m) {
-    return m.is_default || o.only.empty() ||
-           std::find(o.only.begin(), o.only.end(), stored_description(op_name, m)) != o.only.end();
+  if (!o.only_by_shape.empty() && o.only_by_shape.size() != shapes.size()) {
+    throw InvalidArgument(fmt::format("only_by_shape has {} lists for {} shapes", o.only_by_shape.size(), shapes.size()));
+  }
+  auto wanted = [&](size_t s, const Measurement& m) {
+    const std::vector<std::string>& only = o.only_by_shape.empty() ? o.only : o.only_by_shape[s];
+    return m.is_default || only.empty() || std::find(only.begin(), only.end(), stored_description(op_name, m)) != only.end();
   };
 
   const Clock::time_point compile_start = Clock::now();
@@ -510,7 +513,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   std::map<std::string, std::vector<std::pair<size_t, size_t>>> users;
   for (size_t s = 0; s < candidates.size(); ++s) {
     for (size_t i = 0; i < candidates[s].size(); ++i) {
-      if (!wanted(r.shapes[s].candidates[i])) continue;
+      if (!wanted(s, r.shapes[s].candidates[i])) continue;
       for (const ProgramSpec& p : candidates[s][i].programs) {
         const std::string key = runtime.key(p, p.target_on(target));
         programs.emplace(key, p);
@@ -583,7 +586,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     detail::Todo t{s, {}};
     for (const Measurement& m : r.shapes[s].candidates) {
       ++total;
-      if (m.status != "compile-failed" && wanted(m)) {
+      if (m.status != "compile-failed" && wanted(s, m)) {
         t.indices.push_back(m.index);
       } else {
         ++measured;

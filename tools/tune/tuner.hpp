@@ -177,6 +177,8 @@ struct Options {
   /// Only measure these candidates (their stored_description()); empty: all. `kjit tune --check`
   /// passes the stored winners.
   std::vector<std::string> only;
+  /// Per shape (one list each, in shape order) instead of `only` when not empty.
+  std::vector<std::vector<std::string>> only_by_shape;
   /// The worker executable; empty: this process's own (/proc/self/exe).
   std::string worker;
 };
