@@ -138,8 +138,9 @@ TEST(TuneSelect, DroppedCandidatesNeverWinButCanBeTheRunnerUp) {
 
 TEST(TuneWorkerProtocol, DeathsAndHangsCostTheCandidateInFlightAndAFreshWorkerTakesTheRest) {
   // A scripted worker (no GPU): the first dies while candidate 2 of shape 0 runs; the second
-  // finishes shape 0 (3 dropped, 0 measured) and hangs on candidate 0 of shape 1; the third dies
-  // while preparing shape 1.
+  // reports candidate 3 failed (as a worker does for a driver error) and exits; the third
+  // finishes shape 0 (4 dropped, 0 measured) and hangs on candidate 0 of shape 1; the fourth
+  // dies while preparing shape 1.
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kjit-fake-worker-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -156,7 +157,10 @@ case $n in
      '{"index":1,"shape":0,"status":"wrong","why":"wrong output: half"}' '{"start":2,"shape":0}'
    exit 3 ;;
 1) printf '%s\n' '{"preparing":0}' '{"ready":0,"copies":4}' '{"start":0,"shape":0}' '{"start":3,"shape":0}' \
-     '{"index":3,"shape":0,"status":"dropped","us":14.0,"samples":5,"leader":0,"leader_us":10.0,"screen_best_us":13.5}' \
+     '{"index":3,"shape":0,"status":"failed","why":"CUDA_ERROR_ILLEGAL_ADDRESS"}'
+   exit 3 ;;
+2) printf '%s\n' '{"preparing":0}' '{"ready":0,"copies":4}' '{"start":0,"shape":0}' '{"start":4,"shape":0}' \
+     '{"index":4,"shape":0,"status":"dropped","us":14.0,"samples":5,"leader":0,"leader_us":10.0,"screen_best_us":13.5}' \
      '{"start":0,"shape":0}' '{"index":0,"shape":0,"status":"ok","us":10.0,"eager_us":12.0,"samples":20}' \
      '{"preparing":1}' '{"ready":1,"copies":2}' '{"start":0,"shape":1}'
    exec sleep 30 ;;
@@ -168,7 +172,7 @@ esac
   fs::permissions(script, fs::perms::owner_all);
   std::vector<kjit::tune::ShapeResult> shapes(2);
   shapes[0].shape = {{"n", "1"}};
-  shapes[0].candidates = times({0, 0, 0, 0});
+  shapes[0].candidates = times({0, 0, 0, 0, 0});
   shapes[1].shape = {{"n", "2"}};
   shapes[1].candidates = times({0, 0});
   for (auto& sr : shapes) {
@@ -177,7 +181,7 @@ esac
   kjit::tune::Options o;
   o.timeout_s = 1;
   int ticks = 0;
-  kjit::tune::detail::measure("test.fake", shapes, {{0, {0, 1, 2, 3}}, {1, {0, 1}}}, o, script.string(),
+  kjit::tune::detail::measure("test.fake", shapes, {{0, {0, 1, 2, 3, 4}}, {1, {0, 1}}}, o, script.string(),
                               [&] { ++ticks; });
   const auto& a = shapes[0].candidates;
   const auto& b = shapes[1].candidates;
@@ -187,26 +191,30 @@ esac
   EXPECT_EQ(a[1].status, "wrong");
   EXPECT_EQ(a[2].status, "failed");
   EXPECT_NE(a[2].why.find("the worker died: exit 3"), std::string::npos) << a[2].why;
-  EXPECT_EQ(a[3].status, "dropped");
-  EXPECT_EQ(a[3].leader, 0);
-  EXPECT_DOUBLE_EQ(a[3].screen_best_us, 13.5);
+  EXPECT_EQ(a[3].status, "failed");
+  EXPECT_EQ(a[3].why, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_EQ(a[4].status, "dropped");
+  EXPECT_EQ(a[4].leader, 0);
+  EXPECT_DOUBLE_EQ(a[4].screen_best_us, 13.5);
   EXPECT_EQ(b[0].status, "failed");
   EXPECT_NE(b[0].why.find("no result within 1 s (killed)"), std::string::npos) << b[0].why;
   EXPECT_EQ(b[1].status, "failed");
   EXPECT_NE(b[1].why.find("died setting this shape up: exit 1"), std::string::npos) << b[1].why;
-  EXPECT_EQ(ticks, 6);
+  EXPECT_EQ(ticks, 7);
   // Each fresh worker got exactly what was left, every shape in one job.
   auto job = [&](int n) {
     std::ifstream in(dir / ("job" + std::to_string(n) + ".json"));
     return nlohmann::json::parse(in);
   };
   EXPECT_EQ(job(0)["shapes"].size(), 2u);
-  EXPECT_EQ(job(1)["shapes"][0]["indices"], nlohmann::json({0, 3}));
-  EXPECT_EQ(job(1)["shapes"][1]["indices"], nlohmann::json({0, 1}));
-  ASSERT_EQ(job(2)["shapes"].size(), 1u);
-  EXPECT_EQ(job(2)["shapes"][0]["id"], 1);
-  EXPECT_EQ(job(2)["shapes"][0]["indices"], nlohmann::json({1}));
   EXPECT_EQ(job(0)["screen_samples"], 5);
+  EXPECT_EQ(job(1)["shapes"][0]["indices"], nlohmann::json({0, 3, 4}));
+  EXPECT_EQ(job(1)["shapes"][1]["indices"], nlohmann::json({0, 1}));
+  EXPECT_EQ(job(2)["shapes"][0]["indices"], nlohmann::json({0, 4}));
+  EXPECT_EQ(job(2)["shapes"][1]["indices"], nlohmann::json({0, 1}));
+  ASSERT_EQ(job(3)["shapes"].size(), 1u);
+  EXPECT_EQ(job(3)["shapes"][0]["id"], 1);
+  EXPECT_EQ(job(3)["shapes"][0]["indices"], nlohmann::json({1}));
   fs::remove_all(dir);
 }
 

@@ -209,7 +209,8 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
                       {"shapes", job_shapes}};
     Child c = spawn(exe, job.dump());
     std::string buffer;
-    int in_flight = -1, in_flight_shape = -1, current = -1;
+    // The candidate the worker runs (and its shape), and the shape it sets up (-1: none).
+    int in_flight = -1, in_flight_shape = -1, current = -1, setting_up = -1;
     bool done = false;
     auto deadline = preparing();
     std::set<std::pair<size_t, int>> finished;
@@ -244,10 +245,11 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
         if (!j.is_object()) continue;
         const int shape = j.value("shape", -1);
         if (j.contains("preparing")) {
-          current = j["preparing"].get<int>();
+          current = setting_up = j["preparing"].get<int>();
           in_flight = -1;
           deadline = preparing();
         } else if (j.contains("ready")) {
+          setting_up = -1;
           deadline = timeout();
         } else if (j.contains("start")) {
           in_flight = j["start"].get<int>();
@@ -273,6 +275,7 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
             for (const Todo& t : todo) finish_shape(t.shape, why);
           }
           in_flight = -1;
+          setting_up = -1;
         }
       }
     }
@@ -291,9 +294,9 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
       m.status = "failed";
       m.why = hung ? fmt::format("no result within {} s (killed): {}", o.timeout_s, how) : "the worker died: " + how;
       tick();
-    } else if (!done && current >= 0) {
-      // Died or hung while preparing a shape, or between its candidates: that shape is lost.
-      finish_shape(static_cast<size_t>(current),
+    } else if (!done && setting_up >= 0) {
+      // Died or hung building a shape's inputs or reference: that shape is lost.
+      finish_shape(static_cast<size_t>(setting_up),
                    (hung ? "the tune worker hung setting this shape up (killed): " : "the tune worker died setting this shape up: ") + how);
     }
     std::vector<Todo> rest;
@@ -307,7 +310,10 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
       left += r.indices.size();
       if (!r.indices.empty()) rest.push_back(std::move(r));
     }
-    if (left == before) return;  // no progress: do not loop
+    if (left == before) {  // no progress: do not loop
+      for (const Todo& t : rest) finish_shape(t.shape, "the tune worker made no progress: " + how);
+      return;
+    }
     todo = std::move(rest);
   }
 }
