@@ -11,7 +11,7 @@
 #   tuning/                 the tuning table the sweeps published
 # Decode runs twice: cold (every compile) and cached (the same sweep again; target < 20 s).
 # Exits non-zero when a sweep or the check fails, or when a stored tuned plan measures slower
-# than its default plan beyond 2% in the check. KJIT_TUNE_OPS picks the sweeps (default: all),
+# than its default plan beyond 2% in the check. KJIT_SWEEP_OPS picks the sweeps (default: all),
 # KJIT_TUNE_JOBS the parallel compiles (16), KJIT_TUNE_CACHE the cache folder (emptied first).
 set -uo pipefail
 out=${1:?usage: h200_tune_sweep.sh OUT_DIR}
@@ -19,7 +19,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kjit=${KJIT_BIN:-$root/${KJIT_BUILD:-build}/tools/kjit}
 shapes=$root/tools/tune/shapes
 jobs=${KJIT_TUNE_JOBS:-16}
-ops=${KJIT_TUNE_OPS:-"decode fp8_gemm paged_decode prefill paged_prefill swa_decode"}
+ops=${KJIT_SWEEP_OPS:-"decode fp8_gemm paged_decode prefill paged_prefill swa_decode"}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export KJIT_CACHE_DIR=${KJIT_TUNE_CACHE:-/tmp/kjit-tune-sweep-cache}
