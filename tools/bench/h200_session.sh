@@ -147,7 +147,7 @@ fi
 # beyond 2% (about 4 minutes): KJIT_STEPS=tune_sweep bash tools/bench/h200_session.sh
 if want tune_sweep; then
   step "tune sweep (tools/bench/h200_tune_sweep.sh)"
-  KJIT_BIN="$kjit" KJIT_TUNE_OPS= bash "$root/tools/bench/h200_tune_sweep.sh" "$out/tune_sweep"
+  KJIT_BIN="$kjit" bash "$root/tools/bench/h200_tune_sweep.sh" "$out/tune_sweep"
   echo "tune sweep rc=$?"
 fi
 
