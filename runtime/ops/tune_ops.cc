@@ -14,6 +14,7 @@ const std::vector<const TuneOpSpec*>& tune_ops() {
       &attention::detail::DecodeOp::tune_spec(),
       &attention::detail::PagedDecodeOp::tune_spec(),
       &attention::detail::PrefillOp::tune_spec(),
+      &attention::detail::PagedPrefillPlanner::tune_spec(),
       &fp8::detail::GemmOp::tune_spec(),
       &mla::detail::SwaDecodeOp::tune_spec(),
   };

@@ -1,5 +1,5 @@
-// kjit tune on the GPU: small sweeps of decode, of the FP8 GEMM, of paged decode, prefill and
-// SWA decode, and a test-only op whose
+// kjit tune on the GPU: small sweeps of decode, of the FP8 GEMM, of paged decode, prefill, paged
+// prefill (and its tuned plan step reading the table) and SWA decode, and a test-only op whose
 // candidates are a correct copy kernel, one that writes half its output (must be reported wrong
 // and never chosen), one that traps and one that writes far out of bounds (each must be marked
 // failed without ending the sweep: the candidate after them is still measured). Skips without a
@@ -8,9 +8,11 @@
 
 #include <kjit/error.hpp>
 #include <kjit/launch.hpp>
+#include <kjit/ops/attention.hpp>
 
 #include "cache/tune_table.hpp"
 #include "runtime/internal.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 
@@ -133,6 +135,26 @@ class TuneGpu : public ::testing::Test {
   }
 };
 
+/// Every candidate was timed: fully ("ok"), or screened out clearly slower than the leader
+/// ("dropped", with the figures that show it). The winner, and the default, in full.
+void all_timed(const tune::ShapeResult& s, const tune::Options& o, const std::string& all) {
+  for (const tune::Measurement& m : s.candidates) {
+    if (m.status == "dropped") {
+      EXPECT_FALSE(m.is_default) << all;
+      EXPECT_GE(m.leader, 0) << all;
+      EXPECT_GT(m.screen_best_us, (1 + o.screen_margin) * m.leader_us) << m.label << "\n" << all;
+      EXPECT_EQ(m.samples, o.screen_samples) << all;
+      EXPECT_NE(m.why.find("dropped early"), std::string::npos) << m.why;
+    } else {
+      EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+      EXPECT_GE(m.samples, 20) << m.label;
+      EXPECT_GT(m.eager_us, 0) << m.label;
+    }
+  }
+  ASSERT_GE(s.winner, 0) << all;
+  EXPECT_EQ(s.candidates[static_cast<size_t>(s.winner)].status, "ok") << all;
+}
+
 tune::Options quick() {
   tune::Options o;
   o.samples = 20;
@@ -169,8 +191,7 @@ TEST_F(TuneGpu, DecodeSweepPublishesACheckedTable) {
   const tune::ShapeResult& s = r.shapes.at(0);
   const std::string all = tune::report_table(r);
   std::printf("%s", all.c_str());
-  ASSERT_GE(s.winner, 0) << all;
-  for (const tune::Measurement& m : s.candidates) EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+  all_timed(s, quick(), all);
   kjit::cache::TuneTable t;
   ASSERT_TRUE(kjit::cache::read_table(
       kjit::cache::table_path(kjit::RuntimeConfig::from_env().cache_dir, r.fingerprint_id), &t));
@@ -183,6 +204,21 @@ TEST_F(TuneGpu, DecodeSweepPublishesACheckedTable) {
   std::vector<std::string> dropped;
   kjit::detail::tuned_table_from(t, kjit::device_info(0), &dropped);
   EXPECT_TRUE(dropped.empty()) << dropped.front();
+}
+
+TEST_F(TuneGpu, WithoutScreeningEveryCandidateIsMeasuredInFull) {
+  const tune::TuneOp& op = tune::op("decode");
+  tune::Options o = quick();
+  o.screen_samples = 0;
+  o.publish = false;
+  const tune::SweepResult r =
+      tune::sweep("decode", {tune::parse_shape({"batch=2 kv_len=4096 head_dim=128"}, op.defaults)}, o);
+  const std::string all = tune::report_table(r);
+  for (const tune::Measurement& m : r.shapes.at(0).candidates) {
+    EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+    EXPECT_EQ(m.samples, 20) << m.label;
+  }
+  EXPECT_GE(r.shapes.at(0).winner, 0) << all;
 }
 
 TEST_F(TuneGpu, Fp8GemmSweepFindsNoWrongCandidate) {
@@ -215,7 +251,7 @@ void sweep_is_clean(const std::string& name, const std::vector<std::string>& sha
   for (const tune::ShapeResult& s : r.shapes) {
     EXPECT_GE(s.winner, 0) << all;
     EXPECT_GE(s.candidates.size(), 2u) << "nothing to choose from\n" << all;
-    for (const tune::Measurement& m : s.candidates) EXPECT_EQ(m.status, "ok") << m.label << ": " << m.why;
+    all_timed(s, quick(), all);
   }
   kjit::cache::TuneTable t;
   ASSERT_TRUE(kjit::cache::read_table(
@@ -233,6 +269,47 @@ TEST_F(TuneGpu, PagedDecodeSweepIsClean) {
 TEST_F(TuneGpu, PrefillSweepIsClean) {
   sweep_is_clean("prefill", {"batch=1 q_len=512 kv_len=512 q_heads=16 kv_heads=4 head_dim=128 causal=1",
                              "batch=2 q_len=256 kv_len=1024 q_heads=8 kv_heads=8 head_dim=64 causal=0"});
+}
+
+TEST_F(TuneGpu, PagedPrefillSweepIsCleanAndThePlanStepFollowsTheTable) {
+  sweep_is_clean("paged_prefill", {"batch=4 q_len=200 kv_len=700 q_heads=16 kv_heads=4 head_dim=128 page_size=16",
+                                   "batch=6 q_len=40 kv_len=300 q_heads=8 kv_heads=8 head_dim=64 page_size=1 causal=0"});
+  // The tuned overload reads device 0's table: store the tile the built-in rule would not take
+  // for this bucket and plan with tile_rows 0.
+  const std::vector<int32_t> qo = {0, 300, 600}, kv = {0, 50, 100}, last = {16, 16};
+  kjit::attention::PagedPrefillPlanArgs a;
+  a.qo_indptr_host = qo.data();
+  a.kv_indptr_host = kv.data();
+  a.last_page_len_host = last.data();
+  a.batch = 2;
+  a.q_heads = 8;
+  a.head_dim = 128;
+  a.page_size = 16;
+  a.device = 0;
+  namespace ad = kjit::attention::detail;
+  const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  ASSERT_EQ(ad::PagedPrefillPlanner::plan(d, info).tile_rows, 128);
+  kjit::detail::TunedChoice t64;
+  for (const kjit::detail::TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(d, info)) {
+    if (c.family->value(c.point, "block_m").code == 64) t64 = c;
+  }
+  ASSERT_NE(t64.family, nullptr);
+  kjit::detail::TunedKey key{};
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(d, &key));
+  kjit::detail::TunedTable table;
+  table.set(key, t64);
+  kjit::detail::install_tuned_table(0, table);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 64);
+  a.device = -1;  // the current context's device, or device 0 when none is: device 0 here either way
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 64);
+  a.tile_rows = 128;  // a forced tile is never tuned
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 128);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(qo.data(), 2, 128).tile_rows, 128);  // the host-only overload
+  a.tile_rows = 0;
+  a.device = kjit::device_count();
+  EXPECT_THROW(kjit::attention::plan_paged_prefill(a), kjit::InvalidArgument);
+  kjit::detail::install_tuned_table(0, {});
 }
 
 TEST_F(TuneGpu, SwaDecodeSweepIsClean) {

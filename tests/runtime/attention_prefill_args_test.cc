@@ -1,4 +1,4 @@
-// Host-only checks of kjit::attention::prefill, plan_paged_prefill and paged_prefill: every
+// Host-only checks of kjit::attention::prefill, plan_paged_prefill (both overloads) and paged_prefill: every
 // validation rule fires with a message naming the op and the tensor (before any driver call), the
 // tile choice, the ragged plan (q lengths 70, 10, 130), the family specs, and that every
 // specialization compiles for sm_80/89/90a/100a (no spills on sm_80/sm_90a). No GPU needed.
@@ -273,6 +273,64 @@ TEST(AttentionPrefillPlan, PlanRules) {
     EXPECT_NE(std::string(e.what()).find("needs " + std::to_string(p.workspace_bytes) + " bytes"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
+  const std::vector<int32_t> qo = {0, 70, 80, 210};
+  // Pages of 16: 40, 16 and 1 tokens (the last request: one page holding one token).
+  const std::vector<int32_t> kv = {0, 3, 4, 5}, last = {8, 16, 1};
+  kjit::attention::PagedPrefillPlanArgs a;
+  a.qo_indptr_host = qo.data();
+  a.kv_indptr_host = kv.data();
+  a.last_page_len_host = last.data();
+  a.batch = 3;
+  a.q_heads = 8;
+  a.head_dim = 128;
+  a.page_size = 16;
+  a.causal = true;
+  const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
+  EXPECT_EQ(d.total_q, 210);
+  EXPECT_EQ(d.nonempty, 3);
+  EXPECT_EQ(d.max_kv_len, 40);
+  EXPECT_EQ(d.q_heads, 8);
+  // Without a tuning table (no driver here, or none stored) it plans as the host-only overload.
+  const PagedPrefillPlan tuned = kjit::attention::plan_paged_prefill(a);
+  const PagedPrefillPlan legacy = kjit::attention::plan_paged_prefill(qo.data(), 3, 128);
+  EXPECT_EQ(tuned.tile_rows, legacy.tile_rows);
+  EXPECT_EQ(tuned.q_tile_to_batch, legacy.q_tile_to_batch);
+  EXPECT_EQ(tuned.workspace_bytes, legacy.workspace_bytes);
+  a.tile_rows = 64;
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 64);
+  a.tile_rows = 0;
+  // A last_page_len past the page is clamped as the device clamps it.
+  const std::vector<int32_t> long_last = {99, 16, 1};
+  a.last_page_len_host = long_last.data();
+  EXPECT_EQ(ad::paged_prefill_plan_dims(a).max_kv_len, 48);
+  a.last_page_len_host = last.data();
+
+  auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
+    kjit::attention::PagedPrefillPlanArgs b = a;
+    edit(b);
+    try {
+      kjit::attention::plan_paged_prefill(b);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("plan_paged_prefill"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  invalid([](auto& b) { b.q_heads = 0; }, "q_heads");
+  invalid([](auto& b) { b.page_size = 0; }, "page_size");
+  invalid([](auto& b) { b.kv_indptr_host = nullptr; }, "kv_indptr_host is null");
+  invalid([](auto& b) { b.last_page_len_host = nullptr; }, "last_page_len_host is null");
+  const std::vector<int32_t> kv_down = {0, 3, 2, 5};
+  invalid([&](auto& b) { b.kv_indptr_host = kv_down.data(); }, "kv_indptr must be non-decreasing");
+  const std::vector<int32_t> kv_start = {1, 3, 4, 5};
+  invalid([&](auto& b) { b.kv_indptr_host = kv_start.data(); }, "kv_indptr[0] must be 0");
+  invalid([](auto& b) { b.tile_rows = 96; }, "tile_rows");
+  invalid([](auto& b) { b.head_dim = 96; }, "head_dim");
+  invalid([](auto& b) { b.qo_indptr_host = nullptr; }, "qo_indptr_host is null");
+  invalid([](auto& b) { b.device = -2; }, "device");
 }
 
 PagedPrefillArgs valid_paged(const PagedPrefillPlan& plan) {

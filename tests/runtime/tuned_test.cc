@@ -659,4 +659,158 @@ TEST(TunedTable, NewOpsOverLimitChoicesAreDropped) {
   EXPECT_NE(dropped[0].find("attention.prefill_sm90 needs sm_90"), std::string::npos) << dropped[0];
 }
 
+// ---- ragged paged prefill ------------------------------------------------------------------------
+
+/// `batch` requests of `q` query rows over `kv` keys in pages of `page` (the tuned overload's dims).
+ad::PagedPrefillPlanDims paged_prefill_dims(int64_t batch, int64_t q, int64_t kv, int64_t q_heads, int64_t head_dim,
+                                            int64_t page, bool causal = true) {
+  std::vector<int32_t> qo(1, 0), kv_indptr(1, 0), last;
+  for (int64_t b = 0; b < batch; ++b) {
+    qo.push_back(static_cast<int32_t>(qo.back() + q));
+    const int64_t pages = (kv + page - 1) / page;
+    kv_indptr.push_back(static_cast<int32_t>(kv_indptr.back() + pages));
+    last.push_back(static_cast<int32_t>(kv - (pages - 1) * page));
+  }
+  kjit::attention::PagedPrefillPlanArgs a;
+  a.qo_indptr_host = qo.data();
+  a.kv_indptr_host = kv_indptr.data();
+  a.last_page_len_host = last.data();
+  a.batch = batch;
+  a.q_heads = q_heads;
+  a.head_dim = head_dim;
+  a.page_size = page;
+  a.causal = causal;
+  return ad::paged_prefill_plan_dims(a);
+}
+
+TEST(TuneCandidates, PagedPrefillTilesPrunedPerDevice) {
+  const ad::PagedPrefillPlanDims d = paged_prefill_dims(4, 200, 1000, 32, 128, 16);
+  for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
+    SCOPED_TRACE(info.name);
+    const std::vector<TunedChoice> c = ad::PagedPrefillPlanner::tune_candidates(d, info);
+    std::set<int> tiles;
+    for (const TunedChoice& x : c) {
+      EXPECT_EQ(x.family, &kjit::attention::paged_prefill_family());
+      EXPECT_EQ(x.family->value(x.point, "head_dim").code, 128);
+      EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().fits(x, info), "");
+      ad::PagedPrefillTile t;
+      ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, info, x, &t));
+      EXPECT_EQ(t.tile_rows, x.family->value(x.point, "block_m").code);  // what the table stores is what runs
+      tiles.insert(t.tile_rows);
+    }
+    // Both tiles fit 100 KiB at head_dim 128, and the default is one of them.
+    EXPECT_EQ(tiles, (std::set<int>{64, 128}));
+    EXPECT_TRUE(tiles.count(ad::PagedPrefillPlanner::plan(d, info).tile_rows));
+  }
+  // head_dim 256: the 128-row tile only where its shared memory fits.
+  const ad::PagedPrefillPlanDims wide = paged_prefill_dims(2, 300, 600, 8, 256, 16);
+  const int big = kjit::attention::prefill_launch_shape(256, 128).smem_bytes;
+  const int little = kjit::attention::prefill_launch_shape(256, 64).smem_bytes;
+  ASSERT_LT(little, big);
+  for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
+    std::set<int> tiles;
+    for (const TunedChoice& x : ad::PagedPrefillPlanner::tune_candidates(wide, info)) {
+      tiles.insert(static_cast<int>(x.family->value(x.point, "block_m").code));
+    }
+    EXPECT_EQ(tiles.count(128), big <= info.max_smem_per_block_optin ? 1u : 0u) << info.name;
+    EXPECT_EQ(tiles.count(64), little <= info.max_smem_per_block_optin ? 1u : 0u) << info.name;
+  }
+  DeviceInfo small = l40s();
+  small.max_smem_per_block_optin = little;
+  const std::vector<TunedChoice> only64 = ad::PagedPrefillPlanner::tune_candidates(wide, small);
+  ASSERT_EQ(only64.size(), 1u);
+  EXPECT_EQ(only64[0].family->value(only64[0].point, "block_m").code, 64);
+  // Nothing to plan without query rows.
+  EXPECT_TRUE(ad::PagedPrefillPlanner::tune_candidates(paged_prefill_dims(2, 0, 600, 8, 128, 16), h200()).empty());
+}
+
+TEST(TuneBuckets, PagedPrefillFollowsTheDocumentedRule) {
+  TunedKey k{};
+  // 3 requests of 100 rows over 1000 keys, 32 heads: 300 · 32 = 9600 → 16384; mean 100 → 128.
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(paged_prefill_dims(3, 100, 1000, 32, 128, 16), &k));
+  EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kPagedPrefill));
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{128, 1, 16384, 128, 1024, 16}));
+  // Decode-like rows share the floor bands; page size 1 and non-causal are their own buckets.
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(paged_prefill_dims(2, 3, 20, 4, 64, 1, false), &k));
+  EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{64, 0, 64, 16, 64, 1}));
+  // Forced tiles, the host-only overload (no q_heads) and empty batches are never tuned.
+  ad::PagedPrefillPlanDims forced = paged_prefill_dims(3, 100, 1000, 32, 128, 16);
+  forced.tile_rows = 64;
+  EXPECT_FALSE(ad::PagedPrefillPlanner::tune_key(forced, &k));
+  const std::vector<int32_t> qo = {0, 100, 200};
+  EXPECT_FALSE(ad::PagedPrefillPlanner::tune_key(ad::paged_prefill_plan_dims(qo.data(), 2, 128, 0), &k));
+  EXPECT_FALSE(ad::PagedPrefillPlanner::tune_key(paged_prefill_dims(2, 0, 600, 8, 128, 16), &k));
+}
+
+TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
+  DeviceInfo info = h200();
+  info.ordinal = 10;
+  // Long requests: the planner takes 128 rows; the table says 64.
+  const ad::PagedPrefillPlanDims d = paged_prefill_dims(2, 1000, 2000, 16, 128, 16);
+  ASSERT_EQ(ad::PagedPrefillPlanner::plan(d, info).tile_rows, 128);
+  TunedChoice t64;
+  for (const TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(d, info)) {
+    if (c.family->value(c.point, "block_m").code == 64) t64 = c;
+  }
+  ASSERT_NE(t64.family, nullptr);
+  const ad::PagedPrefillTile tuned = plan_with<ad::PagedPrefillPlanner>(d, info, t64);
+  EXPECT_EQ(tuned.tile_rows, 64);
+  EXPECT_EQ(tuned.choice.point, t64.point);
+  // The work map follows the tile: 2 × ceil(1000 / 64) items.
+  const std::vector<int32_t> qo = {0, 1000, 2000};
+  EXPECT_EQ(ad::paged_prefill_work_map(qo.data(), d, tuned.tile_rows).num_work(), 32);
+  // A forced tile ignores the table; a stored choice of another head_dim is refused.
+  TunedKey key64{};
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(d, &key64));
+  kjit::detail::TunedTable one;
+  one.set(key64, t64);
+  kjit::detail::install_tuned_table(info.ordinal, one);
+  ad::PagedPrefillPlanDims forced = d;
+  forced.tile_rows = 128;
+  EXPECT_EQ(kjit::detail::choose_plan<ad::PagedPrefillPlanner>(forced, info).tile_rows, 128);
+  EXPECT_EQ(kjit::detail::choose_plan<ad::PagedPrefillPlanner>(d, info).tile_rows, 64);
+  kjit::detail::install_tuned_table(info.ordinal, {});
+  ad::PagedPrefillTile other;
+  EXPECT_FALSE(ad::PagedPrefillPlanner::apply_tuned(paged_prefill_dims(2, 1000, 2000, 16, 64, 16), info, t64, &other));
+
+  // A 128-row head_dim-256 winner from the H200 (where short requests plan 64 rows), read on an
+  // sm_89 whose shared memory holds only the 64-row tile: dropped with its reason, and the
+  // default plan runs for that bucket.
+  const ad::PagedPrefillPlanDims wide = paged_prefill_dims(8, 60, 2000, 16, 256, 16);
+  ASSERT_EQ(ad::PagedPrefillPlanner::plan(wide, h200()).tile_rows, 64);
+  TunedChoice t128;
+  for (const TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(wide, h200())) {
+    if (c.family->value(c.point, "block_m").code == 128) t128 = c;
+  }
+  ASSERT_NE(t128.family, nullptr);
+  DeviceInfo small = l40s();
+  small.ordinal = 11;
+  small.max_smem_per_block_optin = kjit::attention::prefill_launch_shape(256, 64).smem_bytes;
+  const auto& op = ad::PagedPrefillPlanner::tune_spec();
+  TunedKey key{};
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(wide, &key));
+  kjit::cache::TuneTable file;
+  kjit::cache::TuneEntry e;
+  e.op = "paged_prefill";
+  e.bucket.assign(key.bucket, key.bucket + kjit::detail::kMaxTuneBucket);
+  e.winner = stored(t128, op, 128, 0);  // resources as recorded pass; the kernel's own need does not
+  e.default_choice = stored(ad::PagedPrefillPlanner::tuned_choice(wide, ad::PagedPrefillPlanner::plan(wide, small)),
+                            op, 128, 0);
+  file.entries.push_back(e);
+  std::vector<std::string> dropped;
+  const kjit::detail::TunedTable t = kjit::detail::tuned_table_from(file, small, &dropped);
+  EXPECT_TRUE(t.empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("op=paged_prefill"), std::string::npos) << dropped[0];
+  EXPECT_NE(dropped[0].find("shared memory"), std::string::npos) << dropped[0];
+  kjit::detail::install_tuned_table(small.ordinal, t);
+  EXPECT_EQ(kjit::detail::choose_plan<ad::PagedPrefillPlanner>(wide, small).tile_rows, 64);
+  kjit::detail::install_tuned_table(small.ordinal, {});
+  // On the H200 the same entry loads and plans 128 rows.
+  dropped.clear();
+  const kjit::detail::TunedTable h = kjit::detail::tuned_table_from(file, h200(), &dropped);
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(h.size(), 1u);
+}
+
 }  // namespace

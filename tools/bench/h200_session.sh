@@ -20,7 +20,7 @@ export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
-# KJIT_STEPS picks steps (default: all but compile, sanitize, tune and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
+# KJIT_STEPS picks steps (default: all but compile, sanitize, tune, tune_sweep and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
@@ -141,13 +141,9 @@ if want tune; then
     done
   fi
   if tune_op fp8_gemm; then
-    gemm_shapes=()
-    for nk in "n=7168 k=2048" "n=4096 k=7168"; do
-      for m in 1 2 4 8 16 32 64 128 256 512 1024 2048 4096; do gemm_shapes+=(--shape "m=$m $nk"); done
-    done
     s=$(date +%s%N)
-    KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm "${gemm_shapes[@]}" -j 16 --report \
-      --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
+    KJIT_CACHE_DIR=$tc timeout 580 "$kjit" tune fp8_gemm --shapes "$root/tools/tune/shapes/fp8_gemm_msweep_h200.txt" \
+      -j 16 --report --json-out "$out/tune_fp8_gemm.json" > "$out/tune_fp8_gemm.txt" 2>&1
     echo "tune fp8_gemm (26 shapes): rc=$? $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$out/tune_times.txt"
   fi
   for op in paged_decode prefill swa_decode; do
@@ -166,6 +162,15 @@ if want tune; then
   cp "$tc"/tuning/*.json "$out/" 2>/dev/null
   grep -hE "winner|no winner" "$out"/tune_decode_cached.txt "$out"/tune_fp8_gemm.txt "$out"/tune_paged_decode.txt \
     "$out"/tune_prefill.txt "$out"/tune_swa_decode.txt 2>/dev/null | head -n 80
+fi
+
+# The tuning sweep over every op's H200 shapes (tools/tune/shapes: the peer shapes and the FP8
+# GEMM M sweep), timed per op, then --check; fails when a tuned plan is slower than its default
+# beyond 2% (about 4 minutes): KJIT_STEPS=tune_sweep bash tools/bench/h200_session.sh
+if want tune_sweep; then
+  step "tune sweep (tools/bench/h200_tune_sweep.sh)"
+  KJIT_BIN="$kjit" bash "$root/tools/bench/h200_tune_sweep.sh" "$out/tune_sweep"
+  echo "tune sweep rc=$?"
 fi
 
 want selftest && step selftest && "$kjit" selftest --all-devices 2>&1 | tee "$out/selftest.txt"

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -24,6 +25,8 @@ struct TuneArgs {
   std::string shapes_file;
   int jobs = 4;
   int samples = 25;
+  int screen_samples = 5;
+  double screen_margin = 0.15;
   double noise = 0.02;
   double timeout_s = 60;
   bool no_publish = false;
@@ -70,10 +73,11 @@ nlohmann::json summary(const tune::SweepResult& r) {
   nlohmann::json shapes = nlohmann::json::array();
   for (const tune::ShapeResult& s : r.shapes) {
     const tune::Measurement* w = s.winner >= 0 ? &s.candidates[static_cast<size_t>(s.winner)] : nullptr;
-    size_t wrong = 0, failed = 0;
+    size_t wrong = 0, failed = 0, dropped = 0;
     for (const tune::Measurement& m : s.candidates) {
       wrong += m.status == "wrong";
       failed += m.status == "failed" || m.status == "compile-failed";
+      dropped += m.status == "dropped";
     }
     shapes.push_back({{"shape", tune::shape_text(s.shape)},
                       {"winner", w ? w->label : ""},
@@ -83,7 +87,8 @@ nlohmann::json summary(const tune::SweepResult& r) {
                       {"margin", s.margin},
                       {"candidates", s.candidates.size()},
                       {"wrong", wrong},
-                      {"failed", failed}});
+                      {"failed", failed},
+                      {"dropped", dropped}});
   }
   return {{"op", r.op},           {"device", r.device},         {"fingerprint_id", r.fingerprint_id},
           {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"compile_s", r.compile_s},
@@ -94,6 +99,8 @@ tune::Options options_of(const TuneArgs& a) {
   tune::Options o;
   o.jobs = a.jobs;
   o.samples = a.samples;
+  o.screen_samples = a.screen_samples;
+  o.screen_margin = a.screen_margin;
   o.noise = a.noise;
   o.timeout_s = a.timeout_s;
   o.publish = !a.no_publish;
@@ -122,40 +129,61 @@ int run_check(const TuneArgs& a) {
     throw InvalidArgument(fmt::format("no tuning table for device 0 ({}, fingerprint {}) in {}; run kjit tune first",
                                       info.name, info.fingerprint_id(), cache::tuning_dir(root)));
   }
-  nlohmann::json rows = nlohmann::json::array();
-  int drifted = 0;
+  // One sweep per op (one worker, every stored shape of it), measuring at each shape only its
+  // stored winner and the default.
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<const cache::TuneEntry*>> by_op;
   for (const cache::TuneEntry& e : table.entries) {
     if (!a.op.empty() && e.op != a.op) continue;
-    const tune::TuneOp& top = tune::op(e.op);
+    if (!by_op.count(e.op)) ops.push_back(e.op);
+    by_op[e.op].push_back(&e);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int drifted = 0;
+  for (const std::string& op_name : ops) {
+    const std::vector<const cache::TuneEntry*>& entries = by_op[op_name];
+    const tune::TuneOp& top = tune::op(op_name);
     tune::Options o = options_of(a);
     o.publish = false;
-    o.only = {e.winner.describe(), e.default_choice.describe()};
-    const tune::SweepResult r = tune::sweep(e.op, {tune::parse_shape({e.shape}, top.defaults)}, o);
-    const tune::ShapeResult& s = r.shapes.at(0);
-    const tune::Measurement* now = nullptr;
-    for (const tune::Measurement& m : s.candidates) {
-      if (!m.is_default && tune::stored_description(e.op, m) == e.winner.describe()) now = &m;
+    o.screen_samples = 0;  // both are measured in full, whatever they do now
+    std::vector<tune::Shape> shapes;
+    for (const cache::TuneEntry* e : entries) {
+      shapes.push_back(tune::parse_shape({e->shape}, top.defaults));
+      o.only_by_shape.push_back({e->winner.describe(), e->default_choice.describe()});
     }
-    const tune::Measurement& def = s.candidates.at(0);
-    const bool default_won = e.winner.describe() == e.default_choice.describe();
-    const double winner_now = default_won ? def.us : now && now->status == "ok" ? now->us : 0;
-    const double drift = e.winner.us > 0 && winner_now > 0 ? winner_now / e.winner.us - 1 : 0;
-    const bool still_wins = default_won || (winner_now > 0 && winner_now < def.us * (1 - a.noise));
-    const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1;
-    drifted += bad;
-    rows.push_back({{"op", e.op},
-                    {"shape", e.shape},
-                    {"winner", e.winner.describe()},
-                    {"stored_us", e.winner.us},
-                    {"now_us", winner_now},
-                    {"drift", drift},
-                    {"default_now_us", def.us},
-                    {"still_wins", still_wins},
-                    {"status", winner_now == 0 ? (now ? now->status + ": " + now->why : "not measured") : "ok"}});
-    if (!output().json) {
-      fmt::print("{:<9} {:<40} {:>9.2f} → {:>9.2f} µs ({:+.1f}%)  default now {:.2f} µs  {}\n", e.op, e.shape,
-                 e.winner.us, winner_now, drift * 100, def.us,
-                 winner_now == 0 ? "FAILED" : still_wins ? "still wins" : "NO LONGER BEATS THE DEFAULT");
+    const tune::SweepResult r = tune::sweep(op_name, shapes, o);
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const cache::TuneEntry& e = *entries[k];
+      const tune::ShapeResult& s = r.shapes.at(k);
+      const tune::Measurement* now = nullptr;
+      for (const tune::Measurement& m : s.candidates) {
+        if (!m.is_default && tune::stored_description(e.op, m) == e.winner.describe()) now = &m;
+      }
+      const tune::Measurement& def = s.candidates.at(0);
+      const bool default_won = e.winner.describe() == e.default_choice.describe();
+      const double winner_now = default_won ? def.us : now && now->status == "ok" ? now->us : 0;
+      const double drift = e.winner.us > 0 && winner_now > 0 ? winner_now / e.winner.us - 1 : 0;
+      const bool still_wins = default_won || (winner_now > 0 && winner_now < def.us * (1 - a.noise));
+      const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1;
+      // The tuned plan now loses to the default beyond the noise (or no longer runs).
+      const bool slower = !default_won && (winner_now == 0 || winner_now > def.us * (1 + a.noise));
+      drifted += bad;
+      rows.push_back({{"op", e.op},
+                      {"shape", e.shape},
+                      {"winner", e.winner.describe()},
+                      {"default_won", default_won},
+                      {"stored_us", e.winner.us},
+                      {"now_us", winner_now},
+                      {"drift", drift},
+                      {"default_now_us", def.us},
+                      {"still_wins", still_wins},
+                      {"slower_than_default", slower},
+                      {"status", winner_now == 0 ? (now ? now->status + ": " + now->why : "not measured") : "ok"}});
+      if (!output().json) {
+        fmt::print("{:<9} {:<40} {:>9.2f} → {:>9.2f} µs ({:+.1f}%)  default now {:.2f} µs  {}\n", e.op, e.shape,
+                   e.winner.us, winner_now, drift * 100, def.us,
+                   winner_now == 0 ? "FAILED" : still_wins ? "still wins" : "NO LONGER BEATS THE DEFAULT");
+      }
     }
   }
   if (output().json) print_json({{"fingerprint_id", info.fingerprint_id()}, {"entries", rows}, {"drifted", drifted}});
@@ -216,7 +244,15 @@ void add_tune_command(CLI::App& root, std::vector<Command>& out) {
   cmd->add_option("--shape", a->shapes, "key=value words of one shape (repeatable; keys default as --list says)");
   cmd->add_option("--shapes", a->shapes_file, "a file of shapes, one line of key=value words each ('#' comments)");
   cmd->add_option("-j,--jobs", a->jobs, "parallel compiles")->check(CLI::Range(1, 256));
-  cmd->add_option("--samples", a->samples, "timing samples per candidate (at least 20)")->check(CLI::Range(20, 10000));
+  cmd->add_option("--samples", a->samples, "timing samples per fully measured candidate (at least 20)")
+      ->check(CLI::Range(20, 10000));
+  cmd->add_option("--screen-samples", a->screen_samples,
+                  "CUDA-graph samples every correct candidate gets before early rejection (0: measure all in full)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--screen-margin", a->screen_margin,
+                  "drop a candidate early when its best screening sample is slower than the leader's median by more "
+                  "than this (relative)")
+      ->check(CLI::Range(0.05, 10.0));
   cmd->add_option("--noise", a->noise, "a candidate must beat the default by more than this (relative)")
       ->check(CLI::Range(0.0, 0.5));
   cmd->add_option("--timeout", a->timeout_s, "seconds one candidate may take before it is killed and marked failed")

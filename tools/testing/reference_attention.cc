@@ -82,7 +82,7 @@ int64_t PrefillProblem::total_kv() const {
   return n;
 }
 
-PrefillReference prefill_reference(const PrefillProblem& p) {
+PrefillReference prefill_reference(const PrefillProblem& p, const std::vector<int64_t>* q_rows) {
   PrefillReference r;
   const int64_t Hq = p.q_heads, Hkv = p.kv_heads, D = p.head_dim, B = p.batch();
   const int64_t total_q = p.total_q();
@@ -97,13 +97,14 @@ PrefillReference prefill_reference(const PrefillProblem& p) {
     kv_first[b + 1] = kv_first[b] + p.kv_lens[b];
     mask_first[b + 1] = mask_first[b] + int64_t{p.q_lens[b]} * p.kv_lens[b];
   }
-  const int64_t rows = total_q * Hq;
+  const int64_t rows = (q_rows ? static_cast<int64_t>(q_rows->size()) : total_q) * Hq;
   std::atomic<int64_t> next{0};
   auto worker = [&] {
     std::vector<double> s;
     std::vector<double> acc(static_cast<size_t>(D));
     int64_t b = 0;
-    for (int64_t row; (row = next.fetch_add(1)) < rows;) {
+    for (int64_t item; (item = next.fetch_add(1)) < rows;) {
+      const int64_t row = q_rows ? (*q_rows)[static_cast<size_t>(item / Hq)] * Hq + item % Hq : item;
       const int64_t qi = row / Hq, h = row % Hq, kvh = h / group;
       while (q_first[b + 1] <= qi) ++b;
       while (q_first[b] > qi) --b;

@@ -120,8 +120,10 @@ struct PrefillReference {
 };
 
 /// Float64 reference (max-subtracted exponentials; GQA head h reads kv head h / group).
-/// Multithreaded over (request, row, head).
-PrefillReference prefill_reference(const PrefillProblem& problem);
+/// Multithreaded over (request, row, head). With `q_rows`, only those packed query rows (every
+/// head) are computed; the others stay zero with lse −inf (for problems too large to compute in
+/// full, checked on a sample of rows).
+PrefillReference prefill_reference(const PrefillProblem& problem, const std::vector<int64_t>* q_rows = nullptr);
 
 /// What the attention case runners below report (the same checks as run_decode_case).
 using AttentionCaseResult = DecodeCaseResult;

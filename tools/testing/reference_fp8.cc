@@ -168,34 +168,52 @@ std::vector<double> fp8_gemm_reference(const Fp8GemmProblem& p) {
     lut_b[c] = fp8_decode(static_cast<uint8_t>(c), p.fb);
   }
   const int64_t kb_count = p.block ? p.k / 128 : 1;
+  // Rows in groups of kRows share each B element they read: kRows independent sums per B row
+  // (each still in k order, so every output is what a row-at-a-time loop gives) instead of one
+  // serial chain, and a kRows-th of the B traffic.
+  constexpr int64_t kRows = 8;
   auto worker = [&](int64_t r0, int64_t r1) {
-    std::vector<double> arow(static_cast<size_t>(p.k));
-    for (int64_t i = r0; i < r1; ++i) {
-      for (int64_t kk = 0; kk < p.k; ++kk) {
-        double s;
-        if (p.block) {
-          s = p.scale_a[static_cast<size_t>(i * kb_count + kk / 128)];
-        } else {
-          s = p.scale_a.size() == 1 ? p.scale_a[0] : p.scale_a[static_cast<size_t>(i)];
+    std::vector<double> arows(static_cast<size_t>(kRows * p.k));
+    for (int64_t i0 = r0; i0 < r1; i0 += kRows) {
+      const int64_t rows = std::min(kRows, r1 - i0);
+      std::fill(arows.begin(), arows.end(), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        for (int64_t kk = 0; kk < p.k; ++kk) {
+          double s;
+          if (p.block) {
+            s = p.scale_a[static_cast<size_t>(i * kb_count + kk / 128)];
+          } else {
+            s = p.scale_a.size() == 1 ? p.scale_a[0] : p.scale_a[static_cast<size_t>(i)];
+          }
+          arows[static_cast<size_t>(r * p.k + kk)] = lut_a[p.a[static_cast<size_t>(i * p.k + kk)]] * s;
         }
-        arow[static_cast<size_t>(kk)] = lut_a[p.a[static_cast<size_t>(i * p.k + kk)]] * s;
       }
       for (int64_t j = 0; j < p.n; ++j) {
         const uint8_t* brow = p.b.data() + j * p.k;
-        double acc = 0;
+        double acc[kRows] = {};
         if (p.block) {
           for (int64_t kb = 0; kb < kb_count; ++kb) {
             const double sb = p.scale_b[static_cast<size_t>((j / 128) * kb_count + kb)];
-            double part = 0;
-            for (int64_t kk = kb * 128; kk < (kb + 1) * 128; ++kk) part += arow[static_cast<size_t>(kk)] * lut_b[brow[kk]];
-            acc += part * sb;
+            double part[kRows] = {};
+            for (int64_t kk = kb * 128; kk < (kb + 1) * 128; ++kk) {
+              const double b = lut_b[brow[kk]];
+              for (int64_t r = 0; r < kRows; ++r) part[r] += arows[static_cast<size_t>(r * p.k + kk)] * b;
+            }
+            for (int64_t r = 0; r < kRows; ++r) acc[r] += part[r] * sb;
           }
         } else {
-          for (int64_t kk = 0; kk < p.k; ++kk) acc += arow[static_cast<size_t>(kk)] * lut_b[brow[kk]];
-          acc *= p.scale_b.size() == 1 ? p.scale_b[0] : p.scale_b[static_cast<size_t>(j)];
+          for (int64_t kk = 0; kk < p.k; ++kk) {
+            const double b = lut_b[brow[kk]];
+            for (int64_t r = 0; r < kRows; ++r) acc[r] += arows[static_cast<size_t>(r * p.k + kk)] * b;
+          }
+          const double sb = p.scale_b.size() == 1 ? p.scale_b[0] : p.scale_b[static_cast<size_t>(j)];
+          for (int64_t r = 0; r < kRows; ++r) acc[r] *= sb;
         }
-        if (!p.bias.empty()) acc += p.bias[static_cast<size_t>(j)];
-        d[static_cast<size_t>(i * p.n + j)] = acc;
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!p.bias.empty()) acc[r] += p.bias[static_cast<size_t>(j)];
+          d[static_cast<size_t>((i0 + r) * p.n + j)] = acc[r];
+        }
       }
     }
   };

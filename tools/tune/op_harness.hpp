@@ -12,13 +12,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <tuple>
 #include <vector>
 
 namespace kjit::tune {
 
-/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill) and ops_more.cc
+/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill, paged_prefill) and ops_more.cc
 /// (swa_decode, and the ops whose default is their only candidate: rotary, fp8_quantize).
 void register_attention_ops();
 void register_more_ops();
@@ -60,6 +61,34 @@ Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_
   r.keep = std::make_shared<std::tuple<decltype(ws), decltype(launches)>>(ws, launches);
   return r;
 }
+
+/// Runs fn(begin, end) over [0, n) in chunks on every hardware thread (the harnesses' host-side
+/// data: hundreds of millions of values for the large shapes).
+void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
+
+/// Value i of a counter-based stream (splitmix64 of seed + i): uniform in [0, 1), 24 bits. The
+/// same for a (seed, i) whatever the thread that draws it.
+float uniform01(uint64_t seed, size_t i);
+
+/// `n` values uniform in [-range, range), rounded to bf16 (the device sees them exactly), drawn
+/// from uniform01(seed, ·) in parallel.
+std::vector<float> random_bf16_values(size_t n, float range, uint64_t seed);
+
+/// The bf16 bits of `v`, converted in parallel.
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v);
+
+/// Above this many floating-point operations (a few seconds of the reference's threads) a
+/// prefill's float64 reference covers a sample of the query rows (sampled_rows).
+inline constexpr double kFullReferenceFlops = 3e10;
+
+/// The packed query rows a prefill harness's reference computes: none (meaning all) when the
+/// whole reference costs at most kFullReferenceFlops, else in every request the rows i with
+/// (i + 7 · (i / 64)) % stride == 0, for the smallest power-of-two stride (at most 64) that
+/// brings the cost under it. Every 64-row tile keeps 64 / stride rows, at offsets that rotate
+/// from tile to tile through every row position (7 is coprime with the stride), so each
+/// position of an MMA tile is checked somewhere. The outputs of the other rows are still checked
+/// to be finite (written).
+std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& problem);
 
 /// A decode problem of random bf16-exact data (q in [-2, 2), K and V in [-1, 1)), full lengths,
 /// softmax scale 1/sqrt(d): what the decode and paged decode harnesses check against.

@@ -1,4 +1,4 @@
-// `kjit tune` harnesses of paged decode and dense prefill: shapes, scratch buffers (the caller's
+// `kjit tune` harnesses of paged decode, dense prefill and ragged paged prefill: shapes, scratch buffers (the caller's
 // are never touched), float64 references (tools/testing/reference_attention.hpp) and launches.
 #include "tools/tune/op_harness.hpp"
 
@@ -20,8 +20,36 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 namespace kjit::tune {
+namespace detail {
+
+std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& p) {
+  double flops = 0;
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    const int64_t q = p.q_lens[static_cast<size_t>(b)], kv = p.kv_lens[static_cast<size_t>(b)];
+    for (int64_t i = 0; i < q; ++i) {
+      flops += static_cast<double>(p.causal ? std::clamp<int64_t>(i + kv - q + 1, 0, kv) : kv);
+    }
+  }
+  flops *= 4.0 * static_cast<double>(p.q_heads * p.head_dim);
+  int64_t stride = 1;
+  while (stride < 64 && flops / static_cast<double>(stride) > kFullReferenceFlops) stride *= 2;
+  std::vector<int64_t> rows;
+  if (stride == 1) return rows;
+  int64_t first = 0;
+  for (int64_t b = 0; b < p.batch(); ++b) {
+    for (int64_t i = 0; i < p.q_lens[static_cast<size_t>(b)]; ++i) {
+      if ((i + 7 * (i / 64)) % stride == 0) rows.push_back(first + i);
+    }
+    first += p.q_lens[static_cast<size_t>(b)];
+  }
+  return rows;
+}
+
+}  // namespace detail
+
 namespace {
 
 using namespace kjit::tune::detail;
@@ -30,22 +58,38 @@ namespace ad = kjit::attention::detail;
 
 constexpr double kBf16Tol = 1e-2;
 
-std::vector<uint16_t> bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
-  return h;
-}
-
-/// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`.
-std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref) {
+/// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`: all of them, or, with
+/// `rows`, the rows listed (`row_elems` elements each; the reference covers only those), and
+/// then every element must still be finite so an output left unwritten shows wherever it is.
+std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, const std::vector<double>& ref,
+                       const std::vector<int64_t>& rows = {}, size_t row_elems = 0) {
   out.fill(0xFF);
   r.per_copy[0](stream);
   KJIT_CU(cuStreamSynchronize(stream));
   const std::vector<uint16_t> raw = out.download<uint16_t>(ref.size());
   std::vector<float> got(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) got[i] = kjit::testing::bf16_to_float(raw[i]);
-  const kjit::testing::Comparison cmp = kjit::testing::compare(got, ref);
-  return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  if (rows.empty()) {
+    const kjit::testing::Comparison cmp = kjit::testing::compare(got, ref);
+    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  }
+  std::vector<float> got_rows;
+  std::vector<double> ref_rows;
+  for (int64_t row : rows) {
+    const size_t at = static_cast<size_t>(row) * row_elems;
+    got_rows.insert(got_rows.end(), got.begin() + static_cast<ptrdiff_t>(at),
+                    got.begin() + static_cast<ptrdiff_t>(at + row_elems));
+    ref_rows.insert(ref_rows.end(), ref.begin() + static_cast<ptrdiff_t>(at),
+                    ref.begin() + static_cast<ptrdiff_t>(at + row_elems));
+  }
+  const kjit::testing::Comparison cmp = kjit::testing::compare(got_rows, ref_rows);
+  if (!cmp.ok(kBf16Tol)) {
+    return fmt::format("wrong output on the {} checked query rows: {} (tolerance {})", rows.size(), cmp.describe(),
+                       kBf16Tol);
+  }
+  const size_t unwritten = static_cast<size_t>(std::count_if(got.begin(), got.end(), [](float x) { return !std::isfinite(x); }));
+  return unwritten == 0 ? std::string()
+                        : fmt::format("wrong output: {} of {} outputs non-finite (never written?)", unwritten, got.size());
 }
 
 /// The plan a candidate runs: the untuned planner's for the default, else the stored choice.
@@ -101,7 +145,7 @@ class PagedDecodeHarness : public Harness {
     std::vector<int32_t> indptr(static_cast<size_t>(b_ + 1)), last(static_cast<size_t>(b_));
     for (int64_t b = 0; b <= b_; ++b) indptr[static_cast<size_t>(b)] = static_cast<int32_t>(b * ppr_);
     for (int32_t& x : last) x = static_cast<int32_t>(l_ - (ppr_ - 1) * page_);
-    const std::vector<uint16_t> q = bf16(p.q), k = bf16(kp), v = bf16(vp);
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(kp), v = bf16_bits(vp);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(k));
@@ -164,8 +208,6 @@ class PrefillHarness : public Harness {
   }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     kjit::testing::PrefillProblem p;
     p.q_heads = hq_;
     p.kv_heads = hkv_;
@@ -174,14 +216,12 @@ class PrefillHarness : public Harness {
     p.kv_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lkv_));
     p.causal = causal_;
     p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q.resize(static_cast<size_t>(b_ * lq_ * hq_ * d_));
-    p.k.resize(static_cast<size_t>(b_ * lkv_ * hkv_ * d_));
-    p.v.resize(p.k.size());
-    for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-    for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-    for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
-    ref_ = kjit::testing::prefill_reference(p).out;
-    const std::vector<uint16_t> q = bf16(p.q), k = bf16(p.k), v = bf16(p.v);
+    p.q = random_bf16_values(static_cast<size_t>(b_ * lq_ * hq_ * d_), 2.f, seed);
+    p.k = random_bf16_values(static_cast<size_t>(b_ * lkv_ * hkv_ * d_), 1.f, seed + 1);
+    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
+    rows_ = sampled_rows(p);
+    ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(k));
@@ -197,7 +237,9 @@ class PrefillHarness : public Harness {
         runtime);
   }
 
-  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+  std::string check(const Runner& r, CUstream stream) override {
+    return check_bf16(r, stream, out_, ref_, rows_, static_cast<size_t>(hq_ * d_));
+  }
 
  private:
   kjit::attention::PrefillArgs args(void* q, void* k, void* v, void* out) const {
@@ -213,9 +255,174 @@ class PrefillHarness : public Harness {
   int64_t b_, lq_, lkv_, hq_, hkv_, d_;
   bool causal_;
   ad::PrefillDims dims_;
+  std::vector<int64_t> rows_;  ///< the query rows the reference covers (empty: all)
   std::vector<double> ref_;
   std::vector<DeviceBuffer> q_, k_, v_;
   DeviceBuffer out_;
+};
+
+// ---- ragged paged prefill ---------------------------------------------------------------------
+
+/// Request 0 has q_len queries over kv_len keys (the shape's maxima); with ragged=1 every other
+/// request draws its query rows in [q_len / 2, q_len] and its keys in [max(rows, kv_len / 2),
+/// kv_len] from a fixed seed (the shape alone decides the lengths, so its bucket is known before
+/// any data exists), else all are equal. Pages are a random permutation of the pool; slots past
+/// a request's length are NaN (a read past it shows).
+class PagedPrefillHarness : public Harness {
+ public:
+  explicit PagedPrefillHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), lq_(shape_int(s, "q_len")), lkv_(shape_int(s, "kv_len")),
+        hq_(shape_int(s, "q_heads")), hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")),
+        page_(shape_int(s, "page_size")), causal_(shape_int(s, "causal") != 0) {
+    if (b_ < 1 || lq_ < 1 || lkv_ < 1 || hq_ < 1 || hkv_ < 1 || page_ < 1) {
+      throw InvalidArgument("paged_prefill shape sizes must be positive");
+    }
+    const bool ragged = shape_int(s, "ragged") != 0;
+    std::mt19937_64 rng(0x7061676564ull);
+    qo_.push_back(0);
+    kv_indptr_.push_back(0);
+    for (int64_t b = 0; b < b_; ++b) {
+      int64_t q = lq_, kv = lkv_;
+      if (ragged && b > 0) {
+        q = std::uniform_int_distribution<int64_t>(std::max<int64_t>(1, lq_ / 2), lq_)(rng);
+        kv = std::uniform_int_distribution<int64_t>(std::min(lkv_, std::max(q, lkv_ / 2)), lkv_)(rng);
+      }
+      q_lens_.push_back(static_cast<int32_t>(q));
+      kv_lens_.push_back(static_cast<int32_t>(kv));
+      qo_.push_back(static_cast<int32_t>(qo_.back() + q));
+      const int64_t pages = (kv + page_ - 1) / page_;
+      kv_indptr_.push_back(static_cast<int32_t>(kv_indptr_.back() + pages));
+      last_.push_back(static_cast<int32_t>(kv - (pages - 1) * page_));
+    }
+    pages_ = kv_indptr_.back();
+    kjit::attention::PagedPrefillPlanArgs a;
+    a.qo_indptr_host = qo_.data();
+    a.kv_indptr_host = kv_indptr_.data();
+    a.last_page_len_host = last_.data();
+    a.batch = b_;
+    a.q_heads = hq_;
+    a.head_dim = d_;
+    a.page_size = page_;
+    a.causal = causal_;
+    dims_ = ad::paged_prefill_plan_dims(a);
+    // The run step's rules too (GQA ratio, cache shape), host-side, before any GPU work.
+    const kjit::attention::PagedPrefillPlan plan = ad::paged_prefill_work_map(qo_.data(), dims_, 64);
+    const kjit::attention::PagedPrefillArgs fake_args =
+        args(fake(1), fake(2), fake(3), fake(4), fake(5), fake(6), fake(7), fake(8));
+    ad::validate_paged_prefill(fake_args, plan);
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override {
+    return candidates_of<ad::PagedPrefillPlanner>(dims_, info);
+  }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::PagedPrefillPlanner>(dims_, out); }
+  size_t input_bytes() const override {
+    return static_cast<size_t>((2 * pages_ * page_ * hkv_ + dims_.total_q * hq_) * d_ * 2);
+  }
+
+  void prepare(int copies, uint64_t seed) override {
+    kjit::testing::PrefillProblem p;
+    p.q_heads = hq_;
+    p.kv_heads = hkv_;
+    p.head_dim = d_;
+    p.q_lens = q_lens_;
+    p.kv_lens = kv_lens_;
+    p.causal = causal_;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
+    p.q = random_bf16_values(static_cast<size_t>(p.total_q() * hq_ * d_), 2.f, seed);
+    p.k = random_bf16_values(static_cast<size_t>(p.total_kv() * hkv_ * d_), 1.f, seed + 1);
+    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
+    rows_ = sampled_rows(p);
+    ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
+
+    std::vector<int32_t> ids(static_cast<size_t>(pages_));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+    std::shuffle(ids.begin(), ids.end(), rng);  // scattered pages, as in a real pool
+    const size_t row = static_cast<size_t>(hkv_ * d_);
+    constexpr uint16_t kNaN = 0x7FC0;  // bf16 quiet NaN: slots no request owns
+    std::vector<uint16_t> kp(static_cast<size_t>(pages_ * page_) * row, kNaN), vp(kp.size(), kNaN);
+    size_t first = 0;  // the request's first packed KV row
+    for (int64_t b = 0; b < b_; ++b) {
+      for (int64_t t = 0; t < kv_lens_[static_cast<size_t>(b)]; ++t) {
+        const size_t page = static_cast<size_t>(ids[static_cast<size_t>(kv_indptr_[static_cast<size_t>(b)] + t / page_)]);
+        const size_t slot = page * static_cast<size_t>(page_) + static_cast<size_t>(t % page_);
+        for (size_t e = 0; e < row; ++e) {
+          kp[slot * row + e] = kjit::testing::float_to_bf16(p.k[(first + static_cast<size_t>(t)) * row + e]);
+          vp[slot * row + e] = kjit::testing::float_to_bf16(p.v[(first + static_cast<size_t>(t)) * row + e]);
+        }
+      }
+      first += static_cast<size_t>(kv_lens_[static_cast<size_t>(b)]);
+    }
+    const std::vector<uint16_t> q = bf16_bits(p.q);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(kp));
+      v_.push_back(kjit::testing::to_device(vp));
+    }
+    d_qo_ = kjit::testing::to_device(qo_);
+    d_indptr_ = kjit::testing::to_device(kv_indptr_);
+    d_ids_ = kjit::testing::to_device(ids);
+    d_last_ = kjit::testing::to_device(last_);
+    out_ = DeviceBuffer(q.size() * 2);
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const DeviceInfo& info = device_info(0);
+    ad::PagedPrefillTile tile = ad::PagedPrefillPlanner::plan(dims_, info);
+    if (!c.is_default && !ad::PagedPrefillPlanner::apply_tuned(dims_, info, c.choice, &tile)) {
+      throw InvalidArgument("the candidate does not apply to this shape");
+    }
+    // The candidate's own work map, in a scratch workspace of its own.
+    auto plan = std::make_shared<kjit::attention::PagedPrefillPlan>(
+        ad::paged_prefill_work_map(qo_.data(), dims_, tile.tile_rows));
+    auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan->workspace_bytes, 16));
+    kjit::attention::upload_paged_prefill_plan(*plan, ws->get(), ws->bytes(), 0);
+    auto launches = std::make_shared<std::vector<ad::PagedPrefillOp::Launch>>();
+    for (size_t i = 0; i < q_.size(); ++i) {
+      const kjit::attention::PagedPrefillArgs a = args(q_[i].get(), d_qo_.get(), k_[i].get(), v_[i].get(),
+                                                       d_indptr_.get(), d_ids_.get(), d_last_.get(), out_.get());
+      launches->push_back(kjit::detail::launch_value<ad::PagedPrefillOp>({a, *plan, ws->get(), ws->bytes()}, {}, runtime));
+    }
+    Runner r;
+    resources_of(launches->front(), &r);
+    for (size_t i = 0; i < launches->size(); ++i) {
+      r.per_copy.push_back([launches, i](CUstream st) { (*launches)[i].launch(st); });
+    }
+    r.keep = std::make_shared<std::tuple<decltype(plan), decltype(ws), decltype(launches)>>(plan, ws, launches);
+    return r;
+  }
+
+  std::string check(const Runner& r, CUstream stream) override {
+    return check_bf16(r, stream, out_, ref_, rows_, static_cast<size_t>(hq_ * d_));
+  }
+
+ private:
+  kjit::attention::PagedPrefillArgs args(void* q, void* qo, void* k, void* v, void* indptr, void* ids, void* last,
+                                         void* out) const {
+    kjit::attention::PagedPrefillArgs a;
+    const int64_t total_q = dims_.total_q;
+    a.q = TensorRef(q, DType::kBF16, {total_q, hq_, d_});
+    a.qo_indptr = TensorRef(qo, DType::kI32, {b_ + 1});
+    a.cache.k = TensorRef(k, DType::kBF16, {pages_, page_, hkv_, d_});
+    a.cache.v = TensorRef(v, DType::kBF16, {pages_, page_, hkv_, d_});
+    a.cache.indptr = TensorRef(indptr, DType::kI32, {b_ + 1});
+    a.cache.page_indices = TensorRef(ids, DType::kI32, {pages_});
+    a.cache.last_page_len = TensorRef(last, DType::kI32, {b_});
+    a.causal = causal_;
+    a.out = TensorRef(out, DType::kBF16, {total_q, hq_, d_});
+    return a;
+  }
+
+  int64_t b_, lq_, lkv_, hq_, hkv_, d_, page_;
+  bool causal_;
+  int64_t pages_ = 0;
+  std::vector<int32_t> q_lens_, kv_lens_, qo_, kv_indptr_, last_;
+  ad::PagedPrefillPlanDims dims_;
+  std::vector<int64_t> rows_;  ///< the query rows the reference covers (empty: all)
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer d_qo_, d_indptr_, d_ids_, d_last_, out_;
 };
 
 }  // namespace
@@ -227,6 +434,9 @@ void register_attention_ops() {
   const auto& prefill = ad::PrefillOp::tune_spec();
   register_op({prefill.name, spec_help(prefill), spec_defaults(prefill),
                [](const Shape& s) { return std::unique_ptr<Harness>(new PrefillHarness(s)); }});
+  const auto& paged_prefill = ad::PagedPrefillPlanner::tune_spec();
+  register_op({paged_prefill.name, spec_help(paged_prefill), spec_defaults(paged_prefill),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new PagedPrefillHarness(s)); }});
 }
 
 }  // namespace kjit::tune

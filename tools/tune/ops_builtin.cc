@@ -15,18 +15,58 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <random>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 namespace kjit::tune {
 namespace detail {
 
+void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  constexpr size_t kChunk = size_t{1} << 16;
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);
+  if (n <= kChunk || threads == 1) {
+    fn(0, n);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t b = next.fetch_add(kChunk); b < n; b = next.fetch_add(kChunk)) fn(b, std::min(n, b + kChunk));
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+float uniform01(uint64_t seed, size_t i) {
+  uint64_t x = seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+}
+
+std::vector<float> random_bf16_values(size_t n, float range, uint64_t seed) {
+  std::vector<float> v(n);
+  parallel_for(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) v[i] = kjit::testing::round_bf16(range * (2 * uniform01(seed, i) - 1));
+  });
+  return v;
+}
+
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  parallel_for(v.size(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
+  });
+  return h;
+}
+
 kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_heads, int kv_heads, int head_dim,
                                                    uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
   kjit::testing::DecodeProblem p;
   p.batch = batch;
   p.max_kv_len = kv_len;
@@ -34,12 +74,10 @@ kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_
   p.kv_heads = kv_heads;
   p.head_dim = head_dim;
   p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  p.q.resize(static_cast<size_t>(batch) * q_heads * head_dim);
-  p.k.resize(static_cast<size_t>(batch) * kv_len * kv_heads * head_dim);
-  p.v.resize(p.k.size());
-  for (float& x : p.q) x = kjit::testing::round_bf16(2 * u(rng));
-  for (float& x : p.k) x = kjit::testing::round_bf16(u(rng));
-  for (float& x : p.v) x = kjit::testing::round_bf16(u(rng));
+  const size_t kv = static_cast<size_t>(batch) * kv_len * kv_heads * head_dim;
+  p.q = random_bf16_values(static_cast<size_t>(batch) * q_heads * head_dim, 2.f, seed);
+  p.k = random_bf16_values(kv, 1.f, seed + 1);
+  p.v = random_bf16_values(kv, 1.f, seed + 2);
   return p;
 }
 
@@ -72,12 +110,7 @@ class DecodeHarness : public Harness {
   void prepare(int copies, uint64_t seed) override {
     const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
     ref_ = kjit::testing::decode_reference(p).out;
-    auto bf16 = [](const std::vector<float>& v) {
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) h[i] = kjit::testing::float_to_bf16(v[i]);
-      return h;
-    };
-    const std::vector<uint16_t> q = bf16(p.q), k = bf16(p.k), v = bf16(p.v);
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
       k_.push_back(kjit::testing::to_device(k));
@@ -151,8 +184,6 @@ class GemmHarness : public Harness {
   size_t input_bytes() const override { return static_cast<size_t>((m_ + n_) * k_); }
 
   void prepare(int copies, uint64_t seed) override {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-2.f, 2.f);
     using kjit::testing::Fp8Format;
     kjit::testing::Fp8GemmProblem p;
     p.m = m_;
@@ -162,8 +193,12 @@ class GemmHarness : public Harness {
     p.fb = fb_ == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
     p.a.resize(static_cast<size_t>(m_ * k_));
     p.b.resize(static_cast<size_t>(n_ * k_));
-    for (uint8_t& x : p.a) x = kjit::testing::fp8_encode(u(rng), p.fa);
-    for (uint8_t& x : p.b) x = kjit::testing::fp8_encode(u(rng), p.fb);
+    parallel_for(p.a.size(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) p.a[i] = kjit::testing::fp8_encode(4 * uniform01(seed, i) - 2, p.fa);
+    });
+    parallel_for(p.b.size(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) p.b[i] = kjit::testing::fp8_encode(4 * uniform01(seed + 1, i) - 2, p.fb);
+    });
     p.scale_a = {0.5f};
     p.scale_b = {0.25f};
     ref_ = kjit::testing::fp8_gemm_reference(p);

@@ -13,9 +13,12 @@ namespace kjit::tune {
 
 std::string report_table(const SweepResult& r) {
   std::string out = fmt::format("kjit tune {} on {} (fingerprint {}): {} compiled, {} failed, {} skipped (failed "
-                                "before) in {:.1f} s; measured in {:.1f} s\n",
+                                "before) in {:.1f} s; measured in {:.1f} s{}\n",
                                 r.op, r.device, r.fingerprint_id, r.compiled, r.compile_failed, r.compile_skipped,
-                                r.compile_s, r.measure_s);
+                                r.compile_s, r.measure_s,
+                                r.screen_samples > 0 ? fmt::format(" (screened with {} graph samples, margin {:.0f}%)",
+                                                                   r.screen_samples, r.screen_margin * 100)
+                                                     : std::string());
   for (const ShapeResult& s : r.shapes) {
     out += fmt::format("\n{}  bucket [{}]{}\n", shape_text(s.shape), fmt::join(s.bucket, ","),
                        s.tunable ? "" : " (not tunable)");
@@ -24,7 +27,8 @@ std::string report_table(const SweepResult& r) {
                        "vs dflt", "candidate");
     for (const Measurement& m : s.candidates) {
       const char* mark = m.index == s.winner ? " <- winner" : m.index == s.runner_up ? " <- runner-up" : "";
-      const std::string vs = m.status == "ok" && def_us > 0 ? fmt::format("{:+.1f}%", (m.us / def_us - 1) * 100) : "";
+      const bool timed = m.status == "ok" || m.status == "dropped";
+      const std::string vs = timed && def_us > 0 ? fmt::format("{:+.1f}%", (m.us / def_us - 1) * 100) : "";
       out += fmt::format("  {:>3} {:<14} {:>10.2f} {:>10.2f} {:>6.1f}% {:>8}  {}{}\n", m.index, m.status, m.us,
                          m.eager_us, m.spread * 100, vs, m.label, mark);
       if (m.status != "ok" && !m.why.empty()) {
@@ -59,7 +63,7 @@ std::string write_chart(const SweepResult& r, const std::string& png_path) {
       const ShapeResult& sr = r.shapes[s];
       const double def_us = sr.candidates.empty() ? 0 : sr.candidates[0].us;
       for (const Measurement& m : sr.candidates) {
-        if (m.status != "ok" || def_us <= 0) continue;
+        if ((m.status != "ok" && m.status != "dropped") || def_us <= 0) continue;
         data << s << ' ' << m.index << ' ' << m.us / def_us << ' ' << (m.index == sr.winner ? 1 : 0) << '\n';
       }
     }

@@ -75,9 +75,21 @@ void remember_failed(const std::map<std::string, json>& failures) {
 // ---- the worker process ----------------------------------------------------------------------
 
 json measurement_json(const Measurement& m) {
-  return {{"index", m.index},   {"status", m.status},   {"why", m.why},         {"us", m.us},
-          {"eager_us", m.eager_us}, {"spread", m.spread}, {"samples", m.samples}, {"threads", m.threads},
-          {"smem", m.smem},     {"registers", m.registers}, {"cluster", m.cluster}};
+  return {{"index", m.index},
+          {"status", m.status},
+          {"why", m.why},
+          {"us", m.us},
+          {"eager_us", m.eager_us},
+          {"spread", m.spread},
+          {"samples", m.samples},
+          {"threads", m.threads},
+          {"smem", m.smem},
+          {"registers", m.registers},
+          {"cluster", m.cluster},
+          {"screen_best_us", m.screen_best_us},
+          {"screen_median_us", m.screen_median_us},
+          {"leader", m.leader},
+          {"leader_us", m.leader_us}};
 }
 
 void read_measurement(const json& j, Measurement* m) {
@@ -91,6 +103,10 @@ void read_measurement(const json& j, Measurement* m) {
   m->smem = j.value("smem", 0);
   m->registers = j.value("registers", -1);
   m->cluster = j.value("cluster", 1);
+  m->screen_best_us = j.value("screen_best_us", 0.0);
+  m->screen_median_us = j.value("screen_median_us", 0.0);
+  m->leader = j.value("leader", -1);
+  m->leader_us = j.value("leader_us", 0.0);
 }
 
 struct Child {
@@ -169,19 +185,48 @@ std::string finish(Child& c, bool kill_it) {
   return err.empty() ? how : how + ": " + err;
 }
 
-/// Measures `todo` (indices into `results`) of one shape in worker processes; a worker that dies
-/// or hangs costs the candidate in flight, and a fresh one takes the rest.
-void measure(const std::string& op_name, const Shape& shape, std::vector<int> todo, std::vector<Measurement>& results,
-             const Options& o, const std::string& exe, const std::function<void()>& tick) {
+}  // namespace
+
+namespace detail {
+
+void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::vector<Todo> todo, const Options& o,
+             const std::string& exe, const std::function<void()>& tick) {
   bool first_worker = true;
+  auto timeout = [&o] {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_s));
+  };
+  // Inputs and the float64 reference of a shape come first, and may take a while.
+  auto preparing = [] { return Clock::now() + std::chrono::seconds(600); };
   while (!todo.empty()) {
-    json job = {{"op", op_name}, {"shape", shape}, {"indices", todo}, {"samples", std::max(o.samples, 20)}};
+    json job_shapes = json::array();
+    for (const Todo& t : todo) {
+      job_shapes.push_back({{"id", t.shape}, {"shape", shapes[t.shape].shape}, {"indices", t.indices}});
+    }
+    const json job = {{"op", op_name},
+                      {"samples", std::max(o.samples, 20)},
+                      {"screen_samples", std::max(o.screen_samples, 0)},
+                      {"screen_margin", o.screen_margin},
+                      {"shapes", job_shapes}};
     Child c = spawn(exe, job.dump());
     std::string buffer;
-    int in_flight = -1;
-    bool ready = false, done = false;
-    auto deadline = Clock::now() + std::chrono::seconds(600);  // inputs and the reference first
-    std::set<int> finished;
+    // The candidate the worker runs (and its shape), and the shape it sets up (-1: none).
+    int in_flight = -1, in_flight_shape = -1, current = -1, setting_up = -1;
+    bool done = false;
+    auto deadline = preparing();
+    std::set<std::pair<size_t, int>> finished;
+    auto finish_shape = [&](size_t shape, const std::string& why) {
+      for (const Todo& t : todo) {
+        if (t.shape != shape) continue;
+        for (int i : t.indices) {
+          if (finished.insert({shape, i}).second) {
+            Measurement& m = shapes[shape].candidates[static_cast<size_t>(i)];
+            m.status = "failed";
+            m.why = why;
+            tick();
+          }
+        }
+      }
+    };
     while (!done) {
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
       if (left <= 0) break;
@@ -198,58 +243,82 @@ void measure(const std::string& op_name, const Shape& shape, std::vector<int> to
         const json j = json::parse(buffer.substr(0, nl), nullptr, false);
         buffer.erase(0, nl + 1);
         if (!j.is_object()) continue;
-        if (j.contains("ready")) {
-          ready = true;
-          deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_s));
+        const int shape = j.value("shape", -1);
+        if (j.contains("preparing")) {
+          current = setting_up = j["preparing"].get<int>();
+          in_flight = -1;
+          deadline = preparing();
+        } else if (j.contains("ready")) {
+          setting_up = -1;
+          deadline = timeout();
         } else if (j.contains("start")) {
           in_flight = j["start"].get<int>();
-          deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_s));
-        } else if (j.contains("index")) {
+          in_flight_shape = shape;
+          deadline = timeout();
+        } else if (j.contains("index") && shape >= 0 && static_cast<size_t>(shape) < shapes.size()) {
           const int i = j["index"].get<int>();
-          read_measurement(j, &results[static_cast<size_t>(i)]);
-          finished.insert(i);
+          auto& cands = shapes[static_cast<size_t>(shape)].candidates;
+          if (i >= 0 && static_cast<size_t>(i) < cands.size() && finished.insert({static_cast<size_t>(shape), i}).second) {
+            read_measurement(j, &cands[static_cast<size_t>(i)]);
+            tick();
+          }
           in_flight = -1;
-          tick();
         } else if (j.contains("done")) {
           done = true;
         } else if (j.contains("error")) {
-          // The worker could not set the shape up at all: every candidate fails with its reason.
-          for (int i : todo) {
-            if (!finished.count(i)) {
-              results[static_cast<size_t>(i)].why = j["error"].get<std::string>();
-              finished.insert(i);
-            }
+          // A shape the worker could not set up: its candidates fail with the reason. Without a
+          // shape, the job itself: every candidate does.
+          const std::string why = j["error"].get<std::string>();
+          if (shape >= 0) {
+            finish_shape(static_cast<size_t>(shape), why);
+          } else {
+            for (const Todo& t : todo) finish_shape(t.shape, why);
           }
+          in_flight = -1;
+          setting_up = -1;
         }
       }
     }
     const bool hung = !done && Clock::now() >= deadline;
     const std::string how = finish(c, !done);
-    if (!ready && finished.empty() && !first_worker) {
-      for (int i : todo) results[static_cast<size_t>(i)].why = "tune worker failed to start: " + how;
+    if (!done && finished.empty() && current < 0) {
+      // The worker never got to a shape.
+      for (const Todo& t : todo) {
+        finish_shape(t.shape, (first_worker ? "the tune worker died before measuring: " : "tune worker failed to start: ") + how);
+      }
       return;
     }
     first_worker = false;
-    if (in_flight >= 0 && !finished.count(in_flight)) {
-      Measurement& m = results[static_cast<size_t>(in_flight)];
+    if (in_flight >= 0 && in_flight_shape >= 0 && finished.insert({static_cast<size_t>(in_flight_shape), in_flight}).second) {
+      Measurement& m = shapes[static_cast<size_t>(in_flight_shape)].candidates[static_cast<size_t>(in_flight)];
       m.status = "failed";
       m.why = hung ? fmt::format("no result within {} s (killed): {}", o.timeout_s, how) : "the worker died: " + how;
-      finished.insert(in_flight);
       tick();
-    } else if (!done && finished.empty()) {
-      for (int i : todo) results[static_cast<size_t>(i)].why = "the tune worker died before measuring: " + how;
+    } else if (!done && setting_up >= 0) {
+      // Died or hung building a shape's inputs or reference: that shape is lost.
+      finish_shape(static_cast<size_t>(setting_up),
+                   (hung ? "the tune worker hung setting this shape up (killed): " : "the tune worker died setting this shape up: ") + how);
+    }
+    std::vector<Todo> rest;
+    size_t left = 0, before = 0;
+    for (const Todo& t : todo) {
+      Todo r{t.shape, {}};
+      for (int i : t.indices) {
+        ++before;
+        if (!finished.count({t.shape, i})) r.indices.push_back(i);
+      }
+      left += r.indices.size();
+      if (!r.indices.empty()) rest.push_back(std::move(r));
+    }
+    if (left == before) {  // no progress: do not loop
+      for (const Todo& t : rest) finish_shape(t.shape, "the tune worker made no progress: " + how);
       return;
     }
-    std::vector<int> rest;
-    for (int i : todo) {
-      if (!finished.count(i)) rest.push_back(i);
-    }
-    if (rest.size() == todo.size()) return;  // no progress: do not loop
     todo = std::move(rest);
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 // ---- shapes -----------------------------------------------------------------------------------
 
@@ -367,10 +436,33 @@ int select_winner(const std::vector<Measurement>& m, double noise, int* runner_u
     }
   }
   for (size_t i = 0; i < m.size(); ++i) {
-    if (static_cast<int>(i) == winner || m[i].status != "ok") continue;
+    if (static_cast<int>(i) == winner || (m[i].status != "ok" && m[i].status != "dropped")) continue;
     if (*runner_up < 0 || m[i].us < m[static_cast<size_t>(*runner_up)].us) *runner_up = static_cast<int>(i);
   }
   return winner;
+}
+
+Screen screen_candidates(const std::vector<std::vector<double>>& samples, const std::vector<bool>& always,
+                         double margin) {
+  Screen s;
+  s.keep.assign(samples.size(), false);
+  std::vector<double> median(samples.size(), 0), best(samples.size(), 0);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].empty()) continue;
+    std::vector<double> v = samples[i];
+    std::sort(v.begin(), v.end());
+    median[i] = v[v.size() / 2];
+    best[i] = v.front();
+    if (s.leader < 0 || median[i] < s.leader_us) {
+      s.leader = static_cast<int>(i);
+      s.leader_us = median[i];
+    }
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].empty()) continue;
+    s.keep[i] = (i < always.size() && always[i]) || best[i] <= s.leader_us * (1 + margin);
+  }
+  return s;
 }
 
 // ---- the sweep --------------------------------------------------------------------------------
@@ -414,9 +506,12 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     }
     r.shapes.push_back(std::move(sr));
   }
-  auto wanted = [&](const Measurement& m) {
-    return m.is_default || o.only.empty() ||
-           std::find(o.only.begin(), o.only.end(), stored_description(op_name, m)) != o.only.end();
+  if (!o.only_by_shape.empty() && o.only_by_shape.size() != shapes.size()) {
+    throw InvalidArgument(fmt::format("only_by_shape has {} lists for {} shapes", o.only_by_shape.size(), shapes.size()));
+  }
+  auto wanted = [&](size_t s, const Measurement& m) {
+    const std::vector<std::string>& only = o.only_by_shape.empty() ? o.only : o.only_by_shape[s];
+    return m.is_default || only.empty() || std::find(only.begin(), only.end(), stored_description(op_name, m)) != only.end();
   };
 
   const Clock::time_point compile_start = Clock::now();
@@ -424,7 +519,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   std::map<std::string, std::vector<std::pair<size_t, size_t>>> users;
   for (size_t s = 0; s < candidates.size(); ++s) {
     for (size_t i = 0; i < candidates[s].size(); ++i) {
-      if (!wanted(r.shapes[s].candidates[i])) continue;
+      if (!wanted(s, r.shapes[s].candidates[i])) continue;
       for (const ProgramSpec& p : candidates[s][i].programs) {
         const std::string key = runtime.key(p, p.target_on(target));
         programs.emplace(key, p);
@@ -488,24 +583,33 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   }
   r.compile_s = seconds_since(compile_start);
 
-  // Measure, shape by shape, in worker processes.
+  // Measure every shape in worker processes, then select per shape.
   const Clock::time_point measure_start = Clock::now();
   const std::string exe = o.worker.empty() ? self_exe() : o.worker;
   size_t total = 0, measured = 0;
-  for (const ShapeResult& sr : r.shapes) total += sr.candidates.size();
-  for (ShapeResult& sr : r.shapes) {
-    std::vector<int> indices;
-    for (const Measurement& m : sr.candidates) {
-      if (m.status != "compile-failed" && wanted(m)) indices.push_back(m.index);
-      if (m.status == "compile-failed" || !wanted(m)) ++measured;
-    }
-    measure(op_name, sr.shape, indices, sr.candidates, o, exe, [&] {
-      ++measured;
-      if (o.progress) {
-        std::fprintf(stderr, "\rkjit tune %s: measured %zu/%zu   ", op_name.c_str(), measured, total);
-        std::fflush(stderr);
+  std::vector<detail::Todo> to_measure;
+  for (size_t s = 0; s < r.shapes.size(); ++s) {
+    detail::Todo t{s, {}};
+    for (const Measurement& m : r.shapes[s].candidates) {
+      ++total;
+      if (m.status != "compile-failed" && wanted(s, m)) {
+        t.indices.push_back(m.index);
+      } else {
+        ++measured;
       }
-    });
+    }
+    if (!t.indices.empty()) to_measure.push_back(std::move(t));
+  }
+  r.screen_samples = std::max(o.screen_samples, 0);
+  r.screen_margin = o.screen_margin;
+  detail::measure(op_name, r.shapes, to_measure, o, exe, [&] {
+    ++measured;
+    if (o.progress) {
+      std::fprintf(stderr, "\rkjit tune %s: measured %zu/%zu   ", op_name.c_str(), measured, total);
+      std::fflush(stderr);
+    }
+  });
+  for (ShapeResult& sr : r.shapes) {
     sr.winner = select_winner(sr.candidates, o.noise, &sr.runner_up);
     if (sr.winner >= 0) {
       const Measurement& w = sr.candidates[static_cast<size_t>(sr.winner)];
@@ -565,6 +669,12 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
 
 // ---- JSON -------------------------------------------------------------------------------------
 
+std::string measurement_line(const Measurement& m, int shape) {
+  json j = measurement_json(m);
+  if (shape >= 0) j["shape"] = shape;
+  return j.dump();
+}
+
 std::string to_json(const SweepResult& r) {
   json shapes = json::array();
   for (const ShapeResult& s : r.shapes) {
@@ -588,6 +698,8 @@ std::string to_json(const SweepResult& r) {
               {"compile_skipped", r.compile_skipped},
               {"compile_s", r.compile_s},
               {"measure_s", r.measure_s},
+              {"screen_samples", r.screen_samples},
+              {"screen_margin", r.screen_margin},
               {"shapes", shapes}}
       .dump(1);
 }
@@ -608,6 +720,8 @@ SweepResult from_json(const std::string& text) {
     r.compile_skipped = j.value("compile_skipped", 0);
     r.compile_s = j.value("compile_s", 0.0);
     r.measure_s = j.value("measure_s", 0.0);
+    r.screen_samples = j.value("screen_samples", 0);
+    r.screen_margin = j.value("screen_margin", 0.0);
     for (const json& s : j["shapes"]) {
       ShapeResult sr;
       sr.shape = s.at("shape").get<Shape>();

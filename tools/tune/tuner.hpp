@@ -10,8 +10,13 @@
 ///
 /// Faults: the worker is this same executable started again with KJIT_TUNE_WORKER=1 (so ops that
 /// a test binary registers exist there too; the executable's main calls run_worker_if_requested
-/// first). It streams one JSON line per candidate; when it dies or hangs the candidate in flight
-/// is marked failed and a fresh worker continues with the rest.
+/// first). One worker measures every shape of a sweep in turn (one CUDA context for all); it
+/// streams one JSON line per event; when it dies or hangs the candidate in flight is marked
+/// failed and a fresh worker continues with the rest.
+///
+/// Measuring cost: every correct candidate is screened with a few CUDA-graph samples, and those
+/// whose best sample is clearly slower than the leader's median are dropped early
+/// (screen_candidates); the rest, and the default, get the full ≥ 20 graph and eager samples.
 
 #include <kjit/device.hpp>
 #include <kjit/runtime.hpp>
@@ -105,21 +110,43 @@ struct Measurement {
   std::string label;
   bool is_default = false;
   /// "ok", "wrong" (output differs from the reference), "failed" (threw, faulted, hung, worker
-  /// died), "compile-failed".
+  /// died), "compile-failed", "dropped" (correct, but screened out: its best screening sample was
+  /// clearly slower than the leader's median; `us` is its screening median, eager_us 0).
   std::string status = "failed";
   std::string why;
   double us = 0, eager_us = 0, spread = 0;  ///< medians per call (µs) and (p90 − p10) / median
-  int samples = 0;
+  int samples = 0;                          ///< graph samples behind `us`
+  /// The screening: this candidate's best and median graph µs over its screening samples, and
+  /// the leader's index and median when it was dropped (-1 / 0 otherwise).
+  double screen_best_us = 0, screen_median_us = 0, leader_us = 0;
+  int leader = -1;
   int threads = 0, smem = 0, registers = -1, cluster = 1;
   kjit::detail::TunedChoice choice;
 };
 
-/// The noise rule and tie-break: a candidate wins only when it is correct and faster than the
-/// default by more than `noise` (relative); among those, the first in candidate order whose time
-/// is within `noise` of the fastest (so hosts whose timings differ by noise pick the same one).
-/// Returns the winner's index (the default's when nothing beats it; -1 when the default itself
-/// is not ok) and sets `*runner_up` to the fastest other ok candidate (-1 when none).
+/// The noise rule and tie-break: a candidate wins only when it is correct, fully measured ("ok")
+/// and faster than the default by more than `noise` (relative); among those, the first in
+/// candidate order whose time is within `noise` of the fastest (so hosts whose timings differ by
+/// noise pick the same one). Returns the winner's index (the default's when nothing beats it; -1
+/// when the default itself is not ok) and sets `*runner_up` to the fastest other ok or dropped
+/// candidate (a dropped one by its screening median; -1 when none).
 int select_winner(const std::vector<Measurement>& m, double noise, int* runner_up);
+
+/// What screening decided for one shape's correct candidates.
+struct Screen {
+  std::vector<bool> keep;  ///< per candidate, in input order: measured in full
+  int leader = -1;         ///< input position of the lowest screening median (the first on a tie); -1: none
+  double leader_us = 0;    ///< its median
+};
+
+/// The early-rejection rule over screening samples (graph µs, one list per candidate, in
+/// candidate order): the leader is the candidate with the lowest median; a candidate is kept when
+/// `always[i]` (the default plan) or when its best sample is at most (1 + margin) × the leader's
+/// median, so only candidates whose fastest run is clearly slower than the leader's typical one
+/// are dropped (margin well above the noise, which the noise rule puts at 2%). A candidate
+/// without samples is not kept. Pure and deterministic.
+Screen screen_candidates(const std::vector<std::vector<double>>& samples, const std::vector<bool>& always,
+                         double margin);
 
 /// What a tuning table would record of `m`'s choice, as text (cache::TuneChoice::describe():
 /// family, point, then the knobs by name). Candidate labels order knobs as the op lists them, so
@@ -138,7 +165,11 @@ struct ShapeResult {
 
 struct Options {
   int jobs = 4;           ///< parallel compiles
-  int samples = 25;       ///< timing samples per candidate (at least 20)
+  int samples = 25;       ///< timing samples per fully measured candidate (at least 20)
+  /// Graph samples each correct candidate gets before early rejection (they count toward
+  /// `samples` for the ones kept); 0 measures every candidate in full.
+  int screen_samples = 5;
+  double screen_margin = 0.15;  ///< screen_candidates' margin
   double noise = 0.02;    ///< the noise rule's threshold
   double timeout_s = 60;  ///< per candidate, in the worker
   bool publish = true;    ///< merge winners into the cache's tuning table
@@ -146,6 +177,8 @@ struct Options {
   /// Only measure these candidates (their stored_description()); empty: all. `kjit tune --check`
   /// passes the stored winners.
   std::vector<std::string> only;
+  /// Per shape (one list each, in shape order) instead of `only` when not empty.
+  std::vector<std::vector<std::string>> only_by_shape;
   /// The worker executable; empty: this process's own (/proc/self/exe).
   std::string worker;
 };
@@ -156,12 +189,17 @@ struct SweepResult {
   std::vector<ShapeResult> shapes;
   int compiled = 0, compile_failed = 0, compile_skipped = 0;
   double compile_s = 0, measure_s = 0;
+  int screen_samples = 0;      ///< the sweep's Options::screen_samples (0: no screening)
+  double screen_margin = 0;    ///< and margin
 };
 
 /// Sweeps `op` over `shapes` on device 0 (see the file comment). Throws InvalidArgument for a bad
 /// shape, DriverError without a device.
 SweepResult sweep(const std::string& op, const std::vector<Shape>& shapes, const Options& options);
 
+/// One measurement as one JSON object (the fields the sweep's JSON keeps per candidate, less the
+/// label), with "shape": `shape` when ≥ 0: what the worker streams.
+std::string measurement_line(const Measurement& m, int shape = -1);
 /// The sweep as JSON (what `--json-out` writes and `kjit tune report` reads).
 std::string to_json(const SweepResult& r);
 /// Parses to_json's output; InvalidArgument when it is not one.
@@ -173,6 +211,24 @@ std::string report_table(const SweepResult& r);
 /// Writes a PNG chart (gnuplot): per shape, time per candidate relative to the default, winner
 /// marked. Returns "" or why it could not (gnuplot missing: the message says how to install it).
 std::string write_chart(const SweepResult& r, const std::string& png_path);
+
+namespace detail {
+
+/// What is left to measure of one shape: its position in the sweep and candidate indices.
+struct Todo {
+  size_t shape = 0;
+  std::vector<int> indices;
+};
+
+/// The measuring half of sweep(): runs `exe` as the worker (KJIT_TUNE_WORKER=1, the job on its
+/// stdin) for every shape of `todo` and reads its results into `shapes[...].candidates` (`tick`
+/// once per final result). A worker that dies or hangs past `o.timeout_s` costs the candidate in
+/// flight ("failed", with how the worker ended), or, while it prepared a shape, that shape; a
+/// fresh worker takes the rest, until a worker makes no progress.
+void measure(const std::string& op, std::vector<ShapeResult>& shapes, std::vector<Todo> todo, const Options& o,
+             const std::string& exe, const std::function<void()>& tick);
+
+}  // namespace detail
 
 /// When KJIT_TUNE_WORKER=1: runs the measuring worker on stdin/stdout and exits the process.
 /// Otherwise returns. Call it first thing in main of any executable that runs sweeps.

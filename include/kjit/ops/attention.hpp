@@ -246,11 +246,46 @@ struct PagedPrefillPlan {
 
 /// Plans a ragged prefill from the host copy of qo_indptr ([batch + 1], non-decreasing from 0)
 /// for `head_dim` (64, 128 or 256). `tile_rows` is 64 or 128 (a kernel exists for each), or 0
-/// to let kjit choose: 64 when the non-empty requests average ≤ 64 query rows (short chunks
-/// would waste most of a 128-row tile), else 128. Other values throw InvalidArgument. Host
-/// only: no driver call.
+/// to let kjit choose by its built-in rule: 64 when the non-empty requests average ≤ 64 query
+/// rows (short chunks would waste most of a 128-row tile), else 128. Other values throw
+/// InvalidArgument. Host only: no driver call, and no tuning table is read (the
+/// PagedPrefillPlanArgs overload below consults the device's).
 PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
                                     int tile_rows = 0);
+
+/// What the tuned plan step of a ragged paged prefill reads: the host copies of the batch's
+/// layout (the inputs of FlashInfer's BatchPrefillWithPagedKVCacheWrapper.plan) and the device
+/// whose tuning table (`kjit tune paged_prefill`) may choose the tile.
+struct PagedPrefillPlanArgs {
+  /// [batch + 1] host int32, non-decreasing from 0: request b's queries are rows
+  /// qo_indptr[b] .. qo_indptr[b+1) of q.
+  const int32_t* qo_indptr_host = nullptr;
+  /// [batch + 1] host int32, non-decreasing from 0: the host copy of PagedKVCache::indptr.
+  const int32_t* kv_indptr_host = nullptr;
+  /// [batch] host int32: the host copy of PagedKVCache::last_page_len (clamped to
+  /// [0, page_size] as on the device).
+  const int32_t* last_page_len_host = nullptr;
+  int64_t batch = 0;
+  int64_t q_heads = 0;    ///< ≥ 1, as q will have
+  int64_t head_dim = 0;   ///< 64, 128 or 256
+  int64_t page_size = 0;  ///< ≥ 1, tokens per page of the cache
+  bool causal = false;    ///< as paged_prefill will be called (tuning bucket only; results never depend on it)
+  /// 64 or 128 forces the tile (never tuned); 0 lets kjit choose: the stored choice of the
+  /// device's tuning table for this call's bucket when there is one, else the built-in rule of
+  /// the overload above.
+  int tile_rows = 0;
+  /// The device whose tuning table chooses: an ordinal, or -1 for the device of the calling
+  /// thread's current CUDA context (device 0 when none is current). Without a CUDA driver or
+  /// device, or with KJIT_TUNING=off, no table is read and the built-in rule chooses.
+  int device = -1;
+};
+
+/// Plans a ragged prefill as the overload above, with the tile chosen for the device (see
+/// PagedPrefillPlanArgs; docs/tuning.md has the bucket rule). Builds no device state: upload the
+/// plan with upload_paged_prefill_plan. Throws InvalidArgument naming the field and rule (null
+/// host arrays, a decreasing indptr, head_dim not 64/128/256, q_heads or page_size < 1,
+/// tile_rows not 0/64/128, a device ordinal out of range), DriverError when the driver fails.
+PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map into `workspace` (≥ plan.workspace_bytes, 16-byte aligned memory of
 /// CUDA device `device`; the current context is used when one is current). A synchronous

@@ -5,6 +5,8 @@
 
 #include "runtime/driver.hpp"
 
+#include <fmt/format.h>
+
 #include <cuda.h>
 
 namespace kjit::attention {
@@ -148,6 +150,43 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const PagedPrefillCall& call, const
 
 void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime) {
   kjit::detail::run<detail::PrefillOp>(args, {}, stream, runtime);
+}
+
+namespace {
+
+constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
+
+/// The ordinal whose tuning table plans for PagedPrefillPlanArgs::device, or -1 when no table can
+/// be read (no driver, no device).
+int table_device(int device) {
+  if (!driver_available()) return -1;
+  const int count = device_count();
+  if (count == 0) return -1;
+  if (device >= 0) {
+    if (device >= count) {
+      kjit::detail::fail(kPlanOp, fmt::format("device {} out of range ({} CUDA devices)", device, count));
+    }
+    return device;
+  }
+  CUcontext current = nullptr;
+  KJIT_CU(cuCtxGetCurrent(&current));
+  return current != nullptr ? kjit::detail::context_device(current) : 0;
+}
+
+}  // namespace
+
+PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
+  const detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(args);
+  if (args.device < -1) {
+    kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
+  }
+  int tile_rows = d.tile_rows;
+  if (tile_rows == 0) {
+    const int device = table_device(args.device);
+    tile_rows = device >= 0 ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device)).tile_rows
+                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{}).tile_rows;
+  }
+  return detail::paged_prefill_work_map(args.qo_indptr_host, d, tile_rows);
 }
 
 void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes, int device) {

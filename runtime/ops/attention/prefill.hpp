@@ -175,5 +175,61 @@ struct PagedPrefillOp {
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
 };
 
+/// What the plan step of a ragged paged prefill (plan_paged_prefill) decides the tile from.
+struct PagedPrefillPlanDims {
+  int64_t batch = 0;
+  int64_t total_q = 0;   ///< qo_indptr[batch]
+  int64_t nonempty = 0;  ///< requests with at least one query row
+  int64_t head_dim = 0;
+  /// Known to the PagedPrefillPlanArgs overload only; 0 from the legacy overload, whose calls
+  /// are never tuned.
+  int64_t q_heads = 0;
+  int64_t max_kv_len = 0;  ///< KV tokens of the longest request
+  int64_t page_size = 0;
+  bool causal = false;
+  int tile_rows = 0;  ///< the caller's: 64 or 128 forces it, 0 lets the planner (or the table) choose
+};
+
+/// Checks qo_indptr (non-null, from 0, non-decreasing, total_q < 2^30), head_dim and tile_rows,
+/// and returns the query side of the dims (q_heads and the KV side 0). Pure. Throws
+/// InvalidArgument "kjit::attention::plan_paged_prefill: ...".
+PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
+                                             int tile_rows);
+/// The same for the tuned overload: the query side, then q_heads ≥ 1, page_size ≥ 1, the page
+/// table's host indptr (non-null, from 0, non-decreasing) and last_page_len (non-null; clamped
+/// to [0, page_size]) giving max_kv_len. Pure; no device is looked at.
+PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& args);
+/// The host plan (work map and workspace layout) of `dims` at `tile_rows` (64 or 128).
+PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& dims,
+                                        int tile_rows);
+
+/// The tile a ragged paged prefill runs with.
+struct PagedPrefillTile {
+  /// attention.paged_prefill (head_dim, block_m = tile_rows); no family without query rows.
+  kjit::detail::Choice choice;
+  int tile_rows = 0;  ///< 64 or 128
+};
+
+/// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
+/// paged_prefill_tune.cc): the choice is the kernel point alone (attention.paged_prefill at
+/// block_m 64 or 128), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
+/// rounded up to a power of two (≥ 64), the mean query rows of a non-empty request rounded up
+/// to a power of two (≥ 16), max_kv_len rounded up to a power of two (≥ 64), page_size exact.
+/// A plan that forces tile_rows, or comes from the legacy overload (q_heads 0), is not tuned.
+struct PagedPrefillPlanner {
+  using Dims = PagedPrefillPlanDims;
+  using Plan = PagedPrefillTile;
+
+  /// The built-in rule: the requested tile, else 64 when the non-empty requests average ≤ 64
+  /// query rows (short chunks waste most of a 128-row tile), else 128. Pure; `info` unused.
+  static Plan plan(const Dims& dims, const DeviceInfo& info);
+
+  static const kjit::detail::TuneOpSpec& tune_spec();
+  static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
+  static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);
+  static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
+  static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
+};
+
 }  // namespace detail
 }  // namespace kjit::attention

@@ -232,33 +232,65 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
   return plan;
 }
 
-}  // namespace detail
-
-PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim, int tile_rows) {
-  using detail::fail;
+PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
+                                             int tile_rows) {
   if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
-  if (!detail::supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be 64, 128 or 256, got {}", head_dim));
+  if (!supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be 64, 128 or 256, got {}", head_dim));
   if (tile_rows != 0 && tile_rows != 64 && tile_rows != 128) {
     fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), 64 or 128, got {}", tile_rows));
   }
   if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
   if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));
-  int64_t nonempty = 0;
+  PagedPrefillPlanDims d;
   for (int64_t b = 0; b < batch; ++b) {
     if (qo_indptr_host[b + 1] < qo_indptr_host[b]) {
       fail(kPlanOp, fmt::format("qo_indptr must be non-decreasing, got qo_indptr[{}] = {} > qo_indptr[{}] = {}", b,
                                 qo_indptr_host[b], b + 1, qo_indptr_host[b + 1]));
     }
-    nonempty += qo_indptr_host[b + 1] > qo_indptr_host[b];
+    d.nonempty += qo_indptr_host[b + 1] > qo_indptr_host[b];
   }
+  d.batch = batch;
+  d.head_dim = head_dim;
+  d.total_q = qo_indptr_host[batch];
+  if (d.total_q > INT32_MAX / 2) fail(kPlanOp, fmt::format("total_q must stay below 2^30, got {}", d.total_q));
+  d.tile_rows = tile_rows;
+  return d;
+}
+
+PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
+  PagedPrefillPlanDims d = paged_prefill_plan_dims(a.qo_indptr_host, a.batch, a.head_dim, a.tile_rows);
+  if (a.q_heads < 1 || a.q_heads > kMaxGridYZ) {
+    fail(kPlanOp, fmt::format("q_heads must be in [1, {}], got {}", kMaxGridYZ, a.q_heads));
+  }
+  if (a.page_size < 1) fail(kPlanOp, fmt::format("page_size must be >= 1, got {}", a.page_size));
+  if (a.kv_indptr_host == nullptr) fail(kPlanOp, "kv_indptr_host is null (the plan needs the page table's host indptr)");
+  if (a.last_page_len_host == nullptr) fail(kPlanOp, "last_page_len_host is null (the plan needs its host copy)");
+  const int32_t* kv = a.kv_indptr_host;
+  if (kv[0] != 0) fail(kPlanOp, fmt::format("kv_indptr[0] must be 0, got {}", kv[0]));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    if (kv[b + 1] < kv[b]) {
+      fail(kPlanOp, fmt::format("kv_indptr must be non-decreasing, got kv_indptr[{}] = {} > kv_indptr[{}] = {}", b,
+                                kv[b], b + 1, kv[b + 1]));
+    }
+    const int64_t pages = kv[b + 1] - kv[b];
+    // The length formula of the paged layout, last_page_len clamped as the device clamps it.
+    const int64_t len =
+        pages == 0 ? 0 : (pages - 1) * a.page_size + std::clamp<int64_t>(a.last_page_len_host[b], 0, a.page_size);
+    d.max_kv_len = std::max(d.max_kv_len, len);
+  }
+  d.q_heads = a.q_heads;
+  d.page_size = a.page_size;
+  d.causal = a.causal;
+  return d;
+}
+
+PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& d, int tile_rows) {
   PagedPrefillPlan plan;
-  plan.batch = batch;
-  plan.head_dim = head_dim;
-  plan.total_q = qo_indptr_host[batch];
-  if (plan.total_q > INT32_MAX / 2) fail(kPlanOp, fmt::format("total_q must stay below 2^30, got {}", plan.total_q));
-  // Short requests (decode-like or small chunks) waste most of a 128-row tile.
-  plan.tile_rows = tile_rows != 0 ? tile_rows : (nonempty > 0 && plan.total_q / nonempty <= 64 ? 64 : 128);
-  for (int64_t b = 0; b < batch; ++b) {
+  plan.batch = d.batch;
+  plan.head_dim = d.head_dim;
+  plan.total_q = d.total_q;
+  plan.tile_rows = tile_rows;
+  for (int64_t b = 0; b < d.batch; ++b) {
     const int32_t len = qo_indptr_host[b + 1] - qo_indptr_host[b];
     for (int32_t t = 0; int64_t{t} * plan.tile_rows < len; ++t) {
       plan.q_tile_to_batch.push_back(static_cast<int32_t>(b));
@@ -269,6 +301,23 @@ PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch
   plan.map_index_offset = map_bytes;
   plan.workspace_bytes = 2 * map_bytes;
   return plan;
+}
+
+PagedPrefillTile PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& /*info*/) {
+  PagedPrefillTile t;
+  t.tile_rows = d.tile_rows != 0 ? d.tile_rows : (d.nonempty > 0 && d.total_q / d.nonempty <= 64 ? 64 : 128);
+  if (d.total_q > 0) {
+    t.choice.family = &paged_prefill_family();
+    t.choice.point = paged_prefill_family().point({d.head_dim, t.tile_rows});
+  }
+  return t;
+}
+
+}  // namespace detail
+
+PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim, int tile_rows) {
+  const detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(qo_indptr_host, batch, head_dim, tile_rows);
+  return detail::paged_prefill_work_map(qo_indptr_host, d, detail::PagedPrefillPlanner::plan(d, DeviceInfo{}).tile_rows);
 }
 
 }  // namespace kjit::attention

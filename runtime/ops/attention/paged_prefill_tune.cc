@@ -1,0 +1,99 @@
+// kjit::attention::plan_paged_prefill's tuning: bucket, candidates and stored tiles
+// (runtime/ops/tuned.hpp). The choice is the kernel point alone: attention.paged_prefill at
+// block_m (the plan's tile_rows) 64 or 128; the work map follows from it.
+#include "runtime/ops/attention/prefill.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kjit::attention::detail {
+namespace {
+
+using kjit::detail::TunedChoice;
+using kjit::detail::TunedKey;
+
+std::string fits(const TunedChoice& c, const DeviceInfo& info) {
+  if (c.family != &paged_prefill_family()) {
+    return fmt::format("family {} is not attention.paged_prefill", c.family ? c.family->name : std::string("(none)"));
+  }
+  if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
+  if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
+  const PrefillLaunchShape s = prefill_launch_shape(static_cast<int>(c.family->value(c.point, "head_dim").code),
+                                                    static_cast<int>(c.family->value(c.point, "block_m").code));
+  if (s.smem_bytes > info.max_smem_per_block_optin) {
+    return fmt::format("{} bytes of shared memory per CTA, the device allows {}", s.smem_bytes,
+                       info.max_smem_per_block_optin);
+  }
+  if (info.max_threads_per_block > 0 && s.threads > info.max_threads_per_block) {
+    return fmt::format("{} threads per CTA, the device allows {}", s.threads, info.max_threads_per_block);
+  }
+  return {};
+}
+
+}  // namespace
+
+const kjit::detail::TuneOpSpec& PagedPrefillPlanner::tune_spec() {
+  static const kjit::detail::TuneOpSpec spec{
+      kjit::detail::TuneOpId::kPagedPrefill,
+      "paged_prefill",
+      &PagedPrefillOp::kInfo,
+      {nullptr, nullptr, nullptr, nullptr},
+      "[head_dim, causal, pow2(max(total_q * q_heads, 64)), pow2(max(mean q rows, 16)), pow2(max(max_kv_len, 64)), "
+      "page_size]: exact head_dim, causal as 0/1 and page size; the query rows times q_heads (the grid's work before "
+      "tiling), the mean query rows of a non-empty request and the longest request's KV length rounded up to powers "
+      "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0 are tuned",
+      "batch=4 q_len=256 kv_len=1024 q_heads=32 kv_heads=8 head_dim=128 page_size=16 causal=1 ragged=1",
+      fits};
+  return spec;
+}
+
+bool PagedPrefillPlanner::tune_key(const PagedPrefillPlanDims& d, TunedKey* key) {
+  if (d.tile_rows != 0 || d.q_heads <= 0 || d.total_q == 0 || d.nonempty == 0) return false;
+  key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kPagedPrefill);
+  key->bucket[0] = kjit::detail::bucket_exact(d.head_dim);
+  key->bucket[1] = d.causal ? 1 : 0;
+  key->bucket[2] = kjit::detail::bucket_pow2(std::max<int64_t>(d.total_q * d.q_heads, 64));
+  key->bucket[3] = kjit::detail::bucket_pow2(std::max<int64_t>((d.total_q + d.nonempty - 1) / d.nonempty, 16));
+  key->bucket[4] = kjit::detail::bucket_pow2(std::max<int64_t>(d.max_kv_len, 64));
+  key->bucket[5] = kjit::detail::bucket_exact(d.page_size);
+  return true;
+}
+
+bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const DeviceInfo& /*info*/, const TunedChoice& c,
+                                      PagedPrefillTile* out) {
+  if (c.family != &paged_prefill_family() || c.family->value(c.point, "head_dim").code != d.head_dim ||
+      d.total_q == 0) {
+    return false;
+  }
+  PagedPrefillTile t;
+  t.choice.family = c.family;
+  t.choice.point = c.point;
+  t.tile_rows = static_cast<int>(c.family->value(c.point, "block_m").code);
+  *out = t;
+  return true;
+}
+
+TunedChoice PagedPrefillPlanner::tuned_choice(const PagedPrefillPlanDims& /*d*/, const PagedPrefillTile& plan) {
+  TunedChoice c;
+  c.family = plan.choice.family;
+  c.point = plan.choice.point;
+  return c;
+}
+
+std::vector<TunedChoice> PagedPrefillPlanner::tune_candidates(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
+  std::vector<TunedChoice> out;
+  if (d.total_q == 0) return out;
+  const Family& f = paged_prefill_family();
+  const Target target = info.target();
+  for (const Point& p : f.enumerate(&target)) {
+    if (f.value(p, "head_dim").code != d.head_dim) continue;
+    TunedChoice c;
+    c.family = &f;
+    c.point = p;
+    if (fits(c, info).empty()) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace kjit::attention::detail
