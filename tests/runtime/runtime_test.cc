@@ -271,6 +271,30 @@ TEST_F(RuntimeTest, CompileErrorNamesFileLineAndOptions) {
   EXPECT_EQ(kjit::cache::DiskCache::open_for_reading(rt.config().cache_dir, 0).stats().entries, 0u) << "a failed compile publishes nothing";
 }
 
+// kjit's device headers declare their own fixed-width types and 16-bit float helpers; a user kernel
+// that also includes the CUDA headers, in either order, must still compile.
+TEST_F(RuntimeTest, UserKernelsMixKjitHeadersWithTheCudaHeaders) {
+  kjit::Runtime rt(config_for(dir_));
+  const std::string bodies[] = {
+      "#include \"kjit/config.cuh\"\n#include <cuda_bf16.h>\n#include <cuda_fp8.h>\n#include <cuda/std/cstdint>\n",
+      "#include <cuda_bf16.h>\n#include <cuda/std/cstdint>\n#include \"kjit/config.cuh\"\n#include \"kjit/f16_bits.cuh\"\n"};
+  for (const std::string& includes : bodies) {
+    kjit::ProgramSpec s;
+    s.family = "mix";
+    s.source_name = "mix.cu";
+    s.source_text = includes +
+                    "__global__ void k(int64_t* p, uint32_t u) {\n"
+                    "  p[0] = static_cast<int64_t>(__bfloat162float(__float2bfloat16_rn(1.5f))) + u;\n"
+                    "  p[1] = kjit::bf16_to_f32(kjit::f32_to_bf16(2.5f)) > 2.f;\n"
+                    "}\n";
+    if (includes.find("f16_bits") == std::string::npos) {
+      s.source_text = includes + "#include \"kjit/f16_bits.cuh\"\n" + s.source_text.substr(includes.size());
+    }
+    s.name_expressions = {"k"};
+    EXPECT_NO_THROW(rt.compile(s, kSm90a)) << includes;
+  }
+}
+
 TEST_F(RuntimeTest, MissingSourceAndEmptyNameExpressionsAreInvalid) {
   kjit::Runtime rt(config_for(dir_));
   kjit::ProgramSpec s;
