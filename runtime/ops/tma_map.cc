@@ -9,6 +9,19 @@
 
 namespace kjit::detail {
 
+TmaMapKey swizzled_tma_map_key(const void* base, int32_t rank, int32_t dtype) {
+  TmaMapKey key{};
+  key.base = base;
+  key.rank = rank;
+  for (int32_t i = 0; i < rank; ++i) key.elem_strides[i] = 1;
+  key.dtype = dtype;
+  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  return key;
+}
+
 void encode_tma_map(const TmaMapKey& key, TmaDescriptor* out) {
   static_assert(sizeof(CUtensorMap) == sizeof(TmaDescriptor), "CUtensorMap is 128 bytes");
   // Zeroed first: the bytes the driver leaves alone are then the same on every encode.

@@ -38,6 +38,11 @@ struct TmaMapKey {
 };
 static_assert(std::is_trivially_copyable_v<TmaMapKey> && sizeof(TmaMapKey) == 144, "keyed by its bytes, no padding");
 
+/// A key of kjit's one TMA layout, everything else zero: `base`, `rank` and `dtype`
+/// (a CUtensorMapDataType), unit traversal strides, no interleave, 128-byte swizzle, 256-byte L2
+/// promotion, no NaN fill. The caller fills dims, strides and box (and may change l2_promotion).
+TmaMapKey swizzled_tma_map_key(const void* base, int32_t rank, int32_t dtype);
+
 /// Encodes `key` with cuTensorMapEncodeTiled (a host-only driver call, no allocation), every
 /// time. Throws DriverError naming the call when the driver refuses the geometry.
 void encode_tma_map(const TmaMapKey& key, TmaDescriptor* out);

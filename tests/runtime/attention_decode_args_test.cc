@@ -6,6 +6,7 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/decode_params.h"
+#include "tests/runtime/decode_dims.hpp"
 #include "runtime/ops/attention/decode.hpp"
 
 #include <gtest/gtest.h>
@@ -163,17 +164,6 @@ TEST(AttentionDecodeArgs, LensMaskAndScalars) {
   expect_invalid([](DecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be >= 0"});
 }
 
-ad::DecodeDims dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
-  ad::DecodeDims d;
-  d.batch = batch;
-  d.max_kv_len = len;
-  d.q_heads = q_heads;
-  d.kv_heads = kv_heads;
-  d.head_dim = head_dim;
-  d.group = q_heads / kv_heads;
-  return d;
-}
-
 constexpr int kH200Sms = 132;
 constexpr int kH200SmemPerSm = 233472;
 
@@ -195,23 +185,23 @@ TEST(AttentionDecodePlan, OnePlannedCtaPerSmOnH200) {
 
 TEST(AttentionDecodePlan, PeerShapesTakeTheMeasuredBestSplits) {
   // The split counts a sweep of every forced count found fastest on the H200 (2026-11-30).
-  EXPECT_EQ(h200_plan(dims(16, 4096, 32, 8, 128)).num_splits, 1);  // 128 CTAs
-  ad::DecodePlan p = h200_plan(dims(64, 4096, 32, 8, 128));
+  EXPECT_EQ(h200_plan(decode_dims(16, 4096, 32, 8, 128)).num_splits, 1);  // 128 CTAs
+  ad::DecodePlan p = h200_plan(decode_dims(64, 4096, 32, 8, 128));
   EXPECT_EQ(p.num_splits, 1);
   EXPECT_EQ(p.workspace_bytes, 0u);
-  EXPECT_EQ(h200_plan(dims(1, 8192, 32, 8, 128)).num_splits, 16);
-  EXPECT_EQ(h200_plan(dims(1, 512, 32, 8, 128)).num_splits, 8);  // one 64-token tile a split
-  EXPECT_EQ(h200_plan(dims(32, 4096, 32, 8, 64)).num_splits, 1);
-  EXPECT_EQ(h200_plan(dims(16, 4096, 16, 4, 256)).num_splits, 2);
+  EXPECT_EQ(h200_plan(decode_dims(1, 8192, 32, 8, 128)).num_splits, 16);
+  EXPECT_EQ(h200_plan(decode_dims(1, 512, 32, 8, 128)).num_splits, 8);  // one 64-token tile a split
+  EXPECT_EQ(h200_plan(decode_dims(32, 4096, 32, 8, 64)).num_splits, 1);
+  EXPECT_EQ(h200_plan(decode_dims(16, 4096, 16, 4, 256)).num_splits, 2);
 }
 
 TEST(AttentionDecodePlan, RowsAndMTiles) {
-  EXPECT_EQ(h200_plan(dims(2, 64, 8, 8, 128)).rows, 8);    // group 1
-  EXPECT_EQ(h200_plan(dims(2, 64, 64, 8, 128)).rows, 8);   // group 8
-  ad::DecodePlan p = h200_plan(dims(2, 64, 96, 8, 128));   // group 12
+  EXPECT_EQ(h200_plan(decode_dims(2, 64, 8, 8, 128)).rows, 8);    // group 1
+  EXPECT_EQ(h200_plan(decode_dims(2, 64, 64, 8, 128)).rows, 8);   // group 8
+  ad::DecodePlan p = h200_plan(decode_dims(2, 64, 96, 8, 128));   // group 12
   EXPECT_EQ(p.rows, 16);
   EXPECT_EQ(p.m_tiles, 1);
-  p = h200_plan(dims(2, 64, 32, 1, 128));                  // group 32
+  p = h200_plan(decode_dims(2, 64, 32, 1, 128));                  // group 32
   EXPECT_EQ(p.rows, 16);
   EXPECT_EQ(p.m_tiles, 2);
   EXPECT_EQ(p.ctas, 2 * 1 * p.num_splits * 2);
@@ -222,7 +212,7 @@ TEST(AttentionDecodePlan, PartitionsCoverEveryTokenWithoutEmptySplits) {
     for (int64_t len : {0, 1, 2, 63, 64, 65, 1000, 4097, 32768}) {
       for (int hd : {64, 128, 256}) {
         for (int req : {0, 1, 3, 7, 1000}) {
-          const ad::DecodePlan p = h200_plan(dims(batch, len, 32, 8, hd), req);
+          const ad::DecodePlan p = h200_plan(decode_dims(batch, len, 32, 8, hd), req);
           const int64_t n = std::max<int64_t>(len, 1);
           SCOPED_TRACE(testing::Message() << "B" << batch << " L" << len << " D" << hd << " req " << req);
           EXPECT_GE(p.num_splits, 1);
@@ -243,13 +233,13 @@ TEST(AttentionDecodePlan, PartitionsCoverEveryTokenWithoutEmptySplits) {
     }
   }
   // A forced split count is honoured exactly when the cache is long enough.
-  const ad::DecodePlan p = h200_plan(dims(3, 65, 32, 8, 128), 3);
+  const ad::DecodePlan p = h200_plan(decode_dims(3, 65, 32, 8, 128), 3);
   EXPECT_EQ(p.num_splits, 3);
   EXPECT_EQ(p.split_tokens, 22);
 }
 
 TEST(AttentionDecodePlan, WorkspaceCheckNamesTheBytes) {
-  const ad::DecodePlan p = h200_plan(dims(1, 8192, 32, 8, 128));  // 16 splits
+  const ad::DecodePlan p = h200_plan(decode_dims(1, 8192, 32, 8, 128));  // 16 splits
   ASSERT_GT(p.workspace_bytes, 0u);
   const std::string needed = std::to_string(p.workspace_bytes);
   try {
@@ -264,7 +254,7 @@ TEST(AttentionDecodePlan, WorkspaceCheckNamesTheBytes) {
   EXPECT_THROW(ad::check_decode_workspace(p, fake_ptr(8), p.workspace_bytes), kjit::InvalidArgument);
   EXPECT_NO_THROW(ad::check_decode_workspace(p, fake_ptr(), p.workspace_bytes));
   // One split needs no workspace at all.
-  EXPECT_NO_THROW(ad::check_decode_workspace(h200_plan(dims(64, 4096, 32, 8, 128)), nullptr, 0));
+  EXPECT_NO_THROW(ad::check_decode_workspace(h200_plan(decode_dims(64, 4096, 32, 8, 128)), nullptr, 0));
 }
 
 TEST(AttentionDecodeFamily, SpaceAndSpecs) {

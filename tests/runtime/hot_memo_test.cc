@@ -9,6 +9,7 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "tests/runtime/decode_dims.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged.hpp"
 #include "runtime/ops/attention/prefill.hpp"
@@ -445,17 +446,6 @@ TEST(SplitChunkMemo, PagedDecodePlansAreTheSameWarmOrCold) {
     const ad::DecodePlan warm = ad::PagedDecodeOp::plan(d, info);
     ASSERT_TRUE(same_plan(cold, warm)) << i;
   }
-}
-
-ad::DecodeDims decode_dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
-  ad::DecodeDims d;
-  d.batch = batch;
-  d.max_kv_len = len;
-  d.q_heads = q_heads;
-  d.kv_heads = kv_heads;
-  d.head_dim = head_dim;
-  d.group = q_heads / kv_heads;
-  return d;
 }
 
 TEST(SplitChunkMemo, ATuningTableChangeReachesAWarmMemo) {

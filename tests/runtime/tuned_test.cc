@@ -2,6 +2,7 @@
 // simulated devices (an sm_80 with 164 KiB of shared memory, an sm_89 with 100 KiB, an H100 PCIe
 // with 114 SMs, the H200), the bucket rules, stored tables checked against the device (foreign
 // ops, over-limit and invalid choices dropped) and the plan path taking a stored choice.
+#include "tests/runtime/decode_dims.hpp"
 #include "runtime/ops/tuned.hpp"
 
 #include <kjit/error.hpp>
@@ -49,17 +50,6 @@ DeviceInfo a100() { return device("NVIDIA A100-SXM4-80GB", 8, 0, 108, 164 * 1024
 DeviceInfo l40s() { return device("NVIDIA L40S", 8, 9, 142, 100 * 1024, 100 * 1024 + 1024); }
 DeviceInfo h100_pcie() { return device("NVIDIA H100 PCIe", 9, 0, 114, 232448, 233472); }
 DeviceInfo h200() { return device("NVIDIA H200", 9, 0, 132, 232448, 233472); }
-
-ad::DecodeDims decode_dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
-  ad::DecodeDims d;
-  d.batch = batch;
-  d.max_kv_len = len;
-  d.q_heads = q_heads;
-  d.kv_heads = kv_heads;
-  d.head_dim = head_dim;
-  d.group = q_heads / kv_heads;
-  return d;
-}
 
 fd::GemmDims gemm_dims(int64_t m, int64_t n, int64_t k) {
   fd::GemmDims g;

@@ -12,9 +12,7 @@ namespace kjit::attention {
 namespace detail {
 
 kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows) {
-  kjit::detail::TmaMapKey key{};
-  key.base = t.data;
-  key.rank = 4;
+  kjit::detail::TmaMapKey key = kjit::detail::swizzled_tma_map_key(t.data, 4, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
   // TMA rejects empty dims; a K/V of no tokens (kv_len 0) is never loaded (the kernel walks no
   // tile), so its map just has to encode.
   key.dims[0] = static_cast<uint64_t>(t.shape[3]);
@@ -31,12 +29,6 @@ kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows) {
   key.box[0] = 64;
   key.box[1] = static_cast<uint32_t>(box_rows);
   key.box[2] = key.box[3] = 1;
-  for (int i = 0; i < 4; ++i) key.elem_strides[i] = 1;
-  key.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
-  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
   return key;
 }
 

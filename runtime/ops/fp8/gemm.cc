@@ -66,40 +66,26 @@ int cluster_capacity(const Kernel& kernel, int device, const Point& point, int s
 }  // namespace
 
 kjit::detail::TmaMapKey operand_tma_map_key(const void* base, int64_t k, int64_t rows, int64_t ld, int box_rows) {
-  kjit::detail::TmaMapKey key{};
-  key.base = base;
-  key.rank = 2;
+  kjit::detail::TmaMapKey key = kjit::detail::swizzled_tma_map_key(base, 2, CU_TENSOR_MAP_DATA_TYPE_UINT8);
   key.dims[0] = static_cast<uint64_t>(k);
   key.dims[1] = static_cast<uint64_t>(rows);
   // A single-row operand may have a nominal stride below K; TMA wants strides ≥ the row bytes.
   key.strides[0] = static_cast<uint64_t>(std::max<int64_t>(ld, (k + 15) / 16 * 16));
   key.box[0] = 128;
   key.box[1] = static_cast<uint32_t>(box_rows);
-  key.elem_strides[0] = key.elem_strides[1] = 1;
-  key.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
-  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
   return key;
 }
 
 kjit::detail::TmaMapKey output_tma_map_key(const void* base, bool f32, int64_t cols, int64_t rows, int64_t ld) {
   const int elem = f32 ? 4 : 2;
-  kjit::detail::TmaMapKey key{};
-  key.base = base;
-  key.rank = 2;
+  kjit::detail::TmaMapKey key = kjit::detail::swizzled_tma_map_key(
+      base, 2, f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
   key.dims[0] = static_cast<uint64_t>(cols);
   key.dims[1] = static_cast<uint64_t>(rows);
   key.strides[0] = static_cast<uint64_t>(std::max<int64_t>(ld, cols) * elem);
   key.box[0] = static_cast<uint32_t>(128 / elem);
   key.box[1] = 64;
-  key.elem_strides[0] = key.elem_strides[1] = 1;
-  key.dtype = f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  key.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
-  key.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   key.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  key.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
   return key;
 }
 
