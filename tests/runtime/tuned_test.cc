@@ -255,21 +255,30 @@ TEST(TunedTable, StoredChoicesAreCheckedAgainstTheDevice) {
   EXPECT_NE(dropped[0].find("shared memory"), std::string::npos) << dropped[0];
 }
 
+// Installs in `info`'s table slot one entry, for `d`'s bucket: a decode candidate whose split
+// count differs from the default plan's (with `rows` query heads per CTA when rows > 0). Returns
+// it; its family is null when there is none (nothing is installed then).
+TunedChoice install_other_decode_split(const DeviceInfo& info, const ad::DecodeDims& d, int rows = 0) {
+  const ad::DecodePlan def = ad::DecodeOp::plan(d, info);
+  TunedChoice pick;
+  for (const TunedChoice& c : ad::DecodeOp::tune_candidates(d, info)) {
+    if (c.knobs[0] != def.num_splits && (rows == 0 || c.family->value(c.point, "rows").code == rows)) pick = c;
+  }
+  TunedKey key{};
+  if (pick.family == nullptr || !ad::DecodeOp::tune_key(d, &key)) return TunedChoice{};
+  kjit::detail::TunedTable table;
+  table.set(key, pick);
+  kjit::detail::install_tuned_table(info.ordinal, table);
+  return pick;
+}
+
 TEST(TunedTable, ThePlanPathTakesAStoredChoiceForItsBucketOnly) {
   DeviceInfo info = h200();
   info.ordinal = 7;  // a slot no real device of this machine has
   const ad::DecodeDims d = decode_dims(1, 4096, 32, 8, 128);
   const ad::DecodePlan def = ad::DecodeOp::plan(d, info);
-  TunedChoice pick;
-  for (const TunedChoice& c : ad::DecodeOp::tune_candidates(d, info)) {
-    if (c.knobs[0] != def.num_splits && c.family->value(c.point, "rows").code == 16) pick = c;
-  }
+  const TunedChoice pick = install_other_decode_split(info, d, 16);
   ASSERT_NE(pick.family, nullptr);
-  TunedKey key{};
-  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
-  kjit::detail::TunedTable table;
-  table.set(key, pick);
-  kjit::detail::install_tuned_table(info.ordinal, table);
   const ad::DecodePlan tuned = kjit::detail::choose_plan<ad::DecodeOp>(d, info);
   EXPECT_EQ(tuned.num_splits, pick.knobs[0]);
   EXPECT_EQ(tuned.rows, 16);
@@ -294,16 +303,8 @@ TEST(TunedTable, ReloadDropsAnInstalledTableAndReadsTheDevicesFileAgain) {
   info.ordinal = 63;  // the last slot: no device of this machine has it, so it has no table file
   const ad::DecodeDims d = decode_dims(1, 4096, 32, 8, 128);
   const ad::DecodePlan def = ad::DecodeOp::plan(d, info);
-  TunedChoice pick;
-  for (const TunedChoice& c : ad::DecodeOp::tune_candidates(d, info)) {
-    if (c.knobs[0] != def.num_splits) pick = c;
-  }
+  const TunedChoice pick = install_other_decode_split(info, d);
   ASSERT_NE(pick.family, nullptr);
-  TunedKey key{};
-  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
-  kjit::detail::TunedTable table;
-  table.set(key, pick);
-  kjit::detail::install_tuned_table(info.ordinal, table);
   EXPECT_EQ(kjit::detail::choose_plan<ad::DecodeOp>(d, info).num_splits, pick.knobs[0]);
   kjit::detail::reload_tuned_table(info.ordinal);
   // The next plan reads the slot's file afresh: there is none (the device does not exist), so
