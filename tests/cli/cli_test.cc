@@ -326,6 +326,7 @@ TEST_F(CliTest, CompileEmitsCubinPtxAndSource) {
   const std::string ptx_text = read_file(ptx);
   EXPECT_NE(ptx_text.find(".version"), std::string::npos);
   EXPECT_NE(ptx_text.find(".entry"), std::string::npos);
+  EXPECT_EQ(ptx_text.find('\0'), std::string::npos) << "PTX text holds no NUL (ptxas rejects it)";
   EXPECT_EQ(j["target"].get<std::string>().rfind("compute_", 0), 0u) << r.describe();
   EXPECT_NE(j["key"], Runtime::global().key(spec, Target::parse(arch)))
       << "PTX and cubin of one spec must not share a key";

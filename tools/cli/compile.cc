@@ -120,8 +120,12 @@ int run_compile(const CompileOptions& o) {
   // The artifact goes to stdout only for `-o -`, or for PTX without -o (text a user pipes on);
   // the report then moves to stderr so stdout stays the artifact alone.
   const bool ptx_to_stdout = o.emit == "ptx" && o.output_path.empty() && !output().json;
-  if (!o.output_path.empty()) write_file(o.output_path, program->binary);
-  if (ptx_to_stdout) write_file("-", program->binary);
+  // PTX is kept NUL-terminated (the driver reads it as a C string); the text written has no NUL,
+  // so ptxas and editors take it as it is.
+  std::string artifact = program->binary;
+  if (o.emit == "ptx" && !artifact.empty() && artifact.back() == '\0') artifact.pop_back();
+  if (!o.output_path.empty()) write_file(o.output_path, artifact);
+  if (ptx_to_stdout) write_file("-", artifact);
 
   if (output().json) {
     report.update({{"compiled", compiled ? 1 : 0},
@@ -135,7 +139,7 @@ int run_compile(const CompileOptions& o) {
                    {"options", program->options},
                    {"binary_bytes", program->binary.size()},
                    {"kernels", kernels_json(program->kernels)}});
-    if (o.emit == "ptx" && o.output_path.empty()) report["ptx"] = program->binary;
+    if (o.emit == "ptx" && o.output_path.empty()) report["ptx"] = artifact;
     print_json(report);
     return kExitOk;
   }
