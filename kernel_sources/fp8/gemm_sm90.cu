@@ -26,6 +26,12 @@
 // writes its f32 partial tile to its own shared memory, and after a cluster barrier each CTA
 // sums one slice of the tile's columns over the S partials in rank order through distributed
 // shared memory (ld.shared::cluster): deterministic, no workspace, no atomics.
+// Small tiles (BN = 16, 32, 64, for N ≤ 64): the host turns a small-M GEMM into this form by
+// swapping the operands (A' = B, the weight, fills the 128-row side; B' = A, the few activation
+// rows, the BN side; D stored transposed, d_trans). A stage is then mostly weight bytes (18–24
+// KiB), so 8–12 stages keep 128–192 KiB of the weight in flight per SM where a 128 × 128 tile
+// holds 96 KiB beside 96 KiB of zero-filled A rows. Their epilogue stages the transposed tile in
+// shared memory and writes whole rows of D, 16 bytes at a time.
 // Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
 // the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
 // and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
@@ -59,26 +65,29 @@ template <int kFmtA, int kFmtB, bool kOutF32, int kBN, int kStages>
 __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS GemmSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KJIT_EMULATE_SM90)
   using namespace sm90;
-  static_assert(kBN == 128 || kBN == 256, "BN");
+  static_assert(kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128 || kBN == 256, "BN");
+  static_assert(kStages >= 2 && kStages <= kSm90MaxStages, "stages");
+  constexpr bool kSmall = sm90_small_tile(kBN);  // direct stores only, no staging boxes
   constexpr int kABytes = kSm90BM * 128;
-  constexpr int kStageBytes = (kSm90BM + kBN) * 128;
+  constexpr int kStageBytes = sm90_stage_bytes(kBN);
+  constexpr int kEpilogueBytes = sm90_epilogue_bytes(kBN);
   constexpr int kConsumerWarps = 8;
   constexpr int kElem = kOutF32 ? 4 : 2;
   constexpr int kBoxCols = 128 / kElem;  // D columns per 128-byte TMA box row
-  constexpr int kBoxes = kBN / kBoxCols;  // boxes per 64-row warpgroup slice: even
+  constexpr int kBoxes = kSmall ? 1 : kBN / kBoxCols;  // boxes per 64-row warpgroup slice: even
   constexpr int kBoxJ = kBoxCols / 8;     // accumulator column groups (8 columns) per box
-  constexpr int kStagingBoxes = kSm90EpilogueBytes / (2 * 8192);  // per consumer warpgroup
+  constexpr int kStagingBoxes = kSm90StagingBoxes;  // per consumer warpgroup
   constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
   static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
   // Split-K's partial tile (128 × BN f32) reuses the stages and the staging boxes.
-  static_assert(kSm90BM * kBN * 4 <= kStages * kStageBytes + kSm90EpilogueBytes, "split-K partials fit");
+  static_assert(kSm90BM * kBN * 4 <= kStages * kStageBytes + kEpilogueBytes, "split-K partials fit");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms must start at 1024-byte boundaries.
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t staging = base + kStages * kStageBytes;
-  const uint32_t bars = staging + kSm90EpilogueBytes;  // full[s] at bars + 8s, empty[s] after them
+  const uint32_t bars = staging + kEpilogueBytes;  // full[s] at bars + 8s, empty[s] after them
   auto full_bar = [&](uint32_t s) { return bars + 8u * s; };
   auto empty_bar = [&](uint32_t s) { return bars + 8u * (kStages + s); };
 
@@ -202,9 +211,26 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (p.bias != nullptr && row < p.m && col < p.n) x += bias_at(p.bias_rows ? row : col);
     return x;
   };
-  // Direct (non-TMA) store of D[row][col], D[row][col + 1], masked to M × N.
+  // Direct (non-TMA) store of D[row][col], D[row][col + 1], masked to M × N. Transposed D
+  // (d_trans): the two go to d[col · ldd + row] and d[(col + 1) · ldd + row]; the 8 lanes that
+  // share l % 4 hold 8 consecutive rows, so each store instruction writes 4 runs of 8 elements.
+  const bool d_trans = p.d_trans != 0;
   auto store_pair = [&](int row, int col, float v0, float v1) {
     if (row >= p.m || col >= p.n) return;
+    if (d_trans) {
+      const float v[2] = {v0, v1};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (col + e >= p.n) continue;
+        char* out_col = static_cast<char*>(p.d) + int64_t(col + e) * p.ldd * kElem;
+        if constexpr (kOutF32) {
+          reinterpret_cast<float*>(out_col)[row] = v[e];
+        } else {
+          reinterpret_cast<bf16*>(out_col)[row] = f32_to_bf16(v[e]);
+        }
+      }
+      return;
+    }
     char* out_row = static_cast<char*>(p.d) + int64_t(row) * p.ldd * kElem;
     if (col + 1 < p.n && p.pair_store) {
       if constexpr (kOutF32) {
@@ -242,6 +268,46 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       mbarrier_arrive_cluster(empty_bar(stage), 1);
     }
   };
+  // Small tiles with D transposed: a consumer warpgroup's 64 × BN finished outputs go through
+  // its staging slice (f32, tile column j = row n0 + j of D, 64 words, the 8-word blocks XOR-ed
+  // with bits 1-2 of j so the fragment writes hit 32 banks), and then out as rows of D: 8 threads
+  // a row, 8 consecutive outputs each (one 16-byte store for bf16, two for f32).
+  const uint32_t tstage = staging + c * (64 * kBN * 4);
+  auto trans_slot = [&](int r, int j) { return tstage + (j * 64 + (r ^ (((j >> 1) & 3) << 3))) * 4; };
+  auto stage_trans = [&](int r, int j, float v) { st_shared_u32(trans_slot(r, j), __float_as_uint(v)); };
+  // Stores tile columns [jb, je) (D rows n0 + jb ...) of the warpgroup's staged outputs.
+  auto flush_trans = [&](int jb, int je) {
+    const int i0 = m0 + 64 * c;  // the warpgroup's first kernel row: a column of D
+    for (int q = t; q < (je - jb) * 8; q += 128) {
+      const int j = jb + q / 8, r0 = (q % 8) * 8;
+      const int drow = n0 + j, col = i0 + r0;
+      if (drow >= p.n || col >= p.m) continue;
+      const uint4 lo = ld_shared_v4(trans_slot(r0, j)), hi = ld_shared_v4(trans_slot(r0 + 4, j));
+      const float v[8] = {__uint_as_float(lo.x), __uint_as_float(lo.y), __uint_as_float(lo.z), __uint_as_float(lo.w),
+                          __uint_as_float(hi.x), __uint_as_float(hi.y), __uint_as_float(hi.z), __uint_as_float(hi.w)};
+      char* out = static_cast<char*>(p.d) + (int64_t(drow) * p.ldd + col) * kElem;
+      if (p.d_vec16 && col + 8 <= p.m) {
+        if constexpr (kOutF32) {
+          *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+          *reinterpret_cast<float4*>(out + 16) = make_float4(v[4], v[5], v[6], v[7]);
+        } else {
+          *reinterpret_cast<uint4*>(out) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                                                      pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+        }
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (col + e >= p.m) break;
+        if constexpr (kOutF32) {
+          reinterpret_cast<float*>(out)[e] = v[e];
+        } else {
+          reinterpret_cast<bf16*>(out)[e] = f32_to_bf16(v[e]);
+        }
+      }
+    }
+  };
+
   for (int unit = first_unit; unit < num_units; unit += unit_step) {
     tile_origin(unit, m0, n0);
     // A warpgroup whose 64 rows all lie past M (M ≤ 64) has only TMA zero fill to multiply and
@@ -285,8 +351,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
     const int row0 = m0 + c * 64 + r_lo;
     const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
-    const uint32_t ring = staging + c * (kStagingBoxes * 8192);
-    if (p.tma_store) {
+    // The large tiles' TMA-store epilogue (compiled out of the small tiles, which store directly).
+    if constexpr (!kSmall) if (p.tma_store) {
+      const uint32_t ring = staging + c * (kStagingBoxes * kSm90StagingBoxBytes);
       // Bias per row (swapped operands) or per column; rows ≥ M are clipped by the TMA store.
       const bool col_bias = p.bias != nullptr && !p.bias_rows;
       float rb[2] = {0.f, 0.f};
@@ -305,7 +372,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         wg_barrier();
 #pragma unroll
         for (int bi = 0; bi < kRound; ++bi) {
-          const uint32_t buf = ring + bi * 8192;
+          const uint32_t buf = ring + bi * kSm90StagingBoxBytes;
           // One multiply-add per output. The epilogue runs once per tile with the tensor cores
           // idle, so its instruction count is the per-tile overhead: per-tensor scale_b without
           // a column bias (uniform per launch) needs no per-column loads at all.
@@ -364,22 +431,39 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         if (t == 0) {
 #pragma unroll
           for (int bi = 0; bi < kRound; ++bi) {
-            tma_store_2d(&p.tma_d, n0 + (round * kRound + bi) * kBoxCols, m0 + c * 64, ring + bi * 8192);
+            tma_store_2d(&p.tma_d, n0 + (round * kRound + bi) * kBoxCols, m0 + c * 64, ring + bi * kSm90StagingBoxBytes);
           }
           bulk_commit();
         }
       }
-    } else {
+      continue;
+    }
+    if constexpr (kSmall) if (d_trans) {
+      wg_barrier();  // the previous tile's rows are out of the staging slice
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * (l % 4);
-        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        const int jc = 8 * j + 2 * (l % 4);
+        const float sb0 = col_scale(n0 + jc), sb1 = col_scale(n0 + jc + 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + 8 * h;
-          store_pair(row, col, finish(acc[4 * j + 2 * h], row, col, sa[h], sb0),
-                     finish(acc[4 * j + 2 * h + 1], row, col + 1, sa[h], sb1));
+          stage_trans(r_lo + 8 * h, jc, finish(acc[4 * j + 2 * h], row, n0 + jc, sa[h], sb0));
+          stage_trans(r_lo + 8 * h, jc + 1, finish(acc[4 * j + 2 * h + 1], row, n0 + jc + 1, sa[h], sb1));
         }
+      }
+      wg_barrier();
+      flush_trans(0, kBN);
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int col = n0 + 8 * j + 2 * (l % 4);
+      const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        store_pair(row, col, finish(acc[4 * j + 2 * h], row, col, sa[h], sb0),
+                   finish(acc[4 * j + 2 * h + 1], row, col + 1, sa[h], sb1));
       }
     }
   }
@@ -435,10 +519,22 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         }
         const int col = n0 + 8 * (jb + u) + 2 * (l % 4);
         const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        if (kSmall && d_trans) {
+          const int jc = col - n0;
+          stage_trans(r_lo, jc, finish(sum.x, row0, col, sa[0], sb0));
+          stage_trans(r_lo, jc + 1, finish(sum.y, row0, col + 1, sa[0], sb1));
+          stage_trans(r_lo + 8, jc, finish(sum.z, row0 + 8, col, sa[1], sb0));
+          stage_trans(r_lo + 8, jc + 1, finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
+          continue;
+        }
         store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
         store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0),
                    finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
       }
+    }
+    if (kSmall && d_trans) {
+      wg_barrier();
+      flush_trans(8 * j0, 8 * j1);
     }
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory

@@ -15,20 +15,34 @@ struct alignas(64) TmaDescriptor {
 // CTA tile 128 × BN × 128 (k): one producer warpgroup (TMA) and two consumer warpgroups, each
 // multiplying 64 rows of A by the BN columns with wgmma m64nBNk32. A stage holds A (128 rows ×
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
+// BN 128 and 256 are the large-problem tiles; BN 16, 32 and 64 the small ones, for a problem
+// whose N is at most 64 (the host swaps the operands of a small-M GEMM into that form): their
+// stages are mostly A, so a ring of 8–12 stages keeps 128–192 KiB of A in flight per SM.
 constexpr int kSm90BM = 128;
 constexpr int kSm90Threads = 384;
-// The epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes (8 KiB): up to
-// four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written at once and
-// its stores drain during the next tile's mainloop; f32 with BN = 256 takes two rounds.
-constexpr int kSm90EpilogueBytes = 2 * 4 * 8192;
 // Split-K: at most this many CTAs (one cluster) share an output tile.
 constexpr int kSm90MaxSplits = 4;
+// Pipeline stages: 2..6 for the large tiles (what fits), 2..12 for the small ones.
+constexpr int kSm90MaxStages = 12;
+inline constexpr bool sm90_small_tile(int bn) { return bn < 128; }
 inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
+// The large tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
+// (8 KiB): up to four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written
+// at once and its stores drain during the next tile's mainloop; f32 with BN = 256 takes two
+// rounds. The small tiles stage a transposed D as f32, 64 × BN per consumer warpgroup.
+constexpr int kSm90StagingBoxBytes = 8192;
+constexpr int kSm90StagingBoxes = 4;  // per consumer warpgroup
+inline constexpr int sm90_epilogue_bytes(int bn) {
+  return sm90_small_tile(bn) ? 2 * 64 * bn * 4 : 2 * kSm90StagingBoxes * kSm90StagingBoxBytes;
+}
 // Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
 // the producer already loads the next tile while the consumers store this one), 1024 bytes to
-// align the base, and the barriers. Split-K's partial tile (128 × BN f32) reuses stages + staging.
+// align the base, and the barriers (2 × 8 bytes per stage). Split-K's partial tile (128 × BN f32)
+// reuses stages + staging.
+constexpr int kSm90BarrierBytes = 256;
+static_assert(2 * 8 * kSm90MaxStages <= kSm90BarrierBytes, "barriers fit");
 inline constexpr int sm90_smem_bytes(int bn, int stages) {
-  return stages * sm90_stage_bytes(bn) + kSm90EpilogueBytes + 1024 + 256;
+  return stages * sm90_stage_bytes(bn) + sm90_epilogue_bytes(bn) + 1024 + kSm90BarrierBytes;
 }
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
@@ -53,7 +67,11 @@ struct GemmSm90Params {
   int32_t bias_rows;
   int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
   int32_t tma_store;     // 1: the epilogue stages D in shared memory and stores it with TMA
-                         //    (d and every row 16-byte aligned); 0: direct stores
+                         //    (large tiles; d and every row 16-byte aligned); 0: direct stores
+  int32_t d_trans;       // 1: D is stored transposed, D[m, n] at d[n * ldd + m] (small tiles:
+                         //    the host swapped a small-M problem's operands)
+  int32_t d_vec16;       // 1: d and ldd · element size are multiples of 16 bytes (the transposed
+                         //    store writes 8 outputs at once)
   int32_t splits;        // 1: persistent CTAs walk tiles blockIdx.x, + gridDim.x, ...; S > 1:
                          //    split-K, CTA b computes k-slice b % S of tile b / S and the S CTAs
                          //    of a tile (one cluster of S) sum their partials in rank order

@@ -13,12 +13,16 @@
 // wgmma accumulator operand lists: the N / 2 f32 registers d[0..] of an m64nN step, as asm
 // outputs (KJIT_SM90_ACC<n>) and as the matching "{%0, ..., %<n-1>}" register vector
 // (KJIT_SM90_ACC<n>_REGS); the asm's own inputs follow at %<n>.
+#define KJIT_SM90_ACC8 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define KJIT_SM90_ACC8_REGS "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define KJIT_SM90_ACC16                                                                             \
+  KJIT_SM90_ACC8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),       \
+  "+f"(d[14]), "+f"(d[15])
+#define KJIT_SM90_ACC16_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define KJIT_SM90_ACC32                                                                             \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),               \
-  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),           \
-  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),        \
-  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),        \
-  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+  KJIT_SM90_ACC16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),    \
+  "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),        \
+  "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define KJIT_SM90_ACC32_REGS                                                                        \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -167,6 +171,26 @@ KJIT_DEVICE void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], ui
 
 // --- fp8 (E4M3 / E5M2): m64nNk32 ----------------------------------------------------------
 
+// m64n16k32: 8 f32 accumulators per thread.
+#define KJIT_WGMMA_M64N16K32(TA, TB)                                                                \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32." TA "." TB " "                                   \
+      KJIT_SM90_ACC8_REGS ", "                                                                      \
+      "%8, %9, p, 1, 1;\n}\n"                                                                       \
+      : KJIT_SM90_ACC8                                                                              \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+// m64n32k32: 16 f32 accumulators per thread.
+#define KJIT_WGMMA_M64N32K32(TA, TB)                                                                \
+  asm volatile(                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                  \
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32." TA "." TB " "                                   \
+      KJIT_SM90_ACC16_REGS ", "                                                                     \
+      "%16, %17, p, 1, 1;\n}\n"                                                                     \
+      : KJIT_SM90_ACC16                                                                             \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
 // m64n64k32: 32 f32 accumulators per thread.
 #define KJIT_WGMMA_M64N64K32(TA, TB)                                                                \
   asm volatile(                                                                                     \
@@ -202,7 +226,7 @@ KJIT_DEVICE void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], ui
 /// scale_d = 0 overwrites d.
 template <int kN, int kFa, int kFb>
 KJIT_DEVICE void wgmma_fp8(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
-  static_assert(kN == 64 || kN == 128 || kN == 256, "wgmma N");
+  static_assert(kN == 16 || kN == 32 || kN == 64 || kN == 128 || kN == 256, "wgmma N");
 #define KJIT_WGMMA_PICK(M)                                                                          \
   if constexpr (kFa == fp8::kFormatE4M3 && kFb == fp8::kFormatE4M3) {                               \
     M("e4m3", "e4m3");                                                                              \
@@ -213,7 +237,11 @@ KJIT_DEVICE void wgmma_fp8(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
   } else {                                                                                          \
     M("e5m2", "e5m2");                                                                              \
   }
-  if constexpr (kN == 64) {
+  if constexpr (kN == 16) {
+    KJIT_WGMMA_PICK(KJIT_WGMMA_M64N16K32)
+  } else if constexpr (kN == 32) {
+    KJIT_WGMMA_PICK(KJIT_WGMMA_M64N32K32)
+  } else if constexpr (kN == 64) {
     KJIT_WGMMA_PICK(KJIT_WGMMA_M64N64K32)
   } else if constexpr (kN == 128) {
     KJIT_WGMMA_PICK(KJIT_WGMMA_M64N128K32)
@@ -223,6 +251,8 @@ KJIT_DEVICE void wgmma_fp8(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
 #undef KJIT_WGMMA_PICK
 }
 
+#undef KJIT_WGMMA_M64N16K32
+#undef KJIT_WGMMA_M64N32K32
 #undef KJIT_WGMMA_M64N64K32
 #undef KJIT_WGMMA_M64N128K32
 #undef KJIT_WGMMA_M64N256K32

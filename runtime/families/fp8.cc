@@ -1,6 +1,7 @@
 // The FP8 family declarations.
 #include "runtime/families/fp8.hpp"
 
+#include "fp8/gemm_sm90_params.h"
 #include "fp8/quantize_params.h"
 
 #include <fmt/format.h>
@@ -75,10 +76,24 @@ const Family& gemm_family() {
          {{"64x64", gemm_tile_code(64, 64), "64, 64"},
           {"128x64", gemm_tile_code(128, 64), "128, 64"},
           {"128x128", gemm_tile_code(128, 128), "128, 128"},
-          {"128x256", gemm_tile_code(128, 256), "128, 256"}},
-         "CTA tile M x N (mma: the first three, scale=block: 64x64 or 128x64; wgmma: 128x128 or 128x256)"},
-        {"stages", {{"2", 2, ""}, {"3", 3, ""}, {"4", 4, ""}, {"5", 5, ""}, {"6", 6, ""}},
-         "pipeline stages of 128 k (mma: 2..4)"},
+          {"128x256", gemm_tile_code(128, 256), "128, 256"},
+          {"128x16", gemm_tile_code(128, 16), "128, 16"},
+          {"128x32", gemm_tile_code(128, 32), "128, 32"}},
+         "CTA tile M x N (mma: 64x64, 128x64, 128x128, scale=block: 64x64 or 128x64; wgmma: 128x128 and "
+         "128x256, and for N <= 64 128x16, 128x32, 128x64)"},
+        {"stages",
+         {{"2", 2, ""},
+          {"3", 3, ""},
+          {"4", 4, ""},
+          {"5", 5, ""},
+          {"6", 6, ""},
+          {"7", 7, ""},
+          {"8", 8, ""},
+          {"9", 9, ""},
+          {"10", 10, ""},
+          {"11", 11, ""},
+          {"12", 12, ""}},
+         "pipeline stages of 128 k (mma: 2..4; wgmma: 2..6, small tiles 2..12)"},
         {"a_major", {{"k", 0, "false"}, {"m", 1, "true"}}, "A stored [M, K] (k) or [K, M] (m)"},
         {"b_major", {{"k", 0, "false"}, {"n", 1, "true"}}, "B stored [N, K] (k) or [K, N] (n)"},
     };
@@ -98,10 +113,14 @@ const Family& gemm_family() {
         if (self.value(pt, "a_major").code != 0 || self.value(pt, "b_major").code != 0) {
           return "the wgmma kernel reads FP8 operands K-major only (a_major=k, b_major=k)";
         }
-        if (tile != gemm_tile_code(128, 128) && tile != gemm_tile_code(128, 256)) return "wgmma tiles are 128x128 and 128x256";
+        const int bn = static_cast<int>(tile % 1000);
+        if (tile / 1000 != kSm90BM) return "wgmma tiles are 128x16, 128x32, 128x64, 128x128 and 128x256";
+        if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with 128x128 and 128x256";
         return {};
       }
-      if (tile == gemm_tile_code(128, 256)) return "tile=128x256 is a wgmma tile";
+      if (tile == gemm_tile_code(128, 256) || tile == gemm_tile_code(128, 16) || tile == gemm_tile_code(128, 32)) {
+        return "tile=128x256, 128x16 and 128x32 are wgmma tiles";
+      }
       if (stages > 4) return "the mma.sync kernel takes 2..4 stages";
       if (block && tile == gemm_tile_code(128, 128)) {
         return "tile=128x128 is not available with scale=block (two accumulator sets of a 128x128 tile do not fit "
@@ -121,10 +140,12 @@ const Family& gemm_family() {
                       {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
     };
     // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
-    // at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
+    // and the three small ones (M <= 64, operands swapped) at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
     // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
         p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
+        p("wgmma", "tensor", "128x16", "12"), p("wgmma", "tensor", "128x32", "10"),
+        p("wgmma", "tensor", "128x64", "8"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),

@@ -379,7 +379,7 @@ struct GCase {
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
-    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256"};
+    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256", "128x16", "128x32"};
     static const char* kn[] = {"auto", "mma", "wgmma"};
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " a_" + (a_trans ? "km" : "mk") +
            " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
@@ -720,7 +720,55 @@ TEST(Fp8GemmGpu, WgmmaSplitK) {
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
 }
 
-// The op's second planning phase: the first plan of M = 128, N = 4096, K = 7168 assumes all 32
+// The small tiles (128x16/32/64): M ≤ 64 swapped onto the tile's N side (D stored transposed),
+// N ≤ 64 unswapped; every BN, ragged M, N and K, split counts, stage depths, scales, bias, f32
+// output, mixed formats, unpadded and column-major D.
+TEST(Fp8GemmGpu, WgmmaSmallTiles) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  // The planner's choice over M 1…64 (BN 16, 32, 64) and ragged N, K.
+  int i = 0;
+  for (int64_t m : {1, 2, 7, 16, 17, 31, 33, 64}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1000, 656}, {4100, 2048}}) {
+      GCase c{m, n, k};
+      c.scales = i % 2 ? Scales::kChannel : Scales::kTensor;
+      c.bias = i % 3 == 0 ? DType::kBF16 : i % 3 == 1 ? DType::kF32 : DType::kU8;
+      c.out = i % 4 == 3 ? DType::kF32 : DType::kBF16;
+      c.fa = i % 5 == 4 ? DType::kE5M2 : DType::kE4M3;
+      c.padded = i % 2 == 0;
+      run_gemm(c);
+      ++i;
+    }
+  }
+  // Forced tiles, stages and splits (K = 656: 6 k-tiles, the last 16 deep).
+  struct Forced {
+    int64_t m;
+    T tile;
+    int stages, splits;
+  };
+  for (const Forced& f : {Forced{5, T::k128x16, 2, 1}, Forced{40, T::k128x16, 12, 3}, Forced{20, T::k128x32, 4, 2},
+                          Forced{64, T::k128x64, 8, 4}, Forced{3, T::k128x64, 6, 0}}) {
+    GCase c{f.m, 300, 656};
+    c.kernel = f8::GemmKernel::kWgmma, c.tile = f.tile, c.stages = f.stages, c.splits = f.splits;
+    c.scales = Scales::kChannel, c.bias = DType::kF32;
+    run_gemm(c);
+  }
+  // Column-major D with small M: validation swaps it (N' = M), the small tile takes N' as is.
+  GCase c{9, 700, 512};
+  c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kBF16;
+  run_gemm(c);
+  // N ≤ 64 with a large M: unswapped small tile, persistent over 128-row tiles.
+  c = GCase{1100, 48, 384};
+  c.scales = Scales::kChannel, c.out = DType::kF32;
+  run_gemm(c);
+  // A forced small tile on a large problem: persistent, several column tiles.
+  c = GCase{300, 200, 256};
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x32;
+  run_gemm(c);
+}
+
+// The op's second planning phase: the first plan of M = 128, N = 4096, K = 8192 assumes all 32
 // clusters of 4 are resident at once (132 / 4 = 33 slots); the launch value comes from the plan
 // redone with the device's real capacity for clusters of 4, which decides between 4 splits and
 // fewer (3 on an H200, whose GPCs hold 29). Either way it launches what its plan says.
@@ -728,7 +776,7 @@ TEST(Fp8GemmGpu, ClusterCapacityRefinesSplitK) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
   if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
   namespace fd = kjit::fp8::detail;
-  const int64_t m = 128, n = 4096, k = 7168;
+  const int64_t m = 128, n = 4096, k = 8192;  // 64 k-tiles: 4 slices of 16
   kt::DeviceBuffer da(m * k), db(n * k), dd(m * n * 2), ds(64);
   f8::GemmArgs g;
   g.a = TensorRef(da.get(), DType::kE4M3, {m, k}, {}, 0);
@@ -751,7 +799,7 @@ TEST(Fp8GemmGpu, ClusterCapacityRefinesSplitK) {
   EXPECT_TRUE(splits == 3 || splits == 4) << splits;
   EXPECT_EQ(step.config.cluster[0], static_cast<uint32_t>(splits));
   EXPECT_EQ(step.config.grid[0], static_cast<uint32_t>(32 * splits));
-  std::printf("M128 N4096 K7168 on %s: %d splits after the capacity query\n", info.name.c_str(), splits);
+  std::printf("M128 N4096 K8192 on %s: %d splits after the capacity query\n", info.name.c_str(), splits);
   l.launch(nullptr);
   kt::synchronize();
 }

@@ -162,8 +162,10 @@ TEST(Families, EnumerationCoversTheValidSpace) {
     for (const Point& d : f.default_points()) EXPECT_TRUE(distinct.count(f.describe(d))) << f.name;
   }
   // fp8.gemm: mma takes 3 tiles x 3 stages x 4 majors x 2 scales less 128x128 with block scales
-  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages, each for 2 x 2 formats x 2 outputs.
-  EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(), size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5));
+  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages and 3 small tiles x 11 stages, each for
+  // 2 x 2 formats x 2 outputs.
+  EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(),
+            size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5 + 3 * 11));
   // mla.swa_decode: groups 16 and 32 take any tile and window; 64 only tile 128 with window <= 128.
   EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2));
 }

@@ -576,31 +576,37 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(p.stages, 5);
   EXPECT_EQ(p.splits, 1);  // 112 tiles
   EXPECT_EQ(p.grid, 112);
-  // Small M: wgmma split-K over clusters, BN = 128.
+  // M ≤ 64: the swapped small tile (Fp8Plan.SmallTiles); above, split-K over clusters, BN = 128.
   p = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
-  EXPECT_EQ(p.bn, 128);
+  EXPECT_TRUE(p.swap_ab);
+  EXPECT_EQ(p.bn, 64);
   EXPECT_EQ(p.splits, 2);  // 56 tiles
   EXPECT_EQ(p.grid, 112);
   p = gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200);
-  EXPECT_EQ(p.splits, 4);  // 32 tiles
-  EXPECT_EQ(p.grid, 128);
-  EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).splits, 4);
+  EXPECT_FALSE(p.swap_ab);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.splits, 3);  // 32 tiles; 56 k-tiles keep 16 or more a slice over 3
+  EXPECT_EQ(p.grid, 96);
+  EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).splits, 3);
+  EXPECT_EQ(gemm_plan(problem(128, 7168, 2048), T::kAuto, 0, h200).splits, 1);  // 16 k-tiles: no split
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 8192), T::kAuto, 0, h200).splits, 4);
   EXPECT_EQ(fd::sm90_params(problem(128, 4096, 7168), p).tma_store, 0);  // split-K stores directly
   // Only as many splits as keep every cluster resident (29 clusters of 4 on this device).
   fd::GemmClusterCapacity gpcs;
   gpcs.clusters[4] = 29;
   gpcs.clusters[3] = 44;
-  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 8192), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
   gpcs.clusters[3] = 20;
   gpcs.clusters[2] = 20;
-  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 1);
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 8192), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 1);
   EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 4, 0, gpcs).splits, 4);  // forced
   EXPECT_EQ(gemm_plan(problem(256, 4096, 7168), T::kAuto, 0, h200).splits, 2);  // 64 tiles
   EXPECT_EQ(gemm_plan(problem(1, 7168, 2048), T::kAuto, 0, h200).splits, 2);
   EXPECT_EQ(gemm_plan(problem(16, 520, 256), T::kAuto, 0, h200).splits, 1);  // K/256 = 1
   EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::k128x256, 0, h200).bn, 256);  // forced tile kept
-  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::k128x256, 0, h200).splits, 4);
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::k128x256, 0, h200).splits, 1);  // 16 k-tiles
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 8192), T::k128x256, 0, h200).splits, 4);
   // Forced splits: 1..4 and at most one per 128-k tile; only the wgmma kernel splits.
   EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).splits, 1);
   EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 56);
@@ -637,6 +643,109 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 6, h200), kjit::InvalidArgument);  // 289 KiB
   EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 3, h200).stages, 3);
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 6, h200, K::kMmaSync), kjit::InvalidArgument);
+}
+
+// Small M (or N) on Hopper: the wgmma kernel's 128x16/32/64 tiles with the small side on the
+// tile's N, the operands swapped when that side is M, a deep ring, split-K over the weight tiles.
+TEST(Fp8Plan, SmallTiles) {
+  const kjit::DeviceInfo h200 = ::h200(), l40 = l40s();
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  struct Case {
+    int64_t m, n, k;
+    int bn, stages, splits;
+  };
+  // M 1…64 over the DeepSeek-V3 projections: BN covers M; 56 or 32 weight tiles of 128 rows.
+  for (const Case& c : {Case{1, 7168, 2048, 16, 12, 2}, Case{16, 7168, 2048, 16, 12, 2},
+                        Case{17, 7168, 2048, 32, 10, 2}, Case{33, 4096, 7168, 64, 8, 4},
+                        Case{64, 4096, 7168, 64, 8, 4}, Case{5, 520, 2048, 16, 12, 2}}) {
+    const fd::GemmPlan p = gemm_plan(problem(c.m, c.n, c.k), T::kAuto, 0, h200);
+    SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
+    EXPECT_TRUE(p.wgmma);
+    EXPECT_TRUE(p.swap_ab);
+    EXPECT_EQ(p.bm, 128);
+    EXPECT_EQ(p.bn, c.bn);
+    EXPECT_EQ(p.stages, c.stages);
+    EXPECT_EQ(p.tiles_m, (c.n + 127) / 128);
+    EXPECT_EQ(p.tiles_n, 1);
+    EXPECT_EQ(p.splits, c.splits);
+    EXPECT_EQ(p.grid, p.tiles_m * c.splits);
+    EXPECT_EQ(p.smem_bytes, c.stages * (128 + c.bn) * 128 + 512 * c.bn + 1024 + 256);  // f32 staging
+    EXPECT_LE(p.smem_bytes, 232448);
+    EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("tile"), "128x" + std::to_string(c.bn));
+  }
+  // Only as many splits as keep the clusters resident (as for the large tiles).
+  fd::GemmClusterCapacity gpcs;
+  gpcs.clusters[4] = 29;
+  gpcs.clusters[3] = 44;
+  EXPECT_EQ(gemm_plan(problem(1, 4096, 7168), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
+  // The swap in the kernel's Params: M and N, the scales and their strides exchanged, the bias
+  // per row, D stored transposed with direct stores.
+  f8::GemmArgs a = gemm_args();
+  a.a = TensorRef(fake_ptr(0), DType::kE4M3, {3, 256}, {}, 0);
+  a.b = TensorRef(fake_ptr(0x100000), DType::kE4M3, {300, 256}, {}, 0);
+  a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {3, 300}, {}, 0);
+  a.scale_a = TensorRef(fake_ptr(0x300000), DType::kF32, {3}, {}, 0);
+  a.scale_b = TensorRef(fake_ptr(0x310000), DType::kF32, {300}, {}, 0);
+  a.bias = TensorRef(fake_ptr(0x320000), DType::kF32, {300}, {}, 0);
+  const fd::GemmDims dims = fd::validate_gemm(a);
+  const fd::GemmPlan sp = fd::plan_gemm(dims, h200);
+  ASSERT_TRUE(sp.swap_ab);
+  const auto sw = fd::sm90_params(dims, sp);
+  EXPECT_EQ(sw.m, 300);
+  EXPECT_EQ(sw.n, 3);
+  EXPECT_EQ(sw.scale_a, a.scale_b.data);
+  EXPECT_EQ(sw.scale_b, a.scale_a.data);
+  EXPECT_EQ(sw.sa_stride_m, 1);
+  EXPECT_EQ(sw.sb_stride_n, 1);
+  EXPECT_EQ(sw.bias_rows, 1);
+  EXPECT_EQ(sw.d_trans, 1);
+  EXPECT_EQ(sw.ldd, 300);
+  EXPECT_EQ(sw.pair_store, 0);
+  EXPECT_EQ(sw.tma_store, 0);
+  EXPECT_EQ(sw.d_vec16, 0);  // 300 bf16 a row: 600 bytes
+  // A column-major D is swapped once by validation; a small side there is N' = M again.
+  a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {3, 300}, {1, 3}, 0);
+  const fd::GemmDims cm = fd::validate_gemm(a);
+  ASSERT_TRUE(cm.swapped);
+  const fd::GemmPlan cp = fd::plan_gemm(cm, h200);
+  EXPECT_FALSE(cp.swap_ab);  // the kernel's problem is already 300 x 3
+  EXPECT_EQ(cp.bn, 16);
+  EXPECT_EQ(fd::sm90_params(cm, cp).d_trans, 0);
+  EXPECT_EQ(fd::sm90_params(cm, cp).bias_rows, 1);
+  // N ≤ 64 with a large M: the small tile on N, no swap.
+  const fd::GemmPlan tall = gemm_plan(problem(4096, 48, 1024), T::kAuto, 0, h200);
+  EXPECT_FALSE(tall.swap_ab);
+  EXPECT_EQ(tall.bn, 64);
+  EXPECT_EQ(tall.tiles_m, 32);
+  // M = N ≤ 64: no swap.
+  EXPECT_FALSE(gemm_plan(problem(40, 40, 1024), T::kAuto, 0, h200).swap_ab);
+  // M = 65: the large tiles.
+  EXPECT_EQ(gemm_plan(problem(65, 7168, 2048), T::kAuto, 0, h200).bn, 128);
+  // Forced small tiles and their stage range; k128x64 is the mma.sync tile unless kWgmma.
+  const fd::GemmPlan f32 = gemm_plan(problem(8, 4096, 1024), T::k128x32, 5, h200);
+  EXPECT_TRUE(f32.wgmma && f32.swap_ab);
+  EXPECT_EQ(f32.bn, 32);
+  EXPECT_EQ(f32.stages, 5);
+  EXPECT_EQ(gemm_plan(problem(8, 4096, 1024), T::k128x16, 12, h200).stages, 12);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k128x16, 13, h200), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k128x128, 7, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_FALSE(gemm_plan(problem(8, 4096, 1024), T::k128x64, 0, h200).wgmma);
+  const fd::GemmPlan w64 = gemm_plan(problem(8, 4096, 1024), T::k128x64, 0, h200, K::kWgmma);
+  EXPECT_TRUE(w64.wgmma && w64.swap_ab);
+  EXPECT_EQ(w64.bn, 64);
+  EXPECT_EQ(w64.stages, 8);
+  // A forced small tile on a large problem runs persistent over N/BN tiles, unswapped.
+  const fd::GemmPlan wide = gemm_plan(problem(4096, 4096, 1024), T::k128x16, 0, h200);
+  EXPECT_FALSE(wide.swap_ab);
+  EXPECT_EQ(wide.tiles_n, 256);
+  EXPECT_EQ(wide.grid, 132);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k128x16, 0, h200, K::kMmaSync), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k128x32, 0, h200, K::kAuto, 1, 2), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k128x16, 0, l40), kjit::Unsupported);
+  // CTA pairs keep the large tiles (no swap); the mma.sync kernel never swaps.
+  EXPECT_FALSE(gemm_plan(problem(8, 4096, 1024), T::kAuto, 0, h200, K::kAuto, 0, 2).swap_ab);
+  EXPECT_FALSE(gemm_plan(problem(8, 4096, 1024), T::kAuto, 0, l40).swap_ab);
 }
 
 TEST(Fp8Plan, TilesAndStages) {
@@ -690,7 +799,7 @@ TEST(Fp8Plan, ClusterCapacityPhases) {
   using K = f8::GemmKernel;
   using T = f8::GemmTile;
   const kjit::DeviceInfo h = h200();
-  fd::GemmDims d = problem(128, 4096, 7168);
+  fd::GemmDims d = problem(128, 4096, 8192);
   const fd::GemmPlan first = fd::plan_gemm(d, h);
   EXPECT_EQ(first.splits, 4);
   EXPECT_EQ(fd::gemm_assumed_cluster_size(first, d.force), 4);  // query sizes 2..4
@@ -812,7 +921,7 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k")), kjit::InvalidArgument);
   for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
-  EXPECT_LE(g.defaults.size(), 8u);
+  EXPECT_LE(g.defaults.size(), 11u);
 }
 
 // Defaults for every arch the CI compiles, plus one specialization of each layout and format

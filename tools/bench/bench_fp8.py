@@ -127,7 +127,11 @@ def sweep_variants(m):
                 ("128x256 s3 single", dict(kernel=2, tile=4, stages=3, splits=1, multicast=1)),
                 ("128x128 s5 pairs", dict(kernel=2, tile=3, stages=5, splits=1, multicast=2)),
                 ("128x128 s5 single", dict(kernel=2, tile=3, stages=5, splits=1, multicast=1))]
-    return [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
+    small = []
+    if m <= 64:  # the swapped small tile the planner takes (GemmTile 5 = 128x16, 6 = 128x32, 2 = 128x64)
+        tile = 5 if m <= 16 else 6 if m <= 32 else 2
+        small = [(f"small split{s}", dict(kernel=2, tile=tile, splits=s)) for s in (1, 2, 3, 4)]
+    return small + [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
         [("128x256 split2", dict(kernel=2, tile=4, splits=2))] + \
         ([("128x128 pairs", dict(kernel=2, tile=3, splits=1, multicast=2))] if m >= 256 else [])
 

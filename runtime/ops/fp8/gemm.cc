@@ -98,25 +98,28 @@ GemmParams mma_params(const GemmDims& g, const GemmPlan& plan) {
 
 GemmSm90Params sm90_params(const GemmDims& g, const GemmPlan& plan) {
   GemmSm90Params p{};
+  const bool swap = plan.swap_ab;
   p.d = g.params.d;
-  p.scale_a = g.params.scale_a;
-  p.scale_b = g.params.scale_b;
+  p.scale_a = swap ? g.params.scale_b : g.params.scale_a;
+  p.scale_b = swap ? g.params.scale_a : g.params.scale_b;
   p.bias = g.params.bias;
   p.ldd = g.params.ldd;
-  p.sa_stride_m = g.params.sa_stride_m;
-  p.sb_stride_n = g.params.sb_stride_n;
-  p.m = g.params.m;
-  p.n = g.params.n;
+  p.sa_stride_m = swap ? g.params.sb_stride_n : g.params.sa_stride_m;
+  p.sb_stride_n = swap ? g.params.sa_stride_m : g.params.sb_stride_n;
+  p.m = swap ? g.params.n : g.params.m;
+  p.n = swap ? g.params.m : g.params.n;
   p.k = g.params.k;
   p.tiles_m = static_cast<int32_t>(plan.tiles_m);
   p.tiles_n = static_cast<int32_t>(plan.tiles_n);
   p.bias_bf16 = g.params.bias_bf16;
-  p.bias_rows = g.params.bias_rows;
+  p.bias_rows = swap ? 1 - g.params.bias_rows : g.params.bias_rows;
+  p.d_trans = swap ? 1 : 0;
+  p.d_vec16 = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * (g.out_f32 ? 4 : 2)) % 16 == 0 ? 1 : 0;
   const int elem = g.out_f32 ? 4 : 2;
-  p.pair_store = reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
-  // TMA stores need a 16-byte aligned base and row stride; split-K stores directly.
+  p.pair_store = !swap && reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
+  // TMA stores: the large tiles' persistent epilogue, with a 16-byte aligned base and row stride.
   const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
-  p.tma_store = aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.tma_store = !sm90_small_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
   p.cluster_m = plan.cluster_m;
   return p;
@@ -160,8 +163,12 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.config = config;
   GemmSm90Params& p = step.params;
   p = sm90_params(g, plan);
-  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(g.params.a, g.k, g.m, g.params.lda, kSm90BM));
-  p.tma_b = kjit::detail::tma_map(operand_tma_map_key(g.params.b, g.k, g.n, g.params.ldb, plan.bn / plan.cluster_m));
+  // The kernel's A (128-row boxes) and B (BN-row boxes): B and A of the call when swapped.
+  const void* a = plan.swap_ab ? g.params.b : g.params.a;
+  const void* b = plan.swap_ab ? g.params.a : g.params.b;
+  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(a, g.k, p.m, plan.swap_ab ? g.params.ldb : g.params.lda, kSm90BM));
+  p.tma_b = kjit::detail::tma_map(
+      operand_tma_map_key(b, g.k, p.n, plan.swap_ab ? g.params.lda : g.params.ldb, plan.bn / plan.cluster_m));
   if (p.tma_store) p.tma_d = kjit::detail::tma_map(output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd));
   return l;
 }

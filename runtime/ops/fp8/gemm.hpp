@@ -73,6 +73,11 @@ struct GemmClusterCapacity {
 struct GemmPlan {
   kjit::detail::Choice choice;  ///< the fp8.gemm point; no family for an empty output
   bool wgmma = false;  ///< the Hopper kernel (gemm_sm90_kernel) instead of gemm_kernel
+  /// wgmma small tile with M the smaller side: the kernel runs D'ᵀ = B' · A'ᵀ (A and B, their
+  /// formats, scales and M, N exchanged; the bias applies per row) and stores D transposed
+  /// (GemmSm90Params::d_trans), so the weight fills the tile's 128-row side. bm, bn, tiles_m,
+  /// tiles_n and the point describe the swapped problem.
+  bool swap_ab = false;
   int bm = 128, bn = 128, stages = 3;
   int threads = 0;
   int smem_bytes = 0;  ///< dynamic shared memory, bytes
@@ -96,19 +101,23 @@ struct GemmPlan {
 ///     multicast 2 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
 ///     sm_90a; InvalidArgument for a forced kernel the problem or the other overrides rule out.
 ///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
-///     128x128 when split-K applies, see below); mma.sync 64x64, 128x64 and, with tensorwise
-///     scales, 128x128 (blockwise 128x128 needs two accumulator sets: no register fit).
+///     128x128 when split-K applies, see below), and for M or N ≤ 64 (no CTA pairs) the small
+///     tile 128x16, 128x32 or 128x64 that covers the smaller side, with the operands swapped
+///     when that is M (GemmPlan::swap_ab; the steps below see the swapped problem); mma.sync
+///     64x64, 128x64 and, with tensorwise scales, 128x128 (blockwise 128x128 needs two
+///     accumulator sets: no register fit).
 ///   choice: the cheapest by ceil(tiles / sm_count) waves of BM·BN MACs over the relative
 ///     throughput (wgmma 128x256 2.5, 128x128 2.1; mma 128x128 1, 128x64 0.9, 64x64 0.75); the
 ///     first listed wins a tie. Split-K (wgmma, splits 0): when the tiles do not fill half the
-///     SMs (M ≤ 128 with N ≲ 8k) and K has ≥ 2 128-k tiles, BN = 128 and splits = the largest
-///     s ≤ min(4, sm_count / tiles, K/256) whose clusters all fit at once (tiles ≤
-///     capacity.clusters[s]; else 1), e.g. M = 64, N = 7168: 56 tiles × 2; M = 128, N = 4096:
-///     32 tiles × 4 (× 3 where only 29 clusters of 4 fit, as on H200). A forced split count
+///     SMs (M ≤ 128 with N ≲ 8k) and K has ≥ 2 128-k tiles, BN = 128 (or the small tile) and
+///     splits = the largest s ≤ min(4, sm_count / tiles, K / (128 · 16), small tiles
+///     K / (128 · 8)) whose clusters all fit at once (tiles ≤ capacity.clusters[s]; else 1),
+///     e.g. M = 1, N = 7168, K = 2048: 56 small tiles × 2; M = 128, N = 7168, K = 2048: 56 × 1;
+///     M = 128, N = 4096, K = 7168: 32 tiles × 3. A forced split count
 ///     must leave each split a 128-k tile (InvalidArgument). Multicast (CTA pairs sharing B)
 ///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
 ///     docs/perf-notes.md).
-///   fit: the forced stage count (2..4 mma, 2..6 wgmma, InvalidArgument outside or beyond
+///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument outside or beyond
 ///     max_smem_per_block_optin), else the deepest that fits (Unsupported when two do not).
 /// Throws Unsupported below sm_89 (naming the arch).
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});

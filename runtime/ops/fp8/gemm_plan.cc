@@ -20,6 +20,23 @@ constexpr const char* kOp = GemmOp::kInfo.name;
 
 bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
 
+/// The wgmma kernel's small tiles' N side (16, 32 or 64), or 0 for another tile.
+int small_tile_bn(GemmTile t) {
+  return t == GemmTile::k128x16 ? 16 : t == GemmTile::k128x32 ? 32 : t == GemmTile::k128x64 ? 64 : 0;
+}
+
+/// The small tile's N side for a problem whose smaller side is `side` (≤ 64).
+int small_bn_for(int64_t side) { return side <= 16 ? 16 : side <= 32 ? 32 : 64; }
+
+/// The N side of the wgmma tile of a problem with N ≤ 64 (after the small-M swap) under the
+/// overrides: the forced small tile's, else the small tile that covers N (no CTA pairs); 0 for
+/// the large tiles.
+int wgmma_small_bn(const GemmDims& g) {
+  if (const int forced = small_tile_bn(g.force.tile)) return forced;
+  if (g.force.tile != GemmTile::kAuto || g.force.multicast == 2 || g.n > 64) return 0;
+  return small_bn_for(g.n);
+}
+
 /// The overrides' own ranges, before any of them is read.
 void check_force(const GemmForce& f) {
   if (f.splits < 0 || f.splits > kSm90MaxSplits) {
@@ -32,7 +49,7 @@ void check_force(const GemmForce& f) {
     fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
               "reduction");
   }
-  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k128x256)) fail(kOp, "tile is not a GemmTile value");
+  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k128x32)) fail(kOp, "tile is not a GemmTile value");
 }
 
 /// True for the wgmma kernel: wherever it can run (persistent for large problems, split-K for
@@ -41,7 +58,7 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
   const GemmForce& f = g.force;
   const bool has_wgmma = info.target().has_wgmma();
   const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
-  const bool small_tile = f.tile == GemmTile::k64x64 || f.tile == GemmTile::k128x64;
+  const bool wgmma_only_tile = f.tile == GemmTile::k128x256 || f.tile == GemmTile::k128x16 || f.tile == GemmTile::k128x32;
   switch (f.kernel) {
     case GemmKernel::kWgmma:
       if (!has_wgmma) {
@@ -51,18 +68,20 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
         fail(kOp, "the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); use "
                   "GemmKernel::kAuto or kMmaSync for this problem");
       }
-      if (small_tile) fail(kOp, "the wgmma kernel's tiles are k128x128 and k128x256");
+      if (f.tile == GemmTile::k64x64) fail(kOp, "the wgmma kernel's tiles are k128x16, k128x32, k128x64, k128x128 and k128x256");
       return true;
     case GemmKernel::kMmaSync:
-      if (f.tile == GemmTile::k128x256) fail(kOp, "k128x256 is a wgmma tile; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      if (wgmma_only_tile) {
+        fail(kOp, "k128x256, k128x16 and k128x32 are wgmma tiles; the mma.sync kernel's are 64x64, 128x64, 128x128");
+      }
       if (f.splits > 1) fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
       if (f.multicast == 2) fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
       return false;
     case GemmKernel::kAuto: {
-      const bool asked = f.tile == GemmTile::k128x256 || f.splits > 1 || f.multicast == 2;
+      const bool asked = wgmma_only_tile || f.splits > 1 || f.multicast == 2;
       const bool wgmma = asked || (has_wgmma && wgmma_layout && !is_mma_tile(f.tile));
       if (!wgmma) return false;
-      const char* what = f.tile == GemmTile::k128x256 ? "tile k128x256" : f.splits > 1 ? "splits > 1" : "multicast = 2";
+      const char* what = wgmma_only_tile ? "the forced tile" : f.splits > 1 ? "splits > 1" : "multicast = 2";
       if (!has_wgmma) {
         throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
                                       what, info.sm()));
@@ -70,18 +89,22 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
       if (!wgmma_layout) {
         fail(kOp, fmt::format("{} is the wgmma kernel's, which takes tensorwise scales with A and B both K-major", what));
       }
-      if (small_tile) fail(kOp, fmt::format("{} is the wgmma kernel's, whose tiles are k128x128 and k128x256", what));
+      if (is_mma_tile(f.tile) && f.tile != GemmTile::k128x128) {
+        fail(kOp, fmt::format("{} is the wgmma kernel's; tiles k64x64 and k128x64 select the mma.sync kernel unless "
+                              "kernel is kWgmma",
+                              what));
+      }
       return true;
     }
     default: fail(kOp, "kernel is not a GemmKernel value");
   }
 }
 
-/// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles leave more than half
-/// the SMs idle (small M): the k-slices of a tile then run on `splits` SMs, so all SMs stream B
-/// (most of the bytes: N × K).
-bool split_k_applies(const GemmDims& g, int sm_count) {
-  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, kSm90BM) * ceil_div(g.n, 128) * 2 <= sm_count &&
+/// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles (of N side `bn`: 128
+/// for the large tiles) leave more than half the SMs idle (small M): the k-slices of a tile then
+/// run on `splits` SMs, so all SMs stream the large operand (most of the bytes).
+bool split_k_applies(const GemmDims& g, int bn, int sm_count) {
+  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, kSm90BM) * ceil_div(g.n, bn) * 2 <= sm_count &&
          ceil_div(g.k, 128) >= 2;
 }
 
@@ -93,7 +116,7 @@ struct Tile {
 int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, Tile out[3]) {
   switch (g.force.tile) {
     case GemmTile::k64x64: out[0] = {64, 64}; return 1;
-    case GemmTile::k128x64: out[0] = {128, 64}; return 1;
+    case GemmTile::k128x64: out[0] = {128, 64}; return 1;  // on the wgmma kernel: a small tile
     case GemmTile::k128x128:
       if (!wgmma && g.block) {
         fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
@@ -105,6 +128,11 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, Tile out[3]) {
     default: break;
   }
   if (wgmma) {
+    // A problem with N ≤ 64 (after the small-M swap): the small tile that covers N.
+    if (const int bn = wgmma_small_bn(g)) {
+      out[0] = {kSm90BM, bn};
+      return 1;
+    }
     // Split-K keeps BN = 128: more, smaller tiles leave more SMs to the k-slices.
     if (split_k) {
       out[0] = {kSm90BM, 128};
@@ -142,9 +170,17 @@ int capacity_of(const GemmClusterCapacity& c, int size, int sm_count) {
   return c.clusters[size] > 0 ? c.clusters[size] : std::max(sm_count / size, 1);
 }
 
-/// CTAs per output tile: the forced count, or under split_k the largest whose clusters are all
-/// resident at once (a cluster that is not runs in a second wave), else 1.
-int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceInfo& info,
+/// The fewest 128-k tiles a split-K slice should keep: a split costs a cluster launch and the
+/// reduction (2–3 µs on the H200), which a slice must outweigh. Measured (bench_fp8.py, H200):
+/// with K = 2048 (16 k-tiles) 128x128 tiles ran 14.6 µs unsplit and 16.7 µs over 2 splits at
+/// M = 128, N = 7168, while the small tiles, whose k-tile costs more in weight bytes per CTA,
+/// gained from 2 splits (14.2 → 13.4 µs at M = 1); with K = 7168 both gain from 3.
+int min_ktiles_per_split(int bn) { return sm90_small_tile(bn) ? 8 : 16; }
+
+/// CTAs per output tile: the forced count, or under split_k the largest that leaves each slice
+/// min_ktiles_per_split and whose clusters are all resident at once (a cluster that is not runs
+/// in a second wave), else 1.
+int choose_splits(const GemmDims& g, int bn, int64_t tiles, bool split_k, const DeviceInfo& info,
                   const GemmClusterCapacity& capacity) {
   const int64_t ktiles = ceil_div(g.k, 128);
   if (g.force.splits != 0) {
@@ -155,7 +191,8 @@ int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceIn
     return g.force.splits;
   }
   if (!split_k) return 1;
-  for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, ktiles / 2}); s >= 2; --s) {
+  const int64_t deepest = ktiles / min_ktiles_per_split(bn);
+  for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, deepest}); s >= 2; --s) {
     if (tiles <= capacity_of(capacity, static_cast<int>(s), info.sm_count)) return static_cast<int>(s);
   }
   return 1;
@@ -167,15 +204,15 @@ int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceIn
 void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan& plan) {
   const int optin = info.max_smem_per_block_optin;
   const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
-  const int max_stages = wgmma ? 6 : 4;
+  const int max_stages = !wgmma ? 4 : sm90_small_tile(plan.bn) ? kSm90MaxStages : 6;
   auto smem = [&](int stages) { return wgmma ? sm90_smem_bytes(plan.bn, stages) : stages * shape.stage_bytes; };
   const char* kind = wgmma ? " wgmma" : "";
   plan.threads = wgmma ? kSm90Threads : shape.threads;
   plan.stages = 0;
   if (g.force.stages != 0) {
     if (g.force.stages < 2 || g.force.stages > max_stages) {
-      fail(kOp, fmt::format("stages must be 0 (auto) or 2..{} for the {} kernel, got {}", max_stages,
-                            wgmma ? "wgmma" : "mma.sync", g.force.stages));
+      fail(kOp, fmt::format("stages must be 0 (auto) or 2..{} for the {} kernel's {}x{} tile, got {}", max_stages,
+                            wgmma ? "wgmma" : "mma.sync", plan.bm, plan.bn, g.force.stages));
     }
     if (smem(g.force.stages) > optin) {
       fail(kOp, fmt::format("stages = {} of a {}x{}{} tile need {} bytes of shared memory, the device allows {}",
@@ -195,17 +232,38 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
   plan.smem_bytes = smem(plan.stages);
 }
 
+/// Whether the wgmma kernel swaps the operands (see GemmPlan::swap_ab): a small tile (forced, or
+/// the planner's for M or N ≤ 64) with M the smaller side.
+bool choose_swap(const GemmDims& g) {
+  const bool forced_small = small_tile_bn(g.force.tile) != 0;
+  if (g.force.tile != GemmTile::kAuto && !forced_small) return false;
+  if (g.force.multicast == 2) {
+    if (forced_small) fail(kOp, "multicast = 2 is the large wgmma tiles' (k128x128, k128x256)");
+    return false;
+  }
+  if (!forced_small && std::min(g.m, g.n) > 64) return false;
+  return g.m < g.n;
+}
+
 }  // namespace
 
-GemmPlan plan_gemm(const GemmDims& g, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
-  kjit::detail::check_arch(kOp, info, g.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);
+GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
+  kjit::detail::check_arch(kOp, info, dims.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);
   GemmPlan plan;
-  plan.force = g.force;
-  if (g.m == 0 || g.n == 0) return plan;
-  check_force(g.force);
-  plan.wgmma = choose_wgmma(g, info);
+  plan.force = dims.force;
+  if (dims.m == 0 || dims.n == 0) return plan;
+  check_force(dims.force);
+  plan.wgmma = choose_wgmma(dims, info);
+  // The kernel's problem: the swapped one when the small side is M.
+  plan.swap_ab = plan.wgmma && choose_swap(dims);
+  GemmDims g = dims;
+  if (plan.swap_ab) {
+    std::swap(g.m, g.n);
+    std::swap(g.fmt_a, g.fmt_b);
+  }
 
-  const bool split_k = plan.wgmma && split_k_applies(g, info.sm_count);
+  const int small_bn = plan.wgmma ? wgmma_small_bn(g) : 0;
+  const bool split_k = plan.wgmma && split_k_applies(g, small_bn != 0 ? small_bn : 128, info.sm_count);
   Tile candidates[3];
   const int count = tile_candidates(g, plan.wgmma, split_k, candidates);
   Tile best = candidates[0];
@@ -219,7 +277,7 @@ GemmPlan plan_gemm(const GemmDims& g, const DeviceInfo& info, const GemmClusterC
   plan.tiles_m = ceil_div(g.m, plan.bm);
   plan.tiles_n = ceil_div(g.n, plan.bn);
   const int64_t tiles = plan.tiles_m * plan.tiles_n;
-  if (plan.wgmma) plan.splits = choose_splits(g, tiles, split_k, info, capacity);
+  if (plan.wgmma) plan.splits = choose_splits(g, plan.bn, tiles, split_k, info, capacity);
 
   fit_stages(g, plan.wgmma, info, plan);
 

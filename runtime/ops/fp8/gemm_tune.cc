@@ -40,6 +40,8 @@ GemmTile tile_enum(int bm, int bn) {
   if (bm == 64 && bn == 64) return GemmTile::k64x64;
   if (bm == 128 && bn == 64) return GemmTile::k128x64;
   if (bm == 128 && bn == 128) return GemmTile::k128x128;
+  if (bm == 128 && bn == 16) return GemmTile::k128x16;
+  if (bm == 128 && bn == 32) return GemmTile::k128x32;
   return GemmTile::k128x256;
 }
 
@@ -64,6 +66,7 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (multicast < 1 || multicast > 2) return fmt::format("multicast={} is outside 1..2", multicast);
   if (!v.wgmma && (splits != 1 || multicast != 1)) return "the mma.sync kernel has no split-K or multicast";
   if (splits > 1 && multicast > 1) return "multicast 2 is the persistent kernel's (splits 1)";
+  if (v.wgmma && sm90_small_tile(v.bn) && multicast > 1) return "multicast 2 is the large wgmma tiles'";
   if (std::max(splits, multicast) > 1 && !info.target().has_clusters()) {
     return fmt::format("clusters of {} CTAs need sm_90+", std::max(splits, multicast));
   }
@@ -74,7 +77,11 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
 bool matches(const GemmDims& g, const TunedChoice& c) {
   if (c.family != &gemm_family()) return false;
   const PointView v = view(c);
-  return v.fmt_a == g.fmt_a && v.fmt_b == g.fmt_b && v.out_f32 == g.out_f32 && v.block == g.block &&
+  // A small wgmma tile runs the swapped problem when M is the smaller side (plan_gemm's rule):
+  // its point names the swapped formats.
+  const bool swap = v.wgmma && sm90_small_tile(v.bn) && g.m < g.n;
+  const int64_t fa = swap ? g.fmt_b : g.fmt_a, fb = swap ? g.fmt_a : g.fmt_b;
+  return v.fmt_a == fa && v.fmt_b == fb && v.out_f32 == g.out_f32 && v.block == g.block &&
          v.a_trans == g.a_trans && v.b_trans == g.b_trans;
 }
 
@@ -152,7 +159,15 @@ std::vector<TunedChoice> GemmOp::tune_candidates(const GemmDims& g, const Device
     base.family = &f;
     base.point = p;
     if (!matches(g, base)) continue;
-    const bool wgmma = view(base).wgmma;
+    const PointView v = view(base);
+    const bool wgmma = v.wgmma;
+    // The wgmma small tiles: for problems with M or N ≤ 64 only, at the deepest ring that fits
+    // (their point is the weight bytes in flight).
+    if (wgmma && sm90_small_tile(v.bn)) {
+      if (std::min(g.m, g.n) > 64) continue;
+      const bool deeper_fits = v.stages < kSm90MaxStages && sm90_smem_bytes(v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
+      if (deeper_fits) continue;
+    }
     for (int splits = 1; splits <= (wgmma ? kSm90MaxSplits : 1); ++splits) {
       if (splits > ktiles) break;
       for (int multicast = 1; multicast <= (wgmma && splits == 1 ? 2 : 1); ++multicast) {
