@@ -144,7 +144,7 @@ const Family& gemm_family() {
     // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
         p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
-        p("wgmma", "tensor", "128x16", "12"), p("wgmma", "tensor", "128x32", "10"),
+        p("wgmma", "tensor", "128x16", "8"),  p("wgmma", "tensor", "128x32", "8"),
         p("wgmma", "tensor", "128x64", "8"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),

@@ -131,6 +131,8 @@ def sweep_variants(m):
     if m <= 64:  # the swapped small tile the planner takes (GemmTile 5 = 128x16, 6 = 128x32, 2 = 128x64)
         tile = 5 if m <= 16 else 6 if m <= 32 else 2
         small = [(f"small split{s}", dict(kernel=2, tile=tile, splits=s)) for s in (1, 2, 3, 4)]
+    elif m <= 256:  # swapped 128x64 tiles over M / 64 activation tiles
+        small = [(f"swap 128x64 split{s}", dict(kernel=2, tile=2, splits=s)) for s in (1, 2)]
     return small + [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
         [("128x256 split2", dict(kernel=2, tile=4, splits=2))] + \
         ([("128x128 pairs", dict(kernel=2, tile=3, splits=1, multicast=2))] if m >= 256 else [])

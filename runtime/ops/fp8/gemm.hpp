@@ -110,15 +110,14 @@ struct GemmPlan {
 ///     throughput (wgmma 128x256 2.5, 128x128 2.1; mma 128x128 1, 128x64 0.9, 64x64 0.75); the
 ///     first listed wins a tie. Split-K (wgmma, splits 0): when the tiles do not fill half the
 ///     SMs (M ≤ 128 with N ≲ 8k) and K has ≥ 2 128-k tiles, BN = 128 (or the small tile) and
-///     splits = the largest s ≤ min(4, sm_count / tiles, K / (128 · 16), small tiles
-///     K / (128 · 8)) whose clusters all fit at once (tiles ≤ capacity.clusters[s]; else 1),
-///     e.g. M = 1, N = 7168, K = 2048: 56 small tiles × 2; M = 128, N = 7168, K = 2048: 56 × 1;
-///     M = 128, N = 4096, K = 7168: 32 tiles × 3. A forced split count
+///     splits = the largest s ≤ min(4, sm_count / tiles, K / (128 · 16)) whose clusters all
+///     fit at once (tiles ≤ capacity.clusters[s]; else 1), e.g. M = 1 or 128, N = 7168,
+///     K = 2048: 56 tiles × 1; M = 128, N = 4096, K = 7168: 32 tiles × 3. A forced split count
 ///     must leave each split a 128-k tile (InvalidArgument). Multicast (CTA pairs sharing B)
 ///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
 ///     docs/perf-notes.md).
 ///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument outside or beyond
-///     max_smem_per_block_optin), else the deepest that fits (Unsupported when two do not).
+///     max_smem_per_block_optin), else the deepest that fits, at most 8 for the small tiles (Unsupported when two do not).
 /// Throws Unsupported below sm_89 (naming the arch).
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});
 

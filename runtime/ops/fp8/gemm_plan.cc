@@ -170,17 +170,17 @@ int capacity_of(const GemmClusterCapacity& c, int size, int sm_count) {
   return c.clusters[size] > 0 ? c.clusters[size] : std::max(sm_count / size, 1);
 }
 
-/// The fewest 128-k tiles a split-K slice should keep: a split costs a cluster launch and the
+/// The fewest 128-k tiles a split-K slice keeps: a split costs a cluster launch and the
 /// reduction (2–3 µs on the H200), which a slice must outweigh. Measured (bench_fp8.py, H200):
 /// with K = 2048 (16 k-tiles) 128x128 tiles ran 14.6 µs unsplit and 16.7 µs over 2 splits at
-/// M = 128, N = 7168, while the small tiles, whose k-tile costs more in weight bytes per CTA,
-/// gained from 2 splits (14.2 → 13.4 µs at M = 1); with K = 7168 both gain from 3.
-int min_ktiles_per_split(int bn) { return sm90_small_tile(bn) ? 8 : 16; }
+/// M = 128, N = 7168, the small tiles 12.8 and 13.1 µs at M = 1; with K = 7168 (56) both gain
+/// from 2 or 3 splits (small tiles at M = 1: 25.7 → 19.3 µs).
+constexpr int kMinKtilesPerSplit = 16;
 
 /// CTAs per output tile: the forced count, or under split_k the largest that leaves each slice
 /// min_ktiles_per_split and whose clusters are all resident at once (a cluster that is not runs
 /// in a second wave), else 1.
-int choose_splits(const GemmDims& g, int bn, int64_t tiles, bool split_k, const DeviceInfo& info,
+int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceInfo& info,
                   const GemmClusterCapacity& capacity) {
   const int64_t ktiles = ceil_div(g.k, 128);
   if (g.force.splits != 0) {
@@ -191,16 +191,21 @@ int choose_splits(const GemmDims& g, int bn, int64_t tiles, bool split_k, const 
     return g.force.splits;
   }
   if (!split_k) return 1;
-  const int64_t deepest = ktiles / min_ktiles_per_split(bn);
+  const int64_t deepest = ktiles / kMinKtilesPerSplit;
   for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, deepest}); s >= 2; --s) {
     if (tiles <= capacity_of(capacity, static_cast<int>(s), info.sm_count)) return static_cast<int>(s);
   }
   return 1;
 }
 
+/// The small wgmma tiles' planned ring depth. Measured on the H200 (M = 1, N·K 7168·2048 and
+/// 4096·7168, 4 to 12 stages): 8 was the fastest everywhere, 0.4–1.0 µs ahead of 12 (which also
+/// costs ~0.7 µs more to start at K = 128: the larger shared-memory carveout), 2–10 µs ahead of 4.
+constexpr int kSm90SmallTileStages = 8;
+
 /// Threads, pipeline stages and dynamic shared memory of a tile: the forced stage count when it
 /// is in the kernel's range and fits, else the deepest that fits the device's opt-in shared
-/// memory per block.
+/// memory per block (the small wgmma tiles: at most kSm90SmallTileStages).
 void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan& plan) {
   const int optin = info.max_smem_per_block_optin;
   const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
@@ -220,7 +225,8 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
     }
     plan.stages = g.force.stages;
   } else {
-    for (int s = max_stages; s >= 2 && plan.stages == 0; --s) {
+    const int deepest = wgmma && sm90_small_tile(plan.bn) ? kSm90SmallTileStages : max_stages;
+    for (int s = deepest; s >= 2 && plan.stages == 0; --s) {
       if (smem(s) <= optin) plan.stages = s;
     }
     if (plan.stages == 0) {
@@ -277,7 +283,7 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   plan.tiles_m = ceil_div(g.m, plan.bm);
   plan.tiles_n = ceil_div(g.n, plan.bn);
   const int64_t tiles = plan.tiles_m * plan.tiles_n;
-  if (plan.wgmma) plan.splits = choose_splits(g, plan.bn, tiles, split_k, info, capacity);
+  if (plan.wgmma) plan.splits = choose_splits(g, tiles, split_k, info, capacity);
 
   fit_stages(g, plan.wgmma, info, plan);
 

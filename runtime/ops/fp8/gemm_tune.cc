@@ -161,12 +161,12 @@ std::vector<TunedChoice> GemmOp::tune_candidates(const GemmDims& g, const Device
     if (!matches(g, base)) continue;
     const PointView v = view(base);
     const bool wgmma = v.wgmma;
-    // The wgmma small tiles: for problems with M or N ≤ 64 only, at the deepest ring that fits
-    // (their point is the weight bytes in flight).
+    // The wgmma small tiles: for problems with M or N ≤ 64 only, at 6, 8 and the deepest ring
+    // that fits (their point is the weight bytes in flight).
     if (wgmma && sm90_small_tile(v.bn)) {
       if (std::min(g.m, g.n) > 64) continue;
       const bool deeper_fits = v.stages < kSm90MaxStages && sm90_smem_bytes(v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
-      if (deeper_fits) continue;
+      if (v.stages != 6 && v.stages != 8 && deeper_fits) continue;
     }
     for (int splits = 1; splits <= (wgmma ? kSm90MaxSplits : 1); ++splits) {
       if (splits > ktiles) break;
