@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -158,7 +159,8 @@ std::string encode_table(const TuneTable& table) {
                        {"default", choice_to_json(e.default_choice)},
                        {"margin", e.margin},
                        {"gain", e.gain},
-                       {"tuned_unix", e.tuned_unix}});
+                       {"tuned_unix", e.tuned_unix},
+                       {"planner", e.planner}});
   }
   const json doc = {{"format", kFormat},
                     {"version", kTuneTableVersion},
@@ -224,6 +226,11 @@ TuneTable decode_table(std::string_view bytes) {
       e.margin = get_number(j, "margin", where);
       e.gain = get_number(j, "gain", where);
       e.tuned_unix = get_int(j, "tuned_unix", where);
+      if (j.contains("planner")) {
+        const int64_t planner = get_int(j, "planner", where);
+        if (planner < 1 || planner > INT32_MAX) throw Bad{fmt::format("{}planner {} is not a revision (1 or more)", where, planner)};
+        e.planner = static_cast<int>(planner);
+      }
       t.entries.push_back(std::move(e));
     }
     std::stable_sort(t.entries.begin(), t.entries.end(), key_less);

@@ -21,7 +21,10 @@
 ///        "default":   <choice>,                  what the untuned planner runs
 ///        "margin": 0.031,                        runner_up.us / winner.us − 1
 ///        "gain": 0.12,                           default.us / winner.us − 1 (0: the default won)
-///        "tuned_unix": 1764547200}               when it was measured (newest wins a merge)
+///        "tuned_unix": 1764547200,               when it was measured (newest wins a merge)
+///        "planner": 2}                           the op's planner revision it was measured
+///                                                against (absent: 1); planners drop entries of
+///                                                another revision (runtime/ops/tuned.hpp)
 ///     ]
 ///   }
 ///
@@ -78,6 +81,7 @@ struct TuneEntry {
   double margin = 0;
   double gain = 0;
   int64_t tuned_unix = 0;
+  int planner = 1;  ///< the op's planner revision when measured (TuneOpSpec::planner)
 };
 
 /// A whole table: the fingerprint it was measured on and its entries.

@@ -219,6 +219,12 @@ TunedTable tuned_table_from(const cache::TuneTable& file, const DeviceInfo& info
       dropped->push_back(fmt::format("{}: {} needs {}", where, e.winner.describe(), why));
       continue;
     }
+    if (e.planner != op->planner) {
+      dropped->push_back(fmt::format("{}: tuned against revision {} of the {} planner, this kjit plans with revision {} "
+                                     "(re-run kjit tune {})",
+                                     where, e.planner, op->name, op->planner, op->name));
+      continue;
+    }
     TunedChoice choice;
     if (std::string why = tuned_choice_from(*op, e.winner, info, &choice); !why.empty()) {
       dropped->push_back(fmt::format("{}: {}: {}", where, e.winner.describe(), why));

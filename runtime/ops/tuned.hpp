@@ -103,6 +103,10 @@ struct TuneOpSpec {
   /// the space or has no kernel for the target, it needs more shared memory, threads or cluster
   /// CTAs than the device allows, a knob is out of range), or "".
   std::string (*fits)(const TunedChoice& choice, const DeviceInfo& info);
+  /// The revision of the op's default planner. Bumped when the plans it makes change enough that
+  /// a winner measured against the old default may lose to the new one (fp8_gemm 2: the small
+  /// wgmma tiles); table entries of another revision are dropped with a warning.
+  int planner = 1;
 
   /// How many knobs the op has.
   int knob_count() const noexcept;

@@ -84,7 +84,20 @@ TEST(TuneTable, RoundTripsAndSortsEntries) {
   EXPECT_TRUE(e->has_runner_up);
   EXPECT_DOUBLE_EQ(e->default_choice.us, 12);
   EXPECT_EQ(e->winner.describe(), "attention.decode head_dim=128 rows=8 splits=4");
+  EXPECT_EQ(e->planner, 1);
   EXPECT_EQ(back.find("decode", {1}), nullptr);
+  // The planner revision round-trips; a revision below 1 is a clear error.
+  TuneTable rev = t;
+  rev.entries[0].planner = 3;
+  EXPECT_EQ(decode_table(encode_table(rev)).find("decode", {128, 4, 8, 4096})->planner, 3);
+  std::string bad = encode_table(rev);
+  bad.replace(bad.find("\"planner\": 3"), std::string("\"planner\": 3").size(), "\"planner\": 0");
+  try {
+    decode_table(bad);
+    ADD_FAILURE() << "planner 0 decoded";
+  } catch (const kjit::CacheError& err) {
+    EXPECT_NE(std::string(err.what()).find("planner 0 is not a revision"), std::string::npos) << err.what();
+  }
 }
 
 TEST(TuneTable, MergeTakesTheNewerMeasurementPerBucket) {

@@ -337,6 +337,51 @@ TEST(TunedTable, GemmStoredChoiceSurvivesRefinement) {
   kjit::detail::install_tuned_table(info.ordinal, {});
 }
 
+// A table entry records the planner revision it was measured against; the FP8 GEMM planner is at
+// revision 2 (the small wgmma tiles), so its entries from revision 1, or from files that do not
+// say (revision 1), are dropped with a warning naming the re-tune, and current ones load.
+TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
+  const DeviceInfo info = h200();
+  const auto& op = fd::GemmOp::tune_spec();
+  EXPECT_EQ(op.planner, 2);
+  EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 1);
+  const fd::GemmDims g = gemm_dims(1, 4096, 7168);
+  const TunedChoice def = fd::GemmOp::tuned_choice(g, fd::plan_gemm(g, info));
+  TunedChoice win;
+  for (const TunedChoice& c : fd::GemmOp::tune_candidates(g, info)) {
+    if (!(c.point == def.point && c.knobs == def.knobs)) win = c;
+  }
+  ASSERT_NE(win.family, nullptr);
+  TunedKey key{};
+  ASSERT_TRUE(fd::GemmOp::tune_key(g, &key));
+  kjit::cache::TuneEntry e;
+  e.op = "fp8_gemm";
+  e.bucket.assign(key.bucket, key.bucket + 5);
+  e.winner = stored(win, op, 384, 100000);
+  e.default_choice = stored(def, op, 384, 100000);
+  kjit::cache::TuneTable file;
+  file.entries.push_back(e);  // planner 1: what a table without the field decodes to
+  std::vector<std::string> dropped;
+  EXPECT_TRUE(kjit::detail::tuned_table_from(file, info, &dropped).empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("revision 1 of the fp8_gemm planner"), std::string::npos) << dropped[0];
+  EXPECT_NE(dropped[0].find("re-run kjit tune fp8_gemm"), std::string::npos) << dropped[0];
+  file.entries[0].planner = 2;
+  dropped.clear();
+  const kjit::detail::TunedTable t = kjit::detail::tuned_table_from(file, info, &dropped);
+  EXPECT_TRUE(dropped.empty());
+  ASSERT_NE(t.find(key), nullptr);
+  // The revision survives the file format, and a file without it reads as revision 1.
+  file.fingerprint_id = "aaaaaaaaaaaa";
+  const std::string text = kjit::cache::encode_table(file);
+  EXPECT_EQ(kjit::cache::decode_table(text).entries.at(0).planner, 2);
+  std::string old = text;
+  const size_t at = old.find("\"planner\"");
+  ASSERT_NE(at, std::string::npos);
+  old.replace(at, std::string("\"planner\": 2").size(), "\"spare\": 0");
+  EXPECT_EQ(kjit::cache::decode_table(old).entries.at(0).planner, 1);
+}
+
 // ---- paged decode, prefill, SWA decode ---------------------------------------------------------
 
 ad::PagedDecodeDims paged_dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim,

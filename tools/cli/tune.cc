@@ -120,7 +120,8 @@ int run_list() {
 }
 
 /// Re-measures every stored winner of this device's table (of `only_op` when given) against the
-/// default at the shape it was tuned at, and reports the drift of both times.
+/// default at the shape it was tuned at, and reports the drift of both times. An entry tuned
+/// against another revision of its op's planner (which the planners ignore) counts as failed.
 int run_check(const TuneArgs& a) {
   const DeviceInfo& info = device_identity(0);
   const std::string root = RuntimeConfig::from_env().cache_dir;
@@ -164,7 +165,9 @@ int run_check(const TuneArgs& a) {
       const double winner_now = default_won ? def.us : now && now->status == "ok" ? now->us : 0;
       const double drift = e.winner.us > 0 && winner_now > 0 ? winner_now / e.winner.us - 1 : 0;
       const bool still_wins = default_won || (winner_now > 0 && winner_now < def.us * (1 - a.noise));
-      const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1;
+      const kjit::detail::TuneOpSpec* spec = kjit::detail::find_tune_op(e.op);
+      const bool stale = spec != nullptr && e.planner != spec->planner;
+      const bool bad = winner_now == 0 || !still_wins || std::abs(drift) > 0.1 || stale;
       // The tuned plan now loses to the default beyond the noise (or no longer runs).
       const bool slower = !default_won && (winner_now == 0 || winner_now > def.us * (1 + a.noise));
       drifted += bad;
@@ -178,11 +181,17 @@ int run_check(const TuneArgs& a) {
                       {"default_now_us", def.us},
                       {"still_wins", still_wins},
                       {"slower_than_default", slower},
+                      {"planner", e.planner},
+                      {"stale_planner", stale},
                       {"status", winner_now == 0 ? (now ? now->status + ": " + now->why : "not measured") : "ok"}});
       if (!output().json) {
         fmt::print("{:<9} {:<40} {:>9.2f} → {:>9.2f} µs ({:+.1f}%)  default now {:.2f} µs  {}\n", e.op, e.shape,
                    e.winner.us, winner_now, drift * 100, def.us,
-                   winner_now == 0 ? "FAILED" : still_wins ? "still wins" : "NO LONGER BEATS THE DEFAULT");
+                   stale                ? fmt::format("TUNED AGAINST PLANNER REVISION {} (now {}): re-run kjit tune {}",
+                                                      e.planner, spec->planner, e.op)
+                   : winner_now == 0    ? std::string("FAILED")
+                   : still_wins         ? std::string("still wins")
+                                        : std::string("NO LONGER BEATS THE DEFAULT"));
       }
     }
   }

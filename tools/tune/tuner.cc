@@ -655,6 +655,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
       e.margin = std::max(sr.margin, 0.0);
       e.gain = std::max(sr.gain, 0.0);
       e.tuned_unix = static_cast<int64_t>(std::time(nullptr));
+      e.planner = spec->planner;
       // Two shapes of one bucket: the later one's measurement is the one kept (same second:
       // merge keeps the first), so buckets should be tuned at their representative shape.
       table.entries.erase(std::remove_if(table.entries.begin(), table.entries.end(),

@@ -100,7 +100,8 @@ const kjit::detail::TuneOpSpec& GemmOp::tune_spec() {
       "[pow2(M), N, K, 16 * fmt_a + fmt_b, out_f32 | block << 1 | a_major_m << 2 | b_major_n << 3]: M rounded up "
       "to a power of two; N, K, formats and layouts exact (the kernel's problem, after a column-major D's swap)",
       "m=128 n=7168 k=2048 a=e4m3 b=e4m3 out=bf16",
-      fits};
+      fits,
+      2};
   return spec;
 }
 
