@@ -758,6 +758,11 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   GCase c{9, 700, 512};
   c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kBF16;
   run_gemm(c);
+  // Column-major D with small N: validation swaps it (M' = N small), the planner swaps back and
+  // stores the transposed D' (the column-major D itself).
+  c = GCase{700, 9, 384};
+  c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kF32, c.out = DType::kF32;
+  run_gemm(c);
   // N ≤ 64 with a large M: unswapped small tile, persistent over 128-row tiles.
   c = GCase{1100, 48, 384};
   c.scales = Scales::kChannel, c.out = DType::kF32;

@@ -713,6 +713,27 @@ TEST(Fp8Plan, SmallTiles) {
   EXPECT_EQ(cp.bn, 16);
   EXPECT_EQ(fd::sm90_params(cm, cp).d_trans, 0);
   EXPECT_EQ(fd::sm90_params(cm, cp).bias_rows, 1);
+  // A column-major D with a small N: validation's swap makes M' = N small, the planner swaps
+  // back: the kernel runs the call's own A and B and stores D' (the column-major D) transposed.
+  a.a = TensorRef(fake_ptr(0), DType::kE4M3, {300, 256}, {}, 0);
+  a.b = TensorRef(fake_ptr(0x100000), DType::kE4M3, {3, 256}, {}, 0);
+  a.d = TensorRef(fake_ptr(0x200000), DType::kBF16, {300, 3}, {1, 304}, 0);
+  a.scale_a = TensorRef(fake_ptr(0x300000), DType::kF32, {300}, {}, 0);
+  a.scale_b = TensorRef(fake_ptr(0x310000), DType::kF32, {3}, {}, 0);
+  a.bias = TensorRef(fake_ptr(0x320000), DType::kF32, {3}, {}, 0);
+  const fd::GemmDims twice = fd::validate_gemm(a);
+  ASSERT_TRUE(twice.swapped);
+  const fd::GemmPlan tp = fd::plan_gemm(twice, h200);
+  ASSERT_TRUE(tp.swap_ab);
+  const auto tw = fd::sm90_params(twice, tp);
+  EXPECT_EQ(tw.m, 300);
+  EXPECT_EQ(tw.n, 3);
+  EXPECT_EQ(tw.scale_a, a.scale_a.data);  // the call's own A side again
+  EXPECT_EQ(tw.scale_b, a.scale_b.data);
+  EXPECT_EQ(tw.bias_rows, 0);  // bias per column of the call's D = per kernel column
+  EXPECT_EQ(tw.d_trans, 1);
+  EXPECT_EQ(tw.ldd, 304);
+  EXPECT_EQ(tw.d_vec16, 1);  // 304 bf16 = 608 bytes a column
   // N ≤ 64 with a large M: the small tile on N, no swap.
   const fd::GemmPlan tall = gemm_plan(problem(4096, 48, 1024), T::kAuto, 0, h200);
   EXPECT_FALSE(tall.swap_ab);
