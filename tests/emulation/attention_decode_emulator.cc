@@ -3,8 +3,10 @@
 // ldmatrix, cp.async) and kjit/fast_math.cuh (ex2, lg2) are replaced by emulations written from
 // the PTX ISA's fragment definitions (include/attention/mma.cuh and include/kjit/fast_math.cuh
 // here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
-// M-tiling against the float64 reference without a GPU. cp.async copies land either at issue or
-// at the last moment a wait allows, which exposes a missing wait or a stage refilled while in use.
+// M-tiling against the float64 reference without a GPU, over a contiguous cache (ContigKV) and a
+// page pool (PagedKV: shuffled pages of 1, 3, 16 and 64 tokens, the page table read ahead).
+// cp.async copies land either at issue or at the last moment a wait allows, which exposes a
+// missing wait or a stage refilled while in use.
 // CTest runs it (label emulation; tests/CMakeLists.txt gives it its own include order). By hand:
 //
 //   g++ -std=c++17 -O2 -Wno-unknown-pragmas -pthread -Itests/emulation/include -I. -Iinclude \
@@ -18,6 +20,7 @@
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_attention.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -58,12 +61,12 @@ void launch(int grid, int threads, const std::function<void()>& kernel) {
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, class KV>
 void run_kernels(int rows, const DecodeParams& p, int ctas, const DecodeMergeParams& m, int merge_ctas) {
   if (rows == 8) {
-    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 8>(p); });
+    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 8, KV>(p); });
   } else {
-    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 16>(p); });
+    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 16, KV>(p); });
   }
   if (p.num_splits > 1) launch(merge_ctas, kDecodeMergeThreads, [&] { decode_merge_kernel<kHeadDim>(m); });
 }
@@ -71,6 +74,7 @@ void run_kernels(int rows, const DecodeParams& p, int ctas, const DecodeMergePar
 struct Case {
   int batch, len, q_heads, kv_heads, head_dim, splits;
   bool ragged, mask, pad;
+  int page = 0;  // > 0: a PagedKV pool of pages this size, in shuffled order
 };
 
 bool run(const Case& c, bool late, uint64_t seed) {
@@ -123,6 +127,36 @@ bool run(const Case& c, bool late, uint64_t seed) {
   std::vector<uint16_t> out(B * Hq * D, 0xFFFF);
   std::vector<float> lse(B * Hq, NAN);
 
+  // PagedKV: each sequence's tokens on its own pages of a shared pool, the pages in shuffled
+  // order and one spare page; slots past a sequence's length hold NaN.
+  const int64_t P = c.page;
+  std::vector<int32_t> indptr(1, 0), page_ids, last_len;
+  void* kp = nullptr;
+  void* vp = nullptr;
+  if (P > 0) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = (pr.kv_lens[b] + P - 1) / P;
+      indptr.push_back(indptr.back() + static_cast<int32_t>(n));
+      last_len.push_back(n == 0 ? 0 : static_cast<int32_t>(pr.kv_lens[b] - (n - 1) * P));
+    }
+    const int64_t pages = indptr.back() + 1;
+    std::vector<int32_t> order(static_cast<size_t>(pages));
+    for (int64_t i = 0; i < pages; ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    page_ids.assign(order.begin(), order.begin() + indptr.back());
+    std::vector<uint16_t> kpool(pages * P * h_cap * D + 64, 0xFFFF), vpool(kpool.size(), 0xFFFF);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < pr.kv_lens[b]; ++t)
+        for (int64_t h = 0; h < Hkv; ++h)
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t at = ((page_ids[indptr[b] + t / P] * P + t % P) * h_cap + h) * D + d;
+            kpool[at] = kt::float_to_bf16(pr.k[((b * L + t) * Hkv + h) * D + d]);
+            vpool[at] = kt::float_to_bf16(pr.v[((b * L + t) * Hkv + h) * D + d]);
+          }
+    kp = aligned(kpool.data(), kpool.size() * 2);
+    vp = aligned(vpool.data(), vpool.size() * 2);
+  }
+
   detail::DecodeDims dims;
   dims.batch = B;
   dims.max_kv_len = L;
@@ -162,6 +196,19 @@ bool run(const Case& c, bool late, uint64_t seed) {
   p.num_splits = plan.num_splits;
   p.split_tokens = plan.split_tokens;
   p.m_tiles = plan.m_tiles;
+  if (P > 0) {
+    p.k = kp;
+    p.v = vp;
+    p.kv_lens = nullptr;
+    p.k_stride_b = p.v_stride_b = P * h_cap * D;  // page stride
+    p.kv_indptr = indptr.data();
+    p.kv_page_indices = page_ids.data();
+    p.kv_last_page_len = last_len.data();
+    p.page_size = static_cast<int32_t>(P);
+    p.page_shift = (P & (P - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(P)) : -1;
+    p.page_rows = static_cast<int32_t>(P);
+    p.split_tokens = 0;  // each sequence splits its own length
+  }
   p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
   DecodeMergeParams m{};
   m.o_part = p.o_part;
@@ -177,9 +224,15 @@ bool run(const Case& c, bool late, uint64_t seed) {
   m.num_splits = p.num_splits;
   const int merge_ctas = static_cast<int>((B * Hq + kDecodeMergeRowsPerCta - 1) / kDecodeMergeRowsPerCta);
   const int ctas = static_cast<int>(plan.ctas);
-  if (D == 64) run_kernels<64>(plan.rows, p, ctas, m, merge_ctas);
-  if (D == 128) run_kernels<128>(plan.rows, p, ctas, m, merge_ctas);
-  if (D == 256) run_kernels<256>(plan.rows, p, ctas, m, merge_ctas);
+  if (P > 0) {
+    if (D == 64) run_kernels<64, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 128) run_kernels<128, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 256) run_kernels<256, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
+  } else {
+    if (D == 64) run_kernels<64, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 128) run_kernels<128, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 256) run_kernels<256, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
+  }
 
   const kt::DecodeReference ref = kt::decode_reference(pr);
   std::vector<float> outf(out.size());
@@ -187,13 +240,15 @@ bool run(const Case& c, bool late, uint64_t seed) {
   const kt::Comparison co = kt::compare(outf, ref.out);
   const kt::Comparison cl = kt::compare(lse, ref.lse);
   const bool ok = co.ok(1e-2) && cl.ok(1e-4);
-  std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s %s: out %s | lse %s\n",
+  std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s page=%d %s: out %s | lse %s\n",
               ok ? "ok  " : "FAIL", c.batch, c.len, c.q_heads, c.kv_heads, c.head_dim, c.splits, plan.num_splits,
-              plan.rows, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "",
+              plan.rows, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "", c.page,
               late ? "late-copies" : "early-copies", co.describe().c_str(), cl.describe().c_str());
   std::free(qd);
   std::free(kd);
   std::free(vd);
+  std::free(kp);
+  std::free(vp);
   return ok;
 }
 
@@ -214,6 +269,12 @@ int main(int argc, char** argv) {
       {1, 130, 16, 1, 64, 1, false, false, false},// group 16 at hd64
       {3, 1, 8, 2, 128, 0, true, false, false},   // kv_len 1 and 0
       {2, 0, 8, 2, 64, 0, false, false, false},   // empty cache
+      // PagedKV: tiles across pages and pages across tiles, the split each sequence's own.
+      {3, 300, 8, 2, 128, 1, true, true, true, 16},
+      {2, 300, 8, 2, 128, 3, true, false, false, 3},   // page size not a power of two
+      {2, 200, 4, 1, 64, 2, true, false, true, 1},
+      {2, 150, 8, 2, 256, 2, true, true, false, 64},
+      {3, 1, 8, 2, 128, 0, true, false, false, 16},    // kv_len 1 and 0
   };
   int failures = 0;
   for (const Case& c : cases) {

@@ -2,7 +2,7 @@
 """kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
 
     python3 tools/bench/bench_attention.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
-                                           [--prefill-only]
+                                           [--prefill-only | --paged-only] [--sweep]
 
 The shim library (tools/bench/attention_shim.cc + decode_shim.cc) comes from --lib, else
 $KJIT_BENCH_SHIM, else the first positional argument. The script
@@ -22,7 +22,8 @@ $KJIT_BENCH_SHIM, else the first positional argument. The script
   4. times the ragged paged prefill (page 16) against the dense prefill (the same mma.sync kernel
      body) at the same total work (B4 H32 L4096 D128 causal as four packed requests), and a
      mixed-length batch (target ≥ 0.9).
---prefill-only runs steps 1 and 2 for the dense prefill alone.
+--prefill-only runs steps 1 and 2 for the dense prefill alone, --paged-only steps 1 and 3 for the
+paged decode alone; --sweep adds step 3 at every forced split count (1-4), each output checked.
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
@@ -415,7 +416,7 @@ def bench_prefill(kj, B, H, L, D, causal, gen):
     return row
 
 
-def bench_paged_decode(kj, gen):
+def bench_paged_decode(kj, gen, sweep=False):
     B, Hq, Hkv, D, L = DECODE_SHAPE
     kv_bytes = 2 * B * L * Hkv * D * 2
     io_bytes = kv_bytes + 2 * B * Hq * D * 2
@@ -442,9 +443,21 @@ def bench_paged_decode(kj, gen):
         err = rel_l2(out, ref)
         us = graph_time_us(lambda i: kj.paged_decode(q, caches[i], out, pws), n_sets)
         target = 0.85 if ps == 1 else 0.95
-        rows.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} page {ps}", "us": us,
-                     "gbps": io_bytes / (us * 1e-6) / 1e9, "vs_contiguous": contig_us / us, "target": target,
-                     "rel_l2_vs_contiguous": err, "ok": err <= TOL})
+        row = {"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} page {ps}", "us": us,
+               "gbps": io_bytes / (us * 1e-6) / 1e9, "vs_contiguous": contig_us / us, "target": target,
+               "rel_l2_vs_contiguous": err, "ok": err <= TOL}
+        if sweep:  # every forced split count, each checked against the contiguous output
+            row["splits_us"] = {}
+            for sp in (1, 2, 3, 4):
+                sws = kj.paged_decode_workspace(B, Hq, caches[0], D, Hkv, splits=sp)
+                kj.paged_decode(q, caches[0], out, sws, splits=sp)
+                torch.cuda.synchronize()
+                row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
+                row["splits_us"][sp] = graph_time_us(lambda i, sp=sp, sws=sws: kj.paged_decode(q, caches[i], out, sws,
+                                                                                               splits=sp), n_sets)
+            print(f"paged decode page {ps} (contiguous {contig_us:.1f} us, planner {us:.1f} us): " +
+                  ", ".join(f"{sp} splits {t:.1f} us" for sp, t in row["splits_us"].items()))
+        rows.append(row)
         del caches
         torch.cuda.empty_cache()
     return rows
@@ -491,24 +504,27 @@ def bench_ragged(kj, gen):
 def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--prefill-only", action="store_true", help="dense prefill checks and timings only")
+    ap.add_argument("--paged-only", action="store_true", help="paged decode checks and timings only")
+    ap.add_argument("--sweep", action="store_true", help="also time paged decode at every forced split count")
     args = ap.parse_args()
     kj = Kjit(load_shim(shim_path(args)))
     gen, seed = seeded_generator(args)
 
-    checks = check_prefill(kj, gen) + ([] if args.prefill_only else check_paged(kj, gen) + check_ragged(kj, gen))
+    checks = ([] if args.paged_only else check_prefill(kj, gen)) + \
+        ([] if args.prefill_only else check_paged(kj, gen) + ([] if args.paged_only else check_ragged(kj, gen)))
     for c in checks:
         extra = "".join(f", {k} {c[k]:.2e}" for k in ("rel_l2_lse", "vs_contiguous") if k in c)
         print(f"check {c['check']}: out rel_l2 {c['rel_l2_out']:.2e}{extra} {'ok' if c['ok'] else 'FAIL'}")
 
     prefill_rows = []
-    for shape in PREFILL_SHAPES:
+    for shape in ([] if args.paged_only else PREFILL_SHAPES):
         prefill_rows.append(bench_prefill(kj, *shape, gen))
         r = prefill_rows[-1]
         print(f"prefill {r['shape']}: kjit {r['kjit_us']:.0f} us, rel_l2 {r['rel_l2']:.2e}"
               + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
         torch.cuda.empty_cache()
-    decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen)
-    ragged_rows = [] if args.prefill_only else bench_ragged(kj, gen)
+    decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen, args.sweep)
+    ragged_rows = [] if args.prefill_only or args.paged_only else bench_ragged(kj, gen)
 
     print()
     head = (f"{'prefill':<30} {'wgmma TF/s':>10} {'mma TF/s':>9} {'cuDNN TF/s':>11} {'FA2 TF/s':>9} "

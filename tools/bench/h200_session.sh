@@ -21,14 +21,14 @@ kjit=$root/$build/tools/kjit
 shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
 # KJIT_STEPS picks steps (default: all but compile, sanitize, tune, tune_sweep and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
-# planner sweeps (every forced split count / head group) to the decode and SWA benchmarks and
+# planner sweeps (every forced split count / head group) to the decode, paged decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
   [ "${KJIT_SWEEP:-0}" = 1 ] || return 0
-  case "$1" in decode) echo --sweep-splits ;; swa | fp8) echo --sweep ;; esac
+  case "$1" in decode) echo --sweep-splits ;; swa | fp8 | attention) echo --sweep ;; esac
 }
 
 step gpu
