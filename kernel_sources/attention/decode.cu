@@ -146,12 +146,11 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       cp_async_16(smem_v + dst, kv.v_row(src) + chunk * 16, valid);
     }
   };
-  // PagedKV: the page ids of a tile's copies are loaded two loop iterations before its copies
-  // issue (fetch_ids into ids_far, which moves to ids_near) and only turned into pool rows when
-  // the copies issue (load_tile_ids). The table load queues behind the K/V stream (a DRAM miss on
-  // first touch), so its latency is about the ring's; with one iteration of distance the copies
-  // of a tile waited on it and the ring ran short (one CTA per SM: 82.7 µs against the
-  // contiguous kernel's 67.9 at B16 L4096 page 16), with two it hides behind the whole ring. The fetch is unconditional inside the tile loop (tokens past
+  // PagedKV: the page ids of a tile's copies are loaded one tile ahead (fetch_ids into next_ids)
+  // and only turned into pool rows when the copies issue (load_tile_ids). Nothing that consumes
+  // the table load sits in the iteration that issues it, so its latency (a DRAM miss on first
+  // touch, queued behind the K/V stream) hides behind a whole tile of math instead of stalling
+  // the warp right after the load. The fetch is unconditional inside the tile loop (tokens past
   // `end` fetch `begin`'s page, which exists whenever there is a tile), so no branch separates
   // the load from the math either.
   const int copy_row0 = tid / kChunks;
@@ -176,8 +175,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
     }
   };
-  int ids_near[kCopies];  // the next tile whose copies issue
-  int ids_far[kCopies];   // the tile after it
+  int next_ids[kCopies];
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -193,10 +191,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     cp_async_commit();
   }
   if constexpr (KV::kLookup) {
-    if (num_tiles > 0) {
-      fetch_ids(kStages - 1, ids_near);
-      fetch_ids(kStages, ids_far);
-    }
+    if (num_tiles > 0) fetch_ids(kStages - 1, next_ids);
   }
 
   // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
@@ -270,18 +265,14 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       const int next = tile + kStages - 1;
       if (next < num_tiles) {
         if constexpr (KV::kLookup) {
-          load_tile_ids(next, next % kStages, ids_near);
+          load_tile_ids(next, next % kStages, next_ids);
         } else {
           load_tile(next, next % kStages);
         }
       }
       cp_async_commit();
-      // Tile next + 2's page ids (clamped to `begin` past the end: a valid, unused id).
-      if constexpr (KV::kLookup) {
-#pragma unroll
-        for (int i = 0; i < kCopies; ++i) ids_near[i] = ids_far[i];
-        fetch_ids(next + 2, ids_far);
-      }
+      // Tile next + 1's page ids (clamped to `begin` past the end: a valid, unused id).
+      if constexpr (KV::kLookup) fetch_ids(next + 1, next_ids);
     }
     uint8_t keep[kCols];
 #pragma unroll

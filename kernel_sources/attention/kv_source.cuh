@@ -17,8 +17,8 @@
 // the token itself (ContigKV; the batch is folded into the base pointer) or
 // page · page_rows + slot (PagedKV; page_rows = the page stride over the slot stride, so layouts
 // with K and V interleaved per page, [num_pages, 2, page_size, ...], work too). PagedKV::locate
-// reads the page table, so kernels call it tiles ahead of the copies that use its result
-// (kLookup tells them to) and the table load's latency hides behind the math and copies between.
+// reads the page table, so kernels call it one tile ahead of the copies that use its result
+// (kLookup tells them to) and the table load's latency hides behind a tile of math.
 //
 // The policies read their inputs from the kernel's Params by field name (DecodeParams and
 // PrefillParams both carry k, v, k_stride_b/l/h, v_stride_b/l/h, max_kv_len, kv_lens, kv_indptr,
@@ -64,7 +64,7 @@ struct ContigKV {
 
 /// K/V of sequence b scattered over the pages of a page pool (see the file comment).
 struct PagedKV {
-  /// locate() reads the page table: kernels call it tiles ahead.
+  /// locate() reads the page table: kernels call it a tile ahead.
   static constexpr bool kLookup = true;
 
   const char* k_;
