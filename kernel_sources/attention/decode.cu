@@ -146,44 +146,48 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       cp_async_16(smem_v + dst, kv.v_row(src) + chunk * 16, valid);
     }
   };
-  // PagedKV: the page ids of a tile's copies are loaded one tile ahead (fetch_ids into next_ids)
+  // PagedKV: the page ids of a tile's copies are loaded one tile ahead (fetch_id into next_id)
   // and only turned into pool rows when the copies issue (load_tile_ids). Nothing that consumes
   // the table load sits in the iteration that issues it, so its latency (a DRAM miss on first
   // touch, queued behind the K/V stream) hides behind a whole tile of math instead of stalling
   // the warp right after the load. The fetch is unconditional inside the tile loop (tokens past
   // `end` fetch `begin`'s page, which exists whenever there is a tile), so no branch separates
-  // the load from the math either.
+  // the load from the math either. A warp's threads copy kWarpRows0 first rows, each at kCopies
+  // offsets of kRowStep: kWarpIds ≤ 32 distinct rows a tile. Lane j loads the id of the warp's
+  // j-th row, one load instead of kCopies per thread beside the stream's cp.async, and each
+  // thread takes its ids from those lanes with shuffles when its copies issue.
   const int copy_row0 = tid / kChunks;
   const int copy_chunk = tid % kChunks;
-  auto fetch_ids = [&](int tile, int (&ids)[kCopies]) {
-#pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      const int token = begin + tile * kTile + copy_row0 + i * kRowStep;
-      ids[i] = kv.page_id(token < end ? token : begin);
-    }
+  constexpr int kWarpRows0 = kChunks >= 32 ? 1 : 32 / kChunks;
+  constexpr int kWarpIds = kWarpRows0 * kCopies;
+  static_assert(kWarpIds <= 32, "a warp's page ids fit its lanes");
+  const int warp_row0 = warp * 32 / kChunks;  // the warp's first copy_row0
+  auto fetch_id = [&](int tile) {
+    const int j = lane < kWarpIds ? lane : 0;
+    const int token = begin + tile * kTile + warp_row0 + j % kWarpRows0 + (j / kWarpRows0) * kRowStep;
+    return kv.page_id(token < end ? token : begin);
   };
-  auto load_tile_ids = [&](int tile, int stage, const int (&ids)[kCopies]) {
+  auto load_tile_ids = [&](int tile, int stage, int warp_id) {
     const int tile_begin = begin + tile * kTile;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const int row = copy_row0 + i * kRowStep;
       const int token = tile_begin + row;
       const bool valid = token < end;
-      const int src = kv.row_on_page(ids[i], valid ? token : begin);
+      const int id = __shfl_sync(0xffffffffu, warp_id, copy_row0 - warp_row0 + kWarpRows0 * i);
+      const int src = kv.row_on_page(id, valid ? token : begin);
       const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
       cp_async_16(smem_k + dst, kv.k_row(src) + copy_chunk * 16, valid);
       cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
     }
   };
-  int next_ids[kCopies];
+  int next_id = 0;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) {
       if constexpr (KV::kLookup) {
-        int ids[kCopies];
-        fetch_ids(s, ids);
-        load_tile_ids(s, s, ids);
+        load_tile_ids(s, s, fetch_id(s));
       } else {
         load_tile(s, s);
       }
@@ -191,7 +195,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     cp_async_commit();
   }
   if constexpr (KV::kLookup) {
-    if (num_tiles > 0) fetch_ids(kStages - 1, next_ids);
+    if (num_tiles > 0) next_id = fetch_id(kStages - 1);
   }
 
   // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
@@ -265,14 +269,14 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       const int next = tile + kStages - 1;
       if (next < num_tiles) {
         if constexpr (KV::kLookup) {
-          load_tile_ids(next, next % kStages, next_ids);
+          load_tile_ids(next, next % kStages, next_id);
         } else {
           load_tile(next, next % kStages);
         }
       }
       cp_async_commit();
       // Tile next + 1's page ids (clamped to `begin` past the end: a valid, unused id).
-      if constexpr (KV::kLookup) fetch_ids(next + 1, next_ids);
+      if constexpr (KV::kLookup) next_id = fetch_id(next + 1);
     }
     uint8_t keep[kCols];
 #pragma unroll

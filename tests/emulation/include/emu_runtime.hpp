@@ -83,6 +83,17 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   return r;
 }
 
+inline int __shfl_sync(unsigned, int v, int src_lane) {
+  emu::WarpScratch& w = emu::my_warp();
+  const int lane = emu::my_lane();
+  std::memcpy(&w.f[lane][0], &v, 4);
+  w.barrier.arrive_and_wait();
+  int r;
+  std::memcpy(&r, &w.f[src_lane & 31][0], 4);
+  w.barrier.arrive_and_wait();
+  return r;
+}
+
 template <class T>
 inline T __ldg(const T* p) { return *p; }
 
