@@ -178,8 +178,8 @@ int capacity_of(const GemmClusterCapacity& c, int size, int sm_count) {
 constexpr int kMinKtilesPerSplit = 16;
 
 /// CTAs per output tile: the forced count, or under split_k the largest that leaves each slice
-/// min_ktiles_per_split and whose clusters are all resident at once (a cluster that is not runs
-/// in a second wave), else 1.
+/// kMinKtilesPerSplit k-tiles and whose clusters are all resident at once (a cluster that is not
+/// runs in a second wave), else 1.
 int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceInfo& info,
                   const GemmClusterCapacity& capacity) {
   const int64_t ktiles = ceil_div(g.k, 128);
@@ -191,16 +191,16 @@ int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceIn
     return g.force.splits;
   }
   if (!split_k) return 1;
-  const int64_t deepest = ktiles / kMinKtilesPerSplit;
-  for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, deepest}); s >= 2; --s) {
+  const int64_t by_k = ktiles / kMinKtilesPerSplit;
+  for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, by_k}); s >= 2; --s) {
     if (tiles <= capacity_of(capacity, static_cast<int>(s), info.sm_count)) return static_cast<int>(s);
   }
   return 1;
 }
 
 /// The small wgmma tiles' planned ring depth. Measured on the H200 (M = 1, N·K 7168·2048 and
-/// 4096·7168, 4 to 12 stages): 8 was the fastest everywhere, 0.4–1.0 µs ahead of 12 (which also
-/// costs ~0.7 µs more to start at K = 128: the larger shared-memory carveout), 2–10 µs ahead of 4.
+/// 4096·7168, 2 to 12 stages, two runs): 8 never lost to 12 (0.4–1.0 µs ahead in one run, level
+/// in the other) with less shared memory, and led 4 by 1–10 µs; past 8 nothing more streams.
 constexpr int kSm90SmallTileStages = 8;
 
 /// Threads, pipeline stages and dynamic shared memory of a tile: the forced stage count when it
