@@ -8,10 +8,11 @@ row-major, the nn.Linear layout): every shape is first checked against a float64
 dequantized operands (relative L2 ≤ 1e-2) and against torch._scaled_mm (cuBLASLt), then timed
 with triton.testing.do_bench (median ms). TFLOP/s = 2·M·N·K / time. kjit runs twice: the
 planner's kernel (on sm_90 the TMA + wgmma kernel: persistent, or split-K over clusters when the
-output has fewer tiles than half the SMs) and the mma.sync kernel forced. --sweep adds forced
-wgmma variants per shape (tiles and stages for large M, split counts for small M). torch._scaled_mm gets
-b = B.t() (column-major [K, N], what cuBLASLt wants); shapes it rejects (M not a multiple of 16
-on some versions) are padded to M = 16 for it, and marked.
+output has fewer tiles than half the SMs; for M ≤ 64 the 128x16/32/64 tiles with A and B swapped)
+and the mma.sync kernel forced. --sweep adds forced wgmma variants per shape (tiles and stages for
+large M; split counts of the small and the 128x128 tiles for small M, swapped 128x64 tiles up to
+M = 256). torch._scaled_mm gets b = B.t() (column-major [K, N], what cuBLASLt wants); shapes it
+rejects (M not a multiple of 16 on some versions) are padded to M = 16 for it, and marked.
 
 Quantize (16384 × 7168 bf16 → e4m3 with amax): kjit's one-pass per-tensor quantize with a given
 multiplier and amax, against torch's x.abs().amax() then (x * s).clamp(-448, 448).to(e4m3).
