@@ -16,6 +16,7 @@
 #include "attention/decode.cu"
 
 #include "runtime/ops/attention/decode.hpp"
+#include "tests/runtime/decode_dims.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_attention.hpp"
@@ -157,14 +158,7 @@ bool run(const Case& c, bool late, uint64_t seed) {
     vp = aligned(vpool.data(), vpool.size() * 2);
   }
 
-  detail::DecodeDims dims;
-  dims.batch = B;
-  dims.max_kv_len = L;
-  dims.q_heads = Hq;
-  dims.kv_heads = Hkv;
-  dims.head_dim = D;
-  dims.group = Hq / Hkv;
-  const detail::DecodePlan plan = detail::plan_decode(dims, c.splits, 132, 2);
+  const detail::DecodePlan plan = detail::plan_decode(decode_dims(B, L, Hq, Hkv, D), c.splits, 132, 2);
   std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
 
   DecodeParams p{};

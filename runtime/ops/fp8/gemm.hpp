@@ -125,6 +125,11 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
 /// (auto split-K, CTA pairs), or 0: the sizes 2..that to query before planning again.
 int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force);
 
+/// Whether a small wgmma tile (128x16/32/64) runs `dims` with the operands swapped: when M is the
+/// smaller side, so that it lands on the tile's small side (GemmPlan::swap_ab). The one rule the
+/// planner and the tuner's point matching share.
+inline bool small_tile_swaps(const GemmDims& dims) { return dims.m < dims.n; }
+
 /// The mma.sync kernel's Params for a validated problem under `plan`; pure.
 GemmParams mma_params(const GemmDims& dims, const GemmPlan& plan);
 /// The wgmma kernel's Params for a validated problem under a wgmma plan, all but the TMA

@@ -248,7 +248,7 @@ bool choose_swap(const GemmDims& g) {
     return false;
   }
   if (!forced_small && std::min(g.m, g.n) > 64) return false;
-  return g.m < g.n;
+  return small_tile_swaps(g);
 }
 
 }  // namespace

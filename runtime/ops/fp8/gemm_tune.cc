@@ -79,7 +79,7 @@ bool matches(const GemmDims& g, const TunedChoice& c) {
   const PointView v = view(c);
   // A small wgmma tile runs the swapped problem when M is the smaller side (plan_gemm's rule):
   // its point names the swapped formats.
-  const bool swap = v.wgmma && sm90_small_tile(v.bn) && g.m < g.n;
+  const bool swap = v.wgmma && sm90_small_tile(v.bn) && small_tile_swaps(g);
   const int64_t fa = swap ? g.fmt_b : g.fmt_a, fb = swap ? g.fmt_a : g.fmt_b;
   return v.fmt_a == fa && v.fmt_b == fb && v.out_f32 == g.out_f32 && v.block == g.block &&
          v.a_trans == g.a_trans && v.b_trans == g.b_trans;
