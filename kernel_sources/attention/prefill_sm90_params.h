@@ -55,7 +55,9 @@ constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim) {
 ///   tma_out out [batch, q_len, q_heads, D]:      box (64, 64, 1, 1) (stores clip rows ≥ q_len)
 /// Tokens past kv_len (the tensor's extent) load as zeros. Under `causal` query i attends keys
 /// j ≤ i + kv_len − q_len (queries aligned to the end of the KV: chunked prefill).
-/// Grid: (q_tiles, q_heads, batch), walked head-fastest and, under causal, heaviest tile first.
+/// Grid: (q_tiles, q_heads, batch). Within a batch the CTAs walk the heads in groups of
+/// head_group (heads fastest inside a group, heaviest q tile first under causal), so the CTAs in
+/// flight share the K/V of a few heads in L2.
 struct PrefillSm90Params {
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
@@ -71,6 +73,7 @@ struct PrefillSm90Params {
   int32_t causal;
   float scale_log2;  ///< softmax scale · log2(e), > 0
   int32_t pingpong;  ///< nonzero: the consumer warpgroups take turns issuing wgmmas
+  int32_t head_group;  ///< q heads walked together, 1..q_heads (see Grid above)
 };
 
 }  // namespace kjit::attention

@@ -316,6 +316,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     // wgmmas) so that no compiler-inserted wgmma wait sits on a divergent path: that makes
     // ptxas serialize every wgmma of the kernel (C7518).
     active = m0 + 64 * c < p.m;
+    // The row scales are read before the mainloop, so their latency (a DRAM miss, for a kernel
+    // this short) hides behind it instead of opening the epilogue.
+    const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
+    const int row0 = m0 + c * 64 + r_lo;
+    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
     uint32_t prev = 0;
     if (active) {
       for (int kt = kt_begin; kt < kt_end; ++kt) {
@@ -348,9 +353,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
     if (!active) continue;
 
-    const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
-    const int row0 = m0 + c * 64 + r_lo;
-    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
     // The large tiles' TMA-store epilogue (compiled out of the small tiles, which store directly).
     if constexpr (!kSmall) if (p.tma_store) {
       const uint32_t ring = staging + c * (kStagingBoxes * kSm90StagingBoxBytes);

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Probe (a diagnostic, not a published benchmark): the small-M FP8 GEMM's kernels as Nsight
+Compute sees them, kjit's beside cuBLASLt's.
+
+One call per case, meant to run under
+  ncu --clock-control none --cache-control all --csv --metrics <list> python3 fp8_ncu_probe.py
+so that each kernel's duration is measured alone, from a flushed L2, and its launch shape (grid,
+cluster, registers, shared memory) and DRAM traffic are read from the counters. The script prints
+the order of its calls, which is the order of the kernels in ncu's report.
+
+Usage: fp8_ncu_probe.py [--lib build/tools/libkjit_bench_shim.so] [--only SUBSTRING]...
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_fp8 as b  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lib", default="build/tools/libkjit_bench_shim.so")
+parser.add_argument("--only", action="append", default=[], help="run only the cases whose name contains this")
+args = parser.parse_args()
+kj = b.Kjit(args.lib)
+dev = "cuda"
+calls = []
+for n, k in ((7168, 2048), (4096, 7168)):
+    w = b.random_e4m3((n, k), dev)
+    wt = w.t()
+    sb = torch.tensor([0.01], device=dev)
+    for m in (1, 16, 64, 128, 256):
+        a = b.random_e4m3((max(m, 16), k), dev)
+        sa = torch.tensor([0.01], device=dev)
+        d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+        calls.append((f"cublaslt M{max(m, 16)} N{n} K{k}", lambda a=a, wt=wt, sa=sa, sb=sb: b.scaled_mm(a, wt, sa, sb)))
+        calls.append((f"kjit M{m} N{n} K{k}", lambda a=a[:m], w=w, d=d, sa=sa, sb=sb: kj.gemm(a, w, d, sa, sb)))
+        if m == 1:
+            for sp in (2, 3):
+                calls.append((f"kjit M1 N{n} K{k} 128x16 s8 split{sp}",
+                              lambda a=a[:1], w=w, d=d, sa=sa, sb=sb, sp=sp:
+                              kj.gemm(a, w, d, sa, sb, kernel=2, tile=5, stages=8, splits=sp)))
+calls = [c for c in calls if not args.only or any(o in c[0] for o in args.only)]
+# Compile and warm everything first: the report's second half is the timed calls.
+for _, fn in calls:
+    fn()
+torch.cuda.synchronize()
+print(f"warm-up launches: {len(calls)} calls")
+for i, (name, fn) in enumerate(calls):
+    print(f"call {i}: {name}", flush=True)
+    fn()
+torch.cuda.synchronize()
