@@ -8,7 +8,7 @@
 //   D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias[n])
 //
 // CTA: 384 threads = 3 warpgroups. Warpgroup 0 is the producer: it gives registers back
-// (setmaxnreg.dec) and one thread issues, per 128-k tile, a TMA box of A (128 rows) and of B (BN
+// (setmaxnreg.dec) and one thread issues, per 128-k tile, a TMA box of A (BM rows) and of B (BN
 // rows) into the next stage of the ring after that stage's "empty" barrier says both consumers
 // are done with it; the TMA completes the stage's "full" barrier (arrive + expected transaction
 // bytes). Warpgroups 1 and 2 are consumers (setmaxnreg.inc): each waits on "full", issues 4
@@ -31,7 +31,10 @@
 // rows, the BN side; D stored transposed, d_trans). A stage is then mostly weight bytes (18–24
 // KiB), so 8–12 stages keep 128–192 KiB of the weight in flight per SM where a 128 × 128 tile
 // holds 96 KiB beside 96 KiB of zero-filled A rows. Their epilogue stages the transposed tile in
-// shared memory and writes whole rows of D, 16 bytes at a time.
+// shared memory and writes whole rows of D, 16 bytes at a time. A small tile with BM = 64 has
+// one multiplying consumer (the other only frees stages) and twice the CTAs over the weight:
+// what a problem with fewer 128-row tiles than SMs needs, since one SM's TMA intake (about 30
+// bytes a cycle) and not the DRAM bounds a CTA's stream.
 // Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
 // the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
 // and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
@@ -61,15 +64,16 @@
 
 namespace kjit::fp8 {
 
-template <int kFmtA, int kFmtB, bool kOutF32, int kBN, int kStages>
+template <int kFmtA, int kFmtB, bool kOutF32, int kBM, int kBN, int kStages>
 __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS GemmSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KJIT_EMULATE_SM90)
   using namespace sm90;
   static_assert(kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128 || kBN == 256, "BN");
   static_assert(kStages >= 2 && kStages <= kSm90MaxStages, "stages");
+  static_assert(sm90_valid_bm(kBM, kBN), "BM: 128, or 64 with a small tile");
   constexpr bool kSmall = sm90_small_tile(kBN);  // direct stores only, no staging boxes
-  constexpr int kABytes = kSm90BM * 128;
-  constexpr int kStageBytes = sm90_stage_bytes(kBN);
+  constexpr int kABytes = kBM * 128;
+  constexpr int kStageBytes = sm90_stage_bytes(kBM, kBN);
   constexpr int kEpilogueBytes = sm90_epilogue_bytes(kBN);
   constexpr int kConsumerWarps = 8;
   constexpr int kElem = kOutF32 ? 4 : 2;
@@ -79,8 +83,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   constexpr int kStagingBoxes = kSm90StagingBoxes;  // per consumer warpgroup
   constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
   static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
-  // Split-K's partial tile (128 × BN f32) reuses the stages and the staging boxes.
-  static_assert(kSm90BM * kBN * 4 <= kStages * kStageBytes + kEpilogueBytes, "split-K partials fit");
+  // Split-K's partial tile (BM × BN f32) reuses the stages and the staging boxes.
+  static_assert(kBM * kBN * 4 <= kStages * kStageBytes + kEpilogueBytes, "split-K partials fit");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms must start at 1024-byte boundaries.
@@ -118,7 +122,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     const int first_mu = (unit / group_units) * group_rows;
     const int group_m = min(tiles_mu - first_mu, group_rows);
     const int in_group = unit % group_units;
-    m0 = ((first_mu + in_group % group_m) * cm + static_cast<int>(crank)) * kSm90BM;
+    m0 = ((first_mu + in_group % group_m) * cm + static_cast<int>(crank)) * kBM;
     n0 = (in_group / group_m) * kBN;
   };
 
@@ -310,12 +314,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 
   for (int unit = first_unit; unit < num_units; unit += unit_step) {
     tile_origin(unit, m0, n0);
-    // A warpgroup whose 64 rows all lie past M (M ≤ 64) has only TMA zero fill to multiply and
-    // nothing to store: it just waits for and releases every stage, leaving the tensor cores to
-    // the other warpgroup. The two loops are separate (rather than one loop with conditional
-    // wgmmas) so that no compiler-inserted wgmma wait sits on a divergent path: that makes
-    // ptxas serialize every wgmma of the kernel (C7518).
-    active = m0 + 64 * c < p.m;
+    // A warpgroup whose 64 rows all lie past M (M ≤ 64), or past the tile (BM = 64: the second
+    // warpgroup), has nothing to multiply and nothing to store: it just waits for and releases
+    // every stage, leaving the tensor cores to the other warpgroup. The two loops are separate
+    // (rather than one loop with conditional wgmmas) so that no compiler-inserted wgmma wait
+    // sits on a divergent path: that makes ptxas serialize every wgmma of the kernel (C7518).
+    active = 64 * c < kBM && m0 + 64 * c < p.m;
     // The row scales are read before the mainloop, so their latency (a DRAM miss, for a kernel
     // this short) hides behind it instead of opening the epilogue.
     const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8

@@ -12,20 +12,24 @@ struct alignas(64) TmaDescriptor {
   uint64_t opaque[16];
 };
 
-// CTA tile 128 × BN × 128 (k): one producer warpgroup (TMA) and two consumer warpgroups, each
-// multiplying 64 rows of A by the BN columns with wgmma m64nBNk32. A stage holds A (128 rows ×
+// CTA tile BM × BN × 128 (k): one producer warpgroup (TMA) and two consumer warpgroups, each
+// multiplying 64 rows of A by the BN columns with wgmma m64nBNk32. A stage holds A (BM rows ×
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
-// BN 128 and 256 are the large-problem tiles; BN 16, 32 and 64 the small ones, for a problem
-// whose N is at most 64 (the host swaps the operands of a small-M GEMM into that form): their
-// stages are mostly A, so a ring of 8–12 stages keeps 128–192 KiB of A in flight per SM.
-constexpr int kSm90BM = 128;
+// BN 128 and 256 are the large-problem tiles (BM = 128); BN 16, 32 and 64 the small ones, for a
+// problem whose N is at most 64 (the host swaps the operands of a small-M GEMM into that form):
+// their stages are mostly A, so a ring of 8–12 stages keeps 128–192 KiB of A in flight per SM.
+// A small tile may also have BM = 64 (the second consumer warpgroup then only frees stages):
+// twice the CTAs over the same A, for problems whose 128-row tiles would leave SMs idle (an SM
+// takes in about 30 bytes a cycle through TMA, so the SMs streaming A set the rate).
+constexpr int kSm90BM = 128;  // the large tiles' BM, and the small tiles' unless BM = 64
 constexpr int kSm90Threads = 384;
+inline constexpr bool sm90_valid_bm(int bm, int bn) { return bm == 128 || (bm == 64 && bn < 128); }
 // Split-K: at most this many CTAs (one cluster) share an output tile.
 constexpr int kSm90MaxSplits = 4;
 // Pipeline stages: 2..6 for the large tiles (what fits), 2..12 for the small ones.
 constexpr int kSm90MaxStages = 12;
 inline constexpr bool sm90_small_tile(int bn) { return bn < 128; }
-inline constexpr int sm90_stage_bytes(int bn) { return (kSm90BM + bn) * 128; }
+inline constexpr int sm90_stage_bytes(int bm, int bn) { return (bm + bn) * 128; }
 // The large tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
 // (8 KiB): up to four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written
 // at once and its stores drain during the next tile's mainloop; f32 with BN = 256 takes two
@@ -37,17 +41,17 @@ inline constexpr int sm90_epilogue_bytes(int bn) {
 }
 // Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
 // the producer already loads the next tile while the consumers store this one), 1024 bytes to
-// align the base, and the barriers (2 × 8 bytes per stage). Split-K's partial tile (128 × BN f32)
+// align the base, and the barriers (2 × 8 bytes per stage). Split-K's partial tile (BM × BN f32)
 // reuses stages + staging.
 constexpr int kSm90BarrierBytes = 256;
 static_assert(2 * 8 * kSm90MaxStages <= kSm90BarrierBytes, "barriers fit");
-inline constexpr int sm90_smem_bytes(int bn, int stages) {
-  return stages * sm90_stage_bytes(bn) + sm90_epilogue_bytes(bn) + 1024 + kSm90BarrierBytes;
+inline constexpr int sm90_smem_bytes(int bm, int bn, int stages) {
+  return stages * sm90_stage_bytes(bm, bn) + sm90_epilogue_bytes(bn) + 1024 + kSm90BarrierBytes;
 }
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
-  TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, 128}, 128-byte swizzle
+  TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, BM}, 128-byte swizzle
   TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN / cluster_m}, 128-byte swizzle
   TmaDescriptor tma_d;   // D [M, N] (when tma_store): dims {N, M}, box {128 bytes of columns,
                          // 64 rows}, 128-byte swizzle

@@ -357,7 +357,10 @@ fp8::GemmTile parse_tile(std::string_view t) {
   if (t == "128x256") return fp8::GemmTile::k128x256;
   if (t == "128x16") return fp8::GemmTile::k128x16;
   if (t == "128x32") return fp8::GemmTile::k128x32;
-  bad_choice("kjit.fp8.gemm", "tile", t, "'auto', '64x64', '128x64', '128x128', '128x256', '128x16', '128x32'");
+  if (t == "64x16") return fp8::GemmTile::k64x16;
+  if (t == "64x32") return fp8::GemmTile::k64x32;
+  bad_choice("kjit.fp8.gemm", "tile", t,
+             "'auto', '64x64', '128x64', '128x128', '128x256', '128x16', '128x32', '64x16', '64x32'");
 }
 
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,

@@ -78,9 +78,11 @@ const Family& gemm_family() {
           {"128x128", gemm_tile_code(128, 128), "128, 128"},
           {"128x256", gemm_tile_code(128, 256), "128, 256"},
           {"128x16", gemm_tile_code(128, 16), "128, 16"},
-          {"128x32", gemm_tile_code(128, 32), "128, 32"}},
+          {"128x32", gemm_tile_code(128, 32), "128, 32"},
+          {"64x16", gemm_tile_code(64, 16), "64, 16"},
+          {"64x32", gemm_tile_code(64, 32), "64, 32"}},
          "CTA tile M x N (mma: 64x64, 128x64, 128x128, scale=block: 64x64 or 128x64; wgmma: 128x128 and "
-         "128x256, and for N <= 64 128x16, 128x32, 128x64)"},
+         "128x256, and for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64)"},
         {"stages",
          {{"2", 2, ""},
           {"3", 3, ""},
@@ -98,7 +100,7 @@ const Family& gemm_family() {
         {"b_major", {{"k", 0, "false"}, {"n", 1, "true"}}, "B stored [N, K] (k) or [K, N] (n)"},
     };
     f.programs = {
-        {"impl", "wgmma", "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<{a}, {b}, {out}, {tile:1}, {stages}>"}, true},
+        {"impl", "wgmma", "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<{a}, {b}, {out}, {tile:0}, {tile:1}, {stages}>"}, true},
         {"", "", "fp8/gemm.cu",
          {"kjit::fp8::gemm_kernel<{a}, {b}, {out}, {scale}, {tile:0}, {tile:1}, {stages}, {a_major}, {b_major}>"}},
     };
@@ -114,12 +116,14 @@ const Family& gemm_family() {
           return "the wgmma kernel reads FP8 operands K-major only (a_major=k, b_major=k)";
         }
         const int bn = static_cast<int>(tile % 1000);
-        if (tile / 1000 != kSm90BM) return "wgmma tiles are 128x16, 128x32, 128x64, 128x128 and 128x256";
+        if (!sm90_valid_bm(static_cast<int>(tile / 1000), bn)) {
+          return "wgmma tiles are 128x16, 128x32, 128x64, 128x128, 128x256, 64x16, 64x32 and 64x64";
+        }
         if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with 128x128 and 128x256";
         return {};
       }
-      if (tile == gemm_tile_code(128, 256) || tile == gemm_tile_code(128, 16) || tile == gemm_tile_code(128, 32)) {
-        return "tile=128x256, 128x16 and 128x32 are wgmma tiles";
+      if (tile == gemm_tile_code(128, 256) || tile % 1000 < 64) {
+        return "tile=128x256, 128x16, 128x32, 64x16 and 64x32 are wgmma tiles";
       }
       if (stages > 4) return "the mma.sync kernel takes 2..4 stages";
       if (block && tile == gemm_tile_code(128, 128)) {
@@ -140,12 +144,14 @@ const Family& gemm_family() {
                       {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}};
     };
     // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
-    // and the three small ones (M <= 64, operands swapped) at the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages
-    // (sm_100 shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
+    // and the six small ones (M <= 64, operands swapped; 64 rows when 128 would leave SMs idle) at
+    // the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages (sm_100
+    // shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
         p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
         p("wgmma", "tensor", "128x16", "8"),  p("wgmma", "tensor", "128x32", "8"),
-        p("wgmma", "tensor", "128x64", "8"),
+        p("wgmma", "tensor", "128x64", "8"),  p("wgmma", "tensor", "64x16", "8"),
+        p("wgmma", "tensor", "64x32", "8"),   p("wgmma", "tensor", "64x64", "8"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),

@@ -379,7 +379,7 @@ struct GCase {
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
-    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256", "128x16", "128x32"};
+    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256", "128x16", "128x32", "64x16", "64x32"};
     static const char* kn[] = {"auto", "mma", "wgmma"};
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " a_" + (a_trans ? "km" : "mk") +
            " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
@@ -720,14 +720,15 @@ TEST(Fp8GemmGpu, WgmmaSplitK) {
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
 }
 
-// The small tiles (128x16/32/64): M ≤ 64 swapped onto the tile's N side (D stored transposed),
-// N ≤ 64 unswapped; every BN, ragged M, N and K, split counts, stage depths, scales, bias, f32
-// output, mixed formats, unpadded and column-major D.
+// The small tiles (BN 16/32/64, 128 or 64 rows): M ≤ 64 swapped onto the tile's N side (D stored
+// transposed), N ≤ 64 unswapped; every BN and BM, ragged M, N and K, split counts, stage depths,
+// scales, bias, f32 output, mixed formats, unpadded and column-major D.
 TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
   if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
   using T = f8::GemmTile;
-  // The planner's choice over M 1…64 (BN 16, 32, 64) and ragged N, K.
+  // The planner's choice over M 1…64 (BN 16, 32, 64; 64-row tiles, the last one ragged) and
+  // ragged N, K.
   int i = 0;
   for (int64_t m : {1, 2, 7, 16, 17, 31, 33, 64}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1000, 656}, {4100, 2048}}) {
@@ -748,7 +749,9 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
     int stages, splits;
   };
   for (const Forced& f : {Forced{5, T::k128x16, 2, 1}, Forced{40, T::k128x16, 12, 3}, Forced{20, T::k128x32, 4, 2},
-                          Forced{64, T::k128x64, 8, 4}, Forced{3, T::k128x64, 6, 0}}) {
+                          Forced{64, T::k128x64, 8, 4}, Forced{3, T::k128x64, 6, 0}, Forced{5, T::k64x16, 2, 1},
+                          Forced{40, T::k64x16, 12, 3}, Forced{20, T::k64x32, 5, 2}, Forced{64, T::k64x64, 8, 4},
+                          Forced{3, T::k64x64, 6, 0}, Forced{33, T::k64x64, 12, 1}}) {
     GCase c{f.m, 300, 656};
     c.kernel = f8::GemmKernel::kWgmma, c.tile = f.tile, c.stages = f.stages, c.splits = f.splits;
     c.scales = Scales::kChannel, c.bias = DType::kF32;
@@ -763,9 +766,17 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   c = GCase{700, 9, 384};
   c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kF32, c.out = DType::kF32;
   run_gemm(c);
-  // N ≤ 64 with a large M: unswapped small tile, persistent over 128-row tiles.
+  // N ≤ 64 with a large M: unswapped small tile, persistent over 64-row tiles (1100 rows) and
+  // over 128-row ones (20000 rows fill the SMs).
   c = GCase{1100, 48, 384};
   c.scales = Scales::kChannel, c.out = DType::kF32;
+  run_gemm(c);
+  c = GCase{20000, 40, 256};
+  c.scales = Scales::kTensor, c.bias = DType::kBF16;
+  run_gemm(c);
+  // Small M over a weight of more rows than 128-row tiles leave SMs idle for: 128-row tiles.
+  c = GCase{3, 9000, 256};
+  c.scales = Scales::kChannel;
   run_gemm(c);
   // A forced small tile on a large problem: persistent, several column tiles.
   c = GCase{300, 200, 256};

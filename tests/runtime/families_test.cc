@@ -103,7 +103,7 @@ TEST(Families, NameExpressionsArePinned) {
       {"fp8.gemm",
        {{"impl", "wgmma"}, {"a", "e4m3"}, {"b", "e4m3"}, {"out", "bf16"}, {"scale", "tensor"}, {"tile", "128x256"},
         {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}},
-       "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<0, 0, false, 256, 3>"}},
+       "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<0, 0, false, 128, 256, 3>"}},
       {"mla.swa_decode",
        {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}},
        "mla/swa_decode.cu",
@@ -162,10 +162,10 @@ TEST(Families, EnumerationCoversTheValidSpace) {
     for (const Point& d : f.default_points()) EXPECT_TRUE(distinct.count(f.describe(d))) << f.name;
   }
   // fp8.gemm: mma takes 3 tiles x 3 stages x 4 majors x 2 scales less 128x128 with block scales
-  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages and 3 small tiles x 11 stages, each for
-  // 2 x 2 formats x 2 outputs.
+  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages and 6 small tiles (BN 16/32/64, 128 or 64
+  // rows) x 11 stages, each for 2 x 2 formats x 2 outputs.
   EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(),
-            size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5 + 3 * 11));
+            size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5 + 6 * 11));
   // mla.swa_decode: groups 16 and 32 take any tile and window; 64 only tile 128 with window <= 128.
   EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2));
 }

@@ -580,9 +580,10 @@ TEST(Fp8Plan, KernelChoice) {
   p = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_TRUE(p.swap_ab);
+  EXPECT_EQ(p.bm, 64);
   EXPECT_EQ(p.bn, 64);
-  EXPECT_EQ(p.splits, 1);  // 56 tiles, 16 k-tiles: too few to split
-  EXPECT_EQ(p.grid, 56);
+  EXPECT_EQ(p.splits, 1);  // 112 tiles of 64 rows, 16 k-tiles: too few to split
+  EXPECT_EQ(p.grid, 112);
   p = gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h200);
   EXPECT_FALSE(p.swap_ab);
   EXPECT_EQ(p.bn, 128);
@@ -609,7 +610,7 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(gemm_plan(problem(64, 7168, 8192), T::k128x256, 0, h200).splits, 4);
   // Forced splits: 1..4 and at most one per 128-k tile; only the wgmma kernel splits.
   EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).splits, 1);
-  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 56);
+  EXPECT_EQ(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 1).grid, 112);
   EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h200, K::kAuto, 3).grid, 3 * 512);
   EXPECT_EQ(gemm_plan(problem(100, 100, 272), T::kAuto, 0, h200, K::kWgmma, 3).splits, 3);
   EXPECT_THROW(gemm_plan(problem(100, 100, 256), T::kAuto, 0, h200, K::kWgmma, 3), kjit::InvalidArgument);
@@ -638,47 +639,60 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, l40, K::kWgmma), kjit::Unsupported);
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 0, b200), kjit::Unsupported);
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 0, h200, K::kMmaSync), kjit::InvalidArgument);
-  EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k64x64, 0, h200, K::kWgmma), kjit::InvalidArgument);
+  EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::k64x64, 0, h200, K::kWgmma).bm, 64);  // a small wgmma tile
+  EXPECT_FALSE(gemm_plan(problem(4096, 4096, 4096), T::k64x64, 0, h200).wgmma);             // the mma.sync one
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 7, h200), kjit::InvalidArgument);
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 6, h200), kjit::InvalidArgument);  // 289 KiB
   EXPECT_EQ(gemm_plan(problem(4096, 4096, 4096), T::k128x256, 3, h200).stages, 3);
   EXPECT_THROW(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 6, h200, K::kMmaSync), kjit::InvalidArgument);
 }
 
-// Small M (or N) on Hopper: the wgmma kernel's 128x16/32/64 tiles with the small side on the
-// tile's N, the operands swapped when that side is M, a deep ring, split-K over the weight tiles.
+// Small M (or N) on Hopper: the wgmma kernel's BN 16/32/64 tiles with the small side on the
+// tile's N, the operands swapped when that side is M, 64 rows when 128 would leave more than half
+// the SMs idle, a deep ring, split-K over the weight tiles.
 TEST(Fp8Plan, SmallTiles) {
   const kjit::DeviceInfo h200 = ::h200(), l40 = l40s();
   using K = f8::GemmKernel;
   using T = f8::GemmTile;
   struct Case {
     int64_t m, n, k;
-    int bn, stages, splits;
+    int bm, bn, stages, splits;
   };
-  // M 1…64 over the DeepSeek-V3 projections: BN covers M; 56 or 32 weight tiles of 128 rows.
-  for (const Case& c : {Case{1, 7168, 2048, 16, 8, 1}, Case{16, 7168, 2048, 16, 8, 1},
-                        Case{17, 7168, 2048, 32, 8, 1}, Case{33, 4096, 7168, 64, 8, 3},
-                        Case{64, 4096, 7168, 64, 8, 3}, Case{5, 520, 4096, 16, 8, 2}}) {
+  // M 1…64 over the DeepSeek-V3 projections: BN covers M; 128-row weight tiles would fill at most
+  // 56 of the 132 SMs, so the tiles have 64 rows (112 at N = 7168; 64 × 2 splits at N = 4096).
+  // N = 16384: 128 tiles of 128 rows fill the SMs; N = 8448 is the last with 64 rows (66 × 2 ≤ 132).
+  for (const Case& c : {Case{1, 7168, 2048, 64, 16, 8, 1}, Case{16, 7168, 2048, 64, 16, 8, 1},
+                        Case{17, 7168, 2048, 64, 32, 8, 1}, Case{33, 4096, 7168, 64, 64, 8, 2},
+                        Case{64, 4096, 7168, 64, 64, 8, 2}, Case{5, 520, 4096, 64, 16, 8, 2},
+                        Case{1, 16384, 2048, 128, 16, 8, 1}, Case{40, 8448, 4096, 64, 64, 8, 1},
+                        Case{40, 8576, 4096, 128, 64, 8, 1}}) {
     const fd::GemmPlan p = gemm_plan(problem(c.m, c.n, c.k), T::kAuto, 0, h200);
     SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
     EXPECT_TRUE(p.wgmma);
     EXPECT_TRUE(p.swap_ab);
-    EXPECT_EQ(p.bm, 128);
+    EXPECT_EQ(p.bm, c.bm);
     EXPECT_EQ(p.bn, c.bn);
     EXPECT_EQ(p.stages, c.stages);
-    EXPECT_EQ(p.tiles_m, (c.n + 127) / 128);
+    EXPECT_EQ(p.tiles_m, (c.n + c.bm - 1) / c.bm);
     EXPECT_EQ(p.tiles_n, 1);
     EXPECT_EQ(p.splits, c.splits);
     EXPECT_EQ(p.grid, p.tiles_m * c.splits);
-    EXPECT_EQ(p.smem_bytes, c.stages * (128 + c.bn) * 128 + 512 * c.bn + 1024 + 256);  // f32 staging
+    EXPECT_EQ(p.smem_bytes, c.stages * (c.bm + c.bn) * 128 + 512 * c.bn + 1024 + 256);  // f32 staging
     EXPECT_LE(p.smem_bytes, 232448);
-    EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("tile"), "128x" + std::to_string(c.bn));
+    EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("tile"),
+              std::to_string(c.bm) + "x" + std::to_string(c.bn));
   }
-  // Only as many splits as keep the clusters resident (as for the large tiles).
+  // Only as many splits as keep the clusters resident (as for the large tiles): 64 tiles of 64
+  // rows at N = 4096 take 2 splits when 64 clusters of 2 fit at once, else none.
   fd::GemmClusterCapacity gpcs;
+  gpcs.clusters[2] = 66;
+  EXPECT_EQ(gemm_plan(problem(1, 4096, 8192), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 2);
+  gpcs.clusters[2] = 60;
+  EXPECT_EQ(gemm_plan(problem(1, 4096, 8192), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 1);
+  // With 128-row tiles forced, the 32 tiles split 3 ways where 44 clusters of 3 fit.
   gpcs.clusters[4] = 29;
   gpcs.clusters[3] = 44;
-  EXPECT_EQ(gemm_plan(problem(1, 4096, 8192), T::kAuto, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
+  EXPECT_EQ(gemm_plan(problem(1, 4096, 8192), T::k128x16, 0, h200, K::kAuto, 0, 0, gpcs).splits, 3);
   // The swap in the kernel's Params: M and N, the scales and their strides exchanged, the bias
   // per row, D stored transposed with direct stores.
   f8::GemmArgs a = gemm_args();
@@ -738,7 +752,8 @@ TEST(Fp8Plan, SmallTiles) {
   const fd::GemmPlan tall = gemm_plan(problem(4096, 48, 1024), T::kAuto, 0, h200);
   EXPECT_FALSE(tall.swap_ab);
   EXPECT_EQ(tall.bn, 64);
-  EXPECT_EQ(tall.tiles_m, 32);
+  EXPECT_EQ(tall.bm, 64);  // 32 tiles of 128 rows would leave 100 SMs idle
+  EXPECT_EQ(tall.tiles_m, 64);
   // M = N ≤ 64: no swap.
   EXPECT_FALSE(gemm_plan(problem(40, 40, 1024), T::kAuto, 0, h200).swap_ab);
   // M = 65: the large tiles.
@@ -757,6 +772,18 @@ TEST(Fp8Plan, SmallTiles) {
   EXPECT_TRUE(w64.wgmma && w64.swap_ab);
   EXPECT_EQ(w64.bn, 64);
   EXPECT_EQ(w64.stages, 8);
+  // The 64-row small tiles, forced: the wgmma kernel's (k64x64 only with kWgmma), swapped as the
+  // 128-row ones.
+  const fd::GemmPlan f16 = gemm_plan(problem(8, 7168, 1024), T::k64x16, 0, h200);
+  EXPECT_TRUE(f16.wgmma && f16.swap_ab);
+  EXPECT_EQ(f16.bm, 64);
+  EXPECT_EQ(f16.bn, 16);
+  EXPECT_EQ(f16.tiles_m, 112);
+  EXPECT_EQ(gemm_plan(problem(8, 16384, 1024), T::k64x32, 0, h200).bm, 64);  // kept where 128 would be planned
+  EXPECT_EQ(gemm_plan(problem(8, 16384, 1024), T::k64x32, 12, h200).stages, 12);
+  EXPECT_EQ(gemm_plan(problem(8, 7168, 1024), T::k64x64, 0, h200, K::kWgmma).bm, 64);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k64x16, 0, h200, K::kMmaSync), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(8, 4096, 1024), T::k64x32, 0, l40), kjit::Unsupported);
   // A forced small tile on a large problem runs persistent over N/BN tiles, unswapped.
   const fd::GemmPlan wide = gemm_plan(problem(4096, 4096, 1024), T::k128x16, 0, h200);
   EXPECT_FALSE(wide.swap_ab);
@@ -933,17 +960,20 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   EXPECT_EQ(s.name_expressions[0], "kjit::fp8::gemm_kernel<1, 0, true, true, 128, 64, 3, true, false>");
   EXPECT_EQ(s.source_name, "fp8/gemm.cu");
   s = g.spec(gp("wgmma", "e5m2", "bf16", "tensor", "128x256", "4", "k", "k"));
-  EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<1, 0, false, 256, 4>");
+  EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<1, 0, false, 128, 256, 4>");
   EXPECT_EQ(s.source_name, "fp8/gemm_sm90.cu");
   EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "block", "128x128", "3", "k", "k")), kjit::InvalidArgument);
   EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "128x256", "3", "k", "k")), kjit::InvalidArgument);
   EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "128x128", "6", "k", "k")), kjit::InvalidArgument);
   EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "block", "128x128", "4", "k", "k")), kjit::InvalidArgument);
   EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x128", "4", "m", "k")), kjit::InvalidArgument);
-  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "64x16", "4", "k", "k")), kjit::InvalidArgument);
+  s = g.spec(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k"));  // a small wgmma tile
+  EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<0, 0, true, 64, 64, 4>");
+  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x256", "7", "k", "k")), kjit::InvalidArgument);
   for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
-  EXPECT_LE(g.defaults.size(), 11u);
+  EXPECT_LE(g.defaults.size(), 14u);
 }
 
 // Defaults for every arch the CI compiles, plus one specialization of each layout and format

@@ -338,12 +338,13 @@ TEST(TunedTable, GemmStoredChoiceSurvivesRefinement) {
 }
 
 // A table entry records the planner revision it was measured against; the FP8 GEMM planner is at
-// revision 2 (the small wgmma tiles), so its entries from revision 1, or from files that do not
-// say (revision 1), are dropped with a warning naming the re-tune, and current ones load.
+// revision 3 (the 64-row small wgmma tiles), so its entries from revisions 1 and 2, or from files
+// that do not say (revision 1), are dropped with a warning naming the re-tune, and current ones
+// load.
 TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   const DeviceInfo info = h200();
   const auto& op = fd::GemmOp::tune_spec();
-  EXPECT_EQ(op.planner, 2);
+  EXPECT_EQ(op.planner, 3);
   EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 1);
   const fd::GemmDims g = gemm_dims(1, 4096, 7168);
   const TunedChoice def = fd::GemmOp::tuned_choice(g, fd::plan_gemm(g, info));
@@ -368,17 +369,22 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   EXPECT_NE(dropped[0].find("re-run kjit tune fp8_gemm"), std::string::npos) << dropped[0];
   file.entries[0].planner = 2;
   dropped.clear();
+  EXPECT_TRUE(kjit::detail::tuned_table_from(file, info, &dropped).empty());
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("revision 2 of the fp8_gemm planner"), std::string::npos) << dropped[0];
+  file.entries[0].planner = 3;
+  dropped.clear();
   const kjit::detail::TunedTable t = kjit::detail::tuned_table_from(file, info, &dropped);
   EXPECT_TRUE(dropped.empty());
   ASSERT_NE(t.find(key), nullptr);
   // The revision survives the file format, and a file without it reads as revision 1.
   file.fingerprint_id = "aaaaaaaaaaaa";
   const std::string text = kjit::cache::encode_table(file);
-  EXPECT_EQ(kjit::cache::decode_table(text).entries.at(0).planner, 2);
+  EXPECT_EQ(kjit::cache::decode_table(text).entries.at(0).planner, 3);
   std::string old = text;
   const size_t at = old.find("\"planner\"");
   ASSERT_NE(at, std::string::npos);
-  old.replace(at, std::string("\"planner\": 2").size(), "\"spare\": 0");
+  old.replace(at, std::string("\"planner\": 3").size(), "\"spare\": 0");
   EXPECT_EQ(kjit::cache::decode_table(old).entries.at(0).planner, 1);
 }
 

@@ -64,8 +64,8 @@ class Kjit:
         self.q, self.g = load_shim(lib)
 
     def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0, splits=0, multicast=0):
-        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90); tile: 0 auto, 3 128x128,
-        4 128x256; splits: 0 planner's, 1..4 forced (wgmma); multicast: 0 planner's, 1 off,
+        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90); tile: a GemmTile (0 auto,
+        1 64x64, 2 128x64, 3 128x128, 4 128x256, 5 128x16, 6 128x32, 7 64x16, 8 64x32); splits: 0 planner's, 1..4 forced (wgmma); multicast: 0 planner's, 1 off,
         2 B shared by CTA pairs (wgmma)."""
         m, k = a.shape
         n = b.shape[0]
@@ -129,9 +129,11 @@ def sweep_variants(m):
                 ("128x128 s5 pairs", dict(kernel=2, tile=3, stages=5, splits=1, multicast=2)),
                 ("128x128 s5 single", dict(kernel=2, tile=3, stages=5, splits=1, multicast=1))]
     small = []
-    if m <= 64:  # the swapped small tile the planner takes (GemmTile 5 = 128x16, 6 = 128x32, 2 = 128x64)
-        tile = 5 if m <= 16 else 6 if m <= 32 else 2
-        small = [(f"small split{s}", dict(kernel=2, tile=tile, splits=s)) for s in (1, 2, 3, 4)]
+    if m <= 64:  # the swapped small tiles, 128 rows (GemmTile 5 = 128x16, 6 = 128x32, 2 = 128x64) and 64
+        tile = 5 if m <= 16 else 6 if m <= 32 else 2  # (7 = 64x16, 8 = 64x32, 1 = 64x64)
+        tile64 = 7 if m <= 16 else 8 if m <= 32 else 1
+        small = [(f"small split{s}", dict(kernel=2, tile=tile, splits=s)) for s in (1, 2, 3, 4)] + \
+            [(f"small64 split{s}", dict(kernel=2, tile=tile64, splits=s)) for s in (1, 2)]
     elif m <= 256:  # swapped 128x64 tiles over M / 64 activation tiles
         small = [(f"swap 128x64 split{s}", dict(kernel=2, tile=2, splits=s)) for s in (1, 2)]
     return small + [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \

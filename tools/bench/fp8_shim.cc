@@ -71,7 +71,8 @@ int kjit_bench_fp8_quantize(void* x, int in, void* y, int fmt, int64_t rows, int
 /// b: [N, K], or with b_trans a contiguous [K, N] buffer. fmt 0 e4m3 / 1 e5m2; out_f32: 0 bf16,
 /// 1 f32 (D contiguous [M, N]). block = 0: scale_a has sa_len ∈ {1, M} floats and scale_b
 /// sb_len ∈ {1, N}; block = 1: scale_a [M, K/128], scale_b [ceil(N/128), K/128]. bias: null or
-/// [N] (bias_bf16 picks bf16 over f32). tile: 0 auto, 1 64x64, 2 128x64, 3 128x128, 4 128x256;
+/// [N] (bias_bf16 picks bf16 over f32). tile: a GemmTile (0 auto, 1 64x64, 2 128x64, 3 128x128,
+/// 4 128x256, 5 128x16, 6 128x32, 7 64x16, 8 64x32);
 /// stages: 0 auto; kernel: 0 auto, 1 mma.sync, 2 wgmma (sm_90); splits: 0 auto, 1..4 the wgmma
 /// kernel's split-K factor; multicast: 0 auto, 1 off, 2 B shared by CTA pairs (wgmma).
 int kjit_bench_fp8_gemm(void* a, int fmt_a, int a_trans, void* b, int fmt_b, int b_trans, void* d, int out_f32,

@@ -97,11 +97,12 @@ enum class ScaleMode : uint8_t {
 
 /// CTA tile (M × N). kAuto lets the planner choose. mma.sync kernel: k64x64, k128x64,
 /// k128x128 (not with ScaleMode::kBlockwise). Hopper wgmma kernel: k128x128, k128x256, and the
-/// small tiles k128x16, k128x32, k128x64 (the latter with GemmKernel::kWgmma), which put the
-/// smaller of M and N on the tile's 16–64 side: when that is M, the operands are swapped
-/// (Dᵀ = B · Aᵀ, D stored transposed), so the weight fills the 128-row side. The planner takes
-/// them for M or N ≤ 64.
-enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256, k128x16, k128x32 };
+/// small tiles k128x16, k128x32, k128x64, k64x16, k64x32, k64x64 (k128x64 and k64x64 with
+/// GemmKernel::kWgmma), which put the smaller of M and N on the tile's 16–64 side: when that is
+/// M, the operands are swapped (Dᵀ = B · Aᵀ, D stored transposed), so the weight fills the
+/// 128- or 64-row side. The planner takes them for M or N ≤ 64, with 64 rows when 128-row tiles
+/// would leave more than half the SMs idle.
+enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256, k128x16, k128x32, k64x16, k64x32 };
 
 /// Which GEMM kernel runs.
 enum class GemmKernel : uint8_t {

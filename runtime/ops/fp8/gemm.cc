@@ -163,10 +163,10 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.config = config;
   GemmSm90Params& p = step.params;
   p = sm90_params(g, plan);
-  // The kernel's A (128-row boxes) and B (BN-row boxes): B and A of the call when swapped.
+  // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped.
   const void* a = plan.swap_ab ? g.params.b : g.params.a;
   const void* b = plan.swap_ab ? g.params.a : g.params.b;
-  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(a, g.k, p.m, plan.swap_ab ? g.params.ldb : g.params.lda, kSm90BM));
+  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(a, g.k, p.m, plan.swap_ab ? g.params.ldb : g.params.lda, plan.bm));
   p.tma_b = kjit::detail::tma_map(
       operand_tma_map_key(b, g.k, p.n, plan.swap_ab ? g.params.lda : g.params.ldb, plan.bn / plan.cluster_m));
   if (p.tma_store) p.tma_d = kjit::detail::tma_map(output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd));

@@ -75,7 +75,7 @@ struct GemmPlan {
   bool wgmma = false;  ///< the Hopper kernel (gemm_sm90_kernel) instead of gemm_kernel
   /// wgmma small tile with M the smaller side: the kernel runs D'ᵀ = B' · A'ᵀ (A and B, their
   /// formats, scales and M, N exchanged; the bias applies per row) and stores D transposed
-  /// (GemmSm90Params::d_trans), so the weight fills the tile's 128-row side. bm, bn, tiles_m,
+  /// (GemmSm90Params::d_trans), so the weight fills the tile's 128- or 64-row side. bm, bn, tiles_m,
   /// tiles_n and the point describe the swapped problem.
   bool swap_ab = false;
   int bm = 128, bn = 128, stages = 3;
@@ -102,8 +102,10 @@ struct GemmPlan {
 ///     sm_90a; InvalidArgument for a forced kernel the problem or the other overrides rule out.
 ///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
 ///     128x128 when split-K applies, see below), and for M or N ≤ 64 (no CTA pairs) the small
-///     tile 128x16, 128x32 or 128x64 that covers the smaller side, with the operands swapped
-///     when that is M (GemmPlan::swap_ab; the steps below see the swapped problem); mma.sync
+///     tile of N side 16, 32 or 64 that covers the smaller side, with the operands swapped
+///     when that is M (GemmPlan::swap_ab; the steps below see the swapped problem), of 64 rows
+///     when 128-row tiles would fill at most half the SMs (ceil(M/128) · tiles_n · 2 ≤ SMs),
+///     else 128; mma.sync
 ///     64x64, 128x64 and, with tensorwise scales, 128x128 (blockwise 128x128 needs two
 ///     accumulator sets: no register fit).
 ///   choice: the cheapest by ceil(tiles / sm_count) waves of BM·BN MACs over the relative
@@ -111,8 +113,9 @@ struct GemmPlan {
 ///     first listed wins a tie. Split-K (wgmma, splits 0): when the tiles do not fill half the
 ///     SMs (M ≤ 128 with N ≲ 8k) and K has ≥ 2 128-k tiles, BN = 128 (or the small tile) and
 ///     splits = the largest s ≤ min(4, sm_count / tiles, K / (128 · 16)) whose clusters all
-///     fit at once (tiles ≤ capacity.clusters[s]; else 1), e.g. M = 1 or 128, N = 7168,
-///     K = 2048: 56 tiles × 1; M = 128, N = 4096, K = 7168: 32 tiles × 3. A forced split count
+///     fit at once (tiles ≤ capacity.clusters[s]; else 1), e.g. M = 128, N = 7168, K = 2048:
+///     56 tiles × 1; M = 1 there: 112 tiles (64 × 16) × 1; M = 128, N = 4096, K = 7168: 32
+///     tiles × 3; M = 1 there: 64 tiles (64 × 16) × 2. A forced split count
 ///     must leave each split a 128-k tile (InvalidArgument). Multicast (CTA pairs sharing B)
 ///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
 ///     docs/perf-notes.md).
@@ -125,7 +128,7 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
 /// (auto split-K, CTA pairs), or 0: the sizes 2..that to query before planning again.
 int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force);
 
-/// Whether a small wgmma tile (128x16/32/64) runs `dims` with the operands swapped: when M is the
+/// Whether a small wgmma tile (BN 16/32/64) runs `dims` with the operands swapped: when M is the
 /// smaller side, so that it lands on the tile's small side (GemmPlan::swap_ab). The one rule the
 /// planner and the tuner's point matching share.
 inline bool small_tile_swaps(const GemmDims& dims) { return dims.m < dims.n; }

@@ -20,9 +20,29 @@ constexpr const char* kOp = GemmOp::kInfo.name;
 
 bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
 
-/// The wgmma kernel's small tiles' N side (16, 32 or 64), or 0 for another tile.
+/// The wgmma kernel's small tiles' N side (16, 32 or 64), or 0 for another tile. k64x64 and
+/// k128x64 are small tiles only on the wgmma kernel (the callers ask only there).
 int small_tile_bn(GemmTile t) {
-  return t == GemmTile::k128x16 ? 16 : t == GemmTile::k128x32 ? 32 : t == GemmTile::k128x64 ? 64 : 0;
+  switch (t) {
+    case GemmTile::k128x16:
+    case GemmTile::k64x16: return 16;
+    case GemmTile::k128x32:
+    case GemmTile::k64x32: return 32;
+    case GemmTile::k128x64:
+    case GemmTile::k64x64: return 64;
+    default: return 0;
+  }
+}
+
+/// The small tile's M side: 64 for k64x16, k64x32 and k64x64, else 128.
+int small_tile_bm(GemmTile t) {
+  return t == GemmTile::k64x16 || t == GemmTile::k64x32 || t == GemmTile::k64x64 ? 64 : 128;
+}
+
+/// Tiles only the wgmma kernel has.
+bool is_wgmma_only_tile(GemmTile t) {
+  return t == GemmTile::k128x256 || t == GemmTile::k128x16 || t == GemmTile::k128x32 || t == GemmTile::k64x16 ||
+         t == GemmTile::k64x32;
 }
 
 /// The small tile's N side for a problem whose smaller side is `side` (≤ 64).
@@ -49,7 +69,7 @@ void check_force(const GemmForce& f) {
     fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
               "reduction");
   }
-  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k128x32)) fail(kOp, "tile is not a GemmTile value");
+  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k64x32)) fail(kOp, "tile is not a GemmTile value");
 }
 
 /// True for the wgmma kernel: wherever it can run (persistent for large problems, split-K for
@@ -58,7 +78,7 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
   const GemmForce& f = g.force;
   const bool has_wgmma = info.target().has_wgmma();
   const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
-  const bool wgmma_only_tile = f.tile == GemmTile::k128x256 || f.tile == GemmTile::k128x16 || f.tile == GemmTile::k128x32;
+  const bool wgmma_only_tile = is_wgmma_only_tile(f.tile);
   switch (f.kernel) {
     case GemmKernel::kWgmma:
       if (!has_wgmma) {
@@ -68,11 +88,11 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
         fail(kOp, "the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); use "
                   "GemmKernel::kAuto or kMmaSync for this problem");
       }
-      if (f.tile == GemmTile::k64x64) fail(kOp, "the wgmma kernel's tiles are k128x16, k128x32, k128x64, k128x128 and k128x256");
       return true;
     case GemmKernel::kMmaSync:
       if (wgmma_only_tile) {
-        fail(kOp, "k128x256, k128x16 and k128x32 are wgmma tiles; the mma.sync kernel's are 64x64, 128x64, 128x128");
+        fail(kOp, "k128x256, k128x16, k128x32, k64x16 and k64x32 are wgmma tiles; the mma.sync kernel's are 64x64, "
+                  "128x64, 128x128");
       }
       if (f.splits > 1) fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
       if (f.multicast == 2) fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
@@ -100,12 +120,23 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
   }
 }
 
-/// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles (of N side `bn`: 128
+/// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles (bm × bn: 128 × 128
 /// for the large tiles) leave more than half the SMs idle (small M): the k-slices of a tile then
 /// run on `splits` SMs, so all SMs stream the large operand (most of the bytes).
-bool split_k_applies(const GemmDims& g, int bn, int sm_count) {
-  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, kSm90BM) * ceil_div(g.n, bn) * 2 <= sm_count &&
+bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
+  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * 2 <= sm_count &&
          ceil_div(g.k, 128) >= 2;
+}
+
+/// The M side of the small wgmma tile of N side `bn` (a problem with N ≤ 64, after the swap):
+/// the forced tile's, else 64 when 128-row tiles would leave more than half the SMs idle. One
+/// SM's TMA intake (about 30 bytes a cycle, measured on the H200: an L2-resident weight streamed
+/// no faster than one from DRAM) bounds a CTA's stream, so twice the CTAs over the same weight
+/// stream it faster until the DRAM is the limit (M = 1, N = 7168, K = 2048: 112 CTAs of 64 rows
+/// instead of 56 of 128, as cuBLASLt's 64 × 16 tile).
+int small_tile_rows(const GemmDims& g, int bn, int sm_count) {
+  if (g.force.tile != GemmTile::kAuto) return small_tile_bm(g.force.tile);
+  return ceil_div(g.m, int64_t{128}) * ceil_div(g.n, int64_t{bn}) * 2 <= sm_count ? 64 : 128;
 }
 
 struct Tile {
@@ -113,9 +144,9 @@ struct Tile {
 };
 
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
-int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, Tile out[3]) {
+int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[3]) {
   switch (g.force.tile) {
-    case GemmTile::k64x64: out[0] = {64, 64}; return 1;
+    case GemmTile::k64x64: out[0] = {64, 64}; return 1;  // on the wgmma kernel: a small tile
     case GemmTile::k128x64: out[0] = {128, 64}; return 1;  // on the wgmma kernel: a small tile
     case GemmTile::k128x128:
       if (!wgmma && g.block) {
@@ -130,7 +161,7 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, Tile out[3]) {
   if (wgmma) {
     // A problem with N ≤ 64 (after the small-M swap): the small tile that covers N.
     if (const int bn = wgmma_small_bn(g)) {
-      out[0] = {kSm90BM, bn};
+      out[0] = {small_bm, bn};
       return 1;
     }
     // Split-K keeps BN = 128: more, smaller tiles leave more SMs to the k-slices.
@@ -210,7 +241,9 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
   const int optin = info.max_smem_per_block_optin;
   const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
   const int max_stages = !wgmma ? 4 : sm90_small_tile(plan.bn) ? kSm90MaxStages : 6;
-  auto smem = [&](int stages) { return wgmma ? sm90_smem_bytes(plan.bn, stages) : stages * shape.stage_bytes; };
+  auto smem = [&](int stages) {
+    return wgmma ? sm90_smem_bytes(plan.bm, plan.bn, stages) : stages * shape.stage_bytes;
+  };
   const char* kind = wgmma ? " wgmma" : "";
   plan.threads = wgmma ? kSm90Threads : shape.threads;
   plan.stages = 0;
@@ -269,9 +302,11 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   }
 
   const int small_bn = plan.wgmma ? wgmma_small_bn(g) : 0;
-  const bool split_k = plan.wgmma && split_k_applies(g, small_bn != 0 ? small_bn : 128, info.sm_count);
+  const int small_bm = small_bn != 0 ? small_tile_rows(g, small_bn, info.sm_count) : 0;
+  const bool split_k = plan.wgmma && split_k_applies(g, small_bn != 0 ? small_bm : kSm90BM,
+                                                     small_bn != 0 ? small_bn : 128, info.sm_count);
   Tile candidates[3];
-  const int count = tile_candidates(g, plan.wgmma, split_k, candidates);
+  const int count = tile_candidates(g, plan.wgmma, split_k, small_bm, candidates);
   Tile best = candidates[0];
   for (int i = 1; i < count; ++i) {
     if (tile_cost(g, candidates[i], plan.wgmma, info.sm_count) < tile_cost(g, best, plan.wgmma, info.sm_count)) {

@@ -42,6 +42,8 @@ GemmTile tile_enum(int bm, int bn) {
   if (bm == 128 && bn == 128) return GemmTile::k128x128;
   if (bm == 128 && bn == 16) return GemmTile::k128x16;
   if (bm == 128 && bn == 32) return GemmTile::k128x32;
+  if (bm == 64 && bn == 16) return GemmTile::k64x16;
+  if (bm == 64 && bn == 32) return GemmTile::k64x32;
   return GemmTile::k128x256;
 }
 
@@ -53,7 +55,8 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
   const PointView v = view(c);
   const int splits = c.knobs[0], multicast = c.knobs[1];
-  const int smem = v.wgmma ? sm90_smem_bytes(v.bn, v.stages) : v.stages * gemm_launch_shape(v.bm, v.bn, v.block).stage_bytes;
+  const int smem = v.wgmma ? sm90_smem_bytes(v.bm, v.bn, v.stages)
+                           : v.stages * gemm_launch_shape(v.bm, v.bn, v.block).stage_bytes;
   const int threads = v.wgmma ? kSm90Threads : gemm_launch_shape(v.bm, v.bn, v.block).threads;
   if (smem > info.max_smem_per_block_optin) {
     return fmt::format("{} stages of a {}x{} tile need {} bytes of shared memory, the device allows {}", v.stages, v.bm,
@@ -101,7 +104,7 @@ const kjit::detail::TuneOpSpec& GemmOp::tune_spec() {
       "to a power of two; N, K, formats and layouts exact (the kernel's problem, after a column-major D's swap)",
       "m=128 n=7168 k=2048 a=e4m3 b=e4m3 out=bf16",
       fits,
-      2};
+      3};
   return spec;
 }
 
@@ -162,11 +165,12 @@ std::vector<TunedChoice> GemmOp::tune_candidates(const GemmDims& g, const Device
     if (!matches(g, base)) continue;
     const PointView v = view(base);
     const bool wgmma = v.wgmma;
-    // The wgmma small tiles: for problems with M or N ≤ 64 only, at 6, 8 and the deepest ring
-    // that fits (their point is the weight bytes in flight).
+    // The wgmma small tiles (128 and 64 rows): for problems with M or N ≤ 64 only, at 6, 8 and
+    // the deepest ring that fits (their point is the weight bytes in flight).
     if (wgmma && sm90_small_tile(v.bn)) {
       if (std::min(g.m, g.n) > 64) continue;
-      const bool deeper_fits = v.stages < kSm90MaxStages && sm90_smem_bytes(v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
+      const bool deeper_fits =
+          v.stages < kSm90MaxStages && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
       if (v.stages != 6 && v.stages != 8 && deeper_fits) continue;
     }
     for (int splits = 1; splits <= (wgmma ? kSm90MaxSplits : 1); ++splits) {
