@@ -32,9 +32,8 @@
 // KiB), so 8–12 stages keep 128–192 KiB of the weight in flight per SM where a 128 × 128 tile
 // holds 96 KiB beside 96 KiB of zero-filled A rows. Their epilogue stages the transposed tile in
 // shared memory and writes whole rows of D, 16 bytes at a time. A small tile with BM = 64 has
-// one multiplying consumer (the other only frees stages) and twice the CTAs over the weight:
-// what a problem with fewer 128-row tiles than SMs needs, since one SM's TMA intake (about 30
-// bytes a cycle) and not the DRAM bounds a CTA's stream.
+// one multiplying consumer (the other only frees stages) and twice the CTAs over the weight, for
+// problems whose 128-row tiles leave SMs idle: one SM takes in only about 30 bytes a cycle.
 // Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
 // the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
 // and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a

@@ -19,8 +19,8 @@ struct alignas(64) TmaDescriptor {
 // problem whose N is at most 64 (the host swaps the operands of a small-M GEMM into that form):
 // their stages are mostly A, so a ring of 8–12 stages keeps 128–192 KiB of A in flight per SM.
 // A small tile may also have BM = 64 (the second consumer warpgroup then only frees stages):
-// twice the CTAs over the same A, for problems whose 128-row tiles would leave SMs idle (an SM
-// takes in about 30 bytes a cycle through TMA, so the SMs streaming A set the rate).
+// twice the CTAs over the same A, for problems whose 128-row tiles would leave SMs idle (one SM
+// takes in about 30 bytes a cycle through TMA).
 constexpr int kSm90BM = 128;  // the large tiles' BM, and the small tiles' unless BM = 64
 constexpr int kSm90Threads = 384;
 inline constexpr bool sm90_valid_bm(int bm, int bn) { return bm == 128 || (bm == 64 && bn < 128); }
