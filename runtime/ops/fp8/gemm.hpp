@@ -128,6 +128,15 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
 /// (auto split-K, CTA pairs), or 0: the sizes 2..that to query before planning again.
 int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force);
 
+/// A CTA tile's M × N.
+struct GemmTileShape {
+  int bm = 0, bn = 0;
+};
+/// The M × N of `tile` (0 × 0 for kAuto or a value outside the enum) and the GemmTile of an
+/// M × N (kAuto for none): the one table of tiles the planner and the tuner read.
+GemmTileShape gemm_tile_shape(GemmTile tile);
+GemmTile gemm_tile_of(int bm, int bn);
+
 /// Whether a small wgmma tile (BN 16/32/64) runs `dims` with the operands swapped: when M is the
 /// smaller side, so that it lands on the tile's small side (GemmPlan::swap_ab). The one rule the
 /// planner and the tuner's point matching share.

@@ -18,31 +18,30 @@ using kjit::detail::fail;
 
 constexpr const char* kOp = GemmOp::kInfo.name;
 
+/// Every GemmTile but kAuto and its M × N (gemm_tile_shape, gemm_tile_of).
+constexpr struct {
+  GemmTile tile;
+  GemmTileShape shape;
+} kTiles[] = {{GemmTile::k64x64, {64, 64}},    {GemmTile::k128x64, {128, 64}}, {GemmTile::k128x128, {128, 128}},
+              {GemmTile::k128x256, {128, 256}}, {GemmTile::k128x16, {128, 16}}, {GemmTile::k128x32, {128, 32}},
+              {GemmTile::k64x16, {64, 16}},     {GemmTile::k64x32, {64, 32}}};
+
 bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
+
+/// Tiles only the wgmma kernel has: every tile but the mma.sync kernel's.
+bool is_wgmma_only_tile(GemmTile t) { return t != GemmTile::kAuto && !is_mma_tile(t); }
 
 /// The wgmma kernel's small tiles' N side (16, 32 or 64), or 0 for another tile. k64x64 and
 /// k128x64 are small tiles only on the wgmma kernel (the callers ask only there).
 int small_tile_bn(GemmTile t) {
-  switch (t) {
-    case GemmTile::k128x16:
-    case GemmTile::k64x16: return 16;
-    case GemmTile::k128x32:
-    case GemmTile::k64x32: return 32;
-    case GemmTile::k128x64:
-    case GemmTile::k64x64: return 64;
-    default: return 0;
-  }
+  const int bn = gemm_tile_shape(t).bn;
+  return bn < 128 ? bn : 0;
 }
 
-/// The small tile's M side: 64 for k64x16, k64x32 and k64x64, else 128.
-int small_tile_bm(GemmTile t) {
-  return t == GemmTile::k64x16 || t == GemmTile::k64x32 || t == GemmTile::k64x64 ? 64 : 128;
-}
-
-/// Tiles only the wgmma kernel has.
-bool is_wgmma_only_tile(GemmTile t) {
-  return t == GemmTile::k128x256 || t == GemmTile::k128x16 || t == GemmTile::k128x32 || t == GemmTile::k64x16 ||
-         t == GemmTile::k64x32;
+/// Whether tiles of bm × bn over `g` fill at most half the SMs: what split-K and the 64-row
+/// small tiles are for.
+bool fills_half_the_sms(const GemmDims& g, int bm, int bn, int sm_count) {
+  return ceil_div(g.m, int64_t{bm}) * ceil_div(g.n, int64_t{bn}) * 2 <= sm_count;
 }
 
 /// The small tile's N side for a problem whose smaller side is `side` (≤ 64).
@@ -124,7 +123,7 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
 /// for the large tiles) leave more than half the SMs idle (small M): the k-slices of a tile then
 /// run on `splits` SMs, so all SMs stream the large operand (most of the bytes).
 bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
-  return g.force.splits == 0 && g.force.multicast != 2 && ceil_div(g.m, bm) * ceil_div(g.n, bn) * 2 <= sm_count &&
+  return g.force.splits == 0 && g.force.multicast != 2 && fills_half_the_sms(g, bm, bn, sm_count) &&
          ceil_div(g.k, 128) >= 2;
 }
 
@@ -135,28 +134,21 @@ bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
 /// weight streamed no faster than one from DRAM), so more CTAs stream more; measured, the M ≤ 64
 /// shapes of bench_fp8.py ran level (within 0.1 µs) or up to 1.2 µs faster with 64 rows.
 int small_tile_rows(const GemmDims& g, int bn, int sm_count) {
-  if (g.force.tile != GemmTile::kAuto) return small_tile_bm(g.force.tile);
-  return ceil_div(g.m, int64_t{128}) * ceil_div(g.n, int64_t{bn}) * 2 <= sm_count ? 64 : 128;
+  if (g.force.tile != GemmTile::kAuto) return gemm_tile_shape(g.force.tile).bm;
+  return fills_half_the_sms(g, kSm90BM, bn, sm_count) ? 64 : 128;
 }
 
-struct Tile {
-  int bm = 0, bn = 0;
-};
+using Tile = GemmTileShape;
 
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
 int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[3]) {
-  switch (g.force.tile) {
-    case GemmTile::k64x64: out[0] = {64, 64}; return 1;  // on the wgmma kernel: a small tile
-    case GemmTile::k128x64: out[0] = {128, 64}; return 1;  // on the wgmma kernel: a small tile
-    case GemmTile::k128x128:
-      if (!wgmma && g.block) {
-        fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
-                  "not fit the register file); use k128x64, k64x64 or kAuto");
-      }
-      out[0] = {128, 128};
-      return 1;
-    case GemmTile::k128x256: out[0] = {kSm90BM, 256}; return 1;
-    default: break;
+  if (g.force.tile != GemmTile::kAuto) {
+    if (g.force.tile == GemmTile::k128x128 && !wgmma && g.block) {
+      fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
+                "not fit the register file); use k128x64, k64x64 or kAuto");
+    }
+    out[0] = gemm_tile_shape(g.force.tile);  // k64x64 and k128x64 on the wgmma kernel: small tiles
+    return 1;
   }
   if (wgmma) {
     // A problem with N ≤ 64 (after the small-M swap): the small tile that covers N.
@@ -286,6 +278,20 @@ bool choose_swap(const GemmDims& g) {
 
 }  // namespace
 
+GemmTileShape gemm_tile_shape(GemmTile tile) {
+  for (const auto& t : kTiles) {
+    if (t.tile == tile) return t.shape;
+  }
+  return {};
+}
+
+GemmTile gemm_tile_of(int bm, int bn) {
+  for (const auto& t : kTiles) {
+    if (t.shape.bm == bm && t.shape.bn == bn) return t.tile;
+  }
+  return GemmTile::kAuto;
+}
+
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
   kjit::detail::check_arch(kOp, info, dims.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);
   GemmPlan plan;
@@ -303,8 +309,8 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
 
   const int small_bn = plan.wgmma ? wgmma_small_bn(g) : 0;
   const int small_bm = small_bn != 0 ? small_tile_rows(g, small_bn, info.sm_count) : 0;
-  const bool split_k = plan.wgmma && split_k_applies(g, small_bn != 0 ? small_bm : kSm90BM,
-                                                     small_bn != 0 ? small_bn : 128, info.sm_count);
+  const Tile split_tile = small_bn != 0 ? Tile{small_bm, small_bn} : Tile{kSm90BM, 128};
+  const bool split_k = plan.wgmma && split_k_applies(g, split_tile.bm, split_tile.bn, info.sm_count);
   Tile candidates[3];
   const int count = tile_candidates(g, plan.wgmma, split_k, small_bm, candidates);
   Tile best = candidates[0];

@@ -36,17 +36,6 @@ PointView view(const TunedChoice& c) {
           f.value(c.point, "b_major").code == 1};
 }
 
-GemmTile tile_enum(int bm, int bn) {
-  if (bm == 64 && bn == 64) return GemmTile::k64x64;
-  if (bm == 128 && bn == 64) return GemmTile::k128x64;
-  if (bm == 128 && bn == 128) return GemmTile::k128x128;
-  if (bm == 128 && bn == 16) return GemmTile::k128x16;
-  if (bm == 128 && bn == 32) return GemmTile::k128x32;
-  if (bm == 64 && bn == 16) return GemmTile::k64x16;
-  if (bm == 64 && bn == 32) return GemmTile::k64x32;
-  return GemmTile::k128x256;
-}
-
 std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (c.family != &gemm_family()) {
     return fmt::format("family {} is not fp8.gemm", c.family ? c.family->name : std::string("(none)"));
@@ -123,7 +112,7 @@ GemmForce GemmOp::force_of(const TunedChoice& c) {
   const PointView v = view(c);
   GemmForce f;
   f.kernel = v.wgmma ? GemmKernel::kWgmma : GemmKernel::kMmaSync;
-  f.tile = tile_enum(v.bm, v.bn);
+  f.tile = gemm_tile_of(v.bm, v.bn);  // every point's tile has a GemmTile
   f.stages = v.stages;
   f.splits = c.knobs[0];
   f.multicast = c.knobs[1];
