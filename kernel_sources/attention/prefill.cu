@@ -43,6 +43,7 @@
 #include "attention/mma.cuh"
 #include "attention/prefill_params.h"
 #include "attention/softmax.cuh"
+#include "attention/work_order.cuh"
 
 namespace kjit::attention {
 
@@ -58,14 +59,11 @@ struct QWork {
 };
 
 namespace detail {
-/// The flat CTA index walked head-fastest, and the work index it maps to: under causal the
-/// order is reversed so the heaviest (latest) q tiles launch first (longest-processing-time
-/// first keeps the tail short). gridDim.x · gridDim.y = q_tiles · q_heads.
+/// The flat CTA index (gridDim.x · gridDim.y = q_tiles · q_heads) and the (head, work index) it
+/// maps to, in head_group_order (attention/work_order.cuh).
 KJIT_DEVICE void flat_work(const PrefillParams& p, int& head, int& item) {
   const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
-  head = flat % p.q_heads;
-  const int t = flat / p.q_heads;
-  item = p.causal ? p.q_tiles - 1 - t : t;
+  head_group_order(flat, p.q_heads, p.q_tiles, p.head_group, p.causal != 0, head, item);
 }
 }  // namespace detail
 

@@ -69,8 +69,8 @@ constexpr PrefillLaunchShape prefill_launch_shape(int head_dim, int block_m) {
 /// (queries aligned to the end of the KV).
 ///
 /// Grid: (q tiles, q_heads, batch) for DenseQSchedule, (num_work, q_heads, 1) for PackedQSchedule.
-/// The kernel walks its flat CTA index head-fastest and, under `causal`, heaviest tile first (see
-/// q_schedule in prefill.cu), so the longest CTAs start earliest and the tail stays short.
+/// The kernel walks its flat CTA index (x fastest) over the heads in groups of head_group and,
+/// under `causal`, heaviest tile first (head_group_order in attention/work_order.cuh).
 ///
 /// The KV fields are read by the KV-source policy (attention/kv_source.cuh) exactly as in
 /// DecodeParams.
@@ -116,6 +116,7 @@ struct PrefillParams {
   int32_t page_size;    ///< PagedKV: tokens per page
   int32_t page_shift;   ///< PagedKV: log2(page_size) or −1
   int32_t page_rows;    ///< PagedKV: page stride / slot stride
+  int32_t head_group;   ///< q heads walked together, 1..q_heads (q_heads: heads fastest)
 };
 
 }  // namespace kjit::attention

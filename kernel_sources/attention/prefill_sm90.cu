@@ -49,6 +49,7 @@
 #include "kjit/wgmma.cuh"
 
 #include "attention/prefill_sm90_params.h"
+#include "attention/work_order.cuh"
 
 namespace kjit::attention {
 
@@ -81,15 +82,10 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
-  // The CTA's work. The flat index walks the heads in groups of head_group, one group after
-  // another; inside a group the heads are fastest and the q tiles go heaviest (latest) first
-  // under causal. The CTAs in flight then read the K/V of a few heads, which stay in L2.
-  const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
-  const int group_first = flat / (p.head_group * p.q_tiles) * p.head_group;
-  const int group_heads = min(p.head_group, p.q_heads - group_first);
-  const int in_group = flat - group_first * p.q_tiles;
-  const int head = group_first + in_group % group_heads;
-  const int q_tile = p.causal ? p.q_tiles - 1 - in_group / group_heads : in_group / group_heads;
+  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh).
+  int head, q_tile;
+  head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), p.q_heads, p.q_tiles, p.head_group,
+                   p.causal != 0, head, q_tile);
   const int b = static_cast<int>(blockIdx.z);
   const int kv_head = head / p.group;
   const int q0 = q_tile * Shape::kBlockM;

@@ -163,26 +163,33 @@ TEST(AttentionPrefillPlan, TileChoiceAndShapes) {
   EXPECT_EQ(kjit::attention::prefill_launch_shape(128, 32).threads, 0);
 }
 
-TEST(AttentionPrefillPlan, HopperHeadGroupKeepsTheKvOfTheCtasInFlightSmall) {
+TEST(AttentionPrefillPlan, HeadGroupKeepsTheKvOfTheCtasInFlightSmall) {
+  using kjit::attention::AttentionVariant;
+  constexpr AttentionVariant kWgmma = AttentionVariant::kWgmma, kMma = AttentionVariant::kMma;
   ad::PrefillDims d;
   d.q_heads = 32;
   d.group = 1;
   d.head_dim = 128;
   d.max_kv_len = 4096;  // 2 MiB of K + V per head
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, false), 1);  // no mask: one head's q tiles after another's
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 2);
+  // No mask: one head's q tiles after another's, on both kernels.
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 1);
+  EXPECT_EQ(ad::prefill_head_group(d, kMma), 1);
+  d.causal = true;
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 2);
+  EXPECT_EQ(ad::prefill_head_group(d, kMma), 32);  // mma.sync: heaviest tiles of every head first
   d.max_kv_len = 8192;
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 2);  // never below 2 under causal
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 2);  // never below 2 under causal
   d.head_dim = 64;
   d.max_kv_len = 2048;  // 0.5 MiB
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 8);
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 8);
   d.group = 8;  // GQA: 8 q heads share one K/V
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 32);  // capped at q_heads
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 32);  // capped at q_heads
   d.max_kv_len = 0;
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 32);
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 32);
   d.q_heads = 1;
   d.group = 1;
-  EXPECT_EQ(ad::prefill_sm90_head_group(d, true), 1);
+  EXPECT_EQ(ad::prefill_head_group(d, kWgmma), 1);
+  EXPECT_EQ(ad::prefill_head_group(d, kMma), 1);
 }
 
 /// A device as the planners see it, with an H200's SMs and shared memory (227 KiB per CTA

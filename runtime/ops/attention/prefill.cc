@@ -57,6 +57,7 @@ PrefillParams PrefillOp::params(const PrefillArgs& args, const PrefillDims& d, c
   p.q_tiles = static_cast<int32_t>(plan.q_tiles);
   p.causal = args.causal ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
+  p.head_group = prefill_head_group(d, AttentionVariant::kMma);
   return p;
 }
 
@@ -127,6 +128,7 @@ PrefillParams PagedPrefillOp::params(const PagedPrefillCall& call, const PagedPr
   p.page_size = static_cast<int32_t>(d.cache.page_size);
   p.page_shift = d.cache.page_shift;
   p.page_rows = d.cache.page_rows;
+  p.head_group = p.q_heads;  // heads fastest over the plan's work items
   return p;
 }
 

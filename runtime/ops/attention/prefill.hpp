@@ -69,12 +69,16 @@ int choose_prefill_block_m(const PrefillDims& dims, int sm_count, int ctas_per_s
 /// CTAs of the prefill kernel resident per SM (shared memory bound, 1..2).
 int prefill_ctas_per_sm(int64_t head_dim, int block_m, int max_smem_per_sm);
 
-/// Q heads the sm_90a prefill walks together (PrefillSm90Params::head_group). Without a causal
-/// mask: 1, one head's q tiles after another's, so the CTAs in flight read the K/V of a few heads
-/// and find it in L2. Under causal: as many heads as share 4 MiB of K/V (at least 2, at most
-/// q_heads), each group heaviest q tile first. Measured on the H200 (B4 H32 L4096 hd128): the old
-/// order (all heads together) read 10× the compulsory DRAM bytes without a mask and ran 7% slower.
-int prefill_sm90_head_group(const PrefillDims& dims, bool causal);
+/// Q heads a dense prefill kernel walks together (PrefillParams / PrefillSm90Params::head_group,
+/// head_group_order in attention/work_order.cuh). Without a causal mask: 1, one head's q tiles
+/// after another's, so the CTAs in flight read the K/V of a few heads and find it in L2. Under
+/// causal, heaviest q tile first within each group: for the sm_90a kernel (`kernel` kWgmma) as
+/// many heads as share 4 MiB of K/V (at least 2, at most q_heads); for the mma.sync kernel all
+/// q_heads, so the heaviest tiles of every head start first. Measured on the H200 (B4 H32 L4096
+/// hd128): the sm_90a kernel with all heads together read 10× the compulsory DRAM bytes without a
+/// mask and ran 7% slower (7–8% under causal); the mma.sync kernel, two CTAs per SM and less
+/// bound by L2, gained 1.6% without a mask and lost 3–6% under causal with the 4 MiB groups.
+int prefill_head_group(const PrefillDims& dims, AttentionVariant kernel);
 
 /// The arguments of the 4-D (d, token, head, batch) tensor map of BLHD bf16 tensor `t` for boxes
 /// of 64 d × `box_rows` tokens with the 128-byte swizzle: out-of-bounds tokens read as zero (and

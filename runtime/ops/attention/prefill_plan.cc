@@ -154,6 +154,15 @@ int choose_prefill_block_m(const PrefillDims& d, int sm_count, int ctas_per_sm) 
   return ctas < int64_t{sm_count} * std::max(ctas_per_sm, 1) ? 64 : 128;
 }
 
+int prefill_head_group(const PrefillDims& d, AttentionVariant kernel) {
+  if (!d.causal || d.q_heads <= 1) return 1;
+  if (kernel != AttentionVariant::kWgmma) return static_cast<int>(d.q_heads);
+  constexpr int64_t kBudget = int64_t{4} << 20;
+  const int64_t kv_head_bytes = std::max<int64_t>(2 * d.max_kv_len * d.head_dim * 2, 1);  // K and V, bf16
+  const int64_t kv_heads = std::max<int64_t>(kBudget / kv_head_bytes, 1);
+  return static_cast<int>(std::clamp<int64_t>(kv_heads * d.group, 2, d.q_heads));
+}
+
 PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
   PrefillPlan plan;
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.

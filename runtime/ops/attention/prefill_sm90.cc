@@ -32,14 +32,6 @@ kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows) {
   return key;
 }
 
-int prefill_sm90_head_group(const PrefillDims& d, bool causal) {
-  if (!causal || d.q_heads <= 1) return 1;
-  constexpr int64_t kBudget = int64_t{4} << 20;
-  const int64_t kv_head_bytes = std::max<int64_t>(2 * d.max_kv_len * d.head_dim * 2, 1);  // K and V, bf16
-  const int64_t kv_heads = std::max<int64_t>(kBudget / kv_head_bytes, 1);
-  return static_cast<int>(std::clamp<int64_t>(kv_heads * d.group, 2, d.q_heads));
-}
-
 PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
   const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
@@ -63,7 +55,7 @@ PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillD
   p.scale_log2 = scale * 1.4426950408889634f;
   // Pingpong measured on the H200 (2026-11-30 10:35 UTC run): hd64 causal 300 -> 333 TFLOP/s, hd128 ±1%.
   p.pingpong = 1;
-  p.head_group = prefill_sm90_head_group(d, args.causal);
+  p.head_group = prefill_head_group(d, AttentionVariant::kWgmma);
   return p;
 }
 
