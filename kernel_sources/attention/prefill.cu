@@ -417,7 +417,10 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
     }
 
     const int stage = tile % kStages;
-#pragma unroll
+    // Not unrolled: each softmax step is a large body (Q·Kᵀ, softmax, P·V) behind its own
+    // branch, so unrolling the two steps a tile of hd64/hd128 mostly doubled what NVVM and ptxas
+    // compile (~1.2–1.4× of those programs' compile time; issue 12, item 5).
+#pragma unroll 1
     for (int sub = 0; sub < kBlockN / kSubN; ++sub) {
       const int kv0 = tile * kBlockN + sub * kSubN;
       // A warp computes only steps some row of it can see: not past kv_end (zero-filled keys),
