@@ -183,7 +183,9 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   };
   int next_id = 0;
 
-#pragma unroll
+  // The prologue's kStages − 1 tile copies run once per CTA: a loop, not kStages − 1 more
+  // inlined copies of load_tile (each as costly to compile as the main loop's; issue 12, item 5).
+#pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) {
       if constexpr (KV::kLookup) {
