@@ -7,11 +7,12 @@
 // a bool mask or per-request kv_lens; the host routes everything else to that kernel.
 //
 // ── Design (FlashAttention-3 style: warp specialization, TMA, wgmma) ────────────────────────────
-// * CTA = 128 query rows of one (batch, q head), 384 threads. Warpgroup 0 is the producer: it
-//   gives registers back (setmaxnreg.dec) and one thread issues TMA loads — Q once, then per KV
-//   tile a K box and a V box into stage it % kStages, each completing its own "full" mbarrier
-//   (so Q·Kᵀ can start before V lands), after the stage's "empty" barrier says all 8 consumer
-//   warps are done with it. Warpgroups 1 and 2 (setmaxnreg.inc) own 64 query rows each.
+// * CTA = kBlockM = 64 · kConsumers query rows of one (batch, q head): 128 rows and 384 threads
+//   at hd128, 192 rows and 512 threads at hd64 (PrefillSm90Shape). Warpgroup 0 is the producer:
+//   it gives registers back (setmaxnreg.dec) and one thread issues TMA loads — Q once, then per
+//   KV tile a K box and a V box into stage it % kStages, each completing its own "full" mbarrier
+//   (so Q·Kᵀ can start before V lands), after the stage's "empty" barrier says all consumer
+//   warps are done with it. Warpgroups 1..kConsumers (setmaxnreg.inc) own 64 query rows each.
 // * S = Q·Kᵀ: wgmma m64n128k16, A = the warpgroup's Q rows and B = the K tile [kv, d], both
 //   K-major from 128B-swizzled shared memory (a k16 step is a 32-byte move of the descriptor's
 //   start address inside the 128-byte rows, the next 64 d columns the next atom).
@@ -23,8 +24,8 @@
 // * Intra-warpgroup overlap: iteration `it` issues S_it = Q·K_itᵀ and then O += P_{it−1}·V_{it−1}
 //   back to back, waits for S only (wgmma.wait_group 1; K_it's slot is released), runs the masks
 //   and the softmax of S_it while the P·V wgmmas still run, then waits for those (V_{it−1}'s
-//   slot is released), rescales O and packs P_it. Optionally (p.pingpong) the two consumer
-//   warpgroups take turns issuing, so one's softmax overlaps the other's GEMMs.
+//   slot is released), rescales O and packs P_it. Optionally (p.pingpong) the consumer
+//   warpgroups take turns issuing, round robin, so one's softmax overlaps the others' GEMMs.
 // * KV tiles are walked from the last to the first, so the tiles that need masks (the causal
 //   diagonal, the kv_len tail) come first and the rest run without any per-element test; tiles
 //   past the CTA's last row's causal limit are never loaded.
@@ -53,16 +54,19 @@
 
 namespace kjit::attention {
 
-/// See the file comment. kHeadDim ∈ {64, 128}. Launch: 384 threads,
-/// PrefillSm90Shape<kHeadDim>::kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
+/// See the file comment. kHeadDim ∈ {64, 128}. Launch: PrefillSm90Shape<kHeadDim>::kThreads
+/// threads and kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
 template <int kHeadDim>
-__global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
+__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
+    prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   using Shape = PrefillSm90Shape<kHeadDim>;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
   constexpr int kAtoms = Shape::kAtoms;
+  constexpr int kConsumers = Shape::kConsumers;
+  constexpr int kQAtomBytes = Shape::kBlockM * 128;  // one 64-column atom of the Q tile
   constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q·Kᵀ
   constexpr int kPSteps = kBlockN / 16;   // k16 steps of P·V
   constexpr int kSRegs = kBlockN / 2;     // score accumulators per thread
@@ -72,7 +76,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms (8 rows × 128 bytes) must start at 1024-byte boundaries.
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t q_smem = base;                                // atom a at a · 128 · 128
+  const uint32_t q_smem = base;                                // atom a at a · kQAtomBytes
   const uint32_t k_smem = base + Shape::kQBytes;               // stage s at s · kKvBytes
   const uint32_t v_smem = k_smem + kStages * Shape::kKvBytes;  // atom a at a · kBlockN · 128
   const uint32_t bars = v_smem + kStages * Shape::kKvBytes;
@@ -101,8 +105,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
-      mbarrier_init(k_empty(s), 8);  // one arrival per consumer warp
-      mbarrier_init(v_empty(s), 8);
+      mbarrier_init(k_empty(s), 4 * kConsumers);  // one arrival per consumer warp
+      mbarrier_init(v_empty(s), 4 * kConsumers);
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_q);
@@ -115,11 +119,11 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     // ---- Producer. -------------------------------------------------------------------------
-    setmaxnreg_dec<24>();
+    setmaxnreg_dec<Shape::kProducerRegs>();
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
-      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * (128 * 128), &p.tma_q, a * 64, q0, head, b, q_full);
+      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, q0, head, b, q_full);
       for (int it = 0; it < n_tiles; ++it) {
         const int tile = n_tiles - 1 - it;
         const int s = it % kStages;
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   }
 
   // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of the request. -----------
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<Shape::kConsumerRegs>();
   const int c = wg - 1;
   const int t = threadIdx.x % 128;
   const int warp = t / 32;
@@ -169,7 +173,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
     const uint32_t k_tile = k_smem + s * Shape::kKvBytes;
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
-      const uint32_t a_off = (kk / 4) * (128 * 128) + (kk % 4) * 32;
+      const uint32_t a_off = (kk / 4) * kQAtomBytes + (kk % 4) * 32;
       const uint32_t b_off = (kk / 4) * (kBlockN * 128) + (kk % 4) * 32;
       wgmma_bf16_ss<kBlockN>(s_acc, smem_desc_k128(q_wg + a_off), smem_desc_k128(k_tile + b_off), kk > 0 ? 1u : 0u);
     }
@@ -240,29 +244,21 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
   auto release_v = [&](int s) {
     if (lane == 0) mbarrier_arrive(v_empty(s));
   };
-  // Pingpong (FlashAttention-3): the two consumer warpgroups take turns issuing their wgmmas, so
-  // one's softmax runs while the other's GEMMs own the tensor cores. Named barrier 3 + c means
-  // "warpgroup c may issue": it completes when c's 128 threads sync and the other warpgroup's 128
-  // arrive (after its own issue). Warpgroup 1 opens the first turn for warpgroup 0 and skips the
-  // arrival after its last issue, so every arrival is matched by a sync.
+  // Pingpong (FlashAttention-3): the consumer warpgroups take turns issuing their wgmmas, round
+  // robin, so one's softmax runs while the others' GEMMs own the tensor cores. Named barrier
+  // kTurn + c means "warpgroup c may issue": it completes when c's 128 threads sync and warpgroup
+  // c − 1's 128 arrive (after its own issue). The last warpgroup opens the first turn for
+  // warpgroup 0 and skips the arrival after its last issue, so every arrival is matched by a sync.
+  // Barriers 1..kConsumers are the warpgroups' own (epilogue).
+  constexpr int kTurn = 1 + kConsumers;
   const bool pingpong = p.pingpong != 0;
   auto wait_turn = [&]() {
-    if (!pingpong) return;
-    if (c == 0) {
-      named_barrier<3, 256>();
-    } else {
-      named_barrier<4, 256>();
-    }
+    if (pingpong) named_barrier(kTurn + c, 256);
   };
   auto pass_turn = [&](bool last) {
-    if (!pingpong) return;
-    if (c == 0) {
-      named_barrier_arrive<4, 256>();
-    } else if (!last) {
-      named_barrier_arrive<3, 256>();
-    }
+    if (pingpong && !(last && c == kConsumers - 1)) named_barrier_arrive(kTurn + (c + 1) % kConsumers, 256);
   };
-  if (pingpong && c == 1 && n_tiles > 0) named_barrier_arrive<3, 256>();
+  if (pingpong && c == kConsumers - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
 
   mbarrier_wait(q_full, 0);
   if (n_tiles > 0) {
@@ -318,11 +314,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
 
   // ---- Epilogue: O / l as bf16 over this warpgroup's Q rows (its own wgmmas, the only readers,
   // are complete once all four warps get here), then one TMA store per 64-column atom. ---------
-  if (c == 0) {
-    named_barrier<1, 128>();
-  } else {
-    named_barrier<2, 128>();
-  }
+  named_barrier_wg(1 + c);
   float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -339,19 +331,15 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(KJIT_PARAMS Prefil
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = 16 * warp + g + 8 * h;  // row within the warpgroup's 64
-      const uint32_t addr = q_wg + (j / 8) * (128 * 128) + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
+      const uint32_t addr = q_wg + (j / 8) * kQAtomBytes + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
       st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
     }
   }
   fence_proxy_async();
-  if (c == 0) {
-    named_barrier<1, 128>();
-  } else {
-    named_barrier<2, 128>();
-  }
+  named_barrier_wg(1 + c);
   if (t == 0 && row0 < p.q_len) {
 #pragma unroll
-    for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * (128 * 128));
+    for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * kQAtomBytes);
     bulk_commit();
     bulk_wait_read<0>();
   }

@@ -9,23 +9,31 @@ namespace kjit::attention {
 
 using TmaDescriptor = kjit::fp8::TmaDescriptor;
 
-/// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): kBlockM = 128 query rows of
-/// one (batch, q head), 3 warpgroups = 384 threads: warpgroup 0 the TMA producer, warpgroups 1
-/// and 2 the consumers of 64 rows each. K/V tiles of kBlockN = 128 tokens stream through a
-/// kStages-deep ring. Every tile in shared memory is a column of 64-element (128-byte) "atoms"
-/// in the 128-byte swizzle (what TMA writes and wgmma's descriptors read): the atom of columns
-/// 64a..64a+63 of an R-row tile lives at a · R · 128 bytes.
-///   hd64 : Q 16 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 112 KiB
-///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use)
+/// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the TMA producer
+/// and kConsumers consumer warpgroups of 64 query rows each, so kBlockM = 64 · kConsumers rows of
+/// one (batch, q head): two at hd128, three at hd64 (where a K/V tile is little work per row, a
+/// third warpgroup shares each loaded tile and hides more of the softmax; the consumers' registers
+/// then drop from 240 to 160). K/V tiles of kBlockN = 128 tokens stream through a kStages-deep
+/// ring. Every tile in shared memory is a column of 64-element (128-byte) "atoms" in the 128-byte
+/// swizzle (what TMA writes and wgmma's descriptors read): the atom of columns 64a..64a+63 of an
+/// R-row tile lives at a · R · 128 bytes.
+///   hd64 : Q 24 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 120 KiB, 512 threads
+///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use),
+///          384 threads
 /// Three stages: a K slot is refilled once S = Q·Kᵀ of its tile is done, a V slot once P·V is, so
 /// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
 template <int kHeadDim>
 struct PrefillSm90Shape {
-  static constexpr int kBlockM = 128;
+  static constexpr int kConsumers = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 3;
   static constexpr int kAtoms = kHeadDim / 64;
-  static constexpr int kThreads = 384;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  /// setmaxnreg split of the 64K registers: 24 for the producer, the rest for the consumers.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage
   /// The stages, 1024 bytes to align the base to the swizzle atom, and the mbarriers.
@@ -50,7 +58,7 @@ constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim) {
 
 /// Parameters of prefill_sm90_kernel. The four tensor maps address BLHD bf16 tensors as 4-D
 /// (d, token, head, batch) boxes with the 128-byte swizzle:
-///   tma_q   q   [batch, q_len, q_heads, D]:      box (64, 128, 1, 1)
+///   tma_q   q   [batch, q_len, q_heads, D]:      box (64, kBlockM, 1, 1)
 ///   tma_k/v k/v [batch, kv_len, kv_heads, D]:    box (64, kBlockN, 1, 1)
 ///   tma_out out [batch, q_len, q_heads, D]:      box (64, 64, 1, 1) (stores clip rows ≥ q_len)
 /// Tokens past kv_len (the tensor's extent) load as zeros. Under `causal` query i attends keys

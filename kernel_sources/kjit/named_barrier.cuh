@@ -26,6 +26,11 @@ KJIT_DEVICE void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
+/// bar.arrive on barrier `id` counted over `threads` threads, both chosen at run time.
+KJIT_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 /// bar.sync on barrier `id` for the 128 threads of one warpgroup.
 KJIT_DEVICE void named_barrier_wg(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 

@@ -160,6 +160,15 @@ TEST(AttentionPrefillPlan, TileChoiceAndShapes) {
     }
   }
   EXPECT_EQ(kjit::attention::prefill_launch_shape(96, 128).threads, 0);
+  // The sm_90a kernel: three consumer warpgroups (192 rows) at hd64, two (128 rows) at hd128.
+  const auto s64 = kjit::attention::prefill_sm90_launch_shape(64);
+  const auto s128 = kjit::attention::prefill_sm90_launch_shape(128);
+  EXPECT_EQ(s64.threads, 512);
+  EXPECT_EQ(s64.block_m, 192);
+  EXPECT_EQ(s128.threads, 384);
+  EXPECT_EQ(s128.block_m, 128);
+  EXPECT_LE(s128.smem_bytes, 227 * 1024);
+  EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(256).threads, 0);
   EXPECT_EQ(kjit::attention::prefill_launch_shape(128, 32).threads, 0);
 }
 

@@ -53,7 +53,8 @@ PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillD
   p.q_tiles = static_cast<int32_t>(plan.q_tiles);
   p.causal = args.causal ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
-  // Pingpong measured on the H200 (2026-11-30 10:35 UTC run): hd64 causal 300 -> 333 TFLOP/s, hd128 ±1%.
+  // Pingpong measured on the H200: hd64 causal 300 -> 333 TFLOP/s with two consumer warpgroups
+  // (2026-11-30), 336 -> 356 with three (2026-12-02, R50); hd128 ±1%.
   p.pingpong = 1;
   p.head_group = prefill_head_group(d, AttentionVariant::kWgmma);
   return p;
