@@ -31,6 +31,7 @@ const Family& decode_family() {
     // The decode kernel alone: the merge is its own family (attention.decode_merge), compiled and
     // loaded only when a plan splits the KV, so a compile here does not pay for it.
     f.programs = {{"", "", "attention/decode.cu", {"kjit::attention::decode_kernel<{head_dim}, {rows}>"}}};
+    f.companion = "attention.decode_merge";  // precompiled with every point, at its head_dim
     f.min_sm = kMinSm;
     // Llama-3/Mistral/Qwen (hd128, group 4–8), small models (hd64), Gemma (hd256, group 2–8),
     // MHA-heavy or group-16 models (hd128 rows 16).

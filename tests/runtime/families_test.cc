@@ -120,6 +120,30 @@ TEST(Families, NameExpressionsArePinned) {
   }
 }
 
+// A companion (the program the ops load along with a point) is a registered family whose point
+// every point of its owner names; precompile compiles it with each point.
+TEST(Families, CompanionsNameAPointOfARegisteredFamily) {
+  int with = 0;
+  for (const Family& f : kjit::families()) {
+    if (f.companion.empty()) {
+      EXPECT_THROW(f.companion_params(f.default_points().front()), kjit::InvalidArgument) << f.name;
+      continue;
+    }
+    ++with;
+    const Family& other = kjit::family(f.companion);
+    for (const Point& pt : f.enumerate()) {
+      const ParamMap params = f.companion_params(pt);
+      EXPECT_NO_THROW(other.parse(params)) << f.name << " " << f.describe(pt);
+      for (const auto& [name, text] : params) EXPECT_EQ(f.value(pt, name).text, text) << f.name;
+    }
+  }
+  EXPECT_EQ(with, 2);
+  EXPECT_EQ(kjit::family("attention.decode").companion, "attention.decode_merge");
+  EXPECT_EQ(kjit::family("attention.paged_decode").companion, "attention.decode_merge");
+  const Family& d = kjit::family("attention.paged_decode");
+  EXPECT_EQ(d.companion_params(d.parse({{"head_dim", "256"}, {"rows", "16"}})), (ParamMap{{"head_dim", "256"}}));
+}
+
 TEST(Families, ParseNamesWhatIsWrong) {
   const Family& f = kjit::family("attention.prefill");
   std::string e = error_of([&] { f.parse({{"head_dim", "128"}, {"block_m", "64"}, {"mask", "none"}, {"x", "1"}}); });
