@@ -92,6 +92,17 @@ struct Family {
   /// The points `kjit precompile` compiles by default (what the shipped ops use for common
   /// models), as ParamMaps so the declaration reads like the command line.
   std::vector<ParamMap> defaults;
+  /// The family whose program the ops may load together with a point of this one, or "" (the
+  /// split-KV merge of attention.decode and attention.paged_decode: attention.decode_merge). Its
+  /// point takes this point's values of the parameters it declares (companion_params).
+  /// `kjit precompile` compiles it with every point of this family it compiles, from the
+  /// defaults or from a manifest, so a cache precompiled for a point serves all of its plans.
+  std::string companion;
+
+  /// The companion family's ParamMap for `point`: each of its parameters with this point's value
+  /// of the parameter of the same name. Throws InvalidArgument when there is no companion, it is
+  /// not a registered family, or this family lacks one of its parameters.
+  ParamMap companion_params(const Point& point) const;
 
   /// Index of the parameter called `name`, or -1.
   int param_index(std::string_view name) const noexcept;

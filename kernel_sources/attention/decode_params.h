@@ -50,10 +50,6 @@ constexpr DecodeLaunchShape decode_launch_shape(int head_dim) {
                            : DecodeLaunchShape{};
 }
 
-/// Rows (query heads) the merge kernel combines per CTA: one warp per row.
-constexpr int kDecodeMergeRowsPerCta = 4;
-constexpr int kDecodeMergeThreads = 32 * kDecodeMergeRowsPerCta;
-
 /// Parameters of decode_kernel. Strides are in elements. The grid is one-dimensional:
 ///   blockIdx.x = ((b · kv_heads + kv_head) · num_splits + split) · m_tiles + m_tile
 /// (M tiles innermost so CTAs re-reading one KV head run side by side and share L2).
@@ -99,21 +95,6 @@ struct DecodeParams {
   int32_t page_size;     ///< PagedKV: tokens per page (≥ 1)
   int32_t page_shift;    ///< PagedKV: log2(page_size) when a power of two, else −1
   int32_t page_rows;     ///< PagedKV: page stride / slot stride (pool rows per page)
-};
-
-/// Parameters of decode_merge_kernel: combines the num_splits partials of every (b, q head).
-/// Grid: ceil(batch · q_heads / kDecodeMergeRowsPerCta) CTAs of kDecodeMergeThreads.
-struct DecodeMergeParams {
-  const float* o_part;    ///< as DecodeParams::o_part
-  const float* lse_part;  ///< as DecodeParams::lse_part
-  void* out;
-  float* lse;             ///< or null
-  int64_t out_stride_b, out_stride_h;
-  int64_t lse_stride_b, lse_stride_h;
-  int32_t batch;
-  int32_t q_heads;
-  int32_t num_splits;
-  int32_t pad_;
 };
 
 }  // namespace kjit::attention

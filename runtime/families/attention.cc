@@ -25,12 +25,13 @@ const Family& decode_family() {
   static const Family family = [] {
     Family f;
     f.name = "attention.decode";
-    f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: split-KV mma.sync kernel "
-            "plus merge (kernel_sources/attention/decode.cu)";
+    f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: the split-KV mma.sync kernel "
+            "(kernel_sources/attention/decode.cu); a split plan's merge is attention.decode_merge";
     f.params = {head_dim_param({64, 128, 256}), kRows};
-    f.programs = {{"", "", "attention/decode.cu",
-                   {"kjit::attention::decode_kernel<{head_dim}, {rows}>",
-                    "kjit::attention::decode_merge_kernel<{head_dim}>"}}};
+    // The decode kernel alone: the merge is its own family (attention.decode_merge), compiled and
+    // loaded only when a plan splits the KV, so a compile here does not pay for it.
+    f.programs = {{"", "", "attention/decode.cu", {"kjit::attention::decode_kernel<{head_dim}, {rows}>"}}};
+    f.companion = "attention.decode_merge";  // precompiled with every point, at its head_dim
     f.min_sm = kMinSm;
     // Llama-3/Mistral/Qwen (hd128, group 4–8), small models (hd64), Gemma (hd256, group 2–8),
     // MHA-heavy or group-16 models (hd128 rows 16).
@@ -51,10 +52,27 @@ const Family& paged_decode_family() {
     Family f = decode_family();
     f.name = "attention.paged_decode";
     f.doc = "GQA decode attention over a paged bf16 KV cache (page pools + CSR page table): the split-KV "
-            "mma.sync decode kernel with the PagedKV source, plus merge (kernel_sources/attention/decode.cu)";
+            "mma.sync decode kernel with the PagedKV source (kernel_sources/attention/decode.cu); a split "
+            "plan's merge is attention.decode_merge";
     f.programs = {{"", "", "attention/decode.cu",
-                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::PagedKV>",
-                    "kjit::attention::decode_merge_kernel<{head_dim}>"}}};
+                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::PagedKV>"}}};
+    return f;
+  }();
+  return family;
+}
+
+const Family& decode_merge_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.decode_merge";
+    f.doc = "The split-KV merge of attention.decode and attention.paged_decode: combines the per-split "
+            "partials when a plan splits the KV (kernel_sources/attention/decode_merge.cu)";
+    // head_dim alone: one program serves both decode ops and both rows values.
+    f.params = {head_dim_param({64, 128, 256})};
+    f.programs = {{"", "", "attention/decode_merge.cu", {"kjit::attention::decode_merge_kernel<{head_dim}>"}}};
+    f.min_sm = kMinSm;
+    // Every head_dim the decode defaults cover: a precompiled cache serves split plans too.
+    f.defaults = {{{"head_dim", "128"}}, {{"head_dim", "64"}}, {{"head_dim", "256"}}};
     return f;
   }();
   return family;

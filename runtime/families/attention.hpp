@@ -3,8 +3,14 @@
 /// The attention kernel families. Parameters (in order) and programs:
 ///   attention.decode          head_dim 64|128|256, rows 8|16 (query heads per CTA: 8 when
 ///                             q_heads / kv_heads ≤ 8, else 16). attention/decode.cu over the
-///                             contiguous KV source: [0] decode_kernel, [1] decode_merge_kernel.
-///   attention.paged_decode    the same space and kernels over the PagedKV source.
+///                             contiguous KV source: [0] decode_kernel, nothing else.
+///   attention.paged_decode    the same space and kernel over the PagedKV source.
+///   attention.decode_merge    head_dim 64|128|256: attention/decode_merge.cu, [0]
+///                             decode_merge_kernel. Both decode ops load it, at the call's
+///                             head_dim, only when their plan splits the KV (num_splits > 1); it
+///                             combines the partials either decode kernel wrote. Its own program
+///                             so that neither decode program compiles the merge, nor the merge
+///                             program the decode kernel.
 ///   attention.paged_append    head_dim, index positions|indptr (code 0 / 1): paged_append_kernel.
 ///   attention.prefill         head_dim, block_m 64|128, mask none|bool (code 0 / 1):
 ///                             prefill_kernel with DenseQSchedule + ContigKV.
@@ -18,6 +24,7 @@ namespace kjit::attention {
 
 const Family& decode_family();
 const Family& paged_decode_family();
+const Family& decode_merge_family();
 const Family& paged_append_family();
 const Family& prefill_family();
 const Family& prefill_sm90_family();

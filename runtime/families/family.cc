@@ -146,6 +146,20 @@ Target Family::compile_target(const Point& pt, const Target& device) const {
   return t;
 }
 
+ParamMap Family::companion_params(const Point& pt) const {
+  if (companion.empty()) throw InvalidArgument(fmt::format("{} declares no companion family", name));
+  const Family& other = family(companion);
+  ParamMap out;
+  for (const FamilyParam& p : other.params) {
+    if (param_index(p.name) < 0) {
+      throw InvalidArgument(fmt::format("{}: its companion {} takes parameter {}, which {} does not declare", name,
+                                        other.name, p.name, name));
+    }
+    out[p.name] = value(pt, p.name).text;
+  }
+  return out;
+}
+
 ProgramSpec Family::spec(const Point& pt) const {
   const FamilyProgram& prog = program(pt);
   ProgramSpec spec;

@@ -21,6 +21,7 @@ const std::vector<std::reference_wrapper<const Family>>& families() {
       fp8::quantize_family(),
       fp8::gemm_family(),
       attention::paged_decode_family(),
+      attention::decode_merge_family(),
       attention::paged_append_family(),
       attention::prefill_family(),
       attention::prefill_sm90_family(),

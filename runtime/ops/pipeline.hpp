@@ -26,6 +26,17 @@
 ///                         const DeviceInfo&);
 ///   };
 ///
+/// An op whose launch may need a second program besides its plan's (the decode ops' merge
+/// kernel, which runs only when the plan splits the KV) also declares
+///
+///     static Choice second_choice(const Dims&, const Plan&);  // no family: not needed
+///     static Launch build(const Args&, const Dims&, const Plan&, const LoadedProgram* program,
+///                         const LoadedProgram* second, Workspace, const DeviceInfo&);
+///
+/// and build() loads that program through a kernel table of its own (SecondProgram<Op>), after
+/// the first and only when the choice names a family, so a plan that does not need it never
+/// compiles it. Being derived from the plan, it follows a tuned or forced plan as well.
+///
 /// Callers that are not the op itself (tests, benchmarks, the tuner) use the same pieces: ask for
 /// the plan, force any valid one, or build the launch value without launching. None of this
 /// builds a string or allocates on the hot path.
@@ -44,6 +55,7 @@
 
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
 
 namespace kjit::detail {
 
@@ -121,7 +133,8 @@ inline OpDevice open_device(const OpInfo& op, int device) {
 /// the op's planner: only the kernel choice is checked here.
 void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
 
-/// The loaded program of `choice` in `context`, through Op's kernel table. `stream`: the stream
+/// The loaded program of `choice` in `context`, through Op's kernel table (Op: the op, or
+/// SecondProgram<Op> for its second program's table). `stream`: the stream
 /// the program will be launched on, when known; a miss while it is being captured into a CUDA
 /// graph throws CaptureMiss (KernelTable::get).
 template <class Op>
@@ -129,6 +142,17 @@ const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext cont
   static KernelTable<Choice, Op> table;
   return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); }, stream);
 }
+
+/// Whether Op declares a second program (see the file comment): Op::second_choice.
+template <class Op, class = void>
+struct HasSecondProgram : std::false_type {};
+template <class Op>
+struct HasSecondProgram<Op, std::void_t<decltype(&Op::second_choice)>> : std::true_type {};
+
+/// The kernel-table tag of Op's second program: a table and a per-thread memo of its own, so a
+/// call that loads both programs finds each one in its memo.
+template <class Op>
+struct SecondProgram {};
 
 /// The device's tuned plan for already-validated `dims` into `*plan`: true when the op is
 /// tunable, `info`'s device has a table with the call's bucket and the stored choice fits the
@@ -183,14 +207,24 @@ Planned<Op> plan(const typename Op::Args& args, const typename Op::Plan* forced 
   return plan_validated<Op>(Op::validate(args), forced);
 }
 
-/// The launch value of a planned call: the kernels loaded (compiled on first use), nothing
-/// launched. `stream`: the launch stream when known (see load).
+/// The launch value of a planned call: the kernels loaded (compiled on first use; an op's
+/// second program only when its second_choice names one), nothing launched. `stream`: the launch
+/// stream when known (see load).
 template <class Op>
 typename Op::Launch build(const typename Op::Args& args, const Planned<Op>& p, Workspace workspace,
                           Runtime& runtime, const CUstream* stream = nullptr) {
   const LoadedProgram* program =
       p.plan.choice.family != nullptr ? &load<Op>(p.plan.choice, runtime, p.device.context, stream) : nullptr;
-  return Op::build(args, p.dims, p.plan, program, workspace, *p.device.info);
+  if constexpr (HasSecondProgram<Op>::value) {
+    const LoadedProgram* second = nullptr;
+    if (program != nullptr) {
+      const Choice choice = Op::second_choice(p.dims, p.plan);
+      if (choice.family != nullptr) second = &load<SecondProgram<Op>>(choice, runtime, p.device.context, stream);
+    }
+    return Op::build(args, p.dims, p.plan, program, second, workspace, *p.device.info);
+  } else {
+    return Op::build(args, p.dims, p.plan, program, workspace, *p.device.info);
+  }
 }
 
 /// plan, then build: the launch value of `args` (or of `forced`).

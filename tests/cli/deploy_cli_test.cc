@@ -161,6 +161,28 @@ TEST_F(DeployCli, RecordReplayAndRunFailClosed) {
   EXPECT_EQ(r.code, 2) << r.describe();
 }
 
+// A recorded decode point brings its companion, the split merge at its head_dim (a recording
+// run that never split did not load it); two decode points of one head_dim share it.
+TEST_F(DeployCli, ManifestDecodeLinesBringTheirMerge) {
+  const fs::path manifest = work_ / "decode.jsonl";
+  std::ofstream(manifest) << R"({"family":"attention.decode","params":{"head_dim":"64","rows":"8"},"target":"sm_89"})"
+                          << "\n"
+                          << R"({"family":"attention.paged_decode","params":{"head_dim":"64","rows":"8"},"target":"sm_89"})"
+                          << "\n";
+  const ProcessResult r = kjit({"precompile", "--manifest", manifest.string(), "--json"}, work_ / "c");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["items"].size(), 3u) << j.dump(2);
+  int merges = 0;
+  for (const json& item : j["items"]) {
+    if (item["family"] != "attention.decode_merge") continue;
+    ++merges;
+    EXPECT_EQ(item["params"]["head_dim"], "64");
+    EXPECT_EQ(item["target"], "sm_89");
+  }
+  EXPECT_EQ(merges, 1) << j.dump(2);
+}
+
 TEST_F(DeployCli, ManifestArchReplacesTheRecordedTargets) {
   const fs::path manifest = work_ / "m.jsonl";
   std::ofstream(manifest) << R"({"family":"fp8.gemm","params":{"impl":"wgmma","a":"e4m3","b":"e4m3","out":"bf16",)"

@@ -1,4 +1,4 @@
-// Runs the real kernel_sources/attention/decode.cu text on the host: every CUDA thread is a
+// Runs the real kernel_sources/attention/decode.cu and decode_merge.cu text on the host: every CUDA thread is a
 // std::thread, and the PTX wrappers the kernel reaches through attention/mma.cuh (mma.sync,
 // ldmatrix, cp.async) and kjit/fast_math.cuh (ex2, lg2) are replaced by emulations written from
 // the PTX ISA's fragment definitions (include/attention/mma.cuh and include/kjit/fast_math.cuh
@@ -14,6 +14,7 @@
 //       tools/testing/reference_attention.cc tools/testing/compare.cc tools/testing/gpu.cc \
 //       -Lbuild -lkjit -lfmt -Wl,-rpath,$PWD/build -o /tmp/decode_emulator && /tmp/decode_emulator
 #include "attention/decode.cu"
+#include "attention/decode_merge.cu"
 
 #include "runtime/ops/attention/decode.hpp"
 #include "tests/runtime/decode_dims.hpp"

@@ -8,6 +8,8 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -176,6 +179,51 @@ TEST_F(AttentionPagedGpu, DecodeLayoutsHintsAndTheEntry) {
   c.kv_lens.assign(16, 4096);
   c.layout.page_size = 1;
   check(c);
+}
+
+// ---- The merge program ------------------------------------------------------------------------
+
+// The split merge is its own program (attention.decode_merge): a plan that does not split never
+// compiles it, and the contiguous and the paged decode share it at one head_dim. Launch values
+// only, over fake addresses: nothing is launched.
+TEST_F(AttentionPagedGpu, MergeProgramOnlyWhenSplitSharedByBothOps) {
+  namespace ad = kjit::attention::detail;
+  kjit::RuntimeConfig config = kjit::RuntimeConfig::from_env();
+  config.disk_cache = false;  // count compiles
+  kjit::Runtime rt(config);
+  auto fake = [](uintptr_t i) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + (i << 28)); };
+  const kjit::detail::Workspace ws{fake(15), size_t{1} << 28};
+  constexpr int64_t kB = 2, kL = 2048, kHq = 32, kHkv = 8, kD = 128, kPs = 16, kPages = kB * kL / kPs;
+  kjit::attention::DecodeArgs a;
+  a.q = TensorRef(fake(1), DType::kBF16, {kB, 1, kHq, kD});
+  a.k = TensorRef(fake(2), DType::kBF16, {kB, kL, kHkv, kD});
+  a.v = TensorRef(fake(3), DType::kBF16, {kB, kL, kHkv, kD});
+  a.out = TensorRef(fake(4), DType::kBF16, {kB, 1, kHq, kD});
+  a.num_splits = 1;
+  const auto one = kjit::detail::launch_value<ad::DecodeOp>(a, ws, rt);
+  ASSERT_NE(one.step<0>().kernel, nullptr);
+  EXPECT_EQ(one.step<1>().kernel, nullptr);
+  EXPECT_EQ(rt.stats().compiles, 1u) << "an unsplit decode compiles the decode program alone";
+  a.num_splits = 4;
+  const auto split = kjit::detail::launch_value<ad::DecodeOp>(a, ws, rt);
+  EXPECT_EQ(split.step<0>().kernel, one.step<0>().kernel);
+  ASSERT_NE(split.step<1>().kernel, nullptr);
+  EXPECT_EQ(split.step<1>().kernel->info().name_expression, "kjit::attention::decode_merge_kernel<128>");
+  EXPECT_EQ(rt.stats().compiles, 2u) << "a split decode adds the merge program";
+
+  kjit::attention::PagedDecodeArgs p;
+  p.q = a.q;
+  p.out = a.out;
+  p.cache.k = TensorRef(fake(5), DType::kBF16, {kPages, kPs, kHkv, kD});
+  p.cache.v = TensorRef(fake(6), DType::kBF16, {kPages, kPs, kHkv, kD});
+  p.cache.indptr = TensorRef(fake(7), DType::kI32, {kB + 1});
+  p.cache.page_indices = TensorRef(fake(8), DType::kI32, {kPages});
+  p.cache.last_page_len = TensorRef(fake(9), DType::kI32, {kB});
+  p.num_splits = 4;
+  const auto paged = kjit::detail::launch_value<ad::PagedDecodeOp>(p, ws, rt);
+  ASSERT_NE(paged.step<0>().kernel, nullptr);
+  EXPECT_EQ(paged.step<1>().kernel, split.step<1>().kernel) << "one merge program for both ops";
+  EXPECT_EQ(rt.stats().compiles, 3u) << "the paged decode program only";
 }
 
 // ---- A decode loop through kjit's API only ----------------------------------------------------

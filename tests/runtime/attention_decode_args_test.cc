@@ -7,13 +7,16 @@
 
 #include "attention/decode_params.h"
 #include "tests/runtime/decode_dims.hpp"
+#include "runtime/kernel_sources.hpp"
 #include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace {
@@ -263,12 +266,64 @@ TEST(AttentionDecodeFamily, SpaceAndSpecs) {
   EXPECT_EQ(f.min_sm, 80);
   EXPECT_FALSE(f.defaults.empty());
   const kjit::ProgramSpec spec = f.spec({{"head_dim", "256"}, {"rows", "16"}});
-  ASSERT_EQ(spec.name_expressions.size(), 2u);
+  // The decode kernel alone: the merge is attention.decode_merge's program.
+  ASSERT_EQ(spec.name_expressions.size(), 1u);
   EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<256, 16>");
-  EXPECT_EQ(spec.name_expressions[1], "kjit::attention::decode_merge_kernel<256>");
   EXPECT_EQ(spec.source_name, "attention/decode.cu");
   EXPECT_THROW(f.spec({{"head_dim", "96"}, {"rows", "8"}}), kjit::InvalidArgument);
   EXPECT_THROW(f.spec({{"head_dim", "128"}}), kjit::InvalidArgument);
+}
+
+TEST(AttentionDecodeFamily, MergeIsItsOwnProgram) {
+  const kjit::Family& m = kjit::attention::decode_merge_family();
+  EXPECT_EQ(m.name, "attention.decode_merge");
+  EXPECT_EQ(&kjit::family("attention.decode_merge"), &m);
+  EXPECT_EQ(m.min_sm, kjit::attention::decode_family().min_sm);
+  ASSERT_EQ(m.params.size(), 1u);
+  // Every head_dim decode takes, each a default: a precompiled cache serves split plans.
+  EXPECT_EQ(m.params[0].texts(), kjit::attention::decode_family().params[0].texts());
+  EXPECT_EQ(m.default_points().size(), m.params[0].values.size());
+  const kjit::ProgramSpec spec = m.spec({{"head_dim", "128"}});
+  EXPECT_EQ(spec.family, "attention.decode_merge");
+  EXPECT_EQ(spec.template_args, "head_dim=128");
+  EXPECT_EQ(spec.source_name, "attention/decode_merge.cu");
+  ASSERT_EQ(spec.name_expressions.size(), 1u);
+  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_merge_kernel<128>");
+  // Neither program's text holds the other kernel or its params header.
+  const kjit::detail::KernelSources sources("");
+  const std::optional<std::string> merge_text = sources.read(spec.source_name);
+  const std::optional<std::string> decode_text =
+      sources.read(kjit::attention::decode_family().spec({{"head_dim", "128"}, {"rows", "8"}}).source_name);
+  ASSERT_TRUE(merge_text && decode_text);
+  EXPECT_EQ(merge_text->find("decode_kernel("), std::string::npos);
+  EXPECT_EQ(merge_text->find("attention/decode_params.h"), std::string::npos);
+  EXPECT_NE(merge_text->find("decode_merge_kernel("), std::string::npos);
+  EXPECT_EQ(decode_text->find("decode_merge_kernel("), std::string::npos);
+  EXPECT_EQ(decode_text->find("attention/decode_merge_params.h"), std::string::npos);
+  EXPECT_NE(decode_text->find("decode_kernel("), std::string::npos);
+  EXPECT_EQ(sources.read("attention/decode_params.h")->find("DecodeMergeParams"), std::string::npos);
+  EXPECT_THROW(m.spec({{"head_dim", "96"}}), kjit::InvalidArgument);
+}
+
+// The merge program is the ops' second program, only when the plan splits, at the call's
+// head_dim, the same point for the contiguous and the paged op (one cached cubin for both).
+TEST(AttentionDecodeFamily, MergeChoiceOnlyWhenSplit) {
+  static_assert(kjit::detail::HasSecondProgram<ad::DecodeOp>::value);
+  static_assert(kjit::detail::HasSecondProgram<ad::PagedDecodeOp>::value);
+  const ad::DecodeDims d = decode_dims(1, 8192, 32, 8, 256);
+  const ad::DecodePlan one = ad::plan_decode(d, 1, kH200Sms, 1);
+  ASSERT_EQ(one.num_splits, 1);
+  EXPECT_EQ(ad::DecodeOp::second_choice(d, one).family, nullptr);
+  const ad::DecodePlan split = ad::plan_decode(d, 4, kH200Sms, 1);
+  ASSERT_EQ(split.num_splits, 4);
+  const kjit::detail::Choice c = ad::DecodeOp::second_choice(d, split);
+  ASSERT_EQ(c.family, &kjit::attention::decode_merge_family());
+  EXPECT_EQ(c.family->describe(c.point), "head_dim=256");
+  ad::PagedDecodeDims pd;
+  pd.head_dim = 256;
+  const kjit::detail::Choice pc = ad::PagedDecodeOp::second_choice(pd, split);
+  EXPECT_EQ(pc.family, c.family);
+  EXPECT_EQ(pc.point, c.point);
 }
 
 // Every specialization compiles for the oldest and the H200 arch, and ptxas reports no spills.
@@ -282,7 +337,7 @@ TEST(AttentionDecodeFamily, EverySpecializationCompilesWithoutSpills) {
       for (const char* rows : {"8", "16"}) {
         SCOPED_TRACE(testing::Message() << arch << " head_dim=" << hd << " rows=" << rows);
         const auto prog = rt.compile(f.spec({{"head_dim", hd}, {"rows", rows}}), kjit::Target::parse(arch));
-        ASSERT_EQ(prog->kernels.size(), 2u);
+        ASSERT_EQ(prog->kernels.size(), 1u);
         for (const auto& k : prog->kernels) {
           std::printf("%s %s: %d registers, %d spill bytes\n", arch, k.name_expression.c_str(), k.registers,
                       k.spill_bytes);
@@ -290,6 +345,13 @@ TEST(AttentionDecodeFamily, EverySpecializationCompilesWithoutSpills) {
           EXPECT_LE(k.registers, 255) << k.name_expression;
         }
       }
+      SCOPED_TRACE(testing::Message() << arch << " attention.decode_merge head_dim=" << hd);
+      const auto merge = rt.compile(kjit::attention::decode_merge_family().spec({{"head_dim", hd}}),
+                                    kjit::Target::parse(arch));
+      ASSERT_EQ(merge->kernels.size(), 1u);
+      std::printf("%s %s: %d registers, %d spill bytes\n", arch, merge->kernels[0].name_expression.c_str(),
+                  merge->kernels[0].registers, merge->kernels[0].spill_bytes);
+      EXPECT_LE(merge->kernels[0].spill_bytes, 0);
     }
   }
 }

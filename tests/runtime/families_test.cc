@@ -75,10 +75,11 @@ TEST(Families, NameExpressionsArePinned) {
       {"rotary", {{"style", "neox"}, {"head_dim", "128"}, {"pos", "i64"}}, "rotary/rotary.cu",
        {"kjit::rope::rotary_kernel<128, 0, long long>", "kjit::rope::rotary_scalar_kernel<128, 0, long long>"}},
       {"attention.decode", {{"head_dim", "128"}, {"rows", "16"}}, "attention/decode.cu",
-       {"kjit::attention::decode_kernel<128, 16>", "kjit::attention::decode_merge_kernel<128>"}},
+       {"kjit::attention::decode_kernel<128, 16>"}},
       {"attention.paged_decode", {{"head_dim", "64"}, {"rows", "8"}}, "attention/decode.cu",
-       {"kjit::attention::decode_kernel<64, 8, kjit::attention::PagedKV>",
-        "kjit::attention::decode_merge_kernel<64>"}},
+       {"kjit::attention::decode_kernel<64, 8, kjit::attention::PagedKV>"}},
+      {"attention.decode_merge", {{"head_dim", "256"}}, "attention/decode_merge.cu",
+       {"kjit::attention::decode_merge_kernel<256>"}},
       {"attention.paged_append", {{"head_dim", "256"}, {"index", "indptr"}}, "attention/paged_append.cu",
        {"kjit::attention::paged_append_kernel<256, true>"}},
       {"attention.prefill", {{"head_dim", "128"}, {"block_m", "64"}, {"mask", "bool"}}, "attention/prefill.cu",
@@ -117,6 +118,30 @@ TEST(Families, NameExpressionsArePinned) {
     EXPECT_EQ(spec.source_name, c.source) << c.family;
     EXPECT_EQ(spec.name_expressions, c.kernels) << c.family;
   }
+}
+
+// A companion (the program the ops load along with a point) is a registered family whose point
+// every point of its owner names; precompile compiles it with each point.
+TEST(Families, CompanionsNameAPointOfARegisteredFamily) {
+  int with = 0;
+  for (const Family& f : kjit::families()) {
+    if (f.companion.empty()) {
+      EXPECT_THROW(f.companion_params(f.default_points().front()), kjit::InvalidArgument) << f.name;
+      continue;
+    }
+    ++with;
+    const Family& other = kjit::family(f.companion);
+    for (const Point& pt : f.enumerate()) {
+      const ParamMap params = f.companion_params(pt);
+      EXPECT_NO_THROW(other.parse(params)) << f.name << " " << f.describe(pt);
+      for (const auto& [name, text] : params) EXPECT_EQ(f.value(pt, name).text, text) << f.name;
+    }
+  }
+  EXPECT_EQ(with, 2);
+  EXPECT_EQ(kjit::family("attention.decode").companion, "attention.decode_merge");
+  EXPECT_EQ(kjit::family("attention.paged_decode").companion, "attention.decode_merge");
+  const Family& d = kjit::family("attention.paged_decode");
+  EXPECT_EQ(d.companion_params(d.parse({{"head_dim", "256"}, {"rows", "16"}})), (ParamMap{{"head_dim", "256"}}));
 }
 
 TEST(Families, ParseNamesWhatIsWrong) {

@@ -165,6 +165,20 @@ std::vector<Item> manifest_items(const std::string& path, const std::vector<Targ
       item.params = &plan.params.back();
       item.target = target;
       items.push_back(std::move(item));
+      // The program the ops load along with this one (the decode split merge), which a
+      // recording run that never split did not record.
+      if (!family->companion.empty()) {
+        const Family& other = kjit::family(family->companion);
+        ParamMap params = family->companion_params(family->parse(e.params));
+        if (!other.unsupported_reason(params, target).empty()) continue;
+        if (!seen.insert(other.name + " " + format_params(params) + " " + target.str()).second) continue;
+        plan.params.push_back(std::move(params));
+        Item companion;
+        companion.family = &other;
+        companion.params = &plan.params.back();
+        companion.target = other.compile_target(other.parse(*companion.params), target);
+        items.push_back(std::move(companion));
+      }
     }
   }
   return items;
@@ -209,6 +223,21 @@ int run_precompile(const PrecompileOptions& o) {
       }
     }
   }
+  // A chosen family's companions (the decode split merge) at its defaults' points, unless the
+  // companion family is chosen itself (its defaults then cover them).
+  std::deque<ParamMap> companion_params;
+  auto add = [&](const Family* f, const ParamMap& params, const Target& target) {
+    Item item;
+    item.family = f;
+    item.params = &params;
+    // What the op will load on a device of this target: sm_XYa only for arch-specific
+    // programs (Family::compile_target), so sm_90 and sm_90a share the rest.
+    item.target = f->compile_target(f->parse(params), target);
+    const bool again = std::any_of(items.begin(), items.end(), [&](const Item& o) {
+      return o.family == f && *o.params == params && o.target == item.target;
+    });
+    if (!again) items.push_back(std::move(item));
+  };
   for (const Target& target : from_manifest ? std::vector<Target>{} : targets) {
     for (const Family* f : chosen) {
       if (f->min_sm > target.sm()) {
@@ -222,16 +251,12 @@ int run_precompile(const PrecompileOptions& o) {
           skipped.push_back({{"family", f->name}, {"target", target.str()}, {"reason", why}});
           continue;
         }
-        Item item;
-        item.family = f;
-        item.params = &params;
-        // What the op will load on a device of this target: sm_XYa only for arch-specific
-        // programs (Family::compile_target), so sm_90 and sm_90a share the rest.
-        item.target = f->compile_target(f->parse(params), target);
-        const bool again = std::any_of(items.begin(), items.end(), [&](const Item& o) {
-          return o.family == f && o.params == &params && o.target == item.target;
-        });
-        if (!again) items.push_back(std::move(item));
+        add(f, params, target);
+        if (f->companion.empty()) continue;
+        const Family* other = &kjit::family(f->companion);
+        if (std::find(chosen.begin(), chosen.end(), other) != chosen.end()) continue;
+        companion_params.push_back(f->companion_params(f->parse(params)));
+        if (other->unsupported_reason(companion_params.back(), target).empty()) add(other, companion_params.back(), target);
       }
     }
   }

@@ -104,21 +104,40 @@ inline std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) 
 /// the host side never launches.
 inline void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{1} << 40 | uintptr_t(i) << 32); }
 
+/// The programs a candidate's launch loads: its choice's, and for an op with a second program
+/// (runtime/ops/pipeline.hpp: the decode ops' merge, when the plan splits) that one too, so the
+/// sweep compiles it up front with the others.
+template <class Op>
+std::vector<ProgramSpec> programs_of(const typename Op::Dims& dims, const typename Op::Plan& plan,
+                                     const kjit::detail::TunedChoice& c) {
+  std::vector<ProgramSpec> out = programs_of(c);
+  if constexpr (kjit::detail::HasSecondProgram<Op>::value) {
+    const kjit::detail::Choice second = Op::second_choice(dims, plan);
+    if (second.family != nullptr) out.push_back(second.family->spec(second.point));
+  }
+  return out;
+}
+
 template <class Op>
 std::vector<Candidate> candidates_of(const typename Op::Dims& dims, const DeviceInfo& info) {
   const kjit::detail::TuneOpSpec& spec = Op::tune_spec();
   std::vector<Candidate> out;
   Candidate def;
   def.is_default = true;
-  def.choice = Op::tuned_choice(dims, Op::plan(dims, info));
+  const typename Op::Plan planned = Op::plan(dims, info);
+  def.choice = Op::tuned_choice(dims, planned);
   def.label = "default: " + spec.describe(def.choice);
-  def.programs = programs_of(def.choice);
+  def.programs = programs_of<Op>(dims, planned, def.choice);
   out.push_back(def);
   for (const kjit::detail::TunedChoice& c : Op::tune_candidates(dims, info)) {
     Candidate x;
     x.choice = c;
     x.label = spec.describe(c);
     x.programs = programs_of(c);
+    if constexpr (kjit::detail::HasSecondProgram<Op>::value) {
+      typename Op::Plan plan = planned;
+      if (Op::apply_tuned(dims, info, c, &plan)) x.programs = programs_of<Op>(dims, plan, c);
+    }
     out.push_back(x);
   }
   return out;

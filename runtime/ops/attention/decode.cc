@@ -1,5 +1,6 @@
 // kjit::attention::decode through the op pipeline: the plan on the device, the launch value
-// (decode kernel, then the merge kernel when split) and the public entry points.
+// (decode kernel, then the merge kernel of the attention.decode_merge program when split) and the
+// public entry points.
 #include "runtime/ops/attention/decode.hpp"
 
 #include <kjit/error.hpp>
@@ -65,6 +66,15 @@ DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const
   return p;
 }
 
+kjit::detail::Choice decode_merge_choice(int64_t head_dim, const DecodePlan& plan) {
+  kjit::detail::Choice choice;
+  if (plan.num_splits > 1) {
+    choice.family = &decode_merge_family();
+    choice.point = decode_merge_family().point({head_dim});
+  }
+  return choice;
+}
+
 kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kernel, const DecodeParams& p,
                                                          const DeviceInfo& info) {
   kjit::detail::Step<DecodeMergeParams> step;
@@ -89,8 +99,9 @@ kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kern
   return step;
 }
 
-void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const LoadedProgram& program,
-                  const DecodeParams& p, const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info) {
+void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const char* op,
+                  const LoadedProgram& program, const LoadedProgram* merge, const DecodeParams& p,
+                  const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info) {
   auto& decode = launch.step<0>();
   decode.params = p;
   const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(head_dim));
@@ -98,11 +109,19 @@ void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launc
   decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
   decode.config.block[0] = static_cast<uint32_t>(shape.threads);
   decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  if (plan.num_splits > 1) launch.step<1>() = decode_merge_step(program.kernel(1), p, info);
+  if (plan.num_splits > 1) {
+    if (merge == nullptr) {
+      kjit::detail::fail(op, fmt::format("the plan splits the KV {} ways but no attention.decode_merge program was "
+                                         "loaded (build the launch through the pipeline)",
+                                         plan.num_splits));
+    }
+    launch.step<1>() = decode_merge_step(merge->kernel(0), p, info);
+  }
 }
 
 DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan,
-                                 const LoadedProgram* program, kjit::detail::Workspace workspace, const DeviceInfo& info) {
+                                 const LoadedProgram* program, const LoadedProgram* merge,
+                                 kjit::detail::Workspace workspace, const DeviceInfo& info) {
   Launch l;
   l.workspace_bytes = plan.workspace_bytes;
   if (program == nullptr) return l;
@@ -110,7 +129,7 @@ DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, co
   if (plan.ctas > INT32_MAX) {
     kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split the batch", plan.ctas));
   }
-  decode_steps(l, *program, params(args, d, plan, workspace.data), plan, d.head_dim, info);
+  decode_steps(l, kInfo.name, *program, merge, params(args, d, plan, workspace.data), plan, d.head_dim, info);
   return l;
 }
 

@@ -3,11 +3,15 @@
 /// kjit::attention::decode (include/kjit/ops/attention.hpp) as an op of the pipeline
 /// (runtime/ops/pipeline.hpp): the pure validate and split-KV plan steps (decode_plan.cc) and the
 /// launch value (decode.cc), exposed so tests check every rejection and plan without a GPU. The
-/// paged decode reuses the planner and the merge step.
+/// paged decode reuses the planner and the merge step. Two programs: the plan's decode program
+/// (attention.decode, or attention.paged_decode) and, only when the plan splits the KV, the merge
+/// program (attention.decode_merge at the call's head_dim: decode_merge_choice), which the
+/// pipeline loads as the op's second program (runtime/ops/pipeline.hpp) and both ops share.
 
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "attention/decode_merge_params.h"
 #include "attention/decode_params.h"
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/pipeline.hpp"
@@ -97,6 +101,11 @@ int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots);
 DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
                        int ctas_per_sm, int rows = 0);
 
+/// The merge program a decode plan needs: attention.decode_merge at `head_dim` when `plan` splits
+/// the KV (num_splits > 1), else no family. What DecodeOp and PagedDecodeOp::second_choice give
+/// the pipeline; no strings, no allocation.
+kjit::detail::Choice decode_merge_choice(int64_t head_dim, const DecodePlan& plan);
+
 /// The merge step over the split partials the decode kernel wrote for `p` (p.o_part, p.lse_part,
 /// p.num_splits > 1) into p.out / p.lse, launched right after the decode kernel: overlapped with
 /// it through programmatic dependent launch where the device has it.
@@ -104,10 +113,13 @@ kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kern
                                                          const DeviceInfo& info);
 
 /// The decode kernels' launches (contiguous or paged KV, as `program` and `p` say) into `launch`:
-/// the decode step (plan.ctas CTAs of head_dim's launch shape) and, when split, the merge step.
-/// Checks nothing: the ops check the workspace and the grid first.
-void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const LoadedProgram& program,
-                  const DecodeParams& p, const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info);
+/// the decode step (plan.ctas CTAs of head_dim's launch shape) and, when split, the merge step
+/// from `merge` (the attention.decode_merge program of decode_merge_choice). Checks nothing else:
+/// the ops check the workspace and the grid first. Throws InvalidArgument naming `op` when the
+/// plan splits and `merge` is null (a caller that built the launch without loading it).
+void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const char* op,
+                  const LoadedProgram& program, const LoadedProgram* merge, const DecodeParams& p,
+                  const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
@@ -135,9 +147,14 @@ struct DecodeOp {
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The decode kernel's Params for `args` under `plan` with the split partials in `workspace`.
   static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
-  /// Checks the workspace and the grid, then the decode step and (split) the merge step.
+  /// The merge program when `plan` splits (decode_merge_choice): the pipeline's second program.
+  static kjit::detail::Choice second_choice(const Dims& dims, const Plan& plan) {
+    return decode_merge_choice(dims.head_dim, plan);
+  }
+  /// Checks the workspace and the grid, then the decode step from `program` and (split) the
+  /// merge step from `merge`.
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
-                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+                      const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
   // Tuning (runtime/ops/tuned.hpp; decode_tune.cc). Knob: splits (the KV split count). Bucket:
   // head_dim, group, batch · kv_heads and max_kv_len, the last two rounded up to powers of two

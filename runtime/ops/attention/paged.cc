@@ -1,5 +1,5 @@
 // kjit::attention::paged_decode and append_paged_kv through the op pipeline: the launch values
-// (the decode kernel with the PagedKV source, then the merge kernel when split; the append
+// (the decode kernel with the PagedKV source, then the attention.decode_merge kernel when split; the append
 // kernel) and the public entry points.
 #include "runtime/ops/attention/paged.hpp"
 
@@ -57,14 +57,15 @@ DecodeParams PagedDecodeOp::params(const PagedDecodeArgs& args, const PagedDecod
 
 PagedDecodeOp::Launch PagedDecodeOp::build(const PagedDecodeArgs& args, const PagedDecodeDims& d,
                                            const DecodePlan& plan, const LoadedProgram* program,
-                                           kjit::detail::Workspace workspace, const DeviceInfo& info) {
+                                           const LoadedProgram* merge, kjit::detail::Workspace workspace,
+                                           const DeviceInfo& info) {
   Launch l;
   l.workspace_bytes = plan.workspace_bytes;
   if (program == nullptr) return l;
   check_workspace(kInfo.name, plan.workspace_bytes, workspace.data, workspace.bytes,
                   "the KV split partials (paged_decode_workspace_bytes)");
   if (plan.ctas > INT32_MAX) kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch", plan.ctas));
-  decode_steps(l, *program, params(args, d, plan, workspace.data), plan, d.head_dim, info);
+  decode_steps(l, kInfo.name, *program, merge, params(args, d, plan, workspace.data), plan, d.head_dim, info);
   return l;
 }
 

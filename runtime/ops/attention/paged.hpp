@@ -4,7 +4,8 @@
 /// (include/kjit/ops/attention.hpp) as ops of the pipeline (runtime/ops/pipeline.hpp): the pure
 /// validate and plan steps (paged_plan.cc) and the launch values (paged.cc), exposed so tests
 /// check every rejection and plan without a GPU. Paged decode is the decode kernel over the
-/// PagedKV source: it reuses the decode planner and merge step (decode.hpp).
+/// PagedKV source: it reuses the decode planner and merge step (decode.hpp), and the contiguous
+/// decode's merge program (attention.decode_merge) when its plan splits.
 
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
@@ -69,9 +70,15 @@ struct PagedDecodeOp {
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The decode kernel's Params (PagedKV source) for `args` under `plan`, partials in `workspace`.
   static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
-  /// Checks the workspace and the grid, then the decode step and (split) the merge step.
+  /// The merge program when `plan` splits (decode_merge_choice, the same program as the
+  /// contiguous decode's at this head_dim): the pipeline's second program.
+  static kjit::detail::Choice second_choice(const Dims& dims, const Plan& plan) {
+    return decode_merge_choice(dims.head_dim, plan);
+  }
+  /// Checks the workspace and the grid, then the decode step from `program` and (split) the
+  /// merge step from `merge`.
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
-                      kjit::detail::Workspace workspace, const DeviceInfo& info);
+                      const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
   // Tuning (runtime/ops/tuned.hpp; paged_tune.cc). Knob: splits. Point: rows. Bucket: head_dim,
   // group, batch · kv_heads and the planned length (paged_plan_length) rounded up to powers of
