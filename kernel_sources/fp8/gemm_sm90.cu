@@ -311,6 +311,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     }
   };
 
+  // The thread's rows within the warpgroup's 64 are r_lo and r_lo + 8; row0 and the row scales
+  // sa are the current tile's (split-K's reduction below reuses its one tile's).
+  const int r_lo = 16 * w + l / 4;
+  int row0 = 0;
+  float sa[2] = {0.f, 0.f};
   for (int unit = first_unit; unit < num_units; unit += unit_step) {
     tile_origin(unit, m0, n0);
     // A warpgroup whose 64 rows all lie past M (M ≤ 64), or past the tile (BM = 64: the second
@@ -321,9 +326,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     active = 64 * c < kBM && m0 + 64 * c < p.m;
     // The row scales are read before the mainloop, so their latency (a DRAM miss, for a kernel
     // this short) hides behind it instead of opening the epilogue.
-    const int r_lo = 16 * w + l / 4;  // the thread's rows within the warpgroup's 64: r_lo, r_lo + 8
-    const int row0 = m0 + c * 64 + r_lo;
-    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
+    row0 = m0 + c * 64 + r_lo;
+    sa[0] = row_scale(row0);
+    sa[1] = row_scale(row0 + 8);
     uint32_t prev = 0;
     if (active) {
       for (int kt = kt_begin; kt < kt_end; ++kt) {
@@ -497,9 +502,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     constexpr int kGroups = kBN / 8;
     const int j0 = static_cast<int>(rank) * kGroups / splits;
     const int j1 = (static_cast<int>(rank) + 1) * kGroups / splits;
-    const int r_lo = 16 * w + l / 4;
-    const int row0 = m0 + c * 64 + r_lo;
-    const float sa[2] = {row_scale(row0), row_scale(row0 + 8)};
     // kChunk column groups at a time, all of their S remote loads issued before the first sum,
     // so a chunk costs one distributed-shared-memory round trip instead of one per load.
     constexpr int kChunk = 4;
