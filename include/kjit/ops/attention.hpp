@@ -206,7 +206,7 @@ struct PrefillArgs {
   float scale = 0.f;
   /// Query rows per CTA: 0 lets kjit choose (64 for short q_len or when 128-row tiles would not
   /// fill the device, else 128); 64 or 128 forces a tile (tuning, tests). The mma.sync kernel
-  /// only (the wgmma kernel's tile is 128 rows).
+  /// only (the wgmma kernel's tile is 128 rows at head_dim 128, 192 at head_dim 64).
   int block_m = 0;
   /// kAuto: the wgmma kernel where it can run the call (an sm_90 device, head_dim 64/128, no
   /// mask, no kv_lens), else the mma.sync kernel. kMma / kWgmma are strict: Unsupported when that
@@ -214,10 +214,10 @@ struct PrefillArgs {
   AttentionVariant variant = AttentionVariant::kAuto;
 };
 
-/// Runs prefill on `stream`: split-Q, a CTA per (64 or 128 query rows, q head, request), fully masked
-/// KV tiles skipped under causal. mma.sync kernel: K/V tiles through a cp.async pipeline; wgmma
-/// kernel (sm_90a): a TMA producer warpgroup and two wgmma consumer warpgroups (FlashAttention-3
-/// style). Never allocates or synchronizes; needs no workspace. q_len == 0 or batch == 0
+/// Runs prefill on `stream`: split-Q, a CTA per (64, 128 or 192 query rows, q head, request), fully
+/// masked KV tiles skipped under causal. mma.sync kernel: K/V tiles through a cp.async pipeline;
+/// wgmma kernel (sm_90a): a TMA producer warpgroup and two (head_dim 128) or three (head_dim 64)
+/// wgmma consumer warpgroups of 64 query rows each (FlashAttention-3 style). Never allocates or synchronizes; needs no workspace. q_len == 0 or batch == 0
 /// launches nothing. Throws InvalidArgument (before any driver call), Unsupported below sm_80 or
 /// when an explicitly requested variant cannot run the call, DriverError.
 void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtime::global());
