@@ -1,6 +1,6 @@
 // kjit::attention::paged_decode and append_paged_kv through the op pipeline: the launch values
-// (the decode kernel with the PagedKV source, then the attention.decode_merge kernel when split; the append
-// kernel) and the public entry points.
+// (the decode kernel with the PagedKV source, then the attention.decode_merge kernel when split;
+// the append kernel) and the public entry points.
 #include "runtime/ops/attention/paged.hpp"
 
 #include <kjit/error.hpp>
