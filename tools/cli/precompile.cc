@@ -223,8 +223,8 @@ int run_precompile(const PrecompileOptions& o) {
       }
     }
   }
-  // A chosen family's companions (the decode split merge) at its defaults' points, unless the
-  // companion family is chosen itself (its defaults then cover them).
+  // A chosen family's companions (the decode split merge) at its defaults' points; `add` drops
+  // what another default already named.
   std::deque<ParamMap> companion_params;
   auto add = [&](const Family* f, const ParamMap& params, const Target& target) {
     Item item;
@@ -254,7 +254,6 @@ int run_precompile(const PrecompileOptions& o) {
         add(f, params, target);
         if (f->companion.empty()) continue;
         const Family* other = &kjit::family(f->companion);
-        if (std::find(chosen.begin(), chosen.end(), other) != chosen.end()) continue;
         companion_params.push_back(f->companion_params(f->parse(params)));
         if (other->unsupported_reason(companion_params.back(), target).empty()) add(other, companion_params.back(), target);
       }

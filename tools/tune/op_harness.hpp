@@ -133,11 +133,8 @@ std::vector<Candidate> candidates_of(const typename Op::Dims& dims, const Device
     Candidate x;
     x.choice = c;
     x.label = spec.describe(c);
-    x.programs = programs_of(c);
-    if constexpr (kjit::detail::HasSecondProgram<Op>::value) {
-      typename Op::Plan plan = planned;
-      if (Op::apply_tuned(dims, info, c, &plan)) x.programs = programs_of<Op>(dims, plan, c);
-    }
+    typename Op::Plan plan = planned;
+    x.programs = Op::apply_tuned(dims, info, c, &plan) ? programs_of<Op>(dims, plan, c) : programs_of(c);
     out.push_back(x);
   }
   return out;
