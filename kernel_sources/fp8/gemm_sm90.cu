@@ -42,8 +42,9 @@
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
 // out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
 // four boxes per warpgroup, i.e. a whole bf16 slice, written at once; the TMA unit clips rows ≥ M
-// and columns ≥ N); the stores drain while the next tile's mainloop runs. When D is not 16-byte
-// aligned: direct stores masked to M × N.
+// and columns ≥ N); the stores drain while the next tile's mainloop runs. When D is not TMA-able
+// (not 16-byte aligned, or rows that overlap), the warpgroup copies the staged boxes out itself,
+// masked to M × N, in a rolled loop.
 // Split-K's epilogue stores directly (its slices are narrow and the output small).
 //
 // Shared memory: the TMA boxes use the 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   // Direct (non-TMA) store of D[row][col], D[row][col + 1], masked to M × N. Transposed D
   // (d_trans): the two go to d[col · ldd + row] and d[(col + 1) · ldd + row]; the 8 lanes that
   // share l % 4 hold 8 consecutive rows, so each store instruction writes 4 runs of 8 elements.
-  const bool d_trans = p.d_trans != 0;
+  const bool d_trans = kSmall && p.d_trans != 0;  // only the small tiles swap the operands
   auto store_pair = [&](int row, int col, float v0, float v1) {
     if (row >= p.m || col >= p.n) return;
     if (d_trans) {
@@ -311,6 +312,32 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     }
   };
 
+  // The large tiles without TMA stores: writes kRound staged boxes (box `first_box` of the
+  // warpgroup's slice onward, staged from `ring`) to D, masked to M x N, one 16-byte chunk of a box
+  // row per iteration, element by element. A fallback for D that is not 16-byte aligned (or whose
+  // rows overlap), so rolled and plain.
+  auto copy_out = [&](uint32_t ring, int first_box) {
+    constexpr int kChunkElems = 16 / kElem;
+#pragma unroll 1
+    for (int q = t; q < kRound * 512; q += 128) {
+      const int bi = q / 512, r = (q / 8) % 64, ch = q % 8;
+      const int row = m0 + 64 * c + r, col = n0 + (first_box + bi) * kBoxCols + ch * kChunkElems;
+      if (row >= p.m || col >= p.n) continue;
+      const uint4 v = ld_shared_v4(ring + bi * kSm90StagingBoxBytes + r * 128 + ((ch ^ (r & 7)) << 4));
+      char* out = static_cast<char*>(p.d) + (int64_t(row) * p.ldd + col) * kElem;
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < kChunkElems; ++e) {
+        if (col + e >= p.n) break;
+        if constexpr (kOutF32) {
+          reinterpret_cast<uint32_t*>(out)[e] = w[e];
+        } else {
+          reinterpret_cast<uint16_t*>(out)[e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
+        }
+      }
+    }
+  };
+
   // The thread's rows within the warpgroup's 64 are r_lo and r_lo + 8; row0 and the row scales
   // sa are the current tile's (split-K's reduction below reuses its one tile's).
   const int r_lo = 16 * w + l / 4;
@@ -361,8 +388,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
     if (!active) continue;
 
-    // The large tiles' TMA-store epilogue (compiled out of the small tiles, which store directly).
-    if constexpr (!kSmall) if (p.tma_store) {
+    // The large tiles' epilogue (compiled out of the small tiles, which store directly): the
+    // outputs are staged in shared memory as 64-row x 128-byte boxes, then go out as TMA stores
+    // or, when D is not TMA-able (p.tma_store 0), through copy_out's rolled loop. One staged form
+    // keeps a single unrolled copy of the 64 x BN outputs in the kernel: a second, direct-store
+    // copy doubled the 128 x 256 tile's cold compile.
+    if constexpr (!kSmall) {
       const uint32_t ring = staging + c * (kStagingBoxes * kSm90StagingBoxBytes);
       // Bias per row (swapped operands) or per column; rows ≥ M are clipped by the TMA store.
       const bool col_bias = p.bias != nullptr && !p.bias_rows;
@@ -436,6 +467,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
             }
           }
         }
+        if (!p.tma_store) {
+          wg_barrier();  // the round's boxes are staged
+          copy_out(ring, round * kRound);
+          continue;  // the next round's (or tile's) first barrier: every thread is done reading
+        }
         fence_proxy_async();
         wg_barrier();
         if (t == 0) {
@@ -465,15 +501,18 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       flush_trans(0, kBN);
       continue;
     }
+    // Small tiles with D as is (not swapped): direct stores.
+    if constexpr (kSmall) {
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int col = n0 + 8 * j + 2 * (l % 4);
-      const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (l % 4);
+        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        store_pair(row, col, finish(acc[4 * j + 2 * h], row, col, sa[h], sb0),
-                   finish(acc[4 * j + 2 * h + 1], row, col + 1, sa[h], sb1));
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + 8 * h;
+          store_pair(row, col, finish(acc[4 * j + 2 * h], row, col, sa[h], sb0),
+                     finish(acc[4 * j + 2 * h + 1], row, col + 1, sa[h], sb1));
+        }
       }
     }
   }
