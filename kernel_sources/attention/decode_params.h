@@ -2,6 +2,7 @@
 // Parameters and static tile shapes of the GQA decode kernels (attention/decode.cu). Compiled by
 // both g++ (the host op fills DecodeParams and sizes launches from the constexpr shapes below)
 // and NVRTC (the kernels), so it holds only PODs and constexpr functions.
+#include "kjit/fast_div.h"
 #include "kjit/types.h"
 
 namespace kjit::attention {
@@ -93,7 +94,7 @@ struct DecodeParams {
   int32_t m_tiles;       ///< ceil(group / rows)
   float scale_log2;      ///< softmax scale · log2(e)
   int32_t page_size;     ///< PagedKV: tokens per page (≥ 1)
-  int32_t page_shift;    ///< PagedKV: log2(page_size) when a power of two, else −1
+  FastDiv page_div;      ///< PagedKV: page_size as a FastDiv (token → page without a division)
   int32_t page_rows;     ///< PagedKV: page stride / slot stride (pool rows per page)
 };
 

@@ -22,9 +22,10 @@
 //
 // The policies read their inputs from the kernel's Params by field name (DecodeParams and
 // PrefillParams both carry k, v, k_stride_b/l/h, v_stride_b/l/h, max_kv_len, kv_lens, kv_indptr,
-// kv_page_indices, kv_last_page_len, page_size, page_shift, page_rows); for PagedKV the *_stride_b
+// kv_page_indices, kv_last_page_len, page_size, page_div, page_rows); for PagedKV the *_stride_b
 // fields are the page strides and *_stride_l the slot strides, and K and V share one layout.
 #include "kjit/config.cuh"
+#include "kjit/fast_div.h"
 
 namespace kjit::attention {
 
@@ -74,7 +75,7 @@ struct PagedKV {
   const int32_t* pages_;  // this sequence's page ids
   int len_;
   int page_size_;
-  int page_shift_;  // log2(page_size) when it is a power of two, else −1
+  FastDiv page_div_;  // token / page_size_ without a division (kjit/fast_div.h)
   int page_rows_;
 
   template <class Params>
@@ -87,7 +88,7 @@ struct PagedKV {
     const int num_pages = __ldg(p.kv_indptr + b + 1) - first;
     pages_ = p.kv_page_indices + first;
     page_size_ = p.page_size;
-    page_shift_ = p.page_shift;
+    page_div_ = p.page_div;
     page_rows_ = p.page_rows;
     const int last = min(max(__ldg(p.kv_last_page_len + b), 0), p.page_size);
     len_ = num_pages > 0 ? (num_pages - 1) * p.page_size + last : 0;
@@ -95,20 +96,15 @@ struct PagedKV {
 
   KJIT_DEVICE int length() const { return len_; }
   /// The pool row of token `token` (< length()): one page-table load.
-  KJIT_DEVICE int locate(int token) const {
-    const int page = page_shift_ >= 0 ? token >> page_shift_ : token / page_size_;
-    const int slot = token - page * page_size_;
-    return __ldg(pages_ + page) * page_rows_ + slot;
-  }
+  KJIT_DEVICE int locate(int token) const { return row_on_page(page_id(token), token); }
   /// The two halves of locate(), for kernels that want the table load and the math it feeds in
   /// different loop iterations: page_id(token) is the load (the id of token's page) and
   /// row_on_page(page_id(token), token) == locate(token) is math only.
-  KJIT_DEVICE int page_id(int token) const {
-    return __ldg(pages_ + (page_shift_ >= 0 ? token >> page_shift_ : token / page_size_));
-  }
-  KJIT_DEVICE int row_on_page(int id, int token) const {
-    const int slot = page_shift_ >= 0 ? token & (page_size_ - 1) : token % page_size_;
-    return id * page_rows_ + slot;
+  KJIT_DEVICE int page_id(int token) const { return __ldg(pages_ + page_of(token)); }
+  KJIT_DEVICE int row_on_page(int id, int token) const { return id * page_rows_ + (token - page_of(token) * page_size_); }
+  /// The index of token's page within the sequence: one code path for every page size.
+  KJIT_DEVICE int page_of(int token) const {
+    return static_cast<int>(fast_quotient(static_cast<uint32_t>(token), page_div_));
   }
   KJIT_DEVICE const char* k_row(int row) const { return k_ + static_cast<int64_t>(row) * static_cast<int64_t>(k_row_bytes_); }
   KJIT_DEVICE const char* v_row(int row) const { return v_ + static_cast<int64_t>(row) * static_cast<int64_t>(v_row_bytes_); }

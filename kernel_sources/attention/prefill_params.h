@@ -3,6 +3,7 @@
 // by the dense prefill (DenseQSchedule + ContigKV, family attention.prefill) and the ragged paged
 // prefill (PackedQSchedule + PagedKV, family attention.paged_prefill). Compiled by g++ and NVRTC:
 // PODs and constexpr only.
+#include "kjit/fast_div.h"
 #include "kjit/types.h"
 
 namespace kjit::attention {
@@ -114,7 +115,7 @@ struct PrefillParams {
   int32_t causal;       ///< nonzero: causal, bottom-right aligned
   float scale_log2;     ///< softmax scale · log2(e), > 0
   int32_t page_size;    ///< PagedKV: tokens per page
-  int32_t page_shift;   ///< PagedKV: log2(page_size) or −1
+  FastDiv page_div;     ///< PagedKV: page_size as a FastDiv (token → page without a division)
   int32_t page_rows;    ///< PagedKV: page stride / slot stride
   int32_t head_group;   ///< q heads walked together, 1..q_heads (q_heads: heads fastest)
 };

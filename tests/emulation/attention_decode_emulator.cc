@@ -200,7 +200,7 @@ bool run(const Case& c, bool late, uint64_t seed) {
     p.kv_page_indices = page_ids.data();
     p.kv_last_page_len = last_len.data();
     p.page_size = static_cast<int32_t>(P);
-    p.page_shift = (P & (P - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(P)) : -1;
+    p.page_div = kjit::fast_div_of(static_cast<uint32_t>(P));
     p.page_rows = static_cast<int32_t>(P);
     p.split_tokens = 0;  // each sequence splits its own length
   }

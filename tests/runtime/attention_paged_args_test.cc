@@ -7,6 +7,7 @@
 #include <kjit/runtime.hpp>
 
 #include "runtime/ops/attention/paged.hpp"
+#include "kjit/fast_div.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -94,6 +96,32 @@ void append_invalid(const std::function<void(AppendPagedKVArgs&)>& edit, std::in
       [](const AppendPagedKVArgs& a) { kjit::attention::append_paged_kv(a, nullptr); }, needles);
 }
 
+// The page division the paged kernels run (kjit/fast_div.h) against `/`: every dividend below 2^16
+// for every divisor up to 1024 and a spread of dividends up to 2^31 − 1 for divisors up to 2^31 − 1
+// (powers of two, their neighbours, primes, page sizes of real caches).
+TEST(AttentionPagedArgs, FastDivMatchesDivision) {
+  auto check = [](uint32_t d, uint32_t n) {
+    ASSERT_EQ(kjit::fast_quotient(n, kjit::fast_div_of(d)), n / d) << n << " / " << d;
+  };
+  for (uint32_t d = 1; d <= 1024; ++d) {
+    for (uint32_t n = 0; n < (1u << 16); ++n) check(d, n);
+  }
+  std::vector<uint32_t> divisors = {1, 3, 7, 16, 17, 96, 127, 255, 1000, 4093, 65537, 1000003, 0x7fffffffu};
+  for (int s = 1; s < 31; ++s) {
+    for (int64_t e : {-1, 0, 1}) divisors.push_back(static_cast<uint32_t>((int64_t{1} << s) + e));
+  }
+  uint64_t x = 0x9e3779b97f4a7c15ull;  // splitmix-style walk over [0, 2^31)
+  for (const uint32_t d : divisors) {
+    for (uint32_t n : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0x7ffffffeu, 0x7fffffffu}) {
+      if (n < 0x80000000u) check(d, n);
+    }
+    for (int i = 0; i < 20000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      check(d, static_cast<uint32_t>(x >> 33));
+    }
+  }
+}
+
 TEST(AttentionPagedArgs, ValidArgsPass) {
   const ad::PagedDecodeDims d = ad::validate_paged_decode(valid_decode());
   EXPECT_EQ(d.batch, kB);
@@ -102,7 +130,8 @@ TEST(AttentionPagedArgs, ValidArgsPass) {
   EXPECT_EQ(d.cache.num_pages, kPages);
   EXPECT_EQ(d.cache.page_size, kPs);
   EXPECT_EQ(d.cache.page_rows, kPs);
-  EXPECT_EQ(d.cache.page_shift, 4);
+  EXPECT_EQ(d.cache.page_div.shift, 4u);  // page size 16: a shift (the multiplier adds nothing)
+  EXPECT_EQ(d.cache.page_div.magic, 1u);
   EXPECT_EQ(d.cache.slot_stride, kHkv * kD);
   EXPECT_EQ(d.cache.nnz, kNnz);
   EXPECT_TRUE(d.has_lse);
@@ -119,10 +148,12 @@ TEST(AttentionPagedArgs, ValidArgsPass) {
   const ad::PagedDecodeDims one = ad::validate_paged_decode(a);
   EXPECT_EQ(one.cache.page_rows, 1);
   EXPECT_EQ(one.cache.slot_stride, kHkv * kD);
-  EXPECT_EQ(one.cache.page_shift, 0);
+  EXPECT_EQ(one.cache.page_div.shift, 0u);
   a.cache.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kPages, 7, kHkv, kD}, {}, 0);
   a.cache.v = TensorRef(fake_ptr(0x900000), DType::kBF16, {kPages, 7, kHkv, kD}, {}, 0);
-  EXPECT_EQ(ad::validate_paged_decode(a).cache.page_shift, -1);
+  const kjit::FastDiv seven = ad::validate_paged_decode(a).cache.page_div;
+  EXPECT_EQ(seven.shift, 3u);
+  EXPECT_EQ(kjit::fast_quotient(699, seven), 99u);
   // An empty page table (nnz 0) is fine.
   a = valid_decode();
   a.cache.page_indices = TensorRef(nullptr, DType::kI32, {0}, {}, 0);

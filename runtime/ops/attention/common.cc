@@ -86,13 +86,6 @@ int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const
   return q_heads / kv_heads;
 }
 
-int exact_log2(int64_t x) {
-  if (x <= 0 || (x & (x - 1)) != 0) return -1;
-  int s = 0;
-  while ((int64_t{1} << s) < x) ++s;
-  return s;
-}
-
 PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int device, int64_t batch,
                                     int64_t head_dim) {
   PagedCacheDims d;
@@ -142,7 +135,7 @@ PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int d
   }
   d.slot_stride = slot_stride;
   d.page_rows = static_cast<int>(page_rows);
-  d.page_shift = exact_log2(d.page_size);
+  d.page_div = fast_div_of(static_cast<uint32_t>(d.page_size));
 
   check_i32_vector(op, "cache.indptr", c.indptr, -1, device);
   if (c.indptr.shape[0] < 1) fail(op, fmt::format("cache.indptr must have batch + 1 >= 1 elements, got {}", c.indptr.describe()));

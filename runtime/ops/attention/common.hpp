@@ -9,6 +9,7 @@
 #include <kjit/tensor.hpp>
 
 #include "runtime/ops/validate.hpp"
+#include "kjit/fast_div.h"
 
 #include <cstdint>
 
@@ -44,7 +45,7 @@ struct PagedCacheDims {
   int64_t nnz = 0;        ///< page_indices.size(0)
   int page_rows = 0;      ///< page stride / slot stride
   int64_t slot_stride = 0;  ///< elements between consecutive pool rows (the kernels' k_stride_l)
-  int page_shift = -1;    ///< log2(page_size) when a power of two
+  FastDiv page_div{};     ///< page_size for the kernels' division (kjit/fast_div.h)
 };
 
 /// Checks a PagedKVCache (see include/kjit/ops/attention.hpp): pools of equal shape and strides,
@@ -71,8 +72,5 @@ void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64
 /// q_heads / kv_heads (grouped-query attention): q's heads (the dim before its last) against the
 /// heads (dim 2) of K/V tensor `kv_name`, which has at least one. Throws unless they divide.
 int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const TensorRef& kv);
-
-/// log2(x) for a power of two, else −1.
-int exact_log2(int64_t x);
 
 }  // namespace kjit::attention::detail

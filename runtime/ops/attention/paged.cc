@@ -50,7 +50,7 @@ DecodeParams PagedDecodeOp::params(const PagedDecodeArgs& args, const PagedDecod
   p.m_tiles = plan.m_tiles;
   p.scale_log2 = scale * 1.4426950408889634f;
   p.page_size = static_cast<int32_t>(d.cache.page_size);
-  p.page_shift = d.cache.page_shift;
+  p.page_div = d.cache.page_div;
   p.page_rows = d.cache.page_rows;
   return p;
 }

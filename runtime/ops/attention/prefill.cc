@@ -126,7 +126,7 @@ PrefillParams PagedPrefillOp::params(const PagedPrefillCall& call, const PagedPr
   p.causal = args.causal ? 1 : 0;
   p.scale_log2 = scale * 1.4426950408889634f;
   p.page_size = static_cast<int32_t>(d.cache.page_size);
-  p.page_shift = d.cache.page_shift;
+  p.page_div = d.cache.page_div;
   p.page_rows = d.cache.page_rows;
   p.head_group = p.q_heads;  // heads fastest over the plan's work items
   return p;

@@ -1,0 +1,37 @@
+#pragma once
+// Division by a run-time divisor that is fixed per launch (a page size), as one multiply-high, an
+// add and a shift: the same instructions for every divisor, so a kernel carries one code path
+// where `pow2 ? n >> s : n / d` carried two (and a ~20-instruction division in the second).
+// Compiled by g++ (the op layer builds the divisor into the Params) and by NVRTC (the kernels
+// divide); the host tests check it against `/` exhaustively over divisors and dividends.
+//
+// For a divisor d ≥ 1 let s = ⌈log2 d⌉ and m = ⌊2^32 · (2^s − d) / d⌋ + 1 (< 2^32). Then for
+// every 0 ≤ n < 2^31:  n / d = (⌊n · m / 2^32⌋ + n) >> s.  This is the round-up multiplier of
+// Granlund and Montgomery, "Division by Invariant Integers using Multiplication" (PLDI 1994,
+// section 4), with N = 32 and the 33-bit multiplier 2^32 + m: 2^(32+s) < (2^32 + m) · d ≤
+// 2^(32+s) + 2^s, so ⌊n / d⌋ = ⌊(2^32 + m) · n / 2^(32+s)⌋; n < 2^31 keeps the add below 2^32.
+// A power of two gives m = 1 (the high product is 0): the quotient is n >> s.
+#include "kjit/types.h"
+
+namespace kjit {
+
+/// A divisor d ≥ 1 prepared for fast_quotient (see the file comment for the formula).
+struct FastDiv {
+  uint32_t magic;  ///< ⌊2^32 · (2^shift − d) / d⌋ + 1
+  uint32_t shift;  ///< ⌈log2 d⌉
+};
+
+/// The FastDiv of divisor d (1 ≤ d < 2^31).
+constexpr FastDiv fast_div_of(uint32_t d) {
+  uint32_t s = 0;
+  while ((uint64_t{1} << s) < d) ++s;
+  return {static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1), s};
+}
+
+/// n / d for 0 ≤ n < 2^31, d the divisor `f` was built from. On the device the 64-bit product's
+/// high half is one mul.hi.u32.
+constexpr uint32_t fast_quotient(uint32_t n, FastDiv f) {
+  return (static_cast<uint32_t>((uint64_t{n} * f.magic) >> 32) + n) >> f.shift;
+}
+
+}  // namespace kjit
