@@ -323,50 +323,54 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
   }
   cp_async_wait<0>();
 
-  // Epilogue: scale, bias, convert, store straight from the fragments.
+  // Epilogue: scale, bias, convert, store straight from the fragments. The factors of the
+  // thread's columns (scale_b, a per-column bias) are read once, not once per row: a column j of
+  // pair pi is col_of(pi, j) (K-major B: n8 tiles 2pi and 2pi + 1 hold base + 2t4 + {0, 1} and
+  // base + 8 + 2t4 + {0, 1}; MN-major: base + 4t4 + {0..3}, even columns in tile 2pi).
   const bool vec = p.vec_store != 0;
-  const float* bias_f32 = static_cast<const float*>(p.bias);
-  const bf16* bias_bf16 = static_cast<const bf16*>(p.bias);
-  auto finish = [&](float v, int row, int col, float row_scale) {
-    if constexpr (!kBlockScale) v *= row_scale * __ldg(p.scale_b + int64_t(col) * p.sb_stride_n);
-    if (p.bias != nullptr) {
-      const int i = p.bias_rows ? row : col;
-      v += p.bias_bf16 ? bf16_to_f32(bias_bf16[i]) : __ldg(bias_f32 + i);
-    }
-    return v;
+  auto bias_at = [&](int i) {
+    return p.bias_bf16 ? bf16_to_f32(static_cast<const bf16*>(p.bias)[i]) : __ldg(static_cast<const float*>(p.bias) + i);
   };
+  auto col_of = [&](int pi, int j) {
+    const int base = n0 + warp_n0 + pi * 16;
+    return kBTrans ? base + 4 * t4 + j : base + 2 * t4 + (j >> 1) * 8 + (j & 1);
+  };
+  const bool col_bias = p.bias != nullptr && !p.bias_rows;
+  float cs[kNI / 2][4], cb[kNI / 2][4];
+#pragma unroll
+  for (int pi = 0; pi < kNI / 2; ++pi) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = col_of(pi, j);
+      const bool in = col < p.n;
+      cs[pi][j] = !kBlockScale && in ? __ldg(p.scale_b + int64_t(col) * p.sb_stride_n) : 1.f;
+      cb[pi][j] = col_bias && in ? bias_at(col) : 0.f;
+    }
+  }
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = m0 + row_local(mi, h);
       if (row >= p.m) continue;
-      const float row_scale = kBlockScale ? 1.f : __ldg(p.scale_a + int64_t(row) * p.sa_stride_m);
+      const float rs = kBlockScale ? 1.f : __ldg(p.scale_a + int64_t(row) * p.sa_stride_m);
+      const float rb = p.bias != nullptr && p.bias_rows ? bias_at(row) : 0.f;
       void* row_ptr = static_cast<char*>(p.d) + int64_t(row) * p.ldd * (kOutF32 ? 4 : 2);
 #pragma unroll
       for (int pi = 0; pi < kNI / 2; ++pi) {
         const float(&c0)[4] = kBlockScale ? total[mi][2 * pi] : acc[mi][2 * pi];
         const float(&c1)[4] = kBlockScale ? total[mi][2 * pi + 1] : acc[mi][2 * pi + 1];
-        const int base = n0 + warp_n0 + pi * 16;
+        // The thread's four values of this row in col_of(pi, 0..3) order.
+        const float raw[4] = {c0[2 * h], c0[2 * h + 1], c1[2 * h], c1[2 * h + 1]};
+        const float raw_t[4] = {c0[2 * h], c1[2 * h], c0[2 * h + 1], c1[2 * h + 1]};
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = fmaf(kBTrans ? raw_t[j] : raw[j], rs * cs[pi][j], cb[pi][j] + rb);
         if constexpr (!kBTrans) {
-          // n8 tile 2pi: columns base + 2t4 + {0, 1}; tile 2pi+1: base + 8 + 2t4 + {0, 1}.
-          const int ca = base + 2 * t4, cb = ca + 8;
-          float va[2], vb[2];
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            va[j] = ca + j < p.n ? finish(c0[2 * h + j], row, ca + j, row_scale) : 0.f;
-            vb[j] = cb + j < p.n ? finish(c1[2 * h + j], row, cb + j, row_scale) : 0.f;
-          }
-          store_run<kOutF32, 2>(row_ptr, ca, p.n, vec, va);
-          store_run<kOutF32, 2>(row_ptr, cb, p.n, vec, vb);
+          store_run<kOutF32, 2>(row_ptr, col_of(pi, 0), p.n, vec, {v[0], v[1]});
+          store_run<kOutF32, 2>(row_ptr, col_of(pi, 2), p.n, vec, {v[2], v[3]});
         } else {
-          // Even columns in tile 2pi, odd in 2pi+1: this thread holds base + 4t4 .. + 3.
-          const int col = base + 4 * t4;
-          const float raw[4] = {c0[2 * h], c1[2 * h], c0[2 * h + 1], c1[2 * h + 1]};
-          float v[4];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) v[j] = col + j < p.n ? finish(raw[j], row, col + j, row_scale) : 0.f;
-          store_run<kOutF32, 4>(row_ptr, col, p.n, vec, v);
+          store_run<kOutF32, 4>(row_ptr, col_of(pi, 0), p.n, vec, v);
         }
       }
     }
