@@ -101,7 +101,9 @@ struct PagedKV {
   /// different loop iterations: page_id(token) is the load (the id of token's page) and
   /// row_on_page(page_id(token), token) == locate(token) is math only.
   KJIT_DEVICE int page_id(int token) const { return __ldg(pages_ + page_of(token)); }
-  KJIT_DEVICE int row_on_page(int id, int token) const { return id * page_rows_ + (token - page_of(token) * page_size_); }
+  KJIT_DEVICE int row_on_page(int id, int token) const {
+    return id * page_rows_ + (token - page_of(token) * page_size_);
+  }
   /// The index of token's page within the sequence: one code path for every page size.
   KJIT_DEVICE int page_of(int token) const {
     return static_cast<int>(fast_quotient(static_cast<uint32_t>(token), page_div_));

@@ -199,6 +199,15 @@ TEST_F(DeployCli, ManifestArchReplacesTheRecordedTargets) {
   EXPECT_EQ(j["items"][0]["target"], "sm_89");
   ASSERT_EQ(j["skipped"].size(), 1u);
   EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("sm_90a"), std::string::npos);
+  // For sm_90a each line builds for what its op loads on such a device: the wgmma GEMM for
+  // sm_90a, rotary (no arch-specific instructions) for sm_90, the entry an H200 looks up.
+  r = kjit({"precompile", "--manifest", manifest.string(), "--arch", "sm_90a", "--json"}, work_ / "c90");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json k = json::parse(r.out);
+  ASSERT_EQ(k["items"].size(), 2u) << k.dump(2);
+  for (const json& item : k["items"]) {
+    EXPECT_EQ(item["target"], item["family"] == "rotary" ? "sm_90" : "sm_90a") << item.dump();
+  }
   // An unreadable manifest is an error naming it (exit 2: could not run).
   r = kjit({"precompile", "--manifest", (work_ / "missing.jsonl").string()}, work_ / "c");
   EXPECT_EQ(r.code, 2) << r.describe();

@@ -93,27 +93,63 @@ class Progress {
   bool tty_;
 };
 
+/// The specializations to compile, each once. A family point brings its companion program (the
+/// decode split merge, which a recording run that never split did not record), compiled for what
+/// the op loads beside it (Family::compile_target), where the target has a kernel for it.
+class ItemList {
+ public:
+  /// Family `f` at `params`, compiled for exactly `target`, and its companion.
+  void add(const Family& f, const ParamMap& params, const Target& target) {
+    push(f, params, target);
+    if (f.companion.empty()) return;
+    const Family& other = kjit::family(f.companion);
+    ParamMap companion = f.companion_params(f.parse(params));
+    if (!other.unsupported_reason(companion, target).empty()) return;
+    push(other, companion, other.compile_target(other.parse(companion), target));
+  }
+  /// What family `f`'s op loads at `params` on a device whose target is `device`: sm_XYa only
+  /// for arch-specific programs, so sm_90 and sm_90a share the rest.
+  void add_for_device(const Family& f, const ParamMap& params, const Target& device) {
+    add(f, params, f.compile_target(f.parse(params), device));
+  }
+  std::vector<Item> take() { return std::move(items_); }
+
+ private:
+  void push(const Family& f, const ParamMap& params, const Target& target) {
+    if (!seen_.insert(f.name + " " + format_params(params) + " " + target.str()).second) return;
+    params_.push_back(params);
+    Item item;
+    item.family = &f;
+    item.params = &params_.back();
+    item.target = target;
+    items_.push_back(std::move(item));
+  }
+
+  std::deque<ParamMap> params_;  // owns what the items' `params` point to
+  std::vector<Item> items_;
+  std::set<std::string> seen_;
+};
+
 /// What a manifest asks for, beyond the items to compile.
 struct ManifestPlan {
-  std::deque<ParamMap> params;  ///< owns what the items' `params` point to
   nlohmann::json invalid = nlohmann::json::array();  ///< lines naming no valid specialization
   nlohmann::json user = nlohmann::json::array();     ///< host-application kernels: present or missing
 };
 
-/// The items of manifest `path`: each valid family line for its recorded target, or for each of
-/// `targets` when --arch was given (a target that point has no kernel for is skipped, not
-/// invalid); repeats once. Lines that no longer name a valid specialization (malformed, unknown
-/// family, parameter or value, a recorded target the point has no kernel for) go to
-/// `plan.invalid` with their line number; host-application kernels to `plan.user`.
-std::vector<Item> manifest_items(const std::string& path, const std::vector<Target>& targets,
-                                 const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
-                                 ManifestPlan& plan, nlohmann::json& skipped) {
+/// Adds the items of manifest `path` to `items`: each valid family line for its recorded target
+/// (the one its key was built for), or for what its op loads on a device of each of `targets`
+/// when --arch was given (a target that point has no kernel for is skipped, not invalid). Lines
+/// that no longer name a valid specialization (malformed, unknown family, parameter or value, a
+/// recorded target the point has no kernel for) go to `plan.invalid` with their line number;
+/// host-application kernels to `plan.user`.
+void manifest_items(const std::string& path, const std::vector<Target>& targets,
+                    const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
+                    ItemList& items, ManifestPlan& plan, nlohmann::json& skipped) {
   std::string text;
   if (const int err = cache::detail::read_file(path, 256ull << 20, cache::detail::kReadPlain, &text); err != 0) {
     throw InvalidArgument(fmt::format("cannot read manifest {}: {}", path, cache::detail::errno_text(err)));
   }
-  std::vector<Item> items;
-  std::set<std::string> seen;
+  std::set<std::string> seen_user;
   std::set<std::string> present;
   bool listed = false;
   auto invalid = [&](size_t line, const std::string& why) {
@@ -130,7 +166,7 @@ std::vector<Item> manifest_items(const std::string& path, const std::vector<Targ
         for (const cache::EntryInfo& info : open_cache_for_reading(runtime.config()).list()) present.insert(info.key.hex());
         listed = true;
       }
-      if (!seen.insert(cache::format_manifest_line(e)).second) continue;
+      if (!seen_user.insert(cache::format_manifest_line(e)).second) continue;
       plan.user.push_back({{"line", line.line},
                            {"family", e.family},
                            {"template_args", e.template_args},
@@ -158,30 +194,13 @@ std::vector<Item> manifest_items(const std::string& path, const std::vector<Targ
         skipped.push_back({{"family", family->name}, {"target", target.str()}, {"reason", why}});
         continue;
       }
-      if (!seen.insert(family->name + " " + format_params(e.params) + " " + target.str()).second) continue;
-      plan.params.push_back(e.params);
-      Item item;
-      item.family = family;
-      item.params = &plan.params.back();
-      item.target = target;
-      items.push_back(std::move(item));
-      // The program the ops load along with this one (the decode split merge), which a
-      // recording run that never split did not record.
-      if (!family->companion.empty()) {
-        const Family& other = kjit::family(family->companion);
-        ParamMap params = family->companion_params(family->parse(e.params));
-        if (!other.unsupported_reason(params, target).empty()) continue;
-        if (!seen.insert(other.name + " " + format_params(params) + " " + target.str()).second) continue;
-        plan.params.push_back(std::move(params));
-        Item companion;
-        companion.family = &other;
-        companion.params = &plan.params.back();
-        companion.target = other.compile_target(other.parse(*companion.params), target);
-        items.push_back(std::move(companion));
+      if (targets.empty()) {
+        items.add(*family, e.params, target);
+      } else {
+        items.add_for_device(*family, e.params, target);
       }
     }
   }
-  return items;
 }
 
 int run_precompile(const PrecompileOptions& o) {
@@ -212,32 +231,10 @@ int run_precompile(const PrecompileOptions& o) {
     }
   }
 
-  std::vector<Item> items;
+  ItemList list;
   nlohmann::json skipped = nlohmann::json::array();
   ManifestPlan manifest;
-  if (from_manifest) {
-    items = manifest_items(o.manifest, targets, chosen, o.families.empty(), runtime, manifest, skipped);
-    if (targets.empty()) {
-      for (const Item& item : items) {
-        if (std::find(targets.begin(), targets.end(), item.target) == targets.end()) targets.push_back(item.target);
-      }
-    }
-  }
-  // A chosen family's companions (the decode split merge) at its defaults' points; `add` drops
-  // what another default already named.
-  std::deque<ParamMap> companion_params;
-  auto add = [&](const Family* f, const ParamMap& params, const Target& target) {
-    Item item;
-    item.family = f;
-    item.params = &params;
-    // What the op will load on a device of this target: sm_XYa only for arch-specific
-    // programs (Family::compile_target), so sm_90 and sm_90a share the rest.
-    item.target = f->compile_target(f->parse(params), target);
-    const bool again = std::any_of(items.begin(), items.end(), [&](const Item& o) {
-      return o.family == f && *o.params == params && o.target == item.target;
-    });
-    if (!again) items.push_back(std::move(item));
-  };
+  if (from_manifest) manifest_items(o.manifest, targets, chosen, o.families.empty(), runtime, list, manifest, skipped);
   for (const Target& target : from_manifest ? std::vector<Target>{} : targets) {
     for (const Family* f : chosen) {
       if (f->min_sm > target.sm()) {
@@ -251,12 +248,14 @@ int run_precompile(const PrecompileOptions& o) {
           skipped.push_back({{"family", f->name}, {"target", target.str()}, {"reason", why}});
           continue;
         }
-        add(f, params, target);
-        if (f->companion.empty()) continue;
-        const Family* other = &kjit::family(f->companion);
-        companion_params.push_back(f->companion_params(f->parse(params)));
-        if (other->unsupported_reason(companion_params.back(), target).empty()) add(other, companion_params.back(), target);
+        list.add_for_device(*f, params, target);
       }
+    }
+  }
+  std::vector<Item> items = list.take();
+  if (from_manifest && targets.empty()) {  // the recorded targets, for the report
+    for (const Item& item : items) {
+      if (std::find(targets.begin(), targets.end(), item.target) == targets.end()) targets.push_back(item.target);
     }
   }
 
