@@ -361,11 +361,11 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
         const float(&c0)[4] = kBlockScale ? total[mi][2 * pi] : acc[mi][2 * pi];
         const float(&c1)[4] = kBlockScale ? total[mi][2 * pi + 1] : acc[mi][2 * pi + 1];
         // The thread's four values of this row in col_of(pi, 0..3) order.
-        const float raw[4] = {c0[2 * h], c0[2 * h + 1], c1[2 * h], c1[2 * h + 1]};
-        const float raw_t[4] = {c0[2 * h], c1[2 * h], c0[2 * h + 1], c1[2 * h + 1]};
+        const float raw[4] = {c0[2 * h], kBTrans ? c1[2 * h] : c0[2 * h + 1], kBTrans ? c0[2 * h + 1] : c1[2 * h],
+                              c1[2 * h + 1]};
         float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = fmaf(kBTrans ? raw_t[j] : raw[j], rs * cs[pi][j], cb[pi][j] + rb);
+        for (int j = 0; j < 4; ++j) v[j] = fmaf(raw[j], rs * cs[pi][j], cb[pi][j] + rb);
         if constexpr (!kBTrans) {
           store_run<kOutF32, 2>(row_ptr, col_of(pi, 0), p.n, vec, {v[0], v[1]});
           store_run<kOutF32, 2>(row_ptr, col_of(pi, 2), p.n, vec, {v[2], v[3]});
