@@ -195,21 +195,6 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
   // (row_table[tile % 2][row]): the table load's latency hides behind a tile of math and costs
   // one register, not one per copy.
   int* row_table = reinterpret_cast<int*>(smem + Shape::kQBytes + kStages * 2 * Shape::kKvTileBytes);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) {
-      int rows[kKvCopies];
-      locate_tile(s, rows);
-      load_tile(s, s, rows);
-    }
-    cp_async_commit();
-  }
-  if constexpr (KV::kLookup) {
-    if (tid < kBlockN && kStages - 1 < num_tiles) {
-      const int token = (kStages - 1) * kBlockN + tid;
-      row_table[((kStages - 1) % 2) * kBlockN + tid] = kv.locate(token < kv_end ? token : 0);
-    }
-  }
 
   // ---- Per-warp state. ------------------------------------------------------------------------
   const int warp_row0 = q0 + warp * kWarpRows;  // request-local row of this warp's first query
@@ -248,16 +233,7 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
   const uint32_t q_lane = static_cast<uint32_t>((warp * kWarpRows + (lmat & 1) * 8 + lrow) * kRowBytes);
   const uint32_t kv_lane = static_cast<uint32_t>(((lmat & 1) * 8 + lrow) * kRowBytes);
 
-  uint32_t q_regs[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
-  if constexpr (kQInRegs) {
-    cp_async_wait<kStages - 1>();  // group 0 (Q) has landed
-    __syncthreads();
-#pragma unroll
-    for (int mi = 0; mi < kMTiles; ++mi)
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks)
-        ldmatrix_x4(q_regs[mi][ks], smem_q + q_lane + static_cast<uint32_t>(mi * 16 * kRowBytes) + pair_off(ks));
-  }
+  uint32_t q_regs[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];  // filled before tile 0
 
   const uint8_t* mask_b = nullptr;
   if constexpr (kMask) mask_b = p.mask + static_cast<int64_t>(w.b) * p.mask_stride_b;
@@ -393,13 +369,29 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
     }
   };
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
+  // The first kStages − 1 iterations (tile < 0) are the prologue: they only issue tiles
+  // 0 .. kStages − 2, whose pool rows they look up directly, so the copy code is compiled once,
+  // not once more for a separate prologue (issue 12, item 5).
+  for (int tile = num_tiles > 0 ? 1 - kStages : 0; tile < num_tiles; ++tile) {
+    if (tile >= 0) {
+      if constexpr (kQInRegs) {
+        if (tile == 0) {
+          cp_async_wait<kStages - 1>();  // group 0 (Q) has landed
+          __syncthreads();
+#pragma unroll
+          for (int mi = 0; mi < kMTiles; ++mi)
+#pragma unroll
+            for (int ks = 0; ks < kKSteps; ++ks)
+              ldmatrix_x4(q_regs[mi][ks], smem_q + q_lane + static_cast<uint32_t>(mi * 16 * kRowBytes) + pair_off(ks));
+        }
+      }
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+    }
     const int next = tile + kStages - 1;
     if (next < num_tiles) {
       int rows[kKvCopies];
-      if constexpr (KV::kLookup) {
+      if (KV::kLookup && tile >= 0) {
 #pragma unroll
         for (int i = 0; i < kKvCopies; ++i) rows[i] = row_table[(next % 2) * kBlockN + copy_row0 + i * kRowStep];
       } else {
@@ -408,12 +400,17 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
       load_tile(next, next % kStages, rows);
     }
     cp_async_commit();
-    // The page-table lookup for tile next + 1, stored at the end of this iteration.
-    const bool lookup = KV::kLookup && tid < kBlockN && next + 1 < num_tiles;
+    // The page-table lookup for tile next + 1, stored at the end of this iteration (the first
+    // one that tile 0 reads is made by the last prologue iteration).
+    const bool lookup = KV::kLookup && tid < kBlockN && tile >= -1 && next + 1 < num_tiles;
     int looked_up = 0;
     if (lookup) {
       const int token = (next + 1) * kBlockN + tid;
       looked_up = kv.locate(token < kv_end ? token : 0);
+    }
+    if (tile < 0) {
+      if (lookup) row_table[((next + 1) % 2) * kBlockN + tid] = looked_up;
+      continue;
     }
 
     const int stage = tile % kStages;
