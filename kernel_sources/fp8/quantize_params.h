@@ -2,6 +2,7 @@
 // Params of the FP8 quantize kernels (kernel_sources/fp8/quantize.cu). Compiled by g++ (runtime/
 // ops/fp8/quantize.cc fills them) and by NVRTC, so they hold only fixed-width integers, floats and
 // raw pointers. The contract (shapes, scale formulas) is documented in include/kjit/ops/fp8.hpp.
+#include "kjit/fast_div.h"
 #include "kjit/fp8_format.h"  // kFormatE4M3, kFormatE5M2: the `kFmt` template argument
 #include "kjit/types.h"
 
@@ -48,6 +49,8 @@ struct QuantizeParams {
   int64_t y_stride;
   int64_t s_stride0;         // amax / scale_inv strides: row → [rows]; blocks → [row blocks, col blocks]
   int64_t s_stride1;
+  FastDiv64 vpr_div;         // per-tensor kernels: vectors per row (cols / 16-byte vector), divisor of
+                             // the vector index when rows > 1
   float multiplier_value;
   int32_t col_blocks;        // ceil(cols / 128)
 };

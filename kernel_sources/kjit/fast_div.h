@@ -11,6 +11,10 @@
 // section 4), with N = 32 and the 33-bit multiplier 2^32 + m: 2^(32+s) < (2^32 + m) · d ≤
 // 2^(32+s) + 2^s, so ⌊n / d⌋ = ⌊(2^32 + m) · n / 2^(32+s)⌋; n < 2^31 keeps the add below 2^32.
 // A power of two gives m = 1 (the high product is 0): the quotient is n >> s.
+//
+// FastDiv64 is the same construction with N = 64: m = ⌊2^64 · (2^s − d) / d⌋ + 1 (< 2^64) and,
+// for every 0 ≤ n < 2^63, n / d = (⌊n · m / 2^64⌋ + n) >> s. The high half of the 128-bit product
+// is one __umul64hi on the device (a few 32-bit multiplies) where `/` is a long subroutine.
 #include "kjit/types.h"
 
 namespace kjit {
@@ -33,5 +37,35 @@ constexpr FastDiv fast_div_of(uint32_t d) {
 constexpr uint32_t fast_quotient(uint32_t n, FastDiv f) {
   return (static_cast<uint32_t>((uint64_t{n} * f.magic) >> 32) + n) >> f.shift;
 }
+
+/// A divisor d ≥ 1 prepared for fast_quotient64 (see the file comment for the formula).
+struct FastDiv64 {
+  uint64_t magic;  ///< ⌊2^64 · (2^shift − d) / d⌋ + 1
+  uint32_t shift;  ///< ⌈log2 d⌉
+  uint32_t pad_;
+};
+
+/// ⌊a · b / 2^64⌋.
+inline uint64_t mul_hi_u64(uint64_t a, uint64_t b) {
+#ifdef __CUDACC_RTC__
+  return __umul64hi(a, b);
+#else
+  __extension__ using u128 = unsigned __int128;
+  return static_cast<uint64_t>((static_cast<u128>(a) * b) >> 64);
+#endif
+}
+
+#ifndef __CUDACC_RTC__
+/// The FastDiv64 of divisor d (1 ≤ d < 2^63). Host only: the op layer builds it into the Params.
+inline FastDiv64 fast_div64_of(uint64_t d) {
+  __extension__ using u128 = unsigned __int128;
+  uint32_t s = 0;
+  while ((uint64_t{1} << s) < d) ++s;
+  return {static_cast<uint64_t>(((u128{1} << 64) * ((u128{1} << s) - d)) / d + 1), s, 0};
+}
+#endif
+
+/// n / d for 0 ≤ n < 2^63, d the divisor `f` was built from.
+inline uint64_t fast_quotient64(uint64_t n, FastDiv64 f) { return (mul_hi_u64(n, f.magic) + n) >> f.shift; }
 
 }  // namespace kjit

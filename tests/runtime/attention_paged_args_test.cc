@@ -96,32 +96,6 @@ void append_invalid(const std::function<void(AppendPagedKVArgs&)>& edit, std::in
       [](const AppendPagedKVArgs& a) { kjit::attention::append_paged_kv(a, nullptr); }, needles);
 }
 
-// The page division the paged kernels run (kjit/fast_div.h) against `/`: every dividend below 2^16
-// for every divisor up to 1024 and a spread of dividends up to 2^31 − 1 for divisors up to 2^31 − 1
-// (powers of two, their neighbours, primes, page sizes of real caches).
-TEST(AttentionPagedArgs, FastDivMatchesDivision) {
-  auto check = [](uint32_t d, uint32_t n) {
-    ASSERT_EQ(kjit::fast_quotient(n, kjit::fast_div_of(d)), n / d) << n << " / " << d;
-  };
-  for (uint32_t d = 1; d <= 1024; ++d) {
-    for (uint32_t n = 0; n < (1u << 16); ++n) check(d, n);
-  }
-  std::vector<uint32_t> divisors = {1, 3, 7, 16, 17, 96, 127, 255, 1000, 4093, 65537, 1000003, 0x7fffffffu};
-  for (int s = 1; s < 31; ++s) {
-    for (int64_t e : {-1, 0, 1}) divisors.push_back(static_cast<uint32_t>((int64_t{1} << s) + e));
-  }
-  uint64_t x = 0x9e3779b97f4a7c15ull;  // splitmix-style walk over [0, 2^31)
-  for (const uint32_t d : divisors) {
-    for (uint32_t n : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0x7ffffffeu, 0x7fffffffu}) {
-      if (n < 0x80000000u) check(d, n);
-    }
-    for (int i = 0; i < 20000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      check(d, static_cast<uint32_t>(x >> 33));
-    }
-  }
-}
-
 TEST(AttentionPagedArgs, ValidArgsPass) {
   const ad::PagedDecodeDims d = ad::validate_paged_decode(valid_decode());
   EXPECT_EQ(d.batch, kB);

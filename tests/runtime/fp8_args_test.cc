@@ -285,6 +285,13 @@ TEST(Fp8QuantizeArgs, ValidArgsPass) {
   EXPECT_EQ(t.fmt, f8::kFormatE5M2);
   EXPECT_EQ(t.params.x_stride, kCols + 4);
   EXPECT_EQ(t.params.y_stride, kCols + 16);
+  // The kernel finds a vector's row as vector / (cols / 4) for f32 input (kjit/fast_div.h).
+  const kjit::FastDiv64 want = kjit::fast_div64_of(kCols / 4);
+  EXPECT_EQ(t.params.vpr_div.magic, want.magic);
+  EXPECT_EQ(t.params.vpr_div.shift, want.shift);
+  for (uint64_t v : {uint64_t{0}, uint64_t{kCols / 4 - 1}, uint64_t{kCols / 4}, uint64_t{kRows * kCols / 4 - 1}}) {
+    EXPECT_EQ(kjit::fast_quotient64(v, t.params.vpr_div), v / (kCols / 4));
+  }
   // Optional outputs may be absent where allowed; dynamic needs only amax.
   a = quantize_args(G::kTensor);
   a.amax = {};

@@ -131,6 +131,7 @@ QuantizeDims QuantizeOp::validate(const QuantizeArgs& args) {
         p.rows = 1;
         p.x_stride = p.y_stride = p.cols;
       }
+      p.vpr_div = kjit::fast_div64_of(static_cast<uint64_t>(p.cols / (q.in == kInF32 ? 4 : 8)));
       break;
     }
     case Granularity::kRow:
