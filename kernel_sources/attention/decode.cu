@@ -183,10 +183,23 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
     }
   };
-  // Tile 0's page ids; the loop below fetches each next tile's while a tile is in flight.
   int next_id = 0;
+
+  // The prologue's kStages − 1 tile copies run once per CTA: a loop, not kStages − 1 more
+  // inlined copies of load_tile (each as costly to compile as the main loop's; issue 12, item 5).
+#pragma unroll 1
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) {
+      if constexpr (KV::kLookup) {
+        load_tile_ids(s, s, fetch_id(s));
+      } else {
+        load_tile(s, s);
+      }
+    }
+    cp_async_commit();
+  }
   if constexpr (KV::kLookup) {
-    if (num_tiles > 0) next_id = fetch_id(0);
+    if (num_tiles > 0) next_id = fetch_id(kStages - 1);
   }
 
   // ---- Q as MMA A fragments, straight from global (once per CTA, overlapping the prologue). ---
@@ -236,6 +249,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     }
   };
   uint8_t keep_next[kCols];
+  fetch_keep(0, keep_next);
 
   float o[kOTiles][kFull ? 4 : 2];
 #pragma unroll
@@ -252,15 +266,9 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   const uint32_t v_lane = static_cast<uint32_t>((tg * kTokensPerWarp + (lmat & 1) * 8 + lrow) * kRowBytes);
   const int v_chunk0 = dh * (kWarpCols / 8) + (lmat >> 1);
 
-  // The first kStages − 1 iterations (tile < 0) are the prologue: they only issue tiles
-  // 0 .. kStages − 2 (the last of them also fetches tile 0's keep flags), so the copy code is
-  // compiled once, not once more for a separate prologue (issue 12, item 5). Without tiles
-  // there is no prologue either (a page-id fetch needs a page).
-  for (int tile = num_tiles > 0 ? 1 - kStages : 0; tile < num_tiles; ++tile) {
-    if (tile >= 0) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-    }
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
     {
       const int next = tile + kStages - 1;
       if (next < num_tiles) {
@@ -277,8 +285,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     uint8_t keep[kCols];
 #pragma unroll
     for (int i = 0; i < kCols; ++i) keep[i] = keep_next[i];
-    if (tile >= -1 && tile + 1 < num_tiles) fetch_keep(tile + 1, keep_next);
-    if (tile < 0) continue;
+    if (tile + 1 < num_tiles) fetch_keep(tile + 1, keep_next);
 
     const int stage = tile % kStages;
     const uint32_t k_stage = smem_k + static_cast<uint32_t>(stage * kStageBytes) + k_lane;

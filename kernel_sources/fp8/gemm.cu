@@ -226,6 +226,12 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
   // Row of this thread's accumulator (mi, half h) inside the CTA tile; see the header comment.
   auto row_local = [&](int mi, int h) { return warp_m0 + mi * 16 + (kATrans ? 2 * g + h : g + 8 * h); };
 
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
   // Per-lane fragment addresses, hoisted out of the K loop. K-major: the lane's row is
   // r = base + (lane & 7) (+8), so r & 7 = lane & 7 and chunk kk·2 + hi swizzles to
   // (kk·2) ^ (hi ^ (lane & 7)); the m16/n16 tile index only adds whole rows (an immediate).
@@ -243,19 +249,14 @@ __global__ void __launch_bounds__((GemmShape<kBM, kBN, kBlockScale>::kThreads)) 
   const int b_x = !kBTrans ? (b_hi ^ (lane & 7)) : 0;
   // MN-major: mnmajor_offset(r, c) = r·RB + ((c ^ h(r)) << 4); with c = c_warp | i (disjoint
   // bits) that is the c_warp offset above with its chunk bits XORed by i.
-  // The kStages − 1 prologue loads are the loop's first iterations (kt < 0: load only), so
-  // load_stage is compiled once, not kStages times.
-  for (int kt = 1 - kStages; kt < ktiles; ++kt) {
-    if (kt >= 0) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();  // stage kt landed for every thread; stage kt-1 is free to refill
-    }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt-1 is free to refill
     {
       const int nt = kt + kStages - 1;
       if (nt < ktiles) load_stage(nt % kStages, nt);
       cp_async_commit();
     }
-    if (kt < 0) continue;
     const int slot = kt % kStages;
     const uint32_t a_s = smem_base + slot * kStageBytes;
     const uint32_t b_s = a_s + kBOffset;
