@@ -12,6 +12,10 @@ the median of the per-specialization ratios.
   compile_ab.py --a BUILD_DIR --b BUILD_DIR --specs compile_bench.json [--reps 3] [--arch sm_90a]
                 [--json OUT]
 
+Each compile runs in a fresh process, so every figure is a process's first compile and includes
+NVRTC's first-call initialization (tens of ms without a GPU, ~150-200 ms on a host with a driver
+loaded); compile_bench, which compiles in one process, leaves it out.
+
 BUILD_DIR holds tools/kjit and the libkjit it was built with (put first on LD_LIBRARY_PATH, so an
 old build never runs the new library). --specs is a JSON list of {family, params} (what
 compile_bench --json writes); a specialization B rejects is skipped and named.
