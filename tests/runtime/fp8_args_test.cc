@@ -304,9 +304,15 @@ TEST(Fp8QuantizeArgs, ValidArgsPass) {
   a = quantize_args(G::kRow);
   a.amax = {};
   EXPECT_EQ(fd::QuantizeOp::validate(a).params.amax, nullptr);
-  // Empty inputs are fine.
+  // Empty inputs are fine (a per-tensor one collapses to zero columns: nothing to divide by).
   a = quantize_args(G::kRow);
   a.x.shape[0] = a.y.shape[0] = a.amax.shape[0] = a.scale_inv.shape[0] = 0;
+  EXPECT_NO_THROW(fd::QuantizeOp::validate(a));
+  a = quantize_args(G::kTensor);
+  a.x.shape[0] = a.y.shape[0] = 0;
+  EXPECT_EQ(fd::QuantizeOp::validate(a).params.cols, 0);
+  a = quantize_args(G::kTensor);
+  a.x.shape[1] = a.y.shape[1] = 0;
   EXPECT_NO_THROW(fd::QuantizeOp::validate(a));
 }
 

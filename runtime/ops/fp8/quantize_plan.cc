@@ -131,7 +131,8 @@ QuantizeDims QuantizeOp::validate(const QuantizeArgs& args) {
         p.rows = 1;
         p.x_stride = p.y_stride = p.cols;
       }
-      p.vpr_div = kjit::fast_div64_of(static_cast<uint64_t>(p.cols / (q.in == kInF32 ? 4 : 8)));
+      // The row of a vector (kjit/fast_div.h); an empty tensor (no vectors) divides nothing.
+      p.vpr_div = kjit::fast_div64_of(static_cast<uint64_t>(std::max<int64_t>(p.cols / (q.in == kInF32 ? 4 : 8), 1)));
       break;
     }
     case Granularity::kRow:
