@@ -25,10 +25,16 @@ struct FastDiv {
   uint32_t shift;  ///< ⌈log2 d⌉
 };
 
-/// The FastDiv of divisor d (1 ≤ d < 2^31).
-constexpr FastDiv fast_div_of(uint32_t d) {
+/// ⌈log2 d⌉ for 1 ≤ d ≤ 2^63: the shift of FastDiv and FastDiv64.
+constexpr uint32_t ceil_log2(uint64_t d) {
   uint32_t s = 0;
   while ((uint64_t{1} << s) < d) ++s;
+  return s;
+}
+
+/// The FastDiv of divisor d (1 ≤ d < 2^31).
+constexpr FastDiv fast_div_of(uint32_t d) {
+  const uint32_t s = ceil_log2(d);
   return {static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1), s};
 }
 
@@ -59,8 +65,7 @@ inline uint64_t mul_hi_u64(uint64_t a, uint64_t b) {
 /// The FastDiv64 of divisor d (1 ≤ d < 2^63). Host only: the op layer builds it into the Params.
 inline FastDiv64 fast_div64_of(uint64_t d) {
   __extension__ using u128 = unsigned __int128;
-  uint32_t s = 0;
-  while ((uint64_t{1} << s) < d) ++s;
+  const uint32_t s = ceil_log2(d);
   return {static_cast<uint64_t>(((u128{1} << 64) * ((u128{1} << s) - d)) / d + 1), s, 0};
 }
 #endif
