@@ -305,8 +305,11 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
   // and a publish that fails anyway is warned then.
   if (err == 0) err = strict ? detail::probe_writable(root_) : (::access(root_.c_str(), W_OK) == 0 ? 0 : errno);
   if (err != 0) {
-    const std::string what = fmt::format("cache directory {} is not writable ({})",
-                                         root_.empty() ? "\"\"" : root_, detail::errno_text(err));
+    // make_dirs fails with ENOENT / ENOTDIR / EACCES when a folder on the way cannot be made.
+    struct stat exists {};
+    const bool missing = root_.empty() || ::stat(root_.c_str(), &exists) != 0;
+    const std::string what = fmt::format("cache directory {} {} ({})", root_.empty() ? "\"\"" : root_,
+                                         missing ? "cannot be created" : "is not writable", detail::errno_text(err));
     if (strict) throw CacheError(what);
     // A cache precompiled into a read-only image still serves its entries.
     struct stat st {};

@@ -234,7 +234,7 @@ TEST(Store, RootBelowARegularFileIsMemoryOnly) {
   DiskCache cache(root, 1000);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(err, "kjit: warning: cache directory " + root + "/v" + std::to_string(kFormatVersion) +
-                     " is not writable (Not a directory); caching in memory only\n");
+                     " cannot be created (Not a directory); caching in memory only\n");
   EXPECT_FALSE(cache.enabled());
 
   ::testing::internal::CaptureStderr();

@@ -7,6 +7,8 @@
 // `kjit cache ls --json --sort` reports hits and the per-entry figures.
 #include "tests/cli/process.hpp"
 
+#include <kjit/device.hpp>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -212,6 +214,36 @@ TEST_F(DeployCli, ManifestArchReplacesTheRecordedTargets) {
   r = kjit({"precompile", "--manifest", (work_ / "missing.jsonl").string()}, work_ / "c");
   EXPECT_EQ(r.code, 2) << r.describe();
   EXPECT_NE(r.err.find("missing.jsonl"), std::string::npos) << r.err;
+}
+
+// What an operator gets wrong before a deploy: an empty manifest or an empty bundle is legal but
+// warned (a wrong KJIT_RECORD or KJIT_CACHE_DIR would otherwise ship nothing silently); without a
+// GPU, KJIT_ARCH is the default target and a malformed one is an error naming it; a parameter
+// given twice names the family.
+TEST_F(DeployCli, OperatorMistakesAreNamed) {
+  const fs::path cache = work_ / "cache";
+  const fs::path empty = work_ / "empty.jsonl";
+  std::ofstream(empty).close();
+  ProcessResult r = kjit({"precompile", "--manifest", empty.string()}, cache);
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.err.find("names no specialization"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("0 specializations for no target"), std::string::npos) << r.describe();
+
+  r = kjit({"cache", "export", (work_ / "empty.kjitb").string()}, cache);
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.err.find("is empty"), std::string::npos) << r.describe();
+
+  r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "head_dim=128", "pos=i32"}, cache);
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(r.err.find("rotary: parameter 'head_dim' is given twice"), std::string::npos) << r.describe();
+
+  if (device_count() > 0) return;  // with a GPU, KJIT_ARCH applies to it (runtime tests)
+  r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--json"}, cache, {{"KJIT_ARCH", "sm_89"}});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(json::parse(r.out)["target"], "sm_89") << r.describe();
+  r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32"}, cache, {{"KJIT_ARCH", "banana"}});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_NE(r.err.find("KJIT_ARCH=banana"), std::string::npos) << r.describe();
 }
 
 }  // namespace

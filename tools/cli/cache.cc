@@ -305,6 +305,10 @@ int run_export(const std::string& path, const std::vector<std::string>& families
   for (const std::string& f : families) family(f);  // an unknown family is an error, not an empty bundle
   filter.families = families;
   const cache::ExportReport report = cache::export_bundle(cache, path, filter);
+  // Legal (an image may carry no kernels), but more often a wrong KJIT_CACHE_DIR or filter.
+  if (report.entries == 0 && report.tables == 0) {
+    fmt::print(stderr, "kjit: warning: the bundle {} is empty: nothing in {} matched\n", path, cache.root());
+  }
   if (output().json) {
     print_json({{"bundle", path}, {"entries", report.entries}, {"bytes", report.bytes},
                 {"skipped_bad", report.skipped_bad}, {"tuning_tables", report.tables}, {"root", cache.root()}});

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 
@@ -43,16 +44,16 @@ std::string first_line(std::string_view text) {
   return std::string(end == std::string_view::npos ? text : text.substr(0, end));
 }
 
-ParamMap parse_params(const std::vector<std::string>& words) {
+ParamMap parse_params(std::string_view family, const std::vector<std::string>& words) {
   ParamMap params;
   for (const std::string& word : words) {
     const size_t eq = word.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw InvalidArgument(fmt::format("parameter '{}' is not key=value (e.g. head_dim=128)", word));
+      throw InvalidArgument(fmt::format("{}: parameter '{}' is not key=value (e.g. head_dim=128)", family, word));
     }
     std::string key = word.substr(0, eq);
     if (!params.emplace(key, word.substr(eq + 1)).second) {
-      throw InvalidArgument(fmt::format("parameter '{}' is given twice", key));
+      throw InvalidArgument(fmt::format("{}: parameter '{}' is given twice", family, key));
     }
   }
   return params;
@@ -107,9 +108,17 @@ std::vector<Target> default_targets() {
     for (const Target& t : targets) seen = seen || t == target;
     if (!seen) targets.push_back(target);
   }
-  // Without a GPU (an image build, CI) the common datacenter archs: Hopper and Ada.
-  if (targets.empty()) targets = {Target::parse("sm_90a"), Target::parse("sm_89")};
-  return targets;
+  if (!targets.empty()) return targets;
+  // Without a GPU (an image build, CI): the device target KJIT_ARCH names, else the common
+  // datacenter archs, Hopper and Ada.
+  if (const char* arch = std::getenv("KJIT_ARCH"); arch != nullptr && *arch != '\0') {
+    try {
+      return {Target::parse(arch)};
+    } catch (const Error& e) {
+      throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", arch, strip_prefix(e.what())));
+    }
+  }
+  return {Target::parse("sm_90a"), Target::parse("sm_89")};
 }
 
 cache::DiskCache open_cache_strict(const RuntimeConfig& config) {

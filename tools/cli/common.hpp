@@ -71,9 +71,9 @@ std::string first_line(std::string_view text);
 /// `text` without a leading "kjit: ".
 std::string_view strip_prefix(std::string_view text);
 
-/// Parses "key=value" words into a ParamMap. Throws InvalidArgument for a word without '=' or
-/// with an empty key, or a key given twice.
-ParamMap parse_params(const std::vector<std::string>& words);
+/// Parses family `family`'s "key=value" words into a ParamMap. Throws InvalidArgument, naming the
+/// family, for a word without '=' or with an empty key, or a key given twice.
+ParamMap parse_params(std::string_view family, const std::vector<std::string>& words);
 /// "head_dim=128 style=neox" (ParamMap order, i.e. sorted by key).
 std::string format_params(const ParamMap& params);
 nlohmann::json params_json(const ParamMap& params);

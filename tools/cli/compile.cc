@@ -54,7 +54,7 @@ std::string source_text(const ProgramSpec& spec, const Runtime& runtime) {
 int run_compile(const CompileOptions& o) {
   const Family& family = kjit::family(o.family);
   Target target = o.arch.empty() ? default_targets().front() : Target::parse(o.arch);
-  const ParamMap params = parse_params(o.params);
+  const ParamMap params = parse_params(family.name, o.params);
   const ProgramSpec spec = family.spec(params);
 
   if (o.emit == "ptx") target.ptx = true;
@@ -185,8 +185,9 @@ void add_compile_command(CLI::App& root, std::vector<Command>& out) {
   cmd->add_option("family", o->family, "Kernel family (see `kjit kernels`)")->required();
   cmd->add_option("params", o->params, "Specialization parameters as key=value (every parameter "
                                        "of the family)");
-  cmd->add_option("--arch", o->arch, "Target: sm_90a, sm_89, compute_90, ... (default: device "
-                                     "0's target, or sm_90a without a GPU)")
+  cmd->add_option("--arch", o->arch, "Target: sm_90a, sm_89, compute_90, ... (default: what the op "
+                                     "loads on device 0, or without a GPU on a KJIT_ARCH device or an "
+                                     "sm_90a one: sm_XYa only for arch-specific programs)")
       ->check(non_empty());
   cmd->add_option("--emit", o->emit, "What to produce: cubin (default), ptx (compiles a "
                                      "compute_XX target; printed when there is no -o) or "

@@ -267,6 +267,7 @@ int run_precompile(const PrecompileOptions& o) {
 
   std::string target_list;
   for (const Target& t : targets) target_list += (target_list.empty() ? "" : ", ") + t.str();
+  if (target_list.empty()) target_list = "no target";
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const size_t jobs = std::max<size_t>(
       1, std::min<size_t>(o.jobs > 0 ? static_cast<size_t>(o.jobs) : hw, items.size()));
@@ -280,9 +281,18 @@ int run_precompile(const PrecompileOptions& o) {
   for (const nlohmann::json& bad : manifest.invalid) {
     fmt::print(stderr, "{}:{}: skipped: {}\n", o.manifest, bad["line"].get<size_t>(), bad["error"].get<std::string>());
   }
+  if (from_manifest && items.empty() && manifest.user.empty() && manifest.invalid.empty()) {
+    fmt::print(stderr, "kjit: warning: {} names no specialization: nothing to precompile (did the recording run "
+               "compile or load anything with KJIT_RECORD set?)\n", o.manifest);
+  }
   size_t user_missing = 0;
   for (const nlohmann::json& u : manifest.user) {
-    if (u["status"] == "cached") continue;
+    if (u["status"] == "cached") {
+      fmt::print(stderr, "{}:{}: the application's own kernel {} [{}] for {} (key {}) is cached\n", o.manifest,
+                 u["line"].get<size_t>(), u["family"].get<std::string>(), u["template_args"].get<std::string>(),
+                 u["target"].get<std::string>(), u["key"].get<std::string>());
+      continue;
+    }
     ++user_missing;
     fmt::print(stderr,
                "{}:{}: the application's own kernel {} [{}] for {} (key {}) is not in the cache; no manifest can "
@@ -432,7 +442,7 @@ void add_precompile_command(CLI::App& root, std::vector<Command>& out) {
   auto o = std::make_shared<PrecompileOptions>();
   CLI::App* cmd = root.add_subcommand(
       "precompile", "Compile every family's default specializations into the disk cache, for "
-                    "this machine's GPU archs (sm_90a and sm_89 without a GPU); a second run "
+                    "this machine's GPU archs (without a GPU: KJIT_ARCH's, else sm_90a and sm_89); a second run "
                     "finds them all cached");
   cmd->add_option("--arch", o->archs, "Target to compile for (repeatable): sm_90a, sm_89, "
                                       "sm_100a, ...")
