@@ -250,7 +250,7 @@ class RuntimeImpl {
     const std::string what = fmt::format("{} {} for {}", spec.family, spec.template_args, target.str());
     std::string how;
     if (!command.empty()) {
-      how = fmt::format("build it with: KJIT_CACHE_DIR={} {}", config.cache_dir, command);
+      how = "build it with: " + in_this_cache(command);
     } else {
       how = fmt::format("it is the application's own kernel {} (key {}), which no command can rebuild: run the "
                         "application once with KJIT_JIT=on against this cache, or import a bundle that holds it",
@@ -324,7 +324,12 @@ class RuntimeImpl {
     }
     const std::string command = compile_command(manifest_entry(spec, target, key.hex()));
     warn(fmt::format("compiling {} {} for {} at run time (KJIT_JIT=warn){}", spec.family, spec.template_args,
-                     target.str(), command.empty() ? "" : "; precompile it with: " + command));
+                     target.str(), command.empty() ? "" : "; precompile it with: " + in_this_cache(command)));
+  }
+
+  // `command` (a `kjit compile` line) run against this process's cache directory.
+  std::string in_this_cache(const std::string& command) const {
+    return fmt::format("KJIT_CACHE_DIR={} {}", config.cache_dir, command);
   }
 
   // `stream`: the launch stream whose capture a miss must not disturb, or null for none.
