@@ -111,7 +111,13 @@ int main(int argc, char** argv) {
       return app.exit(e);
     }
     output().json = wants_json;
-    report(std::string(e.what()) + " (see kjit --help)");
+    // Point at the help of the (sub)command that was being parsed: "kjit cache export --help".
+    std::string help = "kjit";
+    for (const CLI::App* level = &app; !level->get_subcommands().empty();) {
+      level = level->get_subcommands().front();
+      help += " " + level->get_name();
+    }
+    report(std::string(e.what()) + " (see " + help + " --help)");
     return kjit::cli::kExitCannotRun;
   }
 
