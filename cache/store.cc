@@ -305,7 +305,7 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
   // and a publish that fails anyway is warned then.
   if (err == 0) err = strict ? detail::probe_writable(root_) : (::access(root_.c_str(), W_OK) == 0 ? 0 : errno);
   if (err != 0) {
-    // make_dirs fails with ENOENT / ENOTDIR / EACCES when a folder on the way cannot be made.
+    // A root that does not exist now could not be created; one that exists is not writable.
     struct stat exists {};
     const bool missing = root_.empty() || ::stat(root_.c_str(), &exists) != 0;
     const std::string what = fmt::format("cache directory {} {} ({})", root_.empty() ? "\"\"" : root_,
