@@ -306,15 +306,13 @@ DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_by
   if (err == 0) err = strict ? detail::probe_writable(root_) : (::access(root_.c_str(), W_OK) == 0 ? 0 : errno);
   if (err != 0) {
     // A root that does not exist now could not be created; one that exists is not writable.
-    struct stat exists {};
-    const bool missing = root_.empty() || ::stat(root_.c_str(), &exists) != 0;
+    struct stat st {};
+    const bool exists = !root_.empty() && ::stat(root_.c_str(), &st) == 0;
     const std::string what = fmt::format("cache directory {} {} ({})", root_.empty() ? "\"\"" : root_,
-                                         missing ? "cannot be created" : "is not writable", detail::errno_text(err));
+                                         exists ? "is not writable" : "cannot be created", detail::errno_text(err));
     if (strict) throw CacheError(what);
     // A cache precompiled into a read-only image still serves its entries.
-    struct stat st {};
-    if (!root_.empty() && ::stat(root_.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-        ::access(root_.c_str(), R_OK | X_OK) == 0) {
+    if (exists && S_ISDIR(st.st_mode) && ::access(root_.c_str(), R_OK | X_OK) == 0) {
       warn(what + "; reading its entries, new compiles stay in memory");
       enabled_ = true;
       state_ = std::make_shared<detail::CacheState>();

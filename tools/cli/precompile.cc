@@ -287,18 +287,13 @@ int run_precompile(const PrecompileOptions& o) {
   }
   size_t user_missing = 0;
   for (const nlohmann::json& u : manifest.user) {
-    if (u["status"] == "cached") {
-      fmt::print(stderr, "{}:{}: the application's own kernel {} [{}] for {} (key {}) is cached\n", o.manifest,
-                 u["line"].get<size_t>(), u["family"].get<std::string>(), u["template_args"].get<std::string>(),
-                 u["target"].get<std::string>(), u["key"].get<std::string>());
-      continue;
-    }
-    ++user_missing;
-    fmt::print(stderr,
-               "{}:{}: the application's own kernel {} [{}] for {} (key {}) is not in the cache; no manifest can "
-               "rebuild it: run the application once against this cache\n",
-               o.manifest, u["line"].get<size_t>(), u["family"].get<std::string>(),
-               u["template_args"].get<std::string>(), u["target"].get<std::string>(), u["key"].get<std::string>());
+    const bool cached = u["status"] == "cached";
+    if (!cached) ++user_missing;
+    fmt::print(stderr, "{}:{}: the application's own kernel {} [{}] for {} (key {}) {}\n", o.manifest,
+               u["line"].get<size_t>(), u["family"].get<std::string>(), u["template_args"].get<std::string>(),
+               u["target"].get<std::string>(), u["key"].get<std::string>(),
+               cached ? "is cached"
+                      : "is not in the cache; no manifest can rebuild it: run the application once against this cache");
   }
 
   Progress progress(items.size());
