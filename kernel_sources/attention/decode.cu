@@ -107,20 +107,24 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  int idx = blockIdx.x;
-  const int m_tile = idx % p.m_tiles;
-  idx /= p.m_tiles;
-  const int split = idx % p.num_splits;
-  idx /= p.num_splits;
-  const int kv_head = idx % p.kv_heads;
-  const int b = idx / p.kv_heads;
+  // blockIdx.x → (b, kv_head, split, m_tile), innermost last, by multiply-high divisions.
+  uint32_t idx = blockIdx.x;
+  uint32_t q = fast_quotient(idx, p.m_tiles_div);
+  const int m_tile = static_cast<int>(idx - q * p.m_tiles);
+  idx = q;
+  q = fast_quotient(idx, p.num_splits_div);
+  const int split = static_cast<int>(idx - q * p.num_splits);
+  idx = q;
+  q = fast_quotient(idx, p.kv_heads_div);
+  const int kv_head = static_cast<int>(idx - q * p.kv_heads);
+  const int b = static_cast<int>(q);
 
   const KV kv(p, b, kv_head);
   const int kv_len = kv.length();
   int split_tokens = p.split_tokens;
   if (KV::kLookup && split_tokens == 0) {
     // Per-sequence split: this sequence's own length in num_splits ranges of whole tiles.
-    const int per_split = (kv_len + p.num_splits - 1) / p.num_splits;
+    const int per_split = static_cast<int>(fast_quotient(kv_len + p.num_splits - 1, p.num_splits_div));
     split_tokens = max((per_split + kTile - 1) / kTile, 1) * kTile;
   }
   const int begin = split * split_tokens;
@@ -131,25 +135,10 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
 
   // ---- K/V producer: every thread copies kCopies 16-byte chunks of K and of V per tile, all in
   // one chunk column: rows copy_row0 + i · kRowStep. Tokens past `end` copy nothing (zero fill)
-  // from a mapped row (`begin`'s). -------------------------------------------------------------
-  // ContigKV: rows are tokens, addressed at issue time.
-  auto load_tile = [&](int tile, int stage) {
-    const int tile_begin = begin + tile * kTile;
-#pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      const int c = tid + i * kThreads;
-      const int row = c / kChunks;
-      const int chunk = c % kChunks;
-      const int token = tile_begin + row;
-      const bool valid = token < end;
-      const int src = kv.locate(valid ? token : begin);
-      const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, chunk);
-      cp_async_16(smem_k + dst, kv.k_row(src) + chunk * 16, valid);
-      cp_async_16(smem_v + dst, kv.v_row(src) + chunk * 16, valid);
-    }
-  };
+  // from a mapped row (`begin`'s). One copy routine serves both KV sources: ContigKV's rows are
+  // the tokens themselves, and its page ids (zeros) are neither loaded nor shuffled.
   // PagedKV: the page ids of a tile's copies are loaded one tile ahead (fetch_id into next_id)
-  // and only turned into pool rows when the copies issue (load_tile_ids). Nothing that consumes
+  // and only turned into pool rows when the copies issue (load_tile). Nothing that consumes
   // the table load sits in the iteration that issues it, so its latency (a DRAM miss on first
   // touch, queued behind the K/V stream) hides behind a whole tile of math instead of stalling
   // the warp right after the load. The fetch is unconditional inside the tile loop (tokens past
@@ -169,14 +158,15 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     const int token = begin + tile * kTile + warp_row0 + j % kWarpRows0 + (j / kWarpRows0) * kRowStep;
     return kv.page_id(token < end ? token : begin);
   };
-  auto load_tile_ids = [&](int tile, int stage, int warp_id) {
+  auto load_tile = [&](int tile, int stage, int warp_id) {
     const int tile_begin = begin + tile * kTile;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const int row = copy_row0 + i * kRowStep;
       const int token = tile_begin + row;
       const bool valid = token < end;
-      const int id = __shfl_sync(0xffffffffu, warp_id, copy_row0 - warp_row0 + kWarpRows0 * i);
+      int id = 0;
+      if constexpr (KV::kLookup) id = __shfl_sync(0xffffffffu, warp_id, copy_row0 - warp_row0 + kWarpRows0 * i);
       const int src = kv.row_on_page(id, valid ? token : begin);
       const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
       cp_async_16(smem_k + dst, kv.k_row(src) + copy_chunk * 16, valid);
@@ -189,13 +179,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   // inlined copies of load_tile (each as costly to compile as the main loop's; issue 12, item 5).
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) {
-      if constexpr (KV::kLookup) {
-        load_tile_ids(s, s, fetch_id(s));
-      } else {
-        load_tile(s, s);
-      }
-    }
+    if (s < num_tiles) load_tile(s, s, fetch_id(s));
     cp_async_commit();
   }
   if constexpr (KV::kLookup) {
@@ -271,13 +255,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     __syncthreads();
     {
       const int next = tile + kStages - 1;
-      if (next < num_tiles) {
-        if constexpr (KV::kLookup) {
-          load_tile_ids(next, next % kStages, next_id);
-        } else {
-          load_tile(next, next % kStages);
-        }
-      }
+      if (next < num_tiles) load_tile(next, next % kStages, next_id);
       cp_async_commit();
       // Tile next + 1's page ids (clamped to `begin` past the end: a valid, unused id).
       if constexpr (KV::kLookup) next_id = fetch_id(next + 1);
@@ -422,7 +400,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
       acc.z += w * x.z;
       acc.w += w * x.w;
     }
-    const float inv = l_sum > 0.f ? 1.f / l_sum : 0.f;
+    const float inv = l_sum > 0.f ? fast_rcp(l_sum) : 0.f;
     const int head = head0 + r;
     if (direct) {
       char* dst = static_cast<char*>(p.out) +

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_merge_kernel(KJIT_
       acc[1] += w * x.y;
     }
   }
-  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float inv = l > 0.f ? fast_rcp(l) : 0.f;
   char* dst = static_cast<char*>(p.out) +
               (static_cast<int64_t>(b) * p.out_stride_b + static_cast<int64_t>(head) * p.out_stride_h + lane * kVec) * 2;
 #pragma unroll

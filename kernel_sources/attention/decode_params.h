@@ -96,6 +96,11 @@ struct DecodeParams {
   int32_t page_size;     ///< PagedKV: tokens per page (≥ 1)
   FastDiv page_div;      ///< PagedKV: page_size as a FastDiv (token → page without a division)
   int32_t page_rows;     ///< PagedKV: page stride / slot stride (pool rows per page)
+  /// m_tiles, num_splits and kv_heads as FastDivs: the kernel splits blockIdx.x (and a paged
+  /// sequence's length into its splits) without integer divisions.
+  FastDiv m_tiles_div;
+  FastDiv num_splits_div;
+  FastDiv kv_heads_div;
 };
 
 }  // namespace kjit::attention

@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(PrefillShape<kHeadDim, kBlockM>::kThreads,
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float l = quad_sum(row_l[mi][half]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? fast_rcp(l) : 0.f;
       const int local = warp * kWarpRows + mi * 16 + half * 8 + g;  // row within the CTA tile
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n) {

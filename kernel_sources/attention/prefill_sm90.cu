@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l = quad_sum(row_l[h]);
-    inv[h] = l > 0.f ? 1.f / l : 0.f;
+    inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
     const int row = my_row + 8 * h;
     if (p.lse != nullptr && tq == 0 && row < p.q_len) {
       p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =

@@ -1,7 +1,9 @@
 #pragma once
-// The hardware approximations of 2^x and log2(x) (MUFU.EX2 / MUFU.LG2). The attention and SWA
-// kernels keep softmax in the log2 domain (scores pre-multiplied by scale · log2(e)), so every
-// exponential is one ex2 and a log-sum-exp needs one lg2.
+// The hardware approximations of 2^x, log2(x) and 1/x (MUFU.EX2 / MUFU.LG2 / MUFU.RCP). The
+// attention and SWA kernels keep softmax in the log2 domain (scores pre-multiplied by
+// scale · log2(e)), so every exponential is one ex2 and a log-sum-exp needs one lg2; their final
+// normalization by the softmax sum is one rcp (IEEE `1.f / x` adds a ~60-instruction slow path
+// for operands near the range limits, which a sum ≥ 1 never is).
 #include "kjit/config.cuh"
 
 namespace kjit {
@@ -17,6 +19,14 @@ KJIT_DEVICE float fast_exp2(float x) {
 KJIT_DEVICE float fast_log2(float x) {
   float y;
   asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// 1/x (rcp.approx.ftz: at most 1 ulp from the correctly rounded result; subnormal x flushes to
+/// ±0, giving ±inf). For a softmax sum, which is ≥ 1 whenever anything was attended.
+KJIT_DEVICE float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
 

@@ -205,6 +205,7 @@ bool run(const Case& c, bool late, uint64_t seed) {
     p.split_tokens = 0;  // each sequence splits its own length
   }
   p.scale_log2 = static_cast<float>(pr.scale) * 1.4426950408889634f;
+  detail::set_grid_divisors(p);
   DecodeMergeParams m{};
   m.o_part = p.o_part;
   m.lse_part = p.lse_part;

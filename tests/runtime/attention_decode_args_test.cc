@@ -210,6 +210,42 @@ TEST(AttentionDecodePlan, RowsAndMTiles) {
   EXPECT_EQ(p.ctas, 2 * 1 * p.num_splits * 2);
 }
 
+// The kernel splits blockIdx.x = ((b · kv_heads + kv_head) · num_splits + split) · m_tiles + m_tile
+// with the Params' FastDivs (decode.cu): every CTA of a launch gets its own coordinates back.
+TEST(AttentionDecodePlan, GridDivisorsSplitEveryCtaIndex) {
+  for (int64_t hkv : {1, 3, 8}) {
+    for (int64_t group : {1, 5, 16, 40}) {
+      for (int req : {0, 1, 7}) {
+        const int64_t batch = 3;
+        const ad::DecodeDims d = decode_dims(batch, 300, hkv * group, hkv, 128);
+        const ad::DecodePlan plan = h200_plan(d, req);
+        DecodeArgs a = valid_args();
+        a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {batch, 1, hkv * group, 128}, {}, 0);
+        a.out = a.q;
+        a.k = a.v = TensorRef(fake_ptr(0x100000), DType::kBF16, {batch, 300, hkv, 128}, {}, 0);
+        const kjit::attention::DecodeParams p = ad::DecodeOp::params(a, d, plan, fake_ptr());
+        SCOPED_TRACE(testing::Message() << "Hkv " << hkv << " group " << group << " splits " << p.num_splits);
+        uint32_t cta = 0;
+        for (int b = 0; b < batch; ++b)
+          for (int h = 0; h < hkv; ++h)
+            for (int s = 0; s < p.num_splits; ++s)
+              for (int m = 0; m < p.m_tiles; ++m, ++cta) {
+                uint32_t q = kjit::fast_quotient(cta, p.m_tiles_div);
+                ASSERT_EQ(cta - q * p.m_tiles, static_cast<uint32_t>(m)) << cta;
+                const uint32_t idx = q;
+                q = kjit::fast_quotient(idx, p.num_splits_div);
+                ASSERT_EQ(idx - q * p.num_splits, static_cast<uint32_t>(s)) << cta;
+                const uint32_t bh = q;
+                q = kjit::fast_quotient(bh, p.kv_heads_div);
+                ASSERT_EQ(bh - q * p.kv_heads, static_cast<uint32_t>(h)) << cta;
+                ASSERT_EQ(q, static_cast<uint32_t>(b)) << cta;
+              }
+        EXPECT_EQ(cta, static_cast<uint32_t>(plan.ctas));
+      }
+    }
+  }
+}
+
 TEST(AttentionDecodePlan, PartitionsCoverEveryTokenWithoutEmptySplits) {
   for (int64_t batch : {1, 3, 16, 200}) {
     for (int64_t len : {0, 1, 2, 63, 64, 65, 1000, 4097, 32768}) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -63,7 +64,15 @@ DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const
   p.split_tokens = plan.split_tokens;
   p.m_tiles = plan.m_tiles;
   p.scale_log2 = scale * 1.4426950408889634f;
+  set_grid_divisors(p);
   return p;
+}
+
+void set_grid_divisors(DecodeParams& p) {
+  // An empty launch may carry zeros; a FastDiv needs a divisor ≥ 1.
+  p.m_tiles_div = fast_div_of(static_cast<uint32_t>(std::max(p.m_tiles, 1)));
+  p.num_splits_div = fast_div_of(static_cast<uint32_t>(std::max(p.num_splits, 1)));
+  p.kv_heads_div = fast_div_of(static_cast<uint32_t>(std::max(p.kv_heads, 1)));
 }
 
 kjit::detail::Choice decode_merge_choice(int64_t head_dim, const DecodePlan& plan) {

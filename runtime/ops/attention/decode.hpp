@@ -58,6 +58,11 @@ struct DecodePlan {
   size_t workspace_bytes = 0;
 };
 
+/// Sets p's m_tiles_div, num_splits_div and kv_heads_div from its m_tiles, num_splits and
+/// kv_heads (a 0 counts as 1): how the decode kernel splits blockIdx.x. Both decode ops call it
+/// last.
+void set_grid_divisors(DecodeParams& p);
+
 /// CTAs of decode_kernel<head_dim, ·> that can be resident per SM given the SM's shared memory
 /// (bytes), in [1, 2]: the kernel is launched with __launch_bounds__(threads, 2).
 int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm);

@@ -52,6 +52,7 @@ DecodeParams PagedDecodeOp::params(const PagedDecodeArgs& args, const PagedDecod
   p.page_size = static_cast<int32_t>(d.cache.page_size);
   p.page_div = d.cache.page_div;
   p.page_rows = d.cache.page_rows;
+  set_grid_divisors(p);
   return p;
 }
 
