@@ -158,28 +158,34 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     const int token = begin + tile * kTile + warp_row0 + j % kWarpRows0 + (j / kWarpRows0) * kRowStep;
     return kv.page_id(token < end ? token : begin);
   };
+  // Copy i (< kCopies) of a tile: one 16-byte chunk of K and one of V.
+  auto copy_chunk_i = [&](int tile, int stage, int i, int warp_id) {
+    const int row = copy_row0 + i * kRowStep;
+    const int token = begin + tile * kTile + row;
+    const bool valid = token < end;
+    int id = 0;
+    if constexpr (KV::kLookup) id = __shfl_sync(0xffffffffu, warp_id, copy_row0 - warp_row0 + kWarpRows0 * i);
+    const int src = kv.row_on_page(id, valid ? token : begin);
+    const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
+    cp_async_16(smem_k + dst, kv.k_row(src) + copy_chunk * 16, valid);
+    cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
+  };
   auto load_tile = [&](int tile, int stage, int warp_id) {
-    const int tile_begin = begin + tile * kTile;
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      const int row = copy_row0 + i * kRowStep;
-      const int token = tile_begin + row;
-      const bool valid = token < end;
-      int id = 0;
-      if constexpr (KV::kLookup) id = __shfl_sync(0xffffffffu, warp_id, copy_row0 - warp_row0 + kWarpRows0 * i);
-      const int src = kv.row_on_page(id, valid ? token : begin);
-      const uint32_t dst = static_cast<uint32_t>(stage * kStageBytes) + swizzle_offset<kRowBytes>(row, copy_chunk);
-      cp_async_16(smem_k + dst, kv.k_row(src) + copy_chunk * 16, valid);
-      cp_async_16(smem_v + dst, kv.v_row(src) + copy_chunk * 16, valid);
-    }
+    for (int i = 0; i < kCopies; ++i) copy_chunk_i(tile, stage, i, warp_id);
   };
   int next_id = 0;
 
-  // The prologue's kStages − 1 tile copies run once per CTA: a loop, not kStages − 1 more
-  // inlined copies of load_tile (each as costly to compile as the main loop's; issue 12, item 5).
+  // The prologue's kStages − 1 tiles run once per CTA: rolled loops over the tiles and their
+  // copies, so the copy code is compiled once more, not kCopies times (an unrolled load_tile
+  // here was a tenth of the kernel's NVVM time; issue 12, item 5).
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s, fetch_id(s));
+    if (s < num_tiles) {
+      const int id = fetch_id(s);
+#pragma unroll 1
+      for (int i = 0; i < kCopies; ++i) copy_chunk_i(s, s, i, id);
+    }
     cp_async_commit();
   }
   if constexpr (KV::kLookup) {
@@ -216,19 +222,21 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   }
 
   // ---- Which of this lane's score columns are attended: in range and (optionally) unmasked. ---
-  // Prefetched one tile ahead into registers so mask loads never stall the softmax.
+  // Prefetched one tile ahead into registers so mask loads never stall the softmax. One uniform
+  // branch on the mask's presence, and inside it unconditional loads at tokens clamped to the
+  // last in range (a column past `end` reads a byte it then ignores): no branch per column, which
+  // made the loop body many basic blocks and cost 8% of the kernel's compile.
   constexpr int kCols = 2 * kSTiles;  // score columns per lane and row
   const uint8_t* mask_b = p.mask != nullptr ? p.mask + static_cast<int64_t>(b) * p.mask_stride_b : nullptr;
   auto fetch_keep = [&](int tile, uint8_t (&keep)[kCols]) {
     const int base = begin + tile * kTile + tg * kTokensPerWarp + 2 * t;
 #pragma unroll
-    for (int j = 0; j < kSTiles; ++j) {
+    for (int i = 0; i < kCols; ++i) keep[i] = base + 8 * (i >> 1) + (i & 1) < end;
+    if (mask_b != nullptr && end > 0) {  // end > 0: the clamped token is a real column
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int token = base + 8 * j + e;
-        uint8_t k = token < end;
-        if (mask_b != nullptr && k) k = __ldg(mask_b + static_cast<int64_t>(token) * p.mask_stride_l) != 0;
-        keep[2 * j + e] = k;
+      for (int i = 0; i < kCols; ++i) {
+        const int token = min(base + 8 * (i >> 1) + (i & 1), end - 1);
+        keep[i] &= __ldg(mask_b + static_cast<int64_t>(token) * p.mask_stride_l) != 0;
       }
     }
   };
@@ -263,7 +271,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     uint8_t keep[kCols];
 #pragma unroll
     for (int i = 0; i < kCols; ++i) keep[i] = keep_next[i];
-    if (tile + 1 < num_tiles) fetch_keep(tile + 1, keep_next);
+    fetch_keep(tile + 1, keep_next);  // past the last tile: every column out of range
 
     const int stage = tile % kStages;
     const uint32_t k_stage = smem_k + static_cast<uint32_t>(stage * kStageBytes) + k_lane;

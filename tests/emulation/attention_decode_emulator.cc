@@ -264,6 +264,7 @@ int main(int argc, char** argv) {
       {1, 40, 32, 2, 256, 1, false, false, true}, // group 16 at hd256
       {1, 130, 16, 1, 64, 1, false, false, false},// group 16 at hd64
       {3, 1, 8, 2, 128, 0, true, false, false},   // kv_len 1 and 0
+      {3, 1, 8, 2, 128, 2, true, true, false},    // the same with a mask (no mask byte before token 0)
       {2, 0, 8, 2, 64, 0, false, false, false},   // empty cache
       // PagedKV: tiles across pages and pages across tiles, the split each sequence's own.
       {3, 300, 8, 2, 128, 1, true, true, true, 16},
