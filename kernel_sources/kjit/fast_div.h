@@ -1,7 +1,8 @@
 #pragma once
-// Division by a run-time divisor that is fixed per launch (a page size), as one multiply-high, an
-// add and a shift: the same instructions for every divisor, so a kernel carries one code path
-// where `pow2 ? n >> s : n / d` carried two (and a ~20-instruction division in the second).
+// Division by a run-time divisor that is fixed per launch (a page size, a grid dimension), as one
+// multiply-high, an add and a shift: the same instructions for every divisor, so a kernel carries
+// one code path where `pow2 ? n >> s : n / d` carried two (and a ~20-instruction division in the
+// second).
 // Compiled by g++ (the op layer builds the divisor into the Params) and by NVRTC (the kernels
 // divide); the host tests check it against `/` exhaustively over divisors and dividends.
 //
