@@ -13,7 +13,6 @@
 #include <array>
 #include <atomic>
 #include <cctype>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -177,10 +176,9 @@ const DeviceInfo& device_identity(int ordinal) {
     }
     // KJIT_ARCH is process-wide: the planners, family checks and Runtime::load all read this
     // one DeviceInfo, so they can never disagree about the target.
-    static const char* const kjit_arch = std::getenv("KJIT_ARCH");
     const detail::TargetChoice choice =
-        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(),
-                              kjit_arch ? kjit_arch : "", fmt::format("device {} ({})", ordinal, info->name));
+        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(), detail::kjit_arch(),
+                              fmt::format("device {} ({})", ordinal, info->name));
     info->compile_target = choice.target;
     if (!choice.note.empty()) warn(choice.note);
     infos[ordinal] = std::move(info);

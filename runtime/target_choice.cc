@@ -9,6 +9,7 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kjit::detail {
 
@@ -16,12 +17,7 @@ TargetChoice choose_target(int cc_major, int cc_minor, const std::vector<int>& n
                            std::string_view device) {
   const int sm = cc_major * 10 + cc_minor;
   if (!kjit_arch.empty()) {
-    Target t;
-    try {
-      t = Target::parse(kjit_arch);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", kjit_arch, e.what()));
-    }
+    const Target t = parse_kjit_arch(kjit_arch);
     bool runs = false;
     if (t.arch_specific) {
       runs = t.major == cc_major && t.minor == cc_minor;
@@ -57,6 +53,19 @@ TargetChoice choose_target(int cc_major, int cc_minor, const std::vector<int>& n
       device, cc_major, cc_minor, sm > newest ? "newer than" : "not a target of", nvrtc_version(), newest,
       ptx.str());
   return {ptx, std::move(note)};
+}
+
+std::string_view kjit_arch() {
+  static const char* const value = std::getenv("KJIT_ARCH");
+  return value != nullptr ? value : "";
+}
+
+Target parse_kjit_arch(std::string_view value) {
+  try {
+    return Target::parse(value);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", value, e.what()));
+  }
 }
 
 const std::vector<int>& nvrtc_supported_sms() {

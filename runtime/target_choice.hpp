@@ -34,6 +34,13 @@ struct TargetChoice {
 TargetChoice choose_target(int cc_major, int cc_minor, const std::vector<int>& nvrtc_sms, std::string_view kjit_arch,
                            std::string_view device);
 
+/// The KJIT_ARCH environment variable, read once per process ("" when unset): the one reading
+/// that device_info() and the CLI's default target share.
+std::string_view kjit_arch();
+
+/// Target::parse(`value`) for a KJIT_ARCH value; throws InvalidArgument "KJIT_ARCH=<value>: <why>".
+Target parse_kjit_arch(std::string_view value);
+
 /// The SMs nvrtcGetSupportedArchs lists (read once; empty when NVRTC cannot say).
 const std::vector<int>& nvrtc_supported_sms();
 

@@ -3,10 +3,11 @@
 
 #include <kjit/error.hpp>
 
+#include "runtime/target_choice.hpp"
+
 #include <fmt/format.h>
 
 #include <cctype>
-#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 
@@ -111,13 +112,8 @@ std::vector<Target> default_targets() {
   if (!targets.empty()) return targets;
   // Without a GPU (an image build, CI): the device target KJIT_ARCH names, else the common
   // datacenter archs, Hopper and Ada.
-  if (const char* arch = std::getenv("KJIT_ARCH"); arch != nullptr && *arch != '\0') {
-    try {
-      return {Target::parse(arch)};
-    } catch (const Error& e) {
-      throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", arch, strip_prefix(e.what())));
-    }
-  }
+  const std::string_view arch = kjit::detail::kjit_arch();
+  if (!arch.empty()) return {kjit::detail::parse_kjit_arch(arch)};
   return {Target::parse("sm_90a"), Target::parse("sm_89")};
 }
 
