@@ -143,6 +143,14 @@ const DeviceInfo& device_info(int ordinal) {
     info->global_mem_bytes = static_cast<int64_t>(total);
     KJIT_CU(cuDriverGetVersion(&info->driver_version));
     info->mig_slice = mig_slice_of(info->name);
+    // The one target choice of this device (KJIT_ARCH, else its own, else the PTX fallback), made
+    // here because the loads, the planners and the family checks all read device_info();
+    // device_identity() copies it.
+    const detail::TargetChoice choice =
+        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(), detail::kjit_arch(),
+                              fmt::format("device {} ({})", ordinal, info->name));
+    info->compile_target = choice.target;
+    if (!choice.note.empty()) warn(choice.note);
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);
@@ -174,13 +182,6 @@ const DeviceInfo& device_identity(int ordinal) {
     } catch (const std::exception&) {
       info->nvrtc_version.clear();
     }
-    // KJIT_ARCH is process-wide: the planners, family checks and Runtime::load all read this
-    // one DeviceInfo, so they can never disagree about the target.
-    const detail::TargetChoice choice =
-        detail::choose_target(info->cc_major, info->cc_minor, detail::nvrtc_supported_sms(), detail::kjit_arch(),
-                              fmt::format("device {} ({})", ordinal, info->name));
-    info->compile_target = choice.target;
-    if (!choice.note.empty()) warn(choice.note);
     infos[ordinal] = std::move(info);
   });
   if (!infos[ordinal]) throw DriverError(fmt::format("reading device {}'s attributes failed earlier", ordinal), 0);

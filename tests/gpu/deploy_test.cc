@@ -9,6 +9,7 @@
 //     the graph's launch gives the reference's answer.
 // The loop runs in child processes (this binary re-run with a gtest filter), since KJIT_RECORD,
 // KJIT_JIT and KJIT_CACHE_DIR are read once per process.
+#include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
@@ -213,6 +214,36 @@ TEST_F(DeployGpu, RecordReplayThenFailClosed) {
   EXPECT_NE(code, 0);
   ASSERT_FALSE(refused.empty());
   EXPECT_NE(refused[0].find("kjit compile attention.decode"), std::string::npos) << refused[0];
+}
+
+// --- KJIT_ARCH reaches every op ------------------------------------------------------------------
+
+// `kjit selftest` under KJIT_ARCH in an empty cache: every op passes, and every entry it leaves is
+// for that target, none for the device's own (sm_90a on an H200). For compute_XY the driver
+// JIT-compiles the PTX at load, as it would on a GPU newer than NVRTC.
+TEST_F(DeployGpu, KjitArchIsTheTargetOfEveryEntryASelftestLeaves) {
+  const fs::path kjit_cli = self_dir().parent_path() / "tools" / "kjit";
+  ASSERT_TRUE(fs::exists(kjit_cli)) << kjit_cli << " (build kjit_cli)";
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  const std::string sm = std::to_string(info.cc_major) + std::to_string(info.cc_minor);
+  for (const std::string arch : {"compute_" + sm, "sm_" + sm}) {
+    const fs::path cache = work_ / ("cache-" + arch);
+    const std::map<std::string, std::string> env = {{"KJIT_CACHE_DIR", cache.string()}, {"KJIT_ARCH", arch}};
+    kjit::test::ProcessResult r = kjit::test::run_process({kjit_cli.string(), "selftest", "--json"}, env, work_ / "io");
+    EXPECT_EQ(r.code, 0) << r.describe();
+    const nlohmann::json results = nlohmann::json::parse(r.out)["results"];
+    EXPECT_FALSE(results.empty()) << r.out;
+    for (const nlohmann::json& t : results) EXPECT_TRUE(t["passed"].get<bool>()) << arch << ": " << t.dump();
+    r = kjit::test::run_process({kjit_cli.string(), "cache", "ls", "--json"}, env, work_ / "io");
+    ASSERT_EQ(r.code, 0) << r.describe();
+    const nlohmann::json entries = nlohmann::json::parse(r.out)["entries"];
+    EXPECT_FALSE(entries.empty()) << r.out;
+    for (const nlohmann::json& e : entries) {
+      EXPECT_EQ(e["target"], arch) << e["family"] << " " << e["template_args"];
+    }
+    std::printf("KJIT_ARCH=%s: %zu selftest checks passed, %zu entries all for %s\n", arch.c_str(), results.size(),
+                entries.size(), arch.c_str());
+  }
 }
 
 // --- a miss during stream capture ---------------------------------------------------------------
