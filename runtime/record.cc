@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -61,11 +64,21 @@ cache::ManifestEntry manifest_entry(const ProgramSpec& spec, const Target& targe
   return e;
 }
 
-std::string compile_command(const cache::ManifestEntry& e) {
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_-.,/:=+@%", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string compile_command(const cache::ManifestEntry& e, const std::string& cache_dir) {
   if (e.user) return {};
-  std::string out = "kjit compile " + e.family;
-  for (const auto& [name, value] : e.params) out += " " + name + "=" + value;
-  out += " --arch " + e.target;
+  std::string out = "KJIT_CACHE_DIR=" + shell_word(cache_dir) + " KJIT_JIT=on kjit compile " + shell_word(e.family);
+  for (const auto& [name, value] : e.params) out += " " + shell_word(name + "=" + value);
+  out += " --arch " + shell_word(e.target);
   if (e.target.rfind("compute_", 0) == 0) out += " --emit ptx";
   return out;
 }

@@ -20,9 +20,16 @@ namespace kjit::detail {
 /// text, headers or options of its own), else a user line carrying `key_hex`.
 cache::ManifestEntry manifest_entry(const ProgramSpec& spec, const Target& target, const std::string& key_hex);
 
-/// "kjit compile attention.decode head_dim=128 rows=8 --arch sm_90a" (plus "--emit ptx" for a
-/// compute_XY target) for a family point; "" for a host application's own kernel.
-std::string compile_command(const cache::ManifestEntry& entry);
+/// `word` as one /bin/sh word: unchanged when it holds only characters the shell takes
+/// literally (letters, digits and `_-.,/:=+@%`), else single-quoted (a `'` as `'\''`).
+std::string shell_word(const std::string& word);
+
+/// The shell command that builds `entry` into the cache at `cache_dir`, pasteable as printed:
+/// "KJIT_CACHE_DIR=/c KJIT_JIT=on kjit compile attention.decode head_dim=128 rows=8 --arch sm_90a"
+/// (plus "--emit ptx" for a compute_XY target), each word quoted by shell_word. KJIT_JIT=on
+/// because the shell that shows this message may still export KJIT_JIT=off. "" for a host
+/// application's own kernel, which no command can rebuild.
+std::string compile_command(const cache::ManifestEntry& entry, const std::string& cache_dir);
 
 /// Appends the specializations a process obtains to one manifest file, each line once per
 /// process (lines already in the file when the recorder opens it count as written). Safe from

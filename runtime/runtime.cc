@@ -246,11 +246,11 @@ class RuntimeImpl {
   JitDisabled jit_disabled(const ProgramSpec& spec, const Target& target, const cache::Key& key, const char* why) {
     refused.fetch_add(1, std::memory_order_relaxed);
     const cache::ManifestEntry e = manifest_entry(spec, target, key.hex());
-    const std::string command = compile_command(e);
+    const std::string command = compile_command(e, config.cache_dir);
     const std::string what = fmt::format("{} {} for {}", spec.family, spec.template_args, target.str());
     std::string how;
     if (!command.empty()) {
-      how = "build it with: " + in_this_cache(command);
+      how = "build it with: " + command;
     } else {
       how = fmt::format("it is the application's own kernel {} (key {}), which no command can rebuild: run the "
                         "application once with KJIT_JIT=on against this cache, or import a bundle that holds it",
@@ -322,14 +322,9 @@ class RuntimeImpl {
       std::lock_guard lock(mutex);
       if (!jit_warned.insert(key.hex()).second) return;
     }
-    const std::string command = compile_command(manifest_entry(spec, target, key.hex()));
+    const std::string command = compile_command(manifest_entry(spec, target, key.hex()), config.cache_dir);
     warn(fmt::format("compiling {} {} for {} at run time (KJIT_JIT=warn){}", spec.family, spec.template_args,
-                     target.str(), command.empty() ? "" : "; precompile it with: " + in_this_cache(command)));
-  }
-
-  // `command` (a `kjit compile` line) run against this process's cache directory.
-  std::string in_this_cache(const std::string& command) const {
-    return fmt::format("KJIT_CACHE_DIR={} {}", config.cache_dir, command);
+                     target.str(), command.empty() ? "" : "; precompile it with: " + command));
   }
 
   // `stream`: the launch stream whose capture a miss must not disturb, or null for none.

@@ -82,8 +82,10 @@ class JitDisabled : public Error {
   const std::string& params() const noexcept { return params_; }
   /// "sm_90a", "compute_120".
   const std::string& target() const noexcept { return target_; }
-  /// "kjit compile attention.decode head_dim=128 rows=8 --arch sm_90a"; "" for a host
-  /// application's own kernel.
+  /// The shell command that builds it into this process's cache, pasteable as printed (words
+  /// shell-quoted, KJIT_JIT=on so a shell that exports KJIT_JIT=off runs it too):
+  /// "KJIT_CACHE_DIR=/var/cache/kjit KJIT_JIT=on kjit compile attention.decode head_dim=128 rows=8
+  /// --arch sm_90a"; "" for a host application's own kernel.
   const std::string& command() const noexcept { return command_; }
 
  private:

@@ -165,6 +165,27 @@ TEST_F(DeployCli, RecordReplayAndRunFailClosed) {
 
 // A recorded decode point brings its companion, the split merge at its head_dim (a recording
 // run that never split did not load it); two decode points of one head_dim share it.
+// The command a JitDisabled names runs as printed, from a shell that still exports KJIT_JIT=off,
+// with a cache path that needs quoting.
+TEST_F(DeployCli, TheRefusalsCommandPastesIntoTheShellThatRaisedIt) {
+  const fs::path cache = work_ / "prod cache 'one'";
+  ProcessResult r = kjit(rotary_args("64"), cache, {{"KJIT_JIT", "off"}});
+  ASSERT_EQ(r.code, 1) << r.describe();
+  const std::string marker = "build it with: ";
+  const size_t at = r.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.describe();
+  std::string command = r.err.substr(at + marker.size());
+  command = command.substr(0, command.find('\n'));
+  // `kjit` on PATH, KJIT_JIT=off exported, as in the production shell; nothing else set.
+  const std::string shell = "export KJIT_JIT=off PATH=" + shell_quote(kjit_binary().parent_path().string()) +
+                            ":$PATH; " + command;
+  r = run_process({"/bin/sh", "-c", shell}, {}, work_ / "io");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  // It built the entry into that cache: the refused call now succeeds with JIT off.
+  r = kjit(rotary_args("64"), cache, {{"KJIT_JIT", "off"}});
+  EXPECT_EQ(r.code, 0) << r.describe();
+}
+
 TEST_F(DeployCli, ManifestDecodeLinesBringTheirMerge) {
   const fs::path manifest = work_ / "decode.jsonl";
   std::ofstream(manifest) << R"({"family":"attention.decode","params":{"head_dim":"64","rows":"8"},"target":"sm_89"})"

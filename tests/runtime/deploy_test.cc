@@ -10,6 +10,7 @@
 #include <kjit/runtime.hpp>
 
 #include "cache/manifest.hpp"
+#include "runtime/record.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/pipeline.hpp"
 #include "runtime/target_choice.hpp"
@@ -148,7 +149,8 @@ TEST_F(Deploy, OffRefusesAMissNamingTheCommandAndCompilesNothing) {
     EXPECT_EQ(e.family(), "rotary");
     EXPECT_EQ(e.params(), "style=neox head_dim=64 pos=i32");
     EXPECT_EQ(e.target(), "sm_90a");
-    EXPECT_EQ(e.command(), "kjit compile rotary head_dim=64 pos=i32 style=neox --arch sm_90a");
+    EXPECT_EQ(e.command(), "KJIT_CACHE_DIR=" + kjit::detail::shell_word((dir_ / "cache").string()) +
+                               " KJIT_JIT=on kjit compile rotary head_dim=64 pos=i32 style=neox --arch sm_90a");
     EXPECT_NE(what.find(e.command()), std::string::npos) << what;
     EXPECT_NE(what.find("KJIT_JIT=off"), std::string::npos) << what;
   }
@@ -176,7 +178,8 @@ TEST_F(Deploy, OffRefusesAMissNamingTheCommandAndCompilesNothing) {
     off2.compile(rotary_spec(), kjit::Target::parse("compute_120"));
     FAIL();
   } catch (const kjit::JitDisabled& e) {
-    EXPECT_EQ(e.command(), "kjit compile rotary head_dim=64 pos=i32 style=neox --arch compute_120 --emit ptx");
+    EXPECT_NE(e.command().find(" KJIT_JIT=on kjit compile rotary head_dim=64 pos=i32 style=neox --arch compute_120 --emit ptx"),
+              std::string::npos) << e.command();
   }
 }
 
@@ -294,6 +297,16 @@ TEST_F(Deploy, PtxForTheNewerGpuHasItsOwnKeyAndCompiles) {
   auto p = rt.compile(rotary_spec(), ptx);
   EXPECT_EQ(p->target.str(), "compute_121");
   EXPECT_NE(p->binary.find(".target sm_121"), std::string::npos) << "PTX text for the driver JIT";
+}
+
+TEST(CompileCommand, WordsAreShellQuotedOnlyWhereNeeded) {
+  using kjit::detail::shell_word;
+  EXPECT_EQ(shell_word("head_dim=128"), "head_dim=128");
+  EXPECT_EQ(shell_word("/var/cache/kjit"), "/var/cache/kjit");
+  EXPECT_EQ(shell_word("/tmp/my cache"), "'/tmp/my cache'");
+  EXPECT_EQ(shell_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_word("$HOME"), "'$HOME'");
+  EXPECT_EQ(shell_word(""), "''");
 }
 
 }  // namespace
