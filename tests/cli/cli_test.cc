@@ -762,11 +762,26 @@ TEST_F(CliTest, UnusableCacheDirFailsLoudlyNamingThePath) {
 
 // --- selftest -----------------------------------------------------------------------------------
 
+// Every command that needs a GPU refuses in one wording and with one exit code where there is none.
+TEST_F(CliTest, CommandsThatNeedAGpuRefuseAlike) {
+  if (device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"selftest"}, "kjit selftest"},
+      {{"tune", "decode"}, "kjit tune"},
+      {{"tune", "--check"}, "kjit tune --check"},
+  };
+  for (const auto& [args, command] : cases) {
+    ProcessResult r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    expect_one_line_error(r, "no CUDA device: " + command + " needs a GPU");
+  }
+}
+
 TEST_F(CliTest, SelftestNeedsAGpuAndPassesOnOne) {
   if (device_count() == 0) {
     ProcessResult r = kjit({"selftest"});
     EXPECT_EQ(r.code, 2) << r.describe();
-    EXPECT_NE(r.err.find("no CUDA device: selftest needs a GPU"), std::string::npos) << r.describe();
+    EXPECT_NE(r.err.find("no CUDA device: kjit selftest needs a GPU"), std::string::npos) << r.describe();
     r = kjit({"selftest", "--json"});
     EXPECT_EQ(r.code, 2) << r.describe();
     EXPECT_EQ(parse_object(r)["passed"], false);
@@ -840,7 +855,7 @@ TEST_F(CliTest, SelftestDeviceArgumentsAreCheckedBeforeAnythingRuns) {
     if (std::string(flag) == "--device") args.push_back("0");
     r = kjit(args);
     EXPECT_EQ(r.code, 2) << r.describe();
-    EXPECT_NE(r.err.find("no CUDA device: selftest needs a GPU"), std::string::npos) << r.describe();
+    EXPECT_NE(r.err.find("no CUDA device: kjit selftest needs a GPU"), std::string::npos) << r.describe();
     args.push_back("--json");
     r = kjit(args);
     EXPECT_EQ(r.code, 2) << r.describe();

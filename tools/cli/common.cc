@@ -89,6 +89,16 @@ std::string human_bytes(uint64_t bytes) {
   return fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
+std::string missing_gpu(const std::string& command) {
+  if (driver_available() && device_count() > 0) return "";
+  return fmt::format("no CUDA device: {} needs a GPU ({})", command,
+                     driver_available() ? "the driver lists no device" : driver_unavailable_reason());
+}
+
+void require_gpu(const std::string& command) {
+  if (std::string why = missing_gpu(command); !why.empty()) throw NeedsGpu(why);
+}
+
 std::vector<Target> parse_targets(const std::vector<std::string>& texts) {
   std::vector<Target> targets;
   for (const std::string& text : texts) {

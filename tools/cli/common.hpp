@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +30,22 @@ namespace kjit::cli {
 inline constexpr int kExitOk = 0;
 /// The command ran and something it checked failed (a compile, a cache entry, a selftest).
 inline constexpr int kExitFailed = 1;
-/// The command could not run: bad arguments, an unusable cache, no GPU for `selftest`.
+/// The command could not run: bad arguments, an unusable cache, no GPU for `selftest` or `tune`.
 inline constexpr int kExitCannotRun = 2;
+
+/// A command that measures or runs on a GPU was started where there is none; main reports
+/// what() and exits kExitCannotRun, the same for every such command.
+class NeedsGpu : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// "no CUDA device: <command> needs a GPU (<why the driver is unavailable>)" when this machine
+/// has no usable GPU, "" when it has one: the one wording of that refusal across the CLI.
+std::string missing_gpu(const std::string& command);
+
+/// Throws NeedsGpu with missing_gpu(command) unless this machine has a GPU.
+void require_gpu(const std::string& command);
 
 /// One (sub)command: the CLI11 app it parses into and what runs when it was chosen. `run`
 /// returns the exit code; it may throw kjit::Error or std::exception (main reports them).

@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
     }
     report("no command given (see kjit --help)");
     return kjit::cli::kExitCannotRun;
+  } catch (const kjit::cli::NeedsGpu& e) {
+    report(e.what());
+    return kjit::cli::kExitCannotRun;
   } catch (const kjit::CacheError& e) {
     report(e.what());
     return kjit::cli::kExitCannotRun;

@@ -111,11 +111,9 @@ void run_device(int device, std::vector<selftest::Result>& results) {
 }
 
 int run_selftest(const SelftestOptions& o) {
-  if (!testing::has_gpu()) {
-    std::string reason = "no CUDA device: selftest needs a GPU";
+  if (std::string reason = missing_gpu("kjit selftest"); !reason.empty()) {
     // Named devices a machine without any cannot have: say so in the same line.
     if (!o.devices.empty()) reason += fmt::format("; --device {} is out of range: {}", o.devices.front(), device_count_text(0));
-    if (!driver_available()) reason += fmt::format(" ({})", driver_unavailable_reason());
     if (o.skip_without_gpu) {
       if (output().json) {
         print_json({{"skipped", true}, {"reason", reason}, {"results", nlohmann::json::array()}});

@@ -123,6 +123,7 @@ int run_list() {
 /// default at the shape it was tuned at, and reports the drift of both times. An entry tuned
 /// against another revision of its op's planner (which the planners ignore) counts as failed.
 int run_check(const TuneArgs& a) {
+  require_gpu("kjit tune --check");
   const DeviceInfo& info = device_identity(0);
   const std::string root = RuntimeConfig::from_env().cache_dir;
   cache::TuneTable table;
@@ -217,10 +218,7 @@ int run_tune(const TuneArgs& a) {
   for (const std::string& s : a.shapes) shapes.push_back(tune::parse_shape({s}, top.defaults));
   if (shapes.empty()) shapes.push_back(top.defaults);
   for (const tune::Shape& s : shapes) top.make(s);  // a bad shape is an error before any GPU work
-  if (!driver_available() || device_count() == 0) {
-    throw Unsupported(fmt::format("kjit tune measures on a GPU and there is none here ({})",
-                                  driver_available() ? "no CUDA device" : driver_unavailable_reason()));
-  }
+  require_gpu("kjit tune");
   const tune::SweepResult r = tune::sweep(a.op, shapes, options_of(a));
   if (!a.json_out.empty()) write_text(a.json_out, tune::to_json(r));
   if (output().json) {
