@@ -29,7 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench_common import arg_parser, fmt, graph_time_us, ptr, rel_l2, seeded_generator, shim_path, stream_ptr
 
-# (batch, q_heads, kv_heads, head_dim, kv_len): the shapes of shared/PEERS-H200.md.
+# (batch, q_heads, kv_heads, head_dim, kv_len): the decode shapes of the peer table in docs/perf-notes.md.
 SHAPES = [
     (1, 32, 8, 128, 512),
     (1, 32, 8, 128, 8192),
