@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (CUDA 13 toolkit at /usr/local/cuda) for kjit: installs the
 # Debian build dependencies, configures a Release build in build/ and builds the library, the
-# `kjit` CLI, the benchmarks and the tests; then installs the Python package (`pip install .`
-# for the python3 on PATH, built in DIR-python/) and what its tests need (pytest, numpy).
+# `kjit` CLI, the benchmarks and the tests; then installs the Python package for the python3 on
+# PATH (its extension alone is compiled, in DIR-python/, against the libkjit and CLI just built)
+# and what its tests need (pytest, numpy).
 #
 #   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps] [--no-python]
 #
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --no-deps) install_deps=0; shift ;;
     --no-python) python=0; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,9 +47,15 @@ if [ "$python" = 1 ]; then
   # Debian's own python3 is "externally managed"; kjit's tests install into it all the same.
   export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
   python3 -m pip install -q nanobind scikit-build-core pytest numpy
+  # The package reuses the libkjit and CLI just built: they are installed into a prefix inside
+  # the build folder, and the package's build (python/CMakeLists.txt, standalone) compiles only
+  # the extension against them and copies them into the wheel.
+  prefix=$(cd "$build_dir" && pwd)/python-prefix
+  cmake --install "$build_dir" --prefix "$prefix" > /dev/null
   launcher=()
   command -v ccache >/dev/null && launcher=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CMAKE_BUILD_PARALLEL_LEVEL=$jobs python3 -m pip install -q --no-build-isolation \
+    -Ccmake.source-dir=python -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
     -Cbuild-dir="$build_dir-python" "${launcher[@]}" .
   echo "setup.sh: installed the kjit Python package ($(python3 -c 'import kjit; print(kjit.__file__)'))"
 fi
