@@ -51,6 +51,8 @@ if [ "$python" = 1 ]; then
   # the build folder, and the package's build (python/CMakeLists.txt, standalone) compiles only
   # the extension against them and copies them into the wheel.
   prefix=$(cd "$build_dir" && pwd)/python-prefix
+  # A package build folder from before, which built libkjit itself, is of another project.
+  [ -d "$build_dir-python/CMakeFiles/kjit.dir" ] && rm -rf "$build_dir-python"
   cmake --install "$build_dir" --prefix "$prefix" > /dev/null
   launcher=()
   command -v ccache >/dev/null && launcher=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
