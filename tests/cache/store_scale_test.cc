@@ -110,9 +110,11 @@ TEST(StoreScale, PublishWithACapCostsAboutTheSameAsWithoutAt20kEntries) {
   ::testing::Test::RecordProperty("ms_evicting", std::to_string(evicting));
   EXPECT_LE(st.bytes, full_bytes);
   EXPECT_GT(st.entries, static_cast<uint64_t>(kEntries * 7 / 10));
-  // Within 2x: the accounting is a few syscalls under a lock.
-  EXPECT_LT(with_cap, 2 * without);
-  EXPECT_LT(evicting, 2 * publish_and_remove);
+  // The figures above are for reading (a busy 2-core machine moves them by 2x); what is asserted
+  // is the complexity: the accounting is a few syscalls under a lock, and eviction is amortized,
+  // where listing the 20k entries on each publish would cost ~100x.
+  EXPECT_LT(with_cap, 10 * without);
+  EXPECT_LT(evicting, 10 * publish_and_remove);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the repository's docs stay true of the tree they describe:
 
-- no file refers to documents outside the repository (a `../shared/` path);
+- no file refers to documents outside the repository (a path up into a `shared` folder beside
+  the checkout);
 - every repository path that README.md and docs/*.md name in backticks (`runtime/ops/tuned.hpp`,
   `tools/tune/`) exists. Paths with placeholders (`<op>`, `*`, `{...}`) and build outputs are
   not checked.
