@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 
 namespace kjit::cache {
 namespace {
@@ -162,6 +163,33 @@ ImportReport import_bundle(DiskCache& cache, const std::string& path) {
   ImportReport report;
   report.declared = contents.count;
   report.problems = std::move(contents.problems);
+
+  // Everything that can refuse the import is checked first, so that it either refuses with
+  // nothing published or publishes all it reports.
+  std::map<std::string, TuneTable> tables;  // by fingerprint id; two of one id merge
+  for (size_t i = 0; i < contents.tables.size(); ++i) {
+    TuneTable table;
+    try {
+      table = decode_table(contents.tables[i]);
+    } catch (const CacheError& e) {
+      report.problems.push_back(fmt::format("tuning table {} of {}: {}", i + 1, contents.tables.size(), e.what()));
+      continue;
+    }
+    const auto [it, fresh] = tables.emplace(table.fingerprint_id, table);
+    if (!fresh) merge_tables(it->second, table);
+  }
+  const std::string root = cache.root().empty() ? std::string() : cache_root_of(cache);
+  if (!tables.empty()) {
+    int err = cache.root().empty() || !cache.writable() ? EROFS : detail::make_dirs(tuning_dir(root));
+    if (err == 0) err = detail::probe_writable(tuning_dir(root));
+    if (err != 0) {
+      throw CacheError(fmt::format("{}: cannot merge its {} tuning table{} into {}: {}; nothing was imported", path,
+                                   tables.size(), tables.size() == 1 ? "" : "s",
+                                   cache.root().empty() ? std::string("a memory-only cache") : tuning_dir(root),
+                                   detail::errno_text(err)));
+    }
+  }
+
   for (const Entry& e : contents.entries) {
     if (cache.lookup(e.key, /*count_hit=*/false)) {
       ++report.present;
@@ -174,20 +202,15 @@ ImportReport import_bundle(DiskCache& cache, const std::string& path) {
       ++report.not_stored;
     }
   }
-  for (size_t i = 0; i < contents.tables.size(); ++i) {
-    TuneTable table;
+  // A table already there that does not decode or records another fingerprint is moved aside
+  // by publish_table; what is left to fail is the disk, and one table's failure stops no other.
+  for (const auto& [id, table] : tables) {
     try {
-      table = decode_table(contents.tables[i]);
+      publish_table(root, table);
+      ++report.tables;
     } catch (const CacheError& e) {
-      report.problems.push_back(fmt::format("tuning table {} of {}: {}", i + 1, contents.tables.size(), e.what()));
-      continue;
+      report.problems.push_back(fmt::format("tuning table {}: {}", id, e.what()));
     }
-    if (cache.root().empty() || !cache.writable()) {
-      report.problems.push_back(fmt::format("tuning table {} of {}: the cache is not writable", i + 1, contents.tables.size()));
-      continue;
-    }
-    publish_table(cache_root_of(cache), table);
-    ++report.tables;
   }
   return report;
 }

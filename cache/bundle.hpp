@@ -79,8 +79,13 @@ struct ImportReport {
 
 /// Adds the entries of the bundle file at `path` to `cache`: each is checked (decode verifies
 /// its checksum) and published atomically; entries already present are kept. Each tuning table
-/// is merged into the cache's table of its fingerprint (newer measurements win per bucket). Throws CacheError
-/// naming `path` when it cannot be read or is not a whole bundle.
+/// is merged into the cache's table of its fingerprint (newer measurements win per bucket); a
+/// table there that does not decode or records another fingerprint is moved aside with a
+/// warning (publish_table). Damaged entries and tables of the bundle are skipped and reported in
+/// `problems`, as is a table the disk refuses; the rest still go in. Everything that would
+/// refuse the whole import is checked before anything is published: throws CacheError naming
+/// `path`, with nothing imported, when the bundle cannot be read or is not a whole bundle, or
+/// when it carries tables and the cache's tuning folder cannot be created or written.
 ImportReport import_bundle(DiskCache& cache, const std::string& path);
 
 }  // namespace kjit::cache

@@ -2,6 +2,10 @@
 
 #include "cache/file_util.hpp"
 
+#include "cache/warn.hpp"
+
+#include <fmt/format.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,6 +15,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 namespace kjit::cache::detail {
 namespace {
@@ -27,6 +33,12 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
+  /// Hands the descriptor to the caller, who closes it.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   /// Closes now and reports the close error, which for NFS-like filesystems can be the first
   /// sign that a write did not reach the disk.
   int close_checked() {
@@ -65,6 +77,24 @@ void split_path(const std::string& path, std::string* dir, std::string* base) {
     *dir = slash == 0 ? "/" : path.substr(0, slash);
     *base = path.substr(slash + 1);
   }
+}
+
+/// Warns once per path and process that `path` is not a regular file and is left alone.
+void warn_not_regular(const std::string& path, mode_t mode) {
+  static std::mutex mutex;
+  static std::set<std::string>* warned = new std::set<std::string>;  // never destroyed: used at exit
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned->insert(path).second) return;
+  }
+  const char* what = S_ISFIFO(mode)   ? "a FIFO"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : "a special file";
+  warn(fmt::format("{} is {}, not a regular file: kjit does not open it and goes on without it (remove it, or "
+                   "point kjit elsewhere)",
+                   path, what));
 }
 
 }  // namespace
@@ -108,14 +138,37 @@ int make_dirs(const std::string& path_in) {
   return err == EEXIST ? ENOTDIR : err;
 }
 
+int open_regular(const std::string& path, int flags, int* fd_out, unsigned mode) {
+  *fd_out = -1;
+  Fd fd(::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, static_cast<mode_t>(mode)));
+  struct stat st;
+  if (fd.get() < 0) {
+    const int err = errno;
+    // A FIFO without a reader (opened for writing) and a socket fail the open itself with ENXIO.
+    if (err != ENXIO || ::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return err;
+  } else if (::fstat(fd.get(), &st) != 0) {
+    return errno;
+  }
+  if (S_ISDIR(st.st_mode)) return EISDIR;
+  if (!S_ISREG(st.st_mode)) {
+    warn_not_regular(path, st.st_mode);
+    return kNotRegularFile;
+  }
+  const int fl = ::fcntl(fd.get(), F_GETFL);
+  if (fl >= 0) (void)::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+  *fd_out = fd.release();
+  return 0;
+}
+
 int read_file(const std::string& path, uint64_t max_bytes, unsigned flags, std::string* out) {
   out->clear();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | ((flags & kReadNoFollow) ? O_NOFOLLOW : 0)));
-  // O_NONBLOCK: a FIFO at `path` must not block the open; it is refused just below.
-  if (fd.get() < 0) return errno;
+  int raw = -1;
+  if (const int err = open_regular(path, O_RDONLY | ((flags & kReadNoFollow) ? O_NOFOLLOW : 0), &raw); err != 0) {
+    return err;
+  }
+  Fd fd(raw);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return errno;
-  if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
   if (static_cast<uint64_t>(st.st_size) > max_bytes) return EFBIG;
   out->resize(static_cast<size_t>(st.st_size));
   size_t got = 0;

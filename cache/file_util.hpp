@@ -4,6 +4,7 @@
 /// value (0 = success) instead of throwing, because every caller turns failure into a miss or a
 /// warning.
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +18,19 @@ std::string errno_text(int err);
 /// Creates `path` and any missing parents (mode 0755 before umask). Returns 0 or an errno.
 int make_dirs(const std::string& path);
 
+/// What open_regular() returns for a path that holds something other than a regular file or a
+/// folder (a FIFO, a socket, a device), after warning about it.
+inline constexpr int kNotRegularFile = EINVAL;
+
+/// Opens `path` with `flags` (O_RDONLY, O_RDWR, O_WRONLY | O_APPEND | O_CREAT, ..., optionally
+/// O_NOFOLLOW; O_CLOEXEC is added) only if it is a regular file, and sets `*fd`. Every file the
+/// cache reads, appends to or locks is opened through here, because opening a FIFO blocks until
+/// a peer opens its other end, and reading one blocks until it writes: the open is made with
+/// O_NONBLOCK (cleared again on the regular file it returns) and checked with fstat. A folder
+/// fails with EISDIR; a FIFO, socket or device fails with kNotRegularFile and one warning per
+/// path and process that names it, so callers need not warn again. Returns 0 or an errno.
+int open_regular(const std::string& path, int flags, int* fd, unsigned mode = 0644);
+
 /// How read_file() treats the file it reads.
 enum ReadFlags : unsigned {
   kReadPlain = 0,
@@ -28,9 +42,9 @@ enum ReadFlags : unsigned {
   kReadNoFollow = 2,
 };
 
-/// Reads the whole regular file at `path` into `out`. Files larger than `max_bytes` fail with
-/// EFBIG before anything is read; a folder fails with EISDIR, another non-regular file with
-/// EINVAL. Returns 0 or an errno.
+/// Reads the whole regular file at `path` into `out` (opened by open_regular). Files larger than
+/// `max_bytes` fail with EFBIG before anything is read; a folder fails with EISDIR, another
+/// non-regular file with kNotRegularFile (warned). Returns 0 or an errno.
 int read_file(const std::string& path, uint64_t max_bytes, unsigned flags, std::string* out);
 
 /// Atomically replaces `path` with `data`: write_temp_file(), then commit_temp_file(), then

@@ -60,7 +60,7 @@ HitTable read_totals(const std::string& dir) {
   HitTable table;
   std::string text;
   const int err = detail::read_file(totals_path(dir), kMaxLogBytes, detail::kReadNoFollow, &text);
-  if (err == ENOENT) return table;
+  if (err == ENOENT || err == detail::kNotRegularFile) return table;  // the latter warned by open_regular
   nlohmann::json j = err == 0 ? nlohmann::json::parse(text, nullptr, false) : nlohmann::json();
   bool ok = j.is_object() && j.value("version", 0) == 1 && j.contains("entries") && j["entries"].is_object();
   if (ok) {
@@ -113,8 +113,8 @@ void record_hit(const std::string& dir, const Key& key, int64_t now_unix) noexce
     const std::string hex = key.hex();
     const int n = std::snprintf(line, sizeof line, "%s %010lld\n", hex.c_str(), static_cast<long long>(now_unix));
     if (n <= 0 || static_cast<size_t>(n) >= sizeof line) return;
-    const int fd = ::open(log_path(dir).c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return;
+    int fd = -1;
+    if (detail::open_regular(log_path(dir), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, &fd) != 0) return;
     // Shared: appenders never wait for each other, only for a fold in progress.
     while (::flock(fd, LOCK_SH) != 0 && errno == EINTR) {
     }
@@ -128,11 +128,12 @@ void record_hit(const std::string& dir, const Key& key, int64_t now_unix) noexce
 }
 
 HitTable read_hits(const std::string& dir, bool fold, const HitTable* keep) {
-  int fd = fold ? ::open(log_path(dir).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+  int fd = -1;
+  if (fold) (void)detail::open_regular(log_path(dir), O_RDWR | O_NOFOLLOW, &fd);
   const bool folding = fd >= 0 && ::access(dir.c_str(), W_OK) == 0;
   if (!folding) {
     if (fd >= 0) ::close(fd);
-    fd = ::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    (void)detail::open_regular(log_path(dir), O_RDONLY | O_NOFOLLOW, &fd);
   }
   if (fd >= 0) {
     while (::flock(fd, folding ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
@@ -153,8 +154,8 @@ HitTable read_hits(const std::string& dir, bool fold, const HitTable* keep) {
 }
 
 void clear_hits(const std::string& dir) noexcept {
-  const int fd = ::open(log_path(dir).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
+  int fd = -1;
+  if (detail::open_regular(log_path(dir), O_RDWR | O_NOFOLLOW, &fd) == 0) {
     while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
     ::unlink(totals_path(dir).c_str());

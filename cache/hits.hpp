@@ -19,7 +19,9 @@
 /// the totals; writes hits.json atomically (temp file, rename); truncates the log; releases the
 /// lock. A process killed between the rename and the truncation counts that log twice; nothing
 /// is ever lost. A damaged hits.json is warned about once and starts the totals afresh; a
-/// damaged log line (a torn write on a full disk) is skipped.
+/// damaged log line (a torn write on a full disk) is skipped. A FIFO, socket or device at either
+/// path is never opened (detail::open_regular warns once naming it): hits then go uncounted, and
+/// lookups and listings go on.
 
 #include "cache/key.hpp"
 

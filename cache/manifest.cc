@@ -1,10 +1,13 @@
 // The warm-up manifest line format (see manifest.hpp).
 #include "cache/manifest.hpp"
 
+#include "cache/file_util.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,9 +39,18 @@ bool is_hex32(const std::string& s) {
   return true;
 }
 
-std::optional<ManifestEntry> parse_line(std::string_view text, std::string* why) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+/// Parses one line; `*torn` is set when it is not JSON because it stops early: the parser ran
+/// out of input, or the line ends the file without its newline (`unended`), as a write cut short
+/// leaves a line.
+std::optional<ManifestEntry> parse_line(std::string_view text, bool unended, std::string* why, bool* torn) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    *torn = unended || e.byte == text.size() + 1;
+    *why = *torn ? "a torn line: it stops mid-way (a write cut short, e.g. on a full disk)" : "not JSON";
+    return std::nullopt;
+  } catch (const nlohmann::json::exception&) {  // a number beyond double
     *why = "not JSON";
     return std::nullopt;
   }
@@ -122,7 +134,8 @@ std::vector<ManifestLine> parse_manifest(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
+    const bool unended = end == std::string_view::npos;
+    if (unended) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
     pos = end + 1;
     ++number;
@@ -130,7 +143,7 @@ std::vector<ManifestLine> parse_manifest(std::string_view text) {
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     ManifestLine l;
     l.line = number;
-    l.entry = parse_line(line, &l.error);
+    l.entry = parse_line(line, unended, &l.error, &l.torn);
     if (l.entry) l.error.clear();
     out.push_back(std::move(l));
   }
@@ -138,23 +151,47 @@ std::vector<ManifestLine> parse_manifest(std::string_view text) {
 }
 
 int append_manifest_line(const std::string& path, std::string_view line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return errno;
-  int err = 0;
+  int fd = -1;
+  // Read access too: the last byte tells whether a torn line precedes this one (a file we may
+  // only write is appended to without that look).
+  int err = detail::open_regular(path, O_RDWR | O_APPEND | O_CREAT, &fd);
+  if (err == EACCES) err = detail::open_regular(path, O_WRONLY | O_APPEND | O_CREAT, &fd);
+  if (err != 0) return err;
+  bool locked = true;
   while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) break;  // no flock here (some network filesystems): O_APPEND alone
-  }
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
+    if (errno != EINTR) {
+      locked = false;  // no flock here (some network filesystems): O_APPEND alone
       break;
     }
-    p += n;
-    left -= static_cast<size_t>(n);
+  }
+  struct stat st;
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  std::string joined;
+  std::string_view out = line;
+  char last = '\n';
+  if (before > 0 && ::pread(fd, &last, 1, before - 1) == 1 && last != '\n') {
+    // A torn line ends the file: start on a line of our own so the fragment cannot swallow it.
+    joined.reserve(line.size() + 1);
+    joined += '\n';
+    joined += line;
+    out = joined;
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    // One write() normally; the rest of a short one is written while the lock is still held.
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (err != 0 && done > 0 && locked && before >= 0) {
+    // Whole or not at all: cut the part that was written (nobody else appended meanwhile: we
+    // hold the lock). Without the lock a fragment may stay; readers skip it.
+    while (::ftruncate(fd, before) != 0 && errno == EINTR) {
+    }
   }
   if (::close(fd) != 0 && err == 0) err = errno;  // releases the lock
   return err;

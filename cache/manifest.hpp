@@ -25,6 +25,11 @@
 /// every write at the end of the file, and the lock keeps lines whole where O_APPEND writes may
 /// interleave (lines longer than PIPE_BUF, network filesystems without flock excepted). So any
 /// number of processes may record into one file at once.
+///
+/// A line is appended whole or not at all: a write cut short (a full disk, a file size limit) is
+/// truncated away again under the lock. A fragment can still be left by a crash mid-write or
+/// where flock is missing; a writer that finds the file not ending in "\n" starts its line with
+/// one, and readers call a line that stops mid-way torn (ManifestLine::torn) and skip it.
 
 #include <cstddef>
 #include <map>
@@ -64,16 +69,23 @@ std::string format_manifest_line(const ManifestEntry& entry);
 struct ManifestLine {
   size_t line = 0;  ///< 1-based line number in the file
   std::optional<ManifestEntry> entry;
-  std::string error;  ///< "" when `entry` is set: "not JSON: ...", "no \"target\" string", ...
+  std::string error;  ///< "" when `entry` is set: "not JSON", "no \"target\" string", ...
+  /// The line stops mid-way (what a write cut short leaves): it is a cut-off prefix of JSON, or
+  /// it ends the file without its newline and is not JSON. Readers skip it with a warning
+  /// rather than calling the manifest invalid; `error` says so.
+  bool torn = false;
 };
 
 /// Parses every non-blank line of `text`. Never throws and never reads outside `text`; a line
 /// that is not valid JSON, not an object, lacks a field or has one of the wrong type is
-/// reported, the rest still parse.
+/// reported (a torn one marked so), the rest still parse.
 std::vector<ManifestLine> parse_manifest(std::string_view text);
 
 /// Appends `line` (one whole line, "\n" included) to the manifest at `path`, creating it (mode
-/// 0644 before umask) when missing, as the header comment describes. Returns 0 or an errno.
+/// 0644 before umask) when missing, as the header comment describes: whole or not at all, after
+/// a "\n" when the file ends in a torn line. Never opens a FIFO, socket or device
+/// (detail::open_regular: kNotRegularFile, warned there). Returns 0 or an errno (ENOSPC, EFBIG:
+/// the file is left as it was).
 int append_manifest_line(const std::string& path, std::string_view line);
 
 }  // namespace kjit::cache

@@ -163,8 +163,8 @@ std::string check_entry(const EntryRecord& rec, std::optional<Entry>* decoded, b
 /// `path`, then unlinks it. Deleting a held lock would let a second process lock a fresh file
 /// and compile alongside the holder.
 void remove_lock_if_idle(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd = -1;
+  if (detail::open_regular(path, O_RDWR, &fd) != 0) return;
   struct stat fst;
   struct stat pst;
   if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &fst) == 0 &&
@@ -222,8 +222,7 @@ class DiskCache::UsageLock {
  public:
   explicit UsageLock(const std::string& root) {
     const std::string path = root + "/usage";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return;
+    if (detail::open_regular(path, O_RDWR | O_CREAT, &fd_) != 0) return;
     int rc;
     do {
       rc = ::flock(fd_, LOCK_EX);
@@ -529,14 +528,10 @@ KeyLock DiskCache::lock(const Key& key) const {
   const std::string path = dir + "/" + key.hex() + std::string(kLockSuffix);
   int err = 0;
   for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENOENT && detail::make_dirs(dir) == 0) {
-      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    }
-    if (fd < 0) {
-      err = errno;
-      break;
-    }
+    int fd = -1;
+    err = detail::open_regular(path, O_RDWR | O_CREAT, &fd);
+    if (err == ENOENT && detail::make_dirs(dir) == 0) err = detail::open_regular(path, O_RDWR | O_CREAT, &fd);
+    if (err != 0) break;
     int rc;
     do {
       rc = ::flock(fd, LOCK_EX);
@@ -727,8 +722,8 @@ uint64_t DiskCache::prune(uint64_t max_bytes) {
 
 std::optional<UsageRecord> DiskCache::recorded_usage() const {
   if (!enabled_) return std::nullopt;
-  const int fd = ::open((root_ + "/usage").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  int fd = -1;
+  if (detail::open_regular(root_ + "/usage", O_RDONLY, &fd) != 0) return std::nullopt;
   uint64_t publishes = 0;
   std::optional<UsageRecord> u = UsageLock::read_record(fd, &publishes);
   ::close(fd);

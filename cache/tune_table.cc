@@ -109,8 +109,9 @@ bool same_key(const TuneEntry& a, const TuneEntry& b) { return a.op == b.op && a
 class FileLock {
  public:
   explicit FileLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw CacheError(fmt::format("cannot open tuning lock {}: {}", path, detail::errno_text(errno)));
+    if (const int err = detail::open_regular(path, O_RDWR | O_CREAT, &fd_); err != 0) {
+      throw CacheError(fmt::format("cannot open tuning lock {}: {}", path, detail::errno_text(err)));
+    }
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -195,6 +196,13 @@ TuneTable decode_table(std::string_view bytes) {
     const json& fp = field(doc, "fingerprint", "");
     if (!fp.is_object()) throw Bad{"fingerprint is not an object"};
     t.fingerprint_id = get_string(fp, "id", "fingerprint.");
+    // The id names the table's file (table_path): it must stay inside the tuning folder.
+    const bool id_ok = !t.fingerprint_id.empty() && t.fingerprint_id.size() <= 64 &&
+                       std::all_of(t.fingerprint_id.begin(), t.fingerprint_id.end(), [](char c) {
+                         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+                                c == '_';
+                       });
+    if (!id_ok) throw Bad{fmt::format("fingerprint.id {} is not 1 to 64 letters, digits, '-' or '_'", json(t.fingerprint_id).dump())};
     t.fingerprint_text = get_string(fp, "text", "fingerprint.");
     for (auto it = fp.begin(); it != fp.end(); ++it) {
       if (it.key() == "id" || it.key() == "text") continue;
@@ -303,9 +311,14 @@ TuneTable publish_table(const std::string& root, const TuneTable& table) {
   TuneTable merged;
   merged.fingerprint_id = table.fingerprint_id;
   try {
-    read_table(path, &merged);
+    if (read_table(path, &merged) && merged.fingerprint_id != table.fingerprint_id) {
+      // Another device's table copied under this name: no planner reads it here (they check the
+      // recorded fingerprint), and merging into it would mix two devices' measurements.
+      throw CacheError(fmt::format("tuning table {} records fingerprint {}, not the {} its name says", path,
+                                   merged.fingerprint_id, table.fingerprint_id));
+    }
   } catch (const CacheError& e) {
-    // Unreadable tables are kept for a person to look at, never overwritten unseen.
+    // Unreadable and foreign tables are kept for a person to look at, never overwritten unseen.
     const std::string aside = path + ".bad-" + detail::unique_suffix();
     const int moved = std::rename(path.c_str(), aside.c_str()) == 0 ? 0 : errno;
     warn(fmt::format("{}; {}", e.what(),
@@ -313,10 +326,6 @@ TuneTable publish_table(const std::string& root, const TuneTable& table) {
     if (moved != 0) throw;
     merged = TuneTable{};
     merged.fingerprint_id = table.fingerprint_id;
-  }
-  if (merged.fingerprint_id != table.fingerprint_id) {
-    throw CacheError(fmt::format("tuning table {} records fingerprint {}, not {}", path, merged.fingerprint_id,
-                                 table.fingerprint_id));
   }
   merge_tables(merged, table);
   merged.fingerprint_text = table.fingerprint_text;

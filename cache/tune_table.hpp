@@ -99,7 +99,8 @@ struct TuneTable {
 std::string encode_table(const TuneTable& table);
 
 /// Parses a table file's bytes. Throws CacheError saying what is wrong ("not JSON: ...",
-/// "format is not kjit-tuning", "version 2 != 1", "entry 3: winner.us is not a number") without
+/// "format is not kjit-tuning", "version 2 != 1", "entry 3: winner.us is not a number", a
+/// fingerprint id that is not a plain file name: 1 to 64 letters, digits, '-' or '_') without
 /// the path (callers add it). Never reads outside `bytes`; no content makes it crash.
 TuneTable decode_table(std::string_view bytes);
 
@@ -119,9 +120,10 @@ bool read_table(const std::string& path, TuneTable* out);
 
 /// Publishes `table` into the cache at `root`: takes `<id>.lock`, re-reads the file (a table a
 /// concurrent tuner published meanwhile), merges `table` into it, writes a temp file and renames
-/// it over the table. A file that does not decode is moved aside to `<id>.json.bad-<suffix>`
-/// with a warning, never silently dropped. Returns the merged table. Throws CacheError naming the
-/// path when the folder or file cannot be written.
+/// it over the table. A file that does not decode, or that records another fingerprint than its
+/// name, is moved aside to `<id>.json.bad-<suffix>` with a warning, never silently dropped or
+/// merged into. Returns the merged table. Throws CacheError naming the path when the folder or
+/// file cannot be written (or such a file cannot be moved aside).
 TuneTable publish_table(const std::string& root, const TuneTable& table);
 
 /// The names of the table files under `<root>/tuning` (`<id>.json`), sorted; empty when none.

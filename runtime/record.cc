@@ -110,9 +110,15 @@ void Recorder::record(const cache::ManifestEntry& entry) noexcept {
       }
     }
     if (!written_.insert(line).second) return;
-    if (const int err = cache::append_manifest_line(path_, line); err != 0 && !warned_) {
+    if (const int err = cache::append_manifest_line(path_, line); err != 0) {
+      written_.erase(line);  // not in the file: a later use tries again
+      // A FIFO, socket or device was warned about where it was refused (open_regular).
+      if (!warned_ && err != cache::detail::kNotRegularFile) {
+        warn(fmt::format("cannot record into the manifest {} (KJIT_RECORD): {}; the line was not recorded and the "
+                         "file is left as it was",
+                         path_, cache::detail::errno_text(err)));
+      }
       warned_ = true;
-      warn(fmt::format("cannot record into the manifest {} (KJIT_RECORD): {}", path_, cache::detail::errno_text(err)));
     }
   } catch (...) {
   }

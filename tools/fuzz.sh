@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of what kjit reads from disk with clang's libFuzzer (ASan + UBSan): the entry
-# decoder, the bundle reader, the memo records' decoders, the tuning table reader and the warm-up
-# manifest reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs
-# each target for a bounded number of executions, starting from the checked-in corpus.
+# decoder, the bundle reader, the memo records' decoders, the tuning table reader, the warm-up
+# manifest reader and the tune report reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own
+# build folder, then runs each target for a bounded number of executions, starting from the
+# checked-in corpus.
 #
 #   tools/fuzz.sh [--runs N] [--build-dir DIR] [--jobs N] [--target NAME]... [--seeds]
 #
 #   --runs N      executions per target (default 1000000)
-#   --target NAME entry, bundle, memo, tune_table or manifest (repeatable; default: all)
-#   --seeds       rewrite tests/fuzz/corpus/ from tests/fuzz/make_seeds.cc first (after a
-#                 format change)
+#   --target NAME entry, bundle, memo, tune_table, manifest or tune_report (repeatable; default: all)
+#   --seeds       rewrite the seeds tests/fuzz/make_seeds.cc makes first (after a format change;
+#                 tune_report's seeds are hand-written JSON and stay)
 #
 # Needs clang and libclang-rt (Debian: apt-get install clang libclang-rt-14-dev). New inputs
 # found while fuzzing go to DIR/corpus-NAME, not into the source tree. A crash leaves its input
@@ -29,11 +30,11 @@ while [ $# -gt 0 ]; do
     -j|--jobs) jobs=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
     --seeds) seeds=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest tune_report)
 
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
@@ -45,7 +46,7 @@ for t in "${targets[@]}"; do build_targets+=(--target "fuzz_$t"); done
 [ "$seeds" = 1 ] && build_targets+=(--target fuzz_make_seeds)
 cmake --build "$build_dir" -j "$jobs" "${build_targets[@]}"
 if [ "$seeds" = 1 ]; then
-  rm -rf tests/fuzz/corpus
+  rm -rf tests/fuzz/corpus/{entry,bundle,memo,tune_table,manifest}
   "$build_dir/tests/fuzz/fuzz_make_seeds" tests/fuzz/corpus
 fi
 

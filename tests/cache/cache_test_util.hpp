@@ -6,12 +6,15 @@
 #include "cache/key.hpp"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -42,6 +45,30 @@ class TempDir {
  private:
   std::string path_;
 };
+
+/// Runs `body` in a forked child with its stderr in `stderr_path` and a watchdog: SIGALRM ends
+/// it after `seconds` (what a call that blocks forever does). Returns the child's exit status
+/// (body's return value), or 128 + the signal that ended it (142: it blocked). For calls that
+/// may hang, or that need process-wide limits (setrlimit) the test process must not keep.
+inline int in_child(unsigned seconds, const std::string& stderr_path, const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int fd = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) ::dup2(fd, 2);
+    ::alarm(seconds);
+    int rc = 99;
+    try {
+      rc = body();
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 /// A key derived from `i`, so tests can make many distinct ones.
 inline Key key_for(int i) { return KeyBuilder().add("test", int64_t{i}).finish(); }

@@ -1,11 +1,16 @@
 // The warm-up manifest line format (cache/manifest.hpp): round trips, every malformed line
-// reported with its number while the rest still parse, and many processes appending to one
-// file at once without a torn or lost line.
+// reported with its number while the rest still parse, many processes appending to one file at
+// once without a torn or lost line, and lines whole or not at all when a write is cut short.
 #include "cache/manifest.hpp"
 
+#include "cache_test_util.hpp"
+
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +21,7 @@
 
 namespace fs = std::filesystem;
 using kjit::cache::ManifestEntry;
+using namespace kjit::cache::testing;
 
 namespace {
 
@@ -77,6 +83,69 @@ TEST(Manifest, BadLinesAreReportedByNumberAndTheRestParse) {
   }
   EXPECT_EQ(good, (std::set<size_t>{1, 11, 12}));
   EXPECT_EQ(bad, (std::set<size_t>{3, 4, 5, 6, 7, 8, 9, 10, 13}));
+  for (const auto& l : lines) EXPECT_EQ(l.torn, l.line == 13) << "line " << l.line << ": " << l.error;
+}
+
+/// The manifest file at `path`, read whole.
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Manifest, TornLinesAreMarkedSoReadersSkipThem) {
+  const std::string a = kjit::cache::format_manifest_line(family_entry("64"));
+  const std::string b = kjit::cache::format_manifest_line(family_entry("128"));
+  // 2: a prefix cut short, then the newline a later writer put before its own line; 4: a line
+  // cut just before its closing brace; 6: the file ends mid-line. 5 is a fragment that swallowed
+  // a good line (no writer makes one now): not a prefix of anything, so invalid rather than torn.
+  const std::string text = a + a.substr(0, 20) + "\n" + b + b.substr(0, b.size() - 2) + "\n" + a.substr(0, 20) + b +
+                           a.substr(0, 7);
+  const auto lines = kjit::cache::parse_manifest(text);
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i : {0, 2}) EXPECT_TRUE(lines[i].entry && !lines[i].torn) << i;
+  for (size_t i : {1, 3, 5}) {
+    EXPECT_TRUE(!lines[i].entry && lines[i].torn && lines[i].error.find("torn") != std::string::npos) << i;
+  }
+  EXPECT_TRUE(!lines[4].entry && !lines[4].torn) << lines[4].error;
+}
+
+TEST(Manifest, AnAppendAfterAFragmentStartsOnALineOfItsOwn) {
+  TempDir dir;
+  const std::string path = dir.path() + "/m.jsonl";
+  const std::string a = kjit::cache::format_manifest_line(family_entry("64"));
+  const std::string b = kjit::cache::format_manifest_line(family_entry("128"));
+  write_all(path, a + a.substr(0, 25));  // a crash mid-write left a fragment
+  ASSERT_EQ(kjit::cache::append_manifest_line(path, b), 0);
+  EXPECT_EQ(slurp(path), a + a.substr(0, 25) + "\n" + b);
+  const auto lines = kjit::cache::parse_manifest(slurp(path));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[1].torn);
+  ASSERT_TRUE(lines[2].entry) << lines[2].error;  // the fragment did not swallow it
+  EXPECT_EQ(*lines[2].entry, family_entry("128"));
+}
+
+TEST(Manifest, AWriteCutShortIsTakenBackSoTheFileStaysWhole) {
+  // A nearly full filesystem, made without privileges: a file size limit, past which write()
+  // is short and then fails with EFBIG (SIGXFSZ ignored), in a child that keeps the limit.
+  TempDir dir;
+  const std::string path = dir.path() + "/m.jsonl";
+  const std::string a = kjit::cache::format_manifest_line(family_entry("64"));
+  ManifestEntry big = family_entry("128");
+  big.params["padding"] = std::string(4000, 'x');
+  write_all(path, a);
+  const int rc = in_child(10, dir.path() + "/stderr", [&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{a.size() + 100, a.size() + 100};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 3;
+    const int err = kjit::cache::append_manifest_line(path, kjit::cache::format_manifest_line(big));
+    if (err != EFBIG) return 1;
+    // A line that fits still goes in whole after the failed one.
+    return kjit::cache::append_manifest_line(path, a) == 0 ? 0 : 2;
+  });
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(slurp(path), a + a) << "a fragment of the refused line was left";
 }
 
 TEST(Manifest, ManyProcessesAppendWholeLines) {

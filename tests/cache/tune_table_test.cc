@@ -181,12 +181,76 @@ TEST(TuneTable, ReadNamesThePathAndPublishMovesABadFileAside) {
   EXPECT_TRUE(aside) << "the damaged table was not kept";
 }
 
-TEST(TuneTable, AFileRecordingAnotherFingerprintIsNotMergedInto) {
+/// The names under `<root>/tuning` that start with `prefix`.
+size_t count_named(const std::string& root, const std::string& prefix) {
+  std::vector<std::string> names;
+  EXPECT_EQ(detail::list_dir(tuning_dir(root), &names), 0);
+  size_t n = 0;
+  for (const std::string& name : names) n += name.rfind(prefix, 0) == 0;
+  return n;
+}
+
+TEST(TuneTable, AFileRecordingAnotherFingerprintIsMovedAsideNotMergedInto) {
   TempDir dir;
   publish_table(dir.path(), table("aaaaaaaaaaaa", {entry(1024, 2, 1)}));
   // Someone copied another device's table under this id.
-  write(table_path(dir.path(), "bbbbbbbbbbbb"), slurp(table_path(dir.path(), "aaaaaaaaaaaa")));
-  EXPECT_THROW(publish_table(dir.path(), table("bbbbbbbbbbbb", {entry(1024, 2, 1)})), CacheError);
+  const std::string foreign = slurp(table_path(dir.path(), "aaaaaaaaaaaa"));
+  write(table_path(dir.path(), "bbbbbbbbbbbb"), foreign);
+  const TuneTable merged = publish_table(dir.path(), table("bbbbbbbbbbbb", {entry(2048, 2, 1)}));
+  EXPECT_EQ(merged.fingerprint_id, "bbbbbbbbbbbb");
+  ASSERT_EQ(merged.entries.size(), 1u);  // nothing of the other device's table mixed in
+  EXPECT_EQ(merged.entries[0].bucket.back(), 2048);
+  TuneTable t;
+  ASSERT_TRUE(read_table(table_path(dir.path(), "bbbbbbbbbbbb"), &t));
+  EXPECT_EQ(t.fingerprint_id, "bbbbbbbbbbbb");
+  EXPECT_EQ(count_named(dir.path(), "bbbbbbbbbbbb.json.bad-"), 1u) << "the foreign table was not kept";
+}
+
+TEST(TuneTable, AFingerprintIdThatIsNotAFileNameDoesNotDecode) {
+  for (const char* id : {"../../escape", "", "a/b", "a.json"}) {
+    EXPECT_THROW(decode_table(encode_table(table(id, {entry(1024, 2, 1)}))), CacheError) << id;
+  }
+}
+
+TEST(TuneTable, ImportMergesEveryTableWhenATargetTableNamesAnotherFingerprint) {
+  // Issue 26, item 2: tuning/aaaaaaaaaaaa.json in the target names fingerprint ffffffffffff.
+  // The import used to throw after publishing the entries, leaving bbbbbbbbbbbb unmerged.
+  TempDir src, dst;
+  const std::string t1 = encode_table(table("aaaaaaaaaaaa", {entry(1024, 2, 1)}));
+  const std::string t2 = encode_table(table("bbbbbbbbbbbb", {entry(2048, 2, 1)}));
+  const std::string bundle = src.path() + "/b.kjitb";
+  write(bundle, encode_bundle({encode(sample_entry(1))}, {t1, t2}));
+  ASSERT_EQ(detail::make_dirs(tuning_dir(dst.path())), 0);
+  write(table_path(dst.path(), "aaaaaaaaaaaa"), encode_table(table("ffffffffffff", {entry(4096, 2, 1)})));
+  DiskCache to(dst.path(), 0, true);
+  ImportReport r;
+  ASSERT_NO_THROW(r = import_bundle(to, bundle));
+  EXPECT_EQ(r.imported, 1u);
+  EXPECT_EQ(r.tables, 2u);
+  EXPECT_TRUE(r.problems.empty());
+  for (const char* id : {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}) {
+    TuneTable t;
+    ASSERT_TRUE(read_table(table_path(dst.path(), id), &t)) << id;
+    EXPECT_EQ(t.fingerprint_id, id);
+    EXPECT_EQ(t.entries.size(), 1u) << id;
+  }
+  EXPECT_EQ(count_named(dst.path(), "aaaaaaaaaaaa.json.bad-"), 1u) << "the foreign table was not kept";
+}
+
+TEST(TuneTable, ImportRefusesBeforePublishingAnythingWhenItsTablesCannotBeWritten) {
+  TempDir src, dst;
+  const std::string bundle = src.path() + "/b.kjitb";
+  const Entry e = sample_entry(1);
+  write(bundle, encode_bundle({encode(e)}, {encode_table(table("aaaaaaaaaaaa", {entry(1024, 2, 1)}))}));
+  DiskCache to(dst.path(), 0, true);
+  write(tuning_dir(dst.path()), "a file where the tuning folder belongs");  // ENOTDIR, even as root
+  try {
+    import_bundle(to, bundle);
+    ADD_FAILURE() << "the import went on without a tuning folder";
+  } catch (const CacheError& err) {
+    EXPECT_NE(std::string(err.what()).find("nothing was imported"), std::string::npos) << err.what();
+  }
+  EXPECT_FALSE(to.lookup(e.key, false)) << "an entry was published before the import was refused";
 }
 
 TEST(TuneTable, BundlesCarryTablesAndOldBundlesStillDecode) {

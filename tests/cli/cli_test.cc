@@ -660,6 +660,23 @@ TEST_F(CliTest, CacheExportAndImportShipACompiledCache) {
   expect_one_line_error(kjit({"cache", "import", (work_ / "nope.kjb").string()}), "nope.kjb");
 }
 
+TEST_F(CliTest, TuneReportRefusesAWinnerThatNamesNoCandidate) {
+  // Issue 26, item 3: this report crashed `kjit tune report` (rc 139).
+  const fs::path report = work_ / "report.json";
+  std::ofstream(report) << R"({"op":"decode","shapes":[{"shape":{"batch":"8"},"winner":7,"candidates":[]}]})";
+  for (const bool as_json : {false, true}) {
+    std::vector<std::string> args = {"tune", "report", report.string()};
+    if (as_json) args.push_back("--json");
+    const ProcessResult r = kjit(args);
+    EXPECT_EQ(r.code, 2) << r.describe();
+    if (as_json) {
+      EXPECT_NE(parse_object(r).value("error", "").find("shapes[0].winner"), std::string::npos) << r.describe();
+    } else {
+      expect_one_line_error(r, report.string() + ": shapes[0].winner = 7 names no candidate");
+    }
+  }
+}
+
 /// Writes a copy of `e` under a key of its own, as if built by NVRTC `nvrtc` with CUDA headers
 /// `headers`, into the cache at `cache_dir`. Returns the file's path.
 fs::path plant_entry(const fs::path& cache_dir, cache::Entry e, uint64_t salt, const std::string& nvrtc,

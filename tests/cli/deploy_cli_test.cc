@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -265,6 +266,50 @@ TEST_F(DeployCli, OperatorMistakesAreNamed) {
   r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32"}, cache, {{"KJIT_ARCH", "banana"}});
   EXPECT_EQ(r.code, 2) << r.describe();
   EXPECT_NE(r.err.find("KJIT_ARCH=banana"), std::string::npos) << r.describe();
+}
+
+// Issue 26, item 4: a FIFO as KJIT_RECORD blocked the first compile, and one at v1/hits.log every
+// disk hit and `kjit cache ls`. Now each is refused at once with one warning naming it. Every
+// command runs under `timeout`: 124 means it blocked.
+TEST_F(DeployCli, FifosInTheCacheOrAsTheManifestBlockNothing) {
+  const fs::path cache = work_ / "cache", fifo = work_ / "record.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto timed = [&](const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+    env["KJIT_CACHE_DIR"] = cache.string();
+    std::vector<std::string> argv = {"timeout", "30", kjit_binary().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv, env, work_ / "io");
+  };
+  ProcessResult r = timed(rotary_args("64"), {{"KJIT_RECORD", fifo.string()}});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.describe();
+  EXPECT_NE(r.err_lines()[0].find(fifo.string() + " is a FIFO"), std::string::npos) << r.describe();
+  const fs::path log = cache / "v1" / "hits.log";
+  fs::remove(log);
+  ASSERT_EQ(::mkfifo(log.c_str(), 0644), 0);
+  for (const std::vector<std::string>& args : {rotary_args("64"), std::vector<std::string>{"cache", "ls"}}) {
+    r = timed(args);
+    EXPECT_EQ(r.code, 0) << r.describe();
+    EXPECT_NE(r.err.find(log.string() + " is a FIFO"), std::string::npos) << r.describe();
+  }
+  EXPECT_NE(r.out.find("1 entry"), std::string::npos) << r.describe();
+}
+
+// Issue 26, item 5: a write cut short left a fragment that swallowed the next recorded line.
+// Torn lines are skipped with a warning; the whole ones around them are built.
+TEST_F(DeployCli, PrecompileSkipsTornManifestLines) {
+  const fs::path manifest = work_ / "m.jsonl";
+  const std::string a = R"({"family":"rotary","params":{"head_dim":"64","pos":"i32","style":"neox"},"target":"sm_90a"})";
+  const std::string b = R"({"family":"rotary","params":{"head_dim":"128","pos":"i32","style":"neox"},"target":"sm_90a"})";
+  std::ofstream(manifest) << a << "\n" << a.substr(0, 30) << "\n" << b << "\n" << b.substr(0, 40);
+  const ProcessResult r = kjit({"precompile", "--manifest", manifest.string(), "--json"}, work_ / "c");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["compiled"], 2) << j.dump(2);
+  EXPECT_TRUE(j["invalid"].empty()) << j.dump(2);
+  for (const char* line : {"line 2: a torn line", "line 4: a torn line"}) {
+    EXPECT_NE(r.err.find(line), std::string::npos) << r.describe();
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(line.line > last);
     last = line.line;
     check(line.entry.has_value() == line.error.empty());
+    check(!(line.torn && line.entry.has_value()));
     if (!line.entry) continue;
     const std::string again = kjit::cache::format_manifest_line(*line.entry);
     const auto reparsed = kjit::cache::parse_manifest(again);

@@ -302,6 +302,48 @@ TEST(TuneReport, JsonRoundTripsAndTheTableMarksTheWinner) {
   EXPECT_THROW(kjit::tune::from_json("[]"), kjit::InvalidArgument);
 }
 
+/// The message of the InvalidArgument from_json throws for `text` ("" when it accepts it).
+std::string report_error(const std::string& text) {
+  try {
+    kjit::tune::from_json(text);
+  } catch (const kjit::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TuneReport, EveryIndexAndTypeIsCheckedAndTheErrorNamesTheField) {
+  // `kjit tune report` and the summary index the candidates by winner and runner-up: a report
+  // whose winner names no candidate crashed them (rc 139).
+  EXPECT_NE(report_error(R"({"op":"decode","shapes":[{"shape":{"batch":"8"},"winner":7,"candidates":[]}]})")
+                .find("shapes[0].winner = 7 names no candidate"),
+            std::string::npos);
+  const std::string two = R"("candidates":[{"index":0,"us":1},{"index":1,"us":2}])";
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"winner":0,"runner_up":2,)" + two + "}]}").find("shapes[0].runner_up"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"winner":-2,)" + two + "}]}").find("shapes[0].winner"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"winner":4294967297,)" + two + "}]}").find("shapes[0].winner"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"winner":"1",)" + two + "}]}").find("shapes[0].winner is not an integer"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"candidates":[{"index":1}]}]})").find("shapes[0].candidates[0].index"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"candidates":[{"us":"fast"}]}]})").find("shapes[0].candidates[0].us"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{"batch":8},"candidates":[]}]})").find("shapes[0].shape.batch"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"candidates":[]}],"compiled":-1})").find("compiled"), std::string::npos);
+  EXPECT_NE(report_error(R"({"shapes":[{"shape":{},"candidates":[{"us":1e999}]}]})").find("not JSON"), std::string::npos);
+  EXPECT_NE(report_error(std::string(100, '[') + std::string(100, ']')).find("nested deeper"), std::string::npos);
+  // In range, it reads, and the winner indexes its candidate.
+  const kjit::tune::SweepResult ok = kjit::tune::from_json(R"({"shapes":[{"shape":{},"winner":1,)" + two + "}]}");
+  ASSERT_EQ(ok.shapes.size(), 1u);
+  EXPECT_EQ(ok.shapes[0].winner, 1);
+  EXPECT_EQ(ok.shapes[0].runner_up, -1);
+  EXPECT_EQ(ok.shapes[0].candidates[1].us, 2.0);
+}
+
 TEST(TuneOps, EveryTunableOpHasAHarnessAndTheRestSayWhyNot) {
   for (const kjit::detail::TuneOpSpec* spec : kjit::detail::tune_ops()) {
     const kjit::tune::TuneOp& op = kjit::tune::op(spec->name);

@@ -141,7 +141,8 @@ struct ManifestPlan {
 /// when --arch was given (a target that point has no kernel for is skipped, not invalid). Lines
 /// that no longer name a valid specialization (malformed, unknown family, parameter or value, a
 /// recorded target the point has no kernel for) go to `plan.invalid` with their line number;
-/// host-application kernels to `plan.user`.
+/// host-application kernels to `plan.user`; torn lines (a write cut short) are skipped with a
+/// warning.
 void manifest_items(const std::string& path, const std::vector<Target>& targets,
                     const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
                     ItemList& items, ManifestPlan& plan, nlohmann::json& skipped) {
@@ -156,6 +157,11 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
     plan.invalid.push_back({{"line", line}, {"error", why}});
   };
   for (const cache::ManifestLine& line : cache::parse_manifest(text)) {
+    if (line.torn) {
+      // Left by a write cut short; what it would have named is recorded again by a later run.
+      warn(fmt::format("manifest {} line {}: {}; skipped", path, line.line, line.error));
+      continue;
+    }
     if (!line.entry) {
       invalid(line.line, line.error);
       continue;

@@ -150,7 +150,12 @@ int run_check(const TuneArgs& a) {
     o.screen_samples = 0;  // both are measured in full, whatever they do now
     std::vector<tune::Shape> shapes;
     for (const cache::TuneEntry* e : entries) {
-      shapes.push_back(tune::parse_shape({e->shape}, top.defaults));
+      try {
+        shapes.push_back(tune::parse_shape({e->shape}, top.defaults));
+      } catch (const InvalidArgument& err) {
+        throw InvalidArgument(fmt::format("tuning table {}: entry op={} shape \"{}\": {}",
+                                          cache::table_path(root, info.fingerprint_id()), e->op, e->shape, err.what()));
+      }
       o.only_by_shape.push_back({e->winner.describe(), e->default_choice.describe()});
     }
     const tune::SweepResult r = tune::sweep(op_name, shapes, o);
@@ -279,7 +284,13 @@ void add_tune_command(CLI::App& root, std::vector<Command>& out) {
   rep->add_option("--png", r->png, "write a PNG chart here (needs gnuplot)");
   add_json_flag(rep);
   out.push_back({rep, [r] {
-                   const tune::SweepResult s = tune::from_json(read_text(r->file));
+                   const std::string text = read_text(r->file);
+                   tune::SweepResult s;
+                   try {
+                     s = tune::from_json(text);
+                   } catch (const InvalidArgument& e) {
+                     throw InvalidArgument(fmt::format("{}: {}", r->file, e.what()));
+                   }
                    if (output().json) print_json(summary(s));
                    return show(s, r->png, true);
                  }});

@@ -55,11 +55,27 @@ std::string failed_path() {
   return cache::tuning_dir(RuntimeConfig::from_env().cache_dir) + "/failed-compiles.json";
 }
 
+/// Program key → {"family", "template_args", "target", "log"}. A record that is not such an
+/// object is dropped with a warning (that program is compiled again); a damaged file reads as
+/// empty.
 json read_failed() {
   std::string bytes;
   if (cache::detail::read_file(failed_path(), 64 << 20, cache::detail::kReadPlain, &bytes) != 0) return json::object();
   json j = json::parse(bytes, nullptr, false);
-  return j.is_object() ? j : json::object();
+  if (!j.is_object()) {
+    if (!bytes.empty()) warn(fmt::format("{} is not a JSON object; earlier failed compiles are tried again", failed_path()));
+    return json::object();
+  }
+  for (auto it = j.begin(); it != j.end();) {
+    const auto log = it->is_object() ? it->find("log") : it->end();
+    if (it->is_object() && log != it->end() && log->is_string()) {
+      ++it;
+    } else {
+      warn(fmt::format("{}: the record of {} has no \"log\" string; that program is compiled again", failed_path(), it.key()));
+      it = j.erase(it);
+    }
+  }
+  return j;
 }
 
 void remember_failed(const std::map<std::string, json>& failures) {
@@ -73,41 +89,6 @@ void remember_failed(const std::map<std::string, json>& failures) {
 }
 
 // ---- the worker process ----------------------------------------------------------------------
-
-json measurement_json(const Measurement& m) {
-  return {{"index", m.index},
-          {"status", m.status},
-          {"why", m.why},
-          {"us", m.us},
-          {"eager_us", m.eager_us},
-          {"spread", m.spread},
-          {"samples", m.samples},
-          {"threads", m.threads},
-          {"smem", m.smem},
-          {"registers", m.registers},
-          {"cluster", m.cluster},
-          {"screen_best_us", m.screen_best_us},
-          {"screen_median_us", m.screen_median_us},
-          {"leader", m.leader},
-          {"leader_us", m.leader_us}};
-}
-
-void read_measurement(const json& j, Measurement* m) {
-  m->status = j.value("status", "failed");
-  m->why = j.value("why", "");
-  m->us = j.value("us", 0.0);
-  m->eager_us = j.value("eager_us", 0.0);
-  m->spread = j.value("spread", 0.0);
-  m->samples = j.value("samples", 0);
-  m->threads = j.value("threads", 0);
-  m->smem = j.value("smem", 0);
-  m->registers = j.value("registers", -1);
-  m->cluster = j.value("cluster", 1);
-  m->screen_best_us = j.value("screen_best_us", 0.0);
-  m->screen_median_us = j.value("screen_median_us", 0.0);
-  m->leader = j.value("leader", -1);
-  m->leader_us = j.value("leader_us", 0.0);
-}
 
 struct Child {
   pid_t pid = -1;
@@ -243,39 +224,51 @@ void measure(const std::string& op_name, std::vector<ShapeResult>& shapes, std::
         const json j = json::parse(buffer.substr(0, nl), nullptr, false);
         buffer.erase(0, nl + 1);
         if (!j.is_object()) continue;
-        const int shape = j.value("shape", -1);
-        if (j.contains("preparing")) {
-          current = setting_up = j["preparing"].get<int>();
-          in_flight = -1;
-          deadline = preparing();
-        } else if (j.contains("ready")) {
-          setting_up = -1;
-          deadline = timeout();
-        } else if (j.contains("start")) {
-          in_flight = j["start"].get<int>();
-          in_flight_shape = shape;
-          deadline = timeout();
-        } else if (j.contains("index") && shape >= 0 && static_cast<size_t>(shape) < shapes.size()) {
-          const int i = j["index"].get<int>();
-          auto& cands = shapes[static_cast<size_t>(shape)].candidates;
-          if (i >= 0 && static_cast<size_t>(i) < cands.size() && finished.insert({static_cast<size_t>(shape), i}).second) {
-            read_measurement(j, &cands[static_cast<size_t>(i)]);
-            tick();
+        // The worker is this program, but its lines are still input: every number that indexes
+        // a shape or candidate is checked, and a line that does not check out is ignored.
+        try {
+          const int last_shape = static_cast<int>(shapes.size()) - 1;
+          const int shape = json_int(j, "shape", -1, -1, last_shape, "tune worker line: ");
+          auto candidate = [&](const char* name) {
+            if (shape < 0) throw InvalidArgument(fmt::format("tune worker line: {} without a shape", name));
+            const int last = static_cast<int>(shapes[static_cast<size_t>(shape)].candidates.size()) - 1;
+            return json_int(j, name, -1, 0, last, "tune worker line: ");
+          };
+          if (j.contains("preparing")) {
+            current = setting_up = json_int(j, "preparing", -1, 0, last_shape, "tune worker line: ");
+            in_flight = -1;
+            deadline = preparing();
+          } else if (j.contains("ready")) {
+            setting_up = -1;
+            deadline = timeout();
+          } else if (j.contains("start")) {
+            in_flight = candidate("start");
+            in_flight_shape = shape;
+            deadline = timeout();
+          } else if (j.contains("index")) {
+            const int i = candidate("index");
+            auto& cands = shapes[static_cast<size_t>(shape)].candidates;
+            if (finished.insert({static_cast<size_t>(shape), i}).second) {
+              read_measurement(j, &cands[static_cast<size_t>(i)], "tune worker line: ");
+              tick();
+            }
+            in_flight = -1;
+          } else if (j.contains("done")) {
+            done = true;
+          } else if (j.contains("error")) {
+            // A shape the worker could not set up: its candidates fail with the reason. Without a
+            // shape, the job itself: every candidate does.
+            const std::string why = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+            if (shape >= 0) {
+              finish_shape(static_cast<size_t>(shape), why);
+            } else {
+              for (const Todo& t : todo) finish_shape(t.shape, why);
+            }
+            in_flight = -1;
+            setting_up = -1;
           }
-          in_flight = -1;
-        } else if (j.contains("done")) {
-          done = true;
-        } else if (j.contains("error")) {
-          // A shape the worker could not set up: its candidates fail with the reason. Without a
-          // shape, the job itself: every candidate does.
-          const std::string why = j["error"].get<std::string>();
-          if (shape >= 0) {
-            finish_shape(static_cast<size_t>(shape), why);
-          } else {
-            for (const Todo& t : todo) finish_shape(t.shape, why);
-          }
-          in_flight = -1;
-          setting_up = -1;
+        } catch (const InvalidArgument& e) {
+          warn(fmt::format("{}; line ignored", e.what()));
         }
       }
     }
@@ -367,12 +360,6 @@ std::vector<Shape> read_shapes_file(const std::string& path, const Shape& defaul
   }
   if (out.empty()) throw InvalidArgument(fmt::format("shapes file {} holds no shape", path));
   return out;
-}
-
-std::string shape_text(const Shape& shape) {
-  std::string s;
-  for (const auto& [k, v] : shape) s += (s.empty() ? "" : " ") + k + "=" + v;
-  return s;
 }
 
 int64_t shape_int(const Shape& shape, const std::string& key) {
@@ -666,86 +653,6 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     if (!table.entries.empty()) cache::publish_table(RuntimeConfig::from_env().cache_dir, table);
   }
   return r;
-}
-
-// ---- JSON -------------------------------------------------------------------------------------
-
-std::string measurement_line(const Measurement& m, int shape) {
-  json j = measurement_json(m);
-  if (shape >= 0) j["shape"] = shape;
-  return j.dump();
-}
-
-std::string to_json(const SweepResult& r) {
-  json shapes = json::array();
-  for (const ShapeResult& s : r.shapes) {
-    json cands = json::array();
-    for (const Measurement& m : s.candidates) {
-      json j = measurement_json(m);
-      j["label"] = m.label;
-      j["is_default"] = m.is_default;
-      cands.push_back(j);
-    }
-    shapes.push_back({{"shape", s.shape}, {"text", shape_text(s.shape)}, {"bucket", s.bucket}, {"tunable", s.tunable},
-                      {"winner", s.winner}, {"runner_up", s.runner_up}, {"margin", s.margin}, {"gain", s.gain},
-                      {"candidates", cands}});
-  }
-  return json{{"op", r.op},
-              {"device", r.device},
-              {"fingerprint_id", r.fingerprint_id},
-              {"fingerprint", r.fingerprint},
-              {"compiled", r.compiled},
-              {"compile_failed", r.compile_failed},
-              {"compile_skipped", r.compile_skipped},
-              {"compile_s", r.compile_s},
-              {"measure_s", r.measure_s},
-              {"screen_samples", r.screen_samples},
-              {"screen_margin", r.screen_margin},
-              {"shapes", shapes}}
-      .dump(1);
-}
-
-SweepResult from_json(const std::string& text) {
-  const json j = json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.contains("shapes") || !j["shapes"].is_array()) {
-    throw InvalidArgument("not a kjit tune result (expected the JSON `kjit tune --json-out` writes)");
-  }
-  try {
-    SweepResult r;
-    r.op = j.value("op", "");
-    r.device = j.value("device", "");
-    r.fingerprint_id = j.value("fingerprint_id", "");
-    r.fingerprint = j.value("fingerprint", "");
-    r.compiled = j.value("compiled", 0);
-    r.compile_failed = j.value("compile_failed", 0);
-    r.compile_skipped = j.value("compile_skipped", 0);
-    r.compile_s = j.value("compile_s", 0.0);
-    r.measure_s = j.value("measure_s", 0.0);
-    r.screen_samples = j.value("screen_samples", 0);
-    r.screen_margin = j.value("screen_margin", 0.0);
-    for (const json& s : j["shapes"]) {
-      ShapeResult sr;
-      sr.shape = s.at("shape").get<Shape>();
-      sr.bucket = s.value("bucket", std::vector<int64_t>{});
-      sr.tunable = s.value("tunable", true);
-      sr.winner = s.value("winner", -1);
-      sr.runner_up = s.value("runner_up", -1);
-      sr.margin = s.value("margin", 0.0);
-      sr.gain = s.value("gain", 0.0);
-      for (const json& c : s.at("candidates")) {
-        Measurement m;
-        m.index = c.value("index", 0);
-        m.label = c.value("label", "");
-        m.is_default = c.value("is_default", false);
-        read_measurement(c, &m);
-        sr.candidates.push_back(m);
-      }
-      r.shapes.push_back(std::move(sr));
-    }
-    return r;
-  } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("not a kjit tune result: {}", e.what()));
-  }
 }
 
 }  // namespace kjit::tune

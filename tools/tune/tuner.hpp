@@ -24,6 +24,7 @@
 #include "runtime/ops/tuned.hpp"
 
 #include <cuda.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -202,7 +203,11 @@ SweepResult sweep(const std::string& op, const std::vector<Shape>& shapes, const
 std::string measurement_line(const Measurement& m, int shape = -1);
 /// The sweep as JSON (what `--json-out` writes and `kjit tune report` reads).
 std::string to_json(const SweepResult& r);
-/// Parses to_json's output; InvalidArgument when it is not one.
+/// Parses to_json's output. Every field is checked: absent ones take their defaults, and one of
+/// the wrong type or out of range (a winner or runner-up that names no candidate, a candidate
+/// index that is not its position) throws InvalidArgument naming it ("shapes[0].winner = 7 names
+/// no candidate (the shape has 0)"), as does text that is not such JSON. The result is safe to
+/// index by its winners and runner-ups. Never crashes, whatever the bytes.
 SweepResult from_json(const std::string& text);
 
 /// The table `kjit tune --report` prints: per shape every candidate with status, graph and eager
@@ -213,6 +218,15 @@ std::string report_table(const SweepResult& r);
 std::string write_chart(const SweepResult& r, const std::string& png_path);
 
 namespace detail {
+
+/// The integer `name` of JSON object `j`, `fallback` when absent. Throws InvalidArgument naming
+/// `where` + `name` when it is not an integer or lies outside [lo, hi].
+int json_int(const nlohmann::json& j, const char* name, int fallback, int lo, int hi, const std::string& where);
+/// Reads the measured fields of one candidate (a measurement_line, or a candidate of to_json's
+/// output) into `*m`: absent ones keep their defaults; a field of the wrong type or range
+/// throws InvalidArgument naming `where` + the field ("shapes[0].candidates[2].us is not a
+/// number").
+void read_measurement(const nlohmann::json& j, Measurement* m, const std::string& where);
 
 /// What is left to measure of one shape: its position in the sweep and candidate indices.
 struct Todo {
