@@ -34,12 +34,28 @@
 //   row/head/batch strides); LSE = (m + log2 l) · ln 2 from the quad's lane 0, −inf and zeros for
 //   a row that attends nothing.
 //
+// ── The ragged paged variant (paged_prefill_sm90_kernel, family attention.paged_prefill_sm90) ──
+// The same consumers over the work of kjit::attention::paged_prefill: a CTA owns one work item of
+// the plan (request b, its 128-row q tile; PrefillParams::q_tile_to_batch / q_tile_to_index) and
+// one q head. The producer warpgroup gathers instead of issuing TMA: per KV tile each of its 128
+// threads looks up one token's pool row through the page table (PagedKV, attention/kv_source.cuh)
+// into a shared row table, then all 128 copy the tile's rows with 16-byte cp.async straight into
+// the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens past the request's
+// kv_len, and arrive on the stage's full barrier when their copies land
+// (cp.async.mbarrier.arrive.noinc: the barrier expects 128 arrivals). Q is gathered the same way
+// from the packed [total_q, q_heads, D] rows (rows past the request's end zero-filled), and the
+// epilogue writes O with 16-byte stores of the request's rows only (a TMA store would clip at
+// total_q, not at the request's end). Consumers fence the generic-proxy writes of cp.async
+// against their wgmma reads (fence.proxy.async) after each wait. Any page size works: the gather
+// is per token.
+//
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
 // from L2: compute bound. wgmma bf16 dense peak ≈ 989 TFLOP/s (the measured GEMM ceiling here is
 // 680–790); softmax adds ~1 MUFU.EX2 per score, ~1/2 of the FLOPs of a k16 step on the SFU pipe,
 // which is why the softmax must overlap the tensor-core work.
 #include "kjit/config.cuh"
+#include "kjit/cp_async.cuh"
 #include "kjit/fast_math.cuh"
 #include "kjit/float_bits.cuh"
 #include "kjit/named_barrier.cuh"
@@ -49,19 +65,105 @@
 #include "kjit/warp_reduce.cuh"
 #include "kjit/wgmma.cuh"
 
+#include "attention/kv_source.cuh"
+#include "attention/prefill_params.h"
 #include "attention/prefill_sm90_params.h"
 #include "attention/work_order.cuh"
 
 namespace kjit::attention {
 
-/// See the file comment. kHeadDim ∈ {64, 128}. Launch: PrefillSm90Shape<kHeadDim>::kThreads
-/// threads and kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
-template <int kHeadDim>
-__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
-    prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
+namespace detail {
+
+/// Copies 128 rows into a 128-row swizzled tile at shared address `tile` (the atom of columns
+/// 64a.. at a · 128 · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
+/// rows t / 8 + 16 · i of every atom; row r's source is row_src(r), or zeros when it returns null.
+template <int kAtoms, class RowSrc>
+KJIT_DEVICE void gather_rows_128(uint32_t tile, int t, const RowSrc& row_src, const char* any_mapped) {
+  const int chunk = t % 8;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = t / 8 + 16 * i;
+    const char* src = row_src(r);
+    const bool valid = src != nullptr;
+    if (!valid) src = any_mapped;
+    const uint32_t dst = tile + r * 128 + ((chunk ^ (r & 7)) << 4);
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (128 * 128), src + a * 128 + chunk * 16, valid);
+  }
+}
+
+/// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
+/// KV tiles from the last to the first through the stage ring, each copy completing on its full
+/// barrier through cp.async arrivals.
+template <class Shape>
+KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int kv_head, int q_first, int q_len, int q0,
+                                    int kv_len, int n_tiles, uint32_t q_smem, uint32_t k_smem, uint32_t v_smem,
+                                    uint32_t bars, uint32_t row_tables) {
+  using namespace sm90;
+  constexpr int kStages = Shape::kStages;
+  constexpr int kBlockN = Shape::kBlockN;
+  static_assert(Shape::kBlockM == 128 && kBlockN == 128, "one row of a 128-row tile per producer thread");
+  constexpr int kProducerBarrier = 1 + 2 * Shape::kConsumers;  // after the consumers' named barriers
+  const int t = static_cast<int>(threadIdx.x);  // the producer is warpgroup 0
+  const uint32_t q_full = bars;
+  auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+  auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
+
+  const char* q_head = static_cast<const char*>(p.q) +
+                       (static_cast<int64_t>(q_first) * p.q_stride_l + static_cast<int64_t>(head) * p.q_stride_h) * 2;
+  const int64_t q_row_bytes = p.q_stride_l * 2;
+  gather_rows_128<Shape::kAtoms>(
+      q_smem, t,
+      [&](int r) -> const char* { return q0 + r < q_len ? q_head + static_cast<int64_t>(q0 + r) * q_row_bytes : nullptr; },
+      q_head);
+  cp_async_mbarrier_arrive_noinc(q_full);
+
+  const PagedKV kv(p, b, kv_head);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int tile = n_tiles - 1 - it;
+    const int s = it % kStages;
+    const int round = it / kStages;
+    // Each thread looks up one token; the table of tile it − 2 (same buffer) was read before
+    // every thread passed the previous tile's barrier.
+    const uint32_t table = row_tables + (it & 1) * (kBlockN * 4);
+    const int token = tile * kBlockN + t;
+    st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
+    named_barrier(kProducerBarrier, 128);
+    auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
+    if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
+    gather_rows_128<Shape::kAtoms>(
+        k_smem + s * Shape::kKvBytes, t,
+        [&](int r) -> const char* {
+          const int row = row_of(r);
+          return row >= 0 ? kv.k_row(row) : nullptr;
+        },
+        kv.k_row(0));
+    cp_async_mbarrier_arrive_noinc(k_full(s));
+    if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
+    gather_rows_128<Shape::kAtoms>(
+        v_smem + s * Shape::kKvBytes, t,
+        [&](int r) -> const char* {
+          const int row = row_of(r);
+          return row >= 0 ? kv.v_row(row) : nullptr;
+        },
+        kv.v_row(0));
+    cp_async_mbarrier_arrive_noinc(v_full(s));
+  }
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// The body of both kernels below (see the file comment): kPaged false reads PrefillSm90Params
+/// (TMA over dense BLHD tensors), true PrefillParams (packed Q, PagedKV, the plan's work map).
+template <int kHeadDim, bool kPaged, class Params>
+KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  using Shape = PrefillSm90Shape<kHeadDim>;
+  using Shape = PrefillSm90Shape<kHeadDim, kPaged>;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
   constexpr int kAtoms = Shape::kAtoms;
@@ -85,34 +187,52 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
   auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
+  const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
-  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh).
-  int head, q_tile;
+  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh); for the
+  // paged kernel an index into the plan's work map.
+  int head, q_tile, b, q_len, kv_len;
+  int q_first = 0;  // paged: the request's first row of the packed q / out
   head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), p.q_heads, p.q_tiles, p.head_group,
                    p.causal != 0, head, q_tile);
-  const int b = static_cast<int>(blockIdx.z);
   const int kv_head = head / p.group;
+  if constexpr (kPaged) {
+    const int item = q_tile;
+    b = __ldg(p.q_tile_to_batch + item);
+    q_tile = __ldg(p.q_tile_to_index + item);
+    q_first = __ldg(p.qo_indptr + b);
+    q_len = __ldg(p.qo_indptr + b + 1) - q_first;
+    kv_len = PagedKV(p, b, kv_head).length();
+  } else {
+    b = static_cast<int>(blockIdx.z);
+    q_len = p.q_len;
+    kv_len = p.kv_len;
+  }
   const int q0 = q_tile * Shape::kBlockM;
-  const int q_rows = min(Shape::kBlockM, p.q_len - q0);
-  const int kv_len = p.kv_len;
-  const int diag = kv_len - p.q_len;  // causal: row i sees keys j ≤ i + diag
+  const int q_rows = min(Shape::kBlockM, q_len - q0);
+  const int diag = kv_len - q_len;  // causal: row i sees keys j ≤ i + diag
   const bool causal = p.causal != 0;
   const int kv_end = causal ? max(min(kv_len, q0 + q_rows + diag), 0) : kv_len;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
+  // A full barrier expects the TMA thread's one arrival (plus bytes), or the paged producer's 128
+  // cp.async arrivals.
+  constexpr uint32_t kFullArrivals = kPaged ? 128 : 1;
   if (threadIdx.x == 0) {
-    mbarrier_init(q_full, 1);
+    mbarrier_init(q_full, kFullArrivals);
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(k_full(s), 1);
-      mbarrier_init(v_full(s), 1);
+      mbarrier_init(k_full(s), kFullArrivals);
+      mbarrier_init(v_full(s), kFullArrivals);
       mbarrier_init(k_empty(s), 4 * kConsumers);  // one arrival per consumer warp
       mbarrier_init(v_empty(s), 4 * kConsumers);
     }
     fence_barrier_init();
-    prefetch_tensormap(&p.tma_q);
-    prefetch_tensormap(&p.tma_k);
-    prefetch_tensormap(&p.tma_v);
-    prefetch_tensormap(&p.tma_out);
+    if constexpr (!kPaged) {
+      prefetch_tensormap(&p.tma_q);
+      prefetch_tensormap(&p.tma_k);
+      prefetch_tensormap(&p.tma_v);
+      prefetch_tensormap(&p.tma_out);
+    }
   }
   __syncthreads();
 
@@ -120,7 +240,10 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
   if (wg == 0) {
     // ---- Producer. -------------------------------------------------------------------------
     setmaxnreg_dec<Shape::kProducerRegs>();
-    if (threadIdx.x == 0) {
+    if constexpr (kPaged) {
+      paged_sm90_produce<Shape>(p, b, head, kv_head, q_first, q_len, q0, kv_len, n_tiles, q_smem, k_smem, v_smem,
+                                bars, row_tables);
+    } else if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, q0, head, b, q_full);
@@ -251,7 +374,8 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
   // warpgroup 0 and skips the arrival after its last issue, so every arrival is matched by a sync.
   // Barriers 1..kConsumers are the warpgroups' own (epilogue).
   constexpr int kTurn = 1 + kConsumers;
-  const bool pingpong = p.pingpong != 0;
+  bool pingpong = true;  // paged: always (the dense kernel's measured choice at both head dims)
+  if constexpr (!kPaged) pingpong = p.pingpong != 0;
   auto wait_turn = [&]() {
     if (pingpong) named_barrier(kTurn + c, 256);
   };
@@ -260,11 +384,17 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
   };
   if (pingpong && c == kConsumers - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
 
-  mbarrier_wait(q_full, 0);
+  // The paged producer's cp.async writes are generic-proxy stores; wgmma reads through the async
+  // proxy, so each consumer thread orders the two after its wait.
+  auto wait_full = [&](uint32_t bar, uint32_t parity) {
+    mbarrier_wait(bar, parity);
+    if constexpr (kPaged) fence_proxy_async();
+  };
+  wait_full(q_full, 0);
   if (n_tiles > 0) {
     // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
     {
-      mbarrier_wait(k_full(0), 0);
+      wait_full(k_full(0), 0);
       wait_turn();
       wgmma_fence();
       issue_qk(0);
@@ -279,8 +409,8 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
     for (int it = 1; it < n_tiles; ++it) {
       const int s = it % kStages;
       const int sp = (it - 1) % kStages;
-      mbarrier_wait(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
-      mbarrier_wait(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
+      wait_full(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
+      wait_full(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
       wait_turn();
       wgmma_fence();
       issue_qk(s);
@@ -299,7 +429,7 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
       pack_p();
     }
     const int sl = (n_tiles - 1) % kStages;
-    mbarrier_wait(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
+    wait_full(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
     wait_turn();
     wgmma_fence();
     issue_pv(sl, n_tiles > 1);
@@ -321,9 +451,11 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
     const float l = quad_sum(row_l[h]);
     inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
     const int row = my_row + 8 * h;
-    if (p.lse != nullptr && tq == 0 && row < p.q_len) {
-      p.lse[b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l] =
-          l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
+    if (p.lse != nullptr && tq == 0 && row < q_len) {
+      // Dense: lse [batch, q_heads, q_len]; packed: [q_heads, total_q] (lse_stride_b unused).
+      const int64_t at = kPaged ? head * p.lse_stride_h + static_cast<int64_t>(q_first + row) * p.lse_stride_l
+                                : b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l;
+      p.lse[at] = l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
     }
   }
 #pragma unroll
@@ -335,19 +467,59 @@ __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
       st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
     }
   }
-  fence_proxy_async();
-  named_barrier_wg(1 + c);
-  if (t == 0 && row0 < p.q_len) {
+  if constexpr (kPaged) {
+    // 16-byte stores of the request's rows: 8 threads per 128-byte atom row, 16 rows a pass.
+    named_barrier_wg(1 + c);
+    char* out_head = static_cast<char*>(p.out) + (static_cast<int64_t>(q_first) * p.out_stride_l +
+                                                  static_cast<int64_t>(head) * p.out_stride_h) * 2;
+    const int chunk = t % 8;
 #pragma unroll
-    for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * kQAtomBytes);
-    bulk_commit();
-    bulk_wait_read<0>();
+    for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+      for (int pass = 0; pass < 4; ++pass) {
+        const int r = 16 * pass + t / 8;
+        const int row = row0 + r;
+        if (row < q_len) {
+          const uint4 v = ld_shared_v4(q_wg + a * kQAtomBytes + r * 128 + ((chunk ^ (r & 7)) << 4));
+          *reinterpret_cast<uint4*>(out_head + static_cast<int64_t>(row) * p.out_stride_l * 2 + a * 128 + chunk * 16) = v;
+        }
+      }
+    }
+  } else {
+    fence_proxy_async();
+    named_barrier_wg(1 + c);
+    if (t == 0 && row0 < q_len) {
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * kQAtomBytes);
+      bulk_commit();
+      bulk_wait_read<0>();
+    }
   }
 #else
-  // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
+  // Not sm_90a: the host never launches these kernels here (they compile so that the families'
   // points build for every arch).
   __trap();
 #endif
+}
+
+}  // namespace detail
+
+/// See the file comment. kHeadDim ∈ {64, 128}. Launch: PrefillSm90Shape<kHeadDim>::kThreads
+/// threads and kSmemBytes of dynamic shared memory, grid (q_tiles, q_heads, batch).
+template <int kHeadDim>
+__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
+    prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
+  detail::prefill_sm90_body<kHeadDim, false>(p);
+}
+
+/// The ragged paged variant (see the file comment): PrefillParams as the mma.sync paged prefill
+/// takes them (PackedQSchedule + PagedKV fields; q_tiles = the plan's work items, which must be
+/// 128-row tiles). kHeadDim ∈ {64, 128}. Launch: PrefillSm90Shape<kHeadDim, true>::kThreads
+/// threads and kSmemBytes of dynamic shared memory, grid (num_work, q_heads).
+template <int kHeadDim>
+__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim, true>::kThreads, 1)
+    paged_prefill_sm90_kernel(KJIT_PARAMS PrefillParams p) {
+  detail::prefill_sm90_body<kHeadDim, true>(p);
 }
 
 }  // namespace kjit::attention

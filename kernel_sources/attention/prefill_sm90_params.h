@@ -9,22 +9,27 @@ namespace kjit::attention {
 
 using TmaDescriptor = kjit::fp8::TmaDescriptor;
 
-/// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the TMA producer
+/// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the producer
 /// and kConsumers consumer warpgroups of 64 query rows each, so kBlockM = 64 · kConsumers rows of
-/// one (batch, q head): two at hd128, three at hd64 (where a K/V tile is little work per row, a
-/// third warpgroup shares each loaded tile and hides more of the softmax; the consumers' registers
-/// then drop from 240 to 160). K/V tiles of kBlockN = 128 tokens stream through a kStages-deep
-/// ring. Every tile in shared memory is a column of 64-element (128-byte) "atoms" in the 128-byte
-/// swizzle (what TMA writes and wgmma's descriptors read): the atom of columns 64a..64a+63 of an
-/// R-row tile lives at a · R · 128 bytes.
-///   hd64 : Q 24 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 120 KiB, 512 threads
+/// one (batch, q head). The dense kernel (kPaged false) runs two consumers at hd128 and three at
+/// hd64 (where a K/V tile is little work per row, a third warpgroup shares each loaded tile and
+/// hides more of the softmax; the consumers' registers then drop from 240 to 160). The ragged
+/// paged kernel (kPaged true) runs two at both: its work items are the plan's 128-row q tiles.
+/// K/V tiles of kBlockN = 128 tokens stream through a kStages-deep ring. Every tile in shared
+/// memory is a column of 64-element (128-byte) "atoms" in the 128-byte swizzle (what TMA writes
+/// and wgmma's descriptors read; the paged producer's cp.async gather writes the same layout):
+/// the atom of columns 64a..64a+63 of an R-row tile lives at a · R · 128 bytes.
+///   hd64 : Q 24 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 120 KiB, 512 threads (paged: Q 16 KiB,
+///          384 threads)
 ///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use),
 ///          384 threads
 /// Three stages: a K slot is refilled once S = Q·Kᵀ of its tile is done, a V slot once P·V is, so
 /// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
-template <int kHeadDim>
+/// The paged kernel's producer also keeps two 128-entry pool-row tables (1 KiB) after the
+/// barriers: 226.25 KiB at hd128.
+template <int kHeadDim, bool kPaged = false>
 struct PrefillSm90Shape {
-  static constexpr int kConsumers = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kConsumers = kHeadDim == 64 && !kPaged ? 3 : 2;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 3;
@@ -36,11 +41,14 @@ struct PrefillSm90Shape {
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage
-  /// The stages, 1024 bytes to align the base to the swizzle atom, and the mbarriers.
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024 + 256;
+  /// The paged producer's two pool-row tables (one per KV tile in flight), after the barriers.
+  static constexpr int kRowTableBytes = kPaged ? 2 * kBlockN * 4 : 0;
+  /// The stages, 1024 bytes to align the base to the swizzle atom, the mbarriers (256 bytes) and
+  /// the row tables.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024 + 256 + kRowTableBytes;
 };
 
-/// Launch shape of PrefillSm90Shape<head_dim> (all zero for an unsupported head_dim).
+/// Launch shape of PrefillSm90Shape<head_dim, paged> (all zero for an unsupported head_dim).
 struct PrefillSm90LaunchShape {
   int threads = 0;
   int block_m = 0;
@@ -48,11 +56,16 @@ struct PrefillSm90LaunchShape {
   int smem_bytes = 0;
 };
 
-constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim) {
-  return head_dim == 64    ? PrefillSm90LaunchShape{PrefillSm90Shape<64>::kThreads, PrefillSm90Shape<64>::kBlockM,
-                                                    PrefillSm90Shape<64>::kBlockN, PrefillSm90Shape<64>::kSmemBytes}
-         : head_dim == 128 ? PrefillSm90LaunchShape{PrefillSm90Shape<128>::kThreads, PrefillSm90Shape<128>::kBlockM,
-                                                    PrefillSm90Shape<128>::kBlockN, PrefillSm90Shape<128>::kSmemBytes}
+template <int kHeadDim, bool kPaged>
+constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape_of() {
+  using S = PrefillSm90Shape<kHeadDim, kPaged>;
+  return PrefillSm90LaunchShape{S::kThreads, S::kBlockM, S::kBlockN, S::kSmemBytes};
+}
+
+constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim, bool paged = false) {
+  return head_dim == 64    ? (paged ? prefill_sm90_launch_shape_of<64, true>() : prefill_sm90_launch_shape_of<64, false>())
+         : head_dim == 128 ? (paged ? prefill_sm90_launch_shape_of<128, true>()
+                                    : prefill_sm90_launch_shape_of<128, false>())
                            : PrefillSm90LaunchShape{};
 }
 

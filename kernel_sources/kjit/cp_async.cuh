@@ -51,4 +51,13 @@ KJIT_DEVICE void cp_async_wait() {
 #endif
 }
 
+/// Arrives on the mbarrier at shared address `bar` once every cp.async this thread issued before
+/// completes (.noinc: the arrival is one of those the barrier was initialized to expect), so a
+/// cp.async producer can hand tiles to consumers that wait on the barrier, as TMA loads do.
+KJIT_DEVICE void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 }  // namespace kjit

@@ -166,4 +166,22 @@ const Family& paged_prefill_family() {
   return family;
 }
 
+const Family& paged_prefill_sm90_family() {
+  static const Family family = [] {
+    Family f;
+    f.name = "attention.paged_prefill_sm90";
+    f.doc = "Ragged GQA prefill over a paged bf16 KV cache on Hopper: the wgmma consumers of attention.prefill_sm90 "
+            "with a cp.async producer warpgroup that gathers Q and K/V rows through the page table (any page size), "
+            "the plan's 128-row work items, causal or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a "
+            "only)";
+    f.params = {head_dim_param({64, 128})};
+    f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}>"}, true}};
+    f.min_sm = 90;
+    f.target_rule = prefill_sm90_family().target_rule;
+    f.defaults = {{{"head_dim", "128"}}, {{"head_dim", "64"}}};
+    return f;
+  }();
+  return family;
+}
+
 }  // namespace kjit::attention

@@ -16,7 +16,10 @@
 ///                             prefill_kernel with DenseQSchedule + ContigKV.
 ///   attention.prefill_sm90    head_dim 64|128; sm_90a only: the TMA + wgmma prefill_sm90_kernel.
 ///   attention.paged_prefill   head_dim, block_m: prefill_kernel with PackedQSchedule + PagedKV.
-/// min_sm 80 (mma.sync bf16, cp.async) except prefill_sm90.
+///   attention.paged_prefill_sm90  head_dim 64|128; sm_90a only: paged_prefill_sm90_kernel (the
+///                             wgmma prefill's consumers, a page-table gather producer), for
+///                             plans of 128-row tiles.
+/// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families.
 
 #include <kjit/families.hpp>
 
@@ -29,5 +32,6 @@ const Family& paged_append_family();
 const Family& prefill_family();
 const Family& prefill_sm90_family();
 const Family& paged_prefill_family();
+const Family& paged_prefill_sm90_family();
 
 }  // namespace kjit::attention

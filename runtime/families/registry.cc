@@ -26,6 +26,7 @@ const std::vector<std::reference_wrapper<const Family>>& families() {
       attention::prefill_family(),
       attention::prefill_sm90_family(),
       attention::paged_prefill_family(),
+      attention::paged_prefill_sm90_family(),
   };
   // A malformed declaration would surface only when an op first names its kernel; say it now.
   static const bool checked = [] {

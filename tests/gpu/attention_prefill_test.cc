@@ -7,7 +7,8 @@
 //
 // Every dense case runs on each variant that can take it on this device: the mma.sync kernel
 // always, the Hopper wgmma kernel on sm_90 for head_dim 64/128 without a mask or kv_lens (see
-// wgmma_capable); the case names the variant on failure.
+// wgmma_capable); every ragged paged case likewise on mma.sync and, on sm_90 for head_dim
+// 64/128, on the Hopper paged kernel at 128-row tiles; the case names the variant on failure.
 //
 // Tolerances: out is bf16 (rounding alone costs up to 2^-9 relative per element) and P is rounded
 // to bf16 before P·V as FlashAttention does: expected relative L2 ~2–3e-3 (the emulator of these
@@ -85,7 +86,7 @@ void check(const PrefillCase& c) {
   }
 }
 
-void check(const PagedPrefillCase& c) {
+void check_one(const PagedPrefillCase& c) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.describe() + " seed=" + std::to_string(seed));
   try {
@@ -93,6 +94,28 @@ void check(const PagedPrefillCase& c) {
     EXPECT_TRUE(r.ok(kOutTol, kLseTol)) << r.describe();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "threw: " << e.what();
+  }
+}
+
+/// Whether the Hopper paged kernel can take case `c` at 128-row tiles on this device.
+bool wgmma_capable(const PagedPrefillCase& c) {
+  return is_sm90() && (c.head_dim == 64 || c.head_dim == 128) && c.tile_rows != 64;
+}
+
+/// Runs `c` on every capable kernel: mma.sync (strict) and, where it can run, the Hopper kernel
+/// (strict, 128-row tiles); an entry case runs once, with the plan's own choice.
+void check(const PagedPrefillCase& c) {
+  if (c.use_entry || c.variant != AttentionVariant::kAuto) {
+    check_one(c);
+    return;
+  }
+  PagedPrefillCase v = c;
+  v.variant = AttentionVariant::kMma;
+  check_one(v);
+  if (wgmma_capable(c)) {
+    v.variant = AttentionVariant::kWgmma;
+    v.tile_rows = 128;
+    check_one(v);
   }
 }
 
@@ -308,6 +331,34 @@ TEST_F(AttentionPrefillGpu, PagedBatchShapes) {
   for (int ratio : {1, 2, 3, 4, 8, 16}) {
     check(ragged({70, 10, 130}, {100, 10, 130}, 2 * ratio, 2, 128, 16, ratio % 2 == 0));
   }
+}
+
+TEST_F(AttentionPrefillGpu, PagedHopperKernelPagesGqaAndEdges) {
+  // Each case on both kernels (check): every page size from 1 to 128 with lengths around pages
+  // and tiles (kv 1000 wraps the 3-stage ring twice; q 300 spans three 128-row tiles), GQA 1..8,
+  // causal rows that see no key (q_len > kv_len), empty requests, both head dims.
+  for (int ps : {1, 2, 3, 8, 16, 32, 64, 128}) {
+    for (bool causal : {false, true}) {
+      check(ragged({300, 1, 0, 129, 40}, {1000, 1, 17, 129, 0}, 8, 2, 128, ps, causal));
+    }
+  }
+  for (int ratio : {1, 2, 3, 4, 8}) {
+    for (int hd : {64, 128}) {
+      check(ragged({200, 130, 7}, {260, 130, 300}, 2 * ratio, 2, hd, 16, ratio % 2 == 1));
+    }
+  }
+  check(ragged({256, 100}, {50, 100}, 4, 4, 128, 16, true));  // causal: 206 rows see nothing
+  check(ragged({0, 0, 128}, {0, 64, 128}, 4, 1, 64, 16, false));
+  // Explicitly requested where it cannot run: Unsupported, never a wrong answer.
+  PagedPrefillCase c = ragged({70, 10, 130}, {70, 60, 130}, 8, 2, 256, 16, true);
+  c.variant = AttentionVariant::kWgmma;
+  c.tile_rows = 128;
+  EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+  c.head_dim = 128;
+  c.tile_rows = 64;
+  EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+  c.tile_rows = 128;
+  if (!is_sm90()) EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
 }
 
 // ---- The attention() entry ---------------------------------------------------------------------

@@ -213,11 +213,43 @@ TEST(AttentionEntry, WgmmaRunsDenseHopperPrefillOnly) {
   c = call;
   c.tma_layout = "q stride of dim 1 must be in [0, 2^39) elements";
   rejects(c, "TMA");
-  for (AttentionKind kind : {AttentionKind::kDecode, AttentionKind::kPagedDecode, AttentionKind::kPagedPrefill}) {
+  for (AttentionKind kind : {AttentionKind::kDecode, AttentionKind::kPagedDecode}) {
     c = call;
     c.kind = kind;
-    rejects(c, "dense prefill kernel");
+    rejects(c, "is a prefill kernel");
   }
+}
+
+TEST(AttentionEntry, WgmmaRunsHopperPagedPrefillOf128RowTiles) {
+  ad::VariantCall call;
+  call.kind = AttentionKind::kPagedPrefill;
+  call.target = device_target(90);
+  call.tile_rows = 128;
+  for (int64_t hd : {64, 128}) {
+    call.head_dim = hd;
+    EXPECT_TRUE(ad::variant_runs(AttentionVariant::kWgmma, call)) << hd;
+    EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, call), AttentionVariant::kWgmma);
+  }
+  // The dense kernel's other limits (mask, kv_lens, TMA layouts) do not apply: the paged
+  // producer gathers rows itself.
+  call.tma_layout = "q stride of dim 1 must be in [0, 2^39) elements";
+  EXPECT_TRUE(ad::variant_runs(AttentionVariant::kWgmma, call));
+  call.tma_layout = {};
+  auto falls_back = [&](const ad::VariantCall& c, const char* why) {
+    EXPECT_NE(ad::variant_rejects(AttentionVariant::kWgmma, c).find(why), std::string::npos)
+        << ad::variant_rejects(AttentionVariant::kWgmma, c);
+    EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, c), AttentionVariant::kMma);
+    EXPECT_THROW(ad::resolve_variant(AttentionVariant::kWgmma, AttentionVariant::kAuto, c), kjit::Unsupported);
+  };
+  ad::VariantCall c = call;
+  c.tile_rows = 64;
+  falls_back(c, "128-row tiles, the plan has 64");
+  c = call;
+  c.head_dim = 256;
+  falls_back(c, "head_dim 64 or 128, not 256");
+  c = call;
+  c.target = device_target(89);
+  falls_back(c, "sm_90a");
 }
 
 TEST(AttentionEntry, ParsesTheEnvironmentValue) {

@@ -1,6 +1,7 @@
 // Host-only checks of kjit::attention::prefill, plan_paged_prefill (both overloads) and paged_prefill: every
 // validation rule fires with a message naming the op and the tensor (before any driver call), the
-// tile choice, the ragged plan (q lengths 70, 10, 130), the family specs, and that every
+// tile and kernel choice (mma.sync or, on sm_90a, wgmma; the tuner's candidates), the ragged plan
+// (q lengths 70, 10, 130), the family specs, and that every
 // specialization compiles for sm_80/89/90a/100a (no spills on sm_80/sm_90a). No GPU needed.
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
@@ -478,6 +479,106 @@ TEST(AttentionPrefillFamily, SpaceAndSpecs) {
   for (const char* t : {"sm_80", "sm_89", "sm_90", "sm_100a"}) {
     EXPECT_NE(h.unsupported_reason(h.defaults[0], kjit::Target::parse(t)), "") << t;
   }
+  const kjit::Family& hp = kjit::attention::paged_prefill_sm90_family();
+  EXPECT_EQ(kjit::family("attention.paged_prefill_sm90").name, hp.name);
+  const kjit::ProgramSpec paged_hopper = hp.spec({{"head_dim", "128"}});
+  EXPECT_EQ(paged_hopper.name_expressions[0], "kjit::attention::paged_prefill_sm90_kernel<128>");
+  EXPECT_EQ(paged_hopper.source_name, hopper.source_name);  // one kernel body
+  EXPECT_THROW(hp.spec({{"head_dim", "256"}}), kjit::InvalidArgument);
+  EXPECT_EQ(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_90a")), "");
+  EXPECT_NE(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_89")), "");
+}
+
+TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
+  using Op = ad::PagedPrefillOp;
+  using kjit::attention::AttentionVariant;
+  const std::vector<int32_t> indptr = {0, 70, 80, 210};
+  for (int64_t hd : {64, 128, 256}) {
+    for (int tile_rows : {64, 128}) {
+      const PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(indptr.data(), 3, hd, tile_rows);
+      EXPECT_EQ(plan.variant, AttentionVariant::kAuto);  // the legacy overload leaves it to the run step
+      PagedPrefillArgs a = valid_paged(plan);
+      a.q = TensorRef(a.q.data, DType::kBF16, {210, kHq, hd}, {}, 0);
+      a.out = TensorRef(a.out.data, DType::kBF16, {210, kHq, hd}, {}, 0);
+      a.cache.k = TensorRef(a.cache.k.data, DType::kBF16, {64, 16, kHkv, hd}, {}, 0);
+      a.cache.v = TensorRef(a.cache.v.data, DType::kBF16, {64, 16, kHkv, hd}, {}, 0);
+      ad::PagedPrefillDims d = Op::validate({a, plan, fake_ptr(), plan.workspace_bytes});
+      const bool hopper = hd != 256 && tile_rows == 128;
+      // sm_90a: the wgmma kernel for hd64/128 at 128-row tiles; every other case and device mma.
+      ad::PagedPrefillOpPlan p = Op::plan(d, h200());
+      EXPECT_EQ(p.variant, hopper ? AttentionVariant::kWgmma : AttentionVariant::kMma) << hd << " " << tile_rows;
+      if (hopper) {
+        ASSERT_EQ(p.choice.family, &kjit::attention::paged_prefill_sm90_family());
+        EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=" + std::to_string(hd));
+      } else {
+        EXPECT_EQ(p.choice.family, &kjit::attention::paged_prefill_family());
+      }
+      EXPECT_EQ(Op::plan(d, h200(8, 9)).variant, AttentionVariant::kMma);
+      // The plan's variant is strict: forcing mma keeps mma on the H200; forcing wgmma where it
+      // cannot run raises Unsupported naming why, also without work.
+      d.variant = AttentionVariant::kMma;
+      EXPECT_EQ(Op::plan(d, h200()).choice.family, &kjit::attention::paged_prefill_family());
+      d.variant = AttentionVariant::kWgmma;
+      if (hopper) {
+        EXPECT_EQ(Op::plan(d, h200()).variant, AttentionVariant::kWgmma);
+      } else {
+        EXPECT_THROW(Op::plan(d, h200()), kjit::Unsupported);
+      }
+      EXPECT_THROW(Op::plan(d, h200(8, 9)), kjit::Unsupported);
+    }
+  }
+  // The launch shape of the paged kernel: 128-row tiles (two consumer warpgroups) at both head
+  // dims, in the shared memory a CTA may opt into.
+  for (int hd : {64, 128}) {
+    const auto s = kjit::attention::prefill_sm90_launch_shape(hd, true);
+    EXPECT_EQ(s.block_m, 128) << hd;
+    EXPECT_EQ(s.threads, 384) << hd;
+    EXPECT_LE(s.smem_bytes, 227 * 1024) << hd;
+  }
+  EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(256, true).threads, 0);
+}
+
+TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
+  using kjit::attention::AttentionVariant;
+  using Planner = ad::PagedPrefillPlanner;
+  const std::vector<int32_t> qo = {0, 300, 600};
+  const std::vector<int32_t> kv = {0, 40, 80};
+  const std::vector<int32_t> last = {16, 16};
+  kjit::attention::PagedPrefillPlanArgs a;
+  a.qo_indptr_host = qo.data();
+  a.kv_indptr_host = kv.data();
+  a.last_page_len_host = last.data();
+  a.batch = 2;
+  a.q_heads = 32;
+  a.head_dim = 128;
+  a.page_size = 16;
+  a.causal = true;
+  const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
+  // The built-in rule names the kernel the run step will take on the device planned on.
+  ad::PagedPrefillTile t = Planner::plan(d, h200());
+  EXPECT_EQ(t.tile_rows, 128);
+  EXPECT_EQ(t.variant, AttentionVariant::kAuto);
+  EXPECT_EQ(t.choice.family, &kjit::attention::paged_prefill_sm90_family());
+  EXPECT_EQ(Planner::plan(d, h200(8, 0)).choice.family, &kjit::attention::paged_prefill_family());
+  EXPECT_EQ(Planner::plan(d, kjit::DeviceInfo{}).choice.family, &kjit::attention::paged_prefill_family());
+  // The tuner measures both kernels on sm_90a (mma at 64 and 128 rows, wgmma), mma only below.
+  const auto on_hopper = Planner::tune_candidates(d, h200());
+  int sm90 = 0;
+  for (const auto& c : on_hopper) sm90 += c.family == &kjit::attention::paged_prefill_sm90_family();
+  EXPECT_EQ(sm90, 1);
+  EXPECT_EQ(on_hopper.size(), 3u);
+  for (const auto& c : Planner::tune_candidates(d, h200(8, 9))) {
+    EXPECT_EQ(c.family, &kjit::attention::paged_prefill_family());
+  }
+  // A stored choice is strict: the plan runs the kernel that was measured.
+  for (const auto& c : on_hopper) {
+    ad::PagedPrefillTile got;
+    ASSERT_TRUE(Planner::apply_tuned(d, h200(), c, &got));
+    const bool wg = c.family == &kjit::attention::paged_prefill_sm90_family();
+    EXPECT_EQ(got.variant, wg ? AttentionVariant::kWgmma : AttentionVariant::kMma);
+    if (wg) EXPECT_EQ(got.tile_rows, 128);
+    EXPECT_EQ(Planner::tuned_choice(d, got).family, c.family);
+  }
 }
 
 TEST(AttentionPrefillFamily, TmaLayoutOfTheHopperKernel) {
@@ -506,6 +607,11 @@ TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
         jobs.push_back({&kjit::attention::paged_prefill_family(), {{"head_dim", hd}, {"block_m", bm}}, arch});
       }
     }
+  }
+  // The sm_90a kernels, dense and paged (one source), where they build.
+  for (const char* hd : {"64", "128"}) {
+    jobs.push_back({&kjit::attention::prefill_sm90_family(), {{"head_dim", hd}}, "sm_90a"});
+    jobs.push_back({&kjit::attention::paged_prefill_sm90_family(), {{"head_dim", hd}}, "sm_90a"});
   }
   std::atomic<size_t> next{0};
   std::mutex mutex;

@@ -88,6 +88,8 @@ TEST(Families, NameExpressionsArePinned) {
        {"kjit::attention::prefill_sm90_kernel<64>"}},
       {"attention.paged_prefill", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill.cu",
        {"kjit::attention::prefill_kernel<128, 128, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}},
+      {"attention.paged_prefill_sm90", {{"head_dim", "128"}}, "attention/prefill_sm90.cu",
+       {"kjit::attention::paged_prefill_sm90_kernel<128>"}},
       {"fp8.quantize", {{"in", "f16"}, {"fmt", "e5m2"}, {"granularity", "tensor"}, {"pow2", "1"}}, "fp8/quantize.cu",
        {"kjit::fp8::quantize_tensor_kernel<1, 1, false, true>", "kjit::fp8::quantize_tensor_kernel<1, 1, true, true>",
         "kjit::fp8::amax_kernel<1>", "kjit::fp8::delayed_scaling_kernel<1>"}},

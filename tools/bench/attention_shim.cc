@@ -53,6 +53,13 @@ kjit::attention::PagedDecodeArgs decode_args(void* q, void* k_pool, void* v_pool
   return a;
 }
 
+/// The scripts' variant codes: 1 mma, 2 wgmma, anything else auto.
+kjit::attention::AttentionVariant variant_of(int variant) {
+  return variant == 1   ? kjit::attention::AttentionVariant::kMma
+         : variant == 2 ? kjit::attention::AttentionVariant::kWgmma
+                        : kjit::attention::AttentionVariant::kAuto;
+}
+
 }  // namespace
 
 extern "C" {
@@ -74,9 +81,7 @@ int kjit_bench_prefill(void* q, void* k, void* v, void* mask, int mask_rank, voi
     if (lse != nullptr) a.lse = TensorRef(lse, DType::kF32, {batch, q_heads, q_len});
     a.causal = causal != 0;
     a.block_m = block_m;
-    a.variant = variant == 1   ? kjit::attention::AttentionVariant::kMma
-                : variant == 2 ? kjit::attention::AttentionVariant::kWgmma
-                               : kjit::attention::AttentionVariant::kAuto;
+    a.variant = variant_of(variant);
     kjit::attention::prefill(a, static_cast<CUstream>(stream));
     return 0;
   } catch (const std::exception& e) {
@@ -141,6 +146,12 @@ int kjit_bench_plan_upload(void* plan, void* workspace, size_t ws_bytes) {
 }
 
 void kjit_bench_plan_free(void* plan) { delete static_cast<kjit::attention::PagedPrefillPlan*>(plan); }
+
+/// Forces the plan's kernel: variant 0 auto, 1 mma.sync, 2 wgmma (PagedPrefillPlan::variant; a
+/// kernel that cannot run the plan makes kjit_bench_paged_prefill fail).
+void kjit_bench_plan_set_variant(void* plan, int variant) {
+  static_cast<kjit::attention::PagedPrefillPlan*>(plan)->variant = variant_of(variant);
+}
 
 /// Ragged paged prefill: q/out [total_q, Hq, D] bf16, qo_indptr [B + 1] int32 on the device,
 /// lse [Hq, total_q] f32 or null, pools and table as make_cache.

@@ -84,6 +84,8 @@ def load_shim(path):
     lib.kjit_bench_plan_upload.restype = c_int
     lib.kjit_bench_plan_free.argtypes = [c_void_p]
     lib.kjit_bench_plan_free.restype = None
+    lib.kjit_bench_plan_set_variant.argtypes = [c_void_p, c_int]
+    lib.kjit_bench_plan_set_variant.restype = None
     lib.kjit_bench_paged_prefill.argtypes = [c_void_p] * 11 + [c_size_t] + [c_int] * 9 + [c_void_p]
     lib.kjit_bench_paged_prefill.restype = c_int
     lib.kjit_bench_append_paged_kv.argtypes = [c_void_p] * 3 + [c_int] + [c_void_p] * 5 + [c_int] * 6 + [c_void_p]
@@ -166,7 +168,8 @@ class Kjit:
         check_rc(self.lib.kjit_bench_decode_ex(ptr(q), ptr(k), ptr(v), ptr(lens), None, ptr(out), None, ptr(ws),
                                                ws.numel(), B, L, q.shape[2], Hkv, D, 0.0, 0, stream_ptr()), "decode")
 
-    def plan(self, q_lens, D, tile_rows=0):
+    def plan(self, q_lens, D, tile_rows=0, variant="auto"):
+        """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict)."""
         indptr = [0]
         for n in q_lens:
             indptr.append(indptr[-1] + int(n))
@@ -175,6 +178,7 @@ class Kjit:
         check_rc(self.lib.kjit_bench_paged_prefill_plan(ctypes.cast(arr, c_void_p), len(q_lens), D, tile_rows,
                                                         ctypes.byref(handle), ctypes.byref(nbytes),
                                                         ctypes.byref(nwork)), "plan")
+        self.lib.kjit_bench_plan_set_variant(handle, VARIANTS[variant])
         ws = torch.empty(max(nbytes.value, 16), dtype=torch.uint8, device="cuda")
         check_rc(self.lib.kjit_bench_plan_upload(handle, ptr(ws), nbytes.value), "plan upload")
         return {"handle": handle, "ws": ws, "bytes": nbytes.value, "work": nwork.value,

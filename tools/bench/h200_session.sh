@@ -24,6 +24,10 @@ step() { echo; echo "=== $* ==="; }
 # planner sweeps (every forced split count / head group) to the decode, paged decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
 steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
+# The FlashInfer kit (KJIT_FI_KIT, default .peers/peers/flashinfer of this checkout), when carried,
+# adds the step flashinfer: kjit's ragged paged prefill beside FlashInfer fa2/fa3 on the same inputs.
+fi_kit=${KJIT_FI_KIT:-$root/.peers/peers/flashinfer}
+[ -z "${KJIT_STEPS:-}" ] && [ -d "$fi_kit" ] && steps="$steps flashinfer"
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
@@ -171,6 +175,18 @@ if want tune_sweep; then
   step "tune sweep (tools/bench/h200_tune_sweep.sh)"
   KJIT_BIN="$kjit" bash "$root/tools/bench/h200_tune_sweep.sh" "$out/tune_sweep"
   echo "tune sweep rc=$?"
+fi
+
+# kjit beside FlashInfer (tools/bench/bench_flashinfer.py): the kit installed and FlashInfer's JIT
+# modules built first (several minutes of nvcc on a cold machine), then the cases.
+if want flashinfer; then
+  step "FlashInfer (ragged paged prefill)"
+  if KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
+    (cd "$root/tools/bench" && timeout 600 python3 bench_flashinfer.py --prebuild) > "$out/fi_prebuild.txt" 2>&1
+    echo "prebuild rc=$?"; tail -n 5 "$out/fi_prebuild.txt"
+    (cd "$root/tools/bench" && timeout 300 python3 bench_flashinfer.py --lib "$shim" --json "$out/bench_flashinfer.json") \
+      2>&1 | tee "$out/bench_flashinfer.txt" | tail -n 12
+  fi
 fi
 
 want selftest && step selftest && "$kjit" selftest --all-devices 2>&1 | tee "$out/selftest.txt"

@@ -772,6 +772,7 @@ std::string PagedPrefillCase::describe() const {
   if (causal) s += " causal";
   if (lse) s += " lse";
   if (tile_rows) s += fmt::format(" tile_rows={}", tile_rows);
+  if (variant != attention::AttentionVariant::kAuto) s += fmt::format(" {}", attention::variant_name(variant));
   if (use_entry) s += " entry";
   return s;
 }
@@ -798,7 +799,8 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
 
   std::vector<int32_t> qo_indptr{0};
   for (int len : c.q_lens) qo_indptr.push_back(qo_indptr.back() + len);
-  const attention::PagedPrefillPlan plan = attention::plan_paged_prefill(qo_indptr.data(), B, D, c.tile_rows);
+  attention::PagedPrefillPlan plan = attention::plan_paged_prefill(qo_indptr.data(), B, D, c.tile_rows);
+  plan.variant = c.variant;
   DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
   ws.fill(0xFF);
   attention::upload_paged_prefill_plan(plan, ws.get(), plan.workspace_bytes);

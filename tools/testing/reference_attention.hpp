@@ -203,6 +203,8 @@ struct PagedPrefillCase {
   bool causal = false;
   bool lse = false;
   int tile_rows = 0;  ///< the plan's choice when 0
+  /// Set on the plan after planning (kAuto: the run step chooses for the device).
+  attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
   bool use_entry = false;
 
   std::string describe() const;

@@ -376,6 +376,7 @@ class PagedPrefillHarness : public Harness {
     // The candidate's own work map, in a scratch workspace of its own.
     auto plan = std::make_shared<kjit::attention::PagedPrefillPlan>(
         ad::paged_prefill_work_map(qo_.data(), dims_, tile.tile_rows));
+    plan->variant = tile.variant;
     auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan->workspace_bytes, 16));
     kjit::attention::upload_paged_prefill_plan(*plan, ws->get(), ws->bytes(), 0);
     auto launches = std::make_shared<std::vector<ad::PagedPrefillOp::Launch>>();

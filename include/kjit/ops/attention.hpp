@@ -173,9 +173,10 @@ void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace
 enum class AttentionVariant {
   kAuto,   ///< the best capable variant for the device and call (attention() also reads KJIT_ATTN_VARIANT)
   kMma,    ///< mma.sync m16n8k16 bf16 kernels, sm_80+, head_dim 64/128/256
-  /// Hopper dense prefill (TMA + wgmma, warp-specialized; sm_90a): head_dim 64/128, causal or
-  /// full, chunked, any GQA ratio, LSE; no bool mask and no per-request kv_lens (those run on
-  /// kMma unless kWgmma is requested explicitly).
+  /// Hopper prefill (wgmma, warp-specialized; sm_90a): head_dim 64/128, causal or full, chunked,
+  /// any GQA ratio, LSE. Dense prefill (TMA): no bool mask and no per-request kv_lens (those run
+  /// on kMma unless kWgmma is requested explicitly). Ragged paged prefill (a page-table gather):
+  /// plans of 128-row tiles, any page size.
   kWgmma,
 };
 
@@ -233,6 +234,11 @@ struct PagedPrefillPlan {
   int64_t total_q = 0;     ///< qo_indptr[batch]
   int64_t head_dim = 0;
   int tile_rows = 0;       ///< query rows per work item
+  /// The kernel paged_prefill runs. kAuto (what plan_paged_prefill sets unless a tuning table
+  /// chose): the Hopper kernel (TMA-free wgmma, sm_90a) where it can run the plan (head_dim 64 or
+  /// 128, tile_rows 128), else mma.sync. kMma / kWgmma are strict: paged_prefill throws
+  /// Unsupported where that kernel cannot run the plan. Set it after planning to force one.
+  AttentionVariant variant = AttentionVariant::kAuto;
   /// [num_work] request of each work item, and its request-local q tile.
   std::vector<int32_t> q_tile_to_batch;
   std::vector<int32_t> q_tile_to_index;
@@ -358,8 +364,8 @@ struct AttentionArgs {
   /// Dense prefill: query rows per CTA (0 = choose; see PrefillArgs::block_m).
   int block_m = 0;
   /// kAuto: the runtime's RuntimeConfig::attention_variant (KJIT_ATTN_VARIANT: "auto", "mma" or
-  /// "wgmma") when capable, else the best capable variant (wgmma for a dense prefill it can run,
-  /// else mma),
+  /// "wgmma") when capable, else the best capable variant (wgmma for a prefill it can run, else
+  /// mma; a ragged call's kAuto defers to its plan's variant first),
   /// falling back to the next capable one. Any other value is strict: Unsupported when that
   /// variant cannot run this call on this device.
   AttentionVariant variant = AttentionVariant::kAuto;

@@ -86,7 +86,7 @@ PagedPrefillArgs to_paged_prefill(const AttentionArgs& a) {
   return p;
 }
 
-/// Runs an op whose only kernel is mma.sync (decode, the paged ones) for its arguments `a`:
+/// Runs an op whose only kernel is mma.sync (decode, paged decode) for its arguments `a`:
 /// validated once, then the variant rules, which still reject a request for wgmma or a device
 /// no variant runs on before any context is made, then the op from the validated dims.
 template <class Op>
@@ -171,8 +171,14 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
     }
     case AttentionKind::kPagedPrefill: {
       const PagedPrefillArgs a = to_paged_prefill(args);
-      run_mma_op<detail::PagedPrefillOp>(kind, {a, *args.plan, workspace, workspace_bytes}, args.variant, preferred,
-                                         {}, stream, runtime);
+      const detail::PagedPrefillCall call{a, *args.plan, workspace, workspace_bytes};
+      detail::PagedPrefillDims d = detail::PagedPrefillOp::validate(call);
+      // The call's request, else the plan's (a tuned or forced kernel), else the configured
+      // preference; the op's planner takes the result as a strict request.
+      const AttentionVariant requested = args.variant != AttentionVariant::kAuto ? args.variant : d.variant;
+      d.variant = detail::resolve_variant(requested, preferred,
+                                          detail::paged_prefill_variant_call(d, device_info(d.device).target()));
+      kjit::detail::run_validated<detail::PagedPrefillOp>(call, d, {}, stream, runtime);
       return;
     }
   }

@@ -1,6 +1,7 @@
 // kjit::attention::plan_paged_prefill's tuning: bucket, candidates and stored tiles
 // (runtime/ops/tuned.hpp). The choice is the kernel point alone: attention.paged_prefill at
-// block_m (the plan's tile_rows) 64 or 128; the work map follows from it.
+// block_m (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 (128-row
+// tiles); the work map and the plan's variant follow from it.
 #include "runtime/ops/attention/prefill.hpp"
 
 #include <fmt/format.h>
@@ -14,19 +15,29 @@ using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
 
 std::string fits(const TunedChoice& c, const DeviceInfo& info) {
-  if (c.family != &paged_prefill_family()) {
-    return fmt::format("family {} is not attention.paged_prefill", c.family ? c.family->name : std::string("(none)"));
+  const bool sm90 = c.family == &paged_prefill_sm90_family();
+  if (c.family != &paged_prefill_family() && !sm90) {
+    return fmt::format("family {} is not attention.paged_prefill or attention.paged_prefill_sm90",
+                       c.family ? c.family->name : std::string("(none)"));
   }
   if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
   if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
-  const PrefillLaunchShape s = prefill_launch_shape(static_cast<int>(c.family->value(c.point, "head_dim").code),
-                                                    static_cast<int>(c.family->value(c.point, "block_m").code));
-  if (s.smem_bytes > info.max_smem_per_block_optin) {
-    return fmt::format("{} bytes of shared memory per CTA, the device allows {}", s.smem_bytes,
-                       info.max_smem_per_block_optin);
+  const int head_dim = static_cast<int>(c.family->value(c.point, "head_dim").code);
+  int smem = 0, threads = 0;
+  if (sm90) {
+    const PrefillSm90LaunchShape s = prefill_sm90_launch_shape(head_dim, true);
+    smem = s.smem_bytes;
+    threads = s.threads;
+  } else {
+    const PrefillLaunchShape s = prefill_launch_shape(head_dim, static_cast<int>(c.family->value(c.point, "block_m").code));
+    smem = s.smem_bytes;
+    threads = s.threads;
   }
-  if (info.max_threads_per_block > 0 && s.threads > info.max_threads_per_block) {
-    return fmt::format("{} threads per CTA, the device allows {}", s.threads, info.max_threads_per_block);
+  if (smem > info.max_smem_per_block_optin) {
+    return fmt::format("{} bytes of shared memory per CTA, the device allows {}", smem, info.max_smem_per_block_optin);
+  }
+  if (info.max_threads_per_block > 0 && threads > info.max_threads_per_block) {
+    return fmt::format("{} threads per CTA, the device allows {}", threads, info.max_threads_per_block);
   }
   return {};
 }
@@ -62,14 +73,17 @@ bool PagedPrefillPlanner::tune_key(const PagedPrefillPlanDims& d, TunedKey* key)
 
 bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const DeviceInfo& /*info*/, const TunedChoice& c,
                                       PagedPrefillTile* out) {
-  if (c.family != &paged_prefill_family() || c.family->value(c.point, "head_dim").code != d.head_dim ||
+  const bool sm90 = c.family == &paged_prefill_sm90_family();
+  if ((c.family != &paged_prefill_family() && !sm90) || c.family->value(c.point, "head_dim").code != d.head_dim ||
       d.total_q == 0) {
     return false;
   }
   PagedPrefillTile t;
   t.choice.family = c.family;
   t.choice.point = c.point;
-  t.tile_rows = static_cast<int>(c.family->value(c.point, "block_m").code);
+  // A measured choice is strict: the run step runs the kernel that was timed.
+  t.tile_rows = sm90 ? 128 : static_cast<int>(c.family->value(c.point, "block_m").code);
+  t.variant = sm90 ? AttentionVariant::kWgmma : AttentionVariant::kMma;
   *out = t;
   return true;
 }
@@ -84,14 +98,15 @@ TunedChoice PagedPrefillPlanner::tuned_choice(const PagedPrefillPlanDims& /*d*/,
 std::vector<TunedChoice> PagedPrefillPlanner::tune_candidates(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
   std::vector<TunedChoice> out;
   if (d.total_q == 0) return out;
-  const Family& f = paged_prefill_family();
   const Target target = info.target();
-  for (const Point& p : f.enumerate(&target)) {
-    if (f.value(p, "head_dim").code != d.head_dim) continue;
-    TunedChoice c;
-    c.family = &f;
-    c.point = p;
-    if (fits(c, info).empty()) out.push_back(c);
+  for (const Family* f : {&paged_prefill_family(), &paged_prefill_sm90_family()}) {
+    for (const Point& p : f->enumerate(&target)) {
+      if (f->value(p, "head_dim").code != d.head_dim) continue;
+      TunedChoice c;
+      c.family = f;
+      c.point = p;
+      if (fits(c, info).empty()) out.push_back(c);
+    }
   }
   return out;
 }

@@ -133,18 +133,28 @@ PrefillParams PagedPrefillOp::params(const PagedPrefillCall& call, const PagedPr
 }
 
 PagedPrefillOp::Launch PagedPrefillOp::build(const PagedPrefillCall& call, const PagedPrefillDims& d,
-                                             const PagedPrefillOpPlan& /*plan*/, const LoadedProgram* program,
+                                             const PagedPrefillOpPlan& plan, const LoadedProgram* program,
                                              kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
   Launch l;
   if (program == nullptr) return l;
+  // Both kernels take the same Params and grid (a CTA per work item and q head).
   auto& step = l.step<0>();
   step.params = params(call, d);
   step.kernel = &program->kernel(0);
-  const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
+  int threads = 0, smem_bytes = 0;
+  if (plan.variant == AttentionVariant::kWgmma) {
+    const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
+  } else {
+    const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
+  }
   step.config.grid[0] = static_cast<uint32_t>(d.num_work);
   step.config.grid[1] = static_cast<uint32_t>(d.q_heads);
-  step.config.block[0] = static_cast<uint32_t>(shape.threads);
-  step.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+  step.config.block[0] = static_cast<uint32_t>(threads);
+  step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
   return l;
 }
 
@@ -182,13 +192,14 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (args.device < -1) {
     kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
   }
-  int tile_rows = d.tile_rows;
-  if (tile_rows == 0) {
-    const int device = table_device(args.device);
-    tile_rows = device >= 0 ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device)).tile_rows
-                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{}).tile_rows;
-  }
-  return detail::paged_prefill_work_map(args.qo_indptr_host, d, tile_rows);
+  if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
+  const int device = table_device(args.device);
+  const detail::PagedPrefillTile tile = device >= 0
+                                            ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
+                                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
+  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, tile.tile_rows);
+  plan.variant = tile.variant;  // kAuto unless a tuning table chose the kernel
+  return plan;
 }
 
 void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes, int device) {

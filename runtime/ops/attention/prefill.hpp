@@ -6,7 +6,9 @@
 /// prefill_sm90.cc), exposed so tests check every rejection and plan without a GPU. Dense
 /// prefill runs one of two families, chosen by the variant rules (variant.hpp): the mma.sync
 /// split-Q kernel (attention.prefill) or the TMA + wgmma kernel (attention.prefill_sm90). Paged
-/// prefill is the mma.sync kernel body with a packed Q schedule and the PagedKV source.
+/// prefill likewise runs the mma.sync kernel body with a packed Q schedule and the PagedKV source
+/// (attention.paged_prefill) or, on sm_90a, the wgmma kernel's consumers behind a page-table
+/// gather producer (attention.paged_prefill_sm90).
 
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
@@ -155,22 +157,30 @@ struct PagedPrefillDims {
   bool has_lse = false;
   int tile_rows = 0;      ///< PagedPrefillPlan::tile_rows
   int64_t num_work = 0;   ///< PagedPrefillPlan::num_work()
+  /// PagedPrefillPlan::variant, or the attention() entry's resolved request.
+  AttentionVariant variant = AttentionVariant::kAuto;
 };
 
 /// Checks `args` against the contract and against `plan`. Pure host code. Throws
 /// InvalidArgument "kjit::attention::paged_prefill: ...".
 PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan);
 
-/// How a paged prefill runs: its host plan decided everything; this names the kernel.
+/// What the variant rules see of a validated paged prefill on a device of `target`.
+VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Target& target);
+
+/// How a paged prefill runs: its host plan decided the work; this names the kernel.
 struct PagedPrefillOpPlan {
-  kjit::detail::Choice choice;  ///< attention.paged_prefill (head_dim, tile_rows); none without work
+  /// attention.paged_prefill (head_dim, tile_rows) or attention.paged_prefill_sm90 (head_dim);
+  /// none without work.
+  kjit::detail::Choice choice;
+  AttentionVariant variant = AttentionVariant::kMma;  ///< kMma or kWgmma: the kernel that runs
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
 };
 
 /// kjit::attention::paged_prefill in the op pipeline.
 struct PagedPrefillOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", 80, "mma.sync bf16, ldmatrix, cp.async",
-                                               {&paged_prefill_family}};
+                                               {&paged_prefill_family, &paged_prefill_sm90_family}};
   using Args = PagedPrefillCall;
   using Dims = PagedPrefillDims;
   using Plan = PagedPrefillOpPlan;
@@ -178,6 +188,9 @@ struct PagedPrefillOp {
 
   /// validate_paged_prefill, then the work map's workspace (InvalidArgument naming the bytes).
   static Dims validate(const Args& call);
+  /// The variant (resolve_variant: dims.variant strict unless kAuto, kAuto prefers wgmma where it
+  /// can run: sm_90a, head_dim 64/128, 128-row tiles), then its family point; pure. Throws
+  /// Unsupported when a requested variant cannot run the plan on `info`'s device.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The kernel's Params for `call` (the work map read from call.workspace); pure.
   static PrefillParams params(const Args& call, const Dims& dims);
@@ -216,14 +229,18 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
 
 /// The tile a ragged paged prefill runs with.
 struct PagedPrefillTile {
-  /// attention.paged_prefill (head_dim, block_m = tile_rows); no family without query rows.
+  /// attention.paged_prefill (head_dim, block_m = tile_rows) or attention.paged_prefill_sm90
+  /// (head_dim; 128-row tiles): the kernel the plan will run; no family without query rows.
   kjit::detail::Choice choice;
   int tile_rows = 0;  ///< 64 or 128
+  /// PagedPrefillPlan::variant: kAuto from the built-in rule (the run step chooses, as `choice`
+  /// says for the device planned on), the measured kernel (kMma / kWgmma) from a tuning table.
+  AttentionVariant variant = AttentionVariant::kAuto;
 };
 
 /// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
 /// paged_prefill_tune.cc): the choice is the kernel point alone (attention.paged_prefill at
-/// block_m 64 or 128), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
+/// block_m 64 or 128, or attention.paged_prefill_sm90 on sm_90a), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
 /// rounded up to a power of two (≥ 64), the mean query rows of a non-empty request rounded up
 /// to a power of two (≥ 16), max_kv_len rounded up to a power of two (≥ 64), page_size exact.
 /// A plan that forces tile_rows, or comes from the legacy overload (q_heads 0), is not tuned.
@@ -232,7 +249,9 @@ struct PagedPrefillPlanner {
   using Plan = PagedPrefillTile;
 
   /// The built-in rule: the requested tile, else 64 when the non-empty requests average ≤ 64
-  /// query rows (short chunks waste most of a 128-row tile), else 128. Pure; `info` unused.
+  /// query rows (short chunks waste most of a 128-row tile), else 128; the choice names the
+  /// kernel the run step's automatic variant takes on `info`'s target (wgmma on sm_90a for
+  /// head_dim 64/128 at 128 rows, else mma.sync). Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
 
   static const kjit::detail::TuneOpSpec& tune_spec();

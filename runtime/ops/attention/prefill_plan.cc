@@ -223,6 +223,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   }
   d.tile_rows = plan.tile_rows;
   d.num_work = plan.num_work();
+  d.variant = plan.variant;
   return d;
 }
 
@@ -233,11 +234,27 @@ PagedPrefillDims PagedPrefillOp::validate(const PagedPrefillCall& call) {
   return d;
 }
 
-PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& /*info*/) {
+VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& target) {
+  VariantCall call;
+  call.kind = AttentionKind::kPagedPrefill;
+  call.target = target;
+  call.head_dim = d.head_dim;
+  call.tile_rows = d.tile_rows;
+  return call;
+}
+
+PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& info) {
   PagedPrefillOpPlan plan;
+  // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
+  plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
   if (d.num_work == 0) return plan;
-  plan.choice.family = &paged_prefill_family();
-  plan.choice.point = paged_prefill_family().point({d.head_dim, d.tile_rows});
+  if (plan.variant == AttentionVariant::kWgmma) {
+    plan.choice.family = &paged_prefill_sm90_family();
+    plan.choice.point = paged_prefill_sm90_family().point({d.head_dim});
+  } else {
+    plan.choice.family = &paged_prefill_family();
+    plan.choice.point = paged_prefill_family().point({d.head_dim, d.tile_rows});
+  }
   return plan;
 }
 
@@ -312,12 +329,23 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
   return plan;
 }
 
-PagedPrefillTile PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& /*info*/) {
+PagedPrefillTile PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
   PagedPrefillTile t;
   t.tile_rows = d.tile_rows != 0 ? d.tile_rows : (d.nonempty > 0 && d.total_q / d.nonempty <= 64 ? 64 : 128);
   if (d.total_q > 0) {
-    t.choice.family = &paged_prefill_family();
-    t.choice.point = paged_prefill_family().point({d.head_dim, t.tile_rows});
+    // The kernel the run step's automatic choice will launch on this device (kAuto stays kAuto).
+    VariantCall call;
+    call.kind = AttentionKind::kPagedPrefill;
+    call.target = info.target();
+    call.head_dim = d.head_dim;
+    call.tile_rows = t.tile_rows;
+    if (variant_runs(AttentionVariant::kWgmma, call)) {
+      t.choice.family = &paged_prefill_sm90_family();
+      t.choice.point = paged_prefill_sm90_family().point({d.head_dim});
+    } else {
+      t.choice.family = &paged_prefill_family();
+      t.choice.point = paged_prefill_family().point({d.head_dim, t.tile_rows});
+    }
   }
   return t;
 }

@@ -25,9 +25,10 @@ enum class Gap {
   kNotAKernel,
   kMmaArch,
   kMmaHeadDim,
-  kNotDensePrefill,
+  kNotPrefill,
   kWgmmaArch,
   kWgmmaHeadDim,
+  kWgmmaTile,
   kMask,
   kKvLens,
   kTmaLayout,
@@ -43,9 +44,10 @@ Gap gap(AttentionVariant variant, const detail::VariantCall& call) noexcept {
       if (!detail::supported_head_dim(call.head_dim)) return Gap::kMmaHeadDim;
       return Gap::kNone;
     case AttentionVariant::kWgmma:
-      if (call.kind != AttentionKind::kPrefill) return Gap::kNotDensePrefill;
+      if (call.kind != AttentionKind::kPrefill && call.kind != AttentionKind::kPagedPrefill) return Gap::kNotPrefill;
       if (!call.target.has_wgmma()) return Gap::kWgmmaArch;
       if (call.head_dim != 64 && call.head_dim != 128) return Gap::kWgmmaHeadDim;
+      if (call.kind == AttentionKind::kPagedPrefill) return call.tile_rows == 128 ? Gap::kNone : Gap::kWgmmaTile;
       if (call.has_mask) return Gap::kMask;
       if (call.has_kv_lens) return Gap::kKvLens;
       if (!call.tma_layout.empty()) return Gap::kTmaLayout;
@@ -64,12 +66,16 @@ std::string describe(Gap g, const detail::VariantCall& call) {
       return fmt::format("mma needs sm_80+ (mma.sync bf16, cp.async), the device is sm_{}", call.target.sm());
     case Gap::kMmaHeadDim:
       return fmt::format("mma is specialized for head_dim 64, 128 or 256, not {}", call.head_dim);
-    case Gap::kNotDensePrefill:
-      return fmt::format("wgmma is a dense prefill kernel, not a {} one", detail::kind_name(call.kind));
+    case Gap::kNotPrefill:
+      return fmt::format("wgmma is a prefill kernel, not a {} one", detail::kind_name(call.kind));
     case Gap::kWgmmaArch:
       return fmt::format("wgmma needs sm_90a (Hopper wgmma, TMA), the device is sm_{}", call.target.sm());
     case Gap::kWgmmaHeadDim:
       return fmt::format("wgmma is specialized for head_dim 64 or 128, not {}", call.head_dim);
+    case Gap::kWgmmaTile:
+      return fmt::format("wgmma runs paged prefill plans of 128-row tiles, the plan has {} (plan with tile_rows 0 "
+                         "or 128)",
+                         call.tile_rows);
     case Gap::kMask:
       return "wgmma takes no bool mask (causal or full only)";
     case Gap::kKvLens:

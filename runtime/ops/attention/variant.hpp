@@ -1,7 +1,7 @@
 #pragma once
 /// \file runtime/ops/attention/variant.hpp
-/// Which kernel implementation ("variant": mma.sync or the sm_90a wgmma prefill) runs an
-/// attention call, as pure host functions: prefill() and the attention() entry both resolve it
+/// Which kernel implementation ("variant": mma.sync or the sm_90a wgmma prefills, dense and
+/// ragged paged) runs an attention call, as pure host functions: prefill() and the attention() entry both resolve it
 /// here, and tests check every rule without a GPU. The success path builds no string.
 
 #include <kjit/device.hpp>
@@ -25,6 +25,7 @@ struct VariantCall {
   /// Why the call's q/k/v/out strides cannot be TMA tensor maps ("" when they can; see
   /// prefill_tma_layout_reason). Viewed, not owned: it must outlive the call.
   std::string_view tma_layout;
+  int tile_rows = 0;  ///< paged prefill: the plan's query rows per work item
 };
 
 /// "decode", "paged decode", "prefill", "paged prefill" (for messages).
