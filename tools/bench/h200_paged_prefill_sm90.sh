@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One device call for the Hopper ragged paged prefill (run from the checkout root on the H200):
+# FlashInfer's JIT modules start building in the background (when the kit is carried: KJIT_FI_KIT,
+# default .peers/peers/flashinfer) while the GPU run a smoke test of the paged wgmma kernel, the
+# prefill GPU suite (every paged case on both kernels), compute-sanitizer memcheck and racecheck
+# on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs).
+# KJIT_BUILD names the build folder (default build). Each step has its own timeout.
+set -uo pipefail
+root=$PWD
+build=${KJIT_BUILD:-build}
+out=${OUT:-/tmp/kjit-out}
+export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
+export KJIT_CACHE_DIR=/tmp/kjit-cache
+export PYTHONUNBUFFERED=1
+export PATH=$PATH:/usr/local/cuda/bin
+shim=$root/$build/tools/libkjit_bench_shim.so
+t=$root/$build/tests/gpu_attention_prefill_test
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+fi_kit=${KJIT_FI_KIT:-$root/.peers/peers/flashinfer}
+fi_ok=0
+if [ -d "$fi_kit" ] && KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
+  fi_ok=1
+  (cd "$root/tools/bench" && nice -n 10 timeout ${FI_BUILD_S:-420} python3 bench_flashinfer.py --prebuild) \
+    > "$out/fi_prebuild.txt" 2>&1 &
+  fi_pid=$!
+fi
+echo "=== smoke ==="
+timeout ${SMOKE_S:-90} "$t" --gtest_filter='*PlanOfThreeRaggedRequests*' 2>&1 | tail -n 25 | tee "$out/smoke.txt"
+smoke=${PIPESTATUS[0]}
+if [ "$smoke" = 0 ] || [ "${FORCE:-0}" = 1 ]; then
+  echo "=== GPU suite ==="
+  timeout ${TESTS_S:-240} "$t" > "$out/gpu_tests.txt" 2>&1
+  echo "suite rc=$?"
+  grep -E "FAILED|Failure|threw|rel_l2|OK \]|PASSED|Expected" "$out/gpu_tests.txt" | head -n 60
+  echo "=== compute-sanitizer ==="
+  for tool in memcheck racecheck; do
+    timeout ${SAN_S:-150} compute-sanitizer --tool $tool --error-exitcode 3 "$t" \
+      --gtest_filter='*PlanOfThreeRaggedRequests*' > "$out/sanitize_$tool.txt" 2>&1
+    echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Hazard" "$out/sanitize_$tool.txt" | head -n 8
+  done
+else
+  echo "smoke failed ($smoke): suite and sanitizer skipped"
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  echo "=== bench ==="
+  if [ "$fi_ok" = 1 ]; then
+    timeout ${FI_WAIT_S:-300} tail --pid=$fi_pid -f /dev/null; echo "prebuild done:"; tail -n 6 "$out/fi_prebuild.txt"
+  fi
+  (cd "$root/tools/bench" && timeout ${BENCH_S:-240} python3 bench_flashinfer.py --lib "$shim" \
+    --json "$out/bench_flashinfer.json") 2>&1 | tee "$out/bench_flashinfer.txt" | grep -v "^   {"
+fi
