@@ -151,6 +151,9 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
         kv.v_row(0));
     cp_async_mbarrier_arrive_noinc(v_full(s));
   }
+  // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
+  cp_async_commit();
+  cp_async_wait<0>();
 }
 
 }  // namespace detail
