@@ -4,11 +4,17 @@
 # default .peers/peers/flashinfer) while the GPU run a smoke test of the paged wgmma kernel, the
 # prefill GPU suite (every paged case on both kernels), compute-sanitizer memcheck and racecheck
 # on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs).
-# KJIT_BUILD names the build folder (default build). Each step has its own timeout.
+# Optional: KJIT_VARIANTS="name=DIR ..." times the issue's and the mixed case again with each
+# kernel-source tree DIR (KJIT_KERNEL_DIR, relative to the checkout: an A/B of a kernel change);
+# DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
+# KJIT_BUILD names the build folder (default build). Each step has its own timeout. Logs and
+# JSON land in $OUT/results.tar.gz.
 set -uo pipefail
 root=$PWD
 build=${KJIT_BUILD:-build}
-out=${OUT:-/tmp/kjit-out}
+final=${OUT:-/tmp/kjit-out}
+out=$(mktemp -d /tmp/kjit-results.XXXXXX)
+trap 'tar -C "$out" -czf "$final/results.tar.gz" . 2>/dev/null' EXIT
 export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
 export KJIT_CACHE_DIR=/tmp/kjit-cache
 export PYTHONUNBUFFERED=1
@@ -35,7 +41,7 @@ if [ "$smoke" = 0 ] || [ "${FORCE:-0}" = 1 ]; then
   echo "=== compute-sanitizer ==="
   for tool in memcheck racecheck; do
     timeout ${SAN_S:-150} compute-sanitizer --tool $tool --error-exitcode 3 "$t" \
-      --gtest_filter='*PlanOfThreeRaggedRequests*' > "$out/sanitize_$tool.txt" 2>&1
+      --gtest_filter='*PlanOfThreeRaggedRequests*:*PagedHopperPersistent*' > "$out/sanitize_$tool.txt" 2>&1
     echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Hazard" "$out/sanitize_$tool.txt" | head -n 8
   done
 else
@@ -48,4 +54,14 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   fi
   (cd "$root/tools/bench" && timeout ${BENCH_S:-240} python3 bench_flashinfer.py --lib "$shim" \
     --json "$out/bench_flashinfer.json") 2>&1 | tee "$out/bench_flashinfer.txt" | grep -v "^   {"
+  for v in ${KJIT_VARIANTS:-}; do
+    echo "=== kernel sources ${v%%=*} ==="
+    (cd "$root/tools/bench" && KJIT_KERNEL_DIR=$root/${v#*=} timeout 120 python3 bench_flashinfer.py --lib "$shim" \
+      --no-fi --cases issue,mixed --json "$out/bench_${v%%=*}.json") 2>&1 | tee "$out/bench_${v%%=*}.txt" | grep "^|"
+  done
+fi
+if [ "${DENSE:-0}" = 1 ]; then
+  echo "=== dense prefill (bench_attention.py --prefill-only) ==="
+  timeout ${DENSE_S:-200} python3 "$root/tools/bench/bench_attention.py" --lib "$shim" --prefill-only \
+    --json "$out/bench_prefill.json" 2>&1 | tee "$out/bench_prefill.txt" | tail -n 14
 fi
