@@ -6,6 +6,7 @@
 # on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs).
 # Optional: KJIT_VARIANTS="name=DIR ..." times the and the mixed case again with each
 # kernel-source tree DIR (KJIT_KERNEL_DIR, relative to the checkout: an A/B of a kernel change);
+# AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout);
 # DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
 # KJIT_BUILD names the build folder (default build). Each step has its own timeout. Logs and
 # JSON land in $OUT/results.tar.gz.
@@ -54,6 +55,12 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   fi
   (cd "$root/tools/bench" && timeout ${BENCH_S:-240} python3 bench_flashinfer.py --lib "$shim" \
     --json "$out/bench_flashinfer.json") 2>&1 | tee "$out/bench_flashinfer.txt" | grep -v "^   {"
+  if [ -n "${AB_BUILD:-}" ]; then
+    echo "=== the same cases, kjit from the build $AB_BUILD ==="
+    (cd "$root/tools/bench" && LD_LIBRARY_PATH=$root/$AB_BUILD:$root/$AB_BUILD/tools timeout 150 python3 \
+      bench_flashinfer.py --lib "$root/$AB_BUILD/tools/libkjit_bench_shim.so" --no-fi --json "$out/bench_ab.json") \
+      2>&1 | tee "$out/bench_ab.txt" | grep "^|"
+  fi
   for v in ${KJIT_VARIANTS:-}; do
     echo "=== kernel sources ${v%%=*} ==="
     (cd "$root/tools/bench" && KJIT_KERNEL_DIR=$root/${v#*=} timeout 120 python3 bench_flashinfer.py --lib "$shim" \
