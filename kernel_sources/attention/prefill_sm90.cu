@@ -142,25 +142,20 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, const Sm90Work& w, i
     const int token = tile * kBlockN + t;
     st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
     named_barrier(kProducerBarrier, 128);
-    auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
-    if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows_128<Shape::kAtoms>(
-        k_smem + s * Shape::kKvBytes, t,
-        [&](int r) -> const char* {
-          const int row = row_of(r);
-          return row >= 0 ? kv.k_row(row) : nullptr;
-        },
-        kv.k_row(0));
-    cp_async_mbarrier_arrive_noinc(k_full(s));
-    if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows_128<Shape::kAtoms>(
-        v_smem + s * Shape::kKvBytes, t,
-        [&](int r) -> const char* {
-          const int row = row_of(r);
-          return row >= 0 ? kv.v_row(row) : nullptr;
-        },
-        kv.v_row(0));
-    cp_async_mbarrier_arrive_noinc(v_full(s));
+    // K, then V (released separately: see the dense producer), from the same pool rows.
+    auto gather = [&](uint32_t dst, uint32_t empty, uint32_t full, bool is_v) {
+      if (round > 0) mbarrier_wait(empty, static_cast<uint32_t>((round - 1) & 1));
+      gather_rows_128<Shape::kAtoms>(
+          dst, t,
+          [&](int r) -> const char* {
+            const int row = static_cast<int>(ld_shared_u32(table + r * 4));
+            return row < 0 ? nullptr : is_v ? kv.v_row(row) : kv.k_row(row);
+          },
+          is_v ? kv.v_row(0) : kv.k_row(0));
+      cp_async_mbarrier_arrive_noinc(full);
+    };
+    gather(k_smem + s * Shape::kKvBytes, k_empty(s), k_full(s), false);
+    gather(v_smem + s * Shape::kKvBytes, v_empty(s), v_full(s), true);
   }
 }
 

@@ -292,7 +292,7 @@ TEST_F(TuneGpu, PagedPrefillSweepIsCleanAndThePlanStepFollowsTheTable) {
   ASSERT_EQ(ad::PagedPrefillPlanner::plan(d, info).tile_rows, 128);
   kjit::detail::TunedChoice t64;
   for (const kjit::detail::TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(d, info)) {
-    if (c.family->value(c.point, "block_m").code == 64) t64 = c;
+    if (c.family == &kjit::attention::paged_prefill_family() && c.family->value(c.point, "block_m").code == 64) t64 = c;
   }
   ASSERT_NE(t64.family, nullptr);
   kjit::detail::TunedKey key{};

@@ -314,19 +314,26 @@ TEST(AttentionPrefillPlan, PlanRules) {
   }
 }
 
-TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
-  const std::vector<int32_t> qo = {0, 70, 80, 210};
-  // Pages of 16: 40, 16 and 1 tokens (the last request: one page holding one token).
-  const std::vector<int32_t> kv = {0, 3, 4, 5}, last = {8, 16, 1};
+/// The tuned plan step's arguments over host arrays that outlive them: hd128, pages of 16, causal.
+kjit::attention::PagedPrefillPlanArgs tuned_plan_args(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv,
+                                                      const std::vector<int32_t>& last, int64_t q_heads) {
   kjit::attention::PagedPrefillPlanArgs a;
   a.qo_indptr_host = qo.data();
   a.kv_indptr_host = kv.data();
   a.last_page_len_host = last.data();
-  a.batch = 3;
-  a.q_heads = 8;
+  a.batch = static_cast<int64_t>(last.size());
+  a.q_heads = q_heads;
   a.head_dim = 128;
   a.page_size = 16;
   a.causal = true;
+  return a;
+}
+
+TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
+  const std::vector<int32_t> qo = {0, 70, 80, 210};
+  // Pages of 16: 40, 16 and 1 tokens (the last request: one page holding one token).
+  const std::vector<int32_t> kv = {0, 3, 4, 5}, last = {8, 16, 1};
+  kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, 8);
   const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
   EXPECT_EQ(d.total_q, 210);
   EXPECT_EQ(d.nonempty, 3);
@@ -548,16 +555,7 @@ TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
   const std::vector<int32_t> qo = {0, 300, 600};
   const std::vector<int32_t> kv = {0, 40, 80};
   const std::vector<int32_t> last = {16, 16};
-  kjit::attention::PagedPrefillPlanArgs a;
-  a.qo_indptr_host = qo.data();
-  a.kv_indptr_host = kv.data();
-  a.last_page_len_host = last.data();
-  a.batch = 2;
-  a.q_heads = 32;
-  a.head_dim = 128;
-  a.page_size = 16;
-  a.causal = true;
-  const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
+  const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(tuned_plan_args(qo, kv, last, 32));
   // The built-in rule names the kernel the run step will take on the device planned on.
   ad::PagedPrefillTile t = Planner::plan(d, h200());
   EXPECT_EQ(t.tile_rows, 128);

@@ -731,18 +731,26 @@ TEST(TuneCandidates, PagedPrefillTilesPrunedPerDevice) {
     SCOPED_TRACE(info.name);
     const std::vector<TunedChoice> c = ad::PagedPrefillPlanner::tune_candidates(d, info);
     std::set<int> tiles;
+    int wgmma = 0;
     for (const TunedChoice& x : c) {
-      EXPECT_EQ(x.family, &kjit::attention::paged_prefill_family());
       EXPECT_EQ(x.family->value(x.point, "head_dim").code, 128);
       EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().fits(x, info), "");
       ad::PagedPrefillTile t;
       ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, info, x, &t));
+      if (x.family == &kjit::attention::paged_prefill_sm90_family()) {
+        ++wgmma;  // the Hopper kernel: 128-row tiles
+        EXPECT_EQ(t.tile_rows, 128);
+        continue;
+      }
+      EXPECT_EQ(x.family, &kjit::attention::paged_prefill_family());
       EXPECT_EQ(t.tile_rows, x.family->value(x.point, "block_m").code);  // what the table stores is what runs
       tiles.insert(t.tile_rows);
     }
-    // Both tiles fit 100 KiB at head_dim 128, and the default is one of them.
+    // Both mma.sync tiles fit 100 KiB at head_dim 128, and the default is one of them; the sm_90a
+    // kernel is a candidate on the Hopper devices only.
     EXPECT_EQ(tiles, (std::set<int>{64, 128}));
     EXPECT_TRUE(tiles.count(ad::PagedPrefillPlanner::plan(d, info).tile_rows));
+    EXPECT_EQ(wgmma, info.target().has_wgmma() ? 1 : 0);
   }
   // head_dim 256: the 128-row tile only where its shared memory fits.
   const ad::PagedPrefillPlanDims wide = paged_prefill_dims(2, 300, 600, 8, 256, 16);
@@ -792,7 +800,7 @@ TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
   ASSERT_EQ(ad::PagedPrefillPlanner::plan(d, info).tile_rows, 128);
   TunedChoice t64;
   for (const TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(d, info)) {
-    if (c.family->value(c.point, "block_m").code == 64) t64 = c;
+    if (c.family == &kjit::attention::paged_prefill_family() && c.family->value(c.point, "block_m").code == 64) t64 = c;
   }
   ASSERT_NE(t64.family, nullptr);
   const ad::PagedPrefillTile tuned = plan_with<ad::PagedPrefillPlanner>(d, info, t64);
