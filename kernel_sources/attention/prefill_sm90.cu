@@ -47,10 +47,7 @@
 // epilogue writes O with 16-byte stores of the request's rows only (a TMA store would clip at
 // total_q, not at the request's end). Consumers fence the generic-proxy writes of cp.async
 // against their wgmma reads (fence.proxy.async) after each wait. Any page size works: the gather
-// is per token. The paged kernel is persistent (one CTA per SM, striding over the items in
-// head_group_order): the stage ring and the barrier phases run on across items, so the producer
-// gathers the next item's K/V while the consumers finish the current one, and it refills the Q
-// tile once every consumer warp has read the previous item's O out of it (the q_empty barrier).
+// is per token.
 //
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
@@ -77,14 +74,6 @@ namespace kjit::attention {
 
 namespace detail {
 
-/// One work item of a CTA: a q tile (q0 = q_tile · kBlockM, request-local rows) of request b and
-/// q head `head`, over n_tiles KV tiles (those its last row can see).
-struct Sm90Work {
-  int head, kv_head, q_tile, b;
-  int q_first;  ///< paged: the request's first row of the packed q / out (dense: 0)
-  int q_len, kv_len, q0, diag, n_tiles;
-};
-
 /// Copies 128 rows into a 128-row swizzled tile at shared address `tile` (the atom of columns
 /// 64a.. at a · 128 · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
 /// rows t / 8 + 16 · i of every atom; row r's source is row_src(r), or zeros when it returns null.
@@ -103,12 +92,13 @@ KJIT_DEVICE void gather_rows_128(uint32_t tile, int t, const RowSrc& row_src, co
   }
 }
 
-/// One work item of the paged kernel's producer warpgroup (all 128 threads; see the file
-/// comment): Q, then the KV tiles from the last to the first through the stage ring, from ring
-/// position `ring` on, each copy completing on its full barrier through cp.async arrivals.
+/// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
+/// KV tiles from the last to the first through the stage ring, each copy completing on its full
+/// barrier through cp.async arrivals.
 template <class Shape>
-KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, const Sm90Work& w, int ring, uint32_t q_smem,
-                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
+KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int kv_head, int q_first, int q_len, int q0,
+                                    int kv_len, int n_tiles, uint32_t q_smem, uint32_t k_smem, uint32_t v_smem,
+                                    uint32_t bars, uint32_t row_tables) {
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
@@ -120,10 +110,9 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, const Sm90Work& w, i
   auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
-  const int q0 = w.q0, q_len = w.q_len, kv_len = w.kv_len, n_tiles = w.n_tiles;
 
   const char* q_head = static_cast<const char*>(p.q) +
-                       (static_cast<int64_t>(w.q_first) * p.q_stride_l + static_cast<int64_t>(w.head) * p.q_stride_h) * 2;
+                       (static_cast<int64_t>(q_first) * p.q_stride_l + static_cast<int64_t>(head) * p.q_stride_h) * 2;
   const int64_t q_row_bytes = p.q_stride_l * 2;
   gather_rows_128<Shape::kAtoms>(
       q_smem, t,
@@ -131,32 +120,40 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, const Sm90Work& w, i
       q_head);
   cp_async_mbarrier_arrive_noinc(q_full);
 
-  const PagedKV kv(p, w.b, w.kv_head);
+  const PagedKV kv(p, b, kv_head);
   for (int it = 0; it < n_tiles; ++it) {
     const int tile = n_tiles - 1 - it;
-    const int s = (ring + it) % kStages;
-    const int round = (ring + it) / kStages;
+    const int s = it % kStages;
+    const int round = it / kStages;
     // Each thread looks up one token; the table of tile it − 2 (same buffer) was read before
     // every thread passed the previous tile's barrier.
-    const uint32_t table = row_tables + ((ring + it) & 1) * (kBlockN * 4);
+    const uint32_t table = row_tables + (it & 1) * (kBlockN * 4);
     const int token = tile * kBlockN + t;
     st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
     named_barrier(kProducerBarrier, 128);
-    // K, then V (released separately: see the dense producer), from the same pool rows.
-    auto gather = [&](uint32_t dst, uint32_t empty, uint32_t full, bool is_v) {
-      if (round > 0) mbarrier_wait(empty, static_cast<uint32_t>((round - 1) & 1));
-      gather_rows_128<Shape::kAtoms>(
-          dst, t,
-          [&](int r) -> const char* {
-            const int row = static_cast<int>(ld_shared_u32(table + r * 4));
-            return row < 0 ? nullptr : is_v ? kv.v_row(row) : kv.k_row(row);
-          },
-          is_v ? kv.v_row(0) : kv.k_row(0));
-      cp_async_mbarrier_arrive_noinc(full);
-    };
-    gather(k_smem + s * Shape::kKvBytes, k_empty(s), k_full(s), false);
-    gather(v_smem + s * Shape::kKvBytes, v_empty(s), v_full(s), true);
+    auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
+    if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
+    gather_rows_128<Shape::kAtoms>(
+        k_smem + s * Shape::kKvBytes, t,
+        [&](int r) -> const char* {
+          const int row = row_of(r);
+          return row >= 0 ? kv.k_row(row) : nullptr;
+        },
+        kv.k_row(0));
+    cp_async_mbarrier_arrive_noinc(k_full(s));
+    if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
+    gather_rows_128<Shape::kAtoms>(
+        v_smem + s * Shape::kKvBytes, t,
+        [&](int r) -> const char* {
+          const int row = row_of(r);
+          return row >= 0 ? kv.v_row(row) : nullptr;
+        },
+        kv.v_row(0));
+    cp_async_mbarrier_arrive_noinc(v_full(s));
   }
+  // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
+  cp_async_commit();
+  cp_async_wait<0>();
 }
 
 }  // namespace detail
@@ -193,41 +190,33 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
-  const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the Q tile may be refilled
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
-  // The CTA's work: flat indices in head_group_order (attention/work_order.cuh); for the paged
-  // kernel each an index into the plan's work map (item) and a q head. The dense kernel runs one
-  // item per CTA; the paged one is persistent: CTA i runs items i, i + G, ... (G CTAs in the
-  // grid), so its producer loads the next item's K/V while the consumers finish the current one.
-  const int first_flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
-  const int end_flat = kPaged ? p.q_tiles * p.q_heads : first_flat + 1;
-  const int flat_stride = kPaged ? static_cast<int>(gridDim.x * gridDim.y) : 1;
+  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh); for the
+  // paged kernel an index into the plan's work map.
+  int head, q_tile, b, q_len, kv_len;
+  int q_first = 0;  // paged: the request's first row of the packed q / out
+  head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), p.q_heads, p.q_tiles, p.head_group,
+                   p.causal != 0, head, q_tile);
+  const int kv_head = head / p.group;
+  if constexpr (kPaged) {
+    const int item = q_tile;
+    b = __ldg(p.q_tile_to_batch + item);
+    q_tile = __ldg(p.q_tile_to_index + item);
+    q_first = __ldg(p.qo_indptr + b);
+    q_len = __ldg(p.qo_indptr + b + 1) - q_first;
+    kv_len = PagedKV(p, b, kv_head).length();
+  } else {
+    b = static_cast<int>(blockIdx.z);
+    q_len = p.q_len;
+    kv_len = p.kv_len;
+  }
+  const int q0 = q_tile * Shape::kBlockM;
+  const int q_rows = min(Shape::kBlockM, q_len - q0);
+  const int diag = kv_len - q_len;  // causal: row i sees keys j ≤ i + diag
   const bool causal = p.causal != 0;
-  auto resolve = [&](int flat) {
-    Sm90Work w;
-    head_group_order(flat, p.q_heads, p.q_tiles, p.head_group, causal, w.head, w.q_tile);
-    w.kv_head = w.head / p.group;
-    if constexpr (kPaged) {
-      const int item = w.q_tile;
-      w.b = __ldg(p.q_tile_to_batch + item);
-      w.q_tile = __ldg(p.q_tile_to_index + item);
-      w.q_first = __ldg(p.qo_indptr + w.b);
-      w.q_len = __ldg(p.qo_indptr + w.b + 1) - w.q_first;
-      w.kv_len = PagedKV(p, w.b, w.kv_head).length();
-    } else {
-      w.b = static_cast<int>(blockIdx.z);
-      w.q_first = 0;
-      w.q_len = p.q_len;
-      w.kv_len = p.kv_len;
-    }
-    w.q0 = w.q_tile * Shape::kBlockM;
-    const int q_rows = min(Shape::kBlockM, w.q_len - w.q0);
-    w.diag = w.kv_len - w.q_len;  // causal: row i sees keys j ≤ i + diag
-    const int kv_end = causal ? max(min(w.kv_len, w.q0 + q_rows + w.diag), 0) : w.kv_len;
-    w.n_tiles = (kv_end + kBlockN - 1) / kBlockN;
-    return w;
-  };
+  const int kv_end = causal ? max(min(kv_len, q0 + q_rows + diag), 0) : kv_len;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
   // A full barrier expects the TMA thread's one arrival (plus bytes), or the paged producer's 128
   // cp.async arrivals.
@@ -240,7 +229,6 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       mbarrier_init(k_empty(s), 4 * kConsumers);  // one arrival per consumer warp
       mbarrier_init(v_empty(s), 4 * kConsumers);
     }
-    mbarrier_init(q_empty, 4 * kConsumers);
     fence_barrier_init();
     if constexpr (!kPaged) {
       prefetch_tensormap(&p.tma_q);
@@ -256,20 +244,9 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     // ---- Producer. -------------------------------------------------------------------------
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
-      int ring = 0;  // KV tiles issued so far: the ring position
-      for (int flat = first_flat, item_no = 0; flat < end_flat; flat += flat_stride, ++item_no) {
-        const Sm90Work w = resolve(flat);
-        // The previous item's epilogue stages O in the Q tile: refill it once that is read.
-        if (item_no > 0) mbarrier_wait(q_empty, static_cast<uint32_t>((item_no - 1) & 1));
-        paged_sm90_produce<Shape>(p, w, ring, q_smem, k_smem, v_smem, bars, row_tables);
-        ring += w.n_tiles;
-      }
-      // Leave no copy of this thread in flight when it exits (the consumers wait on barriers).
-      cp_async_commit();
-      cp_async_wait<0>();
+      paged_sm90_produce<Shape>(p, b, head, kv_head, q_first, q_len, q0, kv_len, n_tiles, q_smem, k_smem, v_smem,
+                                bars, row_tables);
     } else if (threadIdx.x == 0) {
-      const Sm90Work w = resolve(first_flat);
-      const int q0 = w.q0, head = w.head, b = w.b, kv_head = w.kv_head, n_tiles = w.n_tiles;
       mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, q0, head, b, q_full);
@@ -298,7 +275,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     return;
   }
 
-  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of each item's q tile. ----
+  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of the request. -----------
   setmaxnreg_inc<Shape::kConsumerRegs>();
   const int c = wg - 1;
   const int t = threadIdx.x % 128;
@@ -306,19 +283,14 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   const int lane = t % 32;
   const int g = lane / 4;
   const int tq = lane % 4;
+  const int row0 = q0 + 64 * c;
+  const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
   const float scale_log2 = p.scale_log2;
   const uint32_t q_wg = q_smem + c * (64 * 128);  // this warpgroup's rows inside each Q atom
 
   float s_acc[kSRegs];
   float o_acc[kORegs];
   uint32_t p_frag[kPSteps][4];
-  int ring = 0;  // KV tiles consumed by earlier items: the ring position
-  for (int flat = first_flat, item_no = 0; flat < end_flat; flat += flat_stride, ++item_no) {
-  const Sm90Work w = resolve(flat);
-  const int head = w.head, b = w.b, q_first = w.q_first, q_len = w.q_len, kv_len = w.kv_len, diag = w.diag;
-  const int n_tiles = w.n_tiles;
-  const int row0 = w.q0 + 64 * c;
-  const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
   float row_m[2] = {neg_inf(), neg_inf()};
   float row_l[2] = {0.f, 0.f};
 
@@ -421,30 +393,27 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     mbarrier_wait(bar, parity);
     if constexpr (kPaged) fence_proxy_async();
   };
-  wait_full(q_full, static_cast<uint32_t>(item_no & 1));
-  // Ring slot and phase parity of this item's it-th KV tile.
-  auto slot = [&](int it) { return (ring + it) % kStages; };
-  auto parity = [&](int it) { return static_cast<uint32_t>(((ring + it) / kStages) & 1); };
+  wait_full(q_full, 0);
   if (n_tiles > 0) {
     // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
     {
-      wait_full(k_full(slot(0)), parity(0));
+      wait_full(k_full(0), 0);
       wait_turn();
       wgmma_fence();
-      issue_qk(slot(0));
+      issue_qk(0);
       wgmma_commit();
       pass_turn(false);
       wgmma_wait<0>();
-      release_k(slot(0));
+      release_k(0);
       float alpha[2];
       softmax(n_tiles - 1, alpha);
       pack_p();
     }
     for (int it = 1; it < n_tiles; ++it) {
-      const int s = slot(it);
-      const int sp = slot(it - 1);
-      wait_full(k_full(s), parity(it));
-      wait_full(v_full(sp), parity(it - 1));
+      const int s = it % kStages;
+      const int sp = (it - 1) % kStages;
+      wait_full(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
+      wait_full(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
       wait_turn();
       wgmma_fence();
       issue_qk(s);
@@ -462,8 +431,8 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
       pack_p();
     }
-    const int sl = slot(n_tiles - 1);
-    wait_full(v_full(sl), parity(n_tiles - 1));
+    const int sl = (n_tiles - 1) % kStages;
+    wait_full(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
     wait_turn();
     wgmma_fence();
     issue_pv(sl, n_tiles > 1);
@@ -519,9 +488,6 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
         }
       }
     }
-    // This warp has read its share of the staged O: the producer may refill the Q tile.
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(q_empty);
   } else {
     fence_proxy_async();
     named_barrier_wg(1 + c);
@@ -532,8 +498,6 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       bulk_wait_read<0>();
     }
   }
-  ring += n_tiles;
-  }  // work items
 #else
   // Not sm_90a: the host never launches these kernels here (they compile so that the families'
   // points build for every arch).

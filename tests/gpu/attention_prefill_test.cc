@@ -361,10 +361,9 @@ TEST_F(AttentionPrefillGpu, PagedHopperKernelPagesGqaAndEdges) {
   if (!is_sm90()) EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
 }
 
-TEST_F(AttentionPrefillGpu, PagedHopperPersistentCtasRunSeveralItems) {
-  // More work items (plan tiles × q heads: 17 × 32 = 544) than an H100/H200 has SMs, so each
-  // persistent CTA of the Hopper kernel runs several items back to back (the stage ring, the Q
-  // tile and the barrier phases carried from one item to the next); both kernels, both masks.
+TEST_F(AttentionPrefillGpu, PagedHopperMoreItemsThanSms) {
+  // More work items (plan tiles × q heads: 17 × 32 = 544) than an H100/H200 has SMs: several
+  // waves of CTAs, heaviest first; both kernels, both masks.
   for (bool causal : {true, false}) {
     check(ragged({384, 300, 200, 129, 256, 50, 384, 1}, {500, 300, 700, 129, 256, 80, 384, 1}, 32, 8, 64, 16,
                  causal));

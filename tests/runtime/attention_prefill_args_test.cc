@@ -543,10 +543,6 @@ TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
     EXPECT_LE(s.smem_bytes, 227 * 1024) << hd;
   }
   EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(256, true).threads, 0);
-  // Persistent: one CTA per SM, never more than the items, every item without a device count.
-  EXPECT_EQ(ad::paged_prefill_sm90_ctas(1024, 132), 132);
-  EXPECT_EQ(ad::paged_prefill_sm90_ctas(40, 132), 40);
-  EXPECT_EQ(ad::paged_prefill_sm90_ctas(1024, 0), 1024);
 }
 
 TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {

@@ -42,7 +42,7 @@ if [ "$smoke" = 0 ] || [ "${FORCE:-0}" = 1 ]; then
   echo "=== compute-sanitizer ==="
   for tool in memcheck racecheck; do
     timeout ${SAN_S:-150} compute-sanitizer --tool $tool --error-exitcode 3 "$t" \
-      --gtest_filter='*PlanOfThreeRaggedRequests*:*PagedHopperPersistent*' > "$out/sanitize_$tool.txt" 2>&1
+      --gtest_filter='*PlanOfThreeRaggedRequests*:*PagedHopperMoreItemsThanSms*' > "$out/sanitize_$tool.txt" 2>&1
     echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Hazard" "$out/sanitize_$tool.txt" | head -n 8
   done
 else

@@ -1,7 +1,6 @@
 // kjit::attention::prefill and paged_prefill through the op pipeline: the launch values (the
-// split-Q mma.sync kernel, or the sm_90a kernel whose Params prefill_sm90.cc encodes; for the
-// ragged paged prefill the mma.sync body over a packed Q schedule and the PagedKV source, or the
-// persistent sm_90a paged kernel, both from one PrefillParams) and the public entry points.
+// split-Q mma.sync kernel, or the sm_90a kernel whose Params prefill_sm90.cc encodes; the same
+// kernel body over a packed Q schedule and the PagedKV source) and the public entry points.
 #include "runtime/ops/attention/prefill.hpp"
 
 #include "runtime/driver.hpp"
@@ -9,8 +8,6 @@
 #include <fmt/format.h>
 
 #include <cuda.h>
-
-#include <algorithm>
 
 namespace kjit::attention {
 namespace detail {
@@ -137,31 +134,28 @@ PrefillParams PagedPrefillOp::params(const PagedPrefillCall& call, const PagedPr
 
 PagedPrefillOp::Launch PagedPrefillOp::build(const PagedPrefillCall& call, const PagedPrefillDims& d,
                                              const PagedPrefillOpPlan& plan, const LoadedProgram* program,
-                                             kjit::detail::Workspace /*workspace*/, const DeviceInfo& info) {
+                                             kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
   Launch l;
   if (program == nullptr) return l;
-  // Both kernels take the same Params. The mma.sync kernel runs a CTA per work item and q head;
-  // the persistent wgmma kernel one CTA per SM (it fills an SM alone), each striding over them.
+  // Both kernels take the same Params and grid (a CTA per work item and q head).
   auto& step = l.step<0>();
   step.params = params(call, d);
   step.kernel = &program->kernel(0);
+  int threads = 0, smem_bytes = 0;
   if (plan.variant == AttentionVariant::kWgmma) {
     const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true);
-    step.config.grid[0] = static_cast<uint32_t>(paged_prefill_sm90_ctas(d.num_work * d.q_heads, info.sm_count));
-    step.config.block[0] = static_cast<uint32_t>(shape.threads);
-    step.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
   } else {
     const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
-    step.config.grid[0] = static_cast<uint32_t>(d.num_work);
-    step.config.grid[1] = static_cast<uint32_t>(d.q_heads);
-    step.config.block[0] = static_cast<uint32_t>(shape.threads);
-    step.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
   }
+  step.config.grid[0] = static_cast<uint32_t>(d.num_work);
+  step.config.grid[1] = static_cast<uint32_t>(d.q_heads);
+  step.config.block[0] = static_cast<uint32_t>(threads);
+  step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
   return l;
-}
-
-int64_t paged_prefill_sm90_ctas(int64_t items, int sm_count) {
-  return sm_count > 0 ? std::min<int64_t>(items, sm_count) : items;
 }
 
 }  // namespace detail

@@ -168,11 +168,6 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
 /// What the variant rules see of a validated paged prefill on a device of `target`.
 VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Target& target);
 
-/// CTAs of the persistent paged wgmma kernel for `items` work items (plan items × q heads): one
-/// per SM (a CTA fills an SM's shared memory), at most one per item; every item when sm_count
-/// is unknown (0).
-int64_t paged_prefill_sm90_ctas(int64_t items, int sm_count);
-
 /// How a paged prefill runs: its host plan decided the work; this names the kernel.
 struct PagedPrefillOpPlan {
   /// attention.paged_prefill (head_dim, tile_rows) or attention.paged_prefill_sm90 (head_dim);
