@@ -20,9 +20,10 @@ aligned (query i of a request of q_len rows over kv_len keys sees kv_len − q_l
 ratio = FlashInfer's best µs / kjit's µs (> 1: kjit faster).
 
 --prebuild builds FlashInfer's prefill modules (fa2 and fa3 at head_dim 64 and 128) by planning a
-tiny call of each, so that a device run can overlap that compile with other work.
+tiny call of each (four child processes side by side), so that a device run can overlap that
+compile with other work.
 """
-import ctypes
+import argparse
 import json
 import math
 import os
@@ -136,21 +137,27 @@ def fi_wrapper(fi, ws, pools, qo_d, hq, hkv, d, causal, backend):
     return w
 
 
-def prebuild():
-    """Builds FlashInfer's prefill modules this script uses (see the module doc)."""
+def prebuild_one(d, backend):
+    """Builds FlashInfer's prefill module of one head_dim and backend by planning a tiny call."""
     import flashinfer
     gen = torch.Generator(device="cuda").manual_seed(0)
     ws = torch.empty(WS_BYTES, dtype=torch.uint8, device="cuda")
     qo = torch.tensor([0, 16], device="cuda", dtype=torch.int32)
-    for d in (128, 64):
-        pools = Pools([32], 16, 1, d, 1, gen)
-        for be in FI_BACKENDS:
-            t = time.time()
-            try:
-                fi_wrapper(flashinfer, ws, pools, qo, 1, 1, d, True, be)
-                log(f"prebuild: FlashInfer {be} hd{d}: {time.time() - t:.0f} s")
-            except Exception as e:  # reported; the timed run reports it again per case
-                log(f"prebuild: FlashInfer {be} hd{d} failed after {time.time() - t:.0f} s: {str(e)[:300]}")
+    t = time.time()
+    try:
+        fi_wrapper(flashinfer, ws, Pools([32], 16, 1, d, 1, gen), qo, 1, 1, d, True, backend)
+        log(f"prebuild: FlashInfer {backend} hd{d}: {time.time() - t:.0f} s")
+    except Exception as e:  # reported; the timed run reports it again per case
+        log(f"prebuild: FlashInfer {backend} hd{d} failed after {time.time() - t:.0f} s: {str(e)[:300]}")
+
+
+def prebuild():
+    """Builds the modules this script uses (see the module doc), one child process per module so
+    that their nvcc jobs run side by side."""
+    import subprocess
+    children = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--prebuild-one", str(d), be])
+                for d in (128, 64) for be in FI_BACKENDS]
+    return max(c.wait() for c in children)
 
 
 def run_case(case, kj, fi, ws, gen):
@@ -214,12 +221,15 @@ def run_case(case, kj, fi, ws, gen):
 def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--prebuild", action="store_true", help="build FlashInfer's modules and exit")
+    ap.add_argument("--prebuild-one", nargs=2, metavar=("HEAD_DIM", "BACKEND"), help=argparse.SUPPRESS)
     ap.add_argument("--no-fi", action="store_true", help="kjit only")
     ap.add_argument("--cases", help="comma-separated prefixes of case names (default: all)")
     args = ap.parse_args()
-    if args.prebuild:
-        prebuild()
+    if args.prebuild_one:
+        prebuild_one(int(args.prebuild_one[0]), args.prebuild_one[1])
         return 0
+    if args.prebuild:
+        return prebuild()
     kj = Kjit(load_shim(shim_path(args)))
     gen, seed = seeded_generator(args)
     fi = None

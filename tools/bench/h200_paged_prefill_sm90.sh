@@ -6,7 +6,8 @@
 # on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs).
 # Optional: KJIT_VARIANTS="name=DIR ..." times the and the mixed case again with each
 # kernel-source tree DIR (KJIT_KERNEL_DIR, relative to the checkout: an A/B of a kernel change);
-# AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout);
+# AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout), and
+# with AB_TESTS=FILTER runs those GPU cases of that build (AB_RACE=FILTER: racecheck too);
 # DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
 # KJIT_BUILD names the build folder (default build). Each step has its own timeout. Logs and
 # JSON land in $OUT/results.tar.gz.
@@ -60,6 +61,17 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     (cd "$root/tools/bench" && LD_LIBRARY_PATH=$root/$AB_BUILD:$root/$AB_BUILD/tools timeout 150 python3 \
       bench_flashinfer.py --lib "$root/$AB_BUILD/tools/libkjit_bench_shim.so" --no-fi --json "$out/bench_ab.json") \
       2>&1 | tee "$out/bench_ab.txt" | grep "^|"
+    if [ -n "${AB_TESTS:-}" ]; then
+      echo "=== $AB_BUILD: GPU cases $AB_TESTS, then racecheck of ${AB_RACE:-none} ==="
+      LD_LIBRARY_PATH=$root/$AB_BUILD timeout 200 "$root/$AB_BUILD/tests/gpu_attention_prefill_test" \
+        --gtest_filter="$AB_TESTS" > "$out/ab_tests.txt" 2>&1
+      echo "rc=$?"; grep -E "FAILED|Failure|threw|OK \]|PASSED" "$out/ab_tests.txt" | head -n 20
+      if [ -n "${AB_RACE:-}" ]; then
+        LD_LIBRARY_PATH=$root/$AB_BUILD timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 \
+          "$root/$AB_BUILD/tests/gpu_attention_prefill_test" --gtest_filter="$AB_RACE" > "$out/ab_racecheck.txt" 2>&1
+        echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|Hazard" "$out/ab_racecheck.txt" | head -n 4
+      fi
+    fi
   fi
   for v in ${KJIT_VARIANTS:-}; do
     echo "=== kernel sources ${v%%=*} ==="
