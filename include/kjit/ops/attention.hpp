@@ -1,8 +1,9 @@
 #pragma once
 /// \file ops/attention.hpp
 /// GQA attention, bf16, head_dim 64/128/256, MMA
-/// (mma.sync m16n8k16 bf16) kernels for sm_80+, and on Hopper (sm_90a) a TMA + wgmma dense
-/// prefill (FlashAttention-3 style) for head_dim 64/128 without masks:
+/// (mma.sync m16n8k16 bf16) kernels for sm_80+, and on Hopper (sm_90a) wgmma prefills
+/// (FlashAttention-3 style) for head_dim 64/128: dense without masks (TMA), and ragged paged
+/// (a page-table gather):
 ///
 ///   decode          q [batch, 1, q_heads, D] over a contiguous BLHD KV cache, split-KV + merge
 ///   paged_decode    the same over a paged KV cache (page pools + CSR page table)
