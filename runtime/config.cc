@@ -88,6 +88,7 @@ RuntimeConfig RuntimeConfig::from_env() {
       throw InvalidArgument(fmt::format("KJIT_JIT='{}' is not on, warn or off", jit));
     }
   }
+  c.remote = RemoteConfig::from_env();
   return c;
 }
 

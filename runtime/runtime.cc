@@ -6,6 +6,7 @@
 #include <kjit/runtime.hpp>
 
 #include "cache/key.hpp"
+#include "cache/remote/tier.hpp"
 #include "cache/store.hpp"
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
@@ -42,7 +43,8 @@ class RuntimeImpl {
         nvrtc_ver(nvrtc_version()),
         disk(config.disk_cache ? cache::DiskCache(config.cache_dir, config.cache_max_bytes)
                                : cache::DiskCache::disabled()),
-        recorder(config.record_path.empty() ? nullptr : &Recorder::for_path(config.record_path)) {
+        recorder(config.record_path.empty() ? nullptr : &Recorder::for_path(config.record_path)),
+        remote(config.remote.enabled() ? std::make_unique<cache::remote::RemoteTier>(config.remote) : nullptr) {
     if (config.verbose) {
       fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
                  !config.disk_cache   ? "disabled by KJIT_CACHE_DISABLE: memory only"
@@ -212,6 +214,38 @@ class RuntimeImpl {
   }
 
   ProgramPtr compile_and_publish(const Prepared& p, const ProgramSpec& spec, const Target& target) {
+    cache::Entry e = compile_entry(p, spec, target);
+    disk.publish(e);
+    return from_entry(e, CompiledProgram::Origin::kCompiled);
+  }
+
+  // With the fleet tier: the fleet's entry, or a compile under its lease (remote/tier.hpp).
+  ProgramPtr obtain_from_fleet(const Prepared& p, const ProgramSpec& spec, const Target& target) {
+    bool compiled = false;
+    cache::Entry e = remote->obtain(
+        p.key, [&](const cache::Entry& got) { return matches(got, p, target); },
+        [&] { return compile_entry(p, spec, target); }, &compiled);
+    disk.publish(e);
+    return from_entry(e, compiled ? CompiledProgram::Origin::kCompiled : CompiledProgram::Origin::kRemote);
+  }
+
+  // The fleet tier's entry for `p`, published to the disk cache so this host asks once per key.
+  // `*bad` is set when the slot holds a value this host cannot use (nobody can replace it but a
+  // signing builder, so waiting on it would be pointless).
+  std::optional<ProgramPtr> from_remote(const Prepared& p, const Target& target, bool* bad) {
+    cache::remote::RemoteTier::Lookup r = remote->fetch(p.key);
+    *bad = r.found == cache::remote::RemoteTier::Found::kRejected || r.found == cache::remote::RemoteTier::Found::kFault;
+    if (!r.entry) return std::nullopt;
+    if (!matches(*r.entry, p, target)) {
+      warn(fmt::format("remote cache entry {} does not match its program; compiling locally", p.key.hex()));
+      *bad = true;
+      return std::nullopt;
+    }
+    disk.publish(*r.entry);
+    return from_entry(*r.entry, CompiledProgram::Origin::kRemote);
+  }
+
+  cache::Entry compile_entry(const Prepared& p, const ProgramSpec& spec, const Target& target) {
     if (config.verbose) fmt::print(stderr, "kjit: compiling {} [{}] for {}\n", spec.source_name, spec.template_args, target.str());
     NvrtcResult r;
     try {
@@ -238,8 +272,7 @@ class RuntimeImpl {
     e.meta.compile_ms = r.ms;
     e.meta.created_unix = static_cast<int64_t>(std::time(nullptr));
     e.payload = std::move(r.binary);
-    disk.publish(e);
-    return from_entry(e, CompiledProgram::Origin::kCompiled);
+    return e;
   }
 
   // The JitDisabled for a miss of `spec` under KJIT_JIT=off (`why`: what made it a miss).
@@ -295,14 +328,21 @@ class RuntimeImpl {
         result = *hit;
       } else {
         misses.fetch_add(1, std::memory_order_relaxed);
-        if (config.jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
-        if (config.jit == JitMode::kWarn) warn_jit(spec, target, p.key);
-        complete(p, spec, target);
-        cache::KeyLock file_lock = disk.lock(p.key);
-        if (auto late = from_disk(p.key, p, target)) {
-          result = *late;  // another process compiled it while we waited for the lock
+        bool remote_bad = false;
+        if (auto fleet = remote ? from_remote(p, target, &remote_bad) : std::nullopt) {
+          result = *fleet;
         } else {
-          result = compile_and_publish(p, spec, target);
+          if (config.jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
+          if (config.jit == JitMode::kWarn) warn_jit(spec, target, p.key);
+          complete(p, spec, target);
+          cache::KeyLock file_lock = disk.lock(p.key);
+          if (auto late = from_disk(p.key, p, target)) {
+            result = *late;  // another process compiled it while we waited for the lock
+          } else if (remote && !remote_bad) {
+            result = obtain_from_fleet(p, spec, target);
+          } else {
+            result = compile_and_publish(p, spec, target);
+          }
         }
       }
       promise.set_value(result);
@@ -359,6 +399,7 @@ class RuntimeImpl {
   std::set<std::string> rebuilt;  // keys warned about and rebuilt once in this process
   std::set<std::string> jit_warned;  // keys warned about under KJIT_JIT=warn (guarded by `mutex`)
   Recorder* recorder = nullptr;  // KJIT_RECORD; shared by the Runtimes recording to one file
+  std::unique_ptr<cache::remote::RemoteTier> remote;  // KJIT_REMOTE; null when the tier is off
 
   std::mutex key_memo_mutex;
   std::unordered_map<cache::Key, cache::Key, cache::KeyHash> known_keys;  // key memo id → key
@@ -587,6 +628,15 @@ RuntimeStats Runtime::stats() const {
   s.loads = impl_->loads.load();
   s.load_rebuilds = impl_->load_rebuilds.load();
   s.refused = impl_->refused.load();
+  if (impl_->remote) {
+    const cache::remote::TierCounters r = impl_->remote->counters();
+    s.remote_hits = r.hits;
+    s.remote_misses = r.misses;
+    s.remote_errors = r.errors;
+    s.remote_lease_waits = r.lease_waits;
+    s.remote_rejected_signatures = r.rejected_signatures;
+    s.remote_publishes = r.publishes;
+  }
   std::lock_guard lock(impl_->stats_mutex);
   s.compile_ms = impl_->compile_ms;
   return s;

@@ -36,7 +36,8 @@ if [ "$install_deps" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update
   $sudo apt-get install -y cmake make g++ libfmt-dev libxxhash-dev libcli11-dev \
-    nlohmann-json3-dev libdlpack-dev libgtest-dev python3-dev python3-pip
+    nlohmann-json3-dev libdlpack-dev libgtest-dev libhiredis-dev libsodium-dev redis-server \
+    python3-dev python3-pip
 fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release

@@ -7,6 +7,7 @@
 
 #include <kjit/device.hpp>
 #include <kjit/disk_cache.hpp>
+#include <kjit/remote.hpp>
 
 #include <cuda.h>
 
@@ -85,10 +86,11 @@ struct KernelInfo {
 
 /// A compiled (or cached) program for one target.
 struct CompiledProgram {
-  /// kDisk: read from the disk cache; kCompiled: compiled by NVRTC in this process. kMemory is
+  /// kDisk: read from the disk cache; kRemote: fetched from the fleet tier (and published to the
+  /// disk cache); kCompiled: compiled by NVRTC in this process. kMemory is
   /// not produced today: a program served again from the in-process table is the same object and
   /// keeps its first origin (RuntimeStats::memory_hits counts those calls).
-  enum class Origin { kMemory, kDisk, kCompiled };
+  enum class Origin { kMemory, kDisk, kCompiled, kRemote };
 
   std::string key;  ///< 32 hex digits: XXH3-128 of the canonical key serialization
   std::string family;
@@ -194,6 +196,8 @@ struct RuntimeConfig {
   std::string record_path;
   /// KJIT_JIT: on (default), warn or off (also 1/0, true/false). Fail-closed deployments set off.
   JitMode jit = JitMode::kOn;
+  /// KJIT_REMOTE and the KJIT_REMOTE_* variables: the fleet tier (kjit/remote.hpp); off by default.
+  RemoteConfig remote;
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES
   /// or a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling).
@@ -223,6 +227,14 @@ struct RuntimeStats {
   double compile_ms = 0;     ///< NVRTC wall time summed over `compiles`
   /// Misses refused: JitDisabled (KJIT_JIT=off) and CaptureMiss thrown.
   uint64_t refused = 0;
+  /// The fleet tier (RuntimeConfig::remote); all zero without KJIT_REMOTE.
+  uint64_t remote_hits = 0;    ///< entries (or failed-compile records) served by the remote tier
+  uint64_t remote_misses = 0;  ///< remote lookups that found nothing usable
+  uint64_t remote_errors = 0;  ///< faults: unreachable, timed out, refused, or skipped while the breaker is open
+  uint64_t remote_lease_waits = 0;  ///< times this process waited on another host's compile lease
+  /// Remote values rejected for trust: unsigned, signed by an untrusted key, or a bad signature.
+  uint64_t remote_rejected_signatures = 0;
+  uint64_t remote_publishes = 0;  ///< entries this process wrote to the remote tier
 };
 
 /// The runtime: NVRTC compiler, disk cache, in-memory program table and per-device libraries.

@@ -47,6 +47,7 @@ std::string origin_name(CompiledProgram::Origin o) {
     case CompiledProgram::Origin::kMemory: return "memory";
     case CompiledProgram::Origin::kDisk: return "disk";
     case CompiledProgram::Origin::kCompiled: return "compiled";
+    case CompiledProgram::Origin::kRemote: return "remote";
   }
   return "?";
 }

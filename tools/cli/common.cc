@@ -160,6 +160,7 @@ const char* origin_name(CompiledProgram::Origin origin) {
     case CompiledProgram::Origin::kMemory: return "memory";
     case CompiledProgram::Origin::kDisk: return "disk";
     case CompiledProgram::Origin::kCompiled: return "compiled";
+    case CompiledProgram::Origin::kRemote: return "remote";
   }
   return "unknown";
 }

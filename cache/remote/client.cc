@@ -1,0 +1,148 @@
+// The fleet tier's Redis connection: bounded timeouts, reconnect, circuit breaker (client.hpp).
+#include "cache/remote/client.hpp"
+
+#include "cache/warn.hpp"
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#include <sys/time.h>
+
+#include <cerrno>
+
+namespace kjit::cache::remote {
+namespace {
+
+timeval to_timeval(int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+Reply copy_reply(const redisReply* r) {
+  Reply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING: out.type = Reply::Type::kString; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_STATUS: out.type = Reply::Type::kStatus; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_ERROR: out.type = Reply::Type::kError; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_INTEGER: out.type = Reply::Type::kInteger; out.integer = r->integer; break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::kArray;
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(copy_reply(r->element[i]));
+      break;
+    default: out.type = Reply::Type::kNil; break;
+  }
+  return out;
+}
+
+}  // namespace
+
+RedisClient::RedisClient(RemoteConfig config) : config_(std::move(config)) {}
+
+RedisClient::~RedisClient() { drop_locked(); }
+
+std::string RedisClient::where() const {
+  if (!config_.socket_path.empty()) return fmt::format("unix://{}?db={}", config_.socket_path, config_.db);
+  return fmt::format("redis://{}:{}/{}", config_.host, config_.port, config_.db);
+}
+
+void RedisClient::drop_locked() {
+  if (context_) redisFree(context_);
+  context_ = nullptr;
+}
+
+bool RedisClient::connect_locked(std::string* error) {
+  const timeval connect_tv = to_timeval(config_.connect_timeout_ms);
+  context_ = config_.socket_path.empty() ? redisConnectWithTimeout(config_.host.c_str(), config_.port, connect_tv)
+                                         : redisConnectUnixWithTimeout(config_.socket_path.c_str(), connect_tv);
+  if (!context_ || context_->err) {
+    *error = context_ ? fmt::format("cannot connect: {}", context_->errstr) : "cannot connect: out of memory";
+    drop_locked();
+    return false;
+  }
+  if (redisSetTimeout(context_, to_timeval(config_.op_timeout_ms)) != REDIS_OK) {
+    *error = "cannot set the socket timeout";
+    drop_locked();
+    return false;
+  }
+  auto setup = [&](std::vector<std::string> args, const char* what) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    const bool ok = r && r->type != REDIS_REPLY_ERROR;
+    if (!ok) *error = r ? fmt::format("{} refused: {}", what, std::string(r->str, r->len)) : fmt::format("{}: {}", what, context_->errstr);
+    if (r) freeReplyObject(r);
+    return ok;
+  };
+  if (!config_.password.empty()) {
+    std::vector<std::string> auth{"AUTH"};
+    if (!config_.user.empty()) auth.push_back(config_.user);
+    auth.push_back(config_.password);
+    if (!setup(auth, "AUTH")) {
+      drop_locked();
+      return false;
+    }
+  }
+  if (config_.db != 0 && !setup({"SELECT", std::to_string(config_.db)}, "SELECT")) {
+    drop_locked();
+    return false;
+  }
+  return true;
+}
+
+void RedisClient::fault_locked(const std::string& error) {
+  faults_.fetch_add(1, std::memory_order_relaxed);
+  open_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cooldown_ms);
+  if (!in_outage_) {
+    in_outage_ = true;
+    warn(fmt::format("remote cache {}: {}; skipping it for {} ms at a time until it answers again (ops run from "
+                     "the disk cache or a local compile)",
+                     where(), error, config_.cooldown_ms));
+  }
+}
+
+std::optional<Reply> RedisClient::command(const std::vector<std::string_view>& args) {
+  std::lock_guard lock(mutex_);
+  if (std::chrono::steady_clock::now() < open_until_) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  std::string error;
+  if (!context_ && !connect_locked(&error)) {
+    fault_locked(error);
+    return std::nullopt;
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  argv.reserve(args.size());
+  lens.reserve(args.size());
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* raw = static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  if (!raw) {
+    // The connection is unusable after an I/O error or a timeout (a reply may still be in flight).
+    error = context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
+                ? fmt::format("no answer within {} ms", config_.op_timeout_ms)
+                : fmt::format("connection failed: {}", context_->errstr);
+    drop_locked();
+    fault_locked(error);
+    return std::nullopt;
+  }
+  Reply reply = copy_reply(raw);
+  freeReplyObject(raw);
+  if (reply.type == Reply::Type::kError) {
+    fault_locked(fmt::format("{} refused: {}", args.empty() ? "command" : std::string(args[0]), reply.str));
+    return std::nullopt;
+  }
+  in_outage_ = false;
+  return reply;
+}
+
+}  // namespace kjit::cache::remote

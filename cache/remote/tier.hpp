@@ -1,0 +1,105 @@
+#pragma once
+/// \file remote/tier.hpp
+/// The fleet tier: a Redis server shared by the hosts of a fleet, between the disk cache and a
+/// compile. Values are remote records (remote/record.hpp). One entry's Redis keys share the hash
+/// tag `{<namespace>:<32 hex key>}`, so they live in one Redis Cluster slot:
+///
+///   {ns:key}:v      the entry; write-once (SET NX EX ttl), TTL refreshed on a hit (GETEX)
+///   {ns:key}:lease  a compile lease: a random token, SET NX PX lease_ms, released by
+///                   compare-and-delete (a Lua script), so an expired owner never frees a
+///                   successor's lease
+///   {ns:key}:fail   a failed compile's record (SET NX EX failure_ttl_s): others throw the same
+///                   CompileError without compiling
+///
+/// Every fault is a bounded miss (remote/client.hpp): the caller compiles locally. A value that
+/// is corrupt, foreign or not signed by a trusted key is never loaded; it is warned once per key,
+/// counted, and compiled locally. A builder holding the signing key replaces such a value under
+/// its lease (the one exception to write-once), so a squatter cannot block a key for good.
+
+#include "cache/entry.hpp"
+#include "cache/key.hpp"
+#include "cache/remote/client.hpp"
+#include "cache/remote/record.hpp"
+#include "cache/remote/signing.hpp"
+
+#include <kjit/remote.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kjit::cache::remote {
+
+/// Counters of one tier (RuntimeStats::remote_*).
+struct TierCounters {
+  uint64_t hits = 0, misses = 0, errors = 0, lease_waits = 0, rejected_signatures = 0, rejected = 0, publishes = 0;
+};
+
+/// The Redis key names of one entry.
+struct SlotKeys {
+  std::string value, lease, failure;
+};
+SlotKeys slot_keys(const std::string& ns, const Key& key);
+
+class RemoteTier {
+ public:
+  /// Reads the key files the config names. Throws InvalidArgument naming the variable for an
+  /// unreadable or malformed key file. Connects lazily (the first lookup).
+  explicit RemoteTier(const RemoteConfig& config);
+
+  /// The result of a plain lookup.
+  enum class Found { kEntry, kMiss, kRejected, kFault };
+  struct Lookup {
+    Found found = Found::kMiss;
+    std::optional<Entry> entry;
+  };
+  /// One GET (GETEX refreshing the TTL on a read-write host) of `key`'s value, checked.
+  Lookup fetch(const Key& key);
+
+  /// Cross-host single flight for a key that fetch() missed: takes the lease and compiles
+  /// (`compile`), or waits for the lease owner's entry (bounded by the lease), or throws the
+  /// CompileError the fleet recorded. A read-only host takes no lease: it waits while someone
+  /// holds one, then compiles locally without writing. Any fault: compiles locally.
+  /// `usable` vets a fetched entry against the program asked for. Sets `*compiled` when
+  /// `compile` ran here. Throws what `compile` throws (CompileError is recorded fleet-wide first).
+  Entry obtain(const Key& key, const std::function<bool(const Entry&)>& usable, const std::function<Entry()>& compile,
+               bool* compiled);
+
+  /// Writes `entry` (signed when a signing key is configured) if this host may write: read-write
+  /// mode, and signed or no trusted keys (an unsigned value would only squat the slot). With
+  /// `replace`, overwrites a value already there (a bad one, under the lease). Returns whether
+  /// it was written.
+  bool publish(const Entry& entry, bool replace = false);
+  /// Records a failed compile of `key` for the fleet (same rules as publish).
+  bool publish_failure(const Key& key, const Failure& failure);
+
+  /// Checks bytes read from `key`'s value slot: the entry, or nullopt (warned once per key and
+  /// counted).
+  std::optional<Entry> accept_entry(const Key& key, std::string_view bytes);
+
+  TierCounters counters() const;
+  RedisClient& client() noexcept { return client_; }
+  const RemoteConfig& config() const noexcept { return client_.config(); }
+  const std::vector<PublicKey>& trusted() const noexcept { return trusted_; }
+  const SecretKey* signer() const noexcept { return signer_ ? &*signer_ : nullptr; }
+  bool may_write() const noexcept;
+
+ private:
+  std::optional<Record> accept(const Key& key, std::string_view bytes, RecordKind kind);
+  void release(const SlotKeys& keys, const std::string& token);
+
+  RedisClient client_;
+  std::vector<PublicKey> trusted_;
+  std::optional<SecretKey> signer_;
+  std::mutex warned_mutex_;
+  std::set<std::string> warned_;  // keys whose rejection was warned about
+  std::atomic<uint64_t> hits_{0}, misses_{0}, lease_waits_{0}, rejected_signatures_{0}, rejected_{0}, publishes_{0};
+};
+
+}  // namespace kjit::cache::remote
