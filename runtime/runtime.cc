@@ -230,11 +230,12 @@ class RuntimeImpl {
   }
 
   // The fleet tier's entry for `p`, published to the disk cache so this host asks once per key.
-  // `*bad` is set when the slot holds a value this host cannot use (nobody can replace it but a
-  // signing builder, so waiting on it would be pointless).
+  // `*bad` is set when the tier cannot help with this key: it is unreachable, or the slot holds a
+  // value this host cannot use and, without the signing key, cannot replace either.
   std::optional<ProgramPtr> from_remote(const Prepared& p, const Target& target, bool* bad) {
+    using Found = cache::remote::RemoteTier::Found;
     cache::remote::RemoteTier::Lookup r = remote->fetch(p.key);
-    *bad = r.found == cache::remote::RemoteTier::Found::kRejected || r.found == cache::remote::RemoteTier::Found::kFault;
+    *bad = r.found == Found::kFault || (r.found == Found::kRejected && !remote->signer());
     if (!r.entry) return std::nullopt;
     if (!matches(*r.entry, p, target)) {
       warn(fmt::format("remote cache entry {} does not match its program; compiling locally", p.key.hex()));

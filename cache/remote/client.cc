@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <cerrno>
 
@@ -35,6 +38,36 @@ Reply copy_reply(const redisReply* r) {
   }
   return out;
 }
+
+/// Blocks SIGPIPE on this thread for its lifetime: hiredis writes with write(2), and a server
+/// that died between two commands must cost a fault, not the host process. A SIGPIPE raised
+/// meanwhile is taken off the thread's pending set before the mask is restored.
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+  }
+  ~NoSigpipe() {
+    if (!blocked_) return;
+    if (!was_pending_) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) > 0) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false, blocked_ = false;
+};
 
 }  // namespace
 
@@ -112,6 +145,7 @@ std::optional<Reply> RedisClient::command(const std::vector<std::string_view>& a
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
+  const NoSigpipe no_sigpipe;
   std::string error;
   if (!context_ && !connect_locked(&error)) {
     fault_locked(error);

@@ -75,14 +75,16 @@ std::optional<Record> RemoteTier::accept(const Key& key, std::string_view bytes,
     }
   }
   if (r) return r;
-  rejected_.fetch_add(1, std::memory_order_relaxed);
-  if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
   bool first = false;
   {
     std::lock_guard lock(warned_mutex_);
     first = warned_.insert(key.hex()).second;
   }
+  // Once per key and process, like the warning: a builder that reads the value again under its
+  // lease to replace it has not met a second bad value.
   if (first) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
     warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded, compiling locally",
                      client_.where(), kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(),
                      rejection_name(why), note));

@@ -79,8 +79,8 @@ class RemoteTier {
   /// Records a failed compile of `key` for the fleet (same rules as publish).
   bool publish_failure(const Key& key, const Failure& failure);
 
-  /// Checks bytes read from `key`'s value slot: the entry, or nullopt (warned once per key and
-  /// counted).
+  /// Checks bytes read from `key`'s value slot: the entry, or nullopt (warned and counted once per
+  /// key and process).
   std::optional<Entry> accept_entry(const Key& key, std::string_view bytes);
 
   TierCounters counters() const;

@@ -1,0 +1,380 @@
+// The fleet tier end to end: a real redis-server on a unix socket, and "hosts" as worker
+// processes (tests/remote/remote_worker.cc) with their own cache folders. Single flight across
+// hosts, a lease owner killed midway, a server killed / hung / restarted, values tampered with,
+// read-only hosts and failure records.
+#include "tests/remote/fleet_spec.hpp"
+#include "tests/remote/redis_server.hpp"
+
+#include "cache/remote/record.hpp"
+#include "cache/remote/signing.hpp"
+#include "cache/remote/tier.hpp"
+
+#include <kjit/runtime.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+fs::path temp_dir(const char* tag) {
+  std::string pattern = (fs::temp_directory_path() / (std::string("kjit-") + tag + "-XXXXXX")).string();
+  const char* made = mkdtemp(pattern.data());
+  if (!made) throw std::runtime_error("mkdtemp failed");
+  return made;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// One worker process: a "host" (its cache folder) compiling fleet_spec variants.
+struct Worker {
+  pid_t pid = -1;
+  fs::path out, err;
+  int code = -1;
+  json result;
+  std::string stderr_text;
+
+  /// Waits for it and parses its JSON line.
+  void finish() {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    stderr_text = slurp(err);
+    const std::string text = slurp(out);
+    result = json::parse(text, nullptr, false);
+  }
+  /// The number of "kjit: warning: remote cache" lines on its stderr.
+  int remote_warnings() const {
+    int n = 0;
+    for (size_t at = 0; (at = stderr_text.find("kjit: warning: remote cache", at)) != std::string::npos; ++at) ++n;
+    return n;
+  }
+  std::string describe() const { return "exit " + std::to_string(code) + "\nstdout: " + result.dump() + "\nstderr: " + stderr_text; }
+};
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir("fleet");
+    redis_ = std::make_unique<kjit::test::RedisServer>(dir_ / "redis");
+  }
+  void TearDown() override {
+    redis_.reset();
+    fs::remove_all(dir_);
+  }
+
+  /// The environment of a host: its cache folder, the server and `extra` KJIT_REMOTE_* settings.
+  std::map<std::string, std::string> host_env(const std::string& host, std::map<std::string, std::string> extra = {}) {
+    std::map<std::string, std::string> env = {{"KJIT_CACHE_DIR", (dir_ / "hosts" / host).string()},
+                                              {"KJIT_REMOTE", redis_->url()},
+                                              {"KJIT_REMOTE_TIMEOUT_MS", "200"},
+                                              {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "200"}};
+    for (auto& [k, v] : extra) env[k] = v;
+    return env;
+  }
+
+  Worker spawn(const std::map<std::string, std::string>& env, std::vector<std::string> args) {
+    static int n = 0;
+    Worker w;
+    w.out = dir_ / ("worker" + std::to_string(n) + ".out");
+    w.err = dir_ / ("worker" + std::to_string(n++) + ".err");
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("KJIT_", 0) != 0) envs.push_back(kv);
+    }
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    args.insert(args.begin(), KJIT_REMOTE_WORKER);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, w.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, w.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&w.pid, KJIT_REMOTE_WORKER, &actions, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    return w;
+  }
+
+  Worker run(const std::map<std::string, std::string>& env, std::vector<std::string> args) {
+    Worker w = spawn(env, std::move(args));
+    w.finish();
+    return w;
+  }
+
+  std::string key_of(const kjit::ProgramSpec& spec) {
+    kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+    c.cache_dir = (dir_ / "keys").string();
+    c.remote = {};
+    return kjit::Runtime(c).key(spec, kjit::test::kFleetTarget);
+  }
+  kjit::cache::Key key_struct(const kjit::ProgramSpec& spec) {
+    kjit::cache::Key k;
+    EXPECT_TRUE(kjit::cache::Key::from_hex(key_of(spec), &k));
+    return k;
+  }
+
+  void make_keys(const std::string& name) {
+    const kjit::cache::remote::SecretKey k = kjit::cache::remote::generate_key();
+    std::ofstream(dir_ / (name + ".key")) << kjit::cache::remote::secret_key_text(k);
+    std::ofstream(dir_ / (name + ".pub")) << kjit::cache::remote::public_key_text(k.pub);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+  std::unique_ptr<kjit::test::RedisServer> redis_;
+};
+
+TEST_F(FleetTest, SixteenProcessesOfFourHostsCompileOneColdKeyOnce) {
+  std::vector<Worker> workers;
+  for (int i = 0; i < 16; ++i) workers.push_back(spawn(host_env("h" + std::to_string(i % 4)), {"cold"}));
+  uint64_t compiles = 0, waits = 0;
+  std::set<std::string> binaries;
+  std::map<std::string, int> origins;
+  for (Worker& w : workers) {
+    w.finish();
+    ASSERT_EQ(w.code, 0) << w.describe();
+    compiles += w.result["compiles"].get<uint64_t>();
+    waits += w.result["lease_waits"].get<uint64_t>();
+    binaries.insert(w.result["runs"][0]["binary"].get<std::string>());
+    origins[w.result["runs"][0]["origin"].get<std::string>()]++;
+    EXPECT_EQ(w.remote_warnings(), 0) << w.describe();
+  }
+  EXPECT_EQ(compiles, 1u) << "exactly one NVRTC compile fleet-wide";
+  EXPECT_EQ(binaries.size(), 1u) << "every process got the same binary";
+  EXPECT_EQ(origins["compiled"], 1);
+  // Every other host got it from the fleet tier (waiting on the lease, or after it); a process
+  // finds it on its host's disk when a neighbour published it there first, else in the tier
+  // (processes of one host that miss the disk together each ask the tier).
+  EXPECT_GE(origins["remote"], 3);
+  EXPECT_EQ(origins["remote"] + origins["disk"], 15);
+  // Every host published the entry to its own disk cache.
+  for (int h = 0; h < 4; ++h) {
+    EXPECT_EQ(run(host_env("h" + std::to_string(h), {{"KJIT_REMOTE", ""}}), {"cold"}).result["disk_hits"], 1) << h;
+  }
+  // The lease was released (compare-and-delete), the entry is stored with a TTL.
+  const auto keys = kjit::cache::remote::slot_keys("kjit", key_struct(kjit::test::fleet_spec("cold")));
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.lease})->integer, 0);
+  EXPECT_GT(redis_->client().command({"TTL", keys.value})->integer, 0);
+}
+
+TEST_F(FleetTest, ALeaseOwnerKilledMidCompileIsTakenOverWithinTheLease) {
+  const auto keys = kjit::cache::remote::slot_keys("kjit", key_struct(kjit::test::fleet_spec("k", /*slow=*/true)));
+  const std::map<std::string, std::string> lease = {{"KJIT_REMOTE_LEASE_MS", "1000"}};
+  Worker owner = spawn(host_env("a", lease), {"--slow", "k"});
+  // Wait until the owner holds the lease (it is compiling), then start a second host.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (redis_->client().command({"EXISTS", keys.lease})->integer == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(redis_->client().command({"EXISTS", keys.lease})->integer, 1) << "the owner never took the lease";
+  const auto start = Clock::now();
+  Worker waiter = spawn(host_env("b", lease), {"--slow", "k"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(owner.pid, SIGKILL);
+  owner.finish();
+  EXPECT_EQ(owner.code, 128 + SIGKILL);
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.value})->integer, 0) << "the owner died before publishing";
+  waiter.finish();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(waiter.code, 0) << waiter.describe();
+  EXPECT_EQ(waiter.result["lease_waits"], 1) << "it waited on the dead owner's lease";
+  EXPECT_EQ(waiter.result["compiles"], 1) << "then took over and compiled";
+  EXPECT_EQ(waiter.result["publishes"], 1);
+  // Within the lease (1 s) plus its own compile (about 2 s on 2 cores), with room for a busy CI.
+  EXPECT_LT(seconds, 1.0 + 10.0);
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.value})->integer, 1);
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.lease})->integer, 0);
+}
+
+TEST_F(FleetTest, ServerKilledHungOrRestartedCostsABoundedMissAndOneWarning) {
+  const std::map<std::string, std::string> fast = {{"KJIT_REMOTE_TIMEOUT_MS", "20"},
+                                                   {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "20"},
+                                                   {"KJIT_REMOTE_COOLDOWN_MS", "60000"}};
+  // Warm: a second host gets it from the tier.
+  ASSERT_EQ(run(host_env("w1", fast), {"warm"}).code, 0);
+  Worker warm = run(host_env("w2", fast), {"warm"});
+  ASSERT_EQ(warm.code, 0) << warm.describe();
+  EXPECT_EQ(warm.result["remote_hits"], 1);
+  EXPECT_EQ(warm.remote_warnings(), 0);
+
+  // Hung (SIGSTOP): three cold ops all succeed; one timeout, then the breaker skips the tier.
+  redis_->pause();
+  Worker hung = run(host_env("s1", fast), {"x1", "x2", "x3"});
+  redis_->resume();
+  ASSERT_EQ(hung.code, 0) << hung.describe();
+  EXPECT_EQ(hung.result["compiles"], 3);
+  EXPECT_EQ(hung.remote_warnings(), 1) << hung.describe();
+  EXPECT_EQ(hung.result["remote_errors"], 1) << "one fault, then the breaker skipped the tier";
+  // The added cost: one op timeout (20 ms) on the first op, nothing on the others.
+  const double compile_ms = hung.result["runs"][2]["ms"].get<double>();
+  EXPECT_LT(hung.result["runs"][0]["ms"].get<double>(), compile_ms + 20 + 500) << hung.describe();
+
+  // Killed: same, through a refused connection.
+  redis_->stop();
+  Worker down = run(host_env("s2", fast), {"y1", "y2"});
+  ASSERT_EQ(down.code, 0) << down.describe();
+  EXPECT_EQ(down.result["compiles"], 2);
+  EXPECT_EQ(down.remote_warnings(), 1) << down.describe();
+
+  // Restarted (empty): hosts use it again, no warning.
+  redis_->start();
+  ASSERT_EQ(run(host_env("r1", fast), {"z"}).result["publishes"], 1);
+  Worker back = run(host_env("r2", fast), {"z"});
+  EXPECT_EQ(back.result["remote_hits"], 1) << back.describe();
+  EXPECT_EQ(back.remote_warnings(), 0);
+}
+
+TEST_F(FleetTest, ABreakerReopensAfterItsCooldown) {
+  // In one process: the server dies, the breaker opens; it comes back, the cooldown passes, the
+  // tier is used again.
+  kjit::RemoteConfig rc;
+  rc.parse_url(redis_->url());
+  rc.op_timeout_ms = rc.connect_timeout_ms = 50;
+  rc.cooldown_ms = 100;
+  kjit::cache::remote::RedisClient c(rc);
+  ASSERT_TRUE(c.command({"PING"}));
+  redis_->stop();
+  EXPECT_FALSE(c.command({"PING"}));
+  EXPECT_FALSE(c.command({"PING"}));
+  EXPECT_EQ(c.faults(), 1u);
+  EXPECT_EQ(c.skipped(), 1u);
+  redis_->start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_TRUE(c.command({"PING"}));
+}
+
+TEST_F(FleetTest, TamperedValuesAreRejectedCountedAndNeverLoaded) {
+  make_keys("fleet");
+  make_keys("rogue");
+  const std::map<std::string, std::string> builder = {{"KJIT_REMOTE_SIGNING_KEY", path("fleet.key")},
+                                                      {"KJIT_REMOTE_TRUSTED_KEYS", path("fleet.pub")}};
+  const std::map<std::string, std::string> reader = {{"KJIT_REMOTE_MODE", "ro"},
+                                                     {"KJIT_REMOTE_TRUSTED_KEYS", path("fleet.pub")}};
+  // A signed entry, and a reader that trusts its key.
+  ASSERT_EQ(run(host_env("builder", builder), {"t"}).result["publishes"], 1);
+  Worker good = run(host_env("good", reader), {"t"});
+  EXPECT_EQ(good.result["remote_hits"], 1) << good.describe();
+  EXPECT_EQ(good.result["compiles"], 0);
+
+  const kjit::cache::Key key = key_struct(kjit::test::fleet_spec("t"));
+  const auto keys = kjit::cache::remote::slot_keys("kjit", key);
+  const std::string signed_value = redis_->client().command({"GET", keys.value})->str;
+  std::optional<kjit::cache::Entry> entry;
+  {
+    kjit::cache::remote::Rejection why;
+    auto r = kjit::cache::remote::decode_record(signed_value, key, {}, &why);
+    ASSERT_TRUE(r) << kjit::cache::remote::rejection_name(why);
+    entry = r->entry;
+  }
+  const kjit::cache::remote::SecretKey rogue = kjit::cache::remote::read_secret_key(path("rogue.key"), "test");
+  kjit::cache::Key other = key;
+  other.lo ^= 1;
+  kjit::cache::Entry foreign_entry = *entry;
+  foreign_entry.key = other;
+  std::string flipped = signed_value;
+  flipped[flipped.size() / 2] ^= 0x40;
+  const std::map<std::string, std::pair<std::string, bool>> cases = {
+      {"corrupt", {flipped, false}},
+      {"truncated", {signed_value.substr(0, signed_value.size() - 9), false}},
+      {"foreign", {kjit::cache::remote::encode_record(kjit::cache::remote::RecordKind::kEntry, other,
+                                                      kjit::cache::encode(foreign_entry), nullptr),
+                   false}},
+      {"unsigned", {kjit::cache::remote::encode_record(kjit::cache::remote::RecordKind::kEntry, key,
+                                                       kjit::cache::encode(*entry), nullptr),
+                    true}},
+      {"rogue-signed", {kjit::cache::remote::encode_record(kjit::cache::remote::RecordKind::kEntry, key,
+                                                           kjit::cache::encode(*entry), &rogue),
+                        true}},
+  };
+  for (const auto& [name, value] : cases) {
+    ASSERT_TRUE(redis_->client().command({"SET", keys.value, value.first}));
+    Worker w = run(host_env("reader-" + name, reader), {"t"});
+    ASSERT_EQ(w.code, 0) << name << "\n" << w.describe();
+    EXPECT_EQ(w.result["remote_hits"], 0) << name;
+    EXPECT_EQ(w.result["compiles"], 1) << name << ": compiled locally instead";
+    EXPECT_EQ(w.result["runs"][0]["origin"], "compiled") << name;
+    EXPECT_EQ(w.result["rejected_signatures"], value.second ? 1 : 0) << name;
+    EXPECT_EQ(w.remote_warnings(), 1) << name << "\n" << w.describe();
+    EXPECT_NE(w.stderr_text.find(key.hex()), std::string::npos) << name;
+  }
+  // A builder with the key repairs the slot under its lease; readers hit again.
+  Worker repair = run(host_env("builder2", builder), {"t"});
+  EXPECT_EQ(repair.result["publishes"], 1) << repair.describe();
+  EXPECT_EQ(run(host_env("good2", reader), {"t"}).result["remote_hits"], 1);
+}
+
+TEST_F(FleetTest, AReadOnlyHostNeverWrites) {
+  Worker ro = run(host_env("ro", {{"KJIT_REMOTE_MODE", "ro"}}), {"r1", "r2"});
+  ASSERT_EQ(ro.code, 0) << ro.describe();
+  EXPECT_EQ(ro.result["compiles"], 2);
+  EXPECT_EQ(ro.result["publishes"], 0);
+  EXPECT_EQ(redis_->keys(), 0) << "no lease, no entry";
+  // Its hit does not refresh the TTL either.
+  ASSERT_EQ(run(host_env("rw"), {"r1"}).result["publishes"], 1);
+  const auto keys = kjit::cache::remote::slot_keys("kjit", key_struct(kjit::test::fleet_spec("r1")));
+  ASSERT_TRUE(redis_->client().command({"EXPIRE", keys.value, "1000"}));
+  Worker hit = run(host_env("ro2", {{"KJIT_REMOTE_MODE", "ro"}}), {"r1"});
+  EXPECT_EQ(hit.result["remote_hits"], 1);
+  EXPECT_LE(redis_->client().command({"TTL", keys.value})->integer, 1000);
+  EXPECT_EQ(redis_->keys(), 1);
+  // A read-write host also refuses to write unsigned values where the fleet requires signatures.
+  make_keys("fleet");
+  Worker unsigned_writer = run(host_env("nokey", {{"KJIT_REMOTE_TRUSTED_KEYS", path("fleet.pub")}}), {"r3"});
+  EXPECT_EQ(unsigned_writer.result["publishes"], 0);
+  EXPECT_EQ(redis_->keys(), 1);
+}
+
+TEST_F(FleetTest, AFailedCompileIsRecordedAndNotRetriedFleetWide) {
+  Worker first = run(host_env("f1"), {"--broken", "b"});
+  EXPECT_EQ(first.code, 3) << first.describe();
+  EXPECT_EQ(first.result["runs"][0]["origin"], "compile_error");
+  const auto keys = kjit::cache::remote::slot_keys("kjit", key_struct(kjit::test::fleet_spec("b", false, true)));
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.failure})->integer, 1);
+  EXPECT_EQ(redis_->client().command({"EXISTS", keys.value})->integer, 0);
+  Worker second = run(host_env("f2"), {"--broken", "b"});
+  EXPECT_EQ(second.code, 3) << second.describe();
+  EXPECT_EQ(second.result["compiles"], 0) << "nothing compiled: the fleet's record was thrown";
+  EXPECT_EQ(second.result["remote_hits"], 1);
+  EXPECT_EQ(second.result["runs"][0]["log_bytes"], first.result["runs"][0]["log_bytes"]) << "with the same log";
+  EXPECT_NE(second.stderr_text.find("recorded by the fleet tier"), std::string::npos) << second.describe();
+}
+
+TEST_F(FleetTest, WithoutKjitRemoteNothingTouchesTheServer) {
+  Worker w = run(host_env("plain", {{"KJIT_REMOTE", ""}}), {"p"});
+  ASSERT_EQ(w.code, 0);
+  EXPECT_EQ(w.result["remote_misses"], 0);
+  EXPECT_EQ(redis_->keys(), 0);
+}
+
+}  // namespace

@@ -1,0 +1,53 @@
+// A "host" of the fleet tests: compiles fleet_spec variants through a Runtime configured from
+// the environment (KJIT_CACHE_DIR, KJIT_REMOTE*) and prints one JSON line per run with what
+// happened, for tests/remote/fleet_test.cc to add up across processes.
+//   remote_worker [--slow] [--broken] VARIANT...
+#include "tests/remote/fleet_spec.hpp"
+
+#include <kjit/error.hpp>
+#include <kjit/runtime.hpp>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  bool slow = false, broken = false;
+  std::vector<std::string> variants;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--slow") slow = true;
+    else if (a == "--broken") broken = true;
+    else variants.push_back(a);
+  }
+  kjit::Runtime rt(kjit::RuntimeConfig::from_env());
+  std::string results;
+  int failures = 0;
+  for (const std::string& v : variants) {
+    const auto start = std::chrono::steady_clock::now();
+    std::string outcome;
+    try {
+      auto p = rt.compile(kjit::test::fleet_spec(v, slow, broken), kjit::test::kFleetTarget);
+      const char* origin = p->origin == kjit::CompiledProgram::Origin::kCompiled ? "compiled"
+                           : p->origin == kjit::CompiledProgram::Origin::kRemote ? "remote"
+                                                                                  : "disk";
+      outcome = fmt::format("\"origin\":\"{}\",\"binary\":\"{:016x}\"", origin, XXH3_64bits(p->binary.data(), p->binary.size()));
+    } catch (const kjit::CompileError& e) {
+      ++failures;
+      std::fprintf(stderr, "%s\n", e.what());
+      outcome = fmt::format("\"origin\":\"compile_error\",\"log_bytes\":{}", e.log().size());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    results += fmt::format("{}{{\"variant\":\"{}\",{},\"ms\":{:.3f}}}", results.empty() ? "" : ",", v, outcome, ms);
+  }
+  const kjit::RuntimeStats s = rt.stats();
+  fmt::print("{{\"runs\":[{}],\"compiles\":{},\"remote_hits\":{},\"remote_misses\":{},\"remote_errors\":{},"
+             "\"lease_waits\":{},\"rejected_signatures\":{},\"publishes\":{},\"disk_hits\":{}}}\n",
+             results, s.compiles, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
+             s.remote_rejected_signatures, s.remote_publishes, s.disk_hits);
+  return failures == 0 ? 0 : 3;
+}
