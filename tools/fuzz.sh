@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of what kjit reads from disk with clang's libFuzzer (ASan + UBSan): the entry
 # decoder, the bundle reader, the memo records' decoders, the tuning table reader, the warm-up
-# manifest reader and the tune report reader (tests/fuzz/*_fuzz.cc). Builds with clang in its own
-# build folder, then runs each target for a bounded number of executions, starting from the
-# checked-in corpus.
+# manifest reader, the tune report reader and the fleet tier's record decoder
+# (tests/fuzz/*_fuzz.cc). Builds with clang in its own build folder, then runs each target for a
+# bounded number of executions, starting from the checked-in corpus.
 #
 #   tools/fuzz.sh [--runs N] [--build-dir DIR] [--jobs N] [--target NAME]... [--seeds]
 #
 #   --runs N      executions per target (default 1000000)
-#   --target NAME entry, bundle, memo, tune_table, manifest or tune_report (repeatable; default: all)
+#   --target NAME entry, bundle, memo, tune_table, manifest, tune_report or remote_record
+#                 (repeatable; default: all)
 #   --seeds       rewrite the seeds tests/fuzz/make_seeds.cc makes first (after a format change;
 #                 tune_report's seeds are hand-written JSON and stay)
 #
@@ -30,11 +31,11 @@ while [ $# -gt 0 ]; do
     -j|--jobs) jobs=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
     --seeds) seeds=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest tune_report)
+[ ${#targets[@]} -gt 0 ] || targets=(entry bundle memo tune_table manifest tune_report remote_record)
 
 cd "$(dirname "$0")/.."
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }

@@ -84,6 +84,14 @@ SecretKey generate_key() {
   return k;
 }
 
+SecretKey key_from_seed(const std::array<unsigned char, 32>& seed) {
+  init_sodium();
+  SecretKey k;
+  crypto_sign_seed_keypair(k.pub.bytes.data(), k.bytes.data(), seed.data());
+  k.pub.id = key_id(k.pub.bytes);
+  return k;
+}
+
 std::string secret_key_text(const SecretKey& key) {
   return fmt::format("# kjit Ed25519 secret key, id {:016x}: keep it on builders only (mode 0600)\n{}\n", key.pub.id,
                      to_hex(key.bytes.data(), key.bytes.size()));

@@ -36,6 +36,8 @@ inline constexpr size_t kSignatureBytes = 64;
 
 /// A fresh key pair from the OS random source.
 SecretKey generate_key();
+/// The key pair of a 32-byte seed (deterministic: for tests and fuzzing, never for a fleet).
+SecretKey key_from_seed(const std::array<unsigned char, 32>& seed);
 /// The id of `key`: the first 8 bytes of BLAKE2b-128(key), little-endian. Never 0 in practice;
 /// 0 marks an unsigned record.
 uint64_t key_id(const std::array<unsigned char, 32>& key);

@@ -8,6 +8,8 @@
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
 #include "cache/manifest.hpp"
+#include "cache/remote/record.hpp"
+#include "cache/remote/signing.hpp"
 #include "cache/le_bytes.hpp"
 #include "runtime/key_memo.hpp"
 #include "runtime/toolkit_memo.hpp"
@@ -63,8 +65,36 @@ void put(const fs::path& dir, const std::string& name, const std::string& bytes)
 
 }  // namespace
 
+/// The fleet tier's records (tests/fuzz/remote_record_fuzz.cc signs with the same seed).
+void remote_record_seeds(const fs::path& dir) {
+  using namespace kjit::cache::remote;
+  std::array<unsigned char, 32> seed{};
+  seed.fill(0x2a);
+  const SecretKey key = key_from_seed(seed);
+  seed.fill(0x17);
+  const SecretKey rogue = key_from_seed(seed);
+  const Entry e = sample(7, 48);
+  const std::string body = encode(e);
+  const std::string good = encode_record(RecordKind::kEntry, e.key, body, &key);
+  put(dir, "signed-entry", good);
+  put(dir, "unsigned-entry", encode_record(RecordKind::kEntry, e.key, body, nullptr));
+  put(dir, "rogue-signed-entry", encode_record(RecordKind::kEntry, e.key, body, &rogue));
+  put(dir, "signed-failure", encode_record(RecordKind::kFailure, e.key,
+                                           encode_failure({"kjit: NVRTC failed", "log", {"-arch=sm_90a"}}), &key));
+  put(dir, "failure-bad-body", encode_record(RecordKind::kFailure, e.key, "[1]", &key));
+  Entry other = e;
+  other.key.lo ^= 1;
+  put(dir, "entry-of-another-key", encode_record(RecordKind::kEntry, e.key, encode(other), &key));
+  put(dir, "truncated", good.substr(0, good.size() - 10));
+  std::string flipped = good;
+  flipped[45] ^= 1;
+  put(dir, "flipped", flipped);
+  put(dir, "empty", "");
+}
+
 int main(int argc, char** argv) {
   const fs::path root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
+  remote_record_seeds(root / "remote_record");
   const fs::path entry = root / "entry";
   const fs::path bundle = root / "bundle";
 
