@@ -62,6 +62,7 @@ void add_precompile_command(CLI::App& root, std::vector<Command>& out);
 void add_cache_commands(CLI::App& root, std::vector<Command>& out);
 void add_selftest_command(CLI::App& root, std::vector<Command>& out);
 void add_tune_command(CLI::App& root, std::vector<Command>& out);
+void add_remote_commands(CLI::App& root, std::vector<Command>& out);
 
 /// The output mode of this invocation. `json` is bound to every command's --json flag.
 struct OutputState {
@@ -109,6 +110,22 @@ cache::DiskCache open_cache_strict(const RuntimeConfig& config);
 /// Opens the disk cache the environment names for inspection (DiskCache::open_for_reading):
 /// a missing folder is an empty cache and stays missing; a read-only one can be listed.
 cache::DiskCache open_cache_for_reading(const RuntimeConfig& config);
+
+/// `kjit precompile --shard i/N`: builder `index` of `count` takes the keys whose value mod
+/// `count` is `index`, so N builders cover a set exactly once with no coordinator.
+struct FleetShard {
+  uint64_t index = 0;
+  uint64_t count = 1;
+  /// Whether the key (32 hex digits) is this shard's: its low 64 bits mod `count`.
+  bool has(const std::string& key_hex) const;
+};
+/// Parses "i/N" (0 <= i < N). Throws InvalidArgument naming --shard.
+FleetShard parse_shard(const std::string& text);
+/// For `kjit precompile --remote`: a function that publishes the disk cache entry of a key to the
+/// remote tier the environment names (SET NX, signed with KJIT_REMOTE_SIGNING_KEY) and returns
+/// whether the tier holds it now (written, or there already). Throws InvalidArgument when
+/// KJIT_REMOTE is unset or this host may not write.
+std::function<bool(const std::string& key_hex)> fleet_publisher(const RuntimeConfig& config);
 
 /// Name of a CompiledProgram origin: "memory", "disk", "compiled".
 const char* origin_name(CompiledProgram::Origin origin);

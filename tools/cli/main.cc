@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   kjit::cli::add_cache_commands(app, commands);
   kjit::cli::add_selftest_command(app, commands);
   kjit::cli::add_tune_command(app, commands);
+  kjit::cli::add_remote_commands(app, commands);
 
   // Usage errors happen before CLI11 sets the --json flag; scripts that asked for JSON still
   // get their one object.

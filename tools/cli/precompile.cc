@@ -30,6 +30,8 @@ struct PrecompileOptions {
   std::vector<std::string> families;
   std::string manifest;
   int jobs = 0;
+  bool remote = false;  ///< also publish every item to the remote tier (KJIT_REMOTE)
+  std::string shard;    ///< "i/N": only this builder's share of the set (FleetShard)
 };
 
 /// One specialization to compile, and what happened to it.
@@ -259,6 +261,17 @@ int run_precompile(const PrecompileOptions& o) {
     }
   }
   std::vector<Item> items = list.take();
+  if (!o.shard.empty()) {
+    const FleetShard shard = parse_shard(o.shard);
+    items.erase(std::remove_if(items.begin(), items.end(),
+                               [&](const Item& item) {
+                                 return !shard.has(runtime.key(item.family->spec(*item.params), item.target));
+                               }),
+                items.end());
+  }
+  std::function<bool(const std::string&)> publish_remote;
+  if (o.remote) publish_remote = fleet_publisher(runtime.config());
+  std::atomic<size_t> in_remote{0};  // items the remote tier holds after this run (--remote)
   if (from_manifest && targets.empty()) {  // the recorded targets, for the report
     for (const Item& item : items) {
       if (std::find(targets.begin(), targets.end(), item.target) == targets.end()) targets.push_back(item.target);
@@ -322,6 +335,7 @@ int run_precompile(const PrecompileOptions& o) {
           std::lock_guard<std::mutex> lock(seen_mutex);
           first_seen = seen.insert(item.key).second;
         }
+        if (publish_remote && first_seen && publish_remote(item.key)) ++in_remote;
         if (first_seen && program->origin == CompiledProgram::Origin::kCompiled) {
           item.status = Item::Status::kCompiled;
           item.ms = program->compile_ms;
@@ -395,6 +409,8 @@ int run_precompile(const PrecompileOptions& o) {
     nlohmann::json target_names = nlohmann::json::array();
     for (const Target& t : targets) target_names.push_back(t.str());
     nlohmann::json report = {{"compiled", compiled.load()},
+                             {"in_remote", in_remote.load()},
+                             {"shard", o.shard},
                              {"cached", cached.load()},
                              {"failed", failed.load()},
                              {"evicted", evicted},
@@ -415,6 +431,10 @@ int run_precompile(const PrecompileOptions& o) {
                "cache {}\n",
                compiled.load(), cached.load(), failed.load(), items.size(),
                items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root);
+    if (o.remote) {
+      fmt::print("{} of {} in the remote tier {}{}\n", in_remote.load(), items.size(), runtime.config().remote.url,
+                 o.shard.empty() ? "" : " (shard " + o.shard + ")");
+    }
   }
   if (failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
@@ -458,6 +478,13 @@ void add_precompile_command(CLI::App& root, std::vector<Command>& out) {
       ->check(non_empty());
   cmd->add_option("-j,--jobs", o->jobs, "Worker threads (default: the number of CPUs)")
       ->check(CLI::Range(1, 4096).description("").name("1..4096"));
+  cmd->add_flag("--remote", o->remote,
+                "Also publish every specialization to the remote tier (KJIT_REMOTE; signed with "
+                "KJIT_REMOTE_SIGNING_KEY), compiled here or found in the disk cache");
+  cmd->add_option("--shard", o->shard,
+                  "i/N: compile only this builder's share of the set (keys whose low 64 bits mod N are i), so N "
+                  "builders cover it exactly once")
+      ->check(non_empty());
   add_json_flag(cmd);
   out.push_back({cmd, [o] { return run_precompile(*o); }});
 }
