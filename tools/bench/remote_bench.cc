@@ -151,8 +151,11 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     const double build_ms = ms_since(start);
     const kjit::RuntimeStats bs = builder.stats();
-    fmt::print("builder: compiled {} locally on {} thread{} in {:.2f} s (NVRTC {:.2f} s summed), published {}\n",
-               bs.compiles, jobs, jobs == 1 ? "" : "s", build_ms / 1000, bs.compile_ms / 1000, bs.remote_publishes);
+    const uint64_t set_bytes = kjit::cache::DiskCache((dir / "builder").string(), 0).stats().bytes;
+    fmt::print("builder: compiled {} locally on {} thread{} in {:.2f} s (NVRTC {:.2f} s summed), published {} "
+               "({:.2f} MiB of entries)\n",
+               bs.compiles, jobs, jobs == 1 ? "" : "s", build_ms / 1000, bs.compile_ms / 1000, bs.remote_publishes,
+               static_cast<double>(set_bytes) / (1 << 20));
 
     // 2. A new serving host (read-only, trusting the fleet key) starts from the warm tier.
     std::vector<double> fetch_ms, disk_ms;
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
                           {"dir", where},
                           {"entries", work.size()},
                           {"build_jobs", jobs},
+                          {"set_bytes", set_bytes},
                           {"build_local_s", build_ms / 1000},
                           {"build_nvrtc_s", bs.compile_ms / 1000},
                           {"new_host_from_remote_s", pull_ms / 1000},
