@@ -43,7 +43,8 @@ class RuntimeImpl {
         nvrtc_ver(nvrtc_version()),
         disk(config.disk_cache ? cache::DiskCache(config.cache_dir, config.cache_max_bytes)
                                : cache::DiskCache::disabled()),
-        recorder(config.record_path.empty() ? nullptr : &Recorder::for_path(config.record_path)),
+        recorder(config.record_path.empty() || config.record_path == kRecordRemote ? nullptr
+                                                                                   : &Recorder::for_path(config.record_path)),
         remote(config.remote.enabled() ? std::make_unique<cache::remote::RemoteTier>(config.remote) : nullptr) {
     if (config.verbose) {
       fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
@@ -323,6 +324,7 @@ class RuntimeImpl {
     try {
       // Once per key and process (the owner), never on a memory hit: off the hot path.
       if (recorder) recorder->record(manifest_entry(spec, target, p.key.hex()));
+      if (remote && config.record_path == kRecordRemote) record_remote(spec, target, p.key);
       ProgramPtr result;
       if (auto hit = from_disk(p.key, p, target)) {
         disk_hits.fetch_add(1, std::memory_order_relaxed);
@@ -354,6 +356,14 @@ class RuntimeImpl {
       std::lock_guard lock(mutex);
       programs.erase(registered);
       throw;
+    }
+  }
+
+  // KJIT_RECORD=remote: the fleet's manifest set; a fault is the tier's bounded miss.
+  void record_remote(const ProgramSpec& spec, const Target& target, const cache::Key& key) noexcept {
+    try {
+      remote->record_manifest_line(cache::format_manifest_line(manifest_entry(spec, target, key.hex())));
+    } catch (...) {
     }
   }
 

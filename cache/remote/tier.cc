@@ -30,6 +30,8 @@ std::string new_token() {
 
 }  // namespace
 
+std::string manifest_key(const std::string& ns) { return fmt::format("{{{}}}:manifest", ns); }
+
 SlotKeys slot_keys(const std::string& ns, const Key& key) {
   const std::string tag = fmt::format("{{{}:{}}}", ns, key.hex());
   return {tag + ":v", tag + ":lease", tag + ":fail"};
@@ -118,6 +120,21 @@ RemoteTier::Lookup RemoteTier::fetch(const Key& key) {
     out.found = Found::kRejected;
   }
   return out;
+}
+
+bool RemoteTier::record_manifest_line(const std::string& line) {
+  return client_.command({"SADD", manifest_key(config().ns), line}).has_value();
+}
+
+std::vector<std::string> RemoteTier::manifest_lines() {
+  std::optional<Reply> r = client_.command({"SMEMBERS", manifest_key(config().ns)});
+  if (!r || r->type != Reply::Type::kArray) {
+    throw CacheError(fmt::format("remote cache {} did not answer SMEMBERS", client_.where()));
+  }
+  std::vector<std::string> lines;
+  for (const Reply& e : r->elements) lines.push_back(e.str);
+  std::sort(lines.begin(), lines.end());
+  return lines;
 }
 
 void RemoteTier::release(const SlotKeys& keys, const std::string& token) {

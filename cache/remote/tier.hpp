@@ -11,6 +11,10 @@
 ///   {ns:key}:fail   a failed compile's record (SET NX EX failure_ttl_s): others throw the same
 ///                   CompileError without compiling
 ///
+/// Besides the entries, one set per namespace, `{ns}:manifest`, holds the warm-up manifest lines
+/// (cache/manifest.hpp) of every specialization the fleet's recording hosts obtained
+/// (KJIT_RECORD=remote:): SADD makes the set the fleet-wide deduplicated manifest.
+///
 /// Every fault is a bounded miss (remote/client.hpp): the caller compiles locally. A value that
 /// is corrupt, foreign or not signed by a trusted key is never loaded; it is warned once per key,
 /// counted, and compiled locally. A builder holding the signing key replaces such a value under
@@ -46,6 +50,8 @@ struct SlotKeys {
   std::string value, lease, failure;
 };
 SlotKeys slot_keys(const std::string& ns, const Key& key);
+/// The Redis key of the namespace's manifest set.
+std::string manifest_key(const std::string& ns);
 
 class RemoteTier {
  public:
@@ -78,6 +84,12 @@ class RemoteTier {
   bool publish(const Entry& entry, bool replace = false);
   /// Records a failed compile of `key` for the fleet (same rules as publish).
   bool publish_failure(const Key& key, const Failure& failure);
+
+  /// Adds one manifest line to the namespace's manifest set (KJIT_RECORD=remote:). The one write
+  /// a read-only host makes, and only when asked to record. Returns whether the server answered.
+  bool record_manifest_line(const std::string& line);
+  /// The manifest set's lines, sorted. Throws CacheError when the server does not answer.
+  std::vector<std::string> manifest_lines();
 
   /// Checks bytes read from `key`'s value slot: the entry, or nullopt (warned and counted once per
   /// key and process).

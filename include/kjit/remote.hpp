@@ -11,6 +11,11 @@
 
 namespace kjit {
 
+/// KJIT_RECORD=remote: records every specialization a process obtains into the fleet tier's
+/// manifest set (one line per distinct specialization, fleet-wide), which `kjit remote manifest`
+/// writes out for `kjit precompile --manifest`. It is the one write a read-only host makes.
+inline constexpr const char* kRecordRemote = "remote:";
+
 /// Whether this host may write to the remote tier.
 enum class RemoteMode {
   kReadWrite,  ///< reads, takes leases, publishes entries and failure records (builders)

@@ -192,7 +192,8 @@ struct RuntimeConfig {
   /// KJIT_RECORD: a warm-up manifest file (cache/manifest.hpp) to which every specialization this
   /// Runtime obtains (compiled, read from the disk cache, or refused under KJIT_JIT=off) is
   /// appended once per process, for `kjit precompile --manifest`. Written when a specialization
-  /// is first obtained, never on a memory hit. Empty: no recording.
+  /// is first obtained, never on a memory hit. Empty: no recording. "remote:" (kRecordRemote):
+  /// record into the fleet tier's manifest set instead (needs KJIT_REMOTE; see kjit/remote.hpp).
   std::string record_path;
   /// KJIT_JIT: on (default), warn or off (also 1/0, true/false). Fail-closed deployments set off.
   JitMode jit = JitMode::kOn;

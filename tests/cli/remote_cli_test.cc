@@ -96,6 +96,22 @@ TEST_F(RemoteCli, KeygenPushPullVerifyPrune) {
   EXPECT_EQ(redis_->keys(), 0);
 }
 
+TEST_F(RemoteCli, AFleetManifestRecordsWhatHostsUsedAndReplays) {
+  // Two serving hosts (read-only) record into the fleet's manifest set; one specialization is
+  // used by both and listed once.
+  const std::map<std::string, std::string> serving = {{"KJIT_REMOTE_MODE", "ro"}, {"KJIT_RECORD", "remote:"}};
+  ASSERT_EQ(kjit("s1", {"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--arch", "sm_89"}, serving).code, 0);
+  ASSERT_EQ(kjit("s2", {"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--arch", "sm_89"}, serving).code, 0);
+  ASSERT_EQ(kjit("s2", {"compile", "rotary", "style=gptj", "head_dim=64", "pos=i32", "--arch", "sm_89"}, serving).code, 0);
+  EXPECT_EQ(redis_->keys(), 1) << "the manifest set is the only thing read-only hosts wrote";
+  const std::string file = (dir_ / "fleet.jsonl").string();
+  EXPECT_EQ(kjit_json("b", {"remote", "manifest", "-o", file})["lines"], 2);
+  // A builder replays it.
+  const json r = kjit_json("b", {"precompile", "--manifest", file});
+  EXPECT_EQ(r["compiled"], 2) << r.dump();
+  EXPECT_EQ(r["failed"], 0);
+}
+
 TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {
   const std::vector<std::string> set = {"precompile", "--family", "rotary", "--arch", "sm_89", "-j", "1"};
   // The whole set's keys, from one local run without the tier.

@@ -288,6 +288,29 @@ int run_push() {
   return kExitOk;
 }
 
+int run_manifest(const std::string& path) {
+  auto tier = open_tier();
+  const std::vector<std::string> lines = tier->manifest_lines();
+  std::string text;
+  for (const std::string& line : lines) text += line.empty() || line.back() != '\n' ? line + "\n" : line;
+  if (!path.empty()) {
+    if (int err = cache::detail::write_file_atomic(path, text); err != 0) {
+      throw CacheError(fmt::format("cannot write {}: {}", path, cache::detail::errno_text(err)));
+    }
+  }
+  if (output().json) {
+    nlohmann::json j = {{"lines", lines.size()}};
+    if (!path.empty()) j["file"] = path;
+    print_json(j);
+  } else if (path.empty()) {
+    fmt::print("{}", text);
+  } else {
+    fmt::print("wrote {} line{} of the fleet's manifest to {} (replay: kjit precompile --manifest {})\n", lines.size(),
+               lines.size() == 1 ? "" : "s", path, path);
+  }
+  return kExitOk;
+}
+
 int run_prune(bool failures) {
   auto tier = open_tier();
   if (tier->config().mode == RemoteMode::kReadOnly) {
@@ -391,6 +414,13 @@ void add_remote_commands(CLI::App& root, std::vector<Command>& out) {
                                                   "KJIT_REMOTE_SIGNING_KEY; present ones are kept)");
   add_json_flag(push);
   out.push_back({push, run_push});
+
+  auto manifest_out = std::make_shared<std::string>();
+  CLI::App* mf = remote->add_subcommand("manifest", "Print (or write with -o) the fleet's warm-up manifest: every "
+                                                    "specialization that hosts with KJIT_RECORD=remote: obtained");
+  mf->add_option("-o,--output", *manifest_out, "Write it to this file, for kjit precompile --manifest")->check(non_empty());
+  add_json_flag(mf);
+  out.push_back({mf, [manifest_out] { return run_manifest(*manifest_out); }});
 
   auto failures = std::make_shared<bool>(false);
   CLI::App* prune = remote->add_subcommand("prune", "Delete entries that fail verification (corrupt, foreign, or not "
