@@ -89,6 +89,9 @@ RuntimeConfig RuntimeConfig::from_env() {
     }
   }
   c.remote = RemoteConfig::from_env();
+  if (c.record_path == kRecordRemote && !c.remote.enabled()) {
+    throw InvalidArgument("KJIT_RECORD=remote: records into the fleet tier, but KJIT_REMOTE is not set");
+  }
   return c;
 }
 

@@ -91,7 +91,7 @@ std::optional<Record> decode_record(std::string_view bytes, const Key& expected,
   }
   Record r;
   const uint64_t kind = detail::get_le(bytes, 12, 4);
-  if (kind != 1 && kind != 2) return refuse(Rejection::kCorrupt, fmt::format("unknown kind {}", kind), why, note);
+  if (kind < 1 || kind > 3) return refuse(Rejection::kCorrupt, fmt::format("unknown kind {}", kind), why, note);
   r.kind = static_cast<RecordKind>(kind);
   r.key.hi = detail::get_le(bytes, 16, 8);
   r.key.lo = detail::get_le(bytes, 24, 8);
@@ -124,7 +124,7 @@ std::optional<Record> decode_record(std::string_view bytes, const Key& expected,
   if (r.kind == RecordKind::kEntry) {
     r.entry = cache::decode(r.body, &expected, &problem);
     if (!r.entry) return refuse(Rejection::kCorrupt, "entry: " + problem, why, note);
-  } else {
+  } else if (r.kind == RecordKind::kFailure) {
     r.failure = decode_failure(r.body, &problem);
     if (!r.failure) return refuse(Rejection::kCorrupt, problem, why, note);
   }

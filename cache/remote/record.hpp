@@ -6,11 +6,12 @@
 ///   offset  size  field
 ///   0       8     magic "KJITRMT1"
 ///   8       4     record version (kRecordVersion), little-endian
-///   12      4     kind: 1 = entry, 2 = failed compile
+///   12      4     kind: 1 = entry, 2 = failed compile, 3 = tuning table
 ///   16      16    key (hi, lo), little-endian: the key the value is stored under
 ///   32      8     body size B
-///   40      B     body: an entry as cache::encode writes it (kind 1), or a failure (kind 2):
-///                 UTF-8 JSON {"message": …, "log": …, "options": […]}
+///   40      B     body: an entry as cache::encode writes it (kind 1), a failure (kind 2):
+///                 UTF-8 JSON {"message": …, "log": …, "options": […]}, or a tuning table
+///                 (kind 3, cache/tune_table.hpp JSON; the key is remote/tune_share.hpp's)
 ///   40+B    8     XXH3-64 of bytes [0, 40+B)
 ///   48+B    8     signer key id (0 = unsigned)
 ///   56+B    64    Ed25519 signature of bytes [0, 56+B) (zeros when unsigned)
@@ -33,7 +34,7 @@ namespace kjit::cache::remote {
 
 inline constexpr uint32_t kRecordVersion = 1;
 
-enum class RecordKind : uint32_t { kEntry = 1, kFailure = 2 };
+enum class RecordKind : uint32_t { kEntry = 1, kFailure = 2, kTuneTable = 3 };
 
 /// A failed compile as the fleet shares it: what CompileError carried.
 struct Failure {
@@ -75,7 +76,8 @@ std::string encode_failure(const Failure& failure);
 
 /// Checks and decodes a value read from under `expected`. `trusted` empty: signatures are not
 /// required (and not checked: there is nothing to check them against); otherwise the value must
-/// be signed by one of them. The body must decode too (an entry for `expected`, or a failure).
+/// be signed by one of them. The body must decode too (an entry for `expected`, or a failure);
+/// a tuning table's body is left to its reader (remote/tune_share.hpp).
 /// On refusal returns nullopt with `*why` set and, when given, `*note` saying what exactly.
 /// Never reads outside `bytes`, and no content of them makes it throw.
 std::optional<Record> decode_record(std::string_view bytes, const Key& expected, const std::vector<PublicKey>& trusted,

@@ -4,6 +4,7 @@
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache/remote/tune_share.hpp"
 #include "cache/tune_table.hpp"
 #include "cache/warn.hpp"
 
@@ -53,12 +54,16 @@ std::unique_ptr<TunedTable> load_table(const DeviceInfo& device) {
   const std::string mode = env("KJIT_TUNING");
   if (mode == "off" || mode == "0" || mode == "false") return nullptr;
   const DeviceInfo& info = device_identity(device.ordinal);  // the fingerprint's fields too
-  const std::string root = RuntimeConfig::from_env().cache_dir;
+  const RuntimeConfig config = RuntimeConfig::from_env();
+  const std::string root = config.cache_dir;
   const std::string id = info.fingerprint_id();
   const std::string path = cache::table_path(root, id);
   cache::TuneTable file;
   try {
-    if (!cache::read_table(path, &file)) {
+    bool found = cache::read_table(path, &file);
+    // The fleet's table of this kind of device (KJIT_REMOTE), merged in: newer measurements win.
+    cache::remote::merge_fleet_table(config.remote, id, &file, &found);
+    if (!found) {
       const std::vector<std::string> others = cache::list_tables(root);
       if (!others.empty()) {
         std::string names;

@@ -4,6 +4,8 @@
 #include "tests/cli/process.hpp"
 #include "tests/remote/redis_server.hpp"
 
+#include "cache/tune_table.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -110,6 +112,54 @@ TEST_F(RemoteCli, AFleetManifestRecordsWhatHostsUsedAndReplays) {
   const json r = kjit_json("b", {"precompile", "--manifest", file});
   EXPECT_EQ(r["compiled"], 2) << r.dump();
   EXPECT_EQ(r["failed"], 0);
+}
+
+kjit::cache::TuneTable tune_table(int64_t bucket, int64_t tuned_unix) {
+  kjit::cache::TuneTable t;
+  t.fingerprint_id = "f1eet0000001";
+  t.fingerprint_text = "name=Test GPU;cc=9.0";
+  kjit::cache::TuneEntry e;
+  e.op = "decode";
+  e.bucket = {bucket};
+  e.shape = "batch=" + std::to_string(bucket);
+  e.winner = {"attention.decode", "head_dim=128 rows=8", {{"splits", bucket}}, 10, 12, 0.01, 128, 4096, 96, 1};
+  e.default_choice = e.winner;
+  e.tuned_unix = tuned_unix;
+  t.entries.push_back(e);
+  return t;
+}
+
+TEST_F(RemoteCli, TuningTablesAreSharedAndMerged) {
+  const std::string prefix = (dir_ / "fleet").string();
+  kjit_json("any", {"remote", "keygen", prefix});
+  const std::map<std::string, std::string> builder = {{"KJIT_REMOTE_SIGNING_KEY", prefix + ".key"},
+                                                      {"KJIT_REMOTE_TRUSTED_KEYS", prefix + ".pub"}};
+  const std::map<std::string, std::string> server = {{"KJIT_REMOTE_MODE", "ro"},
+                                                     {"KJIT_REMOTE_TRUSTED_KEYS", prefix + ".pub"}};
+  // Two builders tuned two buckets of one kind of device; both push, nothing is lost.
+  kjit::cache::publish_table((dir_ / "hosts" / "b1").string(), tune_table(1, 100));
+  kjit::cache::publish_table((dir_ / "hosts" / "b2").string(), tune_table(2, 200));
+  EXPECT_EQ(kjit_json("b1", {"remote", "push"}, builder)["tuning_tables"], 1);
+  EXPECT_EQ(kjit_json("b2", {"remote", "push"}, builder)["tuning_tables"], 1);
+  // A serving host with its own older measurement of bucket 2 merges the fleet's on pull.
+  kjit::cache::TuneTable own = tune_table(2, 50);
+  own.entries[0].winner.us = 99;
+  kjit::cache::publish_table((dir_ / "hosts" / "s").string(), own);
+  EXPECT_EQ(kjit_json("s", {"remote", "pull"}, server)["tuning_tables"], 1);
+  kjit::cache::TuneTable merged;
+  ASSERT_TRUE(kjit::cache::read_table(kjit::cache::table_path((dir_ / "hosts" / "s").string(), "f1eet0000001"), &merged));
+  ASSERT_EQ(merged.entries.size(), 2u);
+  EXPECT_EQ(merged.entries[1].tuned_unix, 200) << "the newer measurement won";
+  EXPECT_EQ(merged.entries[1].winner.us, 10);
+  // An unsigned table (pushed by a host without the key, trusting nothing) is not merged by
+  // hosts that require signatures.
+  ASSERT_TRUE(redis_->client().command({"FLUSHALL"}));
+  kjit::cache::publish_table((dir_ / "hosts" / "u").string(), tune_table(3, 300));
+  EXPECT_EQ(kjit_json("u", {"remote", "push"})["tuning_tables"], 1);
+  const ProcessResult pull = kjit("s2", {"remote", "pull", "--json"}, server);
+  EXPECT_EQ(json::parse(pull.out, nullptr, false)["tuning_tables"], 0) << pull.describe();
+  EXPECT_NE(pull.err.find("tuning table of fingerprint f1eet0000001 was rejected (unsigned"), std::string::npos)
+      << pull.describe();
 }
 
 TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {

@@ -82,6 +82,7 @@ void remote_record_seeds(const fs::path& dir) {
   put(dir, "signed-failure", encode_record(RecordKind::kFailure, e.key,
                                            encode_failure({"kjit: NVRTC failed", "log", {"-arch=sm_90a"}}), &key));
   put(dir, "failure-bad-body", encode_record(RecordKind::kFailure, e.key, "[1]", &key));
+  put(dir, "signed-tune-table", encode_record(RecordKind::kTuneTable, e.key, R"({"format": "kjit-tuning"})", &key));
   Entry other = e;
   other.key.lo ^= 1;
   put(dir, "entry-of-another-key", encode_record(RecordKind::kEntry, e.key, encode(other), &key));

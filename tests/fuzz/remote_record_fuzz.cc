@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(!trusted || open);  // trust refuses more, never accepts more
   if (open) {
     check(open->key == expected);
-    check(open->kind == RecordKind::kEntry ? open->entry.has_value() : open->failure.has_value());
+    check(open->entry.has_value() == (open->kind == RecordKind::kEntry));
+    check(open->failure.has_value() == (open->kind == RecordKind::kFailure));
     check(!open->entry || open->entry->key == expected);
   }
   if (trusted) {

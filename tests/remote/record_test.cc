@@ -6,6 +6,7 @@
 
 #include <kjit/error.hpp>
 #include <kjit/remote.hpp>
+#include <kjit/runtime.hpp>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,18 @@ TEST(RemoteRecord, FailuresRoundTrip) {
   EXPECT_EQ(r->failure->options, f.options);
   EXPECT_FALSE(decode(encode_record(RecordKind::kFailure, key, "{}", nullptr), key, {}, &why));
   EXPECT_EQ(why, Rejection::kCorrupt);
+}
+
+TEST(RemoteRecord, ATuningTableKeepsItsBodyForItsReader) {
+  const Key key = sample().key;
+  const SecretKey k = generate_key();
+  Rejection why;
+  auto r = decode(encode_record(RecordKind::kTuneTable, key, "{\"format\": \"kjit-tuning\"}", &k), key, {k.pub}, &why);
+  ASSERT_TRUE(r) << rejection_name(why);
+  EXPECT_EQ(r->kind, RecordKind::kTuneTable);
+  EXPECT_FALSE(r->entry);
+  EXPECT_FALSE(r->failure);
+  EXPECT_EQ(r->body, "{\"format\": \"kjit-tuning\"}");
 }
 
 TEST(RemoteRecord, OneEntrysKeysShareAHashTag) {
@@ -233,6 +246,9 @@ TEST(RemoteConfig, FromEnvNamesTheVariable) {
   unsetenv("KJIT_REMOTE");
   unsetenv("KJIT_REMOTE_TRUSTED_KEYS");
   EXPECT_FALSE(kjit::RemoteConfig::from_env().enabled());
+  setenv("KJIT_RECORD", "remote:", 1);
+  EXPECT_THROW(kjit::RuntimeConfig::from_env(), kjit::InvalidArgument) << "recording into a tier that is not set";
+  unsetenv("KJIT_RECORD");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"
 #include "cache/remote/tier.hpp"
+#include "cache/remote/tune_share.hpp"
 
 #include <kjit/error.hpp>
 
@@ -253,12 +254,16 @@ int run_pull(const std::string& manifest) {
       ++missing;
     }
   }
+  // The fleet's tuning tables, merged into this cache's (newer measurements win).
+  const size_t tables = cache::remote::merge_fleet_tables(*tier, config.cache_dir);
   if (output().json) {
     print_json({{"pulled", pulled}, {"present", present}, {"missing", missing}, {"rejected", rejected},
-                {"cache_dir", disk.root()}});
+                {"tuning_tables", tables}, {"cache_dir", disk.root()}});
   } else {
-    fmt::print("pulled {} entr{} into {}; {} already there, {} not in the remote tier, {} rejected\n", pulled,
-               pulled == 1 ? "y" : "ies", disk.root(), present, missing, rejected);
+    fmt::print("pulled {} entr{} into {}; {} already there, {} not in the remote tier, {} rejected; merged {} "
+               "tuning table{}\n",
+               pulled, pulled == 1 ? "y" : "ies", disk.root(), present, missing, rejected, tables,
+               tables == 1 ? "" : "s");
   }
   return rejected > 0 ? kExitFailed : kExitOk;
 }
@@ -279,11 +284,20 @@ int run_push() {
       ++present;  // SET NX found it (or it is over the value cap, warned)
     }
   }
+  uint64_t tables = 0;
+  for (const std::string& name : cache::list_tables(config.cache_dir)) {
+    cache::TuneTable t;
+    if (cache::read_table(cache::tuning_dir(config.cache_dir) + "/" + name, &t) && cache::remote::push_tune_table(*tier, t)) {
+      ++tables;
+    }
+  }
   if (output().json) {
-    print_json({{"pushed", pushed}, {"present", present}, {"bad", bad}, {"signed", tier->signer() != nullptr}});
+    print_json({{"pushed", pushed}, {"present", present}, {"bad", bad}, {"tuning_tables", tables},
+                {"signed", tier->signer() != nullptr}});
   } else {
-    fmt::print("pushed {} entr{} ({}); {} already there; {} local entr{} unreadable\n", pushed, pushed == 1 ? "y" : "ies",
-               tier->signer() ? "signed" : "unsigned", present, bad, bad == 1 ? "y" : "ies");
+    fmt::print("pushed {} entr{} ({}); {} already there; {} local entr{} unreadable; merged {} tuning table{}\n",
+               pushed, pushed == 1 ? "y" : "ies", tier->signer() ? "signed" : "unsigned", present, bad,
+               bad == 1 ? "y" : "ies", tables, tables == 1 ? "" : "s");
   }
   return kExitOk;
 }

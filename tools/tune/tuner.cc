@@ -5,6 +5,7 @@
 #include <kjit/error.hpp>
 
 #include "cache/file_util.hpp"
+#include "cache/remote/tune_share.hpp"
 #include "cache/tune_table.hpp"
 #include "cache/warn.hpp"
 #include "runtime/internal.hpp"
@@ -650,7 +651,11 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
                           table.entries.end());
       table.entries.push_back(e);
     }
-    if (!table.entries.empty()) cache::publish_table(RuntimeConfig::from_env().cache_dir, table);
+    if (!table.entries.empty()) {
+      const RuntimeConfig config = RuntimeConfig::from_env();
+      // The merged table goes to the fleet tier too (KJIT_REMOTE), for every host of this kind.
+      cache::remote::share_tune_table(config.remote, cache::publish_table(config.cache_dir, table));
+    }
   }
   return r;
 }
