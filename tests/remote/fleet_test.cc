@@ -198,28 +198,41 @@ TEST_F(FleetTest, ALeaseOwnerKilledMidCompileIsTakenOverWithinTheLease) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ASSERT_EQ(redis_->client().command({"EXISTS", keys.lease})->integer, 1) << "the owner never took the lease";
-  const auto start = Clock::now();
+  const std::string owner_token = redis_->client().command({"GET", keys.lease})->str;
   Worker waiter = spawn(host_env("b", lease), {"--slow", "k"});
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(owner.pid, SIGKILL);
+  const auto killed = Clock::now();
   owner.finish();
   EXPECT_EQ(owner.code, 128 + SIGKILL);
   EXPECT_EQ(redis_->client().command({"EXISTS", keys.value})->integer, 0) << "the owner died before publishing";
+  // The waiter takes the lease over once the dead owner's expires: within the lease (1 s) and
+  // one poll (at most 50 ms), whatever the machine's load, since the compile comes after.
+  double takeover = -1;
+  while (std::chrono::duration<double>(Clock::now() - killed).count() < 30) {
+    auto r = redis_->client().command({"GET", keys.lease});
+    if (r && r->type == kjit::cache::remote::Reply::Type::kString && r->str != owner_token) {
+      takeover = std::chrono::duration<double>(Clock::now() - killed).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_GT(takeover, 0) << "nobody took the lease over";
+  EXPECT_LT(takeover, 1.0 + 0.5);
   waiter.finish();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_EQ(waiter.code, 0) << waiter.describe();
   EXPECT_EQ(waiter.result["lease_waits"], 1) << "it waited on the dead owner's lease";
   EXPECT_EQ(waiter.result["compiles"], 1) << "then took over and compiled";
   EXPECT_EQ(waiter.result["publishes"], 1);
-  // Within the lease (1 s) plus its own compile (about 2 s on 2 cores), with room for a busy CI.
-  EXPECT_LT(seconds, 1.0 + 10.0);
   EXPECT_EQ(redis_->client().command({"EXISTS", keys.value})->integer, 1);
   EXPECT_EQ(redis_->client().command({"EXISTS", keys.lease})->integer, 0);
 }
 
 TEST_F(FleetTest, ServerKilledHungOrRestartedCostsABoundedMissAndOneWarning) {
-  const std::map<std::string, std::string> fast = {{"KJIT_REMOTE_TIMEOUT_MS", "20"},
-                                                   {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "20"},
+  // Timeouts a loaded 2-core CI machine still meets when the server is up.
+  constexpr double kTimeoutMs = 100;
+  const std::map<std::string, std::string> fast = {{"KJIT_REMOTE_TIMEOUT_MS", "100"},
+                                                   {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "100"},
                                                    {"KJIT_REMOTE_COOLDOWN_MS", "60000"}};
   // Warm: a second host gets it from the tier.
   ASSERT_EQ(run(host_env("w1", fast), {"warm"}).code, 0);
@@ -236,9 +249,9 @@ TEST_F(FleetTest, ServerKilledHungOrRestartedCostsABoundedMissAndOneWarning) {
   EXPECT_EQ(hung.result["compiles"], 3);
   EXPECT_EQ(hung.remote_warnings(), 1) << hung.describe();
   EXPECT_EQ(hung.result["remote_errors"], 1) << "one fault, then the breaker skipped the tier";
-  // The added cost: one op timeout (20 ms) on the first op, nothing on the others.
+  // The added cost: one op timeout on the first op, nothing on the others.
   const double compile_ms = hung.result["runs"][2]["ms"].get<double>();
-  EXPECT_LT(hung.result["runs"][0]["ms"].get<double>(), compile_ms + 20 + 500) << hung.describe();
+  EXPECT_LT(hung.result["runs"][0]["ms"].get<double>(), compile_ms + kTimeoutMs + 500) << hung.describe();
 
   // Killed: same, through a refused connection.
   redis_->stop();
