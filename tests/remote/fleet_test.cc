@@ -2,6 +2,7 @@
 // processes (tests/remote/remote_worker.cc) with their own cache folders. Single flight across
 // hosts, a lease owner killed midway, a server killed / hung / restarted, values tampered with,
 // read-only hosts and failure records.
+#include "tests/cache/cache_test_util.hpp"
 #include "tests/remote/fleet_spec.hpp"
 #include "tests/remote/redis_server.hpp"
 
@@ -38,13 +39,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-fs::path temp_dir(const char* tag) {
-  std::string pattern = (fs::temp_directory_path() / (std::string("kjit-") + tag + "-XXXXXX")).string();
-  const char* made = mkdtemp(pattern.data());
-  if (!made) throw std::runtime_error("mkdtemp failed");
-  return made;
-}
-
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
@@ -80,13 +74,15 @@ struct Worker {
 
 class FleetTest : public ::testing::Test {
  protected:
+  // Under the system's temp folder: a unix socket path must stay under 108 bytes.
   void SetUp() override {
-    dir_ = temp_dir("fleet");
+    tmp_ = std::make_unique<kjit::cache::testing::TempDir>(fs::temp_directory_path().c_str());
+    dir_ = tmp_->path();
     redis_ = std::make_unique<kjit::test::RedisServer>(dir_ / "redis");
   }
   void TearDown() override {
     redis_.reset();
-    fs::remove_all(dir_);
+    tmp_.reset();
   }
 
   /// The environment of a host: its cache folder, the server and `extra` KJIT_REMOTE_* settings.
@@ -151,6 +147,7 @@ class FleetTest : public ::testing::Test {
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
+  std::unique_ptr<kjit::cache::testing::TempDir> tmp_;
   fs::path dir_;
   std::unique_ptr<kjit::test::RedisServer> redis_;
 };

@@ -1,6 +1,7 @@
 // The fleet tier's pieces without a server: the remote record format and its decoder, Ed25519
 // keys and key files, the Redis key layout, and the KJIT_REMOTE* configuration.
 #include "cache/remote/record.hpp"
+#include "tests/cache/cache_test_util.hpp"
 #include "cache/remote/signing.hpp"
 #include "cache/remote/tier.hpp"
 
@@ -140,16 +141,12 @@ TEST(RemoteRecord, OneEntrysKeysShareAHashTag) {
 
 class KeyFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "kjit-keys-XXXXXX").string();
-    dir_ = mkdtemp(pattern.data());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
-  fs::path dir_;
+  kjit::cache::testing::TempDir tmp_;
+  fs::path dir_{tmp_.path()};
 };
 
 TEST_F(KeyFiles, RoundTripAndSign) {
