@@ -9,6 +9,7 @@
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"
 #include "cache/remote/tier.hpp"
+#include "cache/remote/tune_share.hpp"
 
 #include <kjit/runtime.hpp>
 
@@ -378,6 +379,49 @@ TEST_F(FleetTest, AFailedCompileIsRecordedAndNotRetriedFleetWide) {
   EXPECT_EQ(second.result["remote_hits"], 1);
   EXPECT_EQ(second.result["runs"][0]["log_bytes"], first.result["runs"][0]["log_bytes"]) << "with the same log";
   EXPECT_NE(second.stderr_text.find("recorded by the fleet tier"), std::string::npos) << second.describe();
+}
+
+TEST_F(FleetTest, AHostMergesTheFleetsTuningTableOfItsDevice) {
+  // What runtime/ops/tuned.cc does when an op first loads its device's table.
+  auto table = [](int64_t bucket, int64_t when, double us) {
+    kjit::cache::TuneTable t;
+    t.fingerprint_id = "abcdef012345";
+    t.fingerprint_text = "name=Test GPU";
+    kjit::cache::TuneEntry e;
+    e.op = "decode";
+    e.bucket = {bucket};
+    e.winner = {"attention.decode", "head_dim=128 rows=8", {}, us, us, 0, 128, 0, 96, 1};
+    e.default_choice = e.winner;
+    e.tuned_unix = when;
+    t.entries.push_back(e);
+    return t;
+  };
+  kjit::RemoteConfig rc;
+  rc.parse_url(redis_->url());
+  {
+    kjit::cache::remote::RemoteTier tier(rc);
+    ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(1, 100, 5)));
+    ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(2, 100, 6)));
+  }
+  kjit::cache::TuneTable local = table(2, 50, 60);  // an older local measurement of bucket 2
+  bool found = true;
+  kjit::cache::remote::merge_fleet_table(rc, "abcdef012345", &local, &found);
+  EXPECT_TRUE(found);
+  ASSERT_EQ(local.entries.size(), 2u) << "both tuners' buckets arrived";
+  EXPECT_EQ(local.find("decode", {2})->winner.us, 6) << "the newer measurement won";
+  // No local table: the fleet's is taken as it is; another fingerprint finds nothing.
+  kjit::cache::TuneTable none;
+  found = false;
+  kjit::cache::remote::merge_fleet_table(rc, "abcdef012345", &none, &found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(none.entries.size(), 2u);
+  found = false;
+  kjit::cache::remote::merge_fleet_table(rc, "ffffffffffff", &none, &found);
+  EXPECT_FALSE(found);
+  // Without KJIT_REMOTE nothing happens.
+  found = false;
+  kjit::cache::remote::merge_fleet_table(kjit::RemoteConfig{}, "abcdef012345", &none, &found);
+  EXPECT_FALSE(found);
 }
 
 TEST_F(FleetTest, WithoutKjitRemoteNothingTouchesTheServer) {
