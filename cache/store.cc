@@ -351,7 +351,7 @@ std::string DiskCache::entry_path(const Key& key) const {
   return root_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
 }
 
-std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit) const {
+std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit, std::string* problem) const {
   if (!enabled_) return std::nullopt;
   const std::string path = entry_path(key);
   std::string bytes;
@@ -371,6 +371,7 @@ std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit) const {
   } else {
     why = err == EFBIG ? "too large to be an entry" : detail::errno_text(err);
   }
+  if (problem != nullptr) *problem = why;
   bool first = false;
   {
     std::lock_guard<std::mutex> guard(state_->mu);

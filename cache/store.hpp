@@ -157,8 +157,9 @@ class DiskCache {
   /// one is a miss warned once per key (it is replaced by the next publish). A hit refreshes
   /// the entry's mtime (LRU) and, in a writable cache, appends one line to the hits log
   /// (cache/hits.hpp), unless `count_hit` is false (a lookup that checks rather than uses the
-  /// entry, such as an import's).
-  std::optional<Entry> lookup(const Key& key, bool count_hit = true) const;
+  /// entry, such as an import's). `problem`, when given, gets why an entry that is there was
+  /// not used ("checksum mismatch", …), and stays empty for a hit or a quiet miss.
+  std::optional<Entry> lookup(const Key& key, bool count_hit = true, std::string* problem = nullptr) const;
 
   /// Writes `entry` atomically (temp file in the same directory, fsync, rename), then evicts
   /// least-recently-used entries other than this one while the cache exceeds max_bytes. An

@@ -52,6 +52,22 @@ uint64_t RuntimeConfig::parse_bytes(std::string_view text, std::string_view what
   return value << shift;
 }
 
+JitMode RuntimeConfig::parse_jit_mode(std::string_view text, std::string_view what) {
+  if (text == "on" || text == "1" || text == "true") return JitMode::kOn;
+  if (text == "warn") return JitMode::kWarn;
+  if (text == "off" || text == "0" || text == "false") return JitMode::kOff;
+  throw InvalidArgument(fmt::format("{}='{}' is not on, warn or off", what, text));
+}
+
+const char* jit_mode_name(JitMode mode) noexcept {
+  switch (mode) {
+    case JitMode::kOn: return "on";
+    case JitMode::kWarn: return "warn";
+    case JitMode::kOff: return "off";
+  }
+  return "?";
+}
+
 RuntimeConfig RuntimeConfig::from_env() {
   RuntimeConfig c;
   if (std::string dir = env("KJIT_CACHE_DIR"); !dir.empty()) {
@@ -77,17 +93,8 @@ RuntimeConfig RuntimeConfig::from_env() {
   c.verbose = truthy(env("KJIT_VERBOSE"));
   c.attention_variant = env("KJIT_ATTN_VARIANT");
   c.record_path = env("KJIT_RECORD");
-  if (std::string jit = env("KJIT_JIT"); !jit.empty()) {
-    if (jit == "on" || jit == "1" || jit == "true") {
-      c.jit = JitMode::kOn;
-    } else if (jit == "warn") {
-      c.jit = JitMode::kWarn;
-    } else if (jit == "off" || jit == "0" || jit == "false") {
-      c.jit = JitMode::kOff;
-    } else {
-      throw InvalidArgument(fmt::format("KJIT_JIT='{}' is not on, warn or off", jit));
-    }
-  }
+  if (std::string jit = env("KJIT_JIT"); !jit.empty()) c.jit = parse_jit_mode(jit, "KJIT_JIT");
+  c.nvtx = truthy(env("KJIT_NVTX"));
   c.remote = RemoteConfig::from_env();
   if (c.record_path == kRecordRemote && !c.remote.enabled()) {
     throw InvalidArgument("KJIT_RECORD=remote: records into the fleet tier, but KJIT_REMOTE is not set");

@@ -10,12 +10,14 @@
 #include "cache/store.hpp"
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/events.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/record.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -203,15 +205,40 @@ class RuntimeImpl {
     return true;
   }
 
-  std::optional<ProgramPtr> from_disk(const cache::Key& key, const Prepared& p, const Target& target) {
-    auto entry = disk.lookup(key);
-    if (!entry) return std::nullopt;
+  // `second_look`: the look again under the key's lock, after a first one missed; a damaged entry
+  // it meets was already reported by the first.
+  std::optional<ProgramPtr> from_disk(const cache::Key& key, const Prepared& p, const ProgramSpec& spec,
+                                      const Target& target, bool second_look = false) {
+    NvtxRange range(config.nvtx, "kjit disk read", spec.family, spec.template_args, target.str());
+    const auto start = std::chrono::steady_clock::now();
+    std::string problem;
+    auto entry = disk.lookup(key, /*count_hit=*/true, &problem);
+    if (!entry) {
+      if (!problem.empty() && !second_look) emit(EventKind::kRejected, spec, target, key, 0, -1, problem);
+      return std::nullopt;
+    }
     if (!matches(*entry, p, target)) {
       // Once per key and process: the recompile is kept in `programs` and replaces the entry.
       warn(fmt::format("cache entry {} does not match its program; recompiling", key.hex()));
+      if (!second_look) emit(EventKind::kRejected, spec, target, key, 0, -1, "the entry does not describe this program");
       return std::nullopt;
     }
-    return from_entry(*entry, CompiledProgram::Origin::kDisk);
+    ProgramPtr program = from_entry(*entry, CompiledProgram::Origin::kDisk);
+    emit(EventKind::kDiskHit, spec, target, key, ms_since(start));
+    return program;
+  }
+
+  static double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // Sends one event to the listeners; builds nothing when there are none.
+  void emit(EventKind kind, const ProgramSpec& spec, const Target& target, const cache::Key& key, double ms,
+            int device = -1, std::string_view detail = {}) {
+    if (!events.active()) return;
+    const std::string hex = key.hex();
+    const std::string t = target.str();
+    events.emit(Event{kind, hex, spec.family, spec.template_args, t, ms, device, detail});
   }
 
   ProgramPtr compile_and_publish(const Prepared& p, const ProgramSpec& spec, const Target& target) {
@@ -251,6 +278,7 @@ class RuntimeImpl {
     if (config.verbose) fmt::print(stderr, "kjit: compiling {} [{}] for {}\n", spec.source_name, spec.template_args, target.str());
     NvrtcResult r;
     try {
+      NvtxRange range(config.nvtx, "kjit compile", spec.family, spec.template_args, target.str());
       r = nvrtc_compile(p.sources, spec.name_expressions, target, p.options, headers().include_options);
     } catch (...) {
       compile_failures.fetch_add(1, std::memory_order_relaxed);
@@ -274,12 +302,14 @@ class RuntimeImpl {
     e.meta.compile_ms = r.ms;
     e.meta.created_unix = static_cast<int64_t>(std::time(nullptr));
     e.payload = std::move(r.binary);
+    emit(EventKind::kCompile, spec, target, p.key, r.ms);
     return e;
   }
 
   // The JitDisabled for a miss of `spec` under KJIT_JIT=off (`why`: what made it a miss).
   JitDisabled jit_disabled(const ProgramSpec& spec, const Target& target, const cache::Key& key, const char* why) {
     refused.fetch_add(1, std::memory_order_relaxed);
+    const char* switch_name = jit_switch(JitMode::kOff);
     const cache::ManifestEntry e = manifest_entry(spec, target, key.hex());
     const std::string command = compile_command(e, config.cache_dir);
     const std::string what = fmt::format("{} {} for {}", spec.family, spec.template_args, target.str());
@@ -291,10 +321,23 @@ class RuntimeImpl {
                         "application once with KJIT_JIT=on against this cache, or import a bundle that holds it",
                         spec.source_name, key.hex());
     }
-    return JitDisabled(fmt::format("kjit: JIT compilation is off (KJIT_JIT=off) and {} {} the disk cache {}; "
-                                   "nothing was compiled; {}",
-                                   what, why, config.cache_dir, how),
-                       spec.family, spec.template_args, target.str(), command);
+    JitDisabled error(fmt::format("kjit: JIT compilation is off ({}) and {} {} the disk cache {}; "
+                                  "nothing was compiled; {}",
+                                  switch_name, what, why, config.cache_dir, how),
+                      spec.family, spec.template_args, target.str(), command);
+    emit(EventKind::kRefused, spec, target, key, 0, -1, error.what());
+    return error;
+  }
+
+  // The effective JIT mode: the stricter of KJIT_JIT and Runtime::freeze.
+  JitMode jit_mode() const noexcept {
+    return std::max(config.jit, static_cast<JitMode>(frozen_mode.load(std::memory_order_acquire)));
+  }
+
+  // What set `mode` in force, for messages: "KJIT_JIT=off" or "Runtime::freeze(off)".
+  const char* jit_switch(JitMode mode) const noexcept {
+    if (config.jit == mode) return mode == JitMode::kOff ? "KJIT_JIT=off" : "KJIT_JIT=warn";
+    return mode == JitMode::kOff ? "Runtime::freeze(off)" : "Runtime::freeze(warn)";
   }
 
   // Memory table → disk → (per-key process lock, second look) → NVRTC. One compile per key per
@@ -326,7 +369,7 @@ class RuntimeImpl {
       if (recorder) recorder->record(manifest_entry(spec, target, p.key.hex()));
       if (remote && config.record_path == kRecordRemote) record_remote(spec, target, p.key);
       ProgramPtr result;
-      if (auto hit = from_disk(p.key, p, target)) {
+      if (auto hit = from_disk(p.key, p, spec, target)) {
         disk_hits.fetch_add(1, std::memory_order_relaxed);
         result = *hit;
       } else {
@@ -335,11 +378,12 @@ class RuntimeImpl {
         if (auto fleet = remote ? from_remote(p, target, &remote_bad) : std::nullopt) {
           result = *fleet;
         } else {
-          if (config.jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
-          if (config.jit == JitMode::kWarn) warn_jit(spec, target, p.key);
+          const JitMode jit = jit_mode();
+          if (jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
+          if (jit == JitMode::kWarn) warn_jit(spec, target, p.key);
           complete(p, spec, target);
           cache::KeyLock file_lock = disk.lock(p.key);
-          if (auto late = from_disk(p.key, p, target)) {
+          if (auto late = from_disk(p.key, p, spec, target, /*second_look=*/true)) {
             result = *late;  // another process compiled it while we waited for the lock
           } else if (remote && !remote_bad) {
             result = obtain_from_fleet(p, spec, target);
@@ -374,8 +418,8 @@ class RuntimeImpl {
       if (!jit_warned.insert(key.hex()).second) return;
     }
     const std::string command = compile_command(manifest_entry(spec, target, key.hex()), config.cache_dir);
-    warn(fmt::format("compiling {} {} for {} at run time (KJIT_JIT=warn){}", spec.family, spec.template_args,
-                     target.str(), command.empty() ? "" : "; precompile it with: " + command));
+    warn(fmt::format("compiling {} {} for {} at run time ({}){}", spec.family, spec.template_args, target.str(),
+                     jit_switch(JitMode::kWarn), command.empty() ? "" : "; precompile it with: " + command));
   }
 
   // `stream`: the launch stream whose capture a miss must not disturb, or null for none.
@@ -414,6 +458,9 @@ class RuntimeImpl {
 
   std::mutex key_memo_mutex;
   std::unordered_map<cache::Key, cache::Key, cache::KeyHash> known_keys;  // key memo id → key
+
+  std::atomic<int> frozen_mode{static_cast<int>(JitMode::kOn)};  // Runtime::freeze; kOn: not frozen
+  EventHub events;
 
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0},
       load_rebuilds{0}, refused{0};
@@ -476,10 +523,10 @@ ProgramPtr RuntimeImpl::rebuild(const ProgramSpec& spec, const Target& target, c
   ProgramPtr fresh;
   {
     cache::KeyLock file_lock = disk.lock(p.key);
-    auto late = from_disk(p.key, p, target);
+    auto late = from_disk(p.key, p, spec, target);
     if (late && (*late)->binary != rejected->binary) {
       fresh = *late;  // another process replaced the entry while we waited for the lock
-    } else if (config.jit == JitMode::kOff) {
+    } else if (jit_mode() == JitMode::kOff) {
       throw jit_disabled(spec, target, p.key, "was refused by the driver (it passed its checksum) as read from");
     } else {
       fresh = compile_and_publish(p, spec, target);
@@ -528,13 +575,15 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
     if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || status != CU_STREAM_CAPTURE_STATUS_NONE) {
       if (const LoadedProgram* loaded = find_loaded(spec, target, ordinal)) return *loaded;
       refused.fetch_add(1, std::memory_order_relaxed);
-      throw CaptureMiss(fmt::format(
+      CaptureMiss error(fmt::format(
           "kjit: {} {} for {} is not loaded on device {} and the launch stream is being captured into a CUDA "
           "graph{}: kjit compiles and loads nothing during a capture (a module load invalidates a global-mode "
           "capture, a compile stalls it); the capture is untouched: end it, run the op once outside a capture "
           "(precompile it to make that fast), then capture again",
           spec.family, spec.template_args, target.str(), ordinal,
           status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (a capture already invalidated)" : ""));
+      if (events.active()) emit(EventKind::kRefused, spec, target, prepare(spec, target).key, 0, ordinal, error.what());
+      throw error;
     }
   }
   ProgramPtr program = compile(spec, target);
@@ -548,10 +597,20 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
     if (auto it = modules.find(key); it != modules.end()) return *it->second.program;
     Module m;
     const char* call = "";
-    const CUresult r = load_library(program, device, info, m, &call);
+    const auto start = std::chrono::steady_clock::now();
+    CUresult r;
+    {
+      NvtxRange range(config.nvtx, "kjit load", spec.family, spec.template_args, target.str());
+      r = load_library(program, device, info, m, &call);
+    }
     if (r == CUDA_SUCCESS) {
       loads.fetch_add(1, std::memory_order_relaxed);
-      return *modules.emplace(key, std::move(m)).first->second.program;
+      const LoadedProgram& loaded = *modules.emplace(key, std::move(m)).first->second.program;
+      lock.unlock();  // listeners run without the module table's lock
+      cache::Key k;
+      cache::Key::from_hex(program->key, &k);
+      emit(EventKind::kLoad, spec, target, k, ms_since(start), ordinal);
+      return loaded;
     }
     // A binary from the disk cache that the driver refuses is a miss, once; a fresh compile
     // refused too is an error naming the driver's reason.
@@ -563,13 +622,21 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
     const char* text = nullptr;
     driver().cuGetErrorName(r, &name);
     driver().cuGetErrorString(r, &text);
+    bool first = false;
     {
       std::lock_guard rebuild_lock(rebuild_mutex);
-      if (rebuilt.insert(program->key).second) {
-        warn(fmt::format("cache entry {} ({} for {}) passed its checksum but the driver refused it: "
-                                        "{} failed: {} ({}); recompiling and replacing it",
-                                        program->key, program->family, program->target.str(), call,
-                                        name ? name : "CUDA_ERROR_?", text ? text : "no description"));
+      first = rebuilt.insert(program->key).second;
+    }
+    if (first) {
+      warn(fmt::format("cache entry {} ({} for {}) passed its checksum but the driver refused it: "
+                       "{} failed: {} ({}); recompiling and replacing it",
+                       program->key, program->family, program->target.str(), call, name ? name : "CUDA_ERROR_?",
+                       text ? text : "no description"));
+      if (events.active()) {
+        cache::Key k;
+        cache::Key::from_hex(program->key, &k);
+        emit(EventKind::kRejected, spec, target, k, 0, ordinal,
+             fmt::format("the driver refused it: {} failed: {}", call, name ? name : "CUDA_ERROR_?"));
       }
     }
     load_rebuilds.fetch_add(1, std::memory_order_relaxed);
@@ -652,6 +719,20 @@ RuntimeStats Runtime::stats() const {
   s.compile_ms = impl_->compile_ms;
   return s;
 }
+
+void Runtime::freeze(JitMode mode) {
+  if (mode == JitMode::kOn) throw InvalidArgument("Runtime::freeze(JitMode::kOn) freezes nothing: use unfreeze()");
+  impl_->frozen_mode.store(static_cast<int>(mode), std::memory_order_release);
+}
+
+void Runtime::unfreeze() noexcept { impl_->frozen_mode.store(static_cast<int>(JitMode::kOn), std::memory_order_release); }
+JitMode Runtime::jit_mode() const noexcept { return impl_->jit_mode(); }
+bool Runtime::frozen() const noexcept {
+  return impl_->frozen_mode.load(std::memory_order_acquire) != static_cast<int>(JitMode::kOn);
+}
+
+uint64_t Runtime::add_listener(EventListener listener) { return impl_->events.add(std::move(listener)); }
+bool Runtime::remove_listener(uint64_t id) { return impl_->events.remove(id); }
 
 const RuntimeConfig& Runtime::config() const { return impl_->config; }
 DiskCacheInfo Runtime::disk_cache() const {

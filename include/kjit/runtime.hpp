@@ -8,6 +8,8 @@
 #include <kjit/device.hpp>
 #include <kjit/disk_cache.hpp>
 #include <kjit/remote.hpp>
+#include <kjit/events.hpp>
+#include <kjit/key_inputs.hpp>
 
 #include <cuda.h>
 
@@ -161,12 +163,18 @@ class LoadedProgram {
   std::vector<Kernel> kernels_;
 };
 
-/// What the runtime does when a specialization is in neither its memory nor the disk cache.
+/// What the runtime does when a specialization is in neither its memory nor the disk cache. A
+/// disk hit is never refused: reading a precompiled entry is what a fail-closed deployment wants
+/// (EventKind::kDiskHit and kjit_disk_hits_total show each one). The modes are ordered, each
+/// stricter than the one before: KJIT_JIT and Runtime::freeze combine to the stricter of the two.
 enum class JitMode {
   kOn,    ///< compile it (the default)
   kWarn,  ///< compile it, and warn once per specialization that it was compiled at run time
   kOff,   ///< compile nothing: throw JitDisabled naming it and the command that would build it
 };
+
+/// "on", "warn", "off".
+const char* jit_mode_name(JitMode mode) noexcept;
 
 /// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.
 /// (KJIT_ARCH, the compile target override, is process-wide and read by device_info.)
@@ -199,6 +207,9 @@ struct RuntimeConfig {
   JitMode jit = JitMode::kOn;
   /// KJIT_REMOTE and the KJIT_REMOTE_* variables: the fleet tier (kjit/remote.hpp); off by default.
   RemoteConfig remote;
+  /// KJIT_NVTX=1: NVTX ranges (domain "kjit") around each compile, disk read and module load, for
+  /// Nsight Systems timelines. Off by default.
+  bool nvtx = false;
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES
   /// or a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling).
@@ -208,6 +219,10 @@ struct RuntimeConfig {
   /// digits, then optionally K, M, G or T (powers of 1024) and an optional "B" or "iB"
   /// ("512M", "2GiB", "1048576", "64KB"). Throws InvalidArgument naming `what` and the text.
   static uint64_t parse_bytes(std::string_view text, std::string_view what);
+
+  /// Parses a JIT mode as KJIT_JIT (and kjit.freeze in Python) take it: on/1/true, warn,
+  /// off/0/false. Throws InvalidArgument naming `what` and the text for anything else.
+  static JitMode parse_jit_mode(std::string_view text, std::string_view what);
 };
 
 /// Counters since the Runtime was created (monotonic; safe to read from any thread).
@@ -280,6 +295,38 @@ class Runtime {
 
   /// The cache key `compile` would use, without compiling.
   std::string key(const ProgramSpec& spec, const Target& target);
+  /// Every input of that key, as `kjit cache explain` prints it (see KeyInputs). Reads the
+  /// program's include closure afresh (no key memo); compiles nothing.
+  KeyInputs key_inputs(const ProgramSpec& spec, const Target& target);
+
+  /// After warm-up: from now on a miss (a specialization neither in this Runtime's memory nor in
+  /// the disk cache, so it would be compiled) is handled as KJIT_JIT=`mode` handles it: kWarn
+  /// compiles and warns once per specialization, kOff compiles nothing and throws JitDisabled
+  /// naming the family, parameters, target and the `kjit compile` command that builds it.
+  /// Programs already obtained keep running, and a disk hit is still served (and loaded): a
+  /// precompiled cache is the intended way to add specializations to a frozen process. The
+  /// effective mode is the stricter of KJIT_JIT and the freeze, so freezing never loosens it.
+  /// Thread-safe; takes effect for misses that start after it returns. Throws InvalidArgument
+  /// for kOn (use unfreeze()).
+  void freeze(JitMode mode = JitMode::kOff);
+  /// Undoes freeze(): misses follow RuntimeConfig::jit (KJIT_JIT) again.
+  void unfreeze() noexcept;
+  /// The mode misses follow now: the stricter of RuntimeConfig::jit and the freeze.
+  JitMode jit_mode() const noexcept;
+  /// Whether freeze() is in effect.
+  bool frozen() const noexcept;
+
+  /// Registers `listener` for this Runtime's events (kjit/events.hpp) and returns the id that
+  /// remove_listener takes. Thread-safe. Throws InvalidArgument for an empty function.
+  uint64_t add_listener(EventListener listener);
+  /// Unregisters a listener; false when `id` is not registered.
+  bool remove_listener(uint64_t id);
+
+  /// RuntimeStats, the JIT mode and the disk cache's totals in the Prometheus text exposition
+  /// format (version 0.0.4: HELP and TYPE lines, then samples; counters end in _total, times
+  /// are in seconds, sizes in bytes), for a host application to serve on its own /metrics.
+  /// The cache totals come from its usage record (one small file read), not a listing.
+  std::string metrics_text() const;
 
   RuntimeStats stats() const;
   /// A number no other Runtime of this process has or will have (unlike its address, which a
