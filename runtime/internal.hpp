@@ -9,7 +9,8 @@
 ///   - the op pipeline and every op's pure steps (runtime/ops/…): plan on a simulated device,
 ///     force a plan, or build an op's launch value and replay it;
 ///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
-///   - kjit::warn (cache/warn.hpp), the one warning channel.
+///   - kjit::warn (cache/warn.hpp), the one warning channel;
+///   - the Prometheus writer (runtime/metrics.hpp): `kjit cache stats --prometheus`.
 /// Nothing here is a stable interface; the test suites may include any internal header directly.
 
 #include "cache/bundle.hpp"
@@ -17,6 +18,7 @@
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/kernel_sources.hpp"
+#include "runtime/metrics.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/entry.hpp"
 #include "runtime/ops/attention/paged.hpp"

@@ -734,6 +734,19 @@ bool Runtime::frozen() const noexcept {
 uint64_t Runtime::add_listener(EventListener listener) { return impl_->events.add(std::move(listener)); }
 bool Runtime::remove_listener(uint64_t id) { return impl_->events.remove(id); }
 
+RuntimeMetrics Runtime::metrics() const {
+  RuntimeMetrics m;
+  m.stats = stats();
+  m.jit_mode = jit_mode();
+  m.frozen = frozen();
+  m.cache = disk_cache();
+  if (std::optional<cache::UsageRecord> u = impl_->disk.recorded_usage()) {
+    m.cache_entries = u->entries;
+    m.cache_bytes = u->bytes;
+  }
+  return m;
+}
+
 const RuntimeConfig& Runtime::config() const { return impl_->config; }
 DiskCacheInfo Runtime::disk_cache() const {
   const cache::DiskCache& d = impl_->disk;

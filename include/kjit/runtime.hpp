@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -256,6 +257,18 @@ struct RuntimeStats {
   uint64_t remote_publishes = 0;  ///< entries this process wrote to the remote tier
 };
 
+/// What a Runtime reports to monitoring at one moment (Runtime::metrics; metrics_text() writes
+/// it in the Prometheus text format).
+struct RuntimeMetrics {
+  RuntimeStats stats;
+  JitMode jit_mode = JitMode::kOn;  ///< Runtime::jit_mode()
+  bool frozen = false;              ///< Runtime::frozen()
+  DiskCacheInfo cache;              ///< Runtime::disk_cache()
+  /// Entries and bytes in the disk cache (every process's, not only this one's), from its usage
+  /// record; nullopt when the cache is disabled or has no record yet (the first publish writes it).
+  std::optional<uint64_t> cache_entries, cache_bytes;
+};
+
 /// The runtime: NVRTC compiler, disk cache, in-memory program table and per-device libraries.
 /// Thread-safe. Most applications use Runtime::global().
 class Runtime {
@@ -327,6 +340,8 @@ class Runtime {
   /// are in seconds, sizes in bytes), for a host application to serve on its own /metrics.
   /// The cache totals come from its usage record (one small file read), not a listing.
   std::string metrics_text() const;
+  /// The numbers metrics_text() writes. Thread-safe; reads one small file (the usage record).
+  RuntimeMetrics metrics() const;
 
   RuntimeStats stats() const;
   /// A number no other Runtime of this process has or will have (unlike its address, which a

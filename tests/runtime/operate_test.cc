@@ -6,6 +6,8 @@
 #include <kjit/events.hpp>
 #include <kjit/runtime.hpp>
 
+#include "tools/testing/prometheus_text.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -277,6 +279,63 @@ TEST_F(Operate, NvtxRangesDoNotChangeTheResult) {
   kjit::Runtime rt(c);
   EXPECT_EQ(rt.compile(user_spec(3), kSm90a)->origin, kjit::CompiledProgram::Origin::kCompiled);
   EXPECT_EQ(kjit::Runtime(c).compile(user_spec(3), kSm90a)->origin, kjit::CompiledProgram::Origin::kDisk);
+}
+
+// --- metrics ------------------------------------------------------------------------------------
+
+std::string problems_of(const kjit::testing::PrometheusText& t) {
+  std::string out;
+  for (const std::string& p : t.problems) out += p + "\n";
+  return out;
+}
+
+TEST_F(Operate, MetricsTextIsWellFormedAndCountersMove) {
+  kjit::Runtime rt(config());
+  const kjit::testing::PrometheusText before = kjit::testing::parse_prometheus(rt.metrics_text());
+  EXPECT_TRUE(before.problems.empty()) << problems_of(before);
+  EXPECT_EQ(before.types.at("kjit_compiles_total"), "counter");
+  EXPECT_EQ(before.types.at("kjit_compile_seconds"), "summary");
+  EXPECT_EQ(before.samples.at("kjit_compiles_total"), 0.0);
+  EXPECT_EQ(before.samples.at("kjit_jit_mode{mode=\"on\"}"), 1.0);
+  EXPECT_EQ(before.samples.count("kjit_cache_entries"), 0u) << "no usage record before the first publish";
+  for (const auto& [name, type] : before.types) {
+    EXPECT_EQ(name.rfind("kjit_", 0), 0u) << name;
+    if (type == "counter") EXPECT_EQ(name.substr(name.size() - 6), "_total") << name;
+  }
+
+  rt.compile(user_spec(3), kSm90a);
+  rt.compile(user_spec(3), kSm90a);
+  rt.freeze(kjit::JitMode::kOff);
+  EXPECT_THROW(rt.compile(user_spec(4), kSm90a), kjit::JitDisabled);
+  const kjit::testing::PrometheusText after = kjit::testing::parse_prometheus(rt.metrics_text());
+  EXPECT_TRUE(after.problems.empty()) << problems_of(after);
+  EXPECT_EQ(after.samples.at("kjit_compiles_total"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_compile_seconds_count"), 1.0);
+  EXPECT_GT(after.samples.at("kjit_compile_seconds_sum"), 0.0);
+  EXPECT_NEAR(after.samples.at("kjit_compile_seconds_sum"), rt.stats().compile_ms / 1000.0, 1e-9);
+  EXPECT_EQ(after.samples.at("kjit_memory_hits_total"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_refused_total"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_frozen"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_jit_mode{mode=\"off\"}"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_jit_mode{mode=\"on\"}"), 0.0);
+  EXPECT_EQ(after.samples.at("kjit_cache_entries"), 1.0);
+  EXPECT_GT(after.samples.at("kjit_cache_bytes"), 0.0);
+  EXPECT_EQ(after.samples.at("kjit_cache_writable"), 1.0);
+
+  const kjit::RuntimeMetrics m = rt.metrics();
+  EXPECT_EQ(m.stats.compiles, 1u);
+  EXPECT_TRUE(m.frozen);
+  EXPECT_EQ(m.cache_entries, std::optional<uint64_t>(1));
+}
+
+TEST(OperateMetrics, TheReaderCatchesMalformedText) {
+  // The checks above mean something only if the reader refuses what Prometheus would.
+  EXPECT_FALSE(kjit::testing::parse_prometheus("kjit_x 1\n").problems.empty());  // no family
+  EXPECT_FALSE(kjit::testing::parse_prometheus("# HELP a h\n# TYPE a gauge\na one\n").problems.empty());
+  EXPECT_FALSE(kjit::testing::parse_prometheus("# HELP a h\n# TYPE a gauge\na 1\n# HELP a h\n# TYPE a gauge\n")
+                   .problems.empty());
+  EXPECT_FALSE(kjit::testing::parse_prometheus("# HELP a h\n# TYPE a gauge\na{l=\"x} 1\n").problems.empty());
+  EXPECT_TRUE(kjit::testing::parse_prometheus("# HELP a h\n# TYPE a gauge\na{l=\"x\\\"y\"} 1\n").problems.empty());
 }
 
 }  // namespace

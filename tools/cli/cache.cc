@@ -160,21 +160,41 @@ int run_ls(const std::string& sort) {
   return kExitOk;
 }
 
-int run_stats() {
+int run_stats(bool prometheus) {
+  if (prometheus && output().json) throw InvalidArgument("--prometheus and --json are two output formats: pick one");
   const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   const cache::CacheStats stats = cache.stats();
   // The cache was opened for reading only; say whether this user could also write to it.
   const bool writable = stats.enabled && ::access(stats.root.c_str(), W_OK) == 0;
   // Break the total down by family and target (from the entries' metadata).
   std::map<std::string, uint64_t> by_family, by_target;
-  uint64_t bad = 0;
+  std::map<std::pair<std::string, std::string>, uint64_t> by_family_target;
+  uint64_t bad = 0, hits = 0;
+  if (prometheus) cache.fold_hits();
   for (const cache::EntryInfo& e : cache.list()) {
+    hits += e.hits;
     if (!e.meta) {
       ++bad;
       continue;
     }
-    ++by_family[e.meta->family.empty() ? "(none)" : e.meta->family];
+    const std::string family = e.meta->family.empty() ? "(none)" : e.meta->family;
+    ++by_family[family];
     ++by_target[e.meta->target];
+    ++by_family_target[{family, e.meta->target}];
+  }
+  if (prometheus) {
+    detail::CacheListingMetrics m;
+    m.writable = writable;
+    m.entries = stats.entries;
+    m.bytes = stats.bytes;
+    m.max_bytes = stats.max_bytes;
+    m.bad = bad;
+    m.hits = hits;
+    m.by_family_target.assign(by_family_target.begin(), by_family_target.end());
+    detail::PromWriter w;
+    detail::write_cache_listing_metrics(w, m);
+    fmt::print("{}", w.text());
+    return kExitOk;
   }
   if (output().json) {
     print_json({{"root", stats.root},
@@ -359,7 +379,10 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   CLI::App* stats = cache->add_subcommand("stats", "Entry count and bytes, the cap, and counts "
                                                    "by family and target");
   add_json_flag(stats);
-  out.push_back({stats, run_stats});
+  auto prometheus = std::make_shared<bool>(false);
+  stats->add_flag("--prometheus", *prometheus, "Print the figures in the Prometheus text format (for a node "
+                                               "exporter's textfile collector), with the hits log's total");
+  out.push_back({stats, [prometheus] { return run_stats(*prometheus); }});
 
   CLI::App* verify = cache->add_subcommand("verify", "Decode and checksum every entry; exits 1 "
                                                      "when any is bad (changes nothing)");

@@ -1,0 +1,121 @@
+// Prometheus text for a Runtime and for a disk cache (see metrics.hpp).
+#include "runtime/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <stdexcept>
+
+namespace kjit {
+namespace detail {
+
+void PromWriter::family(std::string_view name, std::string_view type, std::string_view help) {
+  if (!families_.emplace(name).second) throw std::logic_error(fmt::format("metric {} written twice", name));
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void PromWriter::line(std::string_view name, const Labels& labels, const std::string& value) {
+  out_ += name;
+  if (!labels.empty()) {
+    out_ += '{';
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (i) out_ += ',';
+      out_ += labels[i].first;
+      out_ += "=\"";
+      for (char c : labels[i].second) {
+        if (c == '\\' || c == '"') {
+          out_ += '\\';
+          out_ += c;
+        } else if (c == '\n') {
+          out_ += "\\n";
+        } else {
+          out_ += c;
+        }
+      }
+      out_ += '"';
+    }
+    out_ += '}';
+  }
+  out_ += ' ';
+  out_ += value;
+  out_ += '\n';
+}
+
+void PromWriter::sample(std::string_view name, double value, const Labels& labels) {
+  line(name, labels, fmt::format("{}", value));
+}
+
+void PromWriter::sample(std::string_view name, uint64_t value, const Labels& labels) {
+  line(name, labels, std::to_string(value));
+}
+
+namespace {
+
+// The totals a Runtime and the CLI both report, under one set of names.
+void write_cache_totals(PromWriter& w, std::optional<uint64_t> entries, std::optional<uint64_t> bytes,
+                        uint64_t max_bytes, bool writable) {
+  if (entries) {
+    w.family("kjit_cache_entries", "gauge", "Entries in the disk cache.");
+    w.sample("kjit_cache_entries", *entries);
+  }
+  if (bytes) {
+    w.family("kjit_cache_bytes", "gauge", "Bytes of the disk cache's entries.");
+    w.sample("kjit_cache_bytes", *bytes);
+  }
+  w.family("kjit_cache_max_bytes", "gauge", "The disk cache's byte cap (KJIT_CACHE_MAX_BYTES); 0 = none.");
+  w.sample("kjit_cache_max_bytes", max_bytes);
+  w.family("kjit_cache_writable", "gauge", "1 when compiles are published to the disk cache.");
+  w.sample("kjit_cache_writable", static_cast<uint64_t>(writable ? 1 : 0));
+}
+
+}  // namespace
+
+void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
+  const RuntimeStats& s = m.stats;
+  auto counter = [&](const char* name, uint64_t value, const char* help) {
+    w.family(name, "counter", help);
+    w.sample(name, value);
+  };
+  counter("kjit_memory_hits_total", s.memory_hits, "Programs answered from the in-process table.");
+  counter("kjit_disk_hits_total", s.disk_hits, "Programs read from the disk cache.");
+  counter("kjit_misses_total", s.misses, "Programs in neither memory nor the disk cache (compiled, refused or waited for).");
+  counter("kjit_compiles_total", s.compiles, "NVRTC compiles run by this process.");
+  counter("kjit_compile_failures_total", s.compile_failures, "NVRTC compiles that failed.");
+  w.family("kjit_compile_seconds", "summary", "Wall time of the NVRTC compiles run by this process.");
+  w.sample("kjit_compile_seconds_sum", s.compile_ms / 1000.0);
+  w.sample("kjit_compile_seconds_count", s.compiles);
+  counter("kjit_loads_total", s.loads, "Programs loaded onto a device (one per device and program).");
+  counter("kjit_load_rebuilds_total", s.load_rebuilds,
+          "Cached binaries the driver refused to load, replaced by a fresh compile.");
+  counter("kjit_refused_total", s.refused, "Misses refused: JIT off (KJIT_JIT=off or freeze) or during a graph capture.");
+  w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
+  for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kOff}) {
+    w.sample("kjit_jit_mode", static_cast<uint64_t>(mode == m.jit_mode ? 1 : 0), {{"mode", jit_mode_name(mode)}});
+  }
+  w.family("kjit_frozen", "gauge", "1 after Runtime::freeze.");
+  w.sample("kjit_frozen", static_cast<uint64_t>(m.frozen ? 1 : 0));
+  write_cache_totals(w, m.cache_entries, m.cache_bytes, m.cache.max_bytes, m.cache.writable);
+}
+
+void write_cache_listing_metrics(PromWriter& w, const CacheListingMetrics& m) {
+  write_cache_totals(w, m.entries, m.bytes, m.max_bytes, m.writable);
+  w.family("kjit_cache_bad_entries", "gauge", "Entries that do not decode (kjit cache verify names them).");
+  w.sample("kjit_cache_bad_entries", m.bad);
+  w.family("kjit_cache_lookup_hits_total", "counter",
+           "Disk lookups that served an entry, over every process, from the cache's hits log.");
+  w.sample("kjit_cache_lookup_hits_total", m.hits);
+  w.family("kjit_cache_family_entries", "gauge", "Entries in the disk cache by family and target.");
+  for (const auto& [ft, n] : m.by_family_target) {
+    w.sample("kjit_cache_family_entries", n, {{"family", ft.first}, {"target", ft.second}});
+  }
+}
+
+}  // namespace detail
+
+std::string Runtime::metrics_text() const {
+  detail::PromWriter w;
+  detail::write_runtime_metrics(w, metrics());
+  return w.text();
+}
+
+}  // namespace kjit
