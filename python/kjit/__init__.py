@@ -8,9 +8,12 @@ Importing kjit needs no GPU: the CUDA driver is loaded the first time something 
         .load(device=0)     -> Module; module.kernel(name).launch(grid, block, params, stream=...)
     kjit.rotary, kjit.attention.*, kjit.mla.swa_decode, kjit.fp8.*   the shipped ops
     kjit.torch                                            the ops as torch.library ops (torch.compile)
+    kjit.freeze("warn"|"off"), kjit.add_listener(fn), kjit.stats(), kjit.metrics_text()
+                                                          operating a serving process (after warm-up)
 
 Errors: kjit.Error and its subclasses InvalidArgument (also a ValueError), Unsupported,
-CompileError (.log: the NVRTC log), DriverError (.code), CacheError, with the C++ messages.
+CompileError (.log: the NVRTC log), DriverError (.code), CacheError, JitDisabled (.family, .params,
+.target, .command), with the C++ messages.
 """
 from . import _C
 from ._C import (
@@ -20,6 +23,7 @@ from ._C import (
     DriverError,
     Error,
     InvalidArgument,
+    JitDisabled,
     Kernel,
     KernelInfo,
     Module,
@@ -33,7 +37,8 @@ from ._C import (
     driver_unavailable_reason,
     workspace_bytes_held,
 )
-from ._program import Program, stats
+from ._program import Program
+from ._operate import add_listener, freeze, jit_mode, metrics_text, remove_listener, stats, unfreeze
 from ._C import rotary
 from . import attention, fp8, mla
 
@@ -41,7 +46,8 @@ __version__ = _C.__version__
 
 __all__ = [
     "CacheError", "CompileError", "CompiledProgram", "DriverError", "Error", "InvalidArgument", "Kernel",
-    "KernelInfo", "Module", "Program", "Runtime", "Unsupported", "attention", "clear_workspaces",
-    "device_count", "device_info", "device_target", "driver_available", "driver_unavailable_reason", "fp8",
-    "mla", "rotary", "stats", "workspace_bytes_held",
+    "JitDisabled", "KernelInfo", "Module", "Program", "Runtime", "Unsupported", "add_listener", "attention",
+    "clear_workspaces", "device_count", "device_info", "device_target", "driver_available",
+    "driver_unavailable_reason", "fp8", "freeze", "jit_mode", "metrics_text", "mla", "remove_listener", "rotary",
+    "stats", "unfreeze", "workspace_bytes_held",
 ]

@@ -64,7 +64,3 @@ class Program:
         none is current)."""
         return _C._load(*self._spec(), device, runtime, self.arch_specific)
 
-
-def stats() -> dict:
-    """Counters of the process-wide Runtime: memory_hits, disk_hits, misses, compiles, ..."""
-    return _C._global_runtime_stats()

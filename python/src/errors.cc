@@ -2,6 +2,9 @@
 
 #include <kjit/error.hpp>
 
+#include <string>
+#include <utility>
+
 namespace kjit::python {
 
 namespace nb = nanobind;
@@ -14,6 +17,7 @@ PyObject* g_unsupported = nullptr;
 PyObject* g_compile_error = nullptr;
 PyObject* g_driver_error = nullptr;
 PyObject* g_cache_error = nullptr;
+PyObject* g_jit_disabled = nullptr;
 
 PyObject* new_type(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
   const std::string qualified = std::string("kjit.") + name;
@@ -46,6 +50,14 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetString(g_invalid_argument, e.what());
   } catch (const Unsupported& e) {
     PyErr_SetString(g_unsupported, e.what());
+  } catch (const JitDisabled& e) {
+    nb::object exc = nb::steal(PyObject_CallFunction(g_jit_disabled, "s", e.what()));
+    if (!exc.is_valid()) return;
+    for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"family", &e.family()},
+                                      {"params", &e.params()}, {"target", &e.target()}, {"command", &e.command()}}) {
+      PyObject_SetAttrString(exc.ptr(), name, nb::str(value->c_str(), value->size()).ptr());
+    }
+    PyErr_SetObject(g_jit_disabled, exc.ptr());
   } catch (const CacheError& e) {
     PyErr_SetString(g_cache_error, e.what());
   } catch (const Error& e) {
@@ -68,6 +80,10 @@ void register_errors(nb::module_& m) {
   g_driver_error = new_type(m, "DriverError", g_error,
                             "A CUDA driver call failed or no driver could be loaded. .code is the CUresult.");
   g_cache_error = new_type(m, "CacheError", g_error, "The disk cache could not be used as asked.");
+  g_jit_disabled = new_type(m, "JitDisabled", g_error,
+                            "A specialization missed while JIT compilation is off (KJIT_JIT=off or kjit.freeze('off')): "
+                            "nothing was compiled. .family, .params, .target, and .command (the `kjit compile` line "
+                            "that builds it; '' for an application's own kernel).");
   nb::register_exception_translator(translate);
 }
 

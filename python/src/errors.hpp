@@ -7,6 +7,7 @@
 ///   kjit.CompileError(Error)            .log (the NVRTC log), .options (the normalized options)
 ///   kjit.DriverError(Error)             .code (the CUresult)
 ///   kjit.CacheError(Error)
+///   kjit.JitDisabled(Error)             .family, .params, .target, .command
 
 #include <nanobind/nanobind.h>
 

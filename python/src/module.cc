@@ -7,6 +7,7 @@
 namespace kjit::python {
 void register_programs(nanobind::module_& m);
 void register_ops(nanobind::module_& m);
+void register_operate(nanobind::module_& m);
 }  // namespace kjit::python
 
 NB_MODULE(_C, m) {
@@ -14,4 +15,5 @@ NB_MODULE(_C, m) {
   kjit::python::register_errors(m);
   kjit::python::register_programs(m);
   kjit::python::register_ops(m);
+  kjit::python::register_operate(m);
 }

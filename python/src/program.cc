@@ -1,6 +1,7 @@
 // User kernels from Python: Runtime (the global one or a private one), Program (a ProgramSpec),
 // CompiledProgram (cubin/PTX and per-kernel resources), Module (a LoadedProgram) and Kernel
 // (launch with a params buffer whose layout the caller controls).
+#include "runtime_handle.hpp"
 #include "tensors.hpp"
 
 #include "runtime/driver.hpp"
@@ -29,18 +30,6 @@ namespace kjit::python {
 namespace {
 
 using namespace nanobind::literals;
-
-/// A kjit::Runtime seen from Python: the process-wide one or one this object owns.
-class PyRuntime {
- public:
-  PyRuntime() : runtime_(&Runtime::global()) {}
-  explicit PyRuntime(RuntimeConfig config) : owned_(std::make_unique<Runtime>(std::move(config))), runtime_(owned_.get()) {}
-  Runtime& get() const { return *runtime_; }
-
- private:
-  std::unique_ptr<Runtime> owned_;
-  Runtime* runtime_;
-};
 
 std::string origin_name(CompiledProgram::Origin o) {
   switch (o) {
@@ -184,6 +173,8 @@ ProgramSpec make_spec(nb::object source, std::vector<std::string> name_expressio
   return s;
 }
 
+}  // namespace
+
 PyRuntime& runtime_of(nb::handle runtime, nb::object* holder) {
   static PyRuntime* global = nullptr;
   if (runtime.is_none()) {
@@ -193,21 +184,6 @@ PyRuntime& runtime_of(nb::handle runtime, nb::object* holder) {
   *holder = nb::borrow(runtime);
   return nb::cast<PyRuntime&>(runtime);
 }
-
-nb::dict stats_dict(const RuntimeStats& s) {
-  nb::dict d;
-  d["memory_hits"] = s.memory_hits;
-  d["disk_hits"] = s.disk_hits;
-  d["misses"] = s.misses;
-  d["compiles"] = s.compiles;
-  d["compile_failures"] = s.compile_failures;
-  d["loads"] = s.loads;
-  d["load_rebuilds"] = s.load_rebuilds;
-  d["compile_ms"] = s.compile_ms;
-  return d;
-}
-
-}  // namespace
 
 void register_programs(nb::module_& m) {
   nb::class_<PyRuntime>(m, "Runtime")
@@ -227,7 +203,7 @@ void register_programs(nb::module_& m) {
            },
            nb::kw_only(), "cache_dir"_a = nb::none(), "disk_cache"_a = nb::none(), "cache_max_bytes"_a = nb::none(),
            "kernel_dir"_a = nb::none(), "cuda_home"_a = nb::none(), "verbose"_a = nb::none())
-      .def("stats", [](const PyRuntime& r) { return stats_dict(r.get().stats()); })
+      .def("stats", [](const PyRuntime& r) { return metrics_dict(r.get().metrics()); })
       .def_prop_ro("cache_dir", [](const PyRuntime& r) { return r.get().disk_cache().root; })
       .def_prop_ro("disk_cache_enabled", [](const PyRuntime& r) { return r.get().disk_cache().enabled; })
       .def_prop_ro("disk_cache_writable", [](const PyRuntime& r) { return r.get().disk_cache().writable; })
@@ -343,7 +319,6 @@ void register_programs(nb::module_& m) {
         },
         "source"_a.none(), "name_expressions"_a, "options"_a, "headers"_a.none(), "family"_a, "source_name"_a,
         "template_args"_a, "device"_a.none(), "runtime"_a.none(), "arch_specific"_a = true);
-  m.def("_global_runtime_stats", [] { return stats_dict(Runtime::global().stats()); });
 
   // Devices.
   m.def("driver_available", &driver_available);
