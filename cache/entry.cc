@@ -37,6 +37,8 @@ json meta_to_json(const EntryMeta& m) {
                        {"spill_bytes", k.spill_bytes},
                        {"static_smem", k.static_smem}});
   }
+  json inputs = json::array();
+  for (const InputDigest& i : m.inputs) inputs.push_back(json::array({i.kind, i.name, i.digest}));
   return json{{"family", m.family},
               {"template_args", m.template_args},
               {"target", m.target},
@@ -47,7 +49,8 @@ json meta_to_json(const EntryMeta& m) {
               {"cuda_headers_version", m.cuda_headers_version},
               {"source_name", m.source_name},
               {"compile_ms", m.compile_ms},
-              {"created_unix", m.created_unix}};
+              {"created_unix", m.created_unix},
+              {"inputs", std::move(inputs)}};
 }
 
 // Field readers: a missing field keeps its default (older writers of the same format version may
@@ -136,6 +139,19 @@ bool meta_from_json(const json& j, EntryMeta* m, std::string* why) {
         return false;
       }
       m->options.push_back(o.get<std::string>());
+    }
+  }
+  if (auto it = j.find("inputs"); it != j.end()) {
+    if (!it->is_array()) {
+      *why = "bad metadata: 'inputs' is not an array";
+      return false;
+    }
+    for (const json& i : *it) {
+      if (!i.is_array() || i.size() != 3 || !i[0].is_string() || !i[1].is_string() || !i[2].is_string()) {
+        *why = "bad metadata: 'inputs' holds something other than [kind, name, digest]";
+        return false;
+      }
+      m->inputs.push_back({i[0].get<std::string>(), i[1].get<std::string>(), i[2].get<std::string>()});
     }
   }
   if (auto it = j.find("kernels"); it != j.end()) {

@@ -31,6 +31,13 @@ struct KernelMeta {
   int static_smem = -1;
 };
 
+/// One file the compile read, as the key hashed it (kjit::KeyInputFile without the runtime).
+struct InputDigest {
+  std::string kind;    ///< "source", "header" or "file"
+  std::string name;    ///< the include name or path
+  std::string digest;  ///< XXH3-128 of the bytes, 32 hex digits
+};
+
 /// Everything stored with a binary besides the binary itself.
 struct EntryMeta {
   std::string family;
@@ -44,6 +51,10 @@ struct EntryMeta {
   std::string source_name;
   double compile_ms = 0;
   int64_t created_unix = 0;  ///< seconds since the epoch when it was compiled
+  /// Every file the key hashed, in key order, so `kjit cache explain` can say which one differs
+  /// when a lookup misses. Stored as "inputs": [[kind, name, digest], ...]; empty in entries
+  /// written before kjit recorded it (a reader of either vintage reads both).
+  std::vector<InputDigest> inputs;
 };
 
 struct Entry {

@@ -49,6 +49,11 @@ bool Key::from_hex(std::string_view text, Key* out) {
   return true;
 }
 
+std::string digest_hex(std::string_view bytes) {
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return Key{h.high64, h.low64}.hex();
+}
+
 KeyBuilder::KeyBuilder() { append_u32(bytes_, kFormatVersion); }
 
 KeyBuilder& KeyBuilder::add(std::string_view name, std::string_view value) {

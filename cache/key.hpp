@@ -28,6 +28,10 @@ struct Key {
   friend bool operator!=(const Key& a, const Key& b) noexcept { return !(a == b); }
 };
 
+/// XXH3-128 of `bytes` as 32 lower-case hex digits, hi first (Key::hex's spelling): the digest
+/// the key takes of each file a compile reads, and that entries record (EntryMeta::inputs).
+std::string digest_hex(std::string_view bytes);
+
 /// Hash functor so Key can index unordered containers.
 struct KeyHash {
   size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull)); }

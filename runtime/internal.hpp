@@ -10,7 +10,9 @@
 ///     force a plan, or build an op's launch value and replay it;
 ///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
 ///   - kjit::warn (cache/warn.hpp), the one warning channel;
-///   - the Prometheus writer (runtime/metrics.hpp): `kjit cache stats --prometheus`.
+///   - the Prometheus writer (runtime/metrics.hpp): `kjit cache stats --prometheus`;
+///   - the canonical form of a name expression (runtime/nvrtc.hpp): `kjit cache explain`
+///     compares an entry's kernels with a key's.
 /// Nothing here is a stable interface; the test suites may include any internal header directly.
 
 #include "cache/bundle.hpp"
@@ -19,6 +21,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/nvrtc.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/entry.hpp"
 #include "runtime/ops/attention/paged.hpp"

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <dirent.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cerrno>
 
@@ -161,10 +160,7 @@ std::vector<Include> scan_includes(std::string_view text) {
   return out;
 }
 
-std::string digest(std::string_view bytes) {
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
-}
+std::string digest(std::string_view bytes) { return cache::digest_hex(bytes); }
 
 std::optional<std::string> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

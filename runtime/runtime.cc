@@ -128,6 +128,32 @@ class RuntimeImpl {
     return p;
   }
 
+  // The files of `closure` as the key hashes them: the main source, the in-memory headers, the
+  // files on disk (their digests already taken by the walk).
+  static std::vector<cache::InputDigest> input_digests(const SourceClosure& closure) {
+    std::vector<cache::InputDigest> out;
+    out.push_back({"source", closure.name, cache::digest_hex(closure.text)});
+    for (const auto& [name, text] : closure.headers) out.push_back({"header", name, cache::digest_hex(text)});
+    for (const auto& f : closure.files) out.push_back({"file", f.path, f.xxh3});
+    return out;
+  }
+
+  KeyInputs key_inputs(const ProgramSpec& spec, const Target& target) {
+    const Prepared p = prepare(spec, target, /*use_memo=*/false);
+    KeyInputs k;
+    k.key = p.key.hex();
+    k.format_version = cache::kFormatVersion;
+    for (cache::InputDigest& d : input_digests(p.sources)) {
+      k.files.push_back({std::move(d.kind), std::move(d.name), std::move(d.digest)});
+    }
+    k.name_expressions = p.names;
+    k.target = target.str();
+    k.nvrtc_version = nvrtc_ver;
+    k.cuda_headers_version = headers().version;
+    k.options = p.options;
+    return k;
+  }
+
   // The key fields beside the sources, shared by the key and the key memo's id.
   void add_spec_fields(cache::KeyBuilder& b, const Prepared& p, const Target& target) {
     b.add("name_expressions", static_cast<int64_t>(p.names.size()));
@@ -301,6 +327,7 @@ class RuntimeImpl {
     e.meta.source_name = spec.source_name;
     e.meta.compile_ms = r.ms;
     e.meta.created_unix = static_cast<int64_t>(std::time(nullptr));
+    e.meta.inputs = input_digests(p.sources);
     e.payload = std::move(r.binary);
     emit(EventKind::kCompile, spec, target, p.key, r.ms);
     return e;
@@ -694,6 +721,10 @@ const LoadedProgram& Runtime::load(const ProgramSpec& spec, CUcontext context, C
 
 std::string Runtime::key(const ProgramSpec& spec, const Target& target) {
   return impl_->prepare(spec, target).key.hex();
+}
+
+KeyInputs Runtime::key_inputs(const ProgramSpec& spec, const Target& target) {
+  return impl_->key_inputs(spec, target);
 }
 
 RuntimeStats Runtime::stats() const {

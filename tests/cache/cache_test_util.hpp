@@ -87,6 +87,8 @@ inline Entry sample_entry(int i, size_t payload_bytes = 256) {
   e.meta.source_name = "attention/decode.cu";
   e.meta.compile_ms = 45.5;
   e.meta.created_unix = 1764460800;
+  e.meta.inputs = {{"source", "attention/decode.cu", "0123456789abcdef0123456789abcdef"},
+                   {"file", "<cuda>/cuda_bf16.h", "fedcba9876543210fedcba9876543210"}};
   e.payload.resize(payload_bytes);
   for (size_t b = 0; b < payload_bytes; ++b) e.payload[b] = static_cast<char>((b * 31 + static_cast<size_t>(i)) & 0xff);
   return e;

@@ -29,6 +29,12 @@ void expect_same(const Entry& a, const Entry& b) {
   EXPECT_EQ(a.meta.source_name, b.meta.source_name);
   EXPECT_DOUBLE_EQ(a.meta.compile_ms, b.meta.compile_ms);
   EXPECT_EQ(a.meta.created_unix, b.meta.created_unix);
+  ASSERT_EQ(a.meta.inputs.size(), b.meta.inputs.size());
+  for (size_t i = 0; i < a.meta.inputs.size(); ++i) {
+    EXPECT_EQ(a.meta.inputs[i].kind, b.meta.inputs[i].kind);
+    EXPECT_EQ(a.meta.inputs[i].name, b.meta.inputs[i].name);
+    EXPECT_EQ(a.meta.inputs[i].digest, b.meta.inputs[i].digest);
+  }
   ASSERT_EQ(a.meta.kernels.size(), b.meta.kernels.size());
   for (size_t i = 0; i < a.meta.kernels.size(); ++i) {
     EXPECT_EQ(a.meta.kernels[i].name_expression, b.meta.kernels[i].name_expression);
@@ -220,6 +226,9 @@ TEST(Entry, BadMetadataBehindAValidChecksum) {
       {"{\"kernels\": [{\"registers\": 99999999999}]}", "bad metadata: 'registers' is out of range"},
       {"{\"created_unix\": 18446744073709551615}", "bad metadata: 'created_unix' is out of range"},
       {"{\"kernels\": {}}", "bad metadata: 'kernels' is not an array"},
+      {"{\"inputs\": {}}", "bad metadata: 'inputs' is not an array"},
+      {"{\"inputs\": [[\"file\", \"x.h\"]]}", "bad metadata: 'inputs' holds something other than [kind, name, digest]"},
+      {"{\"inputs\": [[\"file\", \"x.h\", 7]]}", "bad metadata: 'inputs' holds something other than [kind, name, digest]"},
   };
   for (const Case& c : cases) {
     std::string why;
@@ -232,6 +241,7 @@ TEST(Entry, BadMetadataBehindAValidChecksum) {
   ASSERT_TRUE(e.has_value()) << why;
   EXPECT_EQ(e->meta.target, "sm_89");
   EXPECT_EQ(e->meta.family, "");
+  EXPECT_TRUE(e->meta.inputs.empty());  // an entry written before entries recorded their files
   EXPECT_EQ(e->payload, "p");
 }
 

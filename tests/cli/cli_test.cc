@@ -6,6 +6,7 @@
 #include "tests/cli/process.hpp"
 
 #include "cache/entry.hpp"
+#include "tools/testing/prometheus_text.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/families.hpp>
@@ -884,6 +885,110 @@ TEST_F(CliTest, SelftestDeviceArgumentsAreCheckedBeforeAnythingRuns) {
     EXPECT_EQ(r.code, 0) << r.describe();
     EXPECT_EQ(parse_object(r)["skipped"], true) << r.describe();
   }
+}
+
+// --- operating: explain and metrics ------------------------------------------------------------
+
+TEST_F(CliTest, CacheExplainNamesEveryInputAndTheOneThatDiffers) {
+  const std::vector<std::string> point = {"rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"};
+  auto explain = [&](std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> args = {"cache", "explain"};
+    args.insert(args.end(), point.begin(), point.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return kjit(args, std::move(env));
+  };
+  // An empty cache: a miss with nothing to compare with, and no cache folder created.
+  ProcessResult r = explain({"--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["hit"], false);
+  EXPECT_TRUE(j["nearest"].is_null()) << r.describe();
+  EXPECT_FALSE(fs::exists(cache_dir_));
+  const std::string key = j["key"];
+  EXPECT_EQ(key, Runtime(RuntimeConfig::from_env()).key(family("rotary").spec(ParamMap{{"head_dim", "64"}, {"pos", "i32"}, {"style", "neox"}}),
+                                                       Target::parse("sm_90a")));
+  const json inputs = j["inputs"];
+  EXPECT_EQ(inputs["target"], "sm_90a");
+  EXPECT_EQ(inputs["format_version"], 1);
+  EXPECT_FALSE(inputs["nvrtc_version"].get<std::string>().empty());
+  EXPECT_FALSE(inputs["cuda_headers_version"].get<std::string>().empty());
+  ASSERT_FALSE(inputs["options"].empty());
+  EXPECT_EQ(inputs["options"][0], "-std=c++17");  // kjit's own options first, as NVRTC gets them
+  ASSERT_FALSE(inputs["files"].empty());
+  EXPECT_EQ(inputs["files"][0]["kind"], "source");
+  EXPECT_EQ(inputs["files"][0]["name"], "rotary/rotary.cu");
+  bool params_header = false;
+  for (const json& f : inputs["files"]) {
+    EXPECT_TRUE(is_hex32(f["digest"])) << f;
+    params_header |= f["name"] == "rotary/rotary_params.h";
+  }
+  EXPECT_TRUE(params_header) << inputs["files"];
+
+  ASSERT_EQ(kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"}).code, 0);
+  r = explain({"--json"});
+  j = parse_object(r);
+  EXPECT_EQ(j["hit"], true) << r.describe();
+  EXPECT_EQ(j["key"], key);
+
+  // One header edited (a live kernel folder): a miss whose nearest entry differs in that file only.
+  const fs::path kernels = work_ / "kernel_sources";
+  fs::copy(fs::path(cmake_cache_value("kjit_SOURCE_DIR")) / "kernel_sources", kernels, fs::copy_options::recursive);
+  std::ofstream(kernels / "rotary" / "rotary_params.h", std::ios::app) << "\n// an edit\n";
+  r = explain({"--json"}, {{"KJIT_KERNEL_DIR", kernels.string()}});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["hit"], false) << r.describe();
+  ASSERT_TRUE(j["nearest"].is_object()) << r.describe();
+  EXPECT_EQ(j["nearest"]["key"], key);
+  EXPECT_EQ(j["nearest"]["files_compared"], true);
+  ASSERT_EQ(j["nearest"]["differences"].size(), 1u) << r.describe();
+  EXPECT_EQ(j["nearest"]["differences"][0]["input"], "header rotary/rotary_params.h");
+  // Human output says the same.
+  r = explain({}, {{"KJIT_KERNEL_DIR", kernels.string()}});
+  EXPECT_NE(r.out.find("1 input differs"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("header rotary/rotary_params.h"), std::string::npos) << r.describe();
+
+  // Another point of the family: the nearest entry differs in its parameters and kernels.
+  r = kjit({"cache", "explain", "rotary", "head_dim=128", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
+  j = parse_object(r);
+  std::set<std::string> differing;
+  for (const json& d : j["nearest"]["differences"]) differing.insert(d["input"]);
+  EXPECT_EQ(differing, (std::set<std::string>{"params", "name_expressions"})) << r.describe();
+
+  // --key: what the entry records, and whether this machine computes the same key.
+  r = kjit({"cache", "explain", "--key", key, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["family"], "rotary");
+  EXPECT_EQ(j["current"]["same_key"], true) << r.describe();
+  EXPECT_EQ(j["recorded"]["files"].size(), inputs["files"].size());
+  r = kjit({"cache", "explain", "--key", key, "--json"}, {{"KJIT_KERNEL_DIR", kernels.string()}});
+  j = parse_object(r);
+  EXPECT_EQ(j["current"]["same_key"], false) << r.describe();
+  ASSERT_EQ(j["current"]["differences"].size(), 1u) << r.describe();
+  EXPECT_EQ(j["current"]["differences"][0]["input"], "header rotary/rotary_params.h");
+
+  expect_one_line_error(kjit({"cache", "explain", "--key", std::string(32, '0')}), "no usable entry");
+  expect_one_line_error(kjit({"cache", "explain", "--key", "xyz"}), "not 32 lower-case hex digits");
+  expect_one_line_error(kjit({"cache", "explain"}), "name a FAMILY");
+  expect_one_line_error(kjit({"cache", "explain", "rotary", "head_dim=64", "--key", key}), "takes no family");
+}
+
+TEST_F(CliTest, CacheStatsPrometheusIsWellFormed) {
+  ASSERT_EQ(kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"}).code, 0);
+  ASSERT_EQ(kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"}).code, 0);
+  ProcessResult r = kjit({"cache", "stats", "--prometheus"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const kjit::testing::PrometheusText t = kjit::testing::parse_prometheus(r.out);
+  std::string problems;
+  for (const std::string& p : t.problems) problems += p + "\n";
+  EXPECT_TRUE(t.problems.empty()) << problems << r.out;
+  EXPECT_EQ(t.samples.at("kjit_cache_entries"), 1.0);
+  EXPECT_GT(t.samples.at("kjit_cache_bytes"), 0.0);
+  EXPECT_EQ(t.samples.at("kjit_cache_bad_entries"), 0.0);
+  EXPECT_EQ(t.samples.at("kjit_cache_lookup_hits_total"), 1.0);  // the second compile was a disk hit
+  EXPECT_EQ(t.samples.at("kjit_cache_family_entries{family=\"rotary\",target=\"sm_90a\"}"), 1.0);
+  expect_one_line_error(kjit({"cache", "stats", "--prometheus", "--json"}), "pick one");
 }
 
 }  // namespace

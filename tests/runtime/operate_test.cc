@@ -6,6 +6,7 @@
 #include <kjit/events.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache/store.hpp"
 #include "tools/testing/prometheus_text.hpp"
 
 #include <gtest/gtest.h>
@@ -279,6 +280,54 @@ TEST_F(Operate, NvtxRangesDoNotChangeTheResult) {
   kjit::Runtime rt(c);
   EXPECT_EQ(rt.compile(user_spec(3), kSm90a)->origin, kjit::CompiledProgram::Origin::kCompiled);
   EXPECT_EQ(kjit::Runtime(c).compile(user_spec(3), kSm90a)->origin, kjit::CompiledProgram::Origin::kDisk);
+}
+
+// --- key inputs ---------------------------------------------------------------------------------
+
+TEST_F(Operate, KeyInputsNameEveryFileAndTheEntryRecordsThem) {
+  kjit::Runtime rt(config());
+  kjit::ProgramSpec spec = user_spec(3);
+  spec.source_text = "#include \"fill_params.h\"\n" + spec.source_text;
+  spec.headers = {{"fill_params.h", "#pragma once\n"}};
+  spec.options = {"-DEXTRA=1"};
+  const kjit::KeyInputs in = rt.key_inputs(spec, kSm90a);
+  EXPECT_EQ(in.key, rt.key(spec, kSm90a));
+  EXPECT_EQ(in.format_version, 1u);
+  EXPECT_EQ(in.target, "sm_90a");
+  EXPECT_EQ(in.nvrtc_version, rt.nvrtc_version());
+  EXPECT_EQ(in.cuda_headers_version, rt.cuda_headers_version());
+  EXPECT_EQ(in.name_expressions, std::vector<std::string>{"fill<3>"});
+  ASSERT_FALSE(in.options.empty());
+  EXPECT_EQ(in.options.back(), "-DEXTRA=1");  // the user's options after kjit's, as NVRTC gets them
+  ASSERT_GE(in.files.size(), 2u);
+  EXPECT_EQ(in.files[0].kind, "source");
+  EXPECT_EQ(in.files[0].name, "fill.cu");
+  EXPECT_EQ(in.files[1].kind, "header");
+  EXPECT_EQ(in.files[1].name, "fill_params.h");
+
+  // An edit to the header changes its digest and nothing else but the key.
+  kjit::ProgramSpec edited = spec;
+  edited.headers[0].second += "// edit\n";
+  const kjit::KeyInputs after = rt.key_inputs(edited, kSm90a);
+  EXPECT_NE(after.key, in.key);
+  ASSERT_EQ(after.files.size(), in.files.size());
+  for (size_t i = 0; i < in.files.size(); ++i) {
+    EXPECT_EQ(after.files[i].digest != in.files[i].digest, in.files[i].name == "fill_params.h") << in.files[i].name;
+  }
+
+  // The entry a compile publishes records the same files.
+  rt.compile(spec, kSm90a);
+  const kjit::cache::DiskCache disk((dir_ / "cache").string(), 0);
+  kjit::cache::Key key;
+  ASSERT_TRUE(kjit::cache::Key::from_hex(in.key, &key));
+  const auto entry = disk.lookup(key, false);
+  ASSERT_TRUE(entry.has_value());
+  ASSERT_EQ(entry->meta.inputs.size(), in.files.size());
+  for (size_t i = 0; i < in.files.size(); ++i) {
+    EXPECT_EQ(entry->meta.inputs[i].kind, in.files[i].kind);
+    EXPECT_EQ(entry->meta.inputs[i].name, in.files[i].name);
+    EXPECT_EQ(entry->meta.inputs[i].digest, in.files[i].digest);
+  }
 }
 
 // --- metrics ------------------------------------------------------------------------------------

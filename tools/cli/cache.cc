@@ -45,13 +45,8 @@ int max_of(const cache::EntryMeta& m, int cache::KernelMeta::*field) {
 /// "head_dim=128 rows=8" → {"head_dim": "128", "rows": "8"} (words without '=' are left out).
 nlohmann::json params_of(const std::string& template_args) {
   nlohmann::json out = nlohmann::json::object();
-  size_t pos = 0;
-  while (pos < template_args.size()) {
-    size_t end = template_args.find(' ', pos);
-    if (end == std::string::npos) end = template_args.size();
-    const std::string word = template_args.substr(pos, end - pos);
+  for (const std::string& word : split_words(template_args)) {
     if (const size_t eq = word.find('='); eq != std::string::npos && eq > 0) out[word.substr(0, eq)] = word.substr(eq + 1);
-    pos = end + 1;
   }
   return out;
 }
@@ -427,6 +422,8 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   imp->add_option("bundle", *im, "The bundle file to read")->required()->check(non_empty());
   add_json_flag(imp);
   out.push_back({imp, [im] { return run_import(*im); }});
+
+  add_cache_explain_command(*cache, out);
 
   CLI::App* clear = cache->add_subcommand("clear", "Remove every entry");
   add_json_flag(clear);

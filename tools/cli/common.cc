@@ -45,6 +45,18 @@ std::string first_line(std::string_view text) {
   return std::string(end == std::string_view::npos ? text : text.substr(0, end));
 }
 
+std::vector<std::string> split_words(std::string_view text) {
+  std::vector<std::string> words;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > pos) words.emplace_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return words;
+}
+
 ParamMap parse_params(std::string_view family, const std::vector<std::string>& words) {
   ParamMap params;
   for (const std::string& word : words) {

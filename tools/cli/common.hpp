@@ -60,6 +60,8 @@ void add_kernels_command(CLI::App& root, std::vector<Command>& out);
 void add_compile_command(CLI::App& root, std::vector<Command>& out);
 void add_precompile_command(CLI::App& root, std::vector<Command>& out);
 void add_cache_commands(CLI::App& root, std::vector<Command>& out);
+/// `kjit cache explain` (tools/cli/cache_explain.cc), added to the `cache` group.
+void add_cache_explain_command(CLI::App& cache, std::vector<Command>& out);
 void add_selftest_command(CLI::App& root, std::vector<Command>& out);
 void add_tune_command(CLI::App& root, std::vector<Command>& out);
 void add_remote_commands(CLI::App& root, std::vector<Command>& out);
@@ -90,6 +92,9 @@ std::string_view strip_prefix(std::string_view text);
 /// Parses family `family`'s "key=value" words into a ParamMap. Throws InvalidArgument, naming the
 /// family, for a word without '=' or with an empty key, or a key given twice.
 ParamMap parse_params(std::string_view family, const std::vector<std::string>& words);
+/// The blank-separated words of `text` ("head_dim=128 rows=8" → {"head_dim=128", "rows=8"}): how
+/// an entry's template_args read back as parse_params words.
+std::vector<std::string> split_words(std::string_view text);
 /// "head_dim=128 style=neox" (ParamMap order, i.e. sorted by key).
 std::string format_params(const ParamMap& params);
 nlohmann::json params_json(const ParamMap& params);
