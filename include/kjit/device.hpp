@@ -32,8 +32,6 @@ struct Target {
   // What the arch has: the one place kjit's families, planners and checks decide it.
   /// mma.sync bf16 (m16n8k16), ldmatrix, cp.async: sm_80+.
   bool has_bf16_mma() const noexcept { return sm() >= 80; }
-  /// mma.sync with E4M3/E5M2 operands (m16n8k32): sm_89+.
-  bool has_fp8_mma() const noexcept { return sm() >= 89; }
   /// wgmma, setmaxnreg and the Hopper TMA kernels that use them: the arch-specific sm_90a only
   /// (sm_100a replaced wgmma with tcgen05).
   bool has_wgmma() const noexcept { return major == 9 && minor == 0 && arch_specific; }

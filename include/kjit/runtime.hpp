@@ -90,10 +90,10 @@ struct KernelInfo {
 /// A compiled (or cached) program for one target.
 struct CompiledProgram {
   /// kDisk: read from the disk cache; kRemote: fetched from the fleet tier (and published to the
-  /// disk cache); kCompiled: compiled by NVRTC in this process. kMemory is
-  /// not produced today: a program served again from the in-process table is the same object and
-  /// keeps its first origin (RuntimeStats::memory_hits counts those calls).
-  enum class Origin { kMemory, kDisk, kCompiled, kRemote };
+  /// disk cache); kCompiled: compiled by NVRTC in this process. A program served again from the
+  /// in-process table is the same object and keeps its first origin (RuntimeStats::memory_hits
+  /// counts those calls).
+  enum class Origin { kDisk, kCompiled, kRemote };
 
   std::string key;  ///< 32 hex digits: XXH3-128 of the canonical key serialization
   std::string family;

@@ -33,7 +33,6 @@ using namespace nanobind::literals;
 
 std::string origin_name(CompiledProgram::Origin o) {
   switch (o) {
-    case CompiledProgram::Origin::kMemory: return "memory";
     case CompiledProgram::Origin::kDisk: return "disk";
     case CompiledProgram::Origin::kCompiled: return "compiled";
     case CompiledProgram::Origin::kRemote: return "remote";

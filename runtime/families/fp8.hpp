@@ -20,7 +20,7 @@
 namespace kjit::fp8 {
 
 /// The lowest SM of both families and of the ops on them: cvt.rn.satfinite to E4M3/E5M2 and
-/// mma.sync m16n8k32 with FP8 operands exist from sm_89 (Ada) on (Target::has_fp8_mma).
+/// mma.sync m16n8k32 with FP8 operands exist from sm_89 (Ada) on.
 inline constexpr int kMinSm = 89;
 /// What a device below kMinSm lacks, for the ops' Unsupported message.
 inline constexpr const char* kMinSmNeeds = "FP8 cvt.satfinite and mma.sync e4m3/e5m2 exist from Ada/Hopper on";

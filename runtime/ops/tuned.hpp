@@ -49,14 +49,13 @@ struct OpInfo;
 inline constexpr int kMaxTuneBucket = 6;
 inline constexpr int kMaxTuneKnobs = 4;
 
-/// The tunable ops, numbered for TunedKey. Append only.
+/// The tunable ops, numbered for TunedKey (stored in tuning tables). Append only; 5 and 6 (rotary
+/// and quantize, never tuned) stay unused.
 enum class TuneOpId : int32_t {
   kDecode = 1,
   kPagedDecode = 2,
   kPrefill = 3,
   kPagedPrefill = 4,
-  kRotary = 5,
-  kQuantize = 6,
   kGemm = 7,
   kSwaDecode = 8,
 };

@@ -15,6 +15,7 @@
 #include <kjit/ops/fp8.hpp>
 
 #include "runtime/driver.hpp"
+#include "runtime/families/fp8.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
@@ -47,7 +48,7 @@ bool device_has_wgmma() { return kjit::device_info(0).target().has_wgmma(); }
 #define KJIT_REQUIRE_FP8_GPU()                                                                               \
   do {                                                                                                       \
     if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";                                                    \
-    if (!kjit::device_info(0).target().has_fp8_mma()) GTEST_SKIP() << "FP8 needs sm_89+ (Unsupported test)"; \
+    if (!(kjit::device_info(0).target().sm() >= kjit::fp8::kMinSm)) GTEST_SKIP() << "FP8 needs sm_89+ (Unsupported test)"; \
   } while (0)
 
 uint64_t fresh_seed() {
@@ -999,7 +1000,7 @@ TEST(Fp8LinearGpu, RejectsBadConfigAndInputs) {
 
 TEST(Fp8Gpu, UnsupportedBelowSm89) {
   if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (kjit::device_info(0).target().has_fp8_mma()) GTEST_SKIP() << "device supports FP8 (the host-only planner test covers sm_80)";
+  if ((kjit::device_info(0).target().sm() >= kjit::fp8::kMinSm)) GTEST_SKIP() << "device supports FP8 (the host-only planner test covers sm_80)";
   kt::DeviceBuffer buf(1 << 16);
   f8::QuantizeArgs q;
   q.x = TensorRef(buf.get(), DType::kBF16, {16, 16}, {}, 0);

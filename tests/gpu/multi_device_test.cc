@@ -20,6 +20,7 @@
 
 #include "cache/store.hpp"
 #include "cache/tune_table.hpp"
+#include "runtime/families/fp8.hpp"
 #include "runtime/internal.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
@@ -256,7 +257,7 @@ std::vector<OpRun> shipped_ops(const kjit::DeviceInfo& info) {
                    const kt::AppendCaseResult r = kt::run_append_case(c, fresh_seed(), rt);
                    return r.ok() ? std::string() : r.describe();
                  }});
-  if (info.target().has_fp8_mma()) {
+  if (info.target().sm() >= kjit::fp8::kMinSm) {
     ops.push_back({"fp8.quantize", quantize_once});
     ops.push_back({"fp8.gemm", [](kjit::Runtime& rt) { return gemm_once(rt, kjit::fp8::GemmKernel::kAuto); }});
     if (info.target().has_wgmma()) {

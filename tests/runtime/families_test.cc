@@ -214,8 +214,6 @@ TEST(Families, ArchFeaturesLiveOnTheTarget) {
   EXPECT_TRUE(Target::parse("sm_90a").has_wgmma());
   EXPECT_FALSE(Target::parse("sm_90").has_wgmma());
   EXPECT_FALSE(Target::parse("sm_100a").has_wgmma());
-  EXPECT_TRUE(Target::parse("sm_89").has_fp8_mma());
-  EXPECT_FALSE(Target::parse("sm_86").has_fp8_mma());
   EXPECT_TRUE(Target::parse("sm_90").has_pdl());
   EXPECT_FALSE(Target::parse("sm_89").has_clusters());
   EXPECT_TRUE(Target::parse("sm_80").has_bf16_mma());

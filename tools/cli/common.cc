@@ -169,7 +169,6 @@ cache::DiskCache open_cache_for_reading(const RuntimeConfig& config) {
 
 const char* origin_name(CompiledProgram::Origin origin) {
   switch (origin) {
-    case CompiledProgram::Origin::kMemory: return "memory";
     case CompiledProgram::Origin::kDisk: return "disk";
     case CompiledProgram::Origin::kCompiled: return "compiled";
     case CompiledProgram::Origin::kRemote: return "remote";

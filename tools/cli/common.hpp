@@ -132,7 +132,7 @@ FleetShard parse_shard(const std::string& text);
 /// KJIT_REMOTE is unset or this host may not write.
 std::function<bool(const std::string& key_hex)> fleet_publisher(const RuntimeConfig& config);
 
-/// Name of a CompiledProgram origin: "memory", "disk", "compiled".
+/// Name of a CompiledProgram origin: "disk", "compiled", "remote".
 const char* origin_name(CompiledProgram::Origin origin);
 /// The per-kernel report of a compiled program (name, lowered name, registers, spills, smem).
 nlohmann::json kernels_json(const std::vector<KernelInfo>& kernels);
