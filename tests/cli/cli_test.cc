@@ -974,6 +974,38 @@ TEST_F(CliTest, CacheExplainNamesEveryInputAndTheOneThatDiffers) {
   expect_one_line_error(kjit({"cache", "explain", "rotary", "head_dim=64", "--key", key}), "takes no family");
 }
 
+TEST_F(CliTest, CacheExplainReadsEntriesThatRecordNoFiles) {
+  // An entry as kjit wrote it before entries recorded their files' digests.
+  ProcessResult r = kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const std::string key = parse_object(r)["key"];
+  const fs::path path = cache_dir_ / "v1" / key.substr(0, 2) / (key + ".kjit");
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::optional<cache::Entry> e = cache::decode(bytes, nullptr, nullptr);
+  ASSERT_TRUE(e.has_value() && !e->meta.inputs.empty());
+  e->meta.inputs.clear();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << cache::encode(*e);
+
+  r = kjit({"cache", "explain", "--key", key, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_TRUE(j["recorded"]["files"].empty());
+  EXPECT_EQ(j["current"]["same_key"], true) << r.describe();
+  // A miss against it compares what the entry has (here: the parameters and kernels), and says
+  // that the files were not compared.
+  r = kjit({"cache", "explain", "rotary", "head_dim=128", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
+  j = parse_object(r);
+  EXPECT_EQ(j["nearest"]["key"], key) << r.describe();
+  EXPECT_EQ(j["nearest"]["files_compared"], false);
+  EXPECT_EQ(j["nearest"]["differences"].size(), 2u) << r.describe();
+  r = kjit({"cache", "explain", "rotary", "head_dim=128", "pos=i32", "style=neox", "--arch", "sm_90a"});
+  EXPECT_NE(r.out.find("files not compared"), std::string::npos) << r.describe();
+}
+
 TEST_F(CliTest, CacheStatsPrometheusIsWellFormed) {
   ASSERT_EQ(kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"}).code, 0);
   ASSERT_EQ(kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a"}).code, 0);
