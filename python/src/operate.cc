@@ -29,6 +29,12 @@ nb::dict metrics_dict(const RuntimeMetrics& m) {
   d["load_rebuilds"] = s.load_rebuilds;
   d["refused"] = s.refused;
   d["compile_ms"] = s.compile_ms;
+  d["remote_hits"] = s.remote_hits;
+  d["remote_misses"] = s.remote_misses;
+  d["remote_errors"] = s.remote_errors;
+  d["remote_lease_waits"] = s.remote_lease_waits;
+  d["remote_rejected_signatures"] = s.remote_rejected_signatures;
+  d["remote_publishes"] = s.remote_publishes;
   d["jit_mode"] = jit_mode_name(m.jit_mode);
   d["frozen"] = m.frozen;
   d["cache_entries"] = m.cache_entries ? nb::cast(*m.cache_entries) : nb::none();

@@ -365,6 +365,8 @@ TEST_F(Operate, MetricsTextIsWellFormedAndCountersMove) {
   EXPECT_EQ(after.samples.at("kjit_memory_hits_total"), 1.0);
   EXPECT_EQ(after.samples.at("kjit_refused_total"), 1.0);
   EXPECT_EQ(after.samples.at("kjit_frozen"), 1.0);
+  EXPECT_EQ(after.samples.at("kjit_remote_hits_total"), 0.0);  // no fleet tier configured
+  EXPECT_EQ(after.types.at("kjit_remote_publishes_total"), "counter");
   EXPECT_EQ(after.samples.at("kjit_jit_mode{mode=\"off\"}"), 1.0);
   EXPECT_EQ(after.samples.at("kjit_jit_mode{mode=\"on\"}"), 0.0);
   EXPECT_EQ(after.samples.at("kjit_cache_entries"), 1.0);
