@@ -114,6 +114,18 @@ bool is_hex32(const std::string& s) {
          });
 }
 
+/// Where the cache under `cache_dir` keeps the entry of `key` (32 hex digits).
+fs::path entry_path(const fs::path& cache_dir, const std::string& key) {
+  return cache_dir / "v1" / key.substr(0, 2) / (key + ".kjit");
+}
+
+/// The entry in the file at `path`, or nullopt when it does not decode.
+std::optional<cache::Entry> read_entry(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  return cache::decode(bytes, nullptr, nullptr);
+}
+
 // --- general ----------------------------------------------------------------------------------
 
 TEST_F(CliTest, VersionAndHelp) {
@@ -697,13 +709,8 @@ TEST_F(CliTest, CachePruneRemovesEntriesOfOtherToolkits) {
   ProcessResult r = kjit(compile_args(f, {"--arch", test_arch(f), "--json"}));
   ASSERT_EQ(r.code, 0) << r.describe();
   const std::string key = parse_object(r)["key"];
-  const fs::path current = cache_dir_ / "v1" / key.substr(0, 2) / (key + ".kjit");
-  std::string bytes;
-  {
-    std::ifstream in(current, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::optional<cache::Entry> e = cache::decode(bytes, nullptr, nullptr);
+  const fs::path current = entry_path(cache_dir_, key);
+  std::optional<cache::Entry> e = read_entry(current);
   ASSERT_TRUE(e.has_value()) << current;
   const std::string nvrtc = e->meta.nvrtc_version;
   const std::string headers = e->meta.cuda_headers_version;
@@ -979,13 +986,8 @@ TEST_F(CliTest, CacheExplainReadsEntriesThatRecordNoFiles) {
   ProcessResult r = kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
   ASSERT_EQ(r.code, 0) << r.describe();
   const std::string key = parse_object(r)["key"];
-  const fs::path path = cache_dir_ / "v1" / key.substr(0, 2) / (key + ".kjit");
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::optional<cache::Entry> e = cache::decode(bytes, nullptr, nullptr);
+  const fs::path path = entry_path(cache_dir_, key);
+  std::optional<cache::Entry> e = read_entry(path);
   ASSERT_TRUE(e.has_value() && !e->meta.inputs.empty());
   e->meta.inputs.clear();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << cache::encode(*e);
