@@ -7,4 +7,8 @@ rm -rf build-run
 cp -a build build-run
 find build-run -name '*.o' -delete
 rm -rf build-run/tests/cli-work build-run/Testing
+# The Debian libraries libkjit links (fmt, xxHash, hiredis, libsodium) beside it: the device
+# machine need not have them (h200_session.sh puts the build folder on LD_LIBRARY_PATH).
+ldd build/libkjit.so | awk '/=> \/(usr\/)?lib\/x86_64-linux-gnu\/lib(fmt|xxhash|hiredis|sodium)/ {print $3}' |
+  xargs -r cp -L -t build-run
 du -sh build-run
