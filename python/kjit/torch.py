@@ -159,9 +159,8 @@ _FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 @_fake("fp8_quantize")
 def _quantize_fake(x, format="e4m3", granularity="tensor"):
     rows, cols = x.shape
-    shapes = {"tensor": (1,), "row": (rows,), "block1x128": (rows, (cols + 127) // 128),
-              "block128x128": ((rows + 127) // 128, (cols + 127) // 128)}
-    return x.new_empty(x.shape, dtype=_FP8[format]), x.new_empty(shapes[granularity], dtype=torch.float32)
+    scales = _C.fp8_scale_shape(granularity, rows, cols)
+    return x.new_empty(x.shape, dtype=_FP8[format]), x.new_empty(scales, dtype=torch.float32)
 
 
 @_fake("fp8_gemm")

@@ -9,6 +9,7 @@
 #include "runtime/driver.hpp"
 
 #include <kjit/error.hpp>
+#include <kjit/families.hpp>
 #include <kjit/ops/attention.hpp>
 #include <kjit/ops/fp8.hpp>
 #include <kjit/ops/rotary.hpp>
@@ -16,6 +17,7 @@
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
 
 #include <memory>
 #include <string>
@@ -301,22 +303,12 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
 
 // ---- FP8 ----------------------------------------------------------------------------------------------
 
-fp8::Granularity parse_granularity(const char* op, std::string_view g) {
-  if (g == "tensor") return fp8::Granularity::kTensor;
-  if (g == "row") return fp8::Granularity::kRow;
-  if (g == "block1x128") return fp8::Granularity::kBlock1x128;
-  if (g == "block128x128") return fp8::Granularity::kBlock128x128;
-  bad_choice(op, "granularity", g, "'tensor', 'row', 'block1x128', 'block128x128'");
-}
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_view granularity, bool dynamic,
                     nb::handle multiplier, nb::handle amax, nb::handle scale_inv, bool pow2_scale, nb::handle stream) {
   OpCall call("kjit.fp8.quantize", stream);
   fp8::QuantizeArgs a;
   a.x = call.required(x, "x");
-  a.granularity = parse_granularity("kjit.fp8.quantize", granularity);
+  a.granularity = fp8::parse_granularity(granularity, "kjit.fp8.quantize");
   a.dynamic = dynamic;
   a.pow2_scale = pow2_scale;
   if (!multiplier.is_none()) {
@@ -331,15 +323,9 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
   // A byte tensor (frameworks without FP8 dtypes) holds the format asked for.
   if (a.y.dtype == DType::kU8) a.y.dtype = fmt;
   const int64_t rows = a.x.ndim == 2 ? a.x.shape[0] : 0, cols = a.x.ndim == 2 ? a.x.shape[1] : 0;
-  int64_t s0 = 1, s1 = 0;
-  switch (a.granularity) {
-    case fp8::Granularity::kTensor: break;
-    case fp8::Granularity::kRow: s0 = rows; break;
-    case fp8::Granularity::kBlock1x128: s0 = rows; s1 = ceil_div(cols, 128); break;
-    case fp8::Granularity::kBlock128x128: s0 = ceil_div(rows, 128); s1 = ceil_div(cols, 128); break;
-  }
-  const int64_t scale_shape[2] = {s0, s1};
-  const int scale_ndim = s1 ? 2 : 1;
+  const fp8::ScaleShape groups = fp8::scale_shape(a.granularity, rows, cols);
+  const int64_t* scale_shape = groups.shape;
+  const int scale_ndim = groups.ndim;
   nb::object so = out_or_alloc(call, scale_inv, "scale_inv", &a.scale_inv, DType::kF32, scale_shape, scale_ndim);
   nb::object ao = nb::none();
   const bool need_amax = !amax.is_none() || (dynamic && a.granularity == fp8::Granularity::kTensor);
@@ -347,20 +333,6 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
   bench::run([&] { fp8::quantize(a, call.stream()); });
   call.finish();
   return nb::make_tuple(yo, so, ao);
-}
-
-fp8::GemmTile parse_tile(std::string_view t) {
-  if (t == "auto") return fp8::GemmTile::kAuto;
-  if (t == "64x64") return fp8::GemmTile::k64x64;
-  if (t == "128x64") return fp8::GemmTile::k128x64;
-  if (t == "128x128") return fp8::GemmTile::k128x128;
-  if (t == "128x256") return fp8::GemmTile::k128x256;
-  if (t == "128x16") return fp8::GemmTile::k128x16;
-  if (t == "128x32") return fp8::GemmTile::k128x32;
-  if (t == "64x16") return fp8::GemmTile::k64x16;
-  if (t == "64x32") return fp8::GemmTile::k64x32;
-  bad_choice("kjit.fp8.gemm", "tile", t,
-             "'auto', '64x64', '128x64', '128x128', '128x256', '128x16', '128x32', '64x16', '64x32'");
 }
 
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
@@ -384,7 +356,7 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   else if (kernel == "mma") g.kernel = fp8::GemmKernel::kMmaSync;
   else if (kernel == "wgmma") g.kernel = fp8::GemmKernel::kWgmma;
   else bad_choice("kjit.fp8.gemm", "kernel", kernel, "'auto', 'mma', 'wgmma'");
-  g.tile = parse_tile(tile);
+  g.tile = fp8::parse_gemm_tile(tile, "kjit.fp8.gemm");
   g.stages = stages;
   g.splits = splits;
   g.multicast = multicast;
@@ -415,7 +387,7 @@ class Linear {
     c.in_features = w.ndim == 2 ? w.shape[1] : 0;
     c.max_tokens = max_tokens;
     c.recipe = parse_recipe(recipe);
-    c.weight_granularity = parse_granularity("kjit.fp8.Linear", weight_granularity);
+    c.weight_granularity = fp8::parse_granularity(weight_granularity, "kjit.fp8.Linear");
     c.activation_format = parse_dtype("kjit.fp8.Linear", "activation_format", activation_format);
     c.weight_format = parse_dtype("kjit.fp8.Linear", "weight_format", weight_format);
     c.history_len = history_len;
@@ -480,6 +452,14 @@ void register_ops(nb::module_& m) {
   m.def("fp8_quantize", &quantize, "x"_a, nb::kw_only(), "y"_a = nb::none(), "format"_a = "e4m3",
         "granularity"_a = "tensor", "dynamic"_a = false, "multiplier"_a = nb::none(), "amax"_a = nb::none(),
         "scale_inv"_a = nb::none(), "pow2_scale"_a = false, "stream"_a = nb::none());
+  m.def(
+      "fp8_scale_shape",
+      [](std::string_view granularity, int64_t rows, int64_t cols) {
+        const fp8::ScaleShape s = fp8::scale_shape(fp8::parse_granularity(granularity, "kjit.fp8.scale_shape"), rows, cols);
+        return s.ndim == 1 ? nb::make_tuple(s.shape[0]) : nb::make_tuple(s.shape[0], s.shape[1]);
+      },
+      "granularity"_a, "rows"_a, "cols"_a,
+      "The shape of quantize's scale_inv / amax for x [rows, cols] at `granularity`.");
   m.def("fp8_gemm", &gemm, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, nb::kw_only(), "d"_a = nb::none(),
         "out_dtype"_a = "bf16", "bias"_a = nb::none(), "scale_mode"_a = "tensorwise", "kernel"_a = "auto",
         "tile"_a = "auto", "stages"_a = 0, "splits"_a = 0, "multicast"_a = 0, "fp8_format"_a = "e4m3",
@@ -496,6 +476,16 @@ void register_ops(nb::module_& m) {
       .def_prop_ro("out_features", [](const Linear& l) { return l.config().out_features; })
       .def_prop_ro("max_tokens", [](const Linear& l) { return l.config().max_tokens; });
 
+  m.def(
+      "family_values",
+      [](std::string_view family, std::string_view param) {
+        const kjit::Family& f = kjit::family(family);
+        const int i = f.param_index(param);
+        if (i < 0) throw InvalidArgument(f.name + ": no parameter '" + std::string(param) + "'");
+        return f.params[static_cast<size_t>(i)].texts();
+      },
+      "family"_a, "param"_a,
+      "The values a kernel family declares for a parameter (what the docstrings list and the ops accept).");
   m.def("clear_workspaces", &clear_workspaces);
   m.def("workspace_bytes_held", &workspace_bytes_held);
   m.def("_bench_set_repeat", [](int n) { bench::g_repeat = n; });

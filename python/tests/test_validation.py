@@ -161,3 +161,21 @@ def test_plan_paged_prefill_is_host_only():
         assert plan.num_work == 6
     with pytest.raises(kjit.InvalidArgument):
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=100, tile_rows=64)
+
+
+def test_docstrings_and_scale_shapes_come_from_the_family_declarations():
+    for g in kjit._C.family_values("fp8.quantize", "granularity"):
+        assert f'"{g}"' in kjit.fp8.__doc__
+    for t in kjit._C.family_values("fp8.gemm", "tile"):
+        assert f'"{t}"' in kjit.fp8.__doc__
+    for w in kjit._C.family_values("mla.swa_decode", "window"):
+        assert w in kjit.mla.__doc__
+    assert "{" not in kjit.fp8.__doc__ and "{" not in kjit.mla.__doc__
+    assert kjit._C.fp8_scale_shape("tensor", 300, 1000) == (1,)
+    assert kjit._C.fp8_scale_shape("row", 300, 1000) == (300,)
+    assert kjit._C.fp8_scale_shape("block1x128", 300, 1000) == (300, 8)
+    assert kjit._C.fp8_scale_shape("block128x128", 300, 1000) == (3, 8)
+    with pytest.raises(kjit.InvalidArgument, match="granularity must be one of tensor, row"):
+        kjit._C.fp8_scale_shape("column", 1, 1)
+    with pytest.raises(kjit.InvalidArgument, match="no parameter"):
+        kjit._C.family_values("fp8.gemm", "nope")

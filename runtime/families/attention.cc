@@ -8,11 +8,16 @@
 namespace kjit::attention {
 namespace {
 
-constexpr int kMinSm = 80;
-
-FamilyParam head_dim_param(std::initializer_list<int> dims) {
+template <size_t N>
+FamilyParam head_dim_param(const int (&dims)[N]) {
   FamilyParam p{"head_dim", {}, "head dimension (elements)"};
   for (int d : dims) p.values.push_back({std::to_string(d), d, ""});
+  return p;
+}
+
+FamilyParam block_m_param(const char* doc) {
+  FamilyParam p{"block_m", {}, doc};
+  for (int m : kBlockMs) p.values.push_back({std::to_string(m), m, ""});
   return p;
 }
 
@@ -27,7 +32,7 @@ const Family& decode_family() {
     f.name = "attention.decode";
     f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: the split-KV mma.sync kernel "
             "(kernel_sources/attention/decode.cu); a split plan's merge is attention.decode_merge";
-    f.params = {head_dim_param({64, 128, 256}), kRows};
+    f.params = {head_dim_param(kHeadDims), kRows};
     // The decode kernel alone: the merge is its own family (attention.decode_merge), compiled and
     // loaded only when a plan splits the KV, so a compile here does not pay for it.
     f.programs = {{"", "", "attention/decode.cu", {"kjit::attention::decode_kernel<{head_dim}, {rows}>"}}};
@@ -68,7 +73,7 @@ const Family& decode_merge_family() {
     f.doc = "The split-KV merge of attention.decode and attention.paged_decode: combines the per-split "
             "partials when a plan splits the KV (kernel_sources/attention/decode_merge.cu)";
     // head_dim alone: one program serves both decode ops and both rows values.
-    f.params = {head_dim_param({64, 128, 256})};
+    f.params = {head_dim_param(kHeadDims)};
     f.programs = {{"", "", "attention/decode_merge.cu", {"kjit::attention::decode_merge_kernel<{head_dim}>"}}};
     f.min_sm = kMinSm;
     // Every head_dim the decode defaults cover: a precompiled cache serves split plans too.
@@ -84,7 +89,7 @@ const Family& paged_append_family() {
     f.name = "attention.paged_append";
     f.doc = "Append new bf16 K/V tokens into the page pools of a paged KV cache "
             "(kernel_sources/attention/paged_append.cu)";
-    f.params = {head_dim_param({64, 128, 256}),
+    f.params = {head_dim_param(kHeadDims),
                 {"index",
                  {{"positions", 0, "false"}, {"indptr", 1, "true"}},
                  "per-token batch_indices + positions, or append_indptr"}};
@@ -105,8 +110,8 @@ const Family& prefill_family() {
     f.name = "attention.prefill";
     f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V: split-Q mma.sync kernel, causal (run-time "
             "flag), optional bool mask (kernel_sources/attention/prefill.cu, DenseQSchedule + ContigKV)";
-    f.params = {head_dim_param({64, 128, 256}),
-                {"block_m", {{"64", 64, ""}, {"128", 128, ""}}, "query rows per CTA"},
+    f.params = {head_dim_param(kHeadDims),
+                block_m_param("query rows per CTA"),
                 {"mask", {{"none", 0, "false"}, {"bool", 1, "true"}}, "bool keep-mask (2-D or 3-D) read per element"}};
     f.programs = {{"", "", "attention/prefill.cu",
                    {"kjit::attention::prefill_kernel<{head_dim}, {block_m}, {mask}, "
@@ -130,7 +135,7 @@ const Family& prefill_sm90_family() {
     f.doc = "GQA prefill attention over contiguous BLHD bf16 K/V on Hopper: TMA producer warpgroup, two wgmma "
             "consumer warpgroups, causal or full (run-time flag), chunked, LSE (kernel_sources/attention/"
             "prefill_sm90.cu; sm_90a only)";
-    f.params = {head_dim_param({64, 128})};
+    f.params = {head_dim_param(kSm90HeadDims)};
     f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::prefill_sm90_kernel<{head_dim}>"}, true}};
     f.min_sm = 90;
     // wgmma and setmaxnreg exist only in the sm_90a feature set; elsewhere the source compiles
@@ -151,8 +156,8 @@ const Family& paged_prefill_family() {
     f.name = "attention.paged_prefill";
     f.doc = "Ragged GQA prefill over a paged bf16 KV cache: the prefill kernel with a packed Q schedule "
             "(q_tile_to_batch / q_tile_to_index work map) and the PagedKV source (kernel_sources/attention/prefill.cu)";
-    f.params = {head_dim_param({64, 128, 256}),
-                {"block_m", {{"64", 64, ""}, {"128", 128, ""}}, "query rows per work item (the plan's tile_rows)"}};
+    f.params = {head_dim_param(kHeadDims),
+                block_m_param("query rows per work item (the plan's tile_rows)")};
     f.programs = {{"", "", "attention/prefill.cu",
                    {"kjit::attention::prefill_kernel<{head_dim}, {block_m}, false, "
                     "kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}}};
@@ -174,7 +179,7 @@ const Family& paged_prefill_sm90_family() {
             "with a cp.async producer warpgroup that gathers Q and K/V rows through the page table (any page size), "
             "the plan's 128-row work items, causal or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a "
             "only)";
-    f.params = {head_dim_param({64, 128})};
+    f.params = {head_dim_param(kSm90HeadDims)};
     f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}>"}, true}};
     f.min_sm = 90;
     f.target_rule = prefill_sm90_family().target_rule;

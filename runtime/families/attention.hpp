@@ -25,6 +25,20 @@
 
 namespace kjit::attention {
 
+/// The floor of every attention family but the sm_90a ones (prefill_sm90, paged_prefill_sm90),
+/// and of the ops on them.
+inline constexpr int kMinSm = 80;
+/// What a device below kMinSm lacks, for the ops' Unsupported message.
+inline constexpr const char* kMinSmNeeds = "mma.sync bf16, ldmatrix, cp.async";
+/// The `head_dim` values of the mma.sync families (every attention family but the sm_90a ones):
+/// the validators, planners and tuners accept exactly these.
+inline constexpr int kHeadDims[] = {64, 128, 256};
+/// The `head_dim` values of the wgmma families, attention.prefill_sm90 and paged_prefill_sm90.
+inline constexpr int kSm90HeadDims[] = {64, 128};
+/// The `block_m` values of attention.prefill and attention.paged_prefill: query rows per CTA
+/// (PrefillArgs::block_m, the paged plan's tile_rows).
+inline constexpr int kBlockMs[] = {64, 128};
+
 const Family& decode_family();
 const Family& paged_decode_family();
 const Family& decode_merge_family();

@@ -1,13 +1,22 @@
 // The MLA family declarations.
 #include "runtime/families/mla.hpp"
 
-#include "mla/swa_decode_params.h"
-
 #include <fmt/format.h>
 
 #include <string>
+#include <vector>
 
 namespace kjit::mla {
+namespace {
+
+template <size_t N>
+std::vector<ParamValue> values_of(const int (&values)[N]) {
+  std::vector<ParamValue> out;
+  for (int v : values) out.push_back({std::to_string(v), v, ""});
+  return out;
+}
+
+}  // namespace
 
 const Family& swa_decode_family() {
   static const Family family = [] {
@@ -19,11 +28,11 @@ const Family& swa_decode_family() {
     f.params = {
         {"head_dim", {{"512", kSwaHeadDim, ""}}, "latent dimension (elements)"},
         {"group",
-         {{"16", 16, ""}, {"32", 32, ""}, {"64", kSwaWgmmaHeads, ""}},
+         values_of(kSwaGroups),
          "query heads per CTA: 16 / 32 the mma.sync kernel (four warps per 16 heads share one KV slice); 64 the "
          "sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: kv_tile 128, window <= 128)"},
         {"kv_tile", {{"64", 64, ""}, {"128", 128, ""}}, "window positions one CTA holds in shared memory"},
-        {"window", {{"64", 64, ""}, {"128", 128, ""}, {"256", 256, ""}, {"512", 512, ""}},
+        {"window", values_of(kSwaWindows),
          "window size W (length of an indices row)"},
         {"cache", {{"e4m3", kSwaCacheE4M3, ""}, {"e5m2", kSwaCacheE5M2, ""}}, "fp8 format of the cache bytes"},
     };
@@ -33,7 +42,7 @@ const Family& swa_decode_family() {
          {"kjit::mla::swa_decode_kernel<{head_dim}, {group}, {kv_tile}, {window}, {cache}>",
           "kjit::mla::swa_merge_kernel<{head_dim}>"}},
     };
-    f.min_sm = 80;
+    f.min_sm = kMinSm;
     f.constraint = [](const Family& self, const Point& pt) -> std::string {
       if (self.value(pt, "group").code != kSwaWgmmaHeads) return {};
       const int64_t tile = self.value(pt, "kv_tile").code;

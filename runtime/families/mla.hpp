@@ -10,7 +10,16 @@
 
 #include <kjit/families.hpp>
 
+#include "mla/swa_decode_params.h"
+
 namespace kjit::mla {
+
+/// The family's and the op's lowest SM (mma.sync, cp.async; group 64 needs sm_90a on top).
+inline constexpr int kMinSm = 80;
+/// The `window` values: the indices' last dim W the validator accepts.
+inline constexpr int kSwaWindows[] = {64, 128, 256, 512};
+/// The `group` values (query heads per CTA): SwaDecodeArgs::head_group's choices besides 0.
+inline constexpr int kSwaGroups[] = {16, 32, kSwaWgmmaHeads};
 
 const Family& swa_decode_family();
 

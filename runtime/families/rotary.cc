@@ -24,7 +24,7 @@ const Family& rotary_family() {
     f.programs = {{"", "", "rotary/rotary.cu",
                    {"kjit::rope::rotary_kernel<{head_dim}, {style}, {pos}>",
                     "kjit::rope::rotary_scalar_kernel<{head_dim}, {style}, {pos}>"}}};
-    f.min_sm = 80;
+    f.min_sm = detail::kRotaryMinSm;
     // What common models use: Llama/Mistral/Qwen (neox 128), Gemma (neox 256), small models
     // (neox 64), Phi-2 (neox 80, partial), GPT-J (gptj 256, partial); torch positions are i64.
     f.defaults = {

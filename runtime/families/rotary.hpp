@@ -16,6 +16,8 @@ const Family& rotary_family();
 namespace detail {
 /// Head dims the family is specialized for (the `head_dim` parameter's values).
 inline constexpr int kRotaryHeadDims[] = {32, 64, 80, 96, 128, 160, 192, 256, 512};
+/// The family's and the op's lowest SM (bf16x2 conversions).
+inline constexpr int kRotaryMinSm = 80;
 }  // namespace detail
 
 }  // namespace kjit

@@ -6,6 +6,15 @@
 
 namespace kjit::detail {
 
+std::string one_of_text(const int64_t* values, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) out += i + 1 == n ? " or " : ", ";
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
 void fail(const char* op, const std::string& message) {
   throw InvalidArgument(fmt::format("{}: {}", op, message));
 }

@@ -15,6 +15,23 @@ namespace kjit::detail {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Whether `x` is one of `values` (a family's declared set, e.g. attention::kHeadDims).
+template <typename T, size_t N>
+constexpr bool is_one_of(int64_t x, const T (&values)[N]) noexcept {
+  for (const T& v : values) {
+    if (x == v) return true;
+  }
+  return false;
+}
+/// "64, 128 or 256": a declared set for an error message (built only when a check fails).
+std::string one_of_text(const int64_t* values, size_t n);
+template <typename T, size_t N>
+std::string one_of_text(const T (&values)[N]) {
+  int64_t copy[N];
+  for (size_t i = 0; i < N; ++i) copy[i] = values[i];
+  return one_of_text(copy, N);
+}
+
 // The ops validate on every call, so each check is an inline test here and its message is built
 // in an out-of-line, never-returning function in validate.cc, reached only when the check fails.
 [[noreturn]] void rank_failed(const char* op, const char* name, const TensorRef& t, int ndim);

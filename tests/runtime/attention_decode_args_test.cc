@@ -6,6 +6,9 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/decode_params.h"
+#include "attention/prefill_params.h"
+#include "attention/prefill_sm90_params.h"
+#include "runtime/families/attention.hpp"
 #include "tests/runtime/decode_dims.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/ops/attention/decode.hpp"
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace {
@@ -89,6 +93,66 @@ TEST(AttentionDecodeArgs, ValidArgsPass) {
   a.v = TensorRef(nullptr, DType::kBF16, {kB, 0, kHkv, kD}, {}, 0);
   a.mask = TensorRef(nullptr, DType::kBool, {kB, 0}, {}, 0);
   EXPECT_NO_THROW(ad::validate_decode(a));
+}
+
+// One fact, one place: every attention family declares its head_dim set once, the validators
+// accept exactly that set, and every declared value has a launch shape for each kernel. Adding a
+// head_dim to a declaration without teaching a consumer fails here.
+std::set<int64_t> declared(const kjit::Family& f, const char* param) {
+  std::set<int64_t> out;
+  for (const kjit::ParamValue& v : f.params[f.param_index(param)].values) out.insert(v.code);
+  return out;
+}
+
+TEST(AttentionFamilies, ValidatorsAndKernelsFollowTheDeclaredHeadDims) {
+  namespace at = kjit::attention;
+  const std::set<int64_t> mma(std::begin(at::kHeadDims), std::end(at::kHeadDims));
+  for (const kjit::Family* f : {&at::decode_family(), &at::paged_decode_family(), &at::decode_merge_family(),
+                                &at::paged_append_family(), &at::prefill_family(), &at::paged_prefill_family()}) {
+    EXPECT_EQ(declared(*f, "head_dim"), mma) << f->name;
+    EXPECT_EQ(f->min_sm, at::kMinSm) << f->name;
+  }
+  const std::set<int64_t> sm90 = declared(at::prefill_sm90_family(), "head_dim");
+  EXPECT_EQ(sm90, std::set<int64_t>(std::begin(at::kSm90HeadDims), std::end(at::kSm90HeadDims)));
+  EXPECT_EQ(declared(at::paged_prefill_sm90_family(), "head_dim"), sm90);
+  const std::set<int64_t> block_ms(std::begin(at::kBlockMs), std::end(at::kBlockMs));
+  EXPECT_EQ(declared(at::prefill_family(), "block_m"), block_ms);
+  EXPECT_EQ(declared(at::paged_prefill_family(), "block_m"), block_ms);
+  for (int m = 0; m <= 512; ++m) {  // the paged prefill planner takes the declared tile rows (0: choose)
+    const int32_t qo_indptr[] = {0, 100};
+    bool accepted = true;
+    try {
+      kjit::attention::plan_paged_prefill(qo_indptr, 1, 128, m);
+    } catch (const kjit::InvalidArgument&) {
+      accepted = false;
+    }
+    EXPECT_EQ(accepted, m == 0 || block_ms.count(m) == 1) << "tile_rows " << m;
+  }
+  for (int64_t d = 8; d <= 1024; d += 8) {  // bf16 rows stay 16-byte aligned
+    DecodeArgs a = valid_args();
+    a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, kHkv, d}, {}, 0);
+    a.v = TensorRef(fake_ptr(0x200000), DType::kBF16, {kB, kL, kHkv, d}, {}, 0);
+    a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kB, 1, kHq, d}, {}, 0);
+    a.out = TensorRef(fake_ptr(0x400000), DType::kBF16, {kB, 1, kHq, d}, {}, 0);
+    bool accepted = true;
+    try {
+      ad::validate_decode(a);
+    } catch (const kjit::InvalidArgument& e) {
+      accepted = false;
+      if (!mma.count(d)) {
+        for (int64_t v : mma) EXPECT_NE(std::string(e.what()).find(std::to_string(v)), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(accepted, mma.count(d) == 1) << "head_dim " << d;
+    EXPECT_EQ(ad::supported_head_dim(d), mma.count(d) == 1) << "head_dim " << d;
+  }
+  for (int64_t d : mma) {
+    EXPECT_GT(kjit::attention::decode_launch_shape(static_cast<int>(d)).threads, 0) << d;
+    for (int64_t bm : declared(at::prefill_family(), "block_m")) {
+      EXPECT_GT(kjit::attention::prefill_launch_shape(static_cast<int>(d), static_cast<int>(bm)).threads, 0) << d;
+    }
+  }
+  for (int64_t d : sm90) EXPECT_GT(kjit::attention::prefill_sm90_launch_shape(static_cast<int>(d)).threads, 0) << d;
 }
 
 TEST(AttentionDecodeArgs, QRules) {

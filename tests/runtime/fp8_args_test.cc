@@ -9,6 +9,7 @@
 
 #include "fp8/gemm_params.h"
 #include "fp8/quantize_params.h"
+#include "runtime/families/fp8.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/fp8/quantize.hpp"
 #include "tools/testing/reference_fp8.hpp"
@@ -259,6 +260,58 @@ void expect_quantize_invalid(f8::Granularity g, const std::function<void(f8::Qua
       ADD_FAILURE() << "wrong exception type: " << e.what();
     }
   }
+}
+
+// One fact, one place: the granularity and tile names, the GemmTile shapes and the scale
+// shapes all come from the fp8 family declarations. A value added to a declaration without an
+// enumerator (or the other way round) fails here.
+TEST(Fp8Families, NamesTilesAndScaleShapesFollowTheDeclarations) {
+  const kjit::Family& q = f8::quantize_family();
+  const auto& grans = q.params[q.param_index("granularity")].values;
+  ASSERT_EQ(grans.size(), 4u);  // Granularity's enumerators
+  for (const kjit::ParamValue& v : grans) {
+    const f8::Granularity g = f8::parse_granularity(v.text);
+    EXPECT_EQ(static_cast<int64_t>(g), v.code) << v.text;
+    EXPECT_EQ(f8::granularity_name(g), v.text);
+  }
+  EXPECT_THROW(f8::parse_granularity("block64x64"), kjit::InvalidArgument);
+  try {
+    f8::parse_granularity("column", "kjit.fp8.quantize");
+  } catch (const kjit::InvalidArgument& e) {
+    for (const kjit::ParamValue& v : grans) EXPECT_NE(std::string(e.what()).find(v.text), std::string::npos) << e.what();
+  }
+
+  const kjit::Family& g = f8::gemm_family();
+  const auto& tiles = g.params[g.param_index("tile")].values;
+  ASSERT_EQ(tiles.size(), static_cast<size_t>(f8::GemmTile::k64x32));  // every GemmTile but kAuto
+  for (const kjit::ParamValue& v : tiles) {
+    const f8::GemmTile t = f8::parse_gemm_tile(v.text);
+    EXPECT_NE(t, f8::GemmTile::kAuto) << v.text;
+    EXPECT_EQ(f8::gemm_tile_name(t), v.text);
+    const fd::GemmTileShape shape = fd::gemm_tile_shape(t);
+    EXPECT_EQ(f8::gemm_tile_code(shape.bm, shape.bn), v.code) << v.text;
+    EXPECT_EQ(fd::gemm_tile_of(shape.bm, shape.bn), t) << v.text;
+    EXPECT_EQ(v.text, std::to_string(shape.bm) + "x" + std::to_string(shape.bn));
+  }
+  EXPECT_EQ(f8::parse_gemm_tile("auto"), f8::GemmTile::kAuto);
+  EXPECT_STREQ(f8::gemm_tile_name(f8::GemmTile::kAuto), "auto");
+  EXPECT_THROW(f8::parse_gemm_tile("256x256"), kjit::InvalidArgument);
+
+  // The scale groups per granularity (x [300, 1000]: 3 row blocks, 8 column blocks).
+  const f8::ScaleShape t = f8::scale_shape(f8::Granularity::kTensor, 300, 1000);
+  EXPECT_EQ(t.ndim, 1);
+  EXPECT_EQ(t.shape[0], 1);
+  const f8::ScaleShape r = f8::scale_shape(f8::Granularity::kRow, 300, 1000);
+  EXPECT_EQ(r.ndim, 1);
+  EXPECT_EQ(r.shape[0], 300);
+  const f8::ScaleShape b1 = f8::scale_shape(f8::Granularity::kBlock1x128, 300, 1000);
+  EXPECT_EQ(b1.ndim, 2);
+  EXPECT_EQ(b1.shape[0], 300);
+  EXPECT_EQ(b1.shape[1], 8);
+  const f8::ScaleShape b2 = f8::scale_shape(f8::Granularity::kBlock128x128, 300, 1000);
+  EXPECT_EQ(b2.ndim, 2);
+  EXPECT_EQ(b2.shape[0], 3);
+  EXPECT_EQ(b2.shape[1], 8);
 }
 
 TEST(Fp8QuantizeArgs, ValidArgsPass) {

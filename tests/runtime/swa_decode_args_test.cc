@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 
 namespace {
@@ -107,10 +108,57 @@ TEST(SwaDecodeArgs, ValidArgsPass) {
   a.lse.shape[0] = 0;
   EXPECT_EQ(md::validate_swa_decode(a).tokens, 0);
   // Every window of the space.
-  for (int64_t w : {64, 128, 256, 512}) {
+  for (int w : kjit::mla::kSwaWindows) {
     a = valid_args();
     a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, w}, {}, 0);
     EXPECT_EQ(md::validate_swa_decode(a).window, w);
+  }
+}
+
+// One fact, one place: the validator accepts exactly the windows and head groups the family
+// declares, and the declared sets are the constants the planner and the tuner read. Adding a value
+// to the declaration without teaching a consumer fails here.
+TEST(SwaDecodeArgs, AcceptsExactlyTheDeclaredWindowsAndGroups) {
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  std::set<int64_t> windows, groups;
+  for (const kjit::ParamValue& v : f.params[f.param_index("window")].values) windows.insert(v.code);
+  for (const kjit::ParamValue& v : f.params[f.param_index("group")].values) groups.insert(v.code);
+  EXPECT_EQ(windows, std::set<int64_t>(std::begin(kjit::mla::kSwaWindows), std::end(kjit::mla::kSwaWindows)));
+  EXPECT_EQ(groups, std::set<int64_t>(std::begin(kjit::mla::kSwaGroups), std::end(kjit::mla::kSwaGroups)));
+  for (int64_t w = 1; w <= 2048; ++w) {
+    SwaDecodeArgs a = valid_args();
+    a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, w}, {}, 0);
+    bool accepted = true;
+    try {
+      md::validate_swa_decode(a);
+    } catch (const kjit::InvalidArgument&) {
+      accepted = false;
+    }
+    EXPECT_EQ(accepted, windows.count(w) == 1) << "window " << w;
+    if (windows.count(w)) {
+      EXPECT_GE(md::swa_max_splits(w), 1) << w;
+      EXPECT_EQ(md::validate_swa_decode(a).window, w);
+    }
+  }
+  for (int g = 0; g <= 256; ++g) {
+    SwaDecodeArgs a = valid_args();
+    a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {kT, 256, kHD}, {}, 0);
+    a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 256, kHD}, {}, 0);
+    a.lse = TensorRef(fake_ptr(0x6000000), DType::kF32, {kT, 256}, {}, 0);
+    a.head_group = g;
+    bool accepted = true;
+    try {
+      md::validate_swa_decode(a);
+    } catch (const kjit::InvalidArgument&) {
+      accepted = false;
+    }
+    EXPECT_EQ(accepted, g == 0 || groups.count(g) == 1) << "head_group " << g;
+  }
+  // Every declared (group, kv_tile) the constraint admits has a launch shape.
+  for (const kjit::Point& pt : f.enumerate()) {
+    const int group = static_cast<int>(f.value(pt, "group").code);
+    const int tile = static_cast<int>(f.value(pt, "kv_tile").code);
+    EXPECT_GT(kjit::mla::swa_launch_shape(group, tile).threads, 0) << f.describe(pt);
   }
 }
 
@@ -356,11 +404,11 @@ TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
 }
 
 TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
-  for (int64_t window : {64, 128, 256, 512}) {
+  for (int64_t window : kjit::mla::kSwaWindows) {
     for (int64_t tokens : {0, 1, 3, 7, 64, 1000}) {
       for (int group : {0, 16, 32}) {
         for (int req : {0, 1, 2, 3, 5, 8, 32}) {
-          if (req > std::min<int64_t>(32, window / 16)) continue;
+          if (req > md::swa_max_splits(window)) continue;
           SCOPED_TRACE(testing::Message() << "W" << window << " T" << tokens << " group " << group << " req " << req);
           const md::SwaPlan p = plan(dims(tokens, 128, window), req, group);
           EXPECT_TRUE(p.group == 16 || p.group == 32);

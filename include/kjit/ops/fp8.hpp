@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace kjit::fp8 {
 
@@ -38,6 +39,22 @@ enum class Granularity : uint8_t {
   kBlock1x128,    ///< one per 1×128 block of a row (activations, DeepSeek-V3 style)
   kBlock128x128,  ///< one per 128×128 block (weights)
 };
+
+/// The granularity's name as the fp8.quantize family spells its `granularity` values ("tensor",
+/// "row", "block1x128", "block128x128").
+const char* granularity_name(Granularity granularity) noexcept;
+/// The granularity named `name` (a granularity_name). Throws InvalidArgument "<op>: granularity
+/// must be one of ..., got '<name>'".
+Granularity parse_granularity(std::string_view name, const char* op = "kjit::fp8");
+
+/// The shape of the f32 scale groups (scale_inv, amax) of an x of [rows, cols] at `granularity`.
+struct ScaleShape {
+  int ndim = 1;
+  int64_t shape[2] = {1, 0};
+};
+/// kTensor [1]; kRow [rows]; kBlock1x128 [rows, ceil(cols/128)]; kBlock128x128
+/// [ceil(rows/128), ceil(cols/128)].
+ScaleShape scale_shape(Granularity granularity, int64_t rows, int64_t cols) noexcept;
 
 /// Arguments of quantize(). All tensors on one CUDA device.
 struct QuantizeArgs {
@@ -103,6 +120,13 @@ enum class ScaleMode : uint8_t {
 /// 128- or 64-row side. The planner takes them for M or N ≤ 64, with 64 rows when 128-row tiles
 /// would leave more than half the SMs idle.
 enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256, k128x16, k128x32, k64x16, k64x32 };
+
+/// The tile's name as the fp8.gemm family spells its `tile` values ("64x64", ...), "auto" for
+/// kAuto.
+const char* gemm_tile_name(GemmTile tile) noexcept;
+/// The tile named `name` ("auto" or a gemm_tile_name). Throws InvalidArgument "<op>: tile must be
+/// one of ..., got '<name>'".
+GemmTile parse_gemm_tile(std::string_view name, const char* op = "kjit::fp8::gemm");
 
 /// Which GEMM kernel runs.
 enum class GemmKernel : uint8_t {

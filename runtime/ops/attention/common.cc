@@ -55,7 +55,7 @@ int check_query(const char* op, const TensorRef& q, int rank) {
 
 void check_query_heads(const char* op, const TensorRef& q) {
   if (!supported_head_dim(q.shape[q.ndim - 1])) {
-    fail(op, fmt::format("q head_dim (dim {}) must be 64, 128 or 256, got {}", q.ndim - 1, q.describe()));
+    fail(op, fmt::format("q head_dim (dim {}) must be {}, got {}", q.ndim - 1, head_dims_text(), q.describe()));
   }
   if (q.shape[q.ndim - 2] < 1) fail(op, fmt::format("q must have at least one head, got {}", q.describe()));
 }

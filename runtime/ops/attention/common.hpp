@@ -8,10 +8,12 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/tensor.hpp>
 
+#include "runtime/families/attention.hpp"
 #include "runtime/ops/validate.hpp"
 #include "kjit/fast_div.h"
 
 #include <cstdint>
+#include <string>
 
 namespace kjit::attention::detail {
 
@@ -53,8 +55,10 @@ struct PagedCacheDims {
 PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& cache, int device, int64_t batch,
                                     int64_t head_dim);
 
-/// The head dimensions the mma.sync attention kernels are specialized for: 64, 128, 256.
-inline bool supported_head_dim(int64_t d) noexcept { return d == 64 || d == 128 || d == 256; }
+/// Whether the mma.sync attention families declare head_dim `d` (attention::kHeadDims).
+inline bool supported_head_dim(int64_t d) noexcept { return kjit::detail::is_one_of(d, kHeadDims); }
+/// kHeadDims as "64, 128 or 256", for an error message.
+inline std::string head_dims_text() { return kjit::detail::one_of_text(kHeadDims); }
 
 /// The query every attention op starts from: rank `rank`, on a CUDA device, bf16 with 16-byte
 /// aligned rows (check_bf16_rows). Returns its device.

@@ -70,11 +70,14 @@ int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm);
 /// CTAs per SM the contiguous decode planner counts as slots: 1 (measured; see the definition).
 int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 
+/// The most splits plan_decode's search considers and the decode tuner tries.
+inline constexpr int kMaxDecodeSplits = 256;
+
 /// The split search of plan_decode, run every time: the KV tiles per split (chunk) minimizing
 ///   ceil(base · s / slots) · (chunk + kCtaOverheadTiles) + (s > 1) · kMergeCostTiles
-/// over the partitions of `tiles` KV tiles into s = ceil(tiles / chunk) ≤ 256 splits, with
+/// over the partitions of `tiles` KV tiles into s = ceil(tiles / chunk) ≤ kMaxDecodeSplits splits, with
 /// `base` CTAs per split and `slots` CTA slots on the device; the smallest s wins a tie. Up to
-/// 256 rounds of 64-bit divisions: what split_chunk saves repeat calls.
+/// kMaxDecodeSplits rounds of 64-bit divisions: what split_chunk saves repeat calls.
 int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots);
 
 /// Everything search_split_chunk reads. Zero-initialized, no padding.
@@ -141,7 +144,7 @@ std::string decode_choice_fits(const Family& family, const kjit::detail::TunedCh
 
 /// kjit::attention::decode in the op pipeline.
 struct DecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", 80, "mma.sync bf16, cp.async", {&decode_family}};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::decode", kMinSm, "mma.sync bf16, cp.async", {&decode_family}};
   using Args = DecodeArgs;
   using Dims = DecodeDims;
   using Plan = DecodePlan;

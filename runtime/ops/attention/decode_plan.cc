@@ -20,7 +20,6 @@ constexpr const char* kOp = detail::DecodeOp::kInfo.name;
 /// Planner costs in units of one KV tile streamed by one CTA (see plan_decode).
 constexpr int64_t kCtaOverheadTiles = 2;  // launch + first DRAM round trip + epilogue
 constexpr int64_t kMergeCostTiles = 2;    // the merge kernel's launch and its partial traffic
-constexpr int kMaxAutoSplits = 256;
 
 }  // namespace
 
@@ -131,7 +130,7 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
 int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots) {
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   int64_t best_chunk = tiles;
-  for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxAutoSplits); ++s) {
+  for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxDecodeSplits); ++s) {
     const int64_t chunk = kjit::detail::ceil_div(tiles, s);
     if (kjit::detail::ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
     const int64_t waves = kjit::detail::ceil_div(base * s, slots);

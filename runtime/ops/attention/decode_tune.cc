@@ -11,8 +11,6 @@ namespace {
 using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
 
-constexpr int kMaxSplits = 256;
-
 int rows_of(const TunedChoice& c) { return static_cast<int>(c.family->value(c.point, "rows").code); }
 int64_t head_dim_of(const TunedChoice& c) { return c.family->value(c.point, "head_dim").code; }
 
@@ -34,7 +32,7 @@ std::string decode_choice_fits(const Family& family, const TunedChoice& c, const
   if (info.max_threads_per_block > 0 && shape.threads > info.max_threads_per_block) {
     return fmt::format("{} threads per CTA, the device allows {}", shape.threads, info.max_threads_per_block);
   }
-  if (c.knobs[0] < 1 || c.knobs[0] > kMaxSplits) return fmt::format("splits={} is outside 1..{}", c.knobs[0], kMaxSplits);
+  if (c.knobs[0] < 1 || c.knobs[0] > kMaxDecodeSplits) return fmt::format("splits={} is outside 1..{}", c.knobs[0], kMaxDecodeSplits);
   return {};
 }
 

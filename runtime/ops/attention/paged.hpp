@@ -40,6 +40,9 @@ struct PagedDecodeDims {
 /// throws. Throws InvalidArgument "kjit::attention::paged_decode: <tensor> <rule>, got ...".
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
 
+/// The most splits a paged decode takes (PagedDecodeArgs::num_splits, the tuner's knob).
+inline constexpr int kMaxPagedSplits = 1024;
+
 /// CTAs per SM the paged decode planner counts as slots: every resident one (decode_resident_ctas;
 /// measured, see the definition).
 int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
@@ -57,7 +60,7 @@ int64_t paged_plan_length(const PagedDecodeDims& dims);
 
 /// kjit::attention::paged_decode in the op pipeline.
 struct PagedDecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_decode", 80, "mma.sync bf16, cp.async",
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_decode", kMinSm, "mma.sync bf16, cp.async",
                                                {&paged_decode_family}};
   using Args = PagedDecodeArgs;
   using Dims = PagedDecodeDims;
@@ -112,7 +115,7 @@ struct AppendPlan {
 
 /// kjit::attention::append_paged_kv in the op pipeline.
 struct AppendOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::append_paged_kv", 80, "the attention family's floor",
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::append_paged_kv", kMinSm, "the attention family's floor",
                                                {&paged_append_family}};
   using Args = AppendPagedKVArgs;
   using Dims = AppendDims;

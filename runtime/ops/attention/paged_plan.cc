@@ -13,7 +13,6 @@ namespace {
 
 constexpr const char* kDecodeOp = detail::PagedDecodeOp::kInfo.name;
 constexpr const char* kAppendOp = detail::AppendOp::kInfo.name;
-constexpr int kMaxSplits = 1024;
 
 }  // namespace
 
@@ -40,8 +39,9 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
     check_dim(kDecodeOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
   }
   resolve_scale(kDecodeOp, args.scale, d.head_dim, true);
-  if (args.num_splits < 0 || args.num_splits > kMaxSplits) {
-    fail(kDecodeOp, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", kMaxSplits, args.num_splits));
+  if (args.num_splits < 0 || args.num_splits > detail::kMaxPagedSplits) {
+    fail(kDecodeOp,
+         fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", detail::kMaxPagedSplits, args.num_splits));
   }
   if (args.kv_len_hint < 0) fail(kDecodeOp, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
   constexpr int64_t kMax = INT32_MAX / 2;
@@ -121,7 +121,7 @@ AppendDims validate_append(const AppendPagedKVArgs& args) {
   d.num_new = args.k.shape[0];
   const int64_t head_dim = args.k.shape[2];
   if (!supported_head_dim(head_dim)) {
-    fail(kAppendOp, fmt::format("k head_dim (dim 2) must be 64, 128 or 256, got {}", args.k.describe()));
+    fail(kAppendOp, fmt::format("k head_dim (dim 2) must be {}, got {}", head_dims_text(), args.k.describe()));
   }
   d.cache = validate_paged_cache(kAppendOp, args.cache, d.device, -1, head_dim);
   check_dim(kAppendOp, "k", args.k, 1, d.cache.kv_heads, "kv_heads (cache.k dim 2)");

@@ -13,9 +13,6 @@ namespace {
 using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
 
-/// The paged kernels take at most this many splits (validate_paged_decode).
-constexpr int kMaxPagedSplits = 1024;
-
 std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   return decode_choice_fits(paged_decode_family(), c, info);
 }

@@ -102,7 +102,7 @@ struct PrefillPlan {
 
 /// kjit::attention::prefill in the op pipeline.
 struct PrefillOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", 80, "mma.sync bf16, ldmatrix, cp.async",
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", kMinSm, kMinSmNeeds,
                                                {&prefill_family, &prefill_sm90_family}};
   using Args = PrefillArgs;
   using Dims = PrefillDims;
@@ -179,7 +179,7 @@ struct PagedPrefillOpPlan {
 
 /// kjit::attention::paged_prefill in the op pipeline.
 struct PagedPrefillOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", 80, "mma.sync bf16, ldmatrix, cp.async",
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", kMinSm, kMinSmNeeds,
                                                {&paged_prefill_family, &paged_prefill_sm90_family}};
   using Args = PagedPrefillCall;
   using Dims = PagedPrefillDims;

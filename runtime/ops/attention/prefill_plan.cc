@@ -104,8 +104,9 @@ PrefillDims validate_prefill(const PrefillArgs& args) {
     check_dim(kPrefillOp, "lse", args.lse, 2, d.q_len, "q_len (q dim 1)");
   }
   resolve_scale(kPrefillOp, args.scale, d.head_dim, false);
-  if (args.block_m != 0 && args.block_m != 64 && args.block_m != 128) {
-    fail(kPrefillOp, fmt::format("block_m must be 0 (choose), 64 or 128, got {}", args.block_m));
+  if (args.block_m != 0 && !kjit::detail::is_one_of(args.block_m, kBlockMs)) {
+    fail(kPrefillOp, fmt::format("block_m must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kBlockMs),
+                                 args.block_m));
   }
 
   constexpr int64_t kMax = INT32_MAX / 2;
@@ -191,7 +192,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   d.total_q = q.shape[0];
   d.q_heads = q.shape[1];
   d.head_dim = q.shape[2];
-  if (plan.tile_rows != 64 && plan.tile_rows != 128) {
+  if (!kjit::detail::is_one_of(plan.tile_rows, kBlockMs)) {
     fail(kPagedOp, fmt::format("plan has tile_rows {} (not from plan_paged_prefill?)", plan.tile_rows));
   }
   if (plan.head_dim != d.head_dim) {
@@ -261,9 +262,10 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
 PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
                                              int tile_rows) {
   if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
-  if (!supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be 64, 128 or 256, got {}", head_dim));
-  if (tile_rows != 0 && tile_rows != 64 && tile_rows != 128) {
-    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), 64 or 128, got {}", tile_rows));
+  if (!supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be {}, got {}", head_dims_text(), head_dim));
+  if (tile_rows != 0 && !kjit::detail::is_one_of(tile_rows, kBlockMs)) {
+    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kBlockMs),
+                              tile_rows));
   }
   if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
   if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));

@@ -46,7 +46,7 @@ Gap gap(AttentionVariant variant, const detail::VariantCall& call) noexcept {
     case AttentionVariant::kWgmma:
       if (call.kind != AttentionKind::kPrefill && call.kind != AttentionKind::kPagedPrefill) return Gap::kNotPrefill;
       if (!call.target.has_wgmma()) return Gap::kWgmmaArch;
-      if (call.head_dim != 64 && call.head_dim != 128) return Gap::kWgmmaHeadDim;
+      if (!kjit::detail::is_one_of(call.head_dim, kSm90HeadDims)) return Gap::kWgmmaHeadDim;
       if (call.kind == AttentionKind::kPagedPrefill) return call.tile_rows == 128 ? Gap::kNone : Gap::kWgmmaTile;
       if (call.has_mask) return Gap::kMask;
       if (call.has_kv_lens) return Gap::kKvLens;
@@ -63,15 +63,16 @@ std::string describe(Gap g, const detail::VariantCall& call) {
     case Gap::kNotAKernel:
       return "auto is not a kernel";
     case Gap::kMmaArch:
-      return fmt::format("mma needs sm_80+ (mma.sync bf16, cp.async), the device is sm_{}", call.target.sm());
+      return fmt::format("mma needs sm_{}+ ({}), the device is sm_{}", kMinSm, kMinSmNeeds, call.target.sm());
     case Gap::kMmaHeadDim:
-      return fmt::format("mma is specialized for head_dim 64, 128 or 256, not {}", call.head_dim);
+      return fmt::format("mma is specialized for head_dim {}, not {}", detail::head_dims_text(), call.head_dim);
     case Gap::kNotPrefill:
       return fmt::format("wgmma is a prefill kernel, not a {} one", detail::kind_name(call.kind));
     case Gap::kWgmmaArch:
       return fmt::format("wgmma needs sm_90a (Hopper wgmma, TMA), the device is sm_{}", call.target.sm());
     case Gap::kWgmmaHeadDim:
-      return fmt::format("wgmma is specialized for head_dim 64 or 128, not {}", call.head_dim);
+      return fmt::format("wgmma is specialized for head_dim {}, not {}", kjit::detail::one_of_text(kSm90HeadDims),
+                         call.head_dim);
     case Gap::kWgmmaTile:
       return fmt::format("wgmma runs paged prefill plans of 128-row tiles, the plan has {} (plan with tile_rows 0 "
                          "or 128)",

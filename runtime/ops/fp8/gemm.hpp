@@ -133,7 +133,7 @@ struct GemmTileShape {
   int bm = 0, bn = 0;
 };
 /// The M × N of `tile` (0 × 0 for kAuto or a value outside the enum) and the GemmTile of an
-/// M × N (kAuto for none): the one table of tiles the planner and the tuner read.
+/// M × N (kAuto for none), read from the fp8.gemm family's `tile` values (names.cc).
 GemmTileShape gemm_tile_shape(GemmTile tile);
 GemmTile gemm_tile_of(int bm, int bn);
 

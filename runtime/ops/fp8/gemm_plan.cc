@@ -18,14 +18,6 @@ using kjit::detail::fail;
 
 constexpr const char* kOp = GemmOp::kInfo.name;
 
-/// Every GemmTile but kAuto and its M × N (gemm_tile_shape, gemm_tile_of).
-constexpr struct {
-  GemmTile tile;
-  GemmTileShape shape;
-} kTiles[] = {{GemmTile::k64x64, {64, 64}},    {GemmTile::k128x64, {128, 64}}, {GemmTile::k128x128, {128, 128}},
-              {GemmTile::k128x256, {128, 256}}, {GemmTile::k128x16, {128, 16}}, {GemmTile::k128x32, {128, 32}},
-              {GemmTile::k64x16, {64, 16}},     {GemmTile::k64x32, {64, 32}}};
-
 bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
 
 /// Tiles only the wgmma kernel has: every tile but the mma.sync kernel's.
@@ -277,20 +269,6 @@ bool choose_swap(const GemmDims& g) {
 }
 
 }  // namespace
-
-GemmTileShape gemm_tile_shape(GemmTile tile) {
-  for (const auto& t : kTiles) {
-    if (t.tile == tile) return t.shape;
-  }
-  return {};
-}
-
-GemmTile gemm_tile_of(int bm, int bn) {
-  for (const auto& t : kTiles) {
-    if (t.shape.bm == bm && t.shape.bn == bn) return t.tile;
-  }
-  return GemmTile::kAuto;
-}
 
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity) {
   kjit::detail::check_arch(kOp, info, dims.device, GemmOp::kInfo.min_sm, GemmOp::kInfo.needs);

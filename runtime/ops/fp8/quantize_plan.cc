@@ -17,14 +17,7 @@ namespace {
 
 constexpr const char* kOp = QuantizeOp::kInfo.name;
 
-const char* gran_name(int g) {
-  switch (g) {
-    case kGranTensor: return "tensor";
-    case kGranRow: return "row";
-    case kGranBlock1x128: return "block1x128";
-    default: return "block128x128";
-  }
-}
+const char* gran_name(int g) { return granularity_name(static_cast<Granularity>(g)); }
 
 /// A rank-2 tensor on `device` whose rows start 16-byte aligned and are contiguous.
 void check_rows16(const char* name, const TensorRef& t, int device) {
@@ -46,16 +39,18 @@ void check_rows16(const char* name, const TensorRef& t, int device) {
   kjit::detail::check_not_null(kOp, name, t);
 }
 
-/// An f32 scale-group tensor on `device`, 4-byte aligned, of shape [d0] (rank 1) or [d0, d1].
+/// An f32 scale-group tensor on `device`, 4-byte aligned, of shape [d0] (rank 1) or [d0, d1]:
+/// `what` it holds, or (null `what`) one f32 per group of `granularity`.
 void check_groups(const char* name, const TensorRef& t, int device, int rank, int64_t d0, int64_t d1,
-                  const char* what) {
+                  const char* what, const char* granularity = nullptr) {
   kjit::detail::check_rank(kOp, name, t, rank);
   kjit::detail::check_sizes(kOp, name, t);
   kjit::detail::check_dtype(kOp, name, t, DType::kF32);
   kjit::detail::check_device(kOp, name, t, device);
   if (t.shape[0] != d0 || (rank == 2 && t.shape[1] != d1)) {
     const std::string shape = rank == 1 ? fmt::format("[{}]", d0) : fmt::format("[{}, {}]", d0, d1);
-    kjit::detail::fail(kOp, fmt::format("{} must be {} {}, got {}", name, shape, what, t.describe()));
+    const std::string held = what ? std::string(what) : fmt::format("(one f32 per {} group)", granularity);
+    kjit::detail::fail(kOp, fmt::format("{} must be {} {}, got {}", name, shape, held, t.describe()));
   }
   if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
     kjit::detail::fail(kOp, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
@@ -138,9 +133,7 @@ QuantizeDims QuantizeOp::validate(const QuantizeArgs& args) {
     case Granularity::kRow:
     case Granularity::kBlock1x128:
     case Granularity::kBlock128x128: {
-      q.granularity = args.granularity == Granularity::kRow          ? kGranRow
-                      : args.granularity == Granularity::kBlock1x128 ? kGranBlock1x128
-                                                                     : kGranBlock128x128;
+      q.granularity = static_cast<int>(args.granularity);  // the family's code (names.cc)
       if (args.dynamic) {
         fail(kOp, fmt::format("dynamic applies to kTensor only: {} multipliers are always computed from their "
                               "group's amax",
@@ -156,15 +149,11 @@ QuantizeDims QuantizeOp::validate(const QuantizeArgs& args) {
       }
       const TensorRef* outs[2] = {&args.scale_inv, has_amax ? &args.amax : nullptr};
       const char* names[2] = {"scale_inv", "amax"};
+      const ScaleShape groups = scale_shape(args.granularity, q.rows, q.cols);
       for (int i = 0; i < 2; ++i) {
-        if (!outs[i]) continue;
-        if (q.granularity == kGranRow) {
-          check_groups(names[i], *outs[i], q.device, 1, q.rows, 0, "(one f32 per row)");
-        } else if (q.granularity == kGranBlock1x128) {
-          check_groups(names[i], *outs[i], q.device, 2, q.rows, p.col_blocks, "(one f32 per 1x128 block)");
-        } else {
-          check_groups(names[i], *outs[i], q.device, 2, kjit::detail::ceil_div(q.rows, kScaleBlock), p.col_blocks,
-                       "(one f32 per 128x128 block)");
+        if (outs[i]) {
+          check_groups(names[i], *outs[i], q.device, groups.ndim, groups.shape[0], groups.shape[1], nullptr,
+                       gran_name(q.granularity));
         }
       }
       if (has_amax && (args.amax.strides[0] != args.scale_inv.strides[0] ||

@@ -21,6 +21,13 @@ namespace kjit::mla {
 
 namespace detail {
 
+/// The most splits a window of `window` positions takes: the merge reads at most kSwaMaxSplits
+/// and a split holds at least one step of kSwaStepTokens (the validator's, the planner's and the
+/// tuner's cap).
+constexpr int swa_max_splits(int64_t window) noexcept {
+  return static_cast<int>(window / kSwaStepTokens < kSwaMaxSplits ? window / kSwaStepTokens : kSwaMaxSplits);
+}
+
 /// The shape of a validated SwaDecodeArgs.
 struct SwaDims {
   int device = 0;
@@ -89,7 +96,7 @@ void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t work
 
 /// kjit::mla::swa_decode in the op pipeline. The merge kernel takes the decode kernel's Params.
 struct SwaDecodeOp {
-  static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", 80, "mma.sync, cp.async", {&swa_decode_family}};
+  static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", kMinSm, "mma.sync, cp.async", {&swa_decode_family}};
   using Args = SwaDecodeArgs;
   using Dims = SwaDims;
   using Plan = SwaPlan;

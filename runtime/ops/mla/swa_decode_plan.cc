@@ -14,7 +14,6 @@ namespace kjit::mla {
 namespace {
 
 constexpr const char* kOp = detail::SwaDecodeOp::kInfo.name;
-constexpr int64_t kWindows[] = {64, 128, 256, 512};
 
 void check_pointer_aligned(const char* name, const TensorRef& t, int bytes) {
   const auto address = reinterpret_cast<uintptr_t>(t.data);
@@ -118,10 +117,9 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   kjit::detail::check_not_null(kOp, "indices", idx);
   const int64_t idx_rows = idx.size(-2);
   d.window = idx.size(-1);
-  if (std::find(std::begin(kWindows), std::end(kWindows), d.window) == std::end(kWindows)) {
-    fail(kOp, fmt::format("indices window W (last dim) must be 64, 128, 256 or 512 (the specialization space), "
-                          "got {}",
-                          idx.describe()));
+  if (!kjit::detail::is_one_of(d.window, kSwaWindows)) {
+    fail(kOp, fmt::format("indices window W (last dim) must be {} (the specialization space), got {}",
+                          kjit::detail::one_of_text(kSwaWindows), idx.describe()));
   }
   if (idx_rows < d.tokens) {
     fail(kOp, fmt::format("indices must have at least T = {} rows (q dim 0), got {}", d.tokens, idx.describe()));
@@ -162,14 +160,14 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   if (!std::isfinite(args.scale)) {
     fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
   }
-  const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
+  const int max_splits = swa_max_splits(d.window);
   if (args.num_splits < 0 || args.num_splits > max_splits) {
-    fail(kOp, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min(32, W / 16) for W = {}), got {}",
-                          max_splits, d.window, args.num_splits));
+    fail(kOp, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min({}, W / {}) for W = {}), got {}",
+                          max_splits, kSwaMaxSplits, kSwaStepTokens, d.window, args.num_splits));
   }
-  if (args.head_group != 0 && args.head_group != 16 && args.head_group != 32 && args.head_group != 64) {
-    fail(kOp, fmt::format("head_group must be 0 (auto), 16, 32 or 64 (64: the sm_90a wgmma kernel), got {}",
-                          args.head_group));
+  if (args.head_group != 0 && !kjit::detail::is_one_of(args.head_group, kSwaGroups)) {
+    fail(kOp, fmt::format("head_group must be 0 (auto), {} ({}: the sm_90a wgmma kernel), got {}",
+                          kjit::detail::one_of_text(kSwaGroups), kSwaWgmmaHeads, args.head_group));
   }
   if (args.head_group == 64 && d.window > kSwaWgmmaTile) {
     fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
@@ -230,7 +228,7 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   }
   plan.tile = tile_for(plan.group);
   const int64_t min_splits = kjit::detail::ceil_div(d.window, plan.tile);
-  const int64_t max_splits = std::min<int64_t>(kSwaMaxSplits, d.window / kSwaStepTokens);
+  const int64_t max_splits = swa_max_splits(d.window);
   int64_t splits = min_splits;
   if (d.requested_splits > 0) {
     splits = std::clamp<int64_t>(d.requested_splits, min_splits, max_splits);

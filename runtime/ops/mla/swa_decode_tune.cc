@@ -31,7 +31,7 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   }
   const int window = code(c, "window"), tile = code(c, "kv_tile"), splits = c.knobs[0];
   const int lo = code(c, "group") == kSwaWgmmaHeads ? 1 : (window + tile - 1) / tile;
-  const int hi = code(c, "group") == kSwaWgmmaHeads ? 1 : std::min(kSwaMaxSplits, window / kSwaStepTokens);
+  const int hi = code(c, "group") == kSwaWgmmaHeads ? 1 : swa_max_splits(window);
   if (splits < lo || splits > hi) return fmt::format("splits={} is outside {}..{} for window {} tile {}", splits, lo, hi, window, tile);
   return {};
 }

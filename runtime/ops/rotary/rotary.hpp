@@ -41,7 +41,7 @@ struct RotaryPlan {
 };
 
 struct RotaryOp {
-  static constexpr OpInfo kInfo{"kjit::rotary", 80, "bf16 arithmetic", {&rotary_family}};
+  static constexpr OpInfo kInfo{"kjit::rotary", kRotaryMinSm, "bf16 arithmetic", {&rotary_family}};
   using Args = RotaryArgs;
   using Dims = RotaryDims;
   using Plan = RotaryPlan;
