@@ -78,3 +78,28 @@ int list_dir(const std::string& path, std::vector<std::string>* names);
 std::string unique_suffix();
 
 }  // namespace kjit::cache::detail
+
+namespace kjit::cache {
+
+// The primitives are the cache's own, and also what kjit's runtime and tools outside cache/ read
+// and write their files with (memo files, manifests, tuning reports): the non-detail names they
+// use.
+using detail::commit_temp_file;
+using detail::errno_text;
+using detail::is_temp_name;
+using detail::kNotRegularFile;
+using detail::kReadNoFollow;
+using detail::kReadPlain;
+using detail::kReadTouch;
+using detail::list_dir;
+using detail::make_dirs;
+using detail::open_regular;
+using detail::probe_writable;
+using detail::read_file;
+using detail::ReadFlags;
+using detail::sync_parent_dir;
+using detail::unique_suffix;
+using detail::write_file_atomic;
+using detail::write_temp_file;
+
+}  // namespace kjit::cache

@@ -22,3 +22,11 @@ inline uint64_t get_le(std::string_view bytes, size_t offset, int width) {
 }
 
 }  // namespace kjit::cache::detail
+
+namespace kjit::cache {
+
+// The runtime's memo files store their sizes the same way.
+using detail::get_le;
+using detail::put_le;
+
+}  // namespace kjit::cache

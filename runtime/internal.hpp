@@ -9,6 +9,14 @@
 ///   - the op pipeline and every op's pure steps (runtime/ops/…): plan on a simulated device,
 ///     force a plan, or build an op's launch value and replay it;
 ///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
+///   - the cache's file primitives (cache/file_util.hpp, kjit::cache::read_file, ...), deployment
+///     manifests (cache/manifest.hpp) and tuning tables (cache/tune_table.hpp): precompile, the
+///     tuner and `kjit tune`;
+///   - the fleet tier (cache/remote/: tier, records, signing, shared tuning tables): `kjit remote`,
+///     the tuner's table sharing and the remote benchmark;
+///   - the tuned-plan registry (runtime/ops/tuned.hpp) and the TMA map memo (runtime/ops/tma_map.hpp):
+///     the tuner and the runtime benchmark;
+///   - the per-device target choice (runtime/target_choice.hpp): the CLI's `--arch` default;
 ///   - kjit::warn (cache/warn.hpp), the one warning channel;
 ///   - the Prometheus writer (runtime/metrics.hpp): `kjit cache stats --prometheus`;
 ///   - the canonical form of a name expression (runtime/nvrtc.hpp): `kjit cache explain`
@@ -16,7 +24,14 @@
 /// Nothing here is a stable interface; the test suites may include any internal header directly.
 
 #include "cache/bundle.hpp"
+#include "cache/file_util.hpp"
+#include "cache/manifest.hpp"
+#include "cache/remote/record.hpp"
+#include "cache/remote/signing.hpp"
+#include "cache/remote/tier.hpp"
+#include "cache/remote/tune_share.hpp"
 #include "cache/store.hpp"
+#include "cache/tune_table.hpp"
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/kernel_sources.hpp"
@@ -31,3 +46,6 @@
 #include "runtime/ops/mla/swa_decode.hpp"
 #include "runtime/ops/pipeline.hpp"
 #include "runtime/ops/rotary/rotary.hpp"
+#include "runtime/ops/tma_map.hpp"
+#include "runtime/ops/tuned.hpp"
+#include "runtime/target_choice.hpp"

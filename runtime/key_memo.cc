@@ -9,7 +9,7 @@
 namespace kjit::detail {
 namespace {
 
-using cache::detail::put_le;
+using cache::put_le;
 
 constexpr std::string_view kMagic = "KJITKEYM";
 /// A record holds a few hundred checks: kilobytes. A larger file is not one of ours.

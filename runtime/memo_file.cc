@@ -20,8 +20,8 @@
 namespace kjit::detail {
 namespace {
 
-using cache::detail::get_le;
-using cache::detail::put_le;
+using cache::get_le;
+using cache::put_le;
 
 constexpr size_t kHeaderBytes = 28;
 /// A temp file this old belongs to a writer that died (a save takes milliseconds).
@@ -44,10 +44,10 @@ FileStamp from_stat(const struct stat& st) {
 // The memo folders are not pruned by the cache, so their writers clean up after crashed ones.
 void remove_stale_temps(const std::string& dir) {
   std::vector<std::string> names;
-  if (cache::detail::list_dir(dir, &names) != 0) return;
+  if (cache::list_dir(dir, &names) != 0) return;
   const int64_t now = static_cast<int64_t>(::time(nullptr));
   for (const std::string& name : names) {
-    if (!cache::detail::is_temp_name(name)) continue;
+    if (!cache::is_temp_name(name)) continue;
     struct stat st {};
     const std::string p = dir + "/" + name;
     if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtim.tv_sec > kStaleTempSeconds) {
@@ -170,19 +170,19 @@ std::optional<std::string_view> unframe_memo(std::string_view bytes, std::string
 
 std::optional<std::string> read_memo_file(const std::string& path, uint64_t max_bytes) {
   std::string bytes;
-  if (cache::detail::read_file(path, max_bytes, /*flags=*/0, &bytes) != 0) return std::nullopt;
+  if (cache::read_file(path, max_bytes, /*flags=*/0, &bytes) != 0) return std::nullopt;
   return bytes;
 }
 
 bool write_memo_file(const std::string& path, std::string_view bytes) {
   const size_t slash = path.rfind('/');
   const std::string dir = path.substr(0, slash);
-  if (cache::detail::make_dirs(dir) != 0) return false;
+  if (cache::make_dirs(dir) != 0) return false;
   remove_stale_temps(dir);
-  // Temp file + rename, as cache::detail::write_file_atomic, but without its fsyncs: they cost
+  // Temp file + rename, as cache::write_file_atomic, but without its fsyncs: they cost
   // milliseconds on a process's first key, and a record a power cut leaves torn fails its
   // checksum and is recomputed, which costs no more than having no record.
-  const std::string tmp = dir + "/." + path.substr(slash + 1) + ".tmp-" + cache::detail::unique_suffix();
+  const std::string tmp = dir + "/." + path.substr(slash + 1) + ".tmp-" + cache::unique_suffix();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   bool ok = true;

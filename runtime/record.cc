@@ -103,7 +103,7 @@ void Recorder::record(const cache::ManifestEntry& entry) noexcept {
       // working set each time: what is there already counts as written.
       loaded_ = true;
       std::string text;
-      if (cache::detail::read_file(path_, 64ull << 20, cache::detail::kReadPlain, &text) == 0) {
+      if (cache::read_file(path_, 64ull << 20, cache::kReadPlain, &text) == 0) {
         for (const cache::ManifestLine& l : cache::parse_manifest(text)) {
           if (l.entry) written_.insert(cache::format_manifest_line(*l.entry));
         }
@@ -113,10 +113,10 @@ void Recorder::record(const cache::ManifestEntry& entry) noexcept {
     if (const int err = cache::append_manifest_line(path_, line); err != 0) {
       written_.erase(line);  // not in the file: a later use tries again
       // A FIFO, socket or device was warned about where it was refused (open_regular).
-      if (!warned_ && err != cache::detail::kNotRegularFile) {
+      if (!warned_ && err != cache::kNotRegularFile) {
         warn(fmt::format("cannot record into the manifest {} (KJIT_RECORD): {}; the line was not recorded and the "
                          "file is left as it was",
-                         path_, cache::detail::errno_text(err)));
+                         path_, cache::errno_text(err)));
       }
       warned_ = true;
     }

@@ -13,7 +13,7 @@
 namespace kjit::detail {
 namespace {
 
-using cache::detail::put_le;
+using cache::put_le;
 
 constexpr std::string_view kMagic = "KJITTKMM";
 /// Records are kilobytes; a larger file is not one of ours and is not read into memory.

@@ -12,9 +12,7 @@
 #include <kjit/families.hpp>
 #include <kjit/kjit.hpp>
 
-#include "cache/remote/signing.hpp"
-#include "cache/store.hpp"
-#include "cache/remote/tier.hpp"
+#include "runtime/internal.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

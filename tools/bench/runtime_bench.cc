@@ -9,10 +9,6 @@
 #include <kjit/kjit.hpp>
 
 #include "runtime/internal.hpp"
-#include "runtime/ops/attention/decode.hpp"
-#include "runtime/ops/attention/prefill.hpp"
-#include "runtime/ops/fp8/gemm.hpp"
-#include "runtime/ops/tma_map.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 

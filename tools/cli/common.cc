@@ -3,7 +3,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/target_choice.hpp"
+#include "runtime/internal.hpp"
 
 #include <fmt/format.h>
 

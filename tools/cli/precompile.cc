@@ -3,8 +3,7 @@
 // cache/manifest.hpp), into the disk cache, on N worker threads, so production never compiles.
 #include "tools/cli/common.hpp"
 
-#include "cache/file_util.hpp"
-#include "cache/manifest.hpp"
+#include "runtime/internal.hpp"
 
 #include <kjit/error.hpp>
 
@@ -149,8 +148,8 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
                     const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
                     ItemList& items, ManifestPlan& plan, nlohmann::json& skipped) {
   std::string text;
-  if (const int err = cache::detail::read_file(path, 256ull << 20, cache::detail::kReadPlain, &text); err != 0) {
-    throw InvalidArgument(fmt::format("cannot read manifest {}: {}", path, cache::detail::errno_text(err)));
+  if (const int err = cache::read_file(path, 256ull << 20, cache::kReadPlain, &text); err != 0) {
+    throw InvalidArgument(fmt::format("cannot read manifest {}: {}", path, cache::errno_text(err)));
   }
   std::set<std::string> seen_user;
   std::set<std::string> present;

@@ -3,12 +3,7 @@
 // parses arguments, walks the namespace's keys and prints.
 #include "tools/cli/common.hpp"
 
-#include "cache/file_util.hpp"
-#include "cache/manifest.hpp"
-#include "cache/remote/record.hpp"
-#include "cache/remote/signing.hpp"
-#include "cache/remote/tier.hpp"
-#include "cache/remote/tune_share.hpp"
+#include "runtime/internal.hpp"
 
 #include <kjit/error.hpp>
 
@@ -119,12 +114,12 @@ int run_keygen(const std::string& name) {
   // O_EXCL: never overwrite a fleet's key.
   const int fd = ::open(secret.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    throw InvalidArgument(fmt::format("cannot create {}: {}", secret, cache::detail::errno_text(errno)));
+    throw InvalidArgument(fmt::format("cannot create {}: {}", secret, cache::errno_text(errno)));
   }
   const std::string text = cache::remote::secret_key_text(key);
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
-  if (!ok || cache::detail::write_file_atomic(pub, cache::remote::public_key_text(key.pub)) != 0) {
+  if (!ok || cache::write_file_atomic(pub, cache::remote::public_key_text(key.pub)) != 0) {
     throw CacheError(fmt::format("cannot write the key pair {} / {}", secret, pub));
   }
   const std::string id = fmt::format("{:016x}", key.pub.id);
@@ -227,8 +222,8 @@ int run_pull(const std::string& manifest) {
     keys = scan(*tier, ":v");
   } else {
     std::string text;
-    if (int err = cache::detail::read_file(manifest, 1ull << 30, cache::detail::kReadPlain, &text); err != 0) {
-      throw InvalidArgument(fmt::format("cannot read manifest {}: {}", manifest, cache::detail::errno_text(err)));
+    if (int err = cache::read_file(manifest, 1ull << 30, cache::kReadPlain, &text); err != 0) {
+      throw InvalidArgument(fmt::format("cannot read manifest {}: {}", manifest, cache::errno_text(err)));
     }
     std::set<std::string> seen;
     for (const cache::ManifestLine& line : cache::parse_manifest(text)) {
@@ -308,8 +303,8 @@ int run_manifest(const std::string& path) {
   std::string text;
   for (const std::string& line : lines) text += line.empty() || line.back() != '\n' ? line + "\n" : line;
   if (!path.empty()) {
-    if (int err = cache::detail::write_file_atomic(path, text); err != 0) {
-      throw CacheError(fmt::format("cannot write {}: {}", path, cache::detail::errno_text(err)));
+    if (int err = cache::write_file_atomic(path, text); err != 0) {
+      throw CacheError(fmt::format("cannot write {}: {}", path, cache::errno_text(err)));
     }
   }
   if (output().json) {

@@ -5,8 +5,7 @@
 
 #include <kjit/error.hpp>
 
-#include "cache/tune_table.hpp"
-#include "cache/warn.hpp"
+#include "runtime/internal.hpp"
 #include "tools/tune/tuner.hpp"
 
 #include <fmt/format.h>

@@ -6,7 +6,7 @@
 
 #include "tools/tune/tuner.hpp"
 
-#include "runtime/ops/pipeline.hpp"
+#include "runtime/internal.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 

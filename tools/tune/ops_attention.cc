@@ -6,8 +6,6 @@
 #include <kjit/ops/attention.hpp>
 
 #include "runtime/internal.hpp"
-#include "runtime/ops/attention/paged.hpp"
-#include "runtime/ops/attention/prefill.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"

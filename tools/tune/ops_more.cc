@@ -7,7 +7,6 @@
 #include <kjit/ops/swa_decode.hpp>
 
 #include "runtime/internal.hpp"
-#include "runtime/ops/mla/swa_decode.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_swa.hpp"

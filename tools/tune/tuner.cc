@@ -4,10 +4,6 @@
 
 #include <kjit/error.hpp>
 
-#include "cache/file_util.hpp"
-#include "cache/remote/tune_share.hpp"
-#include "cache/tune_table.hpp"
-#include "cache/warn.hpp"
 #include "runtime/internal.hpp"
 
 #include <fmt/format.h>
@@ -61,7 +57,7 @@ std::string failed_path() {
 /// empty.
 json read_failed() {
   std::string bytes;
-  if (cache::detail::read_file(failed_path(), 64 << 20, cache::detail::kReadPlain, &bytes) != 0) return json::object();
+  if (cache::read_file(failed_path(), 64 << 20, cache::kReadPlain, &bytes) != 0) return json::object();
   json j = json::parse(bytes, nullptr, false);
   if (!j.is_object()) {
     if (!bytes.empty()) warn(fmt::format("{} is not a JSON object; earlier failed compiles are tried again", failed_path()));
@@ -84,7 +80,7 @@ void remember_failed(const std::map<std::string, json>& failures) {
   json all = read_failed();
   for (const auto& [key, what] : failures) all[key] = what;
   const std::string dir = cache::tuning_dir(RuntimeConfig::from_env().cache_dir);
-  if (cache::detail::make_dirs(dir) != 0 || cache::detail::write_file_atomic(failed_path(), all.dump(1)) != 0) {
+  if (cache::make_dirs(dir) != 0 || cache::write_file_atomic(failed_path(), all.dump(1)) != 0) {
     warn(fmt::format("could not remember {} failed compile(s) in {}", failures.size(), failed_path()));
   }
 }
@@ -108,7 +104,7 @@ Child spawn(const std::string& exe, const std::string& job) {
   int in_pipe[2], out_pipe[2];
   if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0) throw Error("pipe() failed starting a tune worker");
   Child c;
-  c.err_path = fmt::format("/tmp/kjit-tune-worker-{}-{}.err", ::getpid(), cache::detail::unique_suffix());
+  c.err_path = fmt::format("/tmp/kjit-tune-worker-{}-{}.err", ::getpid(), cache::unique_suffix());
   std::vector<std::string> env_strings = {"KJIT_TUNE_WORKER=1", "KJIT_TUNING=off"};
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "KJIT_TUNE_WORKER=", 17) != 0 && std::strncmp(*e, "KJIT_TUNING=", 12) != 0) env_strings.push_back(*e);

@@ -21,7 +21,7 @@
 #include <kjit/device.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/ops/tuned.hpp"
+#include "runtime/internal.hpp"
 
 #include <cuda.h>
 #include <nlohmann/json_fwd.hpp>
