@@ -456,22 +456,18 @@ std::string stored_description(const std::string& op_name, const Measurement& m)
   return spec ? kjit::detail::stored_choice_of(*spec, m.choice).describe() : m.label;
 }
 
-SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
-  const TuneOp& top = op(op_name);
-  if (!top.only_default.empty()) {
-    throw InvalidArgument(fmt::format("{}: the default plan is the only candidate, nothing to sweep: {}", op_name,
-                                      top.only_default));
-  }
-  const DeviceInfo& info = device_identity(0);
-  const Target target = info.target();
-  Runtime& runtime = Runtime::global();
-  SweepResult r;
-  r.op = op_name;
-  r.fingerprint_id = info.fingerprint_id();
-  r.fingerprint = info.fingerprint();
-  r.device = info.name;
+namespace {
 
-  // Candidates of every shape (host only), then every program they need, compiled once.
+/// Whether the options ask for measurement `m` of shape `s` (the default always).
+bool wanted(const std::string& op_name, const Options& o, size_t s, const Measurement& m) {
+  const std::vector<std::string>& only = o.only_by_shape.empty() ? o.only : o.only_by_shape[s];
+  return m.is_default || only.empty() || std::find(only.begin(), only.end(), stored_description(op_name, m)) != only.end();
+}
+
+/// Every shape's bucket and candidates (host only); r.shapes gets one unmeasured Measurement per
+/// candidate.
+std::vector<std::vector<Candidate>> collect_candidates(const TuneOp& top, const std::vector<Shape>& shapes,
+                                                       const DeviceInfo& info, SweepResult& r) {
   std::vector<std::vector<Candidate>> candidates;
   for (const Shape& s : shapes) {
     std::unique_ptr<Harness> h = top.make(s);
@@ -490,38 +486,15 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     }
     r.shapes.push_back(std::move(sr));
   }
-  if (!o.only_by_shape.empty() && o.only_by_shape.size() != shapes.size()) {
-    throw InvalidArgument(fmt::format("only_by_shape has {} lists for {} shapes", o.only_by_shape.size(), shapes.size()));
-  }
-  auto wanted = [&](size_t s, const Measurement& m) {
-    const std::vector<std::string>& only = o.only_by_shape.empty() ? o.only : o.only_by_shape[s];
-    return m.is_default || only.empty() || std::find(only.begin(), only.end(), stored_description(op_name, m)) != only.end();
-  };
+  return candidates;
+}
 
-  const Clock::time_point compile_start = Clock::now();
-  std::map<std::string, ProgramSpec> programs;  // key → spec
-  std::map<std::string, std::vector<std::pair<size_t, size_t>>> users;
-  for (size_t s = 0; s < candidates.size(); ++s) {
-    for (size_t i = 0; i < candidates[s].size(); ++i) {
-      if (!wanted(s, r.shapes[s].candidates[i])) continue;
-      for (const ProgramSpec& p : candidates[s][i].programs) {
-        const std::string key = runtime.key(p, p.target_on(target));
-        programs.emplace(key, p);
-        users[key].push_back({s, i});
-      }
-    }
-  }
-  const json failed_before = read_failed();
-  std::vector<std::pair<std::string, ProgramSpec>> todo;
-  std::map<std::string, std::string> compile_errors;
-  for (const auto& [key, spec] : programs) {
-    if (failed_before.contains(key)) {
-      compile_errors[key] = "failed in an earlier sweep: " + failed_before[key].value("log", std::string());
-      ++r.compile_skipped;
-    } else {
-      todo.emplace_back(key, spec);
-    }
-  }
+/// Compiles `todo` (key, spec) on o.jobs threads, records each failure's message in
+/// `compile_errors` and remembers the compile errors (not other failures, which may be
+/// transient) for later sweeps. Returns the number that failed.
+int compile_on_threads(const std::string& op_name, const std::vector<std::pair<std::string, ProgramSpec>>& todo,
+                       const Options& o, const Target& target, std::map<std::string, std::string>& compile_errors) {
+  Runtime& runtime = Runtime::global();
   std::atomic<size_t> next{0};
   std::atomic<int> done{0}, failed{0};
   std::mutex mutex;
@@ -556,8 +529,42 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   for (std::thread& t : threads) t.join();
   if (o.progress && !todo.empty()) std::fprintf(stderr, "\n");
   remember_failed(new_failures);
-  r.compiled = static_cast<int>(todo.size()) - failed.load();
-  r.compile_failed = failed.load();
+  return failed.load();
+}
+
+/// Compiles every program the wanted candidates need, once each, on o.jobs threads; a program
+/// that failed in an earlier sweep is skipped, a new compile error remembered. Its users are
+/// marked compile-failed.
+void compile_programs(const std::string& op_name, const std::vector<std::vector<Candidate>>& candidates,
+                      const Options& o, const Target& target, SweepResult& r) {
+  Runtime& runtime = Runtime::global();
+  const Clock::time_point compile_start = Clock::now();
+  std::map<std::string, ProgramSpec> programs;  // key → spec
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> users;
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    for (size_t i = 0; i < candidates[s].size(); ++i) {
+      if (!wanted(op_name, o, s, r.shapes[s].candidates[i])) continue;
+      for (const ProgramSpec& p : candidates[s][i].programs) {
+        const std::string key = runtime.key(p, p.target_on(target));
+        programs.emplace(key, p);
+        users[key].push_back({s, i});
+      }
+    }
+  }
+  const json failed_before = read_failed();
+  std::vector<std::pair<std::string, ProgramSpec>> todo;
+  std::map<std::string, std::string> compile_errors;
+  for (const auto& [key, spec] : programs) {
+    if (failed_before.contains(key)) {
+      compile_errors[key] = "failed in an earlier sweep: " + failed_before[key].value("log", std::string());
+      ++r.compile_skipped;
+    } else {
+      todo.emplace_back(key, spec);
+    }
+  }
+  const int failed = compile_on_threads(op_name, todo, o, target, compile_errors);
+  r.compiled = static_cast<int>(todo.size()) - failed;
+  r.compile_failed = failed;
   for (const auto& [key, why] : compile_errors) {
     for (const auto& [s, i] : users[key]) {
       Measurement& m = r.shapes[s].candidates[i];
@@ -566,8 +573,11 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     }
   }
   r.compile_s = seconds_since(compile_start);
+}
 
-  // Measure every shape in worker processes, then select per shape.
+/// Measures every wanted, compiled candidate in worker processes, then selects each shape's
+/// winner and runner-up.
+void measure_shapes(const std::string& op_name, const Options& o, SweepResult& r) {
   const Clock::time_point measure_start = Clock::now();
   const std::string exe = o.worker.empty() ? self_exe() : o.worker;
   size_t total = 0, measured = 0;
@@ -576,7 +586,7 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
     detail::Todo t{s, {}};
     for (const Measurement& m : r.shapes[s].candidates) {
       ++total;
-      if (m.status != "compile-failed" && wanted(s, m)) {
+      if (m.status != "compile-failed" && wanted(op_name, o, s, m)) {
         t.indices.push_back(m.index);
       } else {
         ++measured;
@@ -604,55 +614,80 @@ SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, 
   }
   if (o.progress) std::fprintf(stderr, "\n");
   r.measure_s = seconds_since(measure_start);
+}
 
-  if (o.publish) {
-    const kjit::detail::TuneOpSpec* spec = kjit::detail::find_tune_op(op_name);
-    cache::TuneTable table;
-    table.fingerprint_id = r.fingerprint_id;
-    table.fingerprint_text = r.fingerprint;
-    table.fingerprint_fields = {{"name", info.name},
-                                {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
-                                {"sm_count", std::to_string(info.sm_count)},
-                                {"driver_version", std::to_string(info.driver_version)},
-                                {"nvrtc_version", info.nvrtc_version}};
-    auto stored = [&](const Measurement& m) {
-      cache::TuneChoice c = kjit::detail::stored_choice_of(*spec, m.choice);
-      c.us = m.us;
-      c.eager_us = m.eager_us;
-      c.spread = m.spread;
-      c.threads = m.threads;
-      c.smem = m.smem;
-      c.registers = m.registers;
-      c.cluster = m.cluster;
-      return c;
-    };
-    for (const ShapeResult& sr : r.shapes) {
-      if (spec == nullptr || !sr.tunable || sr.winner < 0) continue;
-      cache::TuneEntry e;
-      e.op = op_name;
-      e.bucket = sr.bucket;
-      e.shape = shape_text(sr.shape);
-      e.winner = stored(sr.candidates[static_cast<size_t>(sr.winner)]);
-      e.default_choice = stored(sr.candidates[0]);
-      e.has_runner_up = sr.runner_up >= 0;
-      if (e.has_runner_up) e.runner_up = stored(sr.candidates[static_cast<size_t>(sr.runner_up)]);
-      e.margin = std::max(sr.margin, 0.0);
-      e.gain = std::max(sr.gain, 0.0);
-      e.tuned_unix = static_cast<int64_t>(std::time(nullptr));
-      e.planner = spec->planner;
-      // Two shapes of one bucket: the later one's measurement is the one kept (same second:
-      // merge keeps the first), so buckets should be tuned at their representative shape.
-      table.entries.erase(std::remove_if(table.entries.begin(), table.entries.end(),
-                                         [&](const cache::TuneEntry& x) { return x.bucket == e.bucket; }),
-                          table.entries.end());
-      table.entries.push_back(e);
-    }
-    if (!table.entries.empty()) {
-      const RuntimeConfig config = RuntimeConfig::from_env();
-      // The merged table goes to the fleet tier too (KJIT_REMOTE), for every host of this kind.
-      cache::remote::share_tune_table(config.remote, cache::publish_table(config.cache_dir, table));
-    }
+/// Publishes each tunable shape's winner (with the default and the runner-up) to the device's
+/// tuning table.
+void publish_winners(const std::string& op_name, const DeviceInfo& info, const SweepResult& r) {
+  const kjit::detail::TuneOpSpec* spec = kjit::detail::find_tune_op(op_name);
+  cache::TuneTable table;
+  table.fingerprint_id = r.fingerprint_id;
+  table.fingerprint_text = r.fingerprint;
+  table.fingerprint_fields = {{"name", info.name},
+                              {"compute_capability", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
+                              {"sm_count", std::to_string(info.sm_count)},
+                              {"driver_version", std::to_string(info.driver_version)},
+                              {"nvrtc_version", info.nvrtc_version}};
+  auto stored = [&](const Measurement& m) {
+    cache::TuneChoice c = kjit::detail::stored_choice_of(*spec, m.choice);
+    c.us = m.us;
+    c.eager_us = m.eager_us;
+    c.spread = m.spread;
+    c.threads = m.threads;
+    c.smem = m.smem;
+    c.registers = m.registers;
+    c.cluster = m.cluster;
+    return c;
+  };
+  for (const ShapeResult& sr : r.shapes) {
+    if (spec == nullptr || !sr.tunable || sr.winner < 0) continue;
+    cache::TuneEntry e;
+    e.op = op_name;
+    e.bucket = sr.bucket;
+    e.shape = shape_text(sr.shape);
+    e.winner = stored(sr.candidates[static_cast<size_t>(sr.winner)]);
+    e.default_choice = stored(sr.candidates[0]);
+    e.has_runner_up = sr.runner_up >= 0;
+    if (e.has_runner_up) e.runner_up = stored(sr.candidates[static_cast<size_t>(sr.runner_up)]);
+    e.margin = std::max(sr.margin, 0.0);
+    e.gain = std::max(sr.gain, 0.0);
+    e.tuned_unix = static_cast<int64_t>(std::time(nullptr));
+    e.planner = spec->planner;
+    // Two shapes of one bucket: the later one's measurement is the one kept (same second:
+    // merge keeps the first), so buckets should be tuned at their representative shape.
+    table.entries.erase(std::remove_if(table.entries.begin(), table.entries.end(),
+                                       [&](const cache::TuneEntry& x) { return x.bucket == e.bucket; }),
+                        table.entries.end());
+    table.entries.push_back(e);
   }
+  if (!table.entries.empty()) {
+    const RuntimeConfig config = RuntimeConfig::from_env();
+    // The merged table goes to the fleet tier too (KJIT_REMOTE), for every host of this kind.
+    cache::remote::share_tune_table(config.remote, cache::publish_table(config.cache_dir, table));
+  }
+}
+
+}  // namespace
+
+SweepResult sweep(const std::string& op_name, const std::vector<Shape>& shapes, const Options& o) {
+  const TuneOp& top = op(op_name);
+  if (!top.only_default.empty()) {
+    throw InvalidArgument(fmt::format("{}: the default plan is the only candidate, nothing to sweep: {}", op_name,
+                                      top.only_default));
+  }
+  const DeviceInfo& info = device_identity(0);
+  SweepResult r;
+  r.op = op_name;
+  r.fingerprint_id = info.fingerprint_id();
+  r.fingerprint = info.fingerprint();
+  r.device = info.name;
+  const std::vector<std::vector<Candidate>> candidates = collect_candidates(top, shapes, info, r);
+  if (!o.only_by_shape.empty() && o.only_by_shape.size() != shapes.size()) {
+    throw InvalidArgument(fmt::format("only_by_shape has {} lists for {} shapes", o.only_by_shape.size(), shapes.size()));
+  }
+  compile_programs(op_name, candidates, o, info.target(), r);
+  measure_shapes(op_name, o, r);
+  if (o.publish) publish_winners(op_name, info, r);
   return r;
 }
 

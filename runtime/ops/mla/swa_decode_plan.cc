@@ -37,22 +37,17 @@ void check_bf16_rows(const char* name, const TensorRef& t, int device) {
   check_strides_nonnegative(name, t);
 }
 
-}  // namespace
+using detail::swa_max_splits;
+using detail::SwaDims;
+using kjit::detail::check_dim;
+using kjit::detail::check_dtype;
+using kjit::detail::check_rank;
+using kjit::detail::fail;
 
-namespace detail {
-
-SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
-  using kjit::detail::check_dim;
-  using kjit::detail::check_dtype;
-  using kjit::detail::check_rank;
-  using kjit::detail::fail;
-  const TensorRef& q = args.q;
-  const TensorRef& kv = args.kv_cache;
-  const TensorRef& out = args.out;
-
+/// q: [T, NH, 512] bf16 on a device; sets the device, T, NH and HD.
+void check_query(const TensorRef& q, SwaDims& d) {
   check_rank(kOp, "q", q, 3);
   if (q.device < 0) fail(kOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
-  SwaDims d;
   d.device = q.device;
   check_bf16_rows("q", q, d.device);
   d.tokens = q.shape[0];
@@ -67,7 +62,12 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
                           "or 32), got {}",
                           kSwaHeadsPerTile, q.describe()));
   }
+}
 
+/// The fp8 cache [blocks, block_size, HD] and its per-slot bf16 inverse scales [max_slots, 1];
+/// sets the block shape, the cache format and whether the rows are compact.
+void check_cache(const SwaDecodeArgs& args, SwaDims& d) {
+  const TensorRef& kv = args.kv_cache;
   check_rank(kOp, "kv_cache", kv, 3);
   kjit::detail::check_sizes(kOp, "kv_cache", kv);
   check_dtype(kOp, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
@@ -99,7 +99,11 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   check_strides_nonnegative("inv_scale", sc);
   check_pointer_aligned("inv_scale", sc, 2);
   kjit::detail::check_not_null(kOp, "inv_scale", sc);
+}
 
+/// indices [>= T, W] (or [1, >= T, W]) int64 with a declared window W, and lens [>= T]; sets W
+/// and the lens dtype.
+void check_window(const SwaDecodeArgs& args, SwaDims& d) {
   // indices: [>= T, W] or [1, >= T, W], int64, contiguous.
   const TensorRef& idx = args.indices;
   if (idx.ndim == 0) fail(kOp, "indices is required ([T, W] int64)");
@@ -137,7 +141,11 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
     fail(kOp, fmt::format("lens must have at least T = {} entries (q dim 0), got {}", d.tokens, lens.describe()));
   }
   d.lens_i64 = lens.dtype == DType::kI64;
+}
 
+/// out [T, NH, HD] bf16 and the optional lse [T, NH] f32.
+void check_outputs(const SwaDecodeArgs& args, SwaDims& d) {
+  const TensorRef& out = args.out;
   check_bf16_rows("out", out, d.device);
   check_dim(kOp, "out", out, 0, d.tokens, "T (q dim 0)");
   check_dim(kOp, "out", out, 1, d.heads, "NH (q dim 1)");
@@ -156,7 +164,12 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
     check_pointer_aligned("lse", t, 4);
     kjit::detail::check_not_null(kOp, "lse", t);
   }
+}
 
+/// scale, num_splits and head_group against the window and the declared groups, and the 32-bit
+/// index range of the kernels.
+void check_options(const SwaDecodeArgs& args, const SwaDims& d) {
+  const TensorRef& q = args.q;
   if (!std::isfinite(args.scale)) {
     fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
   }
@@ -169,12 +182,12 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
     fail(kOp, fmt::format("head_group must be 0 (auto), {} ({}: the sm_90a wgmma kernel), got {}",
                           kjit::detail::one_of_text(kSwaGroups), kSwaWgmmaHeads, args.head_group));
   }
-  if (args.head_group == 64 && d.window > kSwaWgmmaTile) {
+  if (args.head_group == kSwaWgmmaHeads && d.window > kSwaWgmmaTile) {
     fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
                           "indices {}",
-                          kSwaWgmmaTile, idx.describe()));
+                          kSwaWgmmaTile, args.indices.describe()));
   }
-  if (args.head_group == 64 && args.num_splits > 1) {
+  if (args.head_group == kSwaWgmmaHeads && args.num_splits > 1) {
     fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) does not split the window; num_splits must be 0 "
                           "or 1, got {}",
                           args.num_splits));
@@ -188,6 +201,19 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   if (d.tokens > kMax || d.tokens * d.heads > kMax) {
     fail(kOp, fmt::format("T · NH must stay below {}, got q {}", kMax, q.describe()));
   }
+}
+
+}  // namespace
+
+namespace detail {
+
+SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
+  SwaDims d;
+  check_query(args.q, d);
+  check_cache(args, d);
+  check_window(args, d);
+  check_outputs(args, d);
+  check_options(args, d);
   d.requested_splits = args.num_splits;
   d.requested_group = args.head_group;
   return d;
