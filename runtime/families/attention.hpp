@@ -1,9 +1,10 @@
 #pragma once
 /// \file runtime/families/attention.hpp
 /// The attention kernel families. Parameters (in order) and programs:
-///   attention.decode          head_dim 64|128|256, rows 8|16 (query heads per CTA: 8 when
-///                             q_heads / kv_heads ≤ 8, else 16). attention/decode.cu over the
-///                             contiguous KV source: [0] decode_kernel, nothing else.
+///   attention.decode          head_dim 64|128|256, rows 8|16 (query heads per CTA, the plan's
+///                             heads_per_cta: 8 when the GQA group q_heads / kv_heads ≤ 8,
+///                             else 16). attention/decode.cu over the contiguous KV source:
+///                             [0] decode_kernel, nothing else.
 ///   attention.paged_decode    the same space and kernel over the PagedKV source.
 ///   attention.decode_merge    head_dim 64|128|256: attention/decode_merge.cu, [0]
 ///                             decode_merge_kernel. Both decode ops load it, at the call's

@@ -1,7 +1,8 @@
 #pragma once
 /// \file runtime/families/mla.hpp
 /// The "mla.swa_decode" family: fp8 sliding-window MLA decode. Parameters, in order:
-///   head_dim 512 (latent dimension), group 16|32|64 (query heads per CTA), kv_tile 64|128
+///   head_dim 512 (latent dimension), group 16|32|64 (query heads per CTA, SwaPlan::heads_per_cta;
+///   the parameter keeps its name, which keys and manifests carry), kv_tile 64|128
 ///   (window positions a CTA holds in shared memory), window 64|128|256|512, cache e4m3|e5m2
 ///   (codes mla::kSwaCacheE4M3 / kSwaCacheE5M2).
 /// group 16 / 32: mla/swa_decode.cu, [0] swa_decode_kernel, [1] swa_merge_kernel (split merge),

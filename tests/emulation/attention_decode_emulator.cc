@@ -221,13 +221,13 @@ bool run(const Case& c, bool late, uint64_t seed) {
   const int merge_ctas = static_cast<int>((B * Hq + kDecodeMergeRowsPerCta - 1) / kDecodeMergeRowsPerCta);
   const int ctas = static_cast<int>(plan.ctas);
   if (P > 0) {
-    if (D == 64) run_kernels<64, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
-    if (D == 128) run_kernels<128, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
-    if (D == 256) run_kernels<256, PagedKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 64) run_kernels<64, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 128) run_kernels<128, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 256) run_kernels<256, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
   } else {
-    if (D == 64) run_kernels<64, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
-    if (D == 128) run_kernels<128, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
-    if (D == 256) run_kernels<256, ContigKV>(plan.rows, p, ctas, m, merge_ctas);
+    if (D == 64) run_kernels<64, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 128) run_kernels<128, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 256) run_kernels<256, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
   }
 
   const kt::DecodeReference ref = kt::decode_reference(pr);
@@ -238,7 +238,7 @@ bool run(const Case& c, bool late, uint64_t seed) {
   const bool ok = co.ok(1e-2) && cl.ok(1e-4);
   std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s page=%d %s: out %s | lse %s\n",
               ok ? "ok  " : "FAIL", c.batch, c.len, c.q_heads, c.kv_heads, c.head_dim, c.splits, plan.num_splits,
-              plan.rows, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "", c.page,
+              plan.heads_per_cta, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "", c.page,
               late ? "late-copies" : "early-copies", co.describe().c_str(), cl.describe().c_str());
   std::free(qd);
   std::free(kd);

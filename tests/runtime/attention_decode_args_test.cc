@@ -263,13 +263,13 @@ TEST(AttentionDecodePlan, PeerShapesTakeTheMeasuredBestSplits) {
 }
 
 TEST(AttentionDecodePlan, RowsAndMTiles) {
-  EXPECT_EQ(h200_plan(decode_dims(2, 64, 8, 8, 128)).rows, 8);    // group 1
-  EXPECT_EQ(h200_plan(decode_dims(2, 64, 64, 8, 128)).rows, 8);   // group 8
+  EXPECT_EQ(h200_plan(decode_dims(2, 64, 8, 8, 128)).heads_per_cta, 8);    // group 1
+  EXPECT_EQ(h200_plan(decode_dims(2, 64, 64, 8, 128)).heads_per_cta, 8);   // group 8
   ad::DecodePlan p = h200_plan(decode_dims(2, 64, 96, 8, 128));   // group 12
-  EXPECT_EQ(p.rows, 16);
+  EXPECT_EQ(p.heads_per_cta, 16);
   EXPECT_EQ(p.m_tiles, 1);
   p = h200_plan(decode_dims(2, 64, 32, 1, 128));                  // group 32
-  EXPECT_EQ(p.rows, 16);
+  EXPECT_EQ(p.heads_per_cta, 16);
   EXPECT_EQ(p.m_tiles, 2);
   EXPECT_EQ(p.ctas, 2 * 1 * p.num_splits * 2);
 }

@@ -255,7 +255,7 @@ TEST(AttentionPagedPlan, SplitsFromTheHintOrTheRequest) {
   d.q_heads = 256;
   d.group = 32;
   const ad::DecodePlan m = ad::plan_paged_decode(d, 2, 0, kH200Sms, 2);
-  EXPECT_EQ(m.rows, 16);
+  EXPECT_EQ(m.heads_per_cta, 16);
   EXPECT_EQ(m.m_tiles, 2);
   EXPECT_EQ(m.ctas, 16 * 8 * 2 * 2);
   // No pages at all.

@@ -360,7 +360,7 @@ kjit::DeviceInfo random_device(std::mt19937_64& rng) {
 }
 
 bool same_plan(const ad::DecodePlan& a, const ad::DecodePlan& b) {
-  return a.choice.family == b.choice.family && a.choice.point == b.choice.point && a.rows == b.rows &&
+  return a.choice.family == b.choice.family && a.choice.point == b.choice.point && a.heads_per_cta == b.heads_per_cta &&
          a.m_tiles == b.m_tiles && a.num_splits == b.num_splits && a.split_tokens == b.split_tokens &&
          a.ctas == b.ctas && a.o_part_bytes == b.o_part_bytes && a.workspace_bytes == b.workspace_bytes;
 }

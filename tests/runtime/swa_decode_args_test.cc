@@ -310,7 +310,7 @@ kjit::DeviceInfo device(int sms = kH200Sms, int smem = kH200Smem, int sm = 80) {
 /// plan_swa_decode of `d` with the args' num_splits / head_group `splits` / `group` on `info`.
 md::SwaPlan plan(md::SwaDims d, int splits, int group, const kjit::DeviceInfo& info = device()) {
   d.requested_splits = splits;
-  d.requested_group = group;
+  d.requested_heads_per_cta = group;
   return md::plan_swa_decode(d, info);
 }
 
@@ -319,7 +319,7 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   // T = 1: 8 head groups, one CTA each, unsplit: no merge launch, no workspace (the H200
   // sweep: 14.0 µs unsplit against 18.2 µs in 8 splits of 16).
   md::SwaPlan p = plan(dims(1), 0, 0);
-  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.heads_per_cta, 16);
   EXPECT_EQ(p.tile, 128);
   EXPECT_EQ(p.num_splits, 1);
   EXPECT_EQ(p.split_len, 128);
@@ -333,20 +333,20 @@ TEST(SwaDecodePlan, BenchmarkShapesOnH200) {
   EXPECT_EQ(plan(dims(1, 128, 512), 0, 0).num_splits, 4);
   // T = 8: 64 CTAs, unsplit (15.1 µs against 22.6 µs in 3 splits of 48).
   p = plan(dims(8), 0, 0);
-  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.heads_per_cta, 16);
   EXPECT_EQ(p.num_splits, 1);
   EXPECT_EQ(p.split_len, 128);
   // T = 64 and 512: groups of 32 heads fill the machine without splitting.
   for (int64_t t : {64, 512}) {
     p = plan(dims(t), 0, 0);
-    EXPECT_EQ(p.group, 32) << t;
+    EXPECT_EQ(p.heads_per_cta, 32) << t;
     EXPECT_EQ(p.num_splits, 1) << t;
     EXPECT_EQ(p.split_len, 128) << t;
     EXPECT_EQ(p.ctas, t * 4) << t;
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
   // NH = 48 cannot use groups of 32.
-  EXPECT_EQ(plan(dims(512, 48), 0, 0).group, 16);
+  EXPECT_EQ(plan(dims(512, 48), 0, 0).heads_per_cta, 16);
   // W = 64 with groups of 16 uses the 64-position tile; groups of 32 keep the 128 one.
   EXPECT_EQ(plan(dims(40, 128, 64), 0, 16).tile, 64);
   EXPECT_EQ(plan(dims(400, 128, 64), 0, 32).tile, 128);
@@ -362,45 +362,45 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
   // workspace.
   for (int64_t t : {33, 64, 512, 1000}) {
     const md::SwaPlan p = plan(dims(t), 0, 0, h200);
-    EXPECT_EQ(p.group, 64) << t;
+    EXPECT_EQ(p.heads_per_cta, 64) << t;
     EXPECT_EQ(p.tile, 128) << t;
     EXPECT_EQ(p.num_splits, 1) << t;
     EXPECT_EQ(p.ctas, t * 2) << t;
     EXPECT_EQ(p.workspace_bytes, 0u) << t;
   }
-  EXPECT_EQ(plan(dims(500, 128, 64), 0, 0, h200).group, 64);
+  EXPECT_EQ(plan(dims(500, 128, 64), 0, 0, h200).heads_per_cta, 64);
   // Fewer: the mma.sync kernel's plan (groups of 16 below one CTA of 32 per SM).
-  EXPECT_EQ(plan(dims(1), 0, 0, h200).group, 16);
-  EXPECT_EQ(plan(dims(8), 0, 0, h200).group, 16);
-  EXPECT_EQ(plan(dims(32), 0, 0, h200).group, 16);
+  EXPECT_EQ(plan(dims(1), 0, 0, h200).heads_per_cta, 16);
+  EXPECT_EQ(plan(dims(8), 0, 0, h200).heads_per_cta, 16);
+  EXPECT_EQ(plan(dims(32), 0, 0, h200).heads_per_cta, 16);
   // Asked for, it runs at any T.
   EXPECT_EQ(plan(dims(1), 0, 64, h200).ctas, 2);
   // Outside its shape, or when splits or another group are asked for: the mma.sync kernel.
-  EXPECT_EQ(plan(dims(512, 128, 256), 0, 0, h200).group, 32);
-  EXPECT_EQ(plan(dims(512, 96), 0, 0, h200).group, 32);
+  EXPECT_EQ(plan(dims(512, 128, 256), 0, 0, h200).heads_per_cta, 32);
+  EXPECT_EQ(plan(dims(512, 96), 0, 0, h200).heads_per_cta, 32);
   EXPECT_EQ(plan(dims(512), 4, 0, h200).num_splits, 4);
-  EXPECT_EQ(plan(dims(512), 0, 32, h200).group, 32);
-  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kAdaSmem, 90)).group, 16);
+  EXPECT_EQ(plan(dims(512), 0, 32, h200).heads_per_cta, 32);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kAdaSmem, 90)).heads_per_cta, 16);
   // Other archs never get it unless asked (the op then throws Unsupported).
-  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kH200Smem, 100)).group, 32);
-  EXPECT_EQ(plan(dims(64), 0, 64, device(kH200Sms, kH200Smem, 89)).group, 64);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kH200Smem, 100)).heads_per_cta, 32);
+  EXPECT_EQ(plan(dims(64), 0, 64, device(kH200Sms, kH200Smem, 89)).heads_per_cta, 64);
 }
 
 TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
   // 99 KiB per CTA: groups of 32 (≈ 105 KiB) do not fit, groups of 16 with the 128 tile do.
   md::SwaPlan p = plan(dims(512), 0, 0, device(128, kAdaSmem));
-  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(p.heads_per_cta, 16);
   EXPECT_EQ(p.tile, 128);
-  EXPECT_LE(kjit::mla::swa_launch_shape(p.group, p.tile).smem_bytes, kAdaSmem);
+  EXPECT_LE(kjit::mla::swa_launch_shape(p.heads_per_cta, p.tile).smem_bytes, kAdaSmem);
   // A tiny shared memory falls back to the 64-position tile (and at least two splits of W 128).
   const int small = kjit::mla::swa_launch_shape(16, 64).smem_bytes;
   p = plan(dims(512), 0, 0, device(128, small));
   EXPECT_EQ(p.tile, 64);
   EXPECT_GE(p.num_splits, 2);
   // An explicit request is kept (the op reports Unsupported when it does not fit).
-  EXPECT_EQ(plan(dims(512), 0, 32, device(128, kAdaSmem)).group, 32);
+  EXPECT_EQ(plan(dims(512), 0, 32, device(128, kAdaSmem)).heads_per_cta, 32);
   // 0 = no limit.
-  EXPECT_EQ(plan(dims(512), 0, 0, device(132, 0)).group, 32);
+  EXPECT_EQ(plan(dims(512), 0, 0, device(132, 0)).heads_per_cta, 32);
 }
 
 TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
@@ -411,8 +411,8 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
           if (req > md::swa_max_splits(window)) continue;
           SCOPED_TRACE(testing::Message() << "W" << window << " T" << tokens << " group " << group << " req " << req);
           const md::SwaPlan p = plan(dims(tokens, 128, window), req, group);
-          EXPECT_TRUE(p.group == 16 || p.group == 32);
-          if (group != 0) EXPECT_EQ(p.group, group);
+          EXPECT_TRUE(p.heads_per_cta == 16 || p.heads_per_cta == 32);
+          if (group != 0) EXPECT_EQ(p.heads_per_cta, group);
           EXPECT_TRUE(p.tile == 64 || p.tile == 128);
           EXPECT_GE(p.num_splits, 1);
           EXPECT_LE(p.num_splits, kjit::mla::kSwaMaxSplits);
@@ -421,7 +421,7 @@ TEST(SwaDecodePlan, PartitionsCoverTheWindowWithoutEmptySplits) {
           EXPECT_GE(int64_t{p.split_len} * p.num_splits, window);
           EXPECT_LT(int64_t{p.split_len} * (p.num_splits - 1), window);  // no empty trailing split
           if (req > 0 && req * p.tile >= window) EXPECT_LE(p.num_splits, req);
-          EXPECT_EQ(p.ctas, tokens * (128 / p.group) * p.num_splits);
+          EXPECT_EQ(p.ctas, tokens * (128 / p.heads_per_cta) * p.num_splits);
           if (p.num_splits == 1 || tokens == 0) {
             EXPECT_EQ(p.workspace_bytes, 0u);
           } else {
@@ -532,7 +532,7 @@ TEST(SwaDecodeOp, ParamsFollowTheArgsAndThePlan) {
   EXPECT_EQ(p.scale_stride, 1);
   EXPECT_EQ(p.tokens, kT);
   EXPECT_EQ(p.num_heads, kNH);
-  EXPECT_EQ(p.head_groups, kNH / plan.group);
+  EXPECT_EQ(p.head_groups, kNH / plan.heads_per_cta);
   EXPECT_EQ(p.block_size, kBlockSize);
   EXPECT_EQ(p.num_splits, 4);
   EXPECT_EQ(p.split_len, 32);

@@ -281,7 +281,7 @@ TEST(TunedTable, ThePlanPathTakesAStoredChoiceForItsBucketOnly) {
   ASSERT_NE(pick.family, nullptr);
   const ad::DecodePlan tuned = kjit::detail::choose_plan<ad::DecodeOp>(d, info);
   EXPECT_EQ(tuned.num_splits, pick.knobs[0]);
-  EXPECT_EQ(tuned.rows, 16);
+  EXPECT_EQ(tuned.heads_per_cta, 16);
   EXPECT_EQ(tuned.choice.point, pick.point);
   // The workspace follows the plan that runs.
   EXPECT_EQ(tuned.workspace_bytes, ad::plan_decode(d, pick.knobs[0], info.sm_count, 1, 16).workspace_bytes);
@@ -585,7 +585,7 @@ TEST(TuneBuckets, NewOpsFollowTheDocumentedRules) {
   EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kSwaDecode));
   EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 5), (std::vector<int32_t>{128, 0, 8, 128, 0}));
   md::SwaDims forced = swa_dims(5, 128, 128);
-  forced.requested_group = 16;
+  forced.requested_heads_per_cta = 16;
   EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
   forced = swa_dims(5, 128, 128);
   forced.requested_splits = 2;
@@ -617,7 +617,7 @@ TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
   ASSERT_NE(paged.family, nullptr);
   const ad::DecodePlan pp = plan_with<ad::PagedDecodeOp>(pd, info, paged);
   EXPECT_EQ(pp.num_splits, 6);
-  EXPECT_EQ(pp.rows, 16);
+  EXPECT_EQ(pp.heads_per_cta, 16);
   EXPECT_EQ(pp.workspace_bytes, ad::plan_paged_decode(pd, 6, 0, info.sm_count, 2, 16).workspace_bytes);
 
   // Prefill: the mma.sync kernel at 64 rows instead of the wgmma default.
@@ -645,14 +645,14 @@ TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
 
   // SWA decode: group 16 in 4 splits where the planner takes the wgmma kernel.
   const md::SwaDims sd = swa_dims(512, 128, 128);
-  ASSERT_EQ(md::SwaDecodeOp::plan(sd, info).group, 64);
+  ASSERT_EQ(md::SwaDecodeOp::plan(sd, info).heads_per_cta, 64);
   TunedChoice split;
   for (const TunedChoice& c : md::SwaDecodeOp::tune_candidates(sd, info)) {
     if (c.family->value(c.point, "group").code == 16 && c.knobs[0] == 4) split = c;
   }
   ASSERT_NE(split.family, nullptr);
   const md::SwaPlan sp = plan_with<md::SwaDecodeOp>(sd, info, split);
-  EXPECT_EQ(sp.group, 16);
+  EXPECT_EQ(sp.heads_per_cta, 16);
   EXPECT_EQ(sp.num_splits, 4);
   EXPECT_EQ(sp.split_len, 32);
   EXPECT_GT(sp.workspace_bytes, 0u);  // the partials of the plan that runs

@@ -74,7 +74,7 @@ int kjit_bench_swa_plan(int tokens, int heads, int num_blocks, int block_size, i
     const kjit::mla::detail::SwaDims d = kjit::mla::detail::validate_swa_decode(make_args(
         p, p, p, p, p, p, nullptr, tokens, heads, num_blocks, block_size, window, 0, 0, 0.f, num_splits, head_group));
     const kjit::mla::detail::SwaPlan plan = kjit::mla::detail::plan_swa_decode(d, kjit::device_info(d.device));
-    out[0] = plan.group;
+    out[0] = plan.heads_per_cta;
     out[1] = plan.tile;
     out[2] = plan.num_splits;
     out[3] = plan.split_len;

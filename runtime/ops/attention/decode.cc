@@ -18,7 +18,7 @@ DecodePlan DecodeOp::plan(const DecodeDims& d, const DeviceInfo& info) {
   DecodePlan plan = plan_decode(d, d.requested_splits, info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
   if (d.batch > 0) {
     plan.choice.family = &decode_family();
-    plan.choice.point = decode_family().point({d.head_dim, plan.rows});
+    plan.choice.point = decode_family().point({d.head_dim, plan.heads_per_cta});
   }
   return plan;
 }

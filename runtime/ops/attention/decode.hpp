@@ -49,8 +49,8 @@ DecodeDims validate_decode(const DecodeArgs& args);
 /// How a decode runs: the specialization, the split-KV partition and the workspace it needs.
 struct DecodePlan {
   kjit::detail::Choice choice;  ///< the decode family and point; no family for an empty batch
-  int rows = 8;            ///< query heads per CTA (the `rows` family parameter)
-  int m_tiles = 1;         ///< ceil(group / rows)
+  int heads_per_cta = 8;   ///< query heads per CTA (the family parameter spelled `rows`)
+  int m_tiles = 1;         ///< ceil(group / heads_per_cta)
   int num_splits = 1;      ///< KV splits per sequence (1: no merge kernel, no workspace)
   int split_tokens = 1;    ///< tokens per split
   int64_t ctas = 0;        ///< decode-kernel CTAs: batch · kv_heads · num_splits · m_tiles
@@ -104,10 +104,10 @@ int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots);
 /// tiles = ceil(max_kv_len / tile_tokens): full waves of equal-length CTAs, each paying a fixed
 /// pipeline fill, plus one merge launch when split. A requested count is honoured up to
 /// max_kv_len (each split gets ceil(max_kv_len / s) tokens; trailing empty splits are dropped).
-/// `rows` (8 or 16) forces the query heads per CTA (a tuned plan); 0 takes 8 for groups up to 8,
+/// `heads_per_cta` (8 or 16) forces the query heads per CTA (a tuned plan); 0 takes 8 for groups up to 8,
 /// else 16.
 DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
-                       int ctas_per_sm, int rows = 0);
+                       int ctas_per_sm, int heads_per_cta = 0);
 
 /// The merge program a decode plan needs: attention.decode_merge at `head_dim` when `plan` splits
 /// the KV (num_splits > 1), else no family. What DecodeOp and PagedDecodeOp::second_choice give

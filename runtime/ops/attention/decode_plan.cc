@@ -153,10 +153,10 @@ int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots) {
   return split_chunk_memo().get(key, [](const SplitSearchKey& k) { return search_split_chunk(k.tiles, k.base, k.slots); });
 }
 
-DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int rows) {
+DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int heads_per_cta) {
   DecodePlan plan;
-  plan.rows = rows > 0 ? rows : d.group <= 8 ? 8 : 16;
-  plan.m_tiles = static_cast<int>(kjit::detail::ceil_div(d.group, plan.rows));
+  plan.heads_per_cta = heads_per_cta > 0 ? heads_per_cta : d.group <= 8 ? 8 : 16;
+  plan.m_tiles = static_cast<int>(kjit::detail::ceil_div(d.group, plan.heads_per_cta));
   const int64_t len = std::max<int64_t>(d.max_kv_len, 1);
   const int64_t tile = decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens;
   const int64_t base = d.batch * d.kv_heads * plan.m_tiles;

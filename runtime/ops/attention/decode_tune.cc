@@ -11,7 +11,7 @@ namespace {
 using kjit::detail::TunedChoice;
 using kjit::detail::TunedKey;
 
-int rows_of(const TunedChoice& c) { return static_cast<int>(c.family->value(c.point, "rows").code); }
+int heads_per_cta_of(const TunedChoice& c) { return static_cast<int>(c.family->value(c.point, "rows").code); }
 int64_t head_dim_of(const TunedChoice& c) { return c.family->value(c.point, "head_dim").code; }
 
 std::string fits(const TunedChoice& c, const DeviceInfo& info) { return decode_choice_fits(decode_family(), c, info); }
@@ -62,7 +62,7 @@ bool DecodeOp::tune_key(const DecodeDims& d, TunedKey* key) {
 bool DecodeOp::apply_tuned(const DecodeDims& d, const DeviceInfo& info, const TunedChoice& c, DecodePlan* out) {
   if (c.family != &decode_family() || head_dim_of(c) != d.head_dim || c.knobs[0] < 1) return false;
   DecodePlan plan = plan_decode(d, c.knobs[0], info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm),
-                                rows_of(c));
+                                heads_per_cta_of(c));
   plan.choice.family = c.family;
   plan.choice.point = c.point;
   *out = plan;

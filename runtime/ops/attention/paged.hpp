@@ -49,10 +49,10 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 
 /// The split plan of a paged decode: plan_decode over the hint length (kv_len_hint, or
 /// nnz · page_size / batch), or exactly `requested_splits` when positive. The kernels split each
-/// request's own length into num_splits ranges (DecodeParams::split_tokens = 0). `rows` (8 or
+/// request's own length into num_splits ranges (DecodeParams::split_tokens = 0). `heads_per_cta` (8 or
 /// 16) forces the query heads per CTA (a tuned plan); 0 lets plan_decode choose.
 DecodePlan plan_paged_decode(const PagedDecodeDims& dims, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm, int rows = 0);
+                             int ctas_per_sm, int heads_per_cta = 0);
 
 /// The length the paged planner plans for: kv_len_hint, or nnz · page_size / batch, in
 /// [1, 2^30).
@@ -83,7 +83,7 @@ struct PagedDecodeOp {
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
-  // Tuning (runtime/ops/tuned.hpp; paged_tune.cc). Knob: splits. Point: rows. Bucket: head_dim,
+  // Tuning (runtime/ops/tuned.hpp; paged_tune.cc). Knob: splits. Point: rows (heads per CTA). Bucket: head_dim,
   // group, batch · kv_heads and the planned length (paged_plan_length) rounded up to powers of
   // two (the length at least 64), and page_size exactly. A call that requests a split count is
   // not tuned.

@@ -69,7 +69,7 @@ int64_t paged_plan_length(const PagedDecodeDims& d) {
 }
 
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm, int rows) {
+                             int ctas_per_sm, int heads_per_cta) {
   DecodeDims dd;
   dd.device = d.device;
   dd.batch = d.batch;
@@ -80,7 +80,7 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   int64_t hint = kv_len_hint;
   if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
   dd.max_kv_len = std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
-  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, rows);
+  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta);
   if (requested_splits > 0) plan.num_splits = requested_splits;
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;
@@ -101,7 +101,7 @@ DecodePlan PagedDecodeOp::plan(const PagedDecodeDims& d, const DeviceInfo& info)
                                       paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
   if (d.batch > 0) {
     plan.choice.family = &paged_decode_family();
-    plan.choice.point = paged_decode_family().point({d.head_dim, plan.rows});
+    plan.choice.point = paged_decode_family().point({d.head_dim, plan.heads_per_cta});
   }
   return plan;
 }

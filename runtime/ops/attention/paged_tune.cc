@@ -50,9 +50,9 @@ bool PagedDecodeOp::apply_tuned(const PagedDecodeDims& d, const DeviceInfo& info
       c.knobs[0] < 1 || c.knobs[0] > kMaxPagedSplits || d.batch == 0) {
     return false;
   }
-  const int rows = static_cast<int>(c.family->value(c.point, "rows").code);
+  const int heads_per_cta = static_cast<int>(c.family->value(c.point, "rows").code);
   DecodePlan plan = plan_paged_decode(d, c.knobs[0], d.kv_len_hint, info.sm_count,
-                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm), rows);
+                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm), heads_per_cta);
   plan.choice.family = c.family;
   plan.choice.point = c.point;
   *out = plan;

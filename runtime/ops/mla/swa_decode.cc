@@ -18,19 +18,19 @@ SwaPlan SwaDecodeOp::plan(const SwaDims& d, const DeviceInfo& info) {
   SwaPlan plan = plan_swa_decode(d, info);
   if (d.tokens == 0) return plan;
   // Both before the kernel table: a kernel the device cannot run is never compiled.
-  if (plan.group == kSwaWgmmaHeads && !info.target().has_wgmma()) {
+  if (plan.heads_per_cta == kSwaWgmmaHeads && !info.target().has_wgmma()) {
     throw Unsupported(fmt::format("{}: head_group 64 is the wgmma kernel, which needs sm_90a (Hopper); device {} ({}) "
                                   "is sm_{}",
                                   kInfo.name, d.device, info.name, info.sm()));
   }
-  const int smem = swa_launch_shape(plan.group, plan.tile).smem_bytes;
+  const int smem = swa_launch_shape(plan.heads_per_cta, plan.tile).smem_bytes;
   if (smem > info.max_smem_per_block_optin) {
     throw Unsupported(fmt::format("{}: head_group {} needs {} bytes of shared memory per CTA; device {} ({}) allows "
                                   "{} (use head_group 16 or 0)",
-                                  kInfo.name, plan.group, smem, d.device, info.name, info.max_smem_per_block_optin));
+                                  kInfo.name, plan.heads_per_cta, smem, d.device, info.name, info.max_smem_per_block_optin));
   }
   plan.choice.family = &swa_decode_family();
-  plan.choice.point = swa_decode_family().point({kSwaHeadDim, plan.group, plan.tile, d.window, d.cache});
+  plan.choice.point = swa_decode_family().point({kSwaHeadDim, plan.heads_per_cta, plan.tile, d.window, d.cache});
   return plan;
 }
 
@@ -66,7 +66,7 @@ SwaDecodeParams SwaDecodeOp::params(const SwaDecodeArgs& args, const SwaDims& d,
   p.scale_stride = args.inv_scale.strides[0];
   p.tokens = static_cast<int32_t>(d.tokens);
   p.num_heads = static_cast<int32_t>(d.heads);
-  p.head_groups = static_cast<int32_t>(d.heads / plan.group);
+  p.head_groups = static_cast<int32_t>(d.heads / plan.heads_per_cta);
   p.block_size = static_cast<int32_t>(std::max<int64_t>(d.block_size, 1));
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
@@ -86,8 +86,8 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
   if (plan.ctas > INT32_MAX) {
     kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split T", plan.ctas));
   }
-  const bool wgmma = plan.group == kSwaWgmmaHeads;
-  const SwaLaunchShape shape = swa_launch_shape(plan.group, plan.tile);
+  const bool wgmma = plan.heads_per_cta == kSwaWgmmaHeads;
+  const SwaLaunchShape shape = swa_launch_shape(plan.heads_per_cta, plan.tile);
   auto& decode = l.step<0>();
   decode.params = params(args, d, plan, workspace.data);
   decode.kernel = &program->kernel(0);
@@ -114,7 +114,7 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
   const detail::SwaDims d = detail::validate_swa_decode(args);
   // No tokens: no partials, answered without the device (and without a driver). The pure
-  // planner, not SwaDecodeOp::plan: a size query does not check that the group can run. A tuned
+  // planner, not SwaDecodeOp::plan: a size query does not check that the heads per CTA can run. A tuned
   // plan (which the call will run) sizes its own partials.
   if (d.tokens == 0) return 0;
   const DeviceInfo& info = device_info(d.device);

@@ -42,7 +42,7 @@ struct SwaDims {
   bool has_lse = false;
   bool kv_compact = true;  ///< block stride == block_size · row stride
   int requested_splits = 0;  ///< SwaDecodeArgs::num_splits (0 = choose)
-  int requested_group = 0;   ///< SwaDecodeArgs::head_group (0 = choose)
+  int requested_heads_per_cta = 0;  ///< SwaDecodeArgs::head_group (0 = choose)
 };
 
 /// Checks `args` against the contract in include/kjit/ops/swa_decode.hpp. Pure host code: no
@@ -53,18 +53,18 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args);
 /// How a decode runs: the specialization, the window partition and the workspace it needs.
 struct SwaPlan {
   kjit::detail::Choice choice;  ///< set by SwaDecodeOp::plan; no family when T = 0
-  int group = 16;            ///< heads per CTA (family parameter `group`)
+  int heads_per_cta = 16;    ///< query heads per CTA (the family parameter spelled `group`)
   int tile = 128;            ///< family parameter `kv_tile`
   int num_splits = 1;        ///< CTAs per (token, head group) along the window
   int split_len = 0;         ///< window positions per split: a multiple of 16, ≤ tile
-  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / group) · num_splits.
+  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / heads_per_cta) · num_splits.
   int64_t ctas = 0;
   size_t o_part_bytes = 0;   ///< workspace offset of lse_part (o_part starts at 0)
   size_t workspace_bytes = 0;
 };
 
 /// Plans a validated decode on `info` (its SM count, opt-in shared memory per CTA, 0 = no
-/// limit, and target; pure, no choice filled in). dims.requested_splits / requested_group are
+/// limit, and target; pure, no choice filled in). dims.requested_splits / requested_heads_per_cta are
 /// the args' num_splits / head_group (0 = choose). Choice:
 ///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
 ///    over (token, 64 heads) items, the whole window, never split), when the target has wgmma,
@@ -84,11 +84,11 @@ struct SwaPlan {
 /// Unsupported).
 SwaPlan plan_swa_decode(const SwaDims& dims, const DeviceInfo& info);
 
-/// The mma.sync partition of the window for heads per CTA `group` (16 or 32), `tile` window
+/// The mma.sync partition of the window for `heads_per_cta` (16 or 32), `tile` window
 /// positions per CTA and `splits` in [ceil(W / tile), min(32, W / 16)]: split_len =
 /// ceil(W / splits) rounded up to 16, trailing empty splits dropped, the partials' workspace.
 /// The planner's last step, and what a tuned choice runs. Pure; checks nothing.
-SwaPlan partition_swa_window(const SwaDims& dims, int group, int tile, int splits);
+SwaPlan partition_swa_window(const SwaDims& dims, int heads_per_cta, int tile, int splits);
 
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.

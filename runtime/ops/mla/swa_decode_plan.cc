@@ -215,7 +215,7 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
   check_outputs(args, d);
   check_options(args, d);
   d.requested_splits = args.num_splits;
-  d.requested_group = args.head_group;
+  d.requested_heads_per_cta = args.head_group;
   return d;
 }
 
@@ -223,7 +223,7 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   SwaPlan plan;
   const int64_t sms = std::max(info.sm_count, 1);
   const int max_smem = info.max_smem_per_block_optin > 0 ? info.max_smem_per_block_optin : INT_MAX;
-  auto fits = [&](int group, int tile) { return swa_launch_shape(group, tile).smem_bytes <= max_smem; };
+  auto fits = [&](int heads_per_cta, int tile) { return swa_launch_shape(heads_per_cta, tile).smem_bytes <= max_smem; };
   // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
   // no K conversion) when its shape fits, no split was asked for, and there are at least half
   // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
@@ -233,26 +233,26 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   const bool wgmma_ok = info.target().has_wgmma() && d.heads % kSwaWgmmaHeads == 0 && d.window <= kSwaWgmmaTile &&
                         d.requested_splits <= 1 && fits(kSwaWgmmaHeads, kSwaWgmmaTile) &&
                         2 * d.tokens * (d.heads / kSwaWgmmaHeads) >= sms;
-  if (d.requested_group == kSwaWgmmaHeads || (d.requested_group == 0 && wgmma_ok)) {
-    plan.group = kSwaWgmmaHeads;
+  if (d.requested_heads_per_cta == kSwaWgmmaHeads || (d.requested_heads_per_cta == 0 && wgmma_ok)) {
+    plan.heads_per_cta = kSwaWgmmaHeads;
     plan.tile = kSwaWgmmaTile;
     plan.num_splits = 1;
     plan.split_len = static_cast<int>(d.window);
     plan.ctas = d.tokens * (d.heads / kSwaWgmmaHeads);
     return plan;
   }
-  auto tile_for = [&](int group) {
-    if (group == 16 && d.window <= 64) return 64;
-    return fits(group, 128) || !fits(group, 64) ? 128 : 64;
+  auto tile_for = [&](int heads_per_cta) {
+    if (heads_per_cta == 16 && d.window <= 64) return 64;
+    return fits(heads_per_cta, 128) || !fits(heads_per_cta, 64) ? 128 : 64;
   };
-  if (d.requested_group != 0) {
-    plan.group = d.requested_group;
+  if (d.requested_heads_per_cta != 0) {
+    plan.heads_per_cta = d.requested_heads_per_cta;
   } else {
     // Groups of 32 only with the full tile: on a small shared memory (sm_86/89: 99 KiB) the
     // 64-position tile would force a split and the merge for every W = 128 token.
-    plan.group = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms && fits(32, 128) ? 32 : 16;
+    plan.heads_per_cta = d.heads % 32 == 0 && d.tokens * (d.heads / 32) >= sms && fits(32, 128) ? 32 : 16;
   }
-  plan.tile = tile_for(plan.group);
+  plan.tile = tile_for(plan.heads_per_cta);
   const int64_t min_splits = kjit::detail::ceil_div(d.window, plan.tile);
   const int64_t max_splits = swa_max_splits(d.window);
   int64_t splits = min_splits;
@@ -264,14 +264,14 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   // indices and rows, q load and conversion, softmax barriers, a 32 KiB f32 partial), so at
   // T = 1 8 splits of 16 took 18.2 µs against 14.0 µs unsplit, and at T = 8 3 splits took
   // 22.6 µs against 15.1 µs; the merge launch comes on top. The SM count only picks the group.
-  return partition_swa_window(d, plan.group, plan.tile, static_cast<int>(splits));
+  return partition_swa_window(d, plan.heads_per_cta, plan.tile, static_cast<int>(splits));
 }
 
-SwaPlan partition_swa_window(const SwaDims& d, int group, int tile, int splits) {
+SwaPlan partition_swa_window(const SwaDims& d, int heads_per_cta, int tile, int splits) {
   SwaPlan plan;
-  plan.group = group;
+  plan.heads_per_cta = heads_per_cta;
   plan.tile = tile;
-  const int64_t base = d.tokens * (d.heads / plan.group);
+  const int64_t base = d.tokens * (d.heads / plan.heads_per_cta);
   const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));

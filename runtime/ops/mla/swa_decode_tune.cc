@@ -52,7 +52,7 @@ const kjit::detail::TuneOpSpec& SwaDecodeOp::tune_spec() {
 }
 
 bool SwaDecodeOp::tune_key(const SwaDims& d, TunedKey* key) {
-  if (d.requested_splits != 0 || d.requested_group != 0 || d.tokens == 0) return false;
+  if (d.requested_splits != 0 || d.requested_heads_per_cta != 0 || d.tokens == 0) return false;
   key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kSwaDecode);
   key->bucket[0] = kjit::detail::bucket_exact(d.window);
   key->bucket[1] = d.cache;
@@ -63,19 +63,19 @@ bool SwaDecodeOp::tune_key(const SwaDims& d, TunedKey* key) {
 
 bool SwaDecodeOp::apply_tuned(const SwaDims& d, const DeviceInfo& info, const TunedChoice& c, SwaPlan* out) {
   if (c.family != &swa_decode_family() || d.tokens == 0) return false;
-  const int group = code(c, "group"), tile = code(c, "kv_tile");
-  if (code(c, "window") != d.window || code(c, "cache") != d.cache || d.heads % group != 0) return false;
+  const int heads_per_cta = code(c, "group"), tile = code(c, "kv_tile");
+  if (code(c, "window") != d.window || code(c, "cache") != d.cache || d.heads % heads_per_cta != 0) return false;
   // Checked again per call: the table was checked against the device, not against this call.
   if (!fits(c, info).empty()) return false;
   SwaPlan plan;
-  if (group == kSwaWgmmaHeads) {
-    plan.group = group;
+  if (heads_per_cta == kSwaWgmmaHeads) {
+    plan.heads_per_cta = heads_per_cta;
     plan.tile = tile;
     plan.num_splits = 1;
     plan.split_len = static_cast<int>(d.window);
-    plan.ctas = d.tokens * (d.heads / group);
+    plan.ctas = d.tokens * (d.heads / heads_per_cta);
   } else {
-    plan = partition_swa_window(d, group, tile, c.knobs[0]);
+    plan = partition_swa_window(d, heads_per_cta, tile, c.knobs[0]);
   }
   plan.choice.family = c.family;
   plan.choice.point = c.point;

@@ -161,7 +161,7 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   const SwaDecodeParams p = detail::SwaDecodeOp::params(args, dims, plan, ws.data());
 
   emu::g_late_copies = late;
-  dispatch(plan.group, plan.tile, static_cast<int>(pr.window), static_cast<int>(pr.format), p,
+  dispatch(plan.heads_per_cta, plan.tile, static_cast<int>(pr.window), static_cast<int>(pr.format), p,
            static_cast<int>(plan.ctas));
   if (plan.num_splits > 1) {
     launch(static_cast<int>((T * NH + kSwaMergeRowsPerCta - 1) / kSwaMergeRowsPerCta), kSwaMergeThreads,
@@ -172,7 +172,7 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   r.seed = seed;
   r.num_splits = plan.num_splits;
   const bool ok = r.ok(kt::kSwaOutTol, kt::kSwaLseTol);
-  std::printf("%s %s [group %d tile %d split_len %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.group,
+  std::printf("%s %s [group %d tile %d split_len %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.heads_per_cta,
               plan.tile, plan.split_len, late ? "late-copies" : "early-copies", r.describe().c_str());
   std::fflush(stdout);
   std::free(qd);
