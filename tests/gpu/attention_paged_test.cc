@@ -9,7 +9,7 @@
 #include <kjit/ops/attention.hpp>
 
 #include "runtime/ops/attention/decode.hpp"
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"

@@ -12,7 +12,7 @@
 #include "tests/runtime/decode_dims.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/ops/attention/decode.hpp"
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,8 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_append.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 #include "kjit/fast_div.h"
 
 #include <gtest/gtest.h>

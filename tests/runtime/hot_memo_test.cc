@@ -11,7 +11,7 @@
 
 #include "tests/runtime/decode_dims.hpp"
 #include "runtime/ops/attention/decode.hpp"
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/pod_memo.hpp"

@@ -19,12 +19,18 @@
 
 namespace kjit::tune {
 
-/// Registers the built-in ops of ops_attention.cc (paged_decode, prefill, paged_prefill) and ops_more.cc
-/// (swa_decode, and the ops whose default is their only candidate: rotary, fp8_quantize).
+/// Register the built-in ops of one op family file each: ops_attention.cc (decode, paged_decode,
+/// prefill, paged_prefill), ops_fp8.cc (fp8_gemm), ops_mla.cc (swa_decode). register_builtin_ops
+/// (op_harness.cc) calls them and adds the ops whose default is their only candidate (rotary,
+/// fp8_quantize).
 void register_attention_ops();
-void register_more_ops();
+void register_fp8_ops();
+void register_mla_ops();
 
 namespace detail {
+
+/// The tolerance of a bf16 output against its float64 reference (the attention and GEMM checks).
+inline constexpr double kBf16Tol = 1e-2;
 
 /// The largest CTA, dynamic shared memory and cluster of a launch value, and its kernels' most
 /// registers per thread.

@@ -1,5 +1,6 @@
-// `kjit tune` harnesses of paged decode, dense prefill and ragged paged prefill: shapes, scratch buffers (the caller's
-// are never touched), float64 references (tools/testing/reference_attention.hpp) and launches.
+// `kjit tune` harnesses of the attention ops (decode, paged decode, dense prefill, ragged paged
+// prefill): shapes, scratch buffers (the caller's are never touched), float64 references
+// (tools/testing/reference_attention.hpp) and launches.
 #include "tools/tune/op_harness.hpp"
 
 #include <kjit/error.hpp>
@@ -54,7 +55,70 @@ using namespace kjit::tune::detail;
 using kjit::testing::DeviceBuffer;
 namespace ad = kjit::attention::detail;
 
-constexpr double kBf16Tol = 1e-2;
+class DecodeHarness : public Harness {
+ public:
+  explicit DecodeHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), l_(shape_int(s, "kv_len")), hq_(shape_int(s, "q_heads")),
+        hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")) {
+    if (b_ < 1 || l_ < 1 || hq_ < 1 || hkv_ < 1) throw InvalidArgument("decode shape sizes must be positive");
+    dims_ = ad::validate_decode(args(fake(1), fake(2), fake(3), fake(4)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<ad::DecodeOp>(dims_, info); }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::DecodeOp>(dims_, out); }
+  size_t input_bytes() const override { return static_cast<size_t>(2 * b_ * l_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
+
+  void prepare(int copies, uint64_t seed) override {
+    const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
+    ref_ = kjit::testing::decode_reference(p).out;
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(k));
+      v_.push_back(kjit::testing::to_device(v));
+    }
+    out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const DeviceInfo& info = device_info(0);
+    ad::DecodePlan forced;
+    if (!c.is_default && !ad::DecodeOp::apply_tuned(dims_, info, c.choice, &forced)) {
+      throw InvalidArgument("the candidate does not apply to this shape");
+    }
+    const ad::DecodePlan plan = c.is_default ? ad::DecodeOp::plan(dims_, info) : forced;
+    return runner_of<ad::DecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
+      return args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get());
+    }, runtime);
+  }
+
+  std::string check(const Runner& r, CUstream stream) override {
+    out_.fill(0xFF);
+    r.per_copy[0](stream);
+    KJIT_CU(cuStreamSynchronize(stream));
+    const std::vector<uint16_t> raw = out_.download<uint16_t>(static_cast<size_t>(b_ * hq_ * d_));
+    std::vector<float> out(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) out[i] = kjit::testing::bf16_to_float(raw[i]);
+    const kjit::testing::Comparison cmp = kjit::testing::compare(out, ref_);
+    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
+  }
+
+ private:
+  kjit::attention::DecodeArgs args(void* q, void* k, void* v, void* out) const {
+    kjit::attention::DecodeArgs a;
+    a.q = TensorRef(q, DType::kBF16, {b_, 1, hq_, d_});
+    a.k = TensorRef(k, DType::kBF16, {b_, l_, hkv_, d_});
+    a.v = TensorRef(v, DType::kBF16, {b_, l_, hkv_, d_});
+    a.out = TensorRef(out, DType::kBF16, {b_, 1, hq_, d_});
+    return a;
+  }
+
+  int64_t b_, l_, hq_, hkv_, d_;
+  ad::DecodeDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer out_;
+};
 
 /// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`: all of them, or, with
 /// `rows`, the rows listed (`row_elems` elements each; the reference covers only those), and
@@ -427,6 +491,9 @@ class PagedPrefillHarness : public Harness {
 }  // namespace
 
 void register_attention_ops() {
+  const auto& decode = ad::DecodeOp::tune_spec();
+  register_op({decode.name, spec_help(decode), spec_defaults(decode),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new DecodeHarness(s)); }});
   const auto& paged = ad::PagedDecodeOp::tune_spec();
   register_op({paged.name, spec_help(paged), spec_defaults(paged),
                [](const Shape& s) { return std::unique_ptr<Harness>(new PagedDecodeHarness(s)); }});

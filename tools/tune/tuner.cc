@@ -32,7 +32,7 @@ extern char** environ;
 
 namespace kjit::tune {
 
-void register_builtin_ops();  // ops_builtin.cc
+void register_builtin_ops();  // op_harness.cc
 
 namespace {
 

@@ -1,5 +1,6 @@
 // kjit::attention::paged_decode and append_paged_kv, the pure steps: validation and planning.
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_append.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 
 #include <kjit/error.hpp>
 

@@ -1,7 +1,7 @@
 // kjit::attention::paged_decode's tuning: bucket, knobs, candidates and stored plans
 // (runtime/ops/tuned.hpp). The same knobs as the contiguous decode (decode_tune.cc) over the
 // paged decode family; the split count divides each request's own length on the device.
-#include "runtime/ops/attention/paged.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 
 #include <fmt/format.h>
 

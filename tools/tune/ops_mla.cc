@@ -1,6 +1,5 @@
 // `kjit tune` harness of the fp8 sliding-window MLA decode (reference_swa.hpp: its problem
-// builder, layout, arguments and float64 check), and the ops whose default plan is their only
-// candidate.
+// builder, layout, arguments and float64 check).
 #include "tools/tune/op_harness.hpp"
 
 #include <kjit/error.hpp>
@@ -103,28 +102,10 @@ class SwaHarness : public Harness {
 
 }  // namespace
 
-void register_more_ops() {
+void register_mla_ops() {
   const auto& swa = md::SwaDecodeOp::tune_spec();
   register_op({swa.name, spec_help(swa), spec_defaults(swa),
                [](const Shape& s) { return std::unique_ptr<Harness>(new SwaHarness(s)); }});
-  // Ops whose every choice follows from the call. Said here, and in docs/tuning.md.
-  TuneOp rotary;
-  rotary.name = "rotary";
-  rotary.help = "not tunable: the default plan is the only candidate";
-  rotary.only_default =
-      "kjit::rotary's family point (style, head_dim, position type) is fixed by the call, the vector kernel runs "
-      "whenever the alignment allows it (the scalar one is its fallback, never faster), and the CTA size and work "
-      "per thread are compile-time constants of the kernel";
-  register_op(rotary);
-  TuneOp quantize;
-  quantize.name = "fp8_quantize";
-  quantize.help = "not tunable: the default plan is the only candidate";
-  quantize.only_default =
-      "kjit::fp8::quantize's family point (input type, format, granularity, pow2) is fixed by the call and each "
-      "granularity has one kernel whose launch shape follows from the tensor; the one free launch choice, a "
-      "grid-stride per-tensor grid instead of one CTA per 1024 vectors, measured slower on the H200 and is not a "
-      "table knob";
-  register_op(quantize);
 }
 
 }  // namespace kjit::tune
