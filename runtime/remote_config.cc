@@ -95,6 +95,11 @@ void RemoteConfig::parse_url(const std::string& text) {
   host = std::string(hostport);
 }
 
+std::string RemoteConfig::display() const {
+  if (!socket_path.empty()) return fmt::format("unix://{}?db={}", socket_path, db);
+  return fmt::format("redis://{}:{}/{}", host, port, db);
+}
+
 RemoteConfig RemoteConfig::from_env() {
   RemoteConfig c;
   const std::string url = env("KJIT_REMOTE");

@@ -75,10 +75,7 @@ RedisClient::RedisClient(RemoteConfig config) : config_(std::move(config)) {}
 
 RedisClient::~RedisClient() { drop_locked(); }
 
-std::string RedisClient::where() const {
-  if (!config_.socket_path.empty()) return fmt::format("unix://{}?db={}", config_.socket_path, config_.db);
-  return fmt::format("redis://{}:{}/{}", config_.host, config_.port, config_.db);
-}
+std::string RedisClient::where() const { return config_.display(); }
 
 void RedisClient::drop_locked() {
   if (context_) redisFree(context_);

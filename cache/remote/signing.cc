@@ -131,11 +131,15 @@ SecretKey read_secret_key(const std::string& path, std::string_view variable) {
 
 std::vector<PublicKey> read_public_keys(const std::string& path, std::string_view variable) {
   std::vector<PublicKey> keys;
+  size_t n = 0;
   for (const std::string& line : key_lines(path, variable)) {
+    ++n;
     PublicKey k;
     if (!from_hex(line, k.bytes.data(), k.bytes.size())) {
-      throw InvalidArgument(fmt::format("{}: '{}' holds a line that is not a public key (64 hex digits): '{}'",
-                                        variable, path, line.substr(0, 80)));
+      // The line itself is never echoed: it may be a secret key given here by mistake.
+      throw InvalidArgument(fmt::format("{}: '{}': key line {} is not a public key (64 hex digits, {} given){}",
+                                        variable, path, n, line.size(),
+                                        line.size() == 128 ? "; 128 digits is a secret key: name the .pub file" : ""));
     }
     k.id = key_id(k.bytes);
     keys.push_back(k);

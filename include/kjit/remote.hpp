@@ -65,6 +65,9 @@ struct RemoteConfig {
   std::vector<std::string> trusted_key_files;
 
   bool enabled() const noexcept { return !url.empty(); }
+  /// The server as messages name it, never with the password: "redis://host:port/db" or
+  /// "unix:///path?db=N".
+  std::string display() const;
 
   /// Reads the KJIT_REMOTE* variables. Throws InvalidArgument naming the variable for a
   /// malformed URL, mode, number or an unreadable password file.

@@ -181,7 +181,10 @@ TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {
   EXPECT_EQ(std::set<std::string>(covered.begin(), covered.end()), all);
   EXPECT_EQ(covered.size(), all.size()) << "no key built by two shards";
   EXPECT_EQ(kjit_json("x", {"remote", "stats"})["entries"], all.size());
-  EXPECT_EQ(kjit("x", {"precompile", "--shard", "3/3"}).code, 2);
+  for (const char* bad : {"3/3", "0/18446744073709551616", "+1/4", "0/4 ", "a/b"}) {
+    EXPECT_EQ(kjit("x", {"precompile", "--remote", "--shard", bad}).code, 2) << bad;
+  }
+  EXPECT_EQ(kjit("x", {"precompile", "--shard", "0/3"}).code, 2) << "--shard without --remote";
   EXPECT_EQ(kjit("x", {"remote", "stats"}, {{"KJIT_REMOTE", ""}}).code, 2);
 }
 

@@ -177,6 +177,15 @@ TEST_F(KeyFiles, BadFilesNameTheVariableAndPath) {
   EXPECT_NE(message([&] { read_secret_key(missing, "KJIT_REMOTE_SIGNING_KEY"); }).find("KJIT_REMOTE_SIGNING_KEY: key file '" + missing), std::string::npos);
   const std::string junk = write("junk.pub", "not a key\n");
   EXPECT_NE(message([&] { read_public_keys(junk, "KJIT_REMOTE_TRUSTED_KEYS"); }).find("KJIT_REMOTE_TRUSTED_KEYS: '" + junk), std::string::npos);
+  // A secret key given as a trusted key by mistake: the error never echoes the key material.
+  const SecretKey secret = generate_key();
+  const std::string text = secret_key_text(secret);
+  const std::string as_trusted = write("fleet.key", text);
+  const std::string why = message([&] { read_public_keys(as_trusted, "KJIT_REMOTE_TRUSTED_KEYS"); });
+  EXPECT_NE(why.find("secret key"), std::string::npos) << why;
+  for (const std::string& line : {text.substr(0, 16), text.substr(text.size() / 2, 16)}) {
+    EXPECT_EQ(why.find(line), std::string::npos) << why;
+  }
   const std::string empty = write("empty.pub", "# nothing\n\n");
   EXPECT_NE(message([&] { read_public_keys(empty, "V"); }).find("holds no public key"), std::string::npos);
   // A secret key whose public half was swapped for another key's.
@@ -198,6 +207,7 @@ TEST(RemoteConfig, ParsesUrls) {
   EXPECT_EQ(c.port, 6379);
   EXPECT_EQ(c.user, "builder");
   EXPECT_EQ(c.password, "s3cr:t");
+  EXPECT_EQ(c.display(), "redis://10.0.0.5:6379/0");  // what messages print: never the password
   c = {};
   c.parse_url("redis://:pw@h:1/");
   EXPECT_EQ(c.user, "");

@@ -261,6 +261,7 @@ int run_precompile(const PrecompileOptions& o) {
   }
   std::vector<Item> items = list.take();
   if (!o.shard.empty()) {
+    if (!o.remote) throw InvalidArgument("--shard splits a fleet's set between builders: it needs --remote");
     const FleetShard shard = parse_shard(o.shard);
     items.erase(std::remove_if(items.begin(), items.end(),
                                [&](const Item& item) {
@@ -431,13 +432,18 @@ int run_precompile(const PrecompileOptions& o) {
                compiled.load(), cached.load(), failed.load(), items.size(),
                items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root);
     if (o.remote) {
-      fmt::print("{} of {} in the remote tier {}{}\n", in_remote.load(), items.size(), runtime.config().remote.url,
+      fmt::print("{} of {} in the remote tier {}{}\n", in_remote.load(), items.size(), runtime.config().remote.display(),
                  o.shard.empty() ? "" : " (shard " + o.shard + ")");
     }
   }
   if (failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
                items.size());
+    return kExitFailed;
+  }
+  if (o.remote && in_remote.load() < items.size()) {
+    fmt::print(stderr, "kjit: error: {} of {} specializations are not in the remote tier {} (see the warnings above)\n",
+               items.size() - in_remote.load(), items.size(), runtime.config().remote.display());
     return kExitFailed;
   }
   if (!manifest.invalid.empty()) {

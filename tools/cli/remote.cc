@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -263,20 +264,32 @@ int run_pull(const std::string& manifest) {
   return rejected > 0 ? kExitFailed : kExitOk;
 }
 
+enum class Pushed { kWritten, kPresent, kRefused };
+
+// Publishes `e` to the tier and says whether the tier holds it now: written by this call, there
+// already (SET NX found it), or refused (a fault, the server's error such as OOM, the value cap).
+Pushed push_entry(RemoteTier& tier, const cache::Entry& e) {
+  if (tier.publish(e)) return Pushed::kWritten;
+  const std::optional<Reply> r = tier.client().command({"EXISTS", cache::remote::slot_keys(tier.config().ns, e.key).value});
+  return r && r->integer == 1 ? Pushed::kPresent : Pushed::kRefused;
+}
+
 int run_push() {
   const RuntimeConfig config = RuntimeConfig::from_env();
   const cache::DiskCache disk = open_cache_for_reading(config);
   auto tier = open_tier();
   if (std::string why = why_not_writable(*tier); !why.empty()) throw InvalidArgument(why);
-  uint64_t pushed = 0, present = 0, bad = 0;
+  uint64_t pushed = 0, present = 0, bad = 0, refused = 0;
   for (const cache::EntryInfo& info : disk.list()) {
     std::optional<cache::Entry> e = disk.lookup(info.key, /*count_hit=*/false);
     if (!e) {
       ++bad;
-    } else if (tier->publish(*e)) {
-      ++pushed;
-    } else {
-      ++present;  // SET NX found it (or it is over the value cap, warned)
+      continue;
+    }
+    switch (push_entry(*tier, *e)) {
+      case Pushed::kWritten: ++pushed; break;
+      case Pushed::kPresent: ++present; break;
+      case Pushed::kRefused: ++refused; break;
     }
   }
   uint64_t tables = 0;
@@ -287,12 +300,17 @@ int run_push() {
     }
   }
   if (output().json) {
-    print_json({{"pushed", pushed}, {"present", present}, {"bad", bad}, {"tuning_tables", tables},
-                {"signed", tier->signer() != nullptr}});
+    print_json({{"pushed", pushed}, {"present", present}, {"refused", refused}, {"bad", bad},
+                {"tuning_tables", tables}, {"signed", tier->signer() != nullptr}});
   } else {
     fmt::print("pushed {} entr{} ({}); {} already there; {} local entr{} unreadable; merged {} tuning table{}\n",
                pushed, pushed == 1 ? "y" : "ies", tier->signer() ? "signed" : "unsigned", present, bad,
                bad == 1 ? "y" : "ies", tables, tables == 1 ? "" : "s");
+  }
+  if (refused > 0) {
+    fmt::print(stderr, "kjit: error: the remote tier {} refused {} entr{} (see the warnings above)\n",
+               tier->config().display(), refused, refused == 1 ? "y" : "ies");
+    return kExitFailed;
   }
   return kExitOk;
 }
@@ -361,8 +379,15 @@ bool FleetShard::has(const std::string& key_hex) const {
 FleetShard parse_shard(const std::string& text) {
   FleetShard s;
   unsigned long long i = 0, n = 0;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%llu/%llu%c", &i, &n, &tail) != 2 || n == 0 || i >= n) {
+  // Digits only on both sides (no sign, no space), each within 64 bits.
+  auto number = [](std::string_view digits, unsigned long long* out) {
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
+    return ec == std::errc() && end == digits.data() + digits.size();
+  };
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), &i) ||
+      !number(std::string_view(text).substr(slash + 1), &n) || n == 0 || i >= n) {
     throw InvalidArgument(fmt::format("--shard '{}' is not i/N with 0 <= i < N (e.g. 0/4)", text));
   }
   s.index = i;
@@ -378,11 +403,8 @@ std::function<bool(const std::string&)> fleet_publisher(const RuntimeConfig& con
     cache::Key k;
     if (!cache::Key::from_hex(key_hex, &k)) return false;
     std::optional<cache::Entry> e = disk->lookup(k, /*count_hit=*/false);
-    if (!e) return false;
-    if (tier->publish(*e)) return true;
-    // Not written: there already (this host's runtime published its compile), or a fault.
-    const std::optional<Reply> r = tier->client().command({"EXISTS", cache::remote::slot_keys(tier->config().ns, k).value});
-    return r && r->integer == 1;
+    // Not written is fine when it is there already (this host's runtime published its compile).
+    return e && push_entry(*tier, *e) != Pushed::kRefused;
   };
 }
 
