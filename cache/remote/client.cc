@@ -130,9 +130,10 @@ void RedisClient::fault_locked(const std::string& error) {
   open_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cooldown_ms);
   if (!in_outage_) {
     in_outage_ = true;
-    warn(fmt::format("remote cache {}: {}; skipping it for {} ms at a time until it answers again (ops run from "
-                     "the disk cache or a local compile)",
-                     where(), error, config_.cooldown_ms));
+    const std::string skip = config_.cooldown_ms > 0
+                                 ? fmt::format("; skipping it for {} ms at a time until it answers again", config_.cooldown_ms)
+                                 : std::string();
+    warn(fmt::format("remote cache {}: {}{} (ops run from the disk cache or a local compile)", where(), error, skip));
   }
 }
 

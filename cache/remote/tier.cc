@@ -87,7 +87,7 @@ std::optional<Record> RemoteTier::accept(const Key& key, std::string_view bytes,
   if (first) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
-    warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded, compiling locally",
+    warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded (the op uses the disk cache or a local compile)",
                      client_.where(), kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(),
                      rejection_name(why), note));
   }
