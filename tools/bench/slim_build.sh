@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Copies build/ to build-run/ without what only a rebuild needs (object files, the CLI test's
-# scratch folder), so it fits the device tool's carry limit. On the device: mv build-run build.
+# scratch folder) and without the CPU test programs, so it fits the device tool's carry limit.
+# On the device: mv build-run build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf build-run
 cp -a build build-run
 find build-run -name '*.o' -delete
-rm -rf build-run/tests/cli-work build-run/Testing
+rm -rf build-run/tests/cli-work build-run/Testing build-run/tests/CMakeFiles build-run/tests/fuzz build-run/CMakeFiles
+# The device runs the GPU suites only (h200_session.sh); the CPU suites run here and in CI.
+find build-run/tests -maxdepth 1 -type f -executable ! -name 'gpu_*' -delete
 # The Debian libraries libkjit links (fmt, xxHash, hiredis, libsodium) beside it: the device
 # machine need not have them (h200_session.sh puts the build folder on LD_LIBRARY_PATH).
 ldd build/libkjit.so | awk '/=> \/(usr\/)?lib\/x86_64-linux-gnu\/lib(fmt|xxhash|hiredis|sodium)/ {print $3}' |
