@@ -7,25 +7,36 @@ call and cached per (device, stream) unless `workspace=` (a byte tensor) is give
 
 decode(q, k, v, kv_lens=None, *, mask, out, lse, return_lse, scale, num_splits, workspace, stream)
     q/out [batch, 1, q_heads, D] bf16, k/v [batch, max_kv_len, kv_heads, D] bf16, kv_lens [batch] i32
+    num_splits: 0 lets the planner choose; n > 0 forces n KV splits per (request, KV head)
+decode_workspace_bytes(q, k, v, kv_lens=None, *, mask, num_splits) -> int
+    the bytes decode's `workspace=` must hold for this call (0: none); validates as decode does
 paged_decode(q, k_pages, v_pages, indptr, page_indices, last_page_len, *, out, lse, return_lse,
              scale, num_splits, kv_len_hint, workspace, stream)
+paged_decode_workspace_bytes(q, k_pages, v_pages, indptr, page_indices, last_page_len, *,
+                             num_splits, kv_len_hint) -> int
 prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m, variant, stream)
     lse [batch, q_heads, q_len]; variant "auto" | "mma" | "wgmma"
 append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
                 positions, append_indptr, stream)
-plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0) -> PagedPrefillPlan
-    qo_indptr: the host copy (a list or a CPU int32 tensor); uploads the work map (synchronous)
+plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto") -> PagedPrefillPlan
+    qo_indptr: the host copy (a list or a CPU int32 tensor); uploads the work map (synchronous).
+    variant "auto" (the Hopper wgmma kernel where it can run the plan: head_dim 64/128, 128-row
+    tiles; else mma.sync), "mma" or "wgmma" (forced: paged_prefill raises Unsupported where that
+    kernel cannot run the plan). Properties: batch, total_q, head_dim, tile_rows, num_work,
+    workspace_bytes, variant, device.
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
               causal, out, lse, return_lse, scale, stream)     lse [q_heads, total_q]
 """
 from ._C import PagedPrefillPlan
 from ._C import attention_append_paged_kv as append_paged_kv
 from ._C import attention_decode as decode
+from ._C import attention_decode_workspace_bytes as decode_workspace_bytes
 from ._C import attention_paged_decode as paged_decode
+from ._C import attention_paged_decode_workspace_bytes as paged_decode_workspace_bytes
 from ._C import attention_paged_prefill as paged_prefill
 from ._C import attention_prefill as prefill
 
 plan_paged_prefill = PagedPrefillPlan
 
-__all__ = ["PagedPrefillPlan", "append_paged_kv", "decode", "paged_decode", "paged_prefill", "plan_paged_prefill",
-           "prefill"]
+__all__ = ["PagedPrefillPlan", "append_paged_kv", "decode", "decode_workspace_bytes", "paged_decode",
+           "paged_decode_workspace_bytes", "paged_prefill", "plan_paged_prefill", "prefill"]

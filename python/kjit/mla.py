@@ -5,7 +5,15 @@ swa_decode(q, kv_cache, inv_scale, indices, lens, *, out, lse, return_lse, scale
     q/out [T, NH, {head_dim}] bf16, kv_cache [blocks, block_size, {head_dim}] u8/e4m3/e5m2,
     inv_scale [slots, 1] bf16, indices [T, W] i64 (W one of {windows}), lens [T] i64/i32;
     head_group 0 (auto) or one of {groups}; returns out, or (out, lse [T, NH] f32)
+swa_decode_plan(q, kv_cache, inv_scale, indices, lens, *, num_splits=0, head_group=0) -> SwaDecodePlan
+    how swa_decode's built-in rule runs this call (a requested split count is clamped to what the
+    window allows, so several requests can give one plan); validates as swa_decode does and reads
+    the device's SM count and shared memory. A tuning table (`kjit tune swa_decode`) may give a
+    call that requests neither num_splits nor head_group another split count.
 """
+from typing import NamedTuple
+
+from . import _C
 from ._C import family_values
 from ._C import mla_swa_decode as swa_decode
 
@@ -15,4 +23,24 @@ if __doc__:  # None under python -OO
                              windows=", ".join(family_values("mla.swa_decode", "window")),
                              groups=", ".join(family_values("mla.swa_decode", "group")))
 
-__all__ = ["swa_decode"]
+
+class SwaDecodePlan(NamedTuple):
+    """A swa_decode plan: heads per CTA (the family's `group`; 64 = the sm_90a wgmma kernel), the
+    family's `kv_tile`, CTAs per (token, head group) along the window and the window positions of
+    each, decode-kernel CTAs, kernel launches (2 when a merge follows the split), and the
+    workspace bytes the call needs."""
+    head_group: int
+    kv_tile: int
+    num_splits: int
+    split_len: int
+    ctas: int
+    launches: int
+    workspace_bytes: int
+
+
+def swa_decode_plan(q, kv_cache, inv_scale, indices, lens, *, num_splits=0, head_group=0):
+    """How swa_decode runs this call with these requests (see the module doc): a SwaDecodePlan."""
+    return SwaDecodePlan(*_C.mla_swa_decode_plan(q, kv_cache, inv_scale, indices, lens, num_splits=num_splits,
+                                                 head_group=head_group))
+
+__all__ = ["SwaDecodePlan", "swa_decode", "swa_decode_plan"]

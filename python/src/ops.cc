@@ -1,13 +1,15 @@
 // The shipped ops on DLPack tensors: each binding converts its arguments (tensors.hpp), allocates
 // the outputs that were not passed in, sizes the workspace, calls the C++ op and returns the
 // outputs. Shapes, dtypes and rules are the C++ ops' (include/kjit/ops/*.hpp); the docstrings
-// live in python/kjit/ops.py.
+// live in python/kjit/{attention,fp8,mla}.py.
 #include "bench.hpp"
 #include "tensors.hpp"
 #include "workspace.hpp"
 
 #include "runtime/driver.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
 
+#include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/families.hpp>
 #include <kjit/ops/attention.hpp>
@@ -92,6 +94,18 @@ nb::object with_lse(nb::object out, nb::object lse, bool want) {
   return nb::make_tuple(out, lse);
 }
 
+/// The output an op allocates for `q` when none is passed (q's dtype and shape, contiguous),
+/// viewing q's memory: what the shape-only queries validate the call with.
+TensorRef contiguous_like(const TensorRef& q) {
+  TensorRef r = q;
+  int64_t stride = 1;
+  for (int i = q.ndim - 1; i >= 0; --i) {
+    r.strides[i] = stride;
+    stride *= q.shape[i];
+  }
+  return r;
+}
+
 // ---- rotary ---------------------------------------------------------------------------------------
 
 nb::object rotary(nb::handle q, nb::handle cos, nb::handle sin, nb::handle positions, nb::handle k,
@@ -152,6 +166,20 @@ nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, 
   return with_lse(o, l, return_lse || !lse.is_none());
 }
 
+size_t decode_workspace_bytes(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask,
+                              int num_splits) {
+  OpCall call("kjit.attention.decode_workspace_bytes", nb::none());
+  attention::DecodeArgs a;
+  a.q = call.required(q, "q");
+  a.k = call.required(k, "k");
+  a.v = call.required(v, "v");
+  a.kv_lens = call.tensor(kv_lens, "kv_lens");
+  a.mask = call.tensor(mask, "mask");
+  a.num_splits = num_splits;
+  a.out = contiguous_like(a.q);
+  return attention::decode_workspace_bytes(a);
+}
+
 nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
                         nb::handle page_indices, nb::handle last_page_len, nb::handle out, nb::handle lse,
                         bool return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
@@ -172,11 +200,24 @@ nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb
   return with_lse(o, l, return_lse || !lse.is_none());
 }
 
-attention::AttentionVariant parse_variant(std::string_view v) {
+size_t paged_decode_workspace_bytes(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
+                                    nb::handle page_indices, nb::handle last_page_len, int num_splits,
+                                    int64_t kv_len_hint) {
+  OpCall call("kjit.attention.paged_decode_workspace_bytes", nb::none());
+  attention::PagedDecodeArgs a;
+  a.q = call.required(q, "q");
+  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  a.num_splits = num_splits;
+  a.kv_len_hint = kv_len_hint;
+  a.out = contiguous_like(a.q);
+  return attention::paged_decode_workspace_bytes(a);
+}
+
+attention::AttentionVariant parse_variant(const char* op, std::string_view v) {
   if (v == "auto") return attention::AttentionVariant::kAuto;
   if (v == "mma") return attention::AttentionVariant::kMma;
   if (v == "wgmma") return attention::AttentionVariant::kWgmma;
-  bad_choice("kjit.attention.prefill", "variant", v, "'auto', 'mma', 'wgmma'");
+  bad_choice(op, "variant", v, "'auto', 'mma', 'wgmma'");
 }
 
 nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, bool causal,
@@ -192,7 +233,7 @@ nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens,
   a.causal = causal;
   a.scale = scale;
   a.block_m = block_m;
-  a.variant = parse_variant(variant);
+  a.variant = parse_variant("kjit.attention.prefill", variant);
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32,
                               {a.q.shape[0], a.q.shape[2], a.q.shape[1]});
@@ -220,7 +261,10 @@ nb::object append_paged_kv(nb::handle k, nb::handle v, nb::handle k_pages, nb::h
 /// A ragged prefill's plan and the device copy of its work map (freed with the object).
 class PagedPrefillPlan {
  public:
-  PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device) : device_(device) {
+  PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant)
+      : device_(device) {
+    // Parsed first: a bad name is reported before any driver call.
+    const attention::AttentionVariant forced = parse_variant("kjit.attention.plan_paged_prefill", variant);
     std::vector<int32_t> host;
     if (PySequence_Check(qo_indptr.ptr()) && !PyObject_HasAttrString(qo_indptr.ptr(), "__dlpack__")) {
       for (nb::handle h : nb::borrow<nb::sequence>(qo_indptr)) host.push_back(nb::cast<int32_t>(h));
@@ -236,6 +280,7 @@ class PagedPrefillPlan {
     }
     if (host.empty()) throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr is empty (needs batch + 1 entries)");
     plan_ = attention::plan_paged_prefill(host.data(), static_cast<int64_t>(host.size()) - 1, head_dim, tile_rows);
+    plan_.variant = forced;
     if (plan_.workspace_bytes > 0) {
       detail::ensure_context(device);
       KJIT_CU(cuMemAlloc(&memory_, plan_.workspace_bytes));
@@ -299,6 +344,26 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
   bench::run([&] { mla::swa_decode(a, ws.ptr, ws.bytes, call.stream()); });
   call.finish();
   return with_lse(o, l, return_lse || !lse.is_none());
+}
+
+/// The plan swa_decode's built-in rule makes for this call (requests clamped as the op clamps
+/// them): (head_group, kv_tile, num_splits, split_len, ctas, launches, workspace_bytes).
+nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices,
+                          nb::handle lens, int num_splits, int head_group) {
+  OpCall call("kjit.mla.swa_decode_plan", nb::none());
+  mla::SwaDecodeArgs a;
+  a.q = call.required(q, "q");
+  a.kv_cache = call.required(kv_cache, "kv_cache");
+  a.inv_scale = call.required(inv_scale, "inv_scale");
+  a.indices = call.required(indices, "indices");
+  a.lens = call.required(lens, "lens");
+  a.num_splits = num_splits;
+  a.head_group = head_group;
+  a.out = contiguous_like(a.q);
+  const mla::detail::SwaDims d = mla::detail::validate_swa_decode(a);
+  const mla::detail::SwaPlan p = mla::detail::plan_swa_decode(d, device_info(d.device));
+  return nb::make_tuple(p.heads_per_cta, p.tile, p.num_splits, p.split_len, p.ctas, p.num_splits > 1 ? 2 : 1,
+                        p.workspace_bytes);
 }
 
 // ---- FP8 ----------------------------------------------------------------------------------------------
@@ -426,6 +491,10 @@ void register_ops(nb::module_& m) {
   m.def("attention_decode", &decode, "q"_a, "k"_a, "v"_a, "kv_lens"_a = nb::none(), nb::kw_only(),
         "mask"_a = nb::none(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f,
         "num_splits"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+  m.def("attention_decode_workspace_bytes", &decode_workspace_bytes, "q"_a, "k"_a, "v"_a, "kv_lens"_a = nb::none(),
+        nb::kw_only(), "mask"_a = nb::none(), "num_splits"_a = 0);
+  m.def("attention_paged_decode_workspace_bytes", &paged_decode_workspace_bytes, "q"_a, "k_pages"_a, "v_pages"_a,
+        "indptr"_a, "page_indices"_a, "last_page_len"_a, nb::kw_only(), "num_splits"_a = 0, "kv_len_hint"_a = 0);
   m.def("attention_paged_decode", &paged_decode, "q"_a, "k_pages"_a, "v_pages"_a, "indptr"_a, "page_indices"_a,
         "last_page_len"_a, nb::kw_only(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false,
         "scale"_a = 0.f, "num_splits"_a = 0, "kv_len_hint"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
@@ -436,12 +505,16 @@ void register_ops(nb::module_& m) {
         "page_indices"_a, "last_page_len"_a, nb::kw_only(), "batch_indices"_a = nb::none(),
         "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
   nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
-      .def(nb::init<nb::handle, int64_t, int, int>(), "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0)
+      .def(nb::init<nb::handle, int64_t, int, int, std::string_view>(), "qo_indptr"_a, "head_dim"_a,
+           "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto")
       .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
       .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
       .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })
       .def_prop_ro("tile_rows", [](const PagedPrefillPlan& p) { return p.plan().tile_rows; })
       .def_prop_ro("num_work", [](const PagedPrefillPlan& p) { return p.plan().num_work(); })
+      .def_prop_ro("workspace_bytes", [](const PagedPrefillPlan& p) { return p.plan().workspace_bytes; })
+      .def_prop_ro("variant",
+                   [](const PagedPrefillPlan& p) { return attention::variant_name(p.plan().variant); })
       .def_prop_ro("device", &PagedPrefillPlan::device);
   m.def("attention_paged_prefill", &paged_prefill, "q"_a, "qo_indptr"_a, "k_pages"_a, "v_pages"_a, "indptr"_a,
         "page_indices"_a, "last_page_len"_a, "plan"_a, nb::kw_only(), "causal"_a = false, "out"_a = nb::none(),
@@ -449,6 +522,8 @@ void register_ops(nb::module_& m) {
   m.def("mla_swa_decode", &swa_decode, "q"_a, "kv_cache"_a, "inv_scale"_a, "indices"_a, "lens"_a, nb::kw_only(),
         "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "num_splits"_a = 0,
         "head_group"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+  m.def("mla_swa_decode_plan", &swa_decode_plan, "q"_a, "kv_cache"_a, "inv_scale"_a, "indices"_a, "lens"_a,
+        nb::kw_only(), "num_splits"_a = 0, "head_group"_a = 0);
   m.def("fp8_quantize", &quantize, "x"_a, nb::kw_only(), "y"_a = nb::none(), "format"_a = "e4m3",
         "granularity"_a = "tensor", "dynamic"_a = false, "multiplier"_a = nb::none(), "amax"_a = nb::none(),
         "scale_inv"_a = nb::none(), "pow2_scale"_a = false, "stream"_a = nb::none());
