@@ -134,7 +134,9 @@ def test_decode_mask_and_explicit_workspace():
     B, Hq, Hkv, D, L = 2, 16, 4, 128, 300
     q, k, v = randn(B, 1, Hq, D), randn(B, L, Hkv, D), randn(B, L, Hkv, D)
     mask = torch.rand(B, L, device="cuda", generator=GEN) < 0.7
-    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    n = kjit.attention.decode_workspace_bytes(q, k, v, mask=mask, num_splits=4)
+    assert n > 0  # four splits: f32 partials
+    ws = torch.empty(n, dtype=torch.uint8, device="cuda")  # exactly what the query says suffices
     out = kjit.attention.decode(q, k, v, mask=mask, workspace=ws, num_splits=4)
     for b in range(B):
         ro, _ = attn_ref(q[b].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1), mask[b][None], 1 / math.sqrt(D))
@@ -191,15 +193,19 @@ def test_paged_decode_and_append():
         assert rel_l2(out[b, 0], ro[:, 0]) < 1e-2
 
 
-def test_paged_prefill():
+# wgmma: the Hopper kernel forced (it runs 128-row tiles of head_dim 64/128 on sm_90a).
+@pytest.mark.parametrize("variant", ["auto", "mma", "wgmma"])
+def test_paged_prefill(variant):
+    if variant == "wgmma" and SM != (9, 0):
+        pytest.skip("the wgmma kernel needs sm_90a")
     qlens, kvlens, ps, Hq, Hkv, D = [70, 10, 130], [100, 10, 130], 16, 8, 8, 128
     kp, vp, indptr, pidx, last = make_paged(kvlens, ps, Hkv, D)
     qo = [0]
     for n in qlens:
         qo.append(qo[-1] + n)
     qo_dev = torch.tensor(qo, dtype=torch.int32, device="cuda")
-    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D)
-    assert plan.total_q == qo[-1] and plan.batch == 3
+    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=128, variant=variant)
+    assert plan.total_q == qo[-1] and plan.batch == 3 and plan.variant == variant
     q = randn(qo[-1], Hq, D)
     out, lse = kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True, return_lse=True)
     assert lse.shape == (Hq, qo[-1])
@@ -221,6 +227,13 @@ def test_swa_decode():
     idx = torch.randint(-1, slots, (T, W), device="cuda", generator=GEN)
     lens = torch.tensor([128, 0, 5, 64, 100, 128], dtype=torch.int64, device="cuda")
     out, lse = kjit.mla.swa_decode(q, kv, inv, idx, lens, return_lse=True)
+    # A forced plan (16 heads per CTA, the window in 4 splits + the merge) in a workspace of the
+    # size its plan gives.
+    plan = kjit.mla.swa_decode_plan(q, kv, inv, idx, lens, num_splits=4, head_group=16)
+    assert (plan.head_group, plan.num_splits, plan.split_len, plan.launches) == (16, 4, 32, 2)
+    assert plan.ctas == T * (NH // 16) * 4 and plan.workspace_bytes > 0
+    ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
+    out4 = kjit.mla.swa_decode(q, kv, inv, idx, lens, num_splits=4, head_group=16, workspace=ws)
     scale = 1 / math.sqrt(HD)
     slot = idx.clamp(min=0)
     kd = (kv[slot // BS, slot % BS].view(torch.float8_e4m3fn).float() * inv[slot].float()).double()
@@ -231,9 +244,10 @@ def test_swa_decode():
     ro = torch.einsum("thj,tjd->thd", torch.softmax(s, -1).nan_to_num(0.0), kd)
     for t in range(T):
         if not valid[t].any():
-            assert out[t].abs().max() == 0 and torch.isinf(lse[t]).all()
+            assert out[t].abs().max() == 0 and out4[t].abs().max() == 0 and torch.isinf(lse[t]).all()
         else:
             assert rel_l2(out[t], ro[t]) < 1e-2
+            assert rel_l2(out4[t], ro[t]) < 1e-2
             assert rel_l2(lse[t], rl[t]) < 1e-3
 
 

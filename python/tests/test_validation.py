@@ -163,6 +163,52 @@ def test_plan_paged_prefill_is_host_only():
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=100, tile_rows=64)
 
 
+def test_forced_paged_prefill_variant_is_checked_before_the_device():
+    with pytest.raises(kjit.InvalidArgument, match="plan_paged_prefill: variant must be one of 'auto', 'mma', "
+                                                   "'wgmma', got 'sm90'"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="sm90")
+    with pytest.raises(TypeError):  # keyword-only: a fifth positional argument is refused
+        kjit.attention.plan_paged_prefill([0, 70], 128, 0, 0, "mma")
+    if HAS_GPU:
+        assert kjit.attention.plan_paged_prefill([0, 70], head_dim=128).variant == "auto"
+        plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="mma")
+        assert plan.variant == "mma" and plan.workspace_bytes > 0
+
+
+def test_workspace_queries():
+    q, kv = T((2, 1, 32, 128)), T((2, 256, 8, 128))
+    # One split needs no partials and no device query: an answer without a GPU.
+    assert kjit.attention.decode_workspace_bytes(q, kv, kv, T((2,), "i32"), num_splits=1) == 0
+    with pytest.raises(kjit.InvalidArgument, match=r"kjit::attention::decode: kv_lens must be i32, got \[2\] i64"):
+        kjit.attention.decode_workspace_bytes(q, kv, kv, T((2,), "i64"))
+    with pytest.raises(kjit.InvalidArgument, match="decode: mask"):
+        kjit.attention.decode_workspace_bytes(q, kv, kv, mask=T((2, 255), "bool"))
+    with stops_at_the_device():  # the planner's split count depends on the SM count
+        kjit.attention.decode_workspace_bytes(q, kv, kv)
+    pages, indptr, pidx, last = T((10, 16, 8, 128)), T((3,), "i32"), T((9,), "i32"), T((2,), "i32")
+    assert kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, num_splits=1) == 0
+    with pytest.raises(kjit.InvalidArgument, match="last_page_len must have 2 elements"):
+        kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, T((3,), "i32"))
+    with stops_at_the_device():
+        kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, kv_len_hint=4096)
+
+
+def test_swa_decode_plan_rules():
+    args = (T((4, 32, 512)), T((8, 256, 512), "u8"), T((2048, 1)), T((4, 128), "i64"), T((4,), "i64"))
+    with pytest.raises(kjit.InvalidArgument, match="head_group must be 0 \\(auto\\), 16, 32 or 64"):
+        kjit.mla.swa_decode_plan(*args, head_group=8)
+    with pytest.raises(kjit.InvalidArgument, match=r"num_splits must be in \[0, 8\]"):
+        kjit.mla.swa_decode_plan(*args, num_splits=9)
+    with pytest.raises(kjit.InvalidArgument, match="head_group 64 .* does not split the window"):
+        kjit.mla.swa_decode_plan(*args, num_splits=3, head_group=64)
+    with pytest.raises(kjit.InvalidArgument, match="swa_decode: lens"):
+        kjit.mla.swa_decode_plan(*args[:4], T((4,), "f32"))
+    with stops_at_the_device():  # the plan reads the device's SM count
+        kjit.mla.swa_decode_plan(*args, num_splits=2, head_group=16)
+    assert kjit.mla.SwaDecodePlan._fields == ("head_group", "kv_tile", "num_splits", "split_len", "ctas", "launches",
+                                              "workspace_bytes")
+
+
 def test_docstrings_and_scale_shapes_come_from_the_family_declarations():
     for g in kjit._C.family_values("fp8.quantize", "granularity"):
         assert f'"{g}"' in kjit.fp8.__doc__
