@@ -6,10 +6,10 @@ swa_decode(q, kv_cache, inv_scale, indices, lens, *, out, lse, return_lse, scale
     inv_scale [slots, 1] bf16, indices [T, W] i64 (W one of {windows}), lens [T] i64/i32;
     head_group 0 (auto) or one of {groups}; returns out, or (out, lse [T, NH] f32)
 swa_decode_plan(q, kv_cache, inv_scale, indices, lens, *, num_splits=0, head_group=0) -> SwaDecodePlan
-    how swa_decode's built-in rule runs this call (a requested split count is clamped to what the
-    window allows, so several requests can give one plan); validates as swa_decode does and reads
-    the device's SM count and shared memory. A tuning table (`kjit tune swa_decode`) may give a
-    call that requests neither num_splits nor head_group another split count.
+    how swa_decode runs this call: the device's tuned plan (`kjit tune swa_decode`) where one
+    applies (never to a call that requests num_splits or head_group), else the built-in rule, which
+    clamps a requested split count to what the window allows (several requests can give one plan).
+    Validates as swa_decode does and reads the device's SM count and shared memory.
 """
 from typing import NamedTuple
 

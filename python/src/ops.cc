@@ -346,8 +346,9 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
   return with_lse(o, l, return_lse || !lse.is_none());
 }
 
-/// The plan swa_decode's built-in rule makes for this call (requests clamped as the op clamps
-/// them): (head_group, kv_tile, num_splits, split_len, ctas, launches, workspace_bytes).
+/// The plan swa_decode runs for this call, as swa_decode_workspace_bytes sizes it: the device's
+/// tuned plan where one applies, else the built-in rule (a requested split count clamped to what
+/// the window allows). (head_group, kv_tile, num_splits, split_len, ctas, launches, workspace_bytes).
 nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices,
                           nb::handle lens, int num_splits, int head_group) {
   OpCall call("kjit.mla.swa_decode_plan", nb::none());
@@ -361,7 +362,9 @@ nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scal
   a.head_group = head_group;
   a.out = contiguous_like(a.q);
   const mla::detail::SwaDims d = mla::detail::validate_swa_decode(a);
-  const mla::detail::SwaPlan p = mla::detail::plan_swa_decode(d, device_info(d.device));
+  const DeviceInfo& info = device_info(d.device);
+  mla::detail::SwaPlan p;
+  if (!kjit::detail::tuned_plan<mla::detail::SwaDecodeOp>(d, info, &p)) p = mla::detail::plan_swa_decode(d, info);
   return nb::make_tuple(p.heads_per_cta, p.tile, p.num_splits, p.split_len, p.ctas, p.num_splits > 1 ? 2 : 1,
                         p.workspace_bytes);
 }
