@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
 
-    python3 tools/bench/bench_attention.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
-                                           [--prefill-only | --paged-only] [--sweep]
+    python3 tools/bench/bench_attention.py [--json out.json] [--seed N] [--prefill-only | --paged-only] [--sweep]
 
-The shim library (tools/bench/attention_shim.cc + decode_shim.cc) comes from --lib, else
-$KJIT_BENCH_SHIM, else the first positional argument. The script
+kjit runs through its Python package (kjit.attention.* on the torch tensors, torch's current
+stream; forced kernels and split counts are the ops' variant= / num_splits= arguments and
+plan_paged_prefill's variant=). The script
 
   1. checks kjit against float32 SDPA (math backend) on small problems: dense prefill (causal with
      q_len < kv_len, 2-D/3-D masks, GQA, LSE), paged decode (page sizes 1/16/64, against kjit's
@@ -27,24 +27,20 @@ paged decode alone; --sweep adds step 3 at every forced split count (1-4), each 
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
-import ctypes
 import json
 import math
 import sys
 
+from bench_common import arg_parser, fmt, graph_time_us, rel_l2, require_gpu, seeded_generator  # first
+import kjit
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-from bench_common import (arg_parser, check_rc, fmt, graph_time_us, ptr, rel_l2, seeded_generator, shim_path,
-                          stream_ptr)
 
 TOL = 1e-2
 L2_BYTES = 60e6
 ROTATE_BYTES = 4 * L2_BYTES
 MAX_SETS = 16
-
-c_void_p, c_size_t, c_int, c_float, c_ll = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float, ctypes.c_longlong
 
 # (batch, heads, kv_len, head_dim, causal): the issue's prefill shapes (MHA, q_len = kv_len).
 PREFILL_SHAPES = [
@@ -57,9 +53,6 @@ DECODE_SHAPE = (16, 32, 8, 128, 4096)  # batch, q_heads, kv_heads, head_dim, kv_
 PAGE_SIZES = (1, 16, 64)
 
 
-VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2}
-
-
 def hopper():
     return torch.cuda.get_device_capability() == (9, 0)
 
@@ -67,35 +60,6 @@ def hopper():
 def wgmma_takes(D, mask_rank):
     """Whether the Hopper prefill kernel can run this call (the entry's variant_rejects rule)."""
     return hopper() and D in (64, 128) and mask_rank == 0
-
-
-def load_shim(path):
-    lib = ctypes.CDLL(path)
-    lib.kjit_bench_prefill.argtypes = [c_void_p] * 4 + [c_int] + [c_void_p] * 2 + [c_int] * 9 + [c_void_p]
-    lib.kjit_bench_prefill.restype = c_int
-    lib.kjit_bench_paged_decode_workspace.argtypes = [c_int] * 7 + [c_ll, c_int, ctypes.POINTER(c_size_t)]
-    lib.kjit_bench_paged_decode_workspace.restype = c_int
-    lib.kjit_bench_paged_decode.argtypes = [c_void_p] * 9 + [c_size_t] + [c_int] * 7 + [c_ll, c_int, c_void_p]
-    lib.kjit_bench_paged_decode.restype = c_int
-    lib.kjit_bench_paged_prefill_plan.argtypes = [c_void_p, c_int, c_int, c_int, ctypes.POINTER(c_void_p),
-                                                  ctypes.POINTER(c_size_t), ctypes.POINTER(c_int)]
-    lib.kjit_bench_paged_prefill_plan.restype = c_int
-    lib.kjit_bench_plan_upload.argtypes = [c_void_p, c_void_p, c_size_t]
-    lib.kjit_bench_plan_upload.restype = c_int
-    lib.kjit_bench_plan_free.argtypes = [c_void_p]
-    lib.kjit_bench_plan_free.restype = None
-    lib.kjit_bench_plan_set_variant.argtypes = [c_void_p, c_int]
-    lib.kjit_bench_plan_set_variant.restype = None
-    lib.kjit_bench_paged_prefill.argtypes = [c_void_p] * 11 + [c_size_t] + [c_int] * 9 + [c_void_p]
-    lib.kjit_bench_paged_prefill.restype = c_int
-    lib.kjit_bench_append_paged_kv.argtypes = [c_void_p] * 3 + [c_int] + [c_void_p] * 5 + [c_int] * 6 + [c_void_p]
-    lib.kjit_bench_append_paged_kv.restype = c_int
-    # decode_shim.cc (contiguous decode), linked into the same library.
-    lib.kjit_bench_decode_ex.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 5 + [c_float, c_int, c_void_p]
-    lib.kjit_bench_decode_ex.restype = c_int
-    lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
-    lib.kjit_bench_decode_workspace_ex.restype = c_int
-    return lib
 
 
 class PagedCache:
@@ -133,78 +97,49 @@ class PagedCache:
 
 
 class Kjit:
-    def __init__(self, lib):
-        self.lib = lib
+    """The kjit calls of this script through the Python package, on torch tensors and torch's
+    current stream; split-KV workspaces are explicit tensors of the size the package's queries give."""
 
     def prefill(self, q, k, v, out, lse=None, mask=None, causal=False, block_m=0, variant="auto"):
         """variant: "auto", "mma" (mma.sync kernel) or "wgmma" (the Hopper kernel)."""
-        B, Lq, Hq, D = q.shape
-        Lkv, Hkv = k.shape[1], k.shape[2]
-        check_rc(self.lib.kjit_bench_prefill(ptr(q), ptr(k), ptr(v), ptr(mask), 0 if mask is None else mask.dim(),
-                                             ptr(out), ptr(lse), B, Lq, Lkv, Hq, Hkv, D, int(causal), block_m,
-                                             VARIANTS[variant], stream_ptr()), "prefill")
+        kjit.attention.prefill(q, k, v, mask=mask, causal=causal, out=out, lse=lse, block_m=block_m, variant=variant)
 
-    def paged_decode_workspace(self, B, Hq, cache, D, Hkv, hint=0, splits=0):
-        n = c_size_t(0)
-        check_rc(self.lib.kjit_bench_paged_decode_workspace(B, Hq, Hkv, D, cache.num_pages, cache.page_size, cache.nnz,
-                                                            hint, splits, ctypes.byref(n)), "paged decode workspace")
-        return torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+    def paged_decode_workspace(self, q, cache, hint=0, splits=0):
+        n = kjit.attention.paged_decode_workspace_bytes(q, cache.k, cache.v, cache.indptr, cache.indices, cache.last,
+                                                        num_splits=splits, kv_len_hint=hint)
+        return torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
 
     def paged_decode(self, q, cache, out, ws, lse=None, hint=0, splits=0):
-        B, _, Hq, D = q.shape
-        Hkv = cache.k.shape[2]
-        check_rc(self.lib.kjit_bench_paged_decode(ptr(q), ptr(cache.k), ptr(cache.v), ptr(cache.indptr),
-                                                  ptr(cache.indices), ptr(cache.last), ptr(out), ptr(lse), ptr(ws),
-                                                  ws.numel(), B, Hq, Hkv, D, cache.num_pages, cache.page_size,
-                                                  cache.nnz, hint, splits, stream_ptr()), "paged decode")
+        kjit.attention.paged_decode(q, cache.k, cache.v, cache.indptr, cache.indices, cache.last, out=out, lse=lse,
+                                    num_splits=splits, kv_len_hint=hint, workspace=ws)
 
-    def decode_workspace(self, B, L, Hq, Hkv, D):
-        n = c_size_t(0)
-        check_rc(self.lib.kjit_bench_decode_workspace_ex(B, L, Hq, Hkv, D, 0, ctypes.byref(n)), "decode workspace")
-        return torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+    def decode_workspace(self, q, k, v):
+        n = kjit.attention.decode_workspace_bytes(q, k, v)
+        return torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
 
     def decode(self, q, k, v, lens, out, ws):
-        B, L, Hkv, D = k.shape
-        check_rc(self.lib.kjit_bench_decode_ex(ptr(q), ptr(k), ptr(v), ptr(lens), None, ptr(out), None, ptr(ws),
-                                               ws.numel(), B, L, q.shape[2], Hkv, D, 0.0, 0, stream_ptr()), "decode")
+        kjit.attention.decode(q, k, v, lens, out=out, workspace=ws)
 
     def plan(self, q_lens, D, tile_rows=0, variant="auto"):
         """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict)."""
         indptr = [0]
         for n in q_lens:
             indptr.append(indptr[-1] + int(n))
-        arr = (ctypes.c_int32 * len(indptr))(*indptr)
-        handle, nbytes, nwork = c_void_p(), c_size_t(0), c_int(0)
-        check_rc(self.lib.kjit_bench_paged_prefill_plan(ctypes.cast(arr, c_void_p), len(q_lens), D, tile_rows,
-                                                        ctypes.byref(handle), ctypes.byref(nbytes),
-                                                        ctypes.byref(nwork)), "plan")
-        self.lib.kjit_bench_plan_set_variant(handle, VARIANTS[variant])
-        ws = torch.empty(max(nbytes.value, 16), dtype=torch.uint8, device="cuda")
-        check_rc(self.lib.kjit_bench_plan_upload(handle, ptr(ws), nbytes.value), "plan upload")
-        return {"handle": handle, "ws": ws, "bytes": nbytes.value, "work": nwork.value,
+        p = kjit.attention.plan_paged_prefill(indptr, D, tile_rows, torch.cuda.current_device(), variant=variant)
+        return {"plan": p, "bytes": p.workspace_bytes, "work": p.num_work,
                 "qo_indptr": torch.tensor(indptr, device="cuda", dtype=torch.int32), "total_q": indptr[-1],
                 "batch": len(q_lens)}
 
     def free_plan(self, plan):
-        self.lib.kjit_bench_plan_free(plan["handle"])
+        plan.pop("plan", None)  # the plan object frees its device work map
 
     def paged_prefill(self, plan, q, cache, out, lse=None, causal=False):
-        total_q, Hq, D = q.shape
-        Hkv = cache.k.shape[2]
-        check_rc(self.lib.kjit_bench_paged_prefill(plan["handle"], ptr(q), ptr(plan["qo_indptr"]), ptr(cache.k),
-                                                   ptr(cache.v), ptr(cache.indptr), ptr(cache.indices),
-                                                   ptr(cache.last), ptr(out), ptr(lse), ptr(plan["ws"]),
-                                                   plan["bytes"], plan["batch"], total_q, Hq, Hkv, D,
-                                                   cache.num_pages, cache.page_size, cache.nnz, int(causal),
-                                                   stream_ptr()), "paged prefill")
+        kjit.attention.paged_prefill(q, plan["qo_indptr"], cache.k, cache.v, cache.indptr, cache.indices, cache.last,
+                                     plan["plan"], causal=causal, out=out, lse=lse)
 
     def append(self, k_new, v_new, append_indptr, cache):
-        n, Hkv, D = k_new.shape
-        check_rc(self.lib.kjit_bench_append_paged_kv(ptr(k_new), ptr(v_new), ptr(append_indptr), n, ptr(cache.k),
-                                                     ptr(cache.v), ptr(cache.indptr), ptr(cache.indices),
-                                                     ptr(cache.last), cache.indptr.numel() - 1, Hkv, D,
-                                                     cache.num_pages, cache.page_size, cache.nnz, stream_ptr()),
-                 "append")
+        kjit.attention.append_paged_kv(k_new, v_new, cache.k, cache.v, cache.indptr, cache.indices, cache.last,
+                                       append_indptr=append_indptr)
 
 
 # ---- references ---------------------------------------------------------------------------------
@@ -292,10 +227,10 @@ def check_paged(kj, gen):
         for splits in (1, 3, 0):
             out = torch.full_like(q, float("nan"))
             lse = torch.full((B, Hq), float("nan"), device="cuda")
-            ws = kj.paged_decode_workspace(B, Hq, cache, D, Hkv, splits=splits)
+            ws = kj.paged_decode_workspace(q, cache, splits=splits)
             kj.paged_decode(q, cache, out, ws, lse, splits=splits)
             ref_c = torch.empty_like(q)
-            kj.decode(q, k, v, lens, ref_c, kj.decode_workspace(B, L, Hq, Hkv, D))
+            kj.decode(q, k, v, lens, ref_c, kj.decode_workspace(q, k, v))
             torch.cuda.synchronize()
             eo, el = 0.0, 0.0
             for b in range(B):
@@ -326,7 +261,7 @@ def check_paged(kj, gen):
         kj.append(new_k, new_v, torch.arange(4, device="cuda", dtype=torch.int32), full)
         q = torch.randn(3, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         out = torch.full_like(q, float("nan"))
-        kj.paged_decode(q, full, out, kj.paged_decode_workspace(3, Hq, full, D, Hkv), None)
+        kj.paged_decode(q, full, out, kj.paged_decode_workspace(q, full), None)
         torch.cuda.synchronize()
         for b in range(3):
             ro, _ = reference(q[b], k[b], v[b], kv_len=lens[b])
@@ -430,7 +365,7 @@ def bench_paged_decode(kj, gen, sweep=False):
     vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
     out = torch.empty_like(q)
-    ws = kj.decode_workspace(B, L, Hq, Hkv, D)
+    ws = kj.decode_workspace(q, ks[0], vs[0])
     rows = []
     contig_us = graph_time_us(lambda i: kj.decode(q, ks[i], vs[i], lens, out, ws), n_sets)
     ref = torch.empty_like(q)
@@ -441,7 +376,7 @@ def bench_paged_decode(kj, gen, sweep=False):
         caches = []
         for i in range(n_sets):
             caches.append(PagedCache(ks[i], vs[i], [L] * B, ps, gen, spare=0))
-        pws = kj.paged_decode_workspace(B, Hq, caches[0], D, Hkv)
+        pws = kj.paged_decode_workspace(q, caches[0])
         kj.paged_decode(q, caches[0], out, pws)
         torch.cuda.synchronize()
         err = rel_l2(out, ref)
@@ -453,7 +388,7 @@ def bench_paged_decode(kj, gen, sweep=False):
         if sweep:  # every forced split count, each checked against the contiguous output
             row["splits_us"] = {}
             for sp in (1, 2, 3, 4):
-                sws = kj.paged_decode_workspace(B, Hq, caches[0], D, Hkv, splits=sp)
+                sws = kj.paged_decode_workspace(q, caches[0], splits=sp)
                 kj.paged_decode(q, caches[0], out, sws, splits=sp)
                 torch.cuda.synchronize()
                 row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
@@ -511,7 +446,8 @@ def main():
     ap.add_argument("--paged-only", action="store_true", help="paged decode checks and timings only")
     ap.add_argument("--sweep", action="store_true", help="also time paged decode at every forced split count")
     args = ap.parse_args()
-    kj = Kjit(load_shim(shim_path(args)))
+    require_gpu()
+    kj = Kjit()
     gen, seed = seeded_generator(args)
 
     checks = ([] if args.paged_only else check_prefill(kj, gen)) + \

@@ -1,24 +1,34 @@
-"""What the kjit benchmark scripts share: tensor pointers for the ctypes shims, CUDA-graph timing,
-relative L2 error, table formatting and the common command line (shim path, --json, --seed)."""
+"""What the kjit benchmark scripts share: the imports they need (PyTorch, the kjit package) with a
+plain message when one is missing, the GPU check, CUDA-graph timing, relative L2 error, table
+formatting and the common command line (--json, --seed). kjit runs through its Python package on
+torch tensors (DLPack) and torch's current stream, so kjit and the PyTorch peers share one process,
+one stream and the same memory.
+
+Import this module before torch or kjit: without them a script exits with a message naming what
+is missing, not a traceback."""
 import argparse
 import os
 import sys
 
-import torch
-import triton.testing
+_PROG = os.path.basename(sys.argv[0])
+
+try:
+    import torch
+except ImportError as _e:
+    sys.exit(f"{_PROG}: needs PyTorch with CUDA on a GPU machine ({_e})")
+try:
+    import kjit
+except ImportError as _e:
+    sys.exit(f"{_PROG}: needs the kjit Python package (tools/setup.sh installs it; on the device, "
+             f"tools/bench/h200_session.sh's python step): {_e}")
 
 
-def ptr(t):
-    return None if t is None else t.data_ptr()
-
-
-def stream_ptr():
-    return torch.cuda.current_stream().cuda_stream
-
-
-def check_rc(rc, what):
-    if rc != 0:
-        raise RuntimeError(f"kjit {what} failed (see stderr)")
+def require_gpu():
+    """Exits with a message unless torch and kjit both see a CUDA GPU."""
+    if not torch.cuda.is_available():
+        sys.exit(f"{_PROG}: needs a CUDA GPU, and torch {torch.__version__} sees none")
+    if not kjit.driver_available():
+        sys.exit(f"{_PROG}: needs a CUDA GPU, and kjit has no driver: {kjit.driver_unavailable_reason()}")
 
 
 def rel_l2(a, b):
@@ -28,6 +38,7 @@ def rel_l2(a, b):
 
 def graph_time_us(step, n_calls):
     """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
+    import triton.testing
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -49,21 +60,11 @@ def fmt(x, spec):
 
 
 def arg_parser(doc):
-    """The options every script takes: the shim library (positional, --lib or $KJIT_BENCH_SHIM),
-    --json and --seed."""
+    """The options every script takes: --json and --seed."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
-    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=None)
     return ap
-
-
-def shim_path(args):
-    path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
-    if not path:
-        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
-    return path
 
 
 def seeded_generator(args):

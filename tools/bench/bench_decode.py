@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """kjit GQA decode attention beside its peers on one GPU, in one process, on the same tensors.
 
-    python3 tools/bench/bench_decode.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
+    python3 tools/bench/bench_decode.py [--json out.json] [--seed N] [--sweep-splits]
 
-The shim library (tools/bench/decode_shim.cc) comes from --lib, else $KJIT_BENCH_SHIM, else the
-first positional argument. For each shape the script
+kjit runs through its Python package (kjit.attention.decode on the torch tensors, torch's current
+stream, a workspace of the size kjit.attention.decode_workspace_bytes gives). For each shape the
+script
 
   1. checks kjit against torch SDPA (math backend, float32) on ragged lengths, a mask and LSE, and
      on the benchmark inputs (relative L2 must stay <= 1e-2: bf16 output);
@@ -13,21 +14,20 @@ first positional argument. For each shape the script
      triton.testing.do_bench (median). Each implementation's calls are captured in one CUDA graph
      that rotates over enough K/V buffer sets to exceed the 60 MB L2 several times, so host-side
      launch cost is excluded for everyone and every call streams its K/V from DRAM; the graph time
-     is divided by the number of calls. kjit's eager (ctypes + launch) time is reported too.
+     is divided by the number of calls. kjit's eager (Python call + launch) time is reported too.
 
 GB/s counts q + K + V bytes read plus out written.
 """
-import ctypes
 import json
 import math
 import sys
 
+from bench_common import arg_parser, fmt, graph_time_us, rel_l2, require_gpu, seeded_generator  # first
+import kjit
 import torch
 import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-from bench_common import arg_parser, fmt, graph_time_us, ptr, rel_l2, seeded_generator, shim_path, stream_ptr
 
 # (batch, q_heads, kv_heads, head_dim, kv_len): the decode shapes of the peer table in docs/perf-notes.md.
 SHAPES = [
@@ -43,49 +43,26 @@ ROTATE_BYTES = 4 * L2_BYTES  # K/V bytes one graph cycles through
 MAX_SETS = 128
 TOL = 1e-2
 
-c_void_p, c_size_t, c_int, c_float = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float
-
-
-def load_shim(path):
-    lib = ctypes.CDLL(path)
-    lib.kjit_bench_decode.argtypes = [c_void_p] * 6 + [c_size_t] + [c_int] * 5 + [c_void_p]
-    lib.kjit_bench_decode.restype = c_int
-    lib.kjit_bench_decode_ex.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 5 + [c_float, c_int, c_void_p]
-    lib.kjit_bench_decode_ex.restype = c_int
-    lib.kjit_bench_decode_workspace_ex.argtypes = [c_int] * 6 + [ctypes.POINTER(c_size_t)]
-    lib.kjit_bench_decode_workspace_ex.restype = c_int
-    return lib
-
-
 class Kjit:
-    def __init__(self, lib):
-        self.lib = lib
+    """kjit's decode with a workspace per (shape, split count), sized by the package's query."""
+
+    def __init__(self):
         self.ws = {}
 
-    def workspace(self, B, L, Hq, Hkv, D, splits):
-        key = (B, L, Hq, Hkv, D, splits)
+    def workspace(self, q, k, v, splits):
+        key = (tuple(q.shape), tuple(k.shape), splits)
         if key not in self.ws:
-            n = c_size_t(0)
-            if self.lib.kjit_bench_decode_workspace_ex(B, L, Hq, Hkv, D, splits, ctypes.byref(n)) != 0:
-                raise RuntimeError("kjit workspace query failed")
-            self.ws[key] = torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+            n = kjit.attention.decode_workspace_bytes(q, k, v, num_splits=splits)
+            self.ws[key] = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
         return self.ws[key]
 
     def decode(self, q, k, v, lens, out, mask=None, lse=None, scale=0.0, splits=0):
-        B, L, Hkv, D = k.shape
-        Hq = q.shape[2]
-        ws = self.workspace(B, L, Hq, Hkv, D, splits)
-        rc = self.lib.kjit_bench_decode_ex(ptr(q), ptr(k), ptr(v), ptr(lens), ptr(mask), ptr(out), ptr(lse),
-                                           ptr(ws), ws.numel(), B, L, Hq, Hkv, D, scale, splits, stream_ptr())
-        if rc != 0:
-            raise RuntimeError("kjit decode failed (see stderr)")
+        kjit.attention.decode(q, k, v, lens, mask=mask, out=out, lse=lse, scale=scale, num_splits=splits,
+                              workspace=self.workspace(q, k, v, splits))
 
     def decode_fast(self, q, k, v, lens, out, ws):
-        B, L, Hkv, D = k.shape
-        rc = self.lib.kjit_bench_decode(ptr(q), ptr(k), ptr(v), ptr(lens), ptr(out), ptr(ws), ws.numel(), B, L,
-                                        q.shape[2], Hkv, D, stream_ptr())
-        if rc != 0:
-            raise RuntimeError("kjit decode failed (see stderr)")
+        """The benchmarked call: per-sequence lengths, no mask, no lse, default scale, auto splits."""
+        kjit.attention.decode(q, k, v, lens, out=out, workspace=ws)
 
 
 def reference(q, k, v, lens, mask=None, scale=None):
@@ -149,7 +126,7 @@ def bench_shape(kj, B, Hq, Hkv, D, L, gen):
     vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
     out = torch.empty_like(q)
-    ws = kj.workspace(B, L, Hq, Hkv, D, 0)
+    ws = kj.workspace(q, ks[0], vs[0], 0)
     row = {"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L}", "batch": B, "q_heads": Hq, "kv_heads": Hkv,
            "head_dim": D, "kv_len": L, "bytes": io_bytes, "kv_sets": n_sets, "workspace_bytes": ws.numel()}
 
@@ -206,12 +183,10 @@ def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24
     for s in (0,) + tuple(splits):
         if s and (L + s - 1) // s < 16:
             continue
-        ws = kj.workspace(B, L, Hq, Hkv, D, s)
+        ws = kj.workspace(q, ks[0], vs[0], s)
+
         def step(i, s=s, ws=ws):
-            rc = kj.lib.kjit_bench_decode_ex(ptr(q), ptr(ks[i]), ptr(vs[i]), ptr(lens), None, ptr(out), None,
-                                             ptr(ws), ws.numel(), B, L, Hq, Hkv, D, 0.0, s, stream_ptr())
-            if rc != 0:
-                raise RuntimeError("kjit decode failed")
+            kjit.attention.decode(q, ks[i], vs[i], lens, out=out, num_splits=s, workspace=ws)
         times[s] = graph_time_us(step, n_sets)
     del ks, vs
     torch.cuda.empty_cache()
@@ -222,7 +197,8 @@ def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--sweep-splits", action="store_true", help="also time every forced split count")
     args = ap.parse_args()
-    kj = Kjit(load_shim(shim_path(args)))
+    require_gpu()
+    kj = Kjit()
     gen, seed = seeded_generator(args)
 
     checks = []

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """kjit's ragged paged prefill beside FlashInfer's (fa2 and fa3 backends), in one process on one GPU.
 
-    python3 tools/bench/bench_flashinfer.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
-                                            [--cases NAME,...] [--no-fi] [--fi-wait S]
+    python3 tools/bench/bench_flashinfer.py [--json out.json] [--seed N] [--cases NAME,...] [--no-fi]
     python3 tools/bench/bench_flashinfer.py --prebuild     # FlashInfer's JIT modules only, then exit
 
 FlashInfer must be importable (tools/bench/flashinfer_env.sh installs a kit of wheels and sets
@@ -13,8 +12,10 @@ last page and the spare pages NaN, one page table for both. Several pool sets (s
 data) rotate so that K/V come from DRAM as in serving. Every output is checked against a float32
 torch reference and kjit against FlashInfer (relative L2 < 1e-2); a case that disagrees is marked.
 Timing: a CUDA graph of one call per pool set, replayed with triton.testing.do_bench (median; host
-launch cost excluded for both libraries). kjit runs its automatic kernel choice (the Hopper
-wgmma kernel on sm_90a where it can) and, for reference, the mma.sync kernel forced.
+launch cost excluded for both libraries). kjit runs through its Python package
+(kjit.attention.plan_paged_prefill + paged_prefill on the torch tensors, torch's current stream):
+its automatic kernel choice (the Hopper wgmma kernel on sm_90a where it can) and, for reference,
+the mma.sync kernel forced (plan_paged_prefill(variant="mma")).
 TFLOP/s counts the attended (query, key) pairs only: 4 · D · Hq per pair, causal bottom-right
 aligned (query i of a request of q_len rows over kv_len keys sees kv_len − q_len + i + 1 keys).
 ratio = FlashInfer's best µs / kjit's µs (> 1: kjit faster).
@@ -30,10 +31,10 @@ import os
 import sys
 import time
 
+from bench_common import arg_parser, fmt, graph_time_us, rel_l2, require_gpu, seeded_generator  # first
 import torch
 
-from bench_attention import Kjit, load_shim
-from bench_common import arg_parser, fmt, graph_time_us, rel_l2, seeded_generator, shim_path
+from bench_attention import Kjit
 
 TOL = 1e-2
 ROTATE_BYTES = 240e6  # four times the H200's L2
@@ -230,7 +231,8 @@ def main():
         return 0
     if args.prebuild:
         return prebuild()
-    kj = Kjit(load_shim(shim_path(args)))
+    require_gpu()
+    kj = Kjit()
     gen, seed = seeded_generator(args)
     fi = None
     if not args.no_fi:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kjit FP8 GEMM and quantize against PyTorch / cuBLASLt on one GPU, in one process.
 
-kjit runs through tools/bench/fp8_shim.cc (ctypes, raw device pointers, torch's current stream).
+kjit runs through its Python package (kjit.fp8.gemm / quantize on the torch tensors, torch's
+current stream; forced kernels, tiles, stages, splits and CTA pairs are gemm's keyword arguments).
 
 GEMM (e4m3 x e4m3 -> bf16, per-tensor scales; D = A · Bᵀ with A [M, K] row-major and B [N, K]
 row-major, the nn.Linear layout): every shape is first checked against a float64 GEMM on the
@@ -20,14 +21,14 @@ Effective TB/s = (2 B read + 1 B written per element) / time, the same bytes for
 bytes are checked against torch computing the same f32 product: (x.float() * s).clamp().to().
 Extra kjit rows: dynamic per-tensor (two passes), per-row and 1×128 block quantization.
 
-Usage: bench_fp8.py --lib build/tools/libkjit_bench_shim.so [--json out.json] [--sweep] [--gemm-only]
+Usage: bench_fp8.py [--json out.json] [--sweep] [--gemm-only]
 """
 import argparse
-import ctypes
 import json
-import os
 import sys
 
+from bench_common import require_gpu  # first: a plain message without torch or kjit
+import kjit
 import torch
 
 GEMM_SHAPES = [(4096, 4096, 4096), (4096, 7168, 2048), (128, 4096, 7168), (64, 7168, 2048)]
@@ -39,51 +40,23 @@ QUANT_SHAPE = (16384, 7168)
 E4M3_MAX = 448.0
 
 
-def load_shim(path):
-    lib = ctypes.CDLL(path)
-    q = lib.kjit_bench_fp8_quantize
-    q.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                  ctypes.c_int, ctypes.c_void_p, ctypes.c_float, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                  ctypes.c_int, ctypes.c_void_p]
-    q.restype = ctypes.c_int
-    g = lib.kjit_bench_fp8_gemm
-    g.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                  ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                  ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
-                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-    g.restype = ctypes.c_int
-    return q, g
-
-
-def stream():
-    return torch.cuda.current_stream().cuda_stream
-
-
 class Kjit:
-    def __init__(self, lib):
-        self.q, self.g = load_shim(lib)
+    """kjit.fp8.gemm / quantize through the Python package on torch's current stream."""
 
-    def gemm(self, a, b, d, sa, sb, block=False, tile=0, stages=0, kernel=0, splits=0, multicast=0):
-        """kernel: 0 planner's choice, 1 mma.sync, 2 wgmma (sm_90); tile: a GemmTile (0 auto,
-        1 64x64, 2 128x64, 3 128x128, 4 128x256, 5 128x16, 6 128x32, 7 64x16, 8 64x32); splits: 0 planner's, 1..4 forced (wgmma); multicast: 0 planner's, 1 off,
-        2 B shared by CTA pairs (wgmma)."""
-        m, k = a.shape
-        n = b.shape[0]
-        rc = self.g(a.data_ptr(), 0, 0, b.data_ptr(), 0, 0, d.data_ptr(), 1 if d.dtype == torch.float32 else 0,
-                    sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), 1 if block else 0, m, n, k, None, 0,
-                    tile, stages, kernel, splits, multicast, stream())
-        if rc != 0:
-            raise RuntimeError("kjit_bench_fp8_gemm failed (see stderr)")
+    @staticmethod
+    def gemm(a, b, d, sa, sb, block=False, tile="auto", stages=0, kernel="auto", splits=0, multicast=0):
+        """kernel: "auto" (the planner's choice), "mma" (mma.sync) or "wgmma" (sm_90); tile: "auto"
+        or a kjit.fp8 tile name ("128x16", ...); stages: 0 the planner's; splits: 0 the planner's,
+        1..4 forced (wgmma); multicast: 0 the planner's, 1 off, 2 B shared by CTA pairs (wgmma)."""
+        kjit.fp8.gemm(a, b, sa, sb, d=d, scale_mode="blockwise" if block else "tensorwise", kernel=kernel, tile=tile,
+                      stages=stages, splits=splits, multicast=multicast)
 
-    def quantize(self, x, y, granularity=0, multiplier=None, multiplier_value=1.0, dynamic=False, amax=None,
+    @staticmethod
+    def quantize(x, y, granularity="tensor", multiplier=None, multiplier_value=1.0, dynamic=False, amax=None,
                  scale_inv=None):
-        code = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[x.dtype]
-        rc = self.q(x.data_ptr(), code, y.data_ptr(), 0, x.shape[0], x.shape[1], granularity,
-                    None if multiplier is None else multiplier.data_ptr(), multiplier_value, 1 if dynamic else 0,
-                    None if amax is None else amax.data_ptr(), None if scale_inv is None else scale_inv.data_ptr(),
-                    0, stream())
-        if rc != 0:
-            raise RuntimeError("kjit_bench_fp8_quantize failed (see stderr)")
+        kjit.fp8.quantize(x, y=y, granularity=granularity, dynamic=dynamic,
+                          multiplier=multiplier_value if multiplier is None else multiplier, amax=amax,
+                          scale_inv=scale_inv)
 
 
 def bench(fn):
@@ -124,24 +97,24 @@ def scaled_mm(a, b_t, sa, sb):
 def sweep_variants(m):
     """(label, kwargs) of forced wgmma variants worth timing at M."""
     if m >= 1024:
-        return [("128x256 s3 pairs", dict(kernel=2, tile=4, stages=3, splits=1, multicast=2)),
-                ("128x256 s3 single", dict(kernel=2, tile=4, stages=3, splits=1, multicast=1)),
-                ("128x128 s5 pairs", dict(kernel=2, tile=3, stages=5, splits=1, multicast=2)),
-                ("128x128 s5 single", dict(kernel=2, tile=3, stages=5, splits=1, multicast=1))]
+        return [("128x256 s3 pairs", dict(kernel="wgmma", tile="128x256", stages=3, splits=1, multicast=2)),
+                ("128x256 s3 single", dict(kernel="wgmma", tile="128x256", stages=3, splits=1, multicast=1)),
+                ("128x128 s5 pairs", dict(kernel="wgmma", tile="128x128", stages=5, splits=1, multicast=2)),
+                ("128x128 s5 single", dict(kernel="wgmma", tile="128x128", stages=5, splits=1, multicast=1))]
     small = []
-    if m <= 64:  # the swapped small tiles, 128 rows (GemmTile 5 = 128x16, 6 = 128x32, 2 = 128x64) and 64
-        tile = 5 if m <= 16 else 6 if m <= 32 else 2  # (7 = 64x16, 8 = 64x32, 1 = 64x64)
-        tile64 = 7 if m <= 16 else 8 if m <= 32 else 1
-        small = [(f"small split{s}", dict(kernel=2, tile=tile, splits=s)) for s in (1, 2, 3, 4)] + \
-            [(f"small64 split{s}", dict(kernel=2, tile=tile64, splits=s)) for s in (1, 2)]
+    if m <= 64:  # the swapped small tiles, 128 rows and 64
+        tile = "128x16" if m <= 16 else "128x32" if m <= 32 else "128x64"
+        tile64 = "64x16" if m <= 16 else "64x32" if m <= 32 else "64x64"
+        small = [(f"small split{s}", dict(kernel="wgmma", tile=tile, splits=s)) for s in (1, 2, 3, 4)] + \
+            [(f"small64 split{s}", dict(kernel="wgmma", tile=tile64, splits=s)) for s in (1, 2)]
     elif m <= 256:  # swapped 128x64 tiles over M / 64 activation tiles
-        small = [(f"swap 128x64 split{s}", dict(kernel=2, tile=2, splits=s)) for s in (1, 2)]
-    return small + [(f"128x128 split{s}", dict(kernel=2, tile=3, splits=s)) for s in (1, 2, 3, 4)] + \
-        [("128x256 split2", dict(kernel=2, tile=4, splits=2))] + \
-        ([("128x128 pairs", dict(kernel=2, tile=3, splits=1, multicast=2))] if m >= 256 else [])
+        small = [(f"swap 128x64 split{s}", dict(kernel="wgmma", tile="128x64", splits=s)) for s in (1, 2)]
+    return small + [(f"128x128 split{s}", dict(kernel="wgmma", tile="128x128", splits=s)) for s in (1, 2, 3, 4)] + \
+        [("128x256 split2", dict(kernel="wgmma", tile="128x256", splits=2))] + \
+        ([("128x128 pairs", dict(kernel="wgmma", tile="128x128", splits=1, multicast=2))] if m >= 256 else [])
 
 
-def gemm_rows(kjit, dev, failures, sweep=False):
+def gemm_rows(kj, dev, failures, sweep=False):
     rows = []
     for m, n, k in GEMM_SHAPES:
         a = random_e4m3((m, k), dev)
@@ -149,7 +122,7 @@ def gemm_rows(kjit, dev, failures, sweep=False):
         sa = torch.tensor([0.0123], device=dev, dtype=torch.float32)
         sb = torch.tensor([0.0071], device=dev, dtype=torch.float32)
         d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
-        kjit.gemm(a, b, d, sa, sb)
+        kj.gemm(a, b, d, sa, sb)
         torch.cuda.synchronize()
         ref = (a.double() @ b.double().t()) * (sa.double() * sb.double())
         err_ref = rel_l2(d, ref)
@@ -171,14 +144,14 @@ def gemm_rows(kjit, dev, failures, sweep=False):
               f"{'ok' if ok else 'FAIL'}")
         # The mma.sync kernel on its own (what sm_89 and small M run), checked too.
         d_mma = torch.empty_like(d)
-        kjit.gemm(a, b, d_mma, sa, sb, kernel=1)
+        kj.gemm(a, b, d_mma, sa, sb, kernel="mma")
         torch.cuda.synchronize()
         err_mma = rel_l2(d_mma, ref)
         if err_mma > 1e-2:
             failures[0] += 1
             print(f"  check {m}x{n}x{k} mma.sync: rel_l2 vs float64 {err_mma:.2e} FAIL")
-        t_kjit = bench(lambda: kjit.gemm(a, b, d, sa, sb))
-        t_mma = bench(lambda: kjit.gemm(a, b, d_mma, sa, sb, kernel=1))
+        t_kjit = bench(lambda: kj.gemm(a, b, d, sa, sb))
+        t_mma = bench(lambda: kj.gemm(a, b, d_mma, sa, sb, kernel="mma"))
         bt = b.t()
         t_torch = bench(lambda: scaled_mm(a_t, bt, sa, sb))
         flops = 2.0 * m * n * k
@@ -187,7 +160,7 @@ def gemm_rows(kjit, dev, failures, sweep=False):
             for label, kw in sweep_variants(m):
                 d_v = torch.empty_like(d)
                 try:
-                    kjit.gemm(a, b, d_v, sa, sb, **kw)
+                    kj.gemm(a, b, d_v, sa, sb, **kw)
                 except RuntimeError:
                     continue
                 torch.cuda.synchronize()
@@ -195,7 +168,7 @@ def gemm_rows(kjit, dev, failures, sweep=False):
                 if err_v > 1e-2:
                     failures[0] += 1
                     print(f"  check {m}x{n}x{k} {label}: rel_l2 vs float64 {err_v:.2e} FAIL")
-                t_v = bench(lambda: kjit.gemm(a, b, d_v, sa, sb, **kw))
+                t_v = bench(lambda: kj.gemm(a, b, d_v, sa, sb, **kw))
                 variants[label] = {"ms": t_v, "tflops": flops / (t_v * 1e-3) / 1e12, "ratio": t_torch / t_v}
             print(f"  sweep {m}x{n}x{k} (cuBLASLt {t_torch * 1e3:.1f} us, kjit {t_kjit * 1e3:.1f} us): " +
                   ", ".join(f"{lab} {v['ms'] * 1e3:.1f} us {v['tflops']:.0f} TF/s x{v['ratio']:.2f}"
@@ -212,7 +185,7 @@ def gemm_rows(kjit, dev, failures, sweep=False):
     return rows
 
 
-def quantize_rows(kjit, dev, failures):
+def quantize_rows(kj, dev, failures):
     rows_, cols = QUANT_SHAPE
     x = torch.randn(rows_, cols, device=dev).to(torch.bfloat16)
     y = torch.empty(rows_, cols, device=dev, dtype=torch.float8_e4m3fn)
@@ -221,7 +194,7 @@ def quantize_rows(kjit, dev, failures):
     s = torch.tensor(E4M3_MAX / 4.5, device=dev, dtype=torch.float32)  # saturates the tail
     mult = s.reshape(1).clone()
 
-    kjit.quantize(x, y, 0, multiplier=mult, amax=amax, scale_inv=sinv)
+    kj.quantize(x, y, "tensor", multiplier=mult, amax=amax, scale_inv=sinv)
     torch.cuda.synchronize()
     same_f32 = (x.float() * s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     mismatches = (y.view(torch.uint8) != same_f32.view(torch.uint8)).sum().item()
@@ -238,7 +211,7 @@ def quantize_rows(kjit, dev, failures):
         (x * s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return xa
 
-    t_kjit = bench(lambda: kjit.quantize(x, y, 0, multiplier=mult, amax=amax, scale_inv=sinv))
+    t_kjit = bench(lambda: kj.quantize(x, y, "tensor", multiplier=mult, amax=amax, scale_inv=sinv))
     t_torch = bench(torch_quant)
     out = [{"what": "per-tensor given multiplier + amax (one pass)", "kjit_ms": t_kjit, "torch_ms": t_torch,
             "kjit_tbs": eff / (t_kjit * 1e-3) / 1e12, "torch_tbs": eff / (t_torch * 1e-3) / 1e12,
@@ -246,9 +219,11 @@ def quantize_rows(kjit, dev, failures):
     row_s = torch.empty(rows_, device=dev, dtype=torch.float32)
     blk_s = torch.empty(rows_, (cols + 127) // 128, device=dev, dtype=torch.float32)
     extra = [
-        ("per-tensor dynamic (amax pass + convert)", lambda: kjit.quantize(x, y, 0, dynamic=True, amax=amax)),
-        ("per-row (token) scales", lambda: kjit.quantize(x, y, 1, scale_inv=row_s)),
-        ("1x128 block scales", lambda: kjit.quantize(x, y, 2, scale_inv=blk_s)),
+        # scale_inv passed: the package would otherwise allocate one per call
+        ("per-tensor dynamic (amax pass + convert)",
+         lambda: kj.quantize(x, y, "tensor", dynamic=True, amax=amax, scale_inv=sinv)),
+        ("per-row (token) scales", lambda: kj.quantize(x, y, "row", scale_inv=row_s)),
+        ("1x128 block scales", lambda: kj.quantize(x, y, "block1x128", scale_inv=blk_s)),
     ]
     for what, fn in extra:
         t = bench(fn)
@@ -258,20 +233,20 @@ def quantize_rows(kjit, dev, failures):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.environ.get("KJIT_BENCH_SHIM", "build/tools/libkjit_bench_shim.so"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--sweep", action="store_true", help="also time forced wgmma tiles/stages/splits per shape")
     ap.add_argument("--gemm-only", action="store_true", help="skip the quantize rows")
     args = ap.parse_args()
-    kjit = Kjit(args.lib)
+    require_gpu()
+    kj = Kjit()
     torch.manual_seed(0)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     print(f"device: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs), "
           f"torch {torch.__version__}")
     failures = [0]
-    gemm = gemm_rows(kjit, dev, failures, args.sweep)
-    quant = [] if args.gemm_only else quantize_rows(kjit, dev, failures)
+    gemm = gemm_rows(kj, dev, failures, args.sweep)
+    quant = [] if args.gemm_only else quantize_rows(kj, dev, failures)
 
     print()
     print("GEMM e4m3 x e4m3 -> bf16, per-tensor scales. kjit = the planner's kernel (wgmma on sm_90),")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kjit rotary against PyTorch on one GPU, in one process, on the same tensors.
 
-kjit runs through tools/bench/rotary_shim.cc (ctypes, raw device pointers, torch's stream).
+kjit runs through its Python package (kjit.rotary on the torch tensors, torch's current stream).
 Each shape is first checked against a float64 torch reference (max bf16 ulp distance ≤ 1,
 relative L2 ≤ 4e-3), then timed with triton.testing.do_bench (median), cycling through enough
 input sets to exceed L2 several times over. Peers:
@@ -11,15 +11,15 @@ input sets to exceed L2 several times over. Peers:
 Effective bytes (same for every implementation) = q (+ k) read + written, plus the cos and sin
 rows of each token read once: 2 · numel(q, k) · 2 B + tokens · rotary_dim/2 · 4 B · 2.
 
-Usage: bench_rotary.py --lib build/tools/libkjit_bench_shim.so [--json out.json]
+Usage: bench_rotary.py [--json out.json]
 """
 import argparse
-import ctypes
 import json
 import math
-import os
 import sys
 
+from bench_common import require_gpu
+import kjit
 import torch
 
 SHAPES = [
@@ -29,27 +29,9 @@ SHAPES = [
 ]
 
 
-def load_shim(path):
-    lib = ctypes.CDLL(path)
-    f = lib.kjit_bench_rotary
-    f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
-    f.restype = ctypes.c_int
-    return f
-
-
-class Kjit:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, q, k, cos, sin, pos, neox=True):
-        tokens, q_heads, head_dim = q.shape
-        kv_heads = 0 if k is None else k.shape[1]
-        rc = self.fn(q.data_ptr(), 0 if k is None else k.data_ptr(), cos.data_ptr(), sin.data_ptr(),
-                     pos.data_ptr(), tokens, q_heads, kv_heads, head_dim, 2 * cos.shape[1],
-                     cos.shape[0], 1 if neox else 0, 1 if pos.dtype == torch.int64 else 0,
-                     torch.cuda.current_stream().cuda_stream)
-        if rc != 0:
-            raise RuntimeError("kjit_bench_rotary failed (see stderr)")
+def kjit_rotary(q, k, cos, sin, pos, neox=True):
+    """kjit.rotary in place on q (and k) over the first 2 · cos.shape[1] features."""
+    kjit.rotary(q, cos, sin, pos, k, rotary_dim=2 * cos.shape[1], style="neox" if neox else "gptj")
 
 
 def tables(max_position, rotary_dim, theta=500000.0, device="cuda"):
@@ -128,10 +110,9 @@ def bench(fn, sets):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.environ.get("KJIT_BENCH_SHIM", "build/tools/libkjit_bench_shim.so"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    kjit = Kjit(load_shim(args.lib))
+    require_gpu()
     torch.manual_seed(0)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -153,7 +134,7 @@ def main():
             q0 = torch.randn(tokens, q_heads, head_dim, device=dev).to(torch.bfloat16)
             k0 = torch.randn(tokens, kv_heads, head_dim, device=dev).to(torch.bfloat16) if kv_heads else None
             q1, k1 = q0.clone(), None if k0 is None else k0.clone()
-            kjit(q1, k1, cos, sin, pos_r, neox=neox)
+            kjit_rotary(q1, k1, cos, sin, pos_r, neox=neox)
             torch.cuda.synchronize()
             for label, out, x in (("q", q1, q0), ("k", k1, k0)):
                 if x is None:
@@ -178,7 +159,7 @@ def main():
         eff_bytes = 2 * set_bytes + tokens * (rd // 2) * 4 * 2
 
         def run_kjit(s):
-            kjit(s[0], s[1], cos, sin, pos_t, neox=True)
+            kjit_rotary(s[0], s[1], cos, sin, pos_t, neox=True)
 
         def run_complex(s):
             torch_complex(s[0], freqs_cis, pos_t)

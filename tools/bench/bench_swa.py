@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """kjit's fused fp8 sliding-window MLA decode beside a batched PyTorch fallback, on one GPU.
 
-    python3 tools/bench/bench_swa.py [--lib build/tools/libkjit_bench_shim.so] [--json out.json]
-    python3 tools/bench/bench_swa.py --sweep [--lib ...] [--json sweep.json]
+    python3 tools/bench/bench_swa.py [--json out.json] [--seed N] [--tokens T ...]
+    python3 tools/bench/bench_swa.py --sweep [--json sweep.json]
 
 --sweep times, for each T, every (head group, split count) the op accepts, forced through the
-shim (the planner clamps a requested split count, so requests that give the same plan are timed
-once), checks each against the float64 reference, and prints one line per T: the planner's own
+op's num_splits= / head_group= (the planner clamps a requested split count, so requests that give
+the same plan, as kjit.mla.swa_decode_plan reports it, are timed once), checks each against the float64 reference, and prints one line per T: the planner's own
 choice, then `g<group>/s<splits>x<split_len> eager/graph µs` per plan, then the fastest.
 
-The shim library (tools/bench/swa_shim.cc) comes from --lib, else $KJIT_BENCH_SHIM, else the first
-positional argument. The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
+kjit runs through its Python package (kjit.mla.swa_decode on the torch tensors, torch's current
+stream). The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
 W 128, a paged E4M3 cache of 256-row blocks (uint8 storage) with one bf16 inverse scale per slot.
 The cache holds 2^20 slots (512 MiB), far more than L2, and every token's window indices are
 random slots spread over all of its blocks. The script
@@ -21,7 +21,7 @@ random slots spread over all of its blocks. The script
      dequantized values rounded to bf16 as the fallback does), on the benchmark inputs and on a case
      with ragged lengths (incl. 0 and W), invalid indices and LSE (relative L2 ≤ 1e-2 for out,
      2e-3 for LSE: kjit keeps the dequantized values exact where the fallback rounds them to bf16);
-  3. times kjit (eager through ctypes, and replayed from a CUDA graph) and the fallback with
+  3. times kjit (eager: the Python call and the launch; and replayed from a CUDA graph) and the fallback with
      triton.testing.do_bench (median; do_bench flushes L2 before every call) at T = 1, 8, 64, 512;
   4. prints T, kjit µs, fallback µs, speedup, the floor and kjit's % of it, where
        floor = max(bytes / 4.2 TB/s, FLOPs / 790 TFLOP/s)
@@ -30,12 +30,13 @@ random slots spread over all of its blocks. The script
      (each token's KV rows are read from DRAM once: the NH/group CTAs of a token share them in L2).
 """
 import argparse
-import ctypes
 import json
 import math
 import os
 import sys
 
+from bench_common import require_gpu  # first: a plain message without torch or kjit
+import kjit
 import torch
 import torch.nn.functional as F
 
@@ -71,54 +72,29 @@ OUT_TOL, LSE_TOL = 1e-2, 2e-3
 TARGET_SPEEDUP = {1: 50.0, 64: 200.0}
 TARGET_FLOOR_PCT = 50.0  # at T >= 64
 
-c_void_p, c_size_t, c_int, c_float = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_float
-
-
-def load_shim(path):
-    lib = ctypes.CDLL(path)
-    lib.kjit_bench_swa.argtypes = [c_void_p] * 8 + [c_size_t] + [c_int] * 7 + [c_float, c_int, c_int, c_void_p]
-    lib.kjit_bench_swa.restype = c_int
-    lib.kjit_bench_swa_workspace.argtypes = [c_int] * 7 + [ctypes.POINTER(c_size_t)]
-    lib.kjit_bench_swa_workspace.restype = c_int
-    lib.kjit_bench_swa_plan.argtypes = [c_int] * 7 + [ctypes.POINTER(ctypes.c_longlong)]
-    lib.kjit_bench_swa_plan.restype = c_int
-    return lib
-
-
-def ptr(t):
-    return None if t is None else t.data_ptr()
-
-
 class Kjit:
-    def __init__(self, lib):
-        self.lib = lib
+    """kjit.mla.swa_decode through the Python package on torch's current stream, with a workspace
+    per (shape, requests) of the size kjit.mla.swa_decode_plan gives."""
+
+    def __init__(self):
         self.ws = {}
 
-    def workspace(self, T, num_blocks, splits=0, group=0):
-        key = (T, num_blocks, splits, group)
+    def workspace(self, q, kv, inv_scale, indices, lens, splits=0, group=0):
+        key = (tuple(q.shape), kv.shape[0], splits, group)
         if key not in self.ws:
-            n = c_size_t(0)
-            if self.lib.kjit_bench_swa_workspace(T, NH, num_blocks, BLOCK_SIZE, W, splits, group, ctypes.byref(n)):
-                raise RuntimeError("kjit workspace query failed (see stderr)")
-            self.ws[key] = torch.empty(max(n.value, 16), dtype=torch.uint8, device="cuda")
+            n = self.plan(q, kv, inv_scale, indices, lens, splits, group).workspace_bytes
+            self.ws[key] = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
         return self.ws[key]
 
-    def plan(self, T, num_blocks, splits=0, group=0):
-        """(group, tile, num_splits, split_len, ctas, launches) the op runs for these requests."""
-        out = (ctypes.c_longlong * 6)()
-        if self.lib.kjit_bench_swa_plan(T, NH, num_blocks, BLOCK_SIZE, W, splits, group, out):
-            raise RuntimeError("kjit plan query failed (see stderr)")
-        return tuple(int(v) for v in out)
+    @staticmethod
+    def plan(q, kv, inv_scale, indices, lens, splits=0, group=0):
+        """The kjit.mla.SwaDecodePlan the op runs for these requests; its first six fields (group,
+        tile, num_splits, split_len, ctas, launches) are what the tables and --json print."""
+        return kjit.mla.swa_decode_plan(q, kv, inv_scale, indices, lens, num_splits=splits, head_group=group)
 
     def decode(self, q, kv, inv_scale, indices, lens, out, lse=None, scale=0.0, splits=0, group=0):
-        T = q.shape[0]
-        ws = self.workspace(T, kv.shape[0], splits, group)
-        rc = self.lib.kjit_bench_swa(ptr(q), ptr(kv), ptr(inv_scale), ptr(indices), ptr(lens), ptr(out), ptr(lse),
-                                     ptr(ws), ws.numel(), T, NH, kv.shape[0], BLOCK_SIZE, W,
-                                     int(lens.dtype == torch.int32), 0, scale, splits, group,
-                                     torch.cuda.current_stream().cuda_stream)
-        if rc != 0:
-            raise RuntimeError("kjit swa_decode failed (see stderr)")
+        kjit.mla.swa_decode(q, kv, inv_scale, indices, lens, out=out, lse=lse, scale=scale, num_splits=splits,
+                            head_group=group, workspace=self.workspace(q, kv, inv_scale, indices, lens, splits, group))
 
 
 def torch_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
@@ -265,7 +241,7 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
         wg_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=64)  # noqa: E731
         row["wgmma_us"] = bench_ms(wg_fn) * 1e3
         row["wgmma_graph_us"] = graph_us(wg_fn)
-    row["plan"] = kj.plan(T, kv.shape[0])
+    row["plan"] = tuple(kj.plan(q, kv, inv_scale, indices, lens)[:6])
     per_token_bytes = W * HD + W * 2 + W * 8 + 8 + 2 * NH * HD * 2
     row["bytes"] = T * per_token_bytes
     row["flops"] = T * 4 * NH * W * HD
@@ -291,14 +267,14 @@ def sweep_tokens(kj, kv, inv_scale, T, gen):
     q, indices, lens = make_tokens(T, gen)
     scale = 1.0 / math.sqrt(HD)
     ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
-    auto = kj.plan(T, kv.shape[0])
+    auto = tuple(kj.plan(q, kv, inv_scale, indices, lens)[:6])
     plans = {}
     hopper = torch.cuda.get_device_capability() == (9, 0)
     for group in (16, 32, 64) if hopper else (16, 32):
         if NH % group:
             continue
         for splits in range(1, (1 if group == 64 else min(32, W // 16)) + 1):
-            key = kj.plan(T, kv.shape[0], splits, group)
+            key = tuple(kj.plan(q, kv, inv_scale, indices, lens, splits, group)[:6])
             plans.setdefault(key, (splits, group))
     plans.setdefault(auto, (0, 0))
     rows = []
@@ -308,7 +284,7 @@ def sweep_tokens(kj, kv, inv_scale, T, gen):
         try:
             fn()
             torch.cuda.synchronize()
-        except RuntimeError as e:  # a plan the op rejects (the shim printed why): note it, go on
+        except RuntimeError as e:  # a plan the op rejects (kjit.Error says why): note it, go on
             rows.append({"group": key[0], "tile": key[1], "splits": key[2], "split_len": key[3], "ctas": key[4],
                          "launches": key[5], "requested_splits": splits, "requested_group": group,
                          "auto": key == auto, "error": str(e), "ok": False,
@@ -351,18 +327,14 @@ def run_sweep(kj, kv, inv_scale, gen, tokens, json_path, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("lib_pos", nargs="?", help="path of libkjit_bench_shim.so")
-    ap.add_argument("--lib", help="path of libkjit_bench_shim.so (default: $KJIT_BENCH_SHIM)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--tokens", type=int, nargs="*", default=TOKENS)
     ap.add_argument("--sweep", action="store_true",
                     help="time every (head group, split count) plan per T instead of the default comparison")
     args = ap.parse_args()
-    lib_path = args.lib or os.environ.get("KJIT_BENCH_SHIM") or args.lib_pos
-    if not lib_path:
-        sys.exit("no shim library: pass --lib PATH or set KJIT_BENCH_SHIM")
-    kj = Kjit(load_shim(lib_path))
+    require_gpu()
+    kj = Kjit()
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")

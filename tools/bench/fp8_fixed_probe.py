@@ -6,20 +6,20 @@ N·K = 4096·7168 (the intercept is the fixed cost, the slope the streaming rate
 tile forced to 2, 4, 8 and 12 stages with 1 and 2 split-K slices, and a one-element torch kernel
 as the timing floor, all through bench_fp8's do_bench protocol (L2 flushed before each call).
 
-Usage: fp8_fixed_probe.py [--lib build/tools/libkjit_bench_shim.so]
+Usage: fp8_fixed_probe.py
 """
 import argparse
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import require_gpu  # noqa: E402  (first: a plain message without torch or kjit)
 import bench_fp8 as b  # noqa: E402
+import torch  # noqa: E402
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--lib", default="build/tools/libkjit_bench_shim.so")
-kj = b.Kjit(parser.parse_args().lib)
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+require_gpu()
+kj = b.Kjit()
 dev = "cuda"
 x = torch.zeros(1, device=dev)
 print(f"floor (1-element add): {b.bench(lambda: x.add_(1)) * 1e3:.1f} us")
@@ -38,5 +38,6 @@ for n, k in ((7168, 128), (7168, 512), (7168, 2048), (4096, 7168)):
         for sp in (1, 2):
             if sp > (k + 127) // 128:
                 continue
-            row.append(f"s{st}/split{sp} {b.bench(lambda: kj.gemm(a, w, d, sa, sb, kernel=2, tile=5, stages=st, splits=sp)) * 1e3:.1f}")
+            us = b.bench(lambda: kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x16", stages=st, splits=sp)) * 1e3
+            row.append(f"s{st}/split{sp} {us:.1f}")
     print(", ".join(row) + " us")

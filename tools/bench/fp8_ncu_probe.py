@@ -8,22 +8,22 @@ so that each kernel's duration is measured alone, from a flushed L2, and its lau
 cluster, registers, shared memory) and DRAM traffic are read from the counters. The script prints
 the order of its calls, which is the order of the kernels in ncu's report.
 
-Usage: fp8_ncu_probe.py [--lib build/tools/libkjit_bench_shim.so] [--only SUBSTRING]...
+Usage: fp8_ncu_probe.py [--only SUBSTRING]...
 """
 import argparse
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import require_gpu  # noqa: E402  (first: a plain message without torch or kjit)
 import bench_fp8 as b  # noqa: E402
+import torch  # noqa: E402
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--lib", default="build/tools/libkjit_bench_shim.so")
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--only", action="append", default=[], help="run only the cases whose name contains this")
 args = parser.parse_args()
-kj = b.Kjit(args.lib)
+require_gpu()
+kj = b.Kjit()
 dev = "cuda"
 calls = []
 for n, k in ((7168, 2048), (4096, 7168)):
@@ -40,7 +40,7 @@ for n, k in ((7168, 2048), (4096, 7168)):
             for sp in (2, 3):
                 calls.append((f"kjit M1 N{n} K{k} 128x16 s8 split{sp}",
                               lambda a=a[:1], w=w, d=d, sa=sa, sb=sb, sp=sp:
-                              kj.gemm(a, w, d, sa, sb, kernel=2, tile=5, stages=8, splits=sp)))
+                              kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x16", stages=8, splits=sp)))
 calls = [c for c in calls if not args.only or any(o in c[0] for o in args.only)]
 # Compile and warm everything first: the report's second half is the timed calls.
 for _, fn in calls:

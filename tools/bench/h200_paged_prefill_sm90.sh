@@ -3,10 +3,12 @@
 # FlashInfer's JIT modules start building in the background (when the kit is carried: KJIT_FI_KIT,
 # default .peers/peers/flashinfer) while the GPU run a smoke test of the paged wgmma kernel, the
 # prefill GPU suite (every paged case on both kernels), compute-sanitizer memcheck and racecheck
-# on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs).
+# on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs), which
+# imports the kjit Python package (tools/bench/python_package.sh builds it here first).
 # Optional: KJIT_VARIANTS="name=DIR ..." times the issue's and the mixed case again with each
 # kernel-source tree DIR (KJIT_KERNEL_DIR, relative to the checkout: an A/B of a kernel change);
-# AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout), and
+# AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout; its
+# package installed beside the first, in /tmp/kjit-py-ab), and
 # with AB_TESTS=FILTER runs those GPU cases of that build (AB_RACE=FILTER: racecheck too);
 # DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
 # KJIT_BUILD names the build folder (default build). Each step has its own timeout. Logs and
@@ -21,9 +23,16 @@ export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
 export KJIT_CACHE_DIR=/tmp/kjit-cache
 export PYTHONUNBUFFERED=1
 export PATH=$PATH:/usr/local/cuda/bin
-shim=$root/$build/tools/libkjit_bench_shim.so
 t=$root/$build/tests/gpu_attention_prefill_test
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+source "$root/tools/bench/python_package.sh"
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  kjit_python_install "$root" "$build" "$out/python_install.txt" || echo "python package install failed"
+  if [ -n "${AB_BUILD:-}" ]; then
+    kjit_python_install "$root" "$AB_BUILD" "$out/python_install_ab.txt" /tmp/kjit-py-ab ||
+      echo "python package install of $AB_BUILD failed"
+  fi
+fi
 fi_kit=${KJIT_FI_KIT:-$root/.peers/peers/flashinfer}
 fi_ok=0
 if [ -d "$fi_kit" ] && KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
@@ -54,12 +63,12 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   if [ "$fi_ok" = 1 ]; then
     timeout ${FI_WAIT_S:-300} tail --pid=$fi_pid -f /dev/null; echo "prebuild done:"; tail -n 6 "$out/fi_prebuild.txt"
   fi
-  (cd "$root/tools/bench" && timeout ${BENCH_S:-240} python3 bench_flashinfer.py --lib "$shim" \
+  (cd "$root/tools/bench" && timeout ${BENCH_S:-240} python3 bench_flashinfer.py \
     --json "$out/bench_flashinfer.json") 2>&1 | tee "$out/bench_flashinfer.txt" | grep -v "^   {"
   if [ -n "${AB_BUILD:-}" ]; then
     echo "=== the same cases, kjit from the build $AB_BUILD ==="
-    (cd "$root/tools/bench" && LD_LIBRARY_PATH=$root/$AB_BUILD:$root/$AB_BUILD/tools timeout 150 python3 \
-      bench_flashinfer.py --lib "$root/$AB_BUILD/tools/libkjit_bench_shim.so" --no-fi --json "$out/bench_ab.json") \
+    (cd "$root/tools/bench" && LD_LIBRARY_PATH=$root/$AB_BUILD:$LD_LIBRARY_PATH PYTHONPATH=/tmp/kjit-py-ab${PYTHONPATH:+:$PYTHONPATH} \
+      timeout 150 python3 bench_flashinfer.py --no-fi --json "$out/bench_ab.json") \
       2>&1 | tee "$out/bench_ab.txt" | grep "^|"
     if [ -n "${AB_TESTS:-}" ]; then
       echo "=== $AB_BUILD: GPU cases $AB_TESTS, then racecheck of ${AB_RACE:-none} ==="
@@ -75,12 +84,12 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   fi
   for v in ${KJIT_VARIANTS:-}; do
     echo "=== kernel sources ${v%%=*} ==="
-    (cd "$root/tools/bench" && KJIT_KERNEL_DIR=$root/${v#*=} timeout 120 python3 bench_flashinfer.py --lib "$shim" \
+    (cd "$root/tools/bench" && KJIT_KERNEL_DIR=$root/${v#*=} timeout 120 python3 bench_flashinfer.py \
       --no-fi --cases issue,mixed --json "$out/bench_${v%%=*}.json") 2>&1 | tee "$out/bench_${v%%=*}.txt" | grep "^|"
   done
 fi
 if [ "${DENSE:-0}" = 1 ]; then
   echo "=== dense prefill (bench_attention.py --prefill-only) ==="
-  timeout ${DENSE_S:-200} python3 "$root/tools/bench/bench_attention.py" --lib "$shim" --prefill-only \
+  timeout ${DENSE_S:-200} python3 "$root/tools/bench/bench_attention.py" --prefill-only \
     --json "$out/bench_prefill.json" 2>&1 | tee "$out/bench_prefill.txt" | tail -n 14
 fi

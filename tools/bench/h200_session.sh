@@ -16,10 +16,20 @@ if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
 export KJIT_CACHE_DIR=/tmp/kjit-cache
 export PYTHONUNBUFFERED=1
-export KJIT_BENCH_SHIM=$root/$build/tools/libkjit_bench_shim.so
 kjit=$root/$build/tools/kjit
-shim=$root/$build/tools/libkjit_bench_shim.so
 step() { echo; echo "=== $* ==="; }
+# The kjit Python package, which every bench_*.py imports: the python step installs it, and a
+# bench or flashinfer step that runs without the python step installs it first (once a run).
+source "$root/tools/bench/python_package.sh"
+python_ready=0
+python_package() {
+  [ "$python_ready" = 1 ] && return 0
+  kjit_python_install "$root" "$build" "$out/python_install.txt"
+  local rc=$?
+  echo "pip install: rc=$rc ($(cd /tmp && python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
+  [ $rc = 0 ] && python_ready=1
+  return $rc
+}
 # KJIT_STEPS picks steps (default: all but compile, sanitize, tune, tune_sweep and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode, paged decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
@@ -177,14 +187,39 @@ if want tune_sweep; then
   echo "tune sweep rc=$?"
 fi
 
+# The Python package (tools/bench/python_package.sh: built on this machine against the carried
+# build), then the pytest suite (GPU tests included) and the call-overhead benchmark. Before the
+# bench and flashinfer steps, which import the package.
+if want python; then
+  step "python package, tests, overhead"
+  python_package
+  # One pytest process per test file, failure reasons in the summary (-rfEs): a crash loses only
+  # the rest of its file, whose tests then run one process each.
+  : > "$out/python_tests.txt"
+  for f in "$root"/python/tests/test_*.py; do
+    (cd /tmp && timeout 240 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f" 2>&1) >> "$out/python_tests.txt"
+    rc=$?
+    echo "pytest $(basename "$f"): rc=$rc" | tee -a "$out/python_tests.txt"
+    if [ "$rc" -ge 124 ]; then  # killed by a signal or the timeout
+      for t in $(cd /tmp && python3 -m pytest -q -p no:cacheprovider --collect-only "$f" 2>/dev/null | grep '::'); do
+        (cd /tmp && timeout 60 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f::${t#*::}" 2>&1) \
+          >> "$out/python_tests.txt"
+        echo "  alone: ${t#*::}: rc=$?" | tee -a "$out/python_tests.txt"
+      done
+    fi
+  done
+  grep -E '^(FAILED|ERROR|SKIPPED)|(passed|failed|error)' "$out/python_tests.txt" | tail -n 40
+  timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
+fi
+
 # kjit beside FlashInfer (tools/bench/bench_flashinfer.py): the kit installed and FlashInfer's JIT
 # modules built first (several minutes of nvcc on a cold machine), then the cases.
 if want flashinfer; then
   step "FlashInfer (ragged paged prefill)"
-  if KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
+  if python_package && KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
     (cd "$root/tools/bench" && timeout 600 python3 bench_flashinfer.py --prebuild) > "$out/fi_prebuild.txt" 2>&1
     echo "prebuild rc=$?"; tail -n 5 "$out/fi_prebuild.txt"
-    (cd "$root/tools/bench" && timeout 300 python3 bench_flashinfer.py --lib "$shim" --json "$out/bench_flashinfer.json") \
+    (cd "$root/tools/bench" && timeout 300 python3 bench_flashinfer.py --json "$out/bench_flashinfer.json") \
       2>&1 | tee "$out/bench_flashinfer.txt" | tail -n 12
   fi
 fi
@@ -233,46 +268,12 @@ if want hot; then
   done
 fi
 
-want bench && for b in $benches; do
+want bench && python_package && for b in $benches; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
-    timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
+    timeout 300 python3 "$root/tools/bench/bench_$b.py" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
-
-# The Python package: built on this machine (its Python, 3.12, differs from the build host's) as
-# the extension alone against the carried build installed to a prefix (this machine lacks kjit's
-# Debian build dependencies; python/CMakeLists.txt, standalone mode), then the pytest suite (GPU
-# tests included) and the call-overhead benchmark.
-if want python; then
-  step "python package, tests, overhead"
-  prefix=/tmp/kjit-prefix
-  rm -rf "$prefix" /tmp/kjit-pybuild
-  # An installed libkjit carries no RUNPATH to NVRTC (the pip build's own does).
-  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
-  cmake --install "$root/$build" --prefix "$prefix" > "$out/python_install.txt" 2>&1
-  python3 -m pip install --no-build-isolation --no-deps --no-index --force-reinstall \
-    -Ccmake.source-dir=python -Cbuild-dir=/tmp/kjit-pybuild -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" \
-    -Ccmake.define.KJIT_DLPACK_INCLUDE_DIR="$root/$build/python-sdk/include" "$root" >> "$out/python_install.txt" 2>&1
-  echo "pip install: rc=$? ($(python3 -c 'import kjit; print(kjit.__file__, kjit.__version__)' 2>&1))"
-  # One pytest process per test file, failure reasons in the summary (-rfEs): a crash loses only
-  # the rest of its file, whose tests then run one process each.
-  : > "$out/python_tests.txt"
-  for f in "$root"/python/tests/test_*.py; do
-    (cd /tmp && timeout 240 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f" 2>&1) >> "$out/python_tests.txt"
-    rc=$?
-    echo "pytest $(basename "$f"): rc=$rc" | tee -a "$out/python_tests.txt"
-    if [ "$rc" -ge 124 ]; then  # killed by a signal or the timeout
-      for t in $(cd /tmp && python3 -m pytest -q -p no:cacheprovider --collect-only "$f" 2>/dev/null | grep '::'); do
-        (cd /tmp && timeout 60 python3 -m pytest -q -p no:cacheprovider -rfEs --tb=short "$f::${t#*::}" 2>&1) \
-          >> "$out/python_tests.txt"
-        echo "  alone: ${t#*::}: rc=$?" | tee -a "$out/python_tests.txt"
-      done
-    fi
-  done
-  grep -E '^(FAILED|ERROR|SKIPPED)|(passed|failed|error)' "$out/python_tests.txt" | tail -n 40
-  timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
-fi
 
 # Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
 # precompile --manifest` into an empty cache and rerun under KJIT_JIT=off (zero compiles, same

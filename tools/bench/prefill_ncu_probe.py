@@ -6,23 +6,23 @@ Run under `ncu --clock-control none --csv --metrics <list> python3 prefill_ncu_p
 script prints the order of its calls, which is the order of the kernels in ncu's report. With
 --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
 
-Usage: prefill_ncu_probe.py [--lib build/tools/libkjit_bench_shim.so]  (or $KJIT_BENCH_SHIM) [--time]
+Usage: prefill_ncu_probe.py [--seed N] [--time]
 """
 import os
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import arg_parser, graph_time_us, require_gpu, seeded_generator  # noqa: E402  (first)
 import bench_attention as ba  # noqa: E402
-from bench_common import arg_parser, graph_time_us, seeded_generator, shim_path  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 ap = arg_parser(__doc__)
 ap.add_argument("--time", action="store_true", help="print CUDA-graph times instead of one call each")
 args = ap.parse_args()
-kj = ba.Kjit(ba.load_shim(shim_path(args)))
+require_gpu()
+kj = ba.Kjit()
 gen, _ = seeded_generator(args)
 calls = []
 for B, H, L, D, causal in ((4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (1, 32, 8192, 128, True),
