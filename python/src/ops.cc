@@ -145,18 +145,25 @@ attention::PagedKVCache paged_cache(OpCall& call, nb::handle k_pages, nb::handle
   return c;
 }
 
-nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, nb::handle out,
-                  nb::handle lse, bool return_lse, float scale, int num_splits, nb::handle workspace_arg,
-                  nb::handle stream) {
-  OpCall call("kjit.attention.decode", stream);
+/// decode's inputs and split request: what the op and its workspace query share.
+attention::DecodeArgs decode_inputs(OpCall& call, nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens,
+                                    nb::handle mask, int num_splits) {
   attention::DecodeArgs a;
   a.q = call.required(q, "q");
   a.k = call.required(k, "k");
   a.v = call.required(v, "v");
   a.kv_lens = call.tensor(kv_lens, "kv_lens");
   a.mask = call.tensor(mask, "mask");
-  a.scale = scale;
   a.num_splits = num_splits;
+  return a;
+}
+
+nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, nb::handle out,
+                  nb::handle lse, bool return_lse, float scale, int num_splits, nb::handle workspace_arg,
+                  nb::handle stream) {
+  OpCall call("kjit.attention.decode", stream);
+  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
+  a.scale = scale;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
   const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
@@ -169,15 +176,21 @@ nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, 
 size_t decode_workspace_bytes(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask,
                               int num_splits) {
   OpCall call("kjit.attention.decode_workspace_bytes", nb::none());
-  attention::DecodeArgs a;
-  a.q = call.required(q, "q");
-  a.k = call.required(k, "k");
-  a.v = call.required(v, "v");
-  a.kv_lens = call.tensor(kv_lens, "kv_lens");
-  a.mask = call.tensor(mask, "mask");
-  a.num_splits = num_splits;
+  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
   a.out = contiguous_like(a.q);
   return attention::decode_workspace_bytes(a);
+}
+
+/// paged_decode's inputs and requests: what the op and its workspace query share.
+attention::PagedDecodeArgs paged_decode_inputs(OpCall& call, nb::handle q, nb::handle k_pages, nb::handle v_pages,
+                                               nb::handle indptr, nb::handle page_indices, nb::handle last_page_len,
+                                               int num_splits, int64_t kv_len_hint) {
+  attention::PagedDecodeArgs a;
+  a.q = call.required(q, "q");
+  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  a.num_splits = num_splits;
+  a.kv_len_hint = kv_len_hint;
+  return a;
 }
 
 nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
@@ -185,12 +198,9 @@ nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb
                         bool return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
                         nb::handle stream) {
   OpCall call("kjit.attention.paged_decode", stream);
-  attention::PagedDecodeArgs a;
-  a.q = call.required(q, "q");
-  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
+  attention::PagedDecodeArgs a =
+      paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
   a.scale = scale;
-  a.num_splits = num_splits;
-  a.kv_len_hint = kv_len_hint;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
   const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
@@ -204,11 +214,8 @@ size_t paged_decode_workspace_bytes(nb::handle q, nb::handle k_pages, nb::handle
                                     nb::handle page_indices, nb::handle last_page_len, int num_splits,
                                     int64_t kv_len_hint) {
   OpCall call("kjit.attention.paged_decode_workspace_bytes", nb::none());
-  attention::PagedDecodeArgs a;
-  a.q = call.required(q, "q");
-  a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
-  a.num_splits = num_splits;
-  a.kv_len_hint = kv_len_hint;
+  attention::PagedDecodeArgs a =
+      paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
   a.out = contiguous_like(a.q);
   return attention::paged_decode_workspace_bytes(a);
 }
@@ -324,19 +331,26 @@ nb::object paged_prefill(nb::handle q, nb::handle qo_indptr, nb::handle k_pages,
 
 // ---- MLA sliding-window decode ----------------------------------------------------------------------
 
-nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices, nb::handle lens,
-                      nb::handle out, nb::handle lse, bool return_lse, float scale, int num_splits, int head_group,
-                      nb::handle workspace_arg, nb::handle stream) {
-  OpCall call("kjit.mla.swa_decode", stream);
+/// swa_decode's inputs and requests: what the op and its plan query share.
+mla::SwaDecodeArgs swa_decode_inputs(OpCall& call, nb::handle q, nb::handle kv_cache, nb::handle inv_scale,
+                                     nb::handle indices, nb::handle lens, int num_splits, int head_group) {
   mla::SwaDecodeArgs a;
   a.q = call.required(q, "q");
   a.kv_cache = call.required(kv_cache, "kv_cache");
   a.inv_scale = call.required(inv_scale, "inv_scale");
   a.indices = call.required(indices, "indices");
   a.lens = call.required(lens, "lens");
-  a.scale = scale;
   a.num_splits = num_splits;
   a.head_group = head_group;
+  return a;
+}
+
+nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices, nb::handle lens,
+                      nb::handle out, nb::handle lse, bool return_lse, float scale, int num_splits, int head_group,
+                      nb::handle workspace_arg, nb::handle stream) {
+  OpCall call("kjit.mla.swa_decode", stream);
+  mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
+  a.scale = scale;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[1]});
   const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
@@ -352,14 +366,7 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
 nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices,
                           nb::handle lens, int num_splits, int head_group) {
   OpCall call("kjit.mla.swa_decode_plan", nb::none());
-  mla::SwaDecodeArgs a;
-  a.q = call.required(q, "q");
-  a.kv_cache = call.required(kv_cache, "kv_cache");
-  a.inv_scale = call.required(inv_scale, "inv_scale");
-  a.indices = call.required(indices, "indices");
-  a.lens = call.required(lens, "lens");
-  a.num_splits = num_splits;
-  a.head_group = head_group;
+  mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
   a.out = contiguous_like(a.q);
   const mla::detail::SwaDims d = mla::detail::validate_swa_decode(a);
   const DeviceInfo& info = device_info(d.device);
