@@ -6,8 +6,9 @@
 
 --sweep times, for each T, every (head group, split count) the op accepts, forced through the
 op's num_splits= / head_group= (the planner clamps a requested split count, so requests that give
-the same plan, as kjit.mla.swa_decode_plan reports it, are timed once), checks each against the float64 reference, and prints one line per T: the planner's own
-choice, then `g<group>/s<splits>x<split_len> eager/graph µs` per plan, then the fastest.
+the same plan, as kjit.mla.swa_decode_plan reports it, are timed once), checks each against the
+float64 reference, and prints one line per T: the planner's own choice, then
+`g<group>/s<splits>x<split_len> eager/graph µs` per plan, then the fastest.
 
 kjit runs through its Python package (kjit.mla.swa_decode on the torch tensors, torch's current
 stream). The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
@@ -21,8 +22,8 @@ random slots spread over all of its blocks. The script
      dequantized values rounded to bf16 as the fallback does), on the benchmark inputs and on a case
      with ragged lengths (incl. 0 and W), invalid indices and LSE (relative L2 ≤ 1e-2 for out,
      2e-3 for LSE: kjit keeps the dequantized values exact where the fallback rounds them to bf16);
-  3. times kjit (eager: the Python call and the launch; and replayed from a CUDA graph) and the fallback with
-     triton.testing.do_bench (median; do_bench flushes L2 before every call) at T = 1, 8, 64, 512;
+  3. times kjit (eager: the Python call and the launch; and replayed from a CUDA graph) and the
+     fallback with triton.testing.do_bench (median; do_bench flushes L2 before every call) at T = 1, 8, 64, 512;
   4. prints T, kjit µs, fallback µs, speedup, the floor and kjit's % of it, where
        floor = max(bytes / 4.2 TB/s, FLOPs / 790 TFLOP/s)
        bytes = T · (W·HD fp8 KV + W·2 scales + W·8 indices + 8 lens + NH·HD·2 q + NH·HD·2 out)

@@ -67,7 +67,8 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     --json "$out/bench_flashinfer.json") 2>&1 | tee "$out/bench_flashinfer.txt" | grep -v "^   {"
   if [ -n "${AB_BUILD:-}" ]; then
     echo "=== the same cases, kjit from the build $AB_BUILD ==="
-    (cd "$root/tools/bench" && LD_LIBRARY_PATH=$root/$AB_BUILD:$LD_LIBRARY_PATH PYTHONPATH=/tmp/kjit-py-ab${PYTHONPATH:+:$PYTHONPATH} \
+    (cd "$root/tools/bench" && export LD_LIBRARY_PATH=$root/$AB_BUILD:$LD_LIBRARY_PATH \
+      PYTHONPATH=/tmp/kjit-py-ab${PYTHONPATH:+:$PYTHONPATH} &&
       timeout 150 python3 bench_flashinfer.py --no-fi --json "$out/bench_ab.json") \
       2>&1 | tee "$out/bench_ab.txt" | grep "^|"
     if [ -n "${AB_TESTS:-}" ]; then
