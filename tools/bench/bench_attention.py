@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
 
-    python3 tools/bench/bench_attention.py [--json out.json] [--seed N] [--prefill-only | --paged-only] [--sweep]
+    python3 tools/bench/bench_attention.py [--json out.json] [--seed N] [--prefill-only | --paged-only]
+                                           [--sweep]
 
 kjit runs through its Python package (kjit.attention.* on the torch tensors, torch's current
 stream; forced kernels and split counts are the ops' variant= / num_splits= arguments and
