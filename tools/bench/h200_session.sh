@@ -28,7 +28,8 @@ steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
 # adds the step flashinfer: kjit's ragged paged prefill beside FlashInfer fa2/fa3 on the same inputs.
 fi_kit=${KJIT_FI_KIT:-$root/.peers/peers/flashinfer}
 [ -z "${KJIT_STEPS:-}" ] && [ -d "$fi_kit" ] && steps="$steps flashinfer"
-benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention"}
+# fp8_decode calls kjit through its Python package, so it runs after the python step installs it.
+benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention fp8_decode"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
   [ "${KJIT_SWEEP:-0}" = 1 ] || return 0
@@ -234,7 +235,7 @@ if want hot; then
 fi
 
 want bench && for b in $benches; do
-  if [ -f "$root/tools/bench/bench_$b.py" ]; then
+  if [ "$b" != fp8_decode ] && [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
     timeout 300 python3 "$root/tools/bench/bench_$b.py" --lib "$shim" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
@@ -272,6 +273,14 @@ if want python; then
   done
   grep -E '^(FAILED|ERROR|SKIPPED)|(passed|failed|error)' "$out/python_tests.txt" | tail -n 40
   timeout 300 python3 "$root/tools/bench/bench_python.py" --json "$out/bench_python.json" 2>&1 | tee "$out/bench_python.txt"
+fi
+
+# Decode-time FP8 GEMMs alone and in captured decode steps (PDL), through the Python package: needs
+# the python step in the same run (KJIT_STEPS="python bench" KJIT_BENCHES=fp8_decode for it alone).
+if want bench && case " $benches " in *" fp8_decode "*) true ;; *) false ;; esac; then
+  step "bench fp8_decode"
+  timeout 600 python3 "$root/tools/bench/bench_fp8_decode.py" --json "$out/bench_fp8_decode.json" 2>&1 \
+    | tee "$out/bench_fp8_decode.txt" | tail -n 70
 fi
 
 # Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
