@@ -379,6 +379,7 @@ struct GCase {
   f8::GemmKernel kernel = f8::GemmKernel::kAuto;
   int splits = 0;           // wgmma split-K (0: the planner's)
   int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
+  bool b_constant = false;  // GemmArgs::b_constant: the weight's first stages load before the wait
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
@@ -389,7 +390,8 @@ struct GCase {
            kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
            (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
-           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast);
+           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
+           (b_constant ? " b_constant" : "");
   }
 };
 
@@ -475,6 +477,7 @@ void run_gemm(const GCase& c) {
   g.kernel = c.kernel;
   g.splits = c.splits;
   g.multicast = c.multicast;
+  g.b_constant = c.b_constant;
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -682,6 +685,22 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   c = GCase{40, 300, 512};  // one tile, no split, M < 64 (the second consumer stores nothing)
   c.kernel = f8::GemmKernel::kWgmma, c.splits = 1, c.padded = false;
   run_gemm(c);
+  // A constant weight (b_constant): the first unit's first ring of B loads before the kernel's
+  // wait, the rest after it. 144 tiles of 128x128 over 132 CTAs (some take a second unit) with 8
+  // k-tiles over 5 stages; 3 k-tiles (all of a unit early); CTA pairs, whose multicast B loads
+  // after the wait; column-major D with pairs (validation swaps: the weight is the kernel's A,
+  // loaded early beside the multicast).
+  c = GCase{1100, 2048, 1024};
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x128, c.b_constant = true, c.scales = Scales::kChannel;
+  run_gemm(c);
+  c = GCase{2100, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x256, c.b_constant = true, c.padded = false;
+  run_gemm(c);
+  c.multicast = 2;
+  run_gemm(c);
+  c = GCase{1000, 700, 1040};
+  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 2, c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
+  run_gemm(c);
 }
 
 // Split-K: the CTAs of a tile (one cluster) sum their k-slices' partials in rank order through
@@ -758,6 +777,10 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
     GCase c{f.m, 300, 656};
     c.kernel = f8::GemmKernel::kWgmma, c.tile = f.tile, c.stages = f.stages, c.splits = f.splits;
     c.scales = Scales::kChannel, c.bias = DType::kF32;
+    run_gemm(c);
+    // The same with the weight constant: its first stages (all 6 k-tiles, or a split's 2–3, or
+    // 2 of 6 with 2 stages) load before the wait.
+    c.b_constant = true;
     run_gemm(c);
   }
   // Column-major D with small M: validation swaps it (N' = M), the small tile takes N' as is.
