@@ -54,8 +54,8 @@ struct GemmDims {
   bool out_f32 = false;
   bool block = false;           ///< ScaleMode::kBlockwise
   bool swapped = false;         ///< D was column-major: A' = B, B' = A, scales swapped
-  bool a_const = false;         ///< A' (B when swapped) is GemmArgs::b_constant's weight
-  bool b_const = false;         ///< B' is (unswapped: GemmArgs::b_constant)
+  bool a_const = false;         ///< A' is constant: GemmArgs::b_constant with `swapped` (A' = B)
+  bool b_const = false;         ///< B' is constant: GemmArgs::b_constant without `swapped`
   GemmParams params{};          ///< everything but tiles_m / tiles_n
   GemmForce force;
 };
