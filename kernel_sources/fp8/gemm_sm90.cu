@@ -47,6 +47,11 @@
 // masked to M × N, in a rolled loop.
 // Split-K's epilogue stores directly (its slices are narrow and the output small).
 //
+// Programmatic dependent launch (sm_90): the barrier setup and tensor-map prefetch run before
+// the kernel waits for the previous grid in the stream, and it lets the next kernel launch right
+// after them; A, the scales, the bias and D are touched only after the wait. An operand the host
+// marks constant (a weight: GemmArgs::b_constant) has its first ring of stages loaded before it.
+//
 // Shared memory: the TMA boxes use the 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)
 // within each 1024-byte group of 8 rows), which is the layout wgmma's "128B swizzle" K-major
 // descriptor reads; stepping k by 32 inside the 128-byte rows moves the descriptor's start address
@@ -142,28 +147,57 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   } else {
     __syncthreads();
   }
+  // Programmatic dependent launch (the host launches this kernel with it on sm_90): everything
+  // above read only the parameters, so it ran while the previous kernel in the stream may still
+  // be running. From here, a thread waits for that grid (KJIT_WAIT_PREVIOUS_GRID: it has completed
+  // and its writes are visible) before it reads A, the scales or the bias, or writes D (the
+  // previous kernel may still read D's memory); only an operand the caller declared constant
+  // (const_a / const_b) is read before. The next kernel's CTAs may be scheduled from now on: every
+  // CTA of this grid is resident (one per SM, the grid at most the SMs or the resident clusters),
+  // so they take only SMs this grid leaves idle or frees, and they wait for this grid before
+  // touching its output.
+  KJIT_LAUNCH_DEPENDENTS();
 
   if (wg == 0) {
     // Producer.
     setmaxnreg_dec<40>();
     if (t == 0) {
+      // The first unit's first ring of a constant operand (a weight) loads before the wait: its
+      // DRAM stream overlaps the previous kernel's tail. Each such stage expects all its bytes
+      // now; the other operand's box completes it after the wait.
+      const bool early_a = p.const_a != 0, early_b = p.const_b != 0 && cm == 1;
+      int early = 0;  // stages 0 .. early-1 hold k-tiles kt_begin .. of the first unit
+      if ((early_a || early_b) && first_unit < num_units) {
+        int m0, n0;
+        tile_origin(first_unit, m0, n0);
+        early = min(kStages, kt_end - kt_begin);
+        for (int i = 0; i < early; ++i) {
+          const uint32_t a_dst = base + i * kStageBytes;
+          mbarrier_arrive_expect_tx(full_bar(i), kStageBytes);
+          if (early_a) tma_load_2d(a_dst, &p.tma_a, (kt_begin + i) * 128, min(m0, p.m - 1), full_bar(i));
+          if (early_b) tma_load_2d(a_dst + kABytes, &p.tma_b, (kt_begin + i) * 128, n0, full_bar(i));
+        }
+      }
+      KJIT_WAIT_PREVIOUS_GRID();
       uint32_t s = 0, phase = 0;  // the next stage to fill and the parity of its current round
       bool wrapped = false;       // the ring has been filled once: wait for "empty" from now on
+      int issued = 0;             // stages issued after the wait (the first `early` are half loaded)
       for (int unit = first_unit; unit < num_units; unit += unit_step) {
         int m0, n0;
         tile_origin(unit, m0, n0);
         for (int kt = kt_begin; kt < kt_end; ++kt) {
           if (wrapped) mbarrier_wait_cluster(empty_bar(s), phase ^ 1u);
           const uint32_t a_dst = base + s * kStageBytes;
+          const bool half = issued++ < early;  // its constant operand is loading already
           // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
-          mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
+          if (!half) mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
           // With pairs, a box can start past the tensor (the second CTA of a pair on the last,
           // odd tile row; the second half of B in the last tile column): clamp its start into
           // the tensor so every box has in-bounds elements. What it then loads lands in rows of
           // the tile that lie past M or N, which are never stored.
-          tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
+          if (!(half && early_a)) tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
           if (cm == 1) {
-            tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
+            if (!(half && early_b)) tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
           } else {
             constexpr int kHalf = kBN / 2;
             tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
@@ -185,8 +219,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     return;
   }
 
-  // Consumers: warpgroup c = wg - 1 owns rows [64c, 64c + 64) of each tile.
+  // Consumers: warpgroup c = wg - 1 owns rows [64c, 64c + 64) of each tile. They read the scales
+  // (a preceding quantize kernel may write them) and the bias, and write D: after the wait.
   setmaxnreg_inc<232>();
+  KJIT_WAIT_PREVIOUS_GRID();
   const int c = wg - 1;
   const int w = t / 32, l = t % 32;
   const bool bias_bf16 = p.bias_bf16 != 0;

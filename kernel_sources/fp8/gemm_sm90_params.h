@@ -82,6 +82,11 @@ struct GemmSm90Params {
   int32_t cluster_m;     // 1, or 2 (persistent only): clusters of 2 CTAs on m-tiles 2u, 2u + 1
                          //    of one column share B: each loads BN/2 rows (tma_b's box) and
                          //    multicasts them to both
+  int32_t const_a;       // 1: A's bytes are written by no work on the stream that may still run
+  int32_t const_b;       //    (a model weight, GemmArgs::b_constant); likewise B. Such an operand's
+                         //    first ring of stages loads before the kernel waits for the previous
+                         //    grid (programmatic dependent launch). B only with cluster_m == 1
+                         //    (a multicast B loads after the wait). 0: nothing before the wait.
 };
 
 }  // namespace kjit::fp8

@@ -5,9 +5,14 @@ quantize(x, *, y=None, format="e4m3", granularity="tensor", dynamic=False, multi
     x [rows, cols] bf16/f16/f32; granularity {granularities};
     multiplier: a float or a [1] f32 device tensor; amax is None unless given or dynamic per-tensor.
 gemm(a, b, scale_a, scale_b, *, d=None, out_dtype="bf16", bias=None, scale_mode="tensorwise",
-     kernel="auto", tile="auto", stages=0, splits=0, multicast=0, fp8_format="e4m3", stream=None) -> d
+     kernel="auto", tile="auto", stages=0, splits=0, multicast=0, b_constant=False, fp8_format="e4m3",
+     stream=None) -> d
     tile "auto" | {tiles}
     D = (A · Bᵀ) · scales (+ bias); a [M, K], b [N, K] fp8 (uint8 tensors are read as fp8_format).
+    b_constant=True: b (a weight) is written by no earlier work on the stream that may still be
+    running; on sm_90 the kernel (launched with programmatic dependent launch) then loads its
+    first stages of b before waiting for the previous kernel. Runs on the current stream, so it
+    can be captured in a CUDA graph (after one call outside the capture has compiled it).
 Linear(weight, *, max_tokens, recipe="delayed", weight_granularity="row", activation_format="e4m3",
        weight_format="e4m3", history_len=16, margin=0, stream=None).forward(x, *, y, bias, out_dtype, stream)
 

@@ -412,7 +412,8 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
 
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
                 nb::handle out_dtype, nb::handle bias, std::string_view scale_mode, std::string_view kernel,
-                std::string_view tile, int stages, int splits, int multicast, nb::handle fp8_format, nb::handle stream) {
+                std::string_view tile, int stages, int splits, int multicast, bool b_constant, nb::handle fp8_format,
+                nb::handle stream) {
   OpCall call("kjit.fp8.gemm", stream);
   fp8::GemmArgs g;
   g.a = call.required(a_obj, "a");
@@ -435,6 +436,7 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   g.stages = stages;
   g.splits = splits;
   g.multicast = multicast;
+  g.b_constant = b_constant;
   const DType od = parse_dtype("kjit.fp8.gemm", "out_dtype", out_dtype);
   nb::object dout = out_or_alloc(call, d, "d", &g.d, od, {g.a.shape[0], g.b.shape[0]});
   bench::run([&] { fp8::gemm(g, call.stream()); });
@@ -547,7 +549,8 @@ void register_ops(nb::module_& m) {
       "The shape of quantize's scale_inv / amax for x [rows, cols] at `granularity`.");
   m.def("fp8_gemm", &gemm, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, nb::kw_only(), "d"_a = nb::none(),
         "out_dtype"_a = "bf16", "bias"_a = nb::none(), "scale_mode"_a = "tensorwise", "kernel"_a = "auto",
-        "tile"_a = "auto", "stages"_a = 0, "splits"_a = 0, "multicast"_a = 0, "fp8_format"_a = "e4m3",
+        "tile"_a = "auto", "stages"_a = 0, "splits"_a = 0, "multicast"_a = 0, "b_constant"_a = false,
+        "fp8_format"_a = "e4m3",
         "stream"_a = nb::none());
   nb::class_<Linear>(m, "Linear")
       .def(nb::init<nb::handle, std::string_view, std::string_view, int64_t, nb::handle, nb::handle, int, int,

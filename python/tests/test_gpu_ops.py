@@ -291,6 +291,47 @@ def test_gemm_and_linear():
     assert rel_l2(y, a32.double() @ b32.double().T) < 0.05
 
 
+@needs_fp8
+def test_gemm_chain_captured_with_constant_weights():
+    """A decode step's chain captured from torch's current stream: quantize, GEMM (b_constant),
+    quantize of its output, GEMM. On sm_90 each GEMM is launched to overlap the kernel before it
+    (programmatic dependent launch) and loads its first weight stages before waiting for it; a
+    replay with new inputs must give what the new inputs give."""
+    M, K, N1, N2 = 16, 512, 1024, 256
+    w1, sw1, _ = kjit.fp8.quantize(randn(N1, K, dtype=torch.float32), granularity="row")
+    w2, sw2, _ = kjit.fp8.quantize(randn(N2, N1, dtype=torch.float32), granularity="row")
+    x = randn(M, K, dtype=torch.float32)
+    a1 = torch.empty(M, K, device="cuda", dtype=torch.float8_e4m3fn)
+    s1 = torch.empty(M, device="cuda")
+    h = torch.empty(M, N1, device="cuda")
+    a2 = torch.empty(M, N1, device="cuda", dtype=torch.float8_e4m3fn)
+    s2 = torch.empty(M, device="cuda")
+    out = torch.empty(M, N2, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        kjit.fp8.quantize(x, y=a1, granularity="row", scale_inv=s1)
+        kjit.fp8.gemm(a1, w1, s1, sw1, d=h, out_dtype="f32", b_constant=True)
+        kjit.fp8.quantize(h, y=a2, granularity="row", scale_inv=s2)
+        kjit.fp8.gemm(a2, w2, s2, sw2, d=out, b_constant=True)
+
+    step()  # compiles and loads outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(2):
+        x.copy_(randn(M, K, dtype=torch.float32))
+        poison(a1), poison(h), poison(a2), poison(out)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_l2(a1.double() * s1.double()[:, None], x) < 0.05  # this replay's x
+        ref_h = (a1.double() * s1.double()[:, None]) @ (w1.double() * sw1.double()[:, None]).T
+        assert rel_l2(h, ref_h) < 1e-3
+        ref = (a2.double() * s2.double()[:, None]) @ (w2.double() * sw2.double()[:, None]).T
+        assert rel_l2(a2.double() * s2.double()[:, None], ref_h) < 0.05
+        assert rel_l2(out, ref) < 1e-2
+
+
 # ---- frameworks ----------------------------------------------------------------------------------------
 
 def test_cupy_inputs():

@@ -24,10 +24,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -377,6 +379,7 @@ struct GCase {
   f8::GemmKernel kernel = f8::GemmKernel::kAuto;
   int splits = 0;           // wgmma split-K (0: the planner's)
   int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
+  bool b_constant = false;  // GemmArgs::b_constant: the weight's first stages load before the wait
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
@@ -387,7 +390,8 @@ struct GCase {
            kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
            (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
-           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast);
+           " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
+           (b_constant ? " b_constant" : "");
   }
 };
 
@@ -473,6 +477,7 @@ void run_gemm(const GCase& c) {
   g.kernel = c.kernel;
   g.splits = c.splits;
   g.multicast = c.multicast;
+  g.b_constant = c.b_constant;
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -680,6 +685,22 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   c = GCase{40, 300, 512};  // one tile, no split, M < 64 (the second consumer stores nothing)
   c.kernel = f8::GemmKernel::kWgmma, c.splits = 1, c.padded = false;
   run_gemm(c);
+  // A constant weight (b_constant): the first unit's first ring of B loads before the kernel's
+  // wait, the rest after it. 144 tiles of 128x128 over 132 CTAs (some take a second unit) with 8
+  // k-tiles over 5 stages; 3 k-tiles (all of a unit early); CTA pairs, whose multicast B loads
+  // after the wait; column-major D with pairs (validation swaps: the weight is the kernel's A,
+  // loaded early beside the multicast).
+  c = GCase{1100, 2048, 1024};
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x128, c.b_constant = true, c.scales = Scales::kChannel;
+  run_gemm(c);
+  c = GCase{2100, 2296, 272};
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x256, c.b_constant = true, c.padded = false;
+  run_gemm(c);
+  c.multicast = 2;
+  run_gemm(c);
+  c = GCase{1000, 700, 1040};
+  c.kernel = f8::GemmKernel::kWgmma, c.multicast = 2, c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
+  run_gemm(c);
 }
 
 // Split-K: the CTAs of a tile (one cluster) sum their k-slices' partials in rank order through
@@ -757,6 +778,10 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
     c.kernel = f8::GemmKernel::kWgmma, c.tile = f.tile, c.stages = f.stages, c.splits = f.splits;
     c.scales = Scales::kChannel, c.bias = DType::kF32;
     run_gemm(c);
+    // The same with the weight constant: its first stages (all 6 k-tiles, or a split's 2–3, or
+    // 2 of 6 with 2 stages) load before the wait.
+    c.b_constant = true;
+    run_gemm(c);
   }
   // Column-major D with small M: validation swaps it (N' = M), the small tile takes N' as is.
   GCase c{9, 700, 512};
@@ -783,6 +808,166 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   c = GCase{300, 200, 256};
   c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x32;
   run_gemm(c);
+}
+
+// --- a decode step: a captured chain with programmatic dependent launch ----------------------
+
+/// Random finite e4m3 bytes, 8 from each draw (0x7f / 0xff, the NaNs, become ±448): fast enough
+/// for a 235 MB weight.
+std::vector<uint8_t> random_e4m3(size_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t r = rng();
+    for (size_t j = i; j < std::min(n, i + 8); ++j, r >>= 8) {
+      const uint8_t b = static_cast<uint8_t>(r);
+      v[j] = (b & 0x7f) == 0x7f ? static_cast<uint8_t>(b ^ 1) : b;
+    }
+  }
+  return v;
+}
+
+/// [rows, cols] bf16 bits as floats (exact).
+std::vector<float> bf16_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> f(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = kt::bf16_to_float(bits[i]);
+  return f;
+}
+
+/// One layer-like chain of a decode step, every kernel back to back on one stream:
+///   GEMM1   D1 [M, N1] bf16 = A0 · W1ᵀ            (A0 [M, K0], per-tensor scales)
+///   quantize A1 [M, N1] e4m3, sa1 [M] = per-row quantization of D1
+///   GEMM2   D2 [M, N2] bf16 = A1 · W2ᵀ · sa1 · sb2   (reads what quantize wrote: RAW)
+///   GEMM3   D3 [M, N1/4] f32 = A0 · W3ᵀ, D3 in A1's bytes (overwrites what GEMM2 reads: WAR)
+/// GEMM2 and GEMM3 declare their weights constant, so their first weight stages load before they
+/// wait for the previous kernel. On sm_90 each GEMM may start while the kernel before it runs; a
+/// read or write placed before the kernel's wait shows as poison (NaN) or as a wrong D2. Checked
+/// eagerly on the stream, then over replays of the captured graph with fresh inputs and
+/// poisoned outputs each time, against float64 references.
+struct ChainCase {
+  int64_t m, k0, n1, n2;
+};
+
+void run_chain(const ChainCase& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(testing::Message() << "M " << c.m << " K0 " << c.k0 << " N1 " << c.n1 << " N2 " << c.n2 << " seed "
+                                  << seed);
+  std::mt19937_64 rng(seed);
+  const int64_t m = c.m, k0 = c.k0, n1 = c.n1, n2 = c.n2, n3 = c.n1 / 4;
+  std::uniform_real_distribution<float> sd(0.01f, 0.3f);
+  auto scales = [&](int64_t n) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (auto& v : s) v = sd(rng);
+    return s;
+  };
+  // The weights and their scales: uploaded once (a model's).
+  const std::vector<uint8_t> w1 = random_e4m3(static_cast<size_t>(n1 * k0), rng);
+  const std::vector<uint8_t> w2 = random_e4m3(static_cast<size_t>(n2 * n1), rng);
+  const std::vector<uint8_t> w3 = random_e4m3(static_cast<size_t>(n3 * k0), rng);
+  const std::vector<float> sb1 = scales(1), sb2 = scales(n2), sb3 = scales(n3);
+  kt::DeviceBuffer dw1 = kt::to_device(w1), dw2 = kt::to_device(w2), dw3 = kt::to_device(w3);
+  kt::DeviceBuffer dsb1 = kt::to_device(sb1), dsb2 = kt::to_device(sb2), dsb3 = kt::to_device(sb3);
+  kt::DeviceBuffer da0(static_cast<size_t>(m * k0)), dsa0(4);
+  kt::DeviceBuffer dd1(static_cast<size_t>(m * n1 * 2)), da1(static_cast<size_t>(m * n1));
+  kt::DeviceBuffer dsa1(static_cast<size_t>(m * 4)), dd2(static_cast<size_t>(m * n2 * 2));
+
+  f8::GemmArgs g1, g2, g3;
+  g1.a = TensorRef(da0.get(), DType::kE4M3, {m, k0}, {}, 0);
+  g1.b = TensorRef(dw1.get(), DType::kE4M3, {n1, k0}, {}, 0);
+  g1.d = TensorRef(dd1.get(), DType::kBF16, {m, n1}, {}, 0);
+  g1.scale_a = TensorRef(dsa0.get(), DType::kF32, {1}, {}, 0);
+  g1.scale_b = TensorRef(dsb1.get(), DType::kF32, {1}, {}, 0);
+  f8::QuantizeArgs q;
+  q.x = g1.d;
+  q.y = TensorRef(da1.get(), DType::kE4M3, {m, n1}, {}, 0);
+  q.granularity = f8::Granularity::kRow;
+  q.scale_inv = TensorRef(dsa1.get(), DType::kF32, {m}, {}, 0);
+  g2.a = q.y;
+  g2.b = TensorRef(dw2.get(), DType::kE4M3, {n2, n1}, {}, 0);
+  g2.d = TensorRef(dd2.get(), DType::kBF16, {m, n2}, {}, 0);
+  g2.scale_a = q.scale_inv;
+  g2.scale_b = TensorRef(dsb2.get(), DType::kF32, {n2}, {}, 0);
+  g2.b_constant = true;
+  g3.a = g1.a;
+  g3.b = TensorRef(dw3.get(), DType::kE4M3, {n3, k0}, {}, 0);
+  g3.d = TensorRef(da1.get(), DType::kF32, {m, n3}, {}, 0);  // A1's bytes
+  g3.scale_a = g1.scale_a;
+  g3.scale_b = TensorRef(dsb3.get(), DType::kF32, {n3}, {}, 0);
+  g3.b_constant = true;
+  // The wgmma launches ask for PDL (the chain would otherwise test plain stream order).
+  for (const f8::GemmArgs* g : {&g1, &g2, &g3}) {
+    const auto l = f8::detail::GemmOp::launch_value(*g, kjit::Runtime::global());
+    ASSERT_NE(l.step<1>().kernel, nullptr);
+    EXPECT_TRUE(l.step<1>().config.overlap_previous);
+  }
+
+  CUstream stream = nullptr;
+  KJIT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  auto chain = [&] {
+    f8::gemm(g1, stream);
+    f8::quantize(q, stream);
+    f8::gemm(g2, stream);
+    f8::gemm(g3, stream);
+  };
+  // Fresh activations and poisoned outputs, then the chain `run` runs, then every output checked.
+  auto check = [&](const char* what, const std::function<void()>& run) {
+    SCOPED_TRACE(what);
+    const std::vector<uint8_t> a0 = random_e4m3(static_cast<size_t>(m * k0), rng);
+    const std::vector<float> sa0 = scales(1);
+    da0.upload(a0);
+    dsa0.upload(sa0);
+    dd1.fill(0xFF);
+    da1.fill(0xFF);
+    dsa1.fill(0xFF);
+    dd2.fill(0xFF);
+    run();
+    KJIT_CU(cuStreamSynchronize(stream));
+    // D1 against float64; then the quantization of the D1 the GPU wrote (quantize is exact).
+    kt::Fp8GemmProblem p1{m, n1, k0};
+    p1.a = a0, p1.b = w1, p1.scale_a = sa0, p1.scale_b = sb1;
+    const std::vector<float> d1 = bf16_floats(dd1.download<uint16_t>(static_cast<size_t>(m * n1)));
+    const kt::Comparison c1 = kt::compare(d1, kt::fp8_gemm_reference(p1));
+    EXPECT_TRUE(c1.ok(1e-2)) << "D1: " << c1.describe();
+    const kt::Fp8QuantizeReference qr =
+        kt::fp8_quantize_reference(d1, m, n1, Fp8Format::kE4M3, kt::Fp8Granularity::kRow, false);
+    kt::Fp8GemmProblem p2{m, n2, n1};
+    p2.a = qr.y, p2.b = w2, p2.scale_a = qr.scale_inv, p2.scale_b = sb2;
+    const kt::Comparison c2 =
+        kt::compare(bf16_floats(dd2.download<uint16_t>(static_cast<size_t>(m * n2))), kt::fp8_gemm_reference(p2));
+    EXPECT_TRUE(c2.ok(1e-2)) << "D2 (A1 read before quantize wrote it, or after GEMM3 overwrote it?): "
+                             << c2.describe();
+    kt::Fp8GemmProblem p3{m, n3, k0};
+    p3.a = a0, p3.b = w3, p3.scale_a = sa0, p3.scale_b = sb3;
+    const kt::Comparison c3 = kt::compare(da1.download<float>(static_cast<size_t>(m * n3)), kt::fp8_gemm_reference(p3));
+    EXPECT_TRUE(c3.ok(2e-3)) << "D3: " << c3.describe();
+  };
+  check("eager, on the stream", chain);  // also loads every kernel outside the capture
+
+  const kjit::detail::Driver& d = kjit::detail::driver();
+  ASSERT_EQ(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  chain();
+  CUgraph graph = nullptr;
+  ASSERT_EQ(d.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(d.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  for (int replay = 0; replay < 3; ++replay) {
+    check("graph replay", [&] { ASSERT_EQ(d.cuGraphLaunch(exec, stream), CUDA_SUCCESS); });
+  }
+  d.cuGraphExecDestroy(exec);
+  d.cuGraphDestroy(graph);
+  KJIT_CU(cuStreamDestroy(stream));
+}
+
+TEST(Fp8GemmGpu, DecodeChainWithProgrammaticLaunch) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel (the one launched with PDL) is sm_90a only";
+  // M 1 and 16 over N·K 7168·2048 (GEMM1: 64x16 tiles) and 4096·7168 (GEMM2: 64x16 or 64x32
+  // over 2 splits); M 100 with GEMM1 split 2 ways over 128x128 tiles; M 256, persistent; M 1 over
+  // the 70B up-projection 28672·8192 (128x16 tiles, more tiles than SMs).
+  for (const ChainCase& c : {ChainCase{1, 2048, 7168, 4096}, ChainCase{16, 2048, 7168, 4096},
+                             ChainCase{100, 4096, 2048, 1024}, ChainCase{256, 1024, 2048, 1024},
+                             ChainCase{1, 8192, 28672, 1024}}) {
+    run_chain(c);
+  }
 }
 
 // The op's second planning phase: the first plan of M = 128, N = 4096, K = 8192 assumes all 32

@@ -591,7 +591,7 @@ TEST(Fp8Plan, UnsupportedBelowSm89NamesTheArch) {
   EXPECT_NO_THROW(gemm_plan(g, f8::GemmTile::kAuto, 0, device(10, 0, 148, 232448)));
 }
 
-fd::GemmDims problem(int64_t m, int64_t n, int64_t k, bool block = false) {
+f8::GemmArgs problem_args(int64_t m, int64_t n, int64_t k, bool block = false) {
   f8::GemmArgs a = gemm_args(block);
   a.a = TensorRef(fake_ptr(0), DType::kE4M3, {m, k}, {}, 0);
   a.b = TensorRef(fake_ptr(0x10000000), DType::kE4M3, {n, k}, {}, 0);
@@ -602,7 +602,11 @@ fd::GemmDims problem(int64_t m, int64_t n, int64_t k, bool block = false) {
   } else {
     a.scale_a = TensorRef(fake_ptr(0x30000000), DType::kF32, {1}, {}, 0);
   }
-  return fd::validate_gemm(a);
+  return a;
+}
+
+fd::GemmDims problem(int64_t m, int64_t n, int64_t k, bool block = false) {
+  return fd::validate_gemm(problem_args(m, n, k, block));
 }
 
 TEST(Fp8Plan, KernelChoice) {
@@ -936,6 +940,82 @@ TEST(Fp8Plan, ClusterCapacityPhases) {
   EXPECT_EQ(fd::gemm_assumed_cluster_size(gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h, K::kAuto, 0, 2), pairs), 2);
   // An empty output plans nothing, whatever the overrides.
   EXPECT_EQ(gemm_plan(problem(0, 4096, 4096), T::k128x256, 0, l40s()).choice.family, nullptr);
+}
+
+// Programmatic dependent launch: the wgmma kernel waits for the previous grid before it reads
+// what that grid may write, so its launches ask to overlap it wherever the target has PDL; the
+// mma.sync kernel does not wait, so it never overlaps. The launch carries the plan's shape, and
+// split-K's cluster beside the PDL attribute.
+TEST(Fp8Plan, LaunchConfigOverlapsThePreviousKernelOnHopper) {
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  const kjit::DeviceInfo h = h200(), l40 = l40s(), b200 = device(10, 0, 148, 232448);
+  struct Case {
+    int64_t m, n, k;
+    int splits;  // of the plan, the launch's cluster size when > 1
+  };
+  // The decode shapes: small tiles (M 1, 16), split-K small tiles (N 4096 K 7168), the 70B
+  // up-projection and a large persistent problem.
+  for (const Case& c : {Case{1, 7168, 2048, 1}, Case{16, 7168, 2048, 1}, Case{1, 4096, 7168, 2},
+                        Case{256, 28672, 8192, 1}, Case{4096, 4096, 4096, 1}}) {
+    SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
+    const fd::GemmPlan p = fd::plan_gemm(problem(c.m, c.n, c.k), h);
+    ASSERT_TRUE(p.wgmma);
+    EXPECT_EQ(p.splits, c.splits);
+    const kjit::LaunchConfig lc = fd::gemm_launch_config(p, h);
+    EXPECT_TRUE(lc.overlap_previous);
+    EXPECT_EQ(lc.grid[0], static_cast<uint32_t>(p.grid));
+    EXPECT_EQ(lc.block[0], 384u);
+    EXPECT_EQ(lc.dynamic_smem_bytes, static_cast<uint32_t>(p.smem_bytes));
+    EXPECT_EQ(lc.cluster[0], static_cast<uint32_t>(c.splits));
+    // The same plan on a target without PDL (sm_80) does not ask for it.
+    EXPECT_FALSE(fd::gemm_launch_config(p, device(8, 0, 108, 166912)).overlap_previous);
+  }
+  // CTA pairs: cluster of 2 and PDL in one launch.
+  const fd::GemmPlan pairs = gemm_plan(problem(4096, 4096, 4096), T::kAuto, 0, h, K::kAuto, 0, 2);
+  EXPECT_EQ(fd::gemm_launch_config(pairs, h).cluster[0], 2u);
+  EXPECT_TRUE(fd::gemm_launch_config(pairs, h).overlap_previous);
+  // The mma.sync kernel: forced on the H200, planned on sm_89 and sm_100 (no wgmma there).
+  const fd::GemmPlan mma = gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h, K::kMmaSync);
+  ASSERT_FALSE(mma.wgmma);
+  EXPECT_FALSE(fd::gemm_launch_config(mma, h).overlap_previous);
+  EXPECT_EQ(fd::gemm_launch_config(mma, h).cluster[0], 1u);
+  for (const kjit::DeviceInfo& info : {l40, b200}) {
+    const fd::GemmPlan p = fd::plan_gemm(problem(1, 7168, 2048), info);
+    ASSERT_FALSE(p.wgmma);
+    EXPECT_FALSE(fd::gemm_launch_config(p, info).overlap_previous);
+  }
+}
+
+// GemmArgs::b_constant marks the weight constant, whichever operand of the kernel it becomes
+// (the small tiles' swap, the column-major D's swap, both); by default nothing is.
+TEST(Fp8Plan, ConstantWeightReachesTheKernelsOperand) {
+  const kjit::DeviceInfo h = h200();
+  auto kernel_params = [&](f8::GemmArgs a) {
+    const fd::GemmDims d = fd::validate_gemm(a);
+    return fd::sm90_params(d, fd::plan_gemm(d, h));
+  };
+  f8::GemmArgs a = problem_args(1, 7168, 2048);  // small tile, swapped: the weight is the kernel's A
+  EXPECT_EQ(kernel_params(a).const_a, 0);
+  EXPECT_EQ(kernel_params(a).const_b, 0);
+  a.b_constant = true;
+  EXPECT_EQ(kernel_params(a).const_a, 1);
+  EXPECT_EQ(kernel_params(a).const_b, 0);
+  a = problem_args(256, 28672, 8192);  // large tiles, not swapped: the weight is the kernel's B
+  a.b_constant = true;
+  EXPECT_EQ(kernel_params(a).const_a, 0);
+  EXPECT_EQ(kernel_params(a).const_b, 1);
+  // Column-major D: validation swaps (the weight becomes A'), a large M keeps it there.
+  a.d = TensorRef(fake_ptr(0x20000000), DType::kBF16, {256, 28672}, {1, 256}, 0);
+  EXPECT_EQ(kernel_params(a).const_a, 1);
+  EXPECT_EQ(kernel_params(a).const_b, 0);
+  // Column-major D with M = 8: validation's swap puts the weight on A' and the 8 rows on N', the
+  // small side already, so the planner does not swap back.
+  a = problem_args(8, 4096, 7168);
+  a.b_constant = true;
+  a.d = TensorRef(fake_ptr(0x20000000), DType::kBF16, {8, 4096}, {1, 8}, 0);
+  EXPECT_EQ(kernel_params(a).const_a, 1);
+  EXPECT_EQ(kernel_params(a).const_b, 0);
 }
 
 // Deliberate: a tile outside the GemmTile values is rejected whichever kernel runs (the wgmma

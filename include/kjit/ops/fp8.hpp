@@ -182,6 +182,16 @@ struct GemmArgs {
   /// slower on the H200: docs/perf-notes.md). 2 with splits > 1 or on the mma.sync kernel is an
   /// InvalidArgument.
   int multicast = 0;
+  /// Declares B (a model weight) constant: its bytes are written by no work on `stream` that can
+  /// still be running when this call's kernel starts. On sm_90 the wgmma kernel is launched with
+  /// programmatic dependent launch (it may start while the previous kernel in the stream runs,
+  /// and waits for it before reading A, the scales or the bias and before writing D); with
+  /// b_constant it also loads its first pipeline stages of B before that wait, overlapping the
+  /// weight's DRAM stream with the previous kernel's tail. Under PDL a kernel can start while
+  /// kernels two or more launches back still run, so "no work that can still be running" means
+  /// every earlier kernel on the stream, not only the last one. false (the default) reads nothing
+  /// before the wait. scale_b is always read after it.
+  bool b_constant = false;
 };
 
 /// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores

@@ -122,7 +122,24 @@ GemmSm90Params sm90_params(const GemmDims& g, const GemmPlan& plan) {
   p.tma_store = !sm90_small_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
   p.cluster_m = plan.cluster_m;
+  p.const_a = (swap ? g.b_const : g.a_const) ? 1 : 0;
+  p.const_b = (swap ? g.a_const : g.b_const) ? 1 : 0;
   return p;
+}
+
+LaunchConfig gemm_launch_config(const GemmPlan& plan, const DeviceInfo& info) {
+  LaunchConfig config;
+  config.grid[0] = static_cast<uint32_t>(plan.grid);
+  config.block[0] = static_cast<uint32_t>(plan.threads);
+  config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
+  if (!plan.wgmma) return config;
+  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do B-sharing pairs.
+  if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
+  if (plan.cluster_m > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m);
+  // In a decode step (a graph of back-to-back small GEMMs) the CTA prologue and the first weight
+  // loads overlap the previous kernel's tail instead of following it.
+  config.overlap_previous = info.target().has_pdl();
+  return config;
 }
 
 GemmPlan GemmOp::refine(const GemmDims& g, const GemmPlan& plan, const LoadedProgram& program,
@@ -141,13 +158,10 @@ GemmPlan GemmOp::refine(const GemmDims& g, const GemmPlan& plan, const LoadedPro
 
 GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const GemmPlan& plan,
                              const LoadedProgram* program, kjit::detail::Workspace /*workspace*/,
-                             const DeviceInfo& /*info*/) {
+                             const DeviceInfo& info) {
   Launch l;
   if (program == nullptr) return l;
-  LaunchConfig config;
-  config.grid[0] = static_cast<uint32_t>(plan.grid);
-  config.block[0] = static_cast<uint32_t>(plan.threads);
-  config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
+  const LaunchConfig config = gemm_launch_config(plan, info);
   if (!plan.wgmma) {
     auto& step = l.step<0>();
     step.kernel = &program->kernel(0);
@@ -155,9 +169,6 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
     step.params = mma_params(g, plan);
     return l;
   }
-  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do B-sharing pairs.
-  if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
-  if (plan.cluster_m > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m);
   auto& step = l.step<1>();
   step.kernel = &program->kernel(0);
   step.config = config;

@@ -17,6 +17,7 @@
 /// GemmOp::launch_value.
 
 #include <kjit/device.hpp>
+#include <kjit/launch.hpp>
 #include <kjit/ops/fp8.hpp>
 
 #include "fp8/gemm_params.h"
@@ -53,6 +54,8 @@ struct GemmDims {
   bool out_f32 = false;
   bool block = false;           ///< ScaleMode::kBlockwise
   bool swapped = false;         ///< D was column-major: A' = B, B' = A, scales swapped
+  bool a_const = false;         ///< A' is constant: GemmArgs::b_constant with `swapped` (A' = B)
+  bool b_const = false;         ///< B' is constant: GemmArgs::b_constant without `swapped`
   GemmParams params{};          ///< everything but tiles_m / tiles_n
   GemmForce force;
 };
@@ -141,6 +144,13 @@ GemmTile gemm_tile_of(int bm, int bn);
 /// smaller side, so that it lands on the tile's small side (GemmPlan::swap_ab). The one rule the
 /// planner and the tuner's point matching share.
 inline bool small_tile_swaps(const GemmDims& dims) { return dims.m < dims.n; }
+
+/// The launch shape of `plan` on `info`'s device, all but the stream: grid, CTA, dynamic shared
+/// memory, the cluster (split-K's S CTAs, or the CTA pairs) and, for the wgmma kernel on a target
+/// with programmatic dependent launch (Target::has_pdl), overlap_previous (the kernel waits for
+/// the previous grid before it reads A or the scales or writes D). The mma.sync kernel does not
+/// wait, so it never overlaps. Pure.
+LaunchConfig gemm_launch_config(const GemmPlan& plan, const DeviceInfo& info);
 
 /// The mma.sync kernel's Params for a validated problem under `plan`; pure.
 GemmParams mma_params(const GemmDims& dims, const GemmPlan& plan);

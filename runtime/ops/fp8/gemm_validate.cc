@@ -226,6 +226,7 @@ GemmDims validate_gemm(const GemmArgs& args) {
   p.bias_rows = g.swapped ? 1 : 0;
   p.vec_store = reinterpret_cast<uintptr_t>(d.data) % 16 == 0 && (ldd * elem) % 16 == 0 ? 1 : 0;
   g.force = {args.kernel, args.tile, args.stages, args.splits, args.multicast};
+  (g.swapped ? g.a_const : g.b_const) = args.b_constant;
   return g;
 }
 

@@ -246,6 +246,9 @@ void Linear::forward(const TensorRef& x, const TensorRef& y, CUstream stream, co
   g.scale_b = weight_scale_inv();
   g.scale_mode = config_.recipe == Recipe::kDynamicBlock ? ScaleMode::kBlockwise : ScaleMode::kTensorwise;
   g.bias = bias;
+  // The weight is written only by the constructor, and the quantize launched just above (a plain
+  // launch, not an overlapping one) starts after all of that: the GEMM may load it before its wait.
+  g.b_constant = true;
   fp8::gemm(g, stream, *runtime_);
 
   if (config_.recipe == Recipe::kDelayed) {
