@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 rm -rf build-run
 cp -a build build-run
 find build-run -name '*.o' -delete
-rm -rf build-run/tests/cli-work build-run/Testing build-run/tests/CMakeFiles build-run/tests/fuzz build-run/CMakeFiles
+rm -rf build-run/tests/cli-work build-run/Testing build-run/tests/CMakeFiles build-run/tests/fuzz
 # The device runs the GPU suites only (h200_session.sh); the CPU suites run here and in CI.
 find build-run/tests -maxdepth 1 -type f -executable ! -name 'gpu_*' -delete
 # The Debian libraries libkjit links (fmt, xxHash, hiredis, libsodium) beside it: the device
