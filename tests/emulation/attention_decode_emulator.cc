@@ -82,21 +82,8 @@ struct Case {
 bool run(const Case& c, bool late, uint64_t seed) {
   emu::g_late_copies = late;
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int64_t B = c.batch, L = c.len, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;
-  kt::DecodeProblem pr;
-  pr.batch = B;
-  pr.max_kv_len = L;
-  pr.q_heads = Hq;
-  pr.kv_heads = Hkv;
-  pr.head_dim = D;
-  pr.scale = 1.f / std::sqrt(static_cast<float>(D));
-  pr.q.resize(B * Hq * D);
-  for (float& x : pr.q) x = kt::round_bf16(2.f * u(rng));
-  pr.k.resize(B * L * Hkv * D);
-  pr.v.resize(pr.k.size());
-  for (float& x : pr.k) x = kt::round_bf16(u(rng));
-  for (float& x : pr.v) x = kt::round_bf16(u(rng));
+  kt::DecodeProblem pr = kt::random_decode_problem(B, L, Hq, Hkv, D, rng());
   pr.kv_lens.assign(B, static_cast<int32_t>(L));
   if (c.ragged) {
     for (int64_t b = 1; b < B; ++b) pr.kv_lens[b] = std::uniform_int_distribution<int>(0, static_cast<int>(L))(rng);

@@ -340,13 +340,7 @@ TEST_F(AttentionPagedGpu, DecodeLoopAppendThenDecodeMatchesContiguousDecode) {
     ASSERT_NO_THROW(kjit::attention::decode(dc, ws_contig.get(), ws2, nullptr));
     kjit::testing::synchronize();
 
-    kjit::testing::DecodeProblem pr;
-    pr.batch = B;
-    pr.max_kv_len = cap;
-    pr.q_heads = Hq;
-    pr.kv_heads = Hkv;
-    pr.head_dim = D;
-    pr.scale = 1.0 / std::sqrt(double{D});
+    kjit::testing::DecodeProblem pr = kjit::testing::decode_problem(B, cap, Hq, Hkv, D);
     pr.q = q;
     pr.k = kc;
     pr.v = vc;

@@ -19,6 +19,7 @@
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
+#include "tools/testing/random.hpp"
 #include "tools/testing/reference_attention.hpp"
 
 #include <gtest/gtest.h>
@@ -49,30 +50,11 @@ struct DecodeSetup {
   size_t ws_bytes = 0;
 
   DecodeSetup(int batch, int len, int q_heads, int kv_heads, int head_dim, int splits, uint64_t seed) {
-    kt::DecodeProblem& p = problem;
-    p.batch = batch;
-    p.max_kv_len = len;
-    p.q_heads = q_heads;
-    p.kv_heads = kv_heads;
-    p.head_dim = head_dim;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    auto fill = [&](std::vector<float>& x, size_t n) {
-      x.resize(n);
-      for (float& f : x) f = kt::round_bf16(u(rng));
-    };
-    fill(p.q, static_cast<size_t>(batch) * q_heads * head_dim);
-    fill(p.k, static_cast<size_t>(batch) * len * kv_heads * head_dim);
-    fill(p.v, p.k.size());
-    auto bits = [](const std::vector<float>& x) {
-      std::vector<uint16_t> b(x.size());
-      for (size_t i = 0; i < x.size(); ++i) b[i] = kt::float_to_bf16(x[i]);
-      return b;
-    };
-    q = kt::to_device(bits(p.q));
-    k = kt::to_device(bits(p.k));
-    v = kt::to_device(bits(p.v));
+    problem = kt::random_decode_problem(batch, len, q_heads, kv_heads, head_dim, seed, 1.f);
+    const kt::DecodeProblem& p = problem;
+    q = kt::to_device(kt::bf16_bits(p.q));
+    k = kt::to_device(kt::bf16_bits(p.k));
+    v = kt::to_device(kt::bf16_bits(p.v));
     out = kt::DeviceBuffer(p.q.size() * 2);
     args.q = TensorRef(q.get(), DType::kBF16, {batch, 1, q_heads, head_dim}, {}, 0);
     args.k = TensorRef(k.get(), DType::kBF16, {batch, len, kv_heads, head_dim}, {}, 0);

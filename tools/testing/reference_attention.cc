@@ -6,6 +6,7 @@
 
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
+#include "tools/testing/random.hpp"
 
 #include <fmt/format.h>
 
@@ -68,6 +69,93 @@ DecodeReference decode_reference(const DecodeProblem& p) {
   worker();
   for (auto& t : threads) t.join();
   return r;
+}
+
+DecodeProblem decode_problem(int64_t batch, int64_t max_kv_len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
+  DecodeProblem p;
+  p.batch = batch;
+  p.max_kv_len = max_kv_len;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return p;
+}
+
+DecodeProblem random_decode_problem(int64_t batch, int64_t max_kv_len, int64_t q_heads, int64_t kv_heads,
+                                    int64_t head_dim, uint64_t seed, float q_range) {
+  DecodeProblem p = decode_problem(batch, max_kv_len, q_heads, kv_heads, head_dim);
+  const size_t kv = static_cast<size_t>(batch * max_kv_len * kv_heads * head_dim);
+  p.q = random_bf16_values(static_cast<size_t>(batch * q_heads * head_dim), q_range, seed);
+  p.k = random_bf16_values(kv, 1.f, seed + 1);
+  p.v = random_bf16_values(kv, 1.f, seed + 2);
+  return p;
+}
+
+PrefillProblem random_prefill_problem(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int64_t q_heads,
+                                      int64_t kv_heads, int64_t head_dim, bool causal, uint64_t seed, float q_range) {
+  PrefillProblem p;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  p.q_lens = std::move(q_lens);
+  p.kv_lens = std::move(kv_lens);
+  p.causal = causal;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  p.q = random_bf16_values(static_cast<size_t>(p.total_q() * q_heads * head_dim), q_range, seed);
+  p.k = random_bf16_values(static_cast<size_t>(p.total_kv() * kv_heads * head_dim), 1.f, seed + 1);
+  p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
+  return p;
+}
+
+size_t PagedKVImage::offset(int64_t page, int which, int64_t slot, int64_t h, int64_t d) const {
+  const int64_t row = kv_heads * head_dim;
+  if (interleaved) return static_cast<size_t>(((page * 2 + which) * page_size + slot) * row + h * head_dim + d);
+  return static_cast<size_t>((which * num_pages + page) * page_size * row + slot * row + h * head_dim + d);
+}
+
+PagedKVImage paged_kv_image(const std::vector<int>& lens, int64_t kv_heads, int64_t head_dim, const PagedLayout& layout,
+                            std::mt19937_64& rng, const std::vector<float>* k, const std::vector<float>* v) {
+  PagedKVImage c;
+  c.page_size = layout.page_size;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.interleaved = layout.interleaved;
+  int64_t pages = 0;
+  for (int len : lens) pages += (len + c.page_size - 1) / c.page_size;
+  c.num_pages = pages + layout.spare_pages;
+  std::vector<int32_t> order(static_cast<size_t>(c.num_pages));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);  // scattered pages, as in a real pool
+  // The table, request by request over the shuffled ids.
+  c.indptr.assign(1, 0);
+  std::vector<size_t> slot_of;  // per packed token: its K row's offset in the pool
+  size_t next = 0;
+  for (int len : lens) {
+    const int n = (len + c.page_size - 1) / c.page_size;
+    for (int i = 0; i < n; ++i) c.indices.push_back(order[next++]);
+    for (int j = 0; k != nullptr && j < len; ++j) {
+      slot_of.push_back(c.offset(c.indices[c.indptr.back() + j / c.page_size], 0, j % c.page_size, 0, 0));
+    }
+    c.indptr.push_back(static_cast<int32_t>(c.indices.size()));
+    // No pages: the value is ignored; give a non-zero one to make sure it is.
+    c.last.push_back(n > 0 ? len - (n - 1) * c.page_size : c.page_size);
+  }
+  // Fixed-capacity table: trailing entries point at spare (all-NaN) pages.
+  for (int i = 0; i < layout.spare_pages; ++i) c.indices.push_back(order[order.size() - 1 - i]);
+  constexpr uint16_t kNaN = 0xFFFF;  // bf16 NaN
+  c.pool.assign(static_cast<size_t>(2 * c.num_pages * c.page_size * kv_heads * head_dim), kNaN);
+  if (k == nullptr) return c;
+  const size_t row = static_cast<size_t>(kv_heads * head_dim);
+  const size_t v_from_k = c.offset(0, 1, 0, 0, 0) - c.offset(0, 0, 0, 0, 0);  // V's row beside K's
+  parallel_for(slot_of.size() * row, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const size_t at = slot_of[i / row] + i % row;
+      c.pool[at] = float_to_bf16((*k)[i]);
+      c.pool[at + v_from_k] = float_to_bf16((*v)[i]);
+    }
+  });
+  return c;
 }
 
 int64_t PrefillProblem::total_q() const {
@@ -173,23 +261,11 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
   DecodeCaseResult result;
   result.seed = seed;
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   const int64_t B = c.batch, L = c.max_kv_len, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;
   constexpr uint16_t kPoison = 0xFFFF;  // bf16 NaN
 
-  DecodeProblem pr;
-  pr.batch = B;
-  pr.max_kv_len = L;
-  pr.q_heads = Hq;
-  pr.kv_heads = Hkv;
-  pr.head_dim = D;
-  pr.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(D));
-  pr.q.resize(static_cast<size_t>(B * Hq * D));
-  for (float& x : pr.q) x = round_bf16(uniform(rng) * c.q_range);
-  pr.k.resize(static_cast<size_t>(B * L * Hkv * D));
-  pr.v.resize(pr.k.size());
-  for (float& x : pr.k) x = round_bf16(uniform(rng));
-  for (float& x : pr.v) x = round_bf16(uniform(rng));
+  DecodeProblem pr = random_decode_problem(B, L, Hq, Hkv, D, rng(), c.q_range);
+  if (c.scale != 0.f) pr.scale = c.scale;
   if (c.ragged || c.pass_kv_lens) {
     pr.kv_lens.assign(static_cast<size_t>(B), static_cast<int32_t>(L));
     if (c.ragged) {
@@ -313,11 +389,9 @@ namespace {
 constexpr uint16_t kPoison16 = 0xFFFF;  // bf16 NaN
 constexpr uint32_t kPoison32 = 0xFFFFFFFFu;
 
+/// `n` bf16-exact values in [-range, range): random_bf16_values with a seed drawn from `rng`.
 std::vector<float> random_values(std::mt19937_64& rng, size_t n, float range) {
-  std::uniform_real_distribution<float> u(-range, range);
-  std::vector<float> x(n);
-  for (float& v : x) v = round_bf16(u(rng));
-  return x;
+  return random_bf16_values(n, range, rng());
 }
 
 float bits_to_float(uint32_t bits) {
@@ -326,80 +400,26 @@ float bits_to_float(uint32_t bits) {
   return f;
 }
 
-/// A paged cache built on the host and uploaded (or filled through append_paged_kv).
-struct TestCache {
-  std::vector<int32_t> indptr, indices, last;
-  int64_t num_pages = 0;
-  int page_size = 1;
-  int64_t kv_heads = 0, head_dim = 0;
-  bool interleaved = false;
-  std::vector<uint16_t> image;  ///< the pool(s) as uploaded: [pages][2][ps][H][D] or k then v
-  DeviceBuffer pool, d_indptr, d_indices, d_last;
+/// A paged cache built on the host (paged_kv_image) and uploaded, or filled through
+/// append_paged_kv.
+struct TestCache : PagedKVImage {
+  DeviceBuffer d_pool, d_indptr, d_indices, d_last;
   attention::PagedKVCache cache;
-
-  /// Element offset of (page, which = 0 K / 1 V, slot, head, d) in `image`.
-  size_t offset(int64_t page, int which, int64_t slot, int64_t h, int64_t d) const {
-    const int64_t row = kv_heads * head_dim;
-    if (interleaved) return static_cast<size_t>(((page * 2 + which) * page_size + slot) * row + h * head_dim + d);
-    return static_cast<size_t>((which * num_pages + page) * page_size * row + slot * row + h * head_dim + d);
-  }
 };
 
-/// Table for `lens` over pages drawn from `order` (shuffled page ids), request by request.
-void fill_table(TestCache& c, const std::vector<int>& lens, const std::vector<int32_t>& order, int spare) {
-  c.indptr.assign(1, 0);
-  c.indices.clear();
-  c.last.clear();
-  size_t next = 0;
-  for (int len : lens) {
-    const int pages = (len + c.page_size - 1) / c.page_size;
-    for (int i = 0; i < pages; ++i) c.indices.push_back(order[next++]);
-    c.indptr.push_back(static_cast<int32_t>(c.indices.size()));
-    // No pages: the value is ignored; give a non-zero one to make sure it is.
-    c.last.push_back(pages > 0 ? len - (pages - 1) * c.page_size : c.page_size);
-  }
-  // Fixed-capacity table: trailing entries point at spare (all-NaN) pages.
-  for (int i = 0; i < spare; ++i) c.indices.push_back(order[order.size() - 1 - i]);
-}
-
-/// Builds the pools for `lens` (K/V rows from the packed k/v of those lengths). With `scatter`
+/// Uploads the pools for `lens` (K/V rows from the packed k/v of those lengths). With `scatter`
 /// the rows are written on the host; else the pools stay NaN (to be appended).
 TestCache make_cache(const std::vector<int>& lens, int64_t Hkv, int64_t D, const PagedLayout& layout,
                      const std::vector<float>& k, const std::vector<float>& v, std::mt19937_64& rng, bool scatter) {
   TestCache c;
-  c.page_size = layout.page_size;
-  c.kv_heads = Hkv;
-  c.head_dim = D;
-  c.interleaved = layout.interleaved;
-  int64_t pages = 0;
-  for (int len : lens) pages += (len + c.page_size - 1) / c.page_size;
-  c.num_pages = pages + layout.spare_pages;
-  std::vector<int32_t> order(static_cast<size_t>(c.num_pages));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::shuffle(order.begin(), order.end(), rng);
-  fill_table(c, lens, order, layout.spare_pages);
-  c.image.assign(static_cast<size_t>(2 * c.num_pages * c.page_size * Hkv * D), kPoison16);
-  if (scatter) {
-    int64_t first = 0;
-    for (size_t b = 0; b < lens.size(); ++b) {
-      for (int64_t j = 0; j < lens[b]; ++j) {
-        const int64_t page = c.indices[c.indptr[b] + j / c.page_size];
-        for (int64_t h = 0; h < Hkv; ++h)
-          for (int64_t d = 0; d < D; ++d) {
-            const size_t src = static_cast<size_t>(((first + j) * Hkv + h) * D + d);
-            c.image[c.offset(page, 0, j % c.page_size, h, d)] = float_to_bf16(k[src]);
-            c.image[c.offset(page, 1, j % c.page_size, h, d)] = float_to_bf16(v[src]);
-          }
-      }
-      first += lens[b];
-    }
-  }
-  c.pool = to_device(c.image);
+  static_cast<PagedKVImage&>(c) =
+      paged_kv_image(lens, Hkv, D, layout, rng, scatter ? &k : nullptr, scatter ? &v : nullptr);
+  c.d_pool = to_device(c.pool);
   c.d_indptr = to_device(c.indptr);
   c.d_indices = to_device(c.indices);
   c.d_last = to_device(c.last);
   const int64_t P = c.num_pages, S = c.page_size;
-  auto* base = static_cast<uint16_t*>(c.pool.get());
+  auto* base = static_cast<uint16_t*>(c.d_pool.get());
   if (c.interleaved) {
     const std::initializer_list<int64_t> strides = {2 * S * Hkv * D, Hkv * D, D, 1};
     c.cache.k = TensorRef(base, DType::kBF16, {P, S, Hkv, D}, strides, 0);
@@ -680,13 +700,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     max_len = std::max<int64_t>(max_len, len);
   }
   // Reference through decode_reference on a padded contiguous copy.
-  DecodeProblem pr;
-  pr.batch = B;
-  pr.max_kv_len = max_len;
-  pr.q_heads = Hq;
-  pr.kv_heads = Hkv;
-  pr.head_dim = D;
-  pr.scale = 1.f / std::sqrt(static_cast<float>(D));
+  DecodeProblem pr = decode_problem(B, max_len, Hq, Hkv, D);
   pr.q = random_values(rng, static_cast<size_t>(B * Hq * D), 2.f);
   const std::vector<float> k = random_values(rng, static_cast<size_t>(total * Hkv * D), 1.f);
   const std::vector<float> v = random_values(rng, k.size(), 1.f);
@@ -754,9 +768,9 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     for (uint32_t bits : lse_bits) result.padding_written += bits != kPoison32;
   }
   // The pools must be untouched by the decode.
-  const auto pool_after = cache.pool.download<uint16_t>(cache.image.size());
+  const auto pool_after = cache.d_pool.download<uint16_t>(cache.pool.size());
   if (!c.layout.via_append) {
-    for (size_t i = 0; i < pool_after.size(); ++i) result.padding_written += pool_after[i] != cache.image[i];
+    for (size_t i = 0; i < pool_after.size(); ++i) result.padding_written += pool_after[i] != cache.pool[i];
   }
   return result;
 }
@@ -782,18 +796,9 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
   result.seed = seed;
   std::mt19937_64 rng(seed);
   const int64_t B = static_cast<int64_t>(c.q_lens.size()), Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;
-  PrefillProblem pr;
-  pr.q_heads = Hq;
-  pr.kv_heads = Hkv;
-  pr.head_dim = D;
-  pr.q_lens.assign(c.q_lens.begin(), c.q_lens.end());
-  pr.kv_lens.assign(c.kv_lens.begin(), c.kv_lens.end());
-  pr.causal = c.causal;
-  pr.scale = 1.f / std::sqrt(static_cast<float>(D));
+  const PrefillProblem pr = random_prefill_problem({c.q_lens.begin(), c.q_lens.end()},
+                                                  {c.kv_lens.begin(), c.kv_lens.end()}, Hq, Hkv, D, c.causal, rng());
   const int64_t total_q = pr.total_q();
-  pr.q = random_values(rng, static_cast<size_t>(total_q * Hq * D), 2.f);
-  pr.k = random_values(rng, static_cast<size_t>(pr.total_kv() * Hkv * D), 1.f);
-  pr.v = random_values(rng, pr.k.size(), 1.f);
   TestCache cache = make_cache(c.kv_lens, Hkv, D, c.layout, pr.k, pr.v, rng, !c.layout.via_append);
   if (c.layout.via_append) append_into(cache, c.kv_lens, pr.k, pr.v, runtime);
 
@@ -897,7 +902,7 @@ AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& ru
   std::vector<int> old_lens(c.kv_lens.size());
   for (size_t b = 0; b < old_lens.size(); ++b) old_lens[b] = c.kv_lens[b] - c.new_counts[b];
   TestCache cache = make_cache(c.kv_lens, Hkv, D, c.layout, k, v, rng, true);
-  std::vector<uint16_t> expect = cache.image;  // the full, correct pools
+  std::vector<uint16_t> expect = cache.pool;  // the full, correct pools
   // Blank the new tokens' slots in the uploaded pools.
   std::vector<int64_t> firsts;
   int64_t first = 0;
@@ -905,7 +910,7 @@ AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& ru
     firsts.push_back(first);
     first += len;
   }
-  std::vector<uint16_t> initial = cache.image;
+  std::vector<uint16_t> initial = cache.pool;
   struct Token {
     int32_t b, pos;
     int64_t src;  // row in k/v, or −1 for a stray token (random data, must be skipped)
@@ -929,7 +934,7 @@ AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& ru
       tokens.push_back({static_cast<int32_t>(B - 1), c.kv_lens[B - 1] + 5, -1});
     }
   }
-  cache.pool.upload(initial);
+  cache.d_pool.upload(initial);
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<uint16_t> nk(static_cast<size_t>(n * Hkv * D)), nv(nk.size());
   std::vector<int32_t> bi, pos, append_indptr{0};
@@ -958,7 +963,7 @@ AppendCaseResult run_append_case(const AppendCase& c, uint64_t seed, Runtime& ru
   }
   attention::append_paged_kv(a, nullptr, runtime);
   synchronize();
-  const auto after = cache.pool.download<uint16_t>(expect.size());
+  const auto after = cache.d_pool.download<uint16_t>(expect.size());
   for (size_t i = 0; i < after.size(); ++i) {
     if (initial[i] == kPoison16 && expect[i] != kPoison16) {
       ++result.checked;

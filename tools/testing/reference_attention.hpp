@@ -1,8 +1,9 @@
 #pragma once
 /// \file reference_attention.hpp
-/// Float64 reference of kjit::attention::decode (include/kjit/ops/attention.hpp), and a random
-/// decode problem runner that the GPU tests, `kjit selftest` and benchmarks share: it builds
-/// poisoned, optionally strided device tensors, runs the op and compares every output.
+/// Float64 references of the attention ops (include/kjit/ops/attention.hpp), the random problems
+/// they check (the GPU tests, `kjit selftest`, the benchmarks and `kjit tune` all build theirs
+/// here), and the case runners: poisoned, optionally strided or paged device tensors, the op run,
+/// every output compared.
 
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
@@ -10,6 +11,7 @@
 #include "tools/testing/compare.hpp"
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,15 @@ struct DecodeProblem {
   std::vector<uint8_t> mask;     ///< [batch][max_kv_len], nonzero = attend; empty = none
   double scale = 0;              ///< softmax scale (already resolved: never 0)
 };
+
+/// A DecodeProblem of these sizes with no data yet: every sequence max_kv_len long (no kv_lens,
+/// no mask), softmax scale 1/sqrt(head_dim).
+DecodeProblem decode_problem(int64_t batch, int64_t max_kv_len, int64_t q_heads, int64_t kv_heads, int64_t head_dim);
+
+/// decode_problem's sizes with random bf16-exact data (random.hpp): q in [-q_range, q_range)
+/// from `seed`, K and V in [-1, 1) from seed + 1 and seed + 2.
+DecodeProblem random_decode_problem(int64_t batch, int64_t max_kv_len, int64_t q_heads, int64_t kv_heads,
+                                    int64_t head_dim, uint64_t seed, float q_range = 2.f);
 
 /// Reference outputs of a DecodeProblem.
 struct DecodeReference {
@@ -113,6 +124,13 @@ struct PrefillProblem {
   int64_t total_kv() const;
 };
 
+/// A packed PrefillProblem of these lengths with random bf16-exact data (random.hpp): q in
+/// [-q_range, q_range) from `seed`, K and V in [-1, 1) from seed + 1 and seed + 2; no mask,
+/// softmax scale 1/sqrt(head_dim).
+PrefillProblem random_prefill_problem(std::vector<int32_t> q_lens, std::vector<int32_t> kv_lens, int64_t q_heads,
+                                      int64_t kv_heads, int64_t head_dim, bool causal, uint64_t seed,
+                                      float q_range = 2.f);
+
 /// Reference outputs of a PrefillProblem.
 struct PrefillReference {
   std::vector<double> out;  ///< [Σ q_lens][q_heads][head_dim]; zeros for rows that attend nothing
@@ -173,6 +191,32 @@ struct PagedLayout {
   /// of a host-side scatter.
   bool via_append = false;
 };
+
+/// A paged KV cache built on the host (what the paged case runners and `kjit tune` upload):
+/// request b's tokens fill its pages in order, the pages a random permutation of the pool; slots
+/// no token owns, and the spare pages, hold bf16 NaN (a read past a request's length shows).
+struct PagedKVImage {
+  int page_size = 1;
+  int64_t num_pages = 0;  ///< the requests' pages and the layout's spare pages
+  int64_t kv_heads = 0, head_dim = 0;
+  bool interleaved = false;
+  std::vector<int32_t> indptr;   ///< [batch + 1] into indices
+  std::vector<int32_t> indices;  ///< the requests' page ids in order, then one per spare page
+  std::vector<int32_t> last;     ///< [batch] tokens in each request's last page (page_size when it has none)
+  /// bf16 bits: [num_pages][2][page_size][kv_heads][head_dim] when interleaved, else the K pool
+  /// [num_pages][page_size][kv_heads][head_dim] followed by the V pool.
+  std::vector<uint16_t> pool;
+
+  /// Element offset in `pool` of (page, which: 0 K / 1 V, slot, head, d).
+  size_t offset(int64_t page, int which, int64_t slot, int64_t h, int64_t d) const;
+};
+
+/// The pages of requests of `lens` tokens (page ids drawn from `rng`). With `k` and `v` (packed
+/// [Σ lens][kv_heads][head_dim], request by request), their rows are scattered into the pool;
+/// without, the pool stays NaN (to be appended).
+PagedKVImage paged_kv_image(const std::vector<int>& lens, int64_t kv_heads, int64_t head_dim, const PagedLayout& layout,
+                            std::mt19937_64& rng, const std::vector<float>* k = nullptr,
+                            const std::vector<float>* v = nullptr);
 
 /// One randomized paged decode (kjit::attention::paged_decode, or the entry).
 struct PagedDecodeCase {

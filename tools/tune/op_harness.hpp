@@ -2,9 +2,13 @@
 /// \file tools/tune/op_harness.hpp
 /// What every built-in harness of `kjit tune` (ops_*.cc) shares: the candidate list and bucket
 /// of an op of the pipeline (its tune_candidates / tune_key, the default first), the resources
-/// of a launch value, and fake device addresses for host-side validation of a shape.
+/// of a launch value, and fake device addresses for host-side validation of a shape. The
+/// problems' random inputs come from tools/testing (random.hpp, reference_*.hpp), as the GPU
+/// tests' do.
 
 #include "tools/tune/tuner.hpp"
+
+#include <kjit/error.hpp>
 
 #include "runtime/internal.hpp"
 #include "tools/testing/gpu.hpp"
@@ -68,21 +72,6 @@ Runner runner_of(const typename Op::Plan& plan, size_t copies, size_t workspace_
   return r;
 }
 
-/// Runs fn(begin, end) over [0, n) in chunks on every hardware thread (the harnesses' host-side
-/// data: hundreds of millions of values for the large shapes).
-void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
-
-/// Value i of a counter-based stream (splitmix64 of seed + i): uniform in [0, 1), 24 bits. The
-/// same for a (seed, i) whatever the thread that draws it.
-float uniform01(uint64_t seed, size_t i);
-
-/// `n` values uniform in [-range, range), rounded to bf16 (the device sees them exactly), drawn
-/// from uniform01(seed, ·) in parallel.
-std::vector<float> random_bf16_values(size_t n, float range, uint64_t seed);
-
-/// The bf16 bits of `v`, converted in parallel.
-std::vector<uint16_t> bf16_bits(const std::vector<float>& v);
-
 /// Above this many floating-point operations (a few seconds of the reference's threads) a
 /// prefill's float64 reference covers a sample of the query rows (sampled_rows).
 inline constexpr double kFullReferenceFlops = 3e10;
@@ -95,11 +84,6 @@ inline constexpr double kFullReferenceFlops = 3e10;
 /// position of an MMA tile is checked somewhere. The outputs of the other rows are still checked
 /// to be finite (written).
 std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& problem);
-
-/// A decode problem of random bf16-exact data (q in [-2, 2), K and V in [-1, 1)), full lengths,
-/// softmax scale 1/sqrt(d): what the decode and paged decode harnesses check against.
-kjit::testing::DecodeProblem random_decode_problem(int batch, int kv_len, int q_heads, int kv_heads, int head_dim,
-                                                   uint64_t seed);
 
 inline std::vector<ProgramSpec> programs_of(const kjit::detail::TunedChoice& c) {
   if (c.family == nullptr) return {};
@@ -156,9 +140,28 @@ bool bucket_of(const typename Op::Dims& dims, std::vector<int64_t>* out) {
 }
 
 
+/// The plan a candidate runs on device 0: the untuned planner's for the default, else the
+/// stored choice applied to `dims` (InvalidArgument when it does not apply to this shape).
+template <class Op>
+typename Op::Plan plan_of(const Candidate& c, const typename Op::Dims& dims) {
+  const DeviceInfo& info = device_info(0);
+  if (c.is_default) return Op::plan(dims, info);
+  typename Op::Plan plan;
+  if (!Op::apply_tuned(dims, info, c.choice, &plan)) throw InvalidArgument("the candidate does not apply to this shape");
+  return plan;
+}
+
 /// A TuneOp for an op of the pipeline with a TuneOpSpec: its help and shape defaults.
 std::string spec_help(const kjit::detail::TuneOpSpec& spec);
 Shape spec_defaults(const kjit::detail::TuneOpSpec& spec);
+
+/// Registers the op of `spec` (its name, help and shape defaults) with harness H, built from a
+/// shape.
+template <class H>
+void register_spec_op(const kjit::detail::TuneOpSpec& spec) {
+  register_op({spec.name, spec_help(spec), spec_defaults(spec),
+               [](const Shape& s) { return std::unique_ptr<Harness>(new H(s)); }});
+}
 
 }  // namespace detail
 }  // namespace kjit::tune

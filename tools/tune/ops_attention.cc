@@ -10,14 +10,13 @@
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
+#include "tools/testing/random.hpp"
 #include "tools/testing/reference_attention.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -52,73 +51,9 @@ std::vector<int64_t> sampled_rows(const kjit::testing::PrefillProblem& p) {
 namespace {
 
 using namespace kjit::tune::detail;
+using kjit::testing::bf16_bits;
 using kjit::testing::DeviceBuffer;
 namespace ad = kjit::attention::detail;
-
-class DecodeHarness : public Harness {
- public:
-  explicit DecodeHarness(const Shape& s)
-      : b_(shape_int(s, "batch")), l_(shape_int(s, "kv_len")), hq_(shape_int(s, "q_heads")),
-        hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")) {
-    if (b_ < 1 || l_ < 1 || hq_ < 1 || hkv_ < 1) throw InvalidArgument("decode shape sizes must be positive");
-    dims_ = ad::validate_decode(args(fake(1), fake(2), fake(3), fake(4)));
-  }
-
-  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<ad::DecodeOp>(dims_, info); }
-  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::DecodeOp>(dims_, out); }
-  size_t input_bytes() const override { return static_cast<size_t>(2 * b_ * l_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
-
-  void prepare(int copies, uint64_t seed) override {
-    const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
-    ref_ = kjit::testing::decode_reference(p).out;
-    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
-    for (int c = 0; c < copies; ++c) {
-      q_.push_back(kjit::testing::to_device(q));
-      k_.push_back(kjit::testing::to_device(k));
-      v_.push_back(kjit::testing::to_device(v));
-    }
-    out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
-  }
-
-  Runner runner(const Candidate& c, Runtime& runtime) override {
-    const DeviceInfo& info = device_info(0);
-    ad::DecodePlan forced;
-    if (!c.is_default && !ad::DecodeOp::apply_tuned(dims_, info, c.choice, &forced)) {
-      throw InvalidArgument("the candidate does not apply to this shape");
-    }
-    const ad::DecodePlan plan = c.is_default ? ad::DecodeOp::plan(dims_, info) : forced;
-    return runner_of<ad::DecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
-      return args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get());
-    }, runtime);
-  }
-
-  std::string check(const Runner& r, CUstream stream) override {
-    out_.fill(0xFF);
-    r.per_copy[0](stream);
-    KJIT_CU(cuStreamSynchronize(stream));
-    const std::vector<uint16_t> raw = out_.download<uint16_t>(static_cast<size_t>(b_ * hq_ * d_));
-    std::vector<float> out(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) out[i] = kjit::testing::bf16_to_float(raw[i]);
-    const kjit::testing::Comparison cmp = kjit::testing::compare(out, ref_);
-    return cmp.ok(kBf16Tol) ? std::string() : fmt::format("wrong output: {} (tolerance {})", cmp.describe(), kBf16Tol);
-  }
-
- private:
-  kjit::attention::DecodeArgs args(void* q, void* k, void* v, void* out) const {
-    kjit::attention::DecodeArgs a;
-    a.q = TensorRef(q, DType::kBF16, {b_, 1, hq_, d_});
-    a.k = TensorRef(k, DType::kBF16, {b_, l_, hkv_, d_});
-    a.v = TensorRef(v, DType::kBF16, {b_, l_, hkv_, d_});
-    a.out = TensorRef(out, DType::kBF16, {b_, 1, hq_, d_});
-    return a;
-  }
-
-  int64_t b_, l_, hq_, hkv_, d_;
-  ad::DecodeDims dims_;
-  std::vector<double> ref_;
-  std::vector<DeviceBuffer> q_, k_, v_;
-  DeviceBuffer out_;
-};
 
 /// Poisons `out`, runs copy 0, and compares its bf16 elements with `ref`: all of them, or, with
 /// `rows`, the rows listed (`row_elems` elements each; the reference covers only those), and
@@ -154,15 +89,56 @@ std::string check_bf16(const Runner& r, CUstream stream, DeviceBuffer& out, cons
                         : fmt::format("wrong output: {} of {} outputs non-finite (never written?)", unwritten, got.size());
 }
 
-/// The plan a candidate runs: the untuned planner's for the default, else the stored choice.
-template <class Op>
-typename Op::Plan plan_of(const Candidate& c, const typename Op::Dims& dims) {
-  const DeviceInfo& info = device_info(0);
-  if (c.is_default) return Op::plan(dims, info);
-  typename Op::Plan plan;
-  if (!Op::apply_tuned(dims, info, c.choice, &plan)) throw InvalidArgument("the candidate does not apply to this shape");
-  return plan;
-}
+class DecodeHarness : public Harness {
+ public:
+  explicit DecodeHarness(const Shape& s)
+      : b_(shape_int(s, "batch")), l_(shape_int(s, "kv_len")), hq_(shape_int(s, "q_heads")),
+        hkv_(shape_int(s, "kv_heads")), d_(shape_int(s, "head_dim")) {
+    if (b_ < 1 || l_ < 1 || hq_ < 1 || hkv_ < 1) throw InvalidArgument("decode shape sizes must be positive");
+    dims_ = ad::validate_decode(args(fake(1), fake(2), fake(3), fake(4)));
+  }
+
+  std::vector<Candidate> candidates(const DeviceInfo& info) override { return candidates_of<ad::DecodeOp>(dims_, info); }
+  bool bucket(std::vector<int64_t>* out) const override { return bucket_of<ad::DecodeOp>(dims_, out); }
+  size_t input_bytes() const override { return static_cast<size_t>(2 * b_ * l_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
+
+  void prepare(int copies, uint64_t seed) override {
+    const kjit::testing::DecodeProblem p = kjit::testing::random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
+    ref_ = kjit::testing::decode_reference(p).out;
+    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(kjit::testing::to_device(q));
+      k_.push_back(kjit::testing::to_device(k));
+      v_.push_back(kjit::testing::to_device(v));
+    }
+    out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
+  }
+
+  Runner runner(const Candidate& c, Runtime& runtime) override {
+    const ad::DecodePlan plan = plan_of<ad::DecodeOp>(c, dims_);
+    return runner_of<ad::DecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
+      return args(q_[i].get(), k_[i].get(), v_[i].get(), out_.get());
+    }, runtime);
+  }
+
+  std::string check(const Runner& r, CUstream stream) override { return check_bf16(r, stream, out_, ref_); }
+
+ private:
+  kjit::attention::DecodeArgs args(void* q, void* k, void* v, void* out) const {
+    kjit::attention::DecodeArgs a;
+    a.q = TensorRef(q, DType::kBF16, {b_, 1, hq_, d_});
+    a.k = TensorRef(k, DType::kBF16, {b_, l_, hkv_, d_});
+    a.v = TensorRef(v, DType::kBF16, {b_, l_, hkv_, d_});
+    a.out = TensorRef(out, DType::kBF16, {b_, 1, hq_, d_});
+    return a;
+  }
+
+  int64_t b_, l_, hq_, hkv_, d_;
+  ad::DecodeDims dims_;
+  std::vector<double> ref_;
+  std::vector<DeviceBuffer> q_, k_, v_;
+  DeviceBuffer out_;
+};
 
 // ---- paged decode -----------------------------------------------------------------------------
 
@@ -186,36 +162,22 @@ class PagedDecodeHarness : public Harness {
   size_t input_bytes() const override { return static_cast<size_t>(2 * pages_ * page_ * hkv_ * d_ * 2 + b_ * hq_ * d_ * 2); }
 
   void prepare(int copies, uint64_t seed) override {
-    const kjit::testing::DecodeProblem p = random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
+    const kjit::testing::DecodeProblem p = kjit::testing::random_decode_problem(b_, l_, hq_, hkv_, d_, seed);
     ref_ = kjit::testing::decode_reference(p).out;
-
-    std::vector<int32_t> ids(static_cast<size_t>(pages_));
-    std::iota(ids.begin(), ids.end(), 0);
-    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);  // the page order: scattered, as in a real pool
-    std::shuffle(ids.begin(), ids.end(), rng);
-    const size_t row = static_cast<size_t>(hkv_ * d_);
-    std::vector<float> kp(static_cast<size_t>(pages_ * page_) * row, std::numeric_limits<float>::quiet_NaN());
-    std::vector<float> vp(kp.size(), std::numeric_limits<float>::quiet_NaN());
-    for (int64_t b = 0; b < b_; ++b) {
-      for (int64_t t = 0; t < l_; ++t) {
-        const size_t slot = static_cast<size_t>(ids[static_cast<size_t>(b * ppr_ + t / page_)] * page_ + t % page_);
-        const size_t src = static_cast<size_t>(b * l_ + t) * row;
-        std::copy_n(p.k.begin() + static_cast<ptrdiff_t>(src), row, kp.begin() + static_cast<ptrdiff_t>(slot * row));
-        std::copy_n(p.v.begin() + static_cast<ptrdiff_t>(src), row, vp.begin() + static_cast<ptrdiff_t>(slot * row));
-      }
-    }
-    std::vector<int32_t> indptr(static_cast<size_t>(b_ + 1)), last(static_cast<size_t>(b_));
-    for (int64_t b = 0; b <= b_; ++b) indptr[static_cast<size_t>(b)] = static_cast<int32_t>(b * ppr_);
-    for (int32_t& x : last) x = static_cast<int32_t>(l_ - (ppr_ - 1) * page_);
-    const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(kp), v = bf16_bits(vp);
+    // Every request holds l_ tokens: the problem's [batch][kv_len] rows are already packed.
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);  // the page order
+    const kjit::testing::PagedKVImage image = kjit::testing::paged_kv_image(
+        std::vector<int>(static_cast<size_t>(b_), static_cast<int>(l_)), hkv_, d_, {static_cast<int>(page_), false, 0},
+        rng, &p.k, &p.v);
+    const std::vector<uint16_t> q = bf16_bits(p.q);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
-      k_.push_back(kjit::testing::to_device(k));
-      v_.push_back(kjit::testing::to_device(v));
+      pool_.push_back(kjit::testing::to_device(image.pool));
     }
-    indptr_ = kjit::testing::to_device(indptr);
-    ids_ = kjit::testing::to_device(ids);
-    last_ = kjit::testing::to_device(last);
+    v_offset_ = image.offset(0, 1, 0, 0, 0);
+    indptr_ = kjit::testing::to_device(image.indptr);
+    ids_ = kjit::testing::to_device(image.indices);
+    last_ = kjit::testing::to_device(image.last);
     out_ = DeviceBuffer(static_cast<size_t>(b_ * hq_ * d_ * 2));
   }
 
@@ -224,7 +186,8 @@ class PagedDecodeHarness : public Harness {
     return runner_of<ad::PagedDecodeOp>(
         plan, q_.size(), plan.workspace_bytes,
         [this](size_t i) {
-          return args(q_[i].get(), k_[i].get(), v_[i].get(), indptr_.get(), ids_.get(), last_.get(), out_.get());
+          return args(q_[i].get(), pool_[i].get(), static_cast<uint16_t*>(pool_[i].get()) + v_offset_, indptr_.get(),
+                      ids_.get(), last_.get(), out_.get());
         },
         runtime);
   }
@@ -247,7 +210,8 @@ class PagedDecodeHarness : public Harness {
   int64_t b_, l_, hq_, hkv_, d_, page_, ppr_ = 0, pages_ = 0;
   ad::PagedDecodeDims dims_;
   std::vector<double> ref_;
-  std::vector<DeviceBuffer> q_, k_, v_;
+  std::vector<DeviceBuffer> q_, pool_;  ///< per copy: q, and the K pool followed by the V pool
+  size_t v_offset_ = 0;                 ///< the V pool's first element in a pool buffer
   DeviceBuffer indptr_, ids_, last_, out_;
 };
 
@@ -270,17 +234,9 @@ class PrefillHarness : public Harness {
   }
 
   void prepare(int copies, uint64_t seed) override {
-    kjit::testing::PrefillProblem p;
-    p.q_heads = hq_;
-    p.kv_heads = hkv_;
-    p.head_dim = d_;
-    p.q_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lq_));
-    p.kv_lens.assign(static_cast<size_t>(b_), static_cast<int32_t>(lkv_));
-    p.causal = causal_;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q = random_bf16_values(static_cast<size_t>(b_ * lq_ * hq_ * d_), 2.f, seed);
-    p.k = random_bf16_values(static_cast<size_t>(b_ * lkv_ * hkv_ * d_), 1.f, seed + 1);
-    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
+    const kjit::testing::PrefillProblem p = kjit::testing::random_prefill_problem(
+        std::vector<int32_t>(static_cast<size_t>(b_), static_cast<int32_t>(lq_)),
+        std::vector<int32_t>(static_cast<size_t>(b_), static_cast<int32_t>(lkv_)), hq_, hkv_, d_, causal_, seed);
     rows_ = sampled_rows(p);
     ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
     const std::vector<uint16_t> q = bf16_bits(p.q), k = bf16_bits(p.k), v = bf16_bits(p.v);
@@ -383,48 +339,22 @@ class PagedPrefillHarness : public Harness {
   }
 
   void prepare(int copies, uint64_t seed) override {
-    kjit::testing::PrefillProblem p;
-    p.q_heads = hq_;
-    p.kv_heads = hkv_;
-    p.head_dim = d_;
-    p.q_lens = q_lens_;
-    p.kv_lens = kv_lens_;
-    p.causal = causal_;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(d_));
-    p.q = random_bf16_values(static_cast<size_t>(p.total_q() * hq_ * d_), 2.f, seed);
-    p.k = random_bf16_values(static_cast<size_t>(p.total_kv() * hkv_ * d_), 1.f, seed + 1);
-    p.v = random_bf16_values(p.k.size(), 1.f, seed + 2);
+    const kjit::testing::PrefillProblem p =
+        kjit::testing::random_prefill_problem(q_lens_, kv_lens_, hq_, hkv_, d_, causal_, seed);
     rows_ = sampled_rows(p);
     ref_ = kjit::testing::prefill_reference(p, rows_.empty() ? nullptr : &rows_).out;
-
-    std::vector<int32_t> ids(static_cast<size_t>(pages_));
-    std::iota(ids.begin(), ids.end(), 0);
-    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-    std::shuffle(ids.begin(), ids.end(), rng);  // scattered pages, as in a real pool
-    const size_t row = static_cast<size_t>(hkv_ * d_);
-    constexpr uint16_t kNaN = 0x7FC0;  // bf16 quiet NaN: slots no request owns
-    std::vector<uint16_t> kp(static_cast<size_t>(pages_ * page_) * row, kNaN), vp(kp.size(), kNaN);
-    size_t first = 0;  // the request's first packed KV row
-    for (int64_t b = 0; b < b_; ++b) {
-      for (int64_t t = 0; t < kv_lens_[static_cast<size_t>(b)]; ++t) {
-        const size_t page = static_cast<size_t>(ids[static_cast<size_t>(kv_indptr_[static_cast<size_t>(b)] + t / page_)]);
-        const size_t slot = page * static_cast<size_t>(page_) + static_cast<size_t>(t % page_);
-        for (size_t e = 0; e < row; ++e) {
-          kp[slot * row + e] = kjit::testing::float_to_bf16(p.k[(first + static_cast<size_t>(t)) * row + e]);
-          vp[slot * row + e] = kjit::testing::float_to_bf16(p.v[(first + static_cast<size_t>(t)) * row + e]);
-        }
-      }
-      first += static_cast<size_t>(kv_lens_[static_cast<size_t>(b)]);
-    }
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);  // the page order
+    const kjit::testing::PagedKVImage image = kjit::testing::paged_kv_image(
+        {kv_lens_.begin(), kv_lens_.end()}, hkv_, d_, {static_cast<int>(page_), false, 0}, rng, &p.k, &p.v);
     const std::vector<uint16_t> q = bf16_bits(p.q);
     for (int c = 0; c < copies; ++c) {
       q_.push_back(kjit::testing::to_device(q));
-      k_.push_back(kjit::testing::to_device(kp));
-      v_.push_back(kjit::testing::to_device(vp));
+      pool_.push_back(kjit::testing::to_device(image.pool));
     }
+    v_offset_ = image.offset(0, 1, 0, 0, 0);
     d_qo_ = kjit::testing::to_device(qo_);
     d_indptr_ = kjit::testing::to_device(kv_indptr_);
-    d_ids_ = kjit::testing::to_device(ids);
+    d_ids_ = kjit::testing::to_device(image.indices);
     d_last_ = kjit::testing::to_device(last_);
     out_ = DeviceBuffer(q.size() * 2);
   }
@@ -443,8 +373,9 @@ class PagedPrefillHarness : public Harness {
     kjit::attention::upload_paged_prefill_plan(*plan, ws->get(), ws->bytes(), 0);
     auto launches = std::make_shared<std::vector<ad::PagedPrefillOp::Launch>>();
     for (size_t i = 0; i < q_.size(); ++i) {
-      const kjit::attention::PagedPrefillArgs a = args(q_[i].get(), d_qo_.get(), k_[i].get(), v_[i].get(),
-                                                       d_indptr_.get(), d_ids_.get(), d_last_.get(), out_.get());
+      const kjit::attention::PagedPrefillArgs a =
+          args(q_[i].get(), d_qo_.get(), pool_[i].get(), static_cast<uint16_t*>(pool_[i].get()) + v_offset_,
+               d_indptr_.get(), d_ids_.get(), d_last_.get(), out_.get());
       launches->push_back(kjit::detail::launch_value<ad::PagedPrefillOp>({a, *plan, ws->get(), ws->bytes()}, {}, runtime));
     }
     Runner r;
@@ -484,25 +415,18 @@ class PagedPrefillHarness : public Harness {
   ad::PagedPrefillPlanDims dims_;
   std::vector<int64_t> rows_;  ///< the query rows the reference covers (empty: all)
   std::vector<double> ref_;
-  std::vector<DeviceBuffer> q_, k_, v_;
+  std::vector<DeviceBuffer> q_, pool_;  ///< per copy: q, and the K pool followed by the V pool
+  size_t v_offset_ = 0;                 ///< the V pool's first element in a pool buffer
   DeviceBuffer d_qo_, d_indptr_, d_ids_, d_last_, out_;
 };
 
 }  // namespace
 
 void register_attention_ops() {
-  const auto& decode = ad::DecodeOp::tune_spec();
-  register_op({decode.name, spec_help(decode), spec_defaults(decode),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new DecodeHarness(s)); }});
-  const auto& paged = ad::PagedDecodeOp::tune_spec();
-  register_op({paged.name, spec_help(paged), spec_defaults(paged),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new PagedDecodeHarness(s)); }});
-  const auto& prefill = ad::PrefillOp::tune_spec();
-  register_op({prefill.name, spec_help(prefill), spec_defaults(prefill),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new PrefillHarness(s)); }});
-  const auto& paged_prefill = ad::PagedPrefillPlanner::tune_spec();
-  register_op({paged_prefill.name, spec_help(paged_prefill), spec_defaults(paged_prefill),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new PagedPrefillHarness(s)); }});
+  register_spec_op<DecodeHarness>(ad::DecodeOp::tune_spec());
+  register_spec_op<PagedDecodeHarness>(ad::PagedDecodeOp::tune_spec());
+  register_spec_op<PrefillHarness>(ad::PrefillOp::tune_spec());
+  register_spec_op<PagedPrefillHarness>(ad::PagedPrefillPlanner::tune_spec());
 }
 
 }  // namespace kjit::tune

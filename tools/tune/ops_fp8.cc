@@ -9,6 +9,7 @@
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
+#include "tools/testing/random.hpp"
 #include "tools/testing/reference_fp8.hpp"
 
 #include <fmt/format.h>
@@ -55,14 +56,8 @@ class GemmHarness : public Harness {
     p.k = k_;
     p.fa = fa_ == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
     p.fb = fb_ == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
-    p.a.resize(static_cast<size_t>(m_ * k_));
-    p.b.resize(static_cast<size_t>(n_ * k_));
-    parallel_for(p.a.size(), [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) p.a[i] = kjit::testing::fp8_encode(4 * uniform01(seed, i) - 2, p.fa);
-    });
-    parallel_for(p.b.size(), [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) p.b[i] = kjit::testing::fp8_encode(4 * uniform01(seed + 1, i) - 2, p.fb);
-    });
+    p.a = kjit::testing::random_fp8_values(static_cast<size_t>(m_ * k_), 2.f, p.fa, seed);
+    p.b = kjit::testing::random_fp8_values(static_cast<size_t>(n_ * k_), 2.f, p.fb, seed + 1);
     p.scale_a = {0.5f};
     p.scale_b = {0.25f};
     ref_ = kjit::testing::fp8_gemm_reference(p);
@@ -134,10 +129,6 @@ class GemmHarness : public Harness {
 
 }  // namespace
 
-void register_fp8_ops() {
-  const auto& gemm = fd::GemmOp::tune_spec();
-  register_op({gemm.name, spec_help(gemm), spec_defaults(gemm),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new GemmHarness(s)); }});
-}
+void register_fp8_ops() { register_spec_op<GemmHarness>(fd::GemmOp::tune_spec()); }
 
 }  // namespace kjit::tune

@@ -64,13 +64,7 @@ class SwaHarness : public Harness {
   }
 
   Runner runner(const Candidate& c, Runtime& runtime) override {
-    const DeviceInfo& info = device_info(0);
-    md::SwaPlan plan;
-    if (c.is_default) {
-      plan = md::SwaDecodeOp::plan(dims_, info);
-    } else if (!md::SwaDecodeOp::apply_tuned(dims_, info, c.choice, &plan)) {
-      throw InvalidArgument("the candidate does not apply to this shape");
-    }
+    const md::SwaPlan plan = plan_of<md::SwaDecodeOp>(c, dims_);
     return runner_of<md::SwaDecodeOp>(plan, q_.size(), plan.workspace_bytes, [this](size_t i) {
       const kjit::testing::SwaBuffers b{q_[i].get(),    kv_[i].get(), scale_[i].get(), idx_[i].get(),
                                         lens_[i].get(), out_.get(),   nullptr};
@@ -102,10 +96,6 @@ class SwaHarness : public Harness {
 
 }  // namespace
 
-void register_mla_ops() {
-  const auto& swa = md::SwaDecodeOp::tune_spec();
-  register_op({swa.name, spec_help(swa), spec_defaults(swa),
-               [](const Shape& s) { return std::unique_ptr<Harness>(new SwaHarness(s)); }});
-}
+void register_mla_ops() { register_spec_op<SwaHarness>(md::SwaDecodeOp::tune_spec()); }
 
 }  // namespace kjit::tune
