@@ -32,9 +32,12 @@ struct Target {
   // What the arch has: the one place kjit's families, planners and checks decide it.
   /// mma.sync bf16 (m16n8k16), ldmatrix, cp.async: sm_80+.
   bool has_bf16_mma() const noexcept { return sm() >= 80; }
+  /// The one SM whose arch-specific feature set has wgmma (sm_90a): the min_sm of a family
+  /// whose every kernel needs it (the Hopper TMA + wgmma prefills).
+  static constexpr int kWgmmaSm = 90;
   /// wgmma, setmaxnreg and the Hopper TMA kernels that use them: the arch-specific sm_90a only
   /// (sm_100a replaced wgmma with tcgen05).
-  bool has_wgmma() const noexcept { return major == 9 && minor == 0 && arch_specific; }
+  bool has_wgmma() const noexcept { return sm() == kWgmmaSm && arch_specific; }
   /// Thread-block clusters, distributed shared memory and programmatic dependent launch: sm_90+.
   bool has_clusters() const noexcept { return sm() >= 90; }
   bool has_pdl() const noexcept { return sm() >= 90; }

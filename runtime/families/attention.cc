@@ -137,7 +137,7 @@ const Family& prefill_sm90_family() {
             "prefill_sm90.cu; sm_90a only)";
     f.params = {head_dim_param(kSm90HeadDims)};
     f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::prefill_sm90_kernel<{head_dim}>"}, true}};
-    f.min_sm = 90;
+    f.min_sm = Target::kWgmmaSm;  // sm_90a only: target_rule asks has_wgmma
     // wgmma and setmaxnreg exist only in the sm_90a feature set; elsewhere the source compiles
     // to an empty stub, so there is nothing to build.
     f.target_rule = [](const Family& self, const Point&, const Target& target) -> std::string {
@@ -181,7 +181,7 @@ const Family& paged_prefill_sm90_family() {
             "only)";
     f.params = {head_dim_param(kSm90HeadDims)};
     f.programs = {{"", "", "attention/prefill_sm90.cu", {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}>"}, true}};
-    f.min_sm = 90;
+    f.min_sm = Target::kWgmmaSm;  // sm_90a only: target_rule asks has_wgmma
     f.target_rule = prefill_sm90_family().target_rule;
     f.defaults = {{{"head_dim", "128"}}, {{"head_dim", "64"}}};
     return f;

@@ -5,8 +5,18 @@
 #include <kjit/error.hpp>
 #include <kjit/families.hpp>
 
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged_append.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
+#include "runtime/ops/fp8/quantize.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
+#include "runtime/ops/rotary/rotary.hpp"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -208,6 +218,49 @@ TEST(Families, TargetsFilterTheEnumeration) {
   for (const Point& pt : gemm.enumerate(&sm89)) EXPECT_EQ(gemm.value(pt, "impl").text, "mma");
   EXPECT_GT(gemm.enumerate(&sm90a).size(), gemm.enumerate(&sm89).size());
   EXPECT_TRUE(gemm.enumerate(&sm80).empty());  // below the family's min_sm 89
+}
+
+// A family's min_sm is the lowest SM any of its points has a kernel for (its target rules, which
+// ask Target's feature queries, agree with the declaration): an sm_90a-only family declares
+// Target::kWgmmaSm, never a literal that could drift from has_wgmma.
+TEST(Families, MinSmIsTheLowestTargetWithAKernel) {
+  std::vector<Target> targets;
+  for (const char* t : {"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a",
+                        "sm_120", "sm_120a"}) {
+    targets.push_back(Target::parse(t));
+  }
+  for (const Family& f : kjit::families()) {
+    int lowest = 0;
+    bool wgmma_only = true;  // every target with a kernel has wgmma
+    for (const Target& t : targets) {
+      if (f.enumerate(&t).empty()) continue;
+      if (lowest == 0) lowest = t.sm();
+      wgmma_only = wgmma_only && t.has_wgmma();
+    }
+    EXPECT_EQ(f.min_sm, lowest) << f.name << " declares min_sm " << f.min_sm << "; its first kernel is for sm_" << lowest;
+    if (wgmma_only) EXPECT_EQ(f.min_sm, Target::kWgmmaSm) << f.name;
+  }
+  EXPECT_EQ(kjit::family("attention.prefill_sm90").min_sm, Target::kWgmmaSm);
+  EXPECT_EQ(kjit::family("attention.paged_prefill_sm90").min_sm, Target::kWgmmaSm);
+}
+
+// Each op's arch check (OpInfo::min_sm, what check_arch refuses below) is its families' lowest
+// min_sm: an op never refuses a device one of its families has a kernel for, nor loads a family
+// below that family's floor.
+TEST(Families, EachOpsFloorIsItsFamiliesLowest) {
+  const kjit::detail::OpInfo* ops[] = {
+      &kjit::attention::detail::DecodeOp::kInfo,      &kjit::attention::detail::PagedDecodeOp::kInfo,
+      &kjit::attention::detail::PrefillOp::kInfo,     &kjit::attention::detail::PagedPrefillOp::kInfo,
+      &kjit::attention::detail::AppendOp::kInfo,      &kjit::mla::detail::SwaDecodeOp::kInfo,
+      &kjit::fp8::detail::GemmOp::kInfo,              &kjit::fp8::detail::QuantizeOp::kInfo,
+      &kjit::detail::RotaryOp::kInfo};
+  for (const kjit::detail::OpInfo* op : ops) {
+    int lowest = 0;
+    for (const auto family : op->families) {
+      if (family != nullptr) lowest = lowest == 0 ? family().min_sm : std::min(lowest, family().min_sm);
+    }
+    EXPECT_EQ(op->min_sm, lowest) << op->name;
+  }
 }
 
 TEST(Families, ArchFeaturesLiveOnTheTarget) {
