@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -36,7 +35,7 @@ struct PrecompileOptions {
 /// One specialization to compile, and what happened to it.
 struct Item {
   const Family* family = nullptr;
-  const ParamMap* params = nullptr;
+  ParamMap params;
   Target target;
   enum class Status { kPending, kCompiled, kCached, kFailed } status = Status::kPending;
   std::string key;
@@ -55,7 +54,7 @@ const char* status_name(Item::Status s) {
 }
 
 std::string describe(const Item& item) {
-  const std::string args = format_params(*item.params);
+  const std::string args = format_params(item.params);
   return fmt::format("{} {}{}{}", item.target.str(), item.family->name, args.empty() ? "" : " ",
                      args);
 }
@@ -118,15 +117,13 @@ class ItemList {
  private:
   void push(const Family& f, const ParamMap& params, const Target& target) {
     if (!seen_.insert(f.name + " " + format_params(params) + " " + target.str()).second) return;
-    params_.push_back(params);
     Item item;
     item.family = &f;
-    item.params = &params_.back();
+    item.params = params;
     item.target = target;
     items_.push_back(std::move(item));
   }
 
-  std::deque<ParamMap> params_;  // owns what the items' `params` point to
   std::vector<Item> items_;
   std::set<std::string> seen_;
 };
@@ -210,9 +207,10 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
   }
 }
 
-int run_precompile(const PrecompileOptions& o) {
-  // Fail before compiling anything when the results could not be kept, and before the global
-  // runtime opens the cache leniently (it would warn and carry on in memory).
+/// The cache the results go to, opened strictly: fails before compiling anything when they
+/// could not be kept, and before the global runtime opens the cache leniently (it would warn and
+/// carry on in memory).
+Runtime& writable_runtime() {
   const RuntimeConfig config = RuntimeConfig::from_env();
   if (!config.disk_cache) {
     throw CacheError("the disk cache is disabled (KJIT_CACHE_DISABLE=1): precompiling would keep "
@@ -223,26 +221,28 @@ int run_precompile(const PrecompileOptions& o) {
   if (!runtime.disk_cache().writable) {
     throw CacheError(fmt::format("cache directory {} is not writable", runtime.config().cache_dir));
   }
+  return runtime;
+}
 
-  const bool from_manifest = !o.manifest.empty();
-  // A manifest names its targets; --arch replaces them.
-  std::vector<Target> targets =
-      o.archs.empty() ? (from_manifest ? std::vector<Target>{} : default_targets()) : parse_targets(o.archs);
+/// The families --family names, each once (throws listing the known names), or all of them.
+std::vector<const Family*> chosen_families(const std::vector<std::string>& names) {
   std::vector<const Family*> chosen;
-  if (o.families.empty()) {
+  if (names.empty()) {
     for (const Family& f : families()) chosen.push_back(&f);
-  } else {
-    for (const std::string& name : o.families) {
-      const Family* f = &kjit::family(name);  // throws, listing the known names
-      if (std::find(chosen.begin(), chosen.end(), f) == chosen.end()) chosen.push_back(f);
-    }
+    return chosen;
   }
+  for (const std::string& name : names) {
+    const Family* f = &kjit::family(name);
+    if (std::find(chosen.begin(), chosen.end(), f) == chosen.end()) chosen.push_back(f);
+  }
+  return chosen;
+}
 
-  ItemList list;
-  nlohmann::json skipped = nlohmann::json::array();
-  ManifestPlan manifest;
-  if (from_manifest) manifest_items(o.manifest, targets, chosen, o.families.empty(), runtime, list, manifest, skipped);
-  for (const Target& target : from_manifest ? std::vector<Target>{} : targets) {
+/// Every default point of `chosen` for what its op loads on a device of each of `targets`; a
+/// family or point the target has no kernel for goes to `skipped` with the reason.
+void default_items(const std::vector<Target>& targets, const std::vector<const Family*>& chosen, ItemList& list,
+                   nlohmann::json& skipped) {
+  for (const Target& target : targets) {
     for (const Family* f : chosen) {
       if (f->min_sm > target.sm()) {
         skipped.push_back({{"family", f->name},
@@ -259,65 +259,102 @@ int run_precompile(const PrecompileOptions& o) {
       }
     }
   }
-  std::vector<Item> items = list.take();
+}
+
+/// What one run compiles, and what it left out on the way.
+struct WorkList {
+  std::vector<Target> targets;  ///< for the report: --arch, the defaults, or a manifest's recorded ones
+  std::vector<Item> items;      ///< longest first (see resolve_work)
+  nlohmann::json skipped = nlohmann::json::array();
+  ManifestPlan manifest;
+};
+
+/// The items of `o`: a manifest's lines or every chosen family's defaults, for --arch or the
+/// default targets, cut to --shard's share (which needs --remote).
+WorkList resolve_work(const PrecompileOptions& o, Runtime& runtime) {
+  WorkList w;
+  const bool from_manifest = !o.manifest.empty();
+  // A manifest names its targets; --arch replaces them.
+  w.targets = o.archs.empty() ? (from_manifest ? std::vector<Target>{} : default_targets()) : parse_targets(o.archs);
+  const std::vector<const Family*> chosen = chosen_families(o.families);
+  ItemList list;
+  if (from_manifest) {
+    manifest_items(o.manifest, w.targets, chosen, o.families.empty(), runtime, list, w.manifest, w.skipped);
+  } else {
+    default_items(w.targets, chosen, list, w.skipped);
+  }
+  w.items = list.take();
   if (!o.shard.empty()) {
     if (!o.remote) throw InvalidArgument("--shard splits a fleet's set between builders: it needs --remote");
     const FleetShard shard = parse_shard(o.shard);
-    items.erase(std::remove_if(items.begin(), items.end(),
-                               [&](const Item& item) {
-                                 return !shard.has(runtime.key(item.family->spec(*item.params), item.target));
-                               }),
-                items.end());
+    w.items.erase(std::remove_if(w.items.begin(), w.items.end(),
+                                 [&](const Item& item) {
+                                   return !shard.has(runtime.key(item.family->spec(item.params), item.target));
+                                 }),
+                  w.items.end());
   }
-  std::function<bool(const std::string&)> publish_remote;
-  if (o.remote) publish_remote = fleet_publisher(runtime.config());
-  std::atomic<size_t> in_remote{0};  // items the remote tier holds after this run (--remote)
-  if (from_manifest && targets.empty()) {  // the recorded targets, for the report
-    for (const Item& item : items) {
-      if (std::find(targets.begin(), targets.end(), item.target) == targets.end()) targets.push_back(item.target);
+  if (from_manifest && w.targets.empty()) {  // the recorded targets, for the report
+    for (const Item& item : w.items) {
+      if (std::find(w.targets.begin(), w.targets.end(), item.target) == w.targets.end()) w.targets.push_back(item.target);
     }
   }
-
   // Longest first: the workers take items in order, so a long compile started last would run
   // alone at the end. The arch-specific programs (TMA + wgmma kernels) hold the longest ones (the
   // 128 x 256 wgmma GEMM: 1.0–2.3 s alone, most others 0.1–1.0 s), so they go to the front, in
   // their given order.
-  std::stable_partition(items.begin(), items.end(), [](const Item& item) { return item.target.arch_specific; });
+  std::stable_partition(w.items.begin(), w.items.end(), [](const Item& item) { return item.target.arch_specific; });
+  return w;
+}
 
-  std::string target_list;
-  for (const Target& t : targets) target_list += (target_list.empty() ? "" : ", ") + t.str();
-  if (target_list.empty()) target_list = "no target";
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t jobs = std::max<size_t>(
-      1, std::min<size_t>(o.jobs > 0 ? static_cast<size_t>(o.jobs) : hw, items.size()));
-  fmt::print(stderr, "precompiling {} specialization{} for {} on {} thread{} into {}\n",
-             items.size(), items.size() == 1 ? "" : "s", target_list, jobs, jobs == 1 ? "" : "s",
+/// "sm_90a, sm_89", or "no target".
+std::string target_list(const std::vector<Target>& targets) {
+  std::string list;
+  for (const Target& t : targets) list += (list.empty() ? "" : ", ") + t.str();
+  return list.empty() ? "no target" : list;
+}
+
+/// What the run is about to do, on stderr: the set, what was skipped, the manifest's invalid lines
+/// and the application's own kernels it names.
+void print_plan(const PrecompileOptions& o, const WorkList& w, size_t jobs, const Runtime& runtime) {
+  fmt::print(stderr, "precompiling {} specialization{} for {} on {} thread{} into {}\n", w.items.size(),
+             w.items.size() == 1 ? "" : "s", target_list(w.targets), jobs, jobs == 1 ? "" : "s",
              runtime.disk_cache().root);
-  for (const nlohmann::json& s : skipped) {
+  for (const nlohmann::json& s : w.skipped) {
     fmt::print(stderr, "skipping {} for {}: {}\n", s["family"].get<std::string>(),
                s["target"].get<std::string>(), s["reason"].get<std::string>());
   }
-  for (const nlohmann::json& bad : manifest.invalid) {
+  for (const nlohmann::json& bad : w.manifest.invalid) {
     fmt::print(stderr, "{}:{}: skipped: {}\n", o.manifest, bad["line"].get<size_t>(), bad["error"].get<std::string>());
   }
-  if (from_manifest && items.empty() && manifest.user.empty() && manifest.invalid.empty()) {
+  if (!o.manifest.empty() && w.items.empty() && w.manifest.user.empty() && w.manifest.invalid.empty()) {
     fmt::print(stderr, "kjit: warning: {} names no specialization: nothing to precompile (did the recording run "
                "compile or load anything with KJIT_RECORD set?)\n", o.manifest);
   }
-  size_t user_missing = 0;
-  for (const nlohmann::json& u : manifest.user) {
+  for (const nlohmann::json& u : w.manifest.user) {
     const bool cached = u["status"] == "cached";
-    if (!cached) ++user_missing;
     fmt::print(stderr, "{}:{}: the application's own kernel {} [{}] for {} (key {}) {}\n", o.manifest,
                u["line"].get<size_t>(), u["family"].get<std::string>(), u["template_args"].get<std::string>(),
                u["target"].get<std::string>(), u["key"].get<std::string>(),
                cached ? "is cached"
                       : "is not in the cache; no manifest can rebuild it: run the application once against this cache");
   }
+}
 
+/// What the compile pool did.
+struct Tally {
+  size_t compiled = 0, cached = 0, failed = 0;
+  size_t in_remote = 0;  ///< items the remote tier holds after this run (--remote)
+  double seconds = 0;
+  bool tty = false;  ///< progress went to a terminal (a bar that overwrote each item's line)
+};
+
+/// Compiles (or finds cached) every item on `jobs` threads, filling each item's status, key and
+/// time; with `publish_remote`, publishes each program once to the fleet tier.
+Tally compile_all(std::vector<Item>& items, size_t jobs, Runtime& runtime,
+                  const std::function<bool(const std::string&)>& publish_remote) {
   Progress progress(items.size());
   std::atomic<size_t> next{0};
-  std::atomic<size_t> compiled{0}, cached{0}, failed{0};
+  std::atomic<size_t> compiled{0}, cached{0}, failed{0}, in_remote{0};
   std::mutex seen_mutex;
   std::set<std::string> seen;
   auto worker = [&] {
@@ -325,7 +362,7 @@ int run_precompile(const PrecompileOptions& o) {
       Item& item = items[i];
       const auto start = std::chrono::steady_clock::now();
       try {
-        const ProgramSpec spec = item.family->spec(*item.params);
+        const ProgramSpec spec = item.family->spec(item.params);
         const std::shared_ptr<const CompiledProgram> program = runtime.compile(spec, item.target);
         item.key = program->key;
         // A program already seen in this process carries the origin of its first arrival, so
@@ -360,106 +397,140 @@ int run_precompile(const PrecompileOptions& o) {
   for (size_t t = 1; t < jobs; ++t) threads.emplace_back(worker);
   worker();
   for (std::thread& t : threads) t.join();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Tally tally;
+  tally.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  tally.compiled = compiled;
+  tally.cached = cached;
+  tally.failed = failed;
+  tally.in_remote = in_remote;
+  tally.tty = progress.tty();
+  return tally;
+}
 
-  // The bar overwrote each failure's line: list them again. Then the whole message (the NVRTC
-  // log) of the first failure, which usually explains the rest.
+/// The failures again (a bar overwrote their lines), then the whole message (the NVRTC log) of
+/// the first, which usually explains the rest.
+void print_failures(const std::vector<Item>& items, bool tty) {
   const Item* first_failure = nullptr;
   for (const Item& item : items) {
     if (item.status != Item::Status::kFailed) continue;
     if (!first_failure) first_failure = &item;
-    if (progress.tty()) fmt::print(stderr, "failed: {}: {}\n", describe(item), first_line(item.error));
+    if (tty) fmt::print(stderr, "failed: {}: {}\n", describe(item), first_line(item.error));
   }
-  if (first_failure) {
-    fmt::print(stderr, "first failure, {}:\n", describe(*first_failure));
-    const std::string_view text = strip_prefix(first_failure->error);
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      if (end > pos) fmt::print(stderr, "  {}\n", text.substr(pos, end - pos));
-      pos = end + 1;
-    }
+  if (!first_failure) return;
+  fmt::print(stderr, "first failure, {}:\n", describe(*first_failure));
+  const std::string_view text = strip_prefix(first_failure->error);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > pos) fmt::print(stderr, "  {}\n", text.substr(pos, end - pos));
+    pos = end + 1;
   }
+}
 
-  // A byte cap smaller than the set evicts entries as later ones are published, so the cache
-  // would silently not hold what was just precompiled: count what is still there.
+/// The items compiled or found that the cache no longer holds: a byte cap smaller than the set
+/// evicts entries as later ones are published, so the cache would silently not hold what was
+/// just precompiled.
+size_t count_evicted(const std::vector<Item>& items, const Runtime& runtime) {
+  std::set<std::string> present;
+  for (const cache::EntryInfo& e : open_cache_for_reading(runtime.config()).list()) present.insert(e.key.hex());
   size_t evicted = 0;
-  {
-    std::set<std::string> present;
-    for (const cache::EntryInfo& e : open_cache_for_reading(runtime.config()).list()) present.insert(e.key.hex());
-    for (const Item& item : items) {
-      if (item.status != Item::Status::kFailed && !item.key.empty() && !present.count(item.key)) ++evicted;
-    }
+  for (const Item& item : items) {
+    if (item.status != Item::Status::kFailed && !item.key.empty() && !present.count(item.key)) ++evicted;
   }
+  return evicted;
+}
 
-  if (output().json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const Item& item : items) {
-      nlohmann::json j = {{"family", item.family->name},
-                          {"params", params_json(*item.params)},
-                          {"target", item.target.str()},
-                          {"status", status_name(item.status)},
-                          {"key", item.key},
-                          {"ms", item.ms}};
-      if (!item.error.empty()) j["error"] = std::string(strip_prefix(item.error));
-      list.push_back(std::move(j));
-    }
-    nlohmann::json target_names = nlohmann::json::array();
-    for (const Target& t : targets) target_names.push_back(t.str());
-    nlohmann::json report = {{"compiled", compiled.load()},
-                             {"in_remote", in_remote.load()},
-                             {"shard", o.shard},
-                             {"cached", cached.load()},
-                             {"failed", failed.load()},
-                             {"evicted", evicted},
-                             {"seconds", seconds},
-                             {"jobs", jobs},
-                             {"targets", target_names},
-                             {"cache_dir", runtime.disk_cache().root},
-                             {"items", list},
-                             {"skipped", skipped}};
-    if (from_manifest) {
-      report["manifest"] = o.manifest;
-      report["invalid"] = manifest.invalid;
-      report["user"] = manifest.user;
-    }
-    print_json(report);
-  } else {
+/// The report on stdout: JSON (--json: every item, the counts, what was skipped) or one line.
+void print_report(const PrecompileOptions& o, const WorkList& w, const Tally& t, size_t jobs, size_t evicted,
+                  const Runtime& runtime) {
+  if (!output().json) {
     fmt::print("{} compiled, {} cached, {} failed ({} specialization{} for {}) in {:.1f} s; "
                "cache {}\n",
-               compiled.load(), cached.load(), failed.load(), items.size(),
-               items.size() == 1 ? "" : "s", target_list, seconds, runtime.disk_cache().root);
+               t.compiled, t.cached, t.failed, w.items.size(), w.items.size() == 1 ? "" : "s", target_list(w.targets),
+               t.seconds, runtime.disk_cache().root);
     if (o.remote) {
-      fmt::print("{} of {} in the remote tier {}{}\n", in_remote.load(), items.size(), runtime.config().remote.display(),
+      fmt::print("{} of {} in the remote tier {}{}\n", t.in_remote, w.items.size(), runtime.config().remote.display(),
                  o.shard.empty() ? "" : " (shard " + o.shard + ")");
     }
+    return;
   }
-  if (failed > 0) {
-    fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", failed.load(),
-               items.size());
+  nlohmann::json list = nlohmann::json::array();
+  for (const Item& item : w.items) {
+    nlohmann::json j = {{"family", item.family->name},
+                        {"params", params_json(item.params)},
+                        {"target", item.target.str()},
+                        {"status", status_name(item.status)},
+                        {"key", item.key},
+                        {"ms", item.ms}};
+    if (!item.error.empty()) j["error"] = std::string(strip_prefix(item.error));
+    list.push_back(std::move(j));
+  }
+  nlohmann::json target_names = nlohmann::json::array();
+  for (const Target& target : w.targets) target_names.push_back(target.str());
+  nlohmann::json report = {{"compiled", t.compiled},
+                           {"in_remote", t.in_remote},
+                           {"shard", o.shard},
+                           {"cached", t.cached},
+                           {"failed", t.failed},
+                           {"evicted", evicted},
+                           {"seconds", t.seconds},
+                           {"jobs", jobs},
+                           {"targets", target_names},
+                           {"cache_dir", runtime.disk_cache().root},
+                           {"items", list},
+                           {"skipped", w.skipped}};
+  if (!o.manifest.empty()) {
+    report["manifest"] = o.manifest;
+    report["invalid"] = w.manifest.invalid;
+    report["user"] = w.manifest.user;
+  }
+  print_json(report);
+}
+
+/// kExitFailed, with the reason on stderr, when a compile failed, the remote tier lacks items
+/// (--remote), manifest lines were invalid or the cache evicted items; else kExitOk.
+int exit_status(const PrecompileOptions& o, const WorkList& w, const Tally& t, size_t evicted, const Runtime& runtime) {
+  const size_t n = w.items.size();
+  if (t.failed > 0) {
+    fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", t.failed, n);
     return kExitFailed;
   }
-  if (o.remote && in_remote.load() < items.size()) {
+  if (o.remote && t.in_remote < n) {
     fmt::print(stderr, "kjit: error: {} of {} specializations are not in the remote tier {} (see the warnings above)\n",
-               items.size() - in_remote.load(), items.size(), runtime.config().remote.display());
+               n - t.in_remote, n, runtime.config().remote.display());
     return kExitFailed;
   }
-  if (!manifest.invalid.empty()) {
+  const size_t invalid = w.manifest.invalid.size();
+  if (invalid > 0) {
     fmt::print(stderr, "kjit: error: {} line{} of {} name{} no valid specialization (see above); the rest were "
-               "precompiled\n", manifest.invalid.size(), manifest.invalid.size() == 1 ? "" : "s", o.manifest,
-               manifest.invalid.size() == 1 ? "s" : "");
+               "precompiled\n", invalid, invalid == 1 ? "" : "s", o.manifest, invalid == 1 ? "s" : "");
     return kExitFailed;
   }
   if (evicted > 0) {
     fmt::print(stderr,
                "kjit: error: {} of the {} specializations are no longer in the cache: its byte cap ({}, "
                "KJIT_CACHE_MAX_BYTES) is too small for them; raise it (0 = no cap)\n",
-               evicted, items.size(), human_bytes(runtime.disk_cache().max_bytes));
+               evicted, n, human_bytes(runtime.disk_cache().max_bytes));
     return kExitFailed;
   }
   return kExitOk;
+}
+
+int run_precompile(const PrecompileOptions& o) {
+  Runtime& runtime = writable_runtime();
+  WorkList work = resolve_work(o, runtime);
+  std::function<bool(const std::string&)> publish_remote;
+  if (o.remote) publish_remote = fleet_publisher(runtime.config());
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t jobs = std::max<size_t>(
+      1, std::min<size_t>(o.jobs > 0 ? static_cast<size_t>(o.jobs) : hw, work.items.size()));
+  print_plan(o, work, jobs, runtime);
+  const Tally tally = compile_all(work.items, jobs, runtime, publish_remote);
+  print_failures(work.items, tally.tty);
+  const size_t evicted = count_evicted(work.items, runtime);
+  print_report(o, work, tally, jobs, evicted, runtime);
+  return exit_status(o, work, tally, evicted, runtime);
 }
 
 }  // namespace
