@@ -28,6 +28,7 @@
 
 #include "runtime/ops/kernel_table.hpp"  // PodEqual
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -113,6 +114,41 @@ struct TuneOpSpec {
   /// "attention.decode head_dim=128 rows=8 splits=4".
   std::string describe(const TunedChoice& choice) const;
 };
+
+/// The candidates of a split-KV op (decode, paged decode, SWA decode: a family point and the
+/// split count as knob 0), the one routine their tune_candidates share: for each point of
+/// `family` with a kernel for the device's target that `matches` (a TunedChoice with that point,
+/// knobs 0), each count of `splits` (any order, repeats allowed) up to `max_splits` that fits
+/// the device (Op::tune_spec().fits) and that Op::apply_tuned plans. A count the planner runs as
+/// another one already offered for the point (it rounds counts to whole tiles) is offered once,
+/// under the count it runs.
+template <class Op, class Matches>
+std::vector<TunedChoice> split_candidates(const Family& family, const typename Op::Dims& dims, const DeviceInfo& info,
+                                          Matches matches, std::vector<int> splits, int64_t max_splits) {
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+  std::vector<TunedChoice> out;
+  const Target target = info.target();
+  for (const Point& p : family.enumerate(&target)) {
+    TunedChoice c;
+    c.family = &family;
+    c.point = p;
+    if (!matches(c)) continue;
+    std::vector<int> seen;  // the counts the planner runs for this point
+    for (int s : splits) {
+      if (s > max_splits) break;
+      c.knobs[0] = s;
+      if (!Op::tune_spec().fits(c, info).empty()) continue;
+      typename Op::Plan plan;
+      if (!Op::apply_tuned(dims, info, c, &plan)) continue;
+      if (std::find(seen.begin(), seen.end(), plan.num_splits) != seen.end()) continue;
+      seen.push_back(plan.num_splits);
+      c.knobs[0] = plan.num_splits;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
 
 /// Every tunable op, in TuneOpId order.
 const std::vector<const TuneOpSpec*>& tune_ops();

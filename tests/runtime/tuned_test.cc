@@ -864,3 +864,32 @@ TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
 }
 
 }  // namespace
+
+namespace {
+
+// The split-KV ops share one candidate routine (kjit::detail::split_candidates): for each of them
+// every candidate fits the device, applies to the call, runs the split count the table would
+// store, and no point offers one count twice.
+template <class Op>
+void expect_split_candidates_run_as_stored(const typename Op::Dims& d, const DeviceInfo& info) {
+  const std::vector<TunedChoice> c = Op::tune_candidates(d, info);
+  ASSERT_FALSE(c.empty()) << Op::tune_spec().name << " on " << info.name;
+  std::set<std::pair<std::string, int>> offered;
+  for (const TunedChoice& x : c) {
+    EXPECT_EQ(Op::tune_spec().fits(x, info), "");
+    typename Op::Plan p;
+    ASSERT_TRUE(Op::apply_tuned(d, info, x, &p)) << Op::tune_spec().describe(x);
+    EXPECT_EQ(p.num_splits, x.knobs[0]) << Op::tune_spec().describe(x);
+    EXPECT_TRUE(offered.insert({x.family->describe(x.point), x.knobs[0]}).second) << Op::tune_spec().describe(x);
+  }
+}
+
+TEST(TuneCandidates, SplitKvOpsOfferEachCountTheyRunOnce) {
+  for (const DeviceInfo& info : {a100(), l40s(), h200()}) {
+    expect_split_candidates_run_as_stored<ad::DecodeOp>(decode_dims(2, 3000, 32, 8, 128), info);
+    expect_split_candidates_run_as_stored<ad::PagedDecodeOp>(paged_dims(2, 3000, 32, 8, 128, 16), info);
+    expect_split_candidates_run_as_stored<md::SwaDecodeOp>(swa_dims(64, 128, 128), info);
+  }
+}
+
+}  // namespace

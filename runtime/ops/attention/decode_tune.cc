@@ -74,36 +74,14 @@ TunedChoice DecodeOp::tuned_choice(const DecodeDims& /*d*/, const DecodePlan& pl
 }
 
 std::vector<TunedChoice> DecodeOp::tune_candidates(const DecodeDims& d, const DeviceInfo& info) {
-  std::vector<TunedChoice> out;
-  if (d.batch == 0) return out;
-  const Family& f = decode_family();
-  const Target target = info.target();
+  if (d.batch == 0) return {};
   const int64_t tile = std::max(decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens, 1);
+  // Every split streams at least one KV tile.
   const int64_t tiles = std::max<int64_t>(1, (std::max<int64_t>(d.max_kv_len, 1) + tile - 1) / tile);
-  const DecodePlan planned = plan(d, info);
-  for (const Point& p : f.enumerate(&target)) {
-    if (f.value(p, "head_dim").code != d.head_dim) continue;
-    std::vector<int> splits(std::begin(kDecodeSplitGrid), std::end(kDecodeSplitGrid));
-    splits.push_back(planned.num_splits);
-    std::sort(splits.begin(), splits.end());
-    splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
-    std::vector<int> seen;  // the split counts the planner actually runs (a count may round to another)
-    for (int s : splits) {
-      if (s > tiles) break;  // every split streams at least one KV tile
-      TunedChoice c;
-      c.family = &f;
-      c.point = p;
-      c.knobs[0] = s;
-      if (!fits(c, info).empty()) continue;
-      DecodePlan plan;
-      apply_tuned(d, info, c, &plan);
-      if (std::find(seen.begin(), seen.end(), plan.num_splits) != seen.end()) continue;
-      seen.push_back(plan.num_splits);
-      c.knobs[0] = plan.num_splits;
-      out.push_back(c);
-    }
-  }
-  return out;
+  std::vector<int> splits(std::begin(kDecodeSplitGrid), std::end(kDecodeSplitGrid));
+  splits.push_back(plan(d, info).num_splits);
+  return kjit::detail::split_candidates<DecodeOp>(
+      decode_family(), d, info, [&](const TunedChoice& c) { return head_dim_of(c) == d.head_dim; }, splits, tiles);
 }
 
 }  // namespace kjit::attention::detail

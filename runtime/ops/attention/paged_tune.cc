@@ -64,30 +64,15 @@ TunedChoice PagedDecodeOp::tuned_choice(const PagedDecodeDims& /*d*/, const Deco
 }
 
 std::vector<TunedChoice> PagedDecodeOp::tune_candidates(const PagedDecodeDims& d, const DeviceInfo& info) {
-  std::vector<TunedChoice> out;
-  if (d.batch == 0) return out;
-  const Family& f = paged_decode_family();
-  const Target target = info.target();
+  if (d.batch == 0) return {};
   const int64_t tile = std::max(decode_launch_shape(static_cast<int>(d.head_dim)).tile_tokens, 1);
   // Splits past the planned length's tile count leave splits without a tile to stream.
   const int64_t tiles = std::max<int64_t>(1, (paged_plan_length(d) + tile - 1) / tile);
-  const DecodePlan planned = plan(d, info);
   std::vector<int> splits(std::begin(kDecodeSplitGrid), std::end(kDecodeSplitGrid));
-  splits.push_back(planned.num_splits);
-  std::sort(splits.begin(), splits.end());
-  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
-  for (const Point& p : f.enumerate(&target)) {
-    if (f.value(p, "head_dim").code != d.head_dim) continue;
-    for (int s : splits) {
-      if (s > tiles) break;
-      TunedChoice c;
-      c.family = &f;
-      c.point = p;
-      c.knobs[0] = s;
-      if (fits(c, info).empty()) out.push_back(c);
-    }
-  }
-  return out;
+  splits.push_back(plan(d, info).num_splits);
+  return kjit::detail::split_candidates<PagedDecodeOp>(
+      paged_decode_family(), d, info,
+      [&](const TunedChoice& c) { return c.family->value(c.point, "head_dim").code == d.head_dim; }, splits, tiles);
 }
 
 }  // namespace kjit::attention::detail

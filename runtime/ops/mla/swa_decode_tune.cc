@@ -88,28 +88,15 @@ TunedChoice SwaDecodeOp::tuned_choice(const SwaDims& /*d*/, const SwaPlan& plan)
 }
 
 std::vector<TunedChoice> SwaDecodeOp::tune_candidates(const SwaDims& d, const DeviceInfo& info) {
-  std::vector<TunedChoice> out;
-  if (d.tokens == 0) return out;
-  const Family& f = swa_decode_family();
-  const Target target = info.target();
-  for (const Point& p : f.enumerate(&target)) {
-    TunedChoice c;
-    c.family = &f;
-    c.point = p;
-    if (code(c, "window") != d.window || code(c, "cache") != d.cache || d.heads % code(c, "group") != 0) continue;
-    std::vector<int> seen;  // split counts that partition the window differently
-    for (int s = 1; s <= kSwaMaxSplits; ++s) {
-      c.knobs[0] = s;
-      if (!fits(c, info).empty()) continue;
-      SwaPlan plan;
-      if (!apply_tuned(d, info, c, &plan)) continue;
-      if (std::find(seen.begin(), seen.end(), plan.num_splits) != seen.end()) continue;
-      seen.push_back(plan.num_splits);
-      c.knobs[0] = plan.num_splits;
-      out.push_back(c);
-    }
-  }
-  return out;
+  if (d.tokens == 0) return {};
+  std::vector<int> splits(kSwaMaxSplits);
+  for (int s = 1; s <= kSwaMaxSplits; ++s) splits[static_cast<size_t>(s - 1)] = s;
+  return kjit::detail::split_candidates<SwaDecodeOp>(
+      swa_decode_family(), d, info,
+      [&](const TunedChoice& c) {
+        return code(c, "window") == d.window && code(c, "cache") == d.cache && d.heads % code(c, "group") == 0;
+      },
+      splits, kSwaMaxSplits);
 }
 
 }  // namespace kjit::mla::detail
