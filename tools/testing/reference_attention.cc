@@ -72,12 +72,7 @@ DecodeReference decode_reference(const DecodeProblem& p) {
 }
 
 DecodeProblem decode_problem(int64_t batch, int64_t max_kv_len, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
-  DecodeProblem p;
-  p.batch = batch;
-  p.max_kv_len = max_kv_len;
-  p.q_heads = q_heads;
-  p.kv_heads = kv_heads;
-  p.head_dim = head_dim;
+  DecodeProblem p{batch, max_kv_len, q_heads, kv_heads, head_dim};  // the sizes, in declaration order
   p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   return p;
 }
