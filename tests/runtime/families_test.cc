@@ -223,25 +223,34 @@ TEST(Families, TargetsFilterTheEnumeration) {
 // A family's min_sm is the lowest SM any of its points has a kernel for (its target rules, which
 // ask Target's feature queries, agree with the declaration): an sm_90a-only family declares
 // Target::kWgmmaSm, never a literal that could drift from has_wgmma.
-TEST(Families, MinSmIsTheLowestTargetWithAKernel) {
-  std::vector<Target> targets;
-  for (const char* t : {"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a",
-                        "sm_120", "sm_120a"}) {
-    targets.push_back(Target::parse(t));
+/// The lowest SM of a target any point of `f` has a kernel for (0: none of those tried), and
+/// whether every target with a kernel has wgmma.
+std::pair<int, bool> lowest_sm_with_a_kernel(const Family& f) {
+  int lowest = 0;
+  bool wgmma_only = true;
+  for (const char* name : {"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
+                           "sm_103a", "sm_120", "sm_120a"}) {
+    const Target t = Target::parse(name);
+    if (f.enumerate(&t).empty()) continue;
+    if (lowest == 0) lowest = t.sm();
+    wgmma_only = wgmma_only && t.has_wgmma();
   }
+  return {lowest, wgmma_only};
+}
+
+TEST(Families, MinSmIsTheLowestTargetWithAKernel) {
   for (const Family& f : kjit::families()) {
-    int lowest = 0;
-    bool wgmma_only = true;  // every target with a kernel has wgmma
-    for (const Target& t : targets) {
-      if (f.enumerate(&t).empty()) continue;
-      if (lowest == 0) lowest = t.sm();
-      wgmma_only = wgmma_only && t.has_wgmma();
-    }
+    const auto [lowest, wgmma_only] = lowest_sm_with_a_kernel(f);
     EXPECT_EQ(f.min_sm, lowest) << f.name << " declares min_sm " << f.min_sm << "; its first kernel is for sm_" << lowest;
     if (wgmma_only) EXPECT_EQ(f.min_sm, Target::kWgmmaSm) << f.name;
   }
   EXPECT_EQ(kjit::family("attention.prefill_sm90").min_sm, Target::kWgmmaSm);
   EXPECT_EQ(kjit::family("attention.paged_prefill_sm90").min_sm, Target::kWgmmaSm);
+  // A declaration that drifts from its rules is caught: an sm_90a-only family saying 89 still
+  // has its first kernel on sm_90a.
+  Family drifted = kjit::family("attention.prefill_sm90");
+  drifted.min_sm = 89;
+  EXPECT_NE(drifted.min_sm, lowest_sm_with_a_kernel(drifted).first);
 }
 
 // Each op's arch check (OpInfo::min_sm, what check_arch refuses below) is its families' lowest
