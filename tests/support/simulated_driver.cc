@@ -3,11 +3,35 @@
 // device (device_info, the target choice, `kjit devices`, the CLI's default target) run on a
 // machine without a GPU. Every other entry point answers CUDA_ERROR_NOT_SUPPORTED: nothing
 // here can launch, allocate or load a module.
+//
+// KJIT_SIM_HOST_PATH=1 adds what an op's host path needs, so its cost can be timed and its
+// memos tested without a GPU; nothing here computes:
+//   contexts    one primary context per process, current per thread
+//   memory      "device" memory is host memory (cuMemAlloc is an aligned malloc; copies and
+//               memsets are memcpy and memset), so a device pointer is an ordinary address
+//   modules     cuLibraryLoadData keeps a copy of the ELF image (a cubin; PTX text is refused:
+//               this driver has no JIT); cuLibraryGetKernel finds a kernel by its name in the
+//               image's bytes; MAX_THREADS_PER_BLOCK is the device's 1024, SHARED_SIZE_BYTES 0
+//   launches    cuLaunchKernelEx checks the config (non-empty grid, 1..1024 threads, dynamic
+//               shared memory within 48 KB or the kernel's raised limit, a kernel and its
+//               parameters) and counts the launch; no kernel runs, no output is written
+//   TMA maps    cuTensorMapEncodeTiled checks the geometry as the driver documents it (rank,
+//               16-byte aligned base and strides, boxes of 1..256, a swizzled box row within its
+//               span) and writes its arguments packed into the 128 bytes: a deterministic
+//               function of every argument, not the hardware's encoding
+//   the rest    clusters per device: SMs / cluster size; streams never capture; synchronizing
+//               waits for nothing
+// kjitSimLaunches() (extern "C") returns the launches accepted so far.
 #include "runtime/driver.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -26,12 +50,21 @@ void simulated_cc(int* major, int* minor) {
   if (cc != nullptr) std::sscanf(cc, "%d.%d", major, minor);
 }
 
-CUresult CUDAAPI get_error_name(CUresult, const char** s) {
-  *s = "CUDA_ERROR_NOT_SUPPORTED";
+CUresult CUDAAPI get_error_name(CUresult r, const char** s) {
+  switch (r) {
+    case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
+    default: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
+  }
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI get_error_string(CUresult, const char** s) {
-  *s = "not supported by the simulated driver";
+CUresult CUDAAPI get_error_string(CUresult r, const char** s) {
+  *s = r == CUDA_ERROR_NOT_SUPPORTED ? "not supported by the simulated driver" : "refused by the simulated driver";
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI driver_version(int* v) {
@@ -78,6 +111,213 @@ CUresult CUDAAPI device_attribute(int* v, CUdevice_attribute a, CUdevice) {
   return CUDA_SUCCESS;
 }
 
+// --- KJIT_SIM_HOST_PATH=1: contexts, host memory, modules, checked launches, TMA maps ---------
+
+bool host_path() {
+  const char* v = std::getenv("KJIT_SIM_HOST_PATH");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+int primary_context_storage = 0;
+CUcontext primary_context() { return reinterpret_cast<CUcontext>(&primary_context_storage); }
+// Initial-exec, as libkjit's own hot TLS: the stand-in's calls should cost what a driver's do,
+// not a __tls_get_addr each.
+__attribute__((tls_model("initial-exec"))) thread_local CUcontext current_context = nullptr;
+std::atomic<uint64_t> launches{0};
+
+CUresult CUDAAPI primary_ctx_retain(CUcontext* ctx, CUdevice d) {
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *ctx = primary_context();
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI ctx_get_current(CUcontext* ctx) {
+  *ctx = current_context;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI ctx_set_current(CUcontext ctx) {
+  if (ctx != nullptr && ctx != primary_context()) return CUDA_ERROR_INVALID_CONTEXT;
+  current_context = ctx;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI ctx_get_device(CUdevice* d) {
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI ctx_synchronize() { return current_context ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+CUresult CUDAAPI stream_synchronize(CUstream) { return ctx_synchronize(); }
+CUresult CUDAAPI stream_is_capturing(CUstream, CUstreamCaptureStatus* status) {
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI mem_alloc(CUdeviceptr* ptr, size_t bytes) {
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI mem_free(CUdeviceptr ptr) {
+  std::free(reinterpret_cast<void*>(ptr));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes) {
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes) {
+  std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI memset_d8_async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream) {
+  return memset_d8(dst, value, bytes);
+}
+
+struct SimKernel {
+  std::string name;
+  std::atomic<int> max_dynamic_smem{48 * 1024};
+};
+struct SimLibrary {
+  std::vector<char> image;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<SimKernel>> kernels;
+};
+
+// An ELF image's size from its header: it ends with the section or program header table.
+size_t elf_size(const void* code) {
+  const auto* p = static_cast<const unsigned char*>(code);
+  if (std::memcmp(p, "\x7f" "ELF", 4) != 0 || p[4] != 2) return 0;  // ELF64 only
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, p + at, 8);
+    return v;
+  };
+  auto u16 = [&](size_t at) {
+    uint16_t v;
+    std::memcpy(&v, p + at, 2);
+    return static_cast<uint64_t>(v);
+  };
+  const uint64_t sections = u64(0x28) + u16(0x3c) * u16(0x3a);
+  const uint64_t segments = u64(0x20) + u16(0x38) * u16(0x36);
+  return static_cast<size_t>(sections > segments ? sections : segments);
+}
+
+CUresult CUDAAPI library_load(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned,
+                              CUlibraryOption*, void**, unsigned) {
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const size_t bytes = elf_size(code);
+  if (bytes == 0) return CUDA_ERROR_INVALID_IMAGE;  // PTX: nothing here JIT-compiles it
+  auto lib = std::make_unique<SimLibrary>();
+  lib->image.assign(static_cast<const char*>(code), static_cast<const char*>(code) + bytes);
+  *library = reinterpret_cast<CUlibrary>(lib.release());
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI library_unload(CUlibrary library) {
+  delete reinterpret_cast<SimLibrary*>(library);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  auto* lib = reinterpret_cast<SimLibrary*>(library);
+  if (lib == nullptr || name == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const size_t n = std::strlen(name) + 1;  // the symbol with its terminator, as a string table holds it
+  bool found = false;
+  for (size_t i = 0; !found && i + n <= lib->image.size(); ++i) found = std::memcmp(&lib->image[i], name, n) == 0;
+  if (!found) return CUDA_ERROR_NOT_FOUND;
+  std::lock_guard lock(lib->mutex);
+  auto k = std::make_unique<SimKernel>();
+  k->name = name;
+  *kernel = reinterpret_cast<CUkernel>(k.get());
+  lib->kernels.push_back(std::move(k));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI kernel_get_attribute(int* v, CUfunction_attribute a, CUkernel kernel, CUdevice d) {
+  if (kernel == nullptr || d != 0) return CUDA_ERROR_INVALID_HANDLE;
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *v = reinterpret_cast<SimKernel*>(kernel)->max_dynamic_smem.load();
+      break;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI kernel_set_attribute(CUfunction_attribute a, int v, CUkernel kernel, CUdevice d) {
+  if (kernel == nullptr || d != 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v < 0 || v > 232448) return CUDA_ERROR_INVALID_VALUE;
+  reinterpret_cast<SimKernel*>(kernel)->max_dynamic_smem.store(v);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (c == nullptr || f == nullptr || (params == nullptr && extra == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t threads = uint64_t{c->blockDimX} * c->blockDimY * c->blockDimZ;
+  if (c->gridDimX == 0 || c->gridDimY == 0 || c->gridDimZ == 0 || threads == 0 || threads > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // A CUfunction taken from a CUkernel is the kernel's handle here.
+  const auto* kernel = reinterpret_cast<const SimKernel*>(f);
+  if (static_cast<int>(c->sharedMemBytes) > kernel->max_dynamic_smem.load(std::memory_order_relaxed)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  launches.fetch_add(1, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI occupancy_max_active_clusters(int* clusters, CUfunction f, const CUlaunchConfig* c) {
+  if (f == nullptr || c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  unsigned size = 1;
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) size = c->attrs[i].value.clusterDim.x;
+  }
+  *clusters = 132 / static_cast<int>(size == 0 ? 1 : size);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* base,
+                                         const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                         const cuuint32_t* elem_strides, CUtensorMapInterleave interleave,
+                                         CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                         CUtensorMapFloatOOBfill oob) {
+  static constexpr int kElemBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};  // by CUtensorMapDataType
+  if (map == nullptr || rank < 1 || rank > 5 || static_cast<unsigned>(dtype) > 12) return CUDA_ERROR_INVALID_VALUE;
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    if (dims[i] == 0 || dims[i] > (uint64_t{1} << 32)) return CUDA_ERROR_INVALID_VALUE;
+    if (box[i] == 0 || box[i] > 256 || elem_strides[i] == 0 || elem_strides[i] > 8) return CUDA_ERROR_INVALID_VALUE;
+    if (i + 1 < rank && (strides[i] % 16 != 0 || strides[i] >= (uint64_t{1} << 40))) return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int span = swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 128 : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64 : 32;
+  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && swizzle != CU_TENSOR_MAP_SWIZZLE_NONE &&
+      box[0] * kElemBytes[dtype] > static_cast<uint32_t>(span)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Packed: base 8, dims 5 x 5, strides 4 x 5 (bytes / 16, 36 bits each, rounded up to 5 bytes),
+  // box 5, elem strides 5 (4 bits would do), dtype, rank, interleave, swizzle, l2, oob: 1 each.
+  unsigned char out[128] = {};
+  size_t at = 0;
+  auto put = [&](uint64_t v, size_t bytes) {
+    std::memcpy(out + at, &v, bytes);
+    at += bytes;
+  };
+  put(reinterpret_cast<uintptr_t>(base), 8);
+  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? dims[i] - 1 : 0, 5);
+  for (cuuint32_t i = 0; i < 4; ++i) put(i + 1 < rank ? strides[i] / 16 : 0, 5);
+  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? box[i] - 1 : 0, 1);
+  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? elem_strides[i] : 0, 1);
+  for (uint64_t v : {uint64_t(dtype), uint64_t(rank), uint64_t(interleave), uint64_t(swizzle), uint64_t(l2), uint64_t(oob)}) {
+    put(v, 1);
+  }
+  std::memcpy(map, out, sizeof(out));
+  return CUDA_SUCCESS;
+}
+
 template <typename Pfn>
 void* entry(Pfn implemented) {
   return reinterpret_cast<void*>(implemented);
@@ -107,11 +347,45 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       {"cuDeviceGet", entry(&device_get)},              {"cuDeviceGetName", entry(&device_name)},
       {"cuDeviceGetAttribute", entry(&device_attribute)}, {"cuDeviceTotalMem", entry(&device_total_mem)},
   };
+  // Typed: each function must have the signature kjit calls it through.
+#define KJIT_SIM_HOST(name, version, fn) {#name, entry<PFN_##name##_v##version>(&fn)}
+  const Known host[] = {
+      KJIT_SIM_HOST(cuDevicePrimaryCtxRetain, 7000, primary_ctx_retain),
+      KJIT_SIM_HOST(cuCtxGetCurrent, 4000, ctx_get_current),
+      KJIT_SIM_HOST(cuCtxSetCurrent, 4000, ctx_set_current),
+      KJIT_SIM_HOST(cuCtxGetDevice, 2000, ctx_get_device),
+      KJIT_SIM_HOST(cuCtxSynchronize, 2000, ctx_synchronize),
+      KJIT_SIM_HOST(cuStreamSynchronize, 2000, stream_synchronize),
+      KJIT_SIM_HOST(cuStreamIsCapturing, 10000, stream_is_capturing),
+      KJIT_SIM_HOST(cuMemAlloc, 3020, mem_alloc),
+      KJIT_SIM_HOST(cuMemFree, 3020, mem_free),
+      KJIT_SIM_HOST(cuMemcpyHtoD, 3020, memcpy_htod),
+      KJIT_SIM_HOST(cuMemcpyDtoH, 3020, memcpy_dtoh),
+      KJIT_SIM_HOST(cuMemsetD8, 3020, memset_d8),
+      KJIT_SIM_HOST(cuMemsetD8Async, 3020, memset_d8_async),
+      KJIT_SIM_HOST(cuLibraryLoadData, 12000, library_load),
+      KJIT_SIM_HOST(cuLibraryUnload, 12000, library_unload),
+      KJIT_SIM_HOST(cuLibraryGetKernel, 12000, library_get_kernel),
+      KJIT_SIM_HOST(cuKernelGetAttribute, 12000, kernel_get_attribute),
+      KJIT_SIM_HOST(cuKernelSetAttribute, 12000, kernel_set_attribute),
+      KJIT_SIM_HOST(cuLaunchKernelEx, 11060, launch_kernel_ex),
+      KJIT_SIM_HOST(cuOccupancyMaxActiveClusters, 11070, occupancy_max_active_clusters),
+      KJIT_SIM_HOST(cuTensorMapEncodeTiled, 12000, tensor_map_encode_tiled),
+  };
+#undef KJIT_SIM_HOST
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   for (const Known& k : known) {
     if (std::strcmp(symbol, k.name) == 0) {
       *pfn = k.fn;
       return CUDA_SUCCESS;
+    }
+  }
+  if (host_path()) {
+    for (const Known& k : host) {
+      if (std::strcmp(symbol, k.name) == 0) {
+        *pfn = k.fn;
+        return CUDA_SUCCESS;
+      }
     }
   }
 #define KJIT_SIM_UNSUPPORTED(name, version)                                          \
@@ -125,5 +399,8 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;
 }
+
+/// The launches cuLaunchKernelEx accepted in this process (KJIT_SIM_HOST_PATH=1).
+__attribute__((visibility("default"))) uint64_t kjitSimLaunches() { return launches.load(); }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 // Runtime costs on a GPU machine (runtime_bench --help lists the figures and options):
 //   hot   host time of a cached op call vs raw cuLaunchKernelEx of the same kernels and Params
-//         (rotary, decode, the wgmma prefill, the wgmma FP8 GEMM), and of the call with its
+//         (rotary, decode, the wgmma prefill, the wgmma paged prefill, the wgmma FP8 GEMM), and of
+//         the call with its
 //         per-thread memo (TMA maps, split search) emptied before each call
 //   warm  a new process: context creation → first launch of a disk-cached kernel, and its compiles
 //   cold  NVRTC time of every default specialization for this device's target
@@ -253,7 +254,51 @@ void hot_prefill_sm90(std::vector<Row>& rows) {
     op();
   };
   hot_rows(rows, "kjit::attention::prefill (wgmma)", "B1 L128 H8 D128 causal, 4 TMA maps", raw.kernels(),
-           std::cref(raw), op, cold, "TMA map memo", kHotCalls, kHotRounds);
+           std::cref(raw), op, cold, "TMA map memos", kHotCalls, kHotRounds);
+}
+
+// The ragged paged prefill on its Hopper kernel (sm_90a, no TMA maps: its producer gathers),
+// B2 q 64 + 64 over kv 128 each, page 16, Hq8 Hkv8 D128 causal: one 128-row work item per request
+// and head (16 CTAs). The plan (work map) is built and uploaded once, outside the timed calls.
+void hot_paged_prefill_sm90(std::vector<Row>& rows) {
+  constexpr int64_t kB = 2, kQ = 64, kKv = 128, kPage = 16, kH = 8, kD = 128;
+  constexpr int64_t kPages = kB * kKv / kPage;
+  kjit::testing::DeviceBuffer q{kB * kQ * kH * kD * 2}, out{kB * kQ * kH * kD * 2},
+      pool_k{kPages * kPage * kH * kD * 2}, pool_v{kPages * kPage * kH * kD * 2}, qo{(kB + 1) * 4},
+      kv_indptr{(kB + 1) * 4}, pages{kPages * 4}, last{kB * 4};
+  q.fill(0x3c);
+  pool_k.fill(0x3c);
+  pool_v.fill(0x3c);
+  const std::vector<int32_t> qo_host{0, kQ, 2 * kQ}, kv_host{0, kKv / kPage, 2 * kKv / kPage},
+      last_host(kB, static_cast<int32_t>(kPage));
+  std::vector<int32_t> page_ids(kPages);
+  for (int64_t i = 0; i < kPages; ++i) page_ids[i] = static_cast<int32_t>(i);
+  qo.upload(qo_host);
+  kv_indptr.upload(kv_host);
+  pages.upload(page_ids);
+  last.upload(last_host);
+  kjit::attention::PagedPrefillArgs a;
+  a.q = kjit::TensorRef(q.get(), kjit::DType::kBF16, {kB * kQ, kH, kD});
+  a.out = kjit::TensorRef(out.get(), kjit::DType::kBF16, {kB * kQ, kH, kD});
+  a.qo_indptr = kjit::TensorRef(qo.get(), kjit::DType::kI32, {kB + 1});
+  a.cache.k = kjit::TensorRef(pool_k.get(), kjit::DType::kBF16, {kPages, kPage, kH, kD});
+  a.cache.v = kjit::TensorRef(pool_v.get(), kjit::DType::kBF16, {kPages, kPage, kH, kD});
+  a.cache.indptr = kjit::TensorRef(kv_indptr.get(), kjit::DType::kI32, {kB + 1});
+  a.cache.page_indices = kjit::TensorRef(pages.get(), kjit::DType::kI32, {kPages});
+  a.cache.last_page_len = kjit::TensorRef(last.get(), kjit::DType::kI32, {kB});
+  a.causal = true;
+  kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(qo_host.data(), kB, kD, 128);
+  plan.variant = kjit::attention::AttentionVariant::kWgmma;
+  kjit::testing::DeviceBuffer ws{std::max<size_t>(plan.workspace_bytes, 16)};
+  kjit::attention::upload_paged_prefill_plan(plan, ws.get(), plan.workspace_bytes);
+  auto op = [&] { kjit::attention::paged_prefill(a, plan, ws.get(), plan.workspace_bytes, nullptr); };
+  op();
+  kjit::testing::synchronize();
+  const kjit::attention::detail::PagedPrefillCall call{a, plan, ws.get(), plan.workspace_bytes};
+  RawReplay raw(kjit::detail::launch_value<kjit::attention::detail::PagedPrefillOp>(call, {}, kjit::Runtime::global()));
+  hot_rows(rows, "kjit::attention::paged_prefill (wgmma)",
+           fmt::format("B2 q64+64 kv128 page16 H8 D128 causal, {} work items", plan.num_work()), raw.kernels(),
+           std::cref(raw), op, nullptr, "", kHotCalls, kHotRounds);
 }
 
 // The wgmma FP8 GEMM (sm_90a), M1 N256 K1024 e4m3 → bf16: split-K over clusters of 4 (the
@@ -284,7 +329,7 @@ void hot_fp8_gemm(std::vector<Row>& rows) {
     op();
   };
   hot_rows(rows, "kjit::fp8::gemm (wgmma)", fmt::format("M1 N256 K1024 e4m3->bf16, {} splits, 3 TMA maps", splits),
-           raw.kernels(), std::cref(raw), op, cold, "TMA map memo", kHotCalls, kHotRounds);
+           raw.kernels(), std::cref(raw), op, cold, "TMA map memos", kHotCalls, kHotRounds);
 }
 
 int warm_child() {
@@ -368,6 +413,8 @@ int main(int argc, char** argv) {
       "          decode        B1 Hq32 Hkv8 D128, 32768-token cache, 64 live (kv_lens): decode + merge;\n"
       "                        memo: the split search\n"
       "          prefill_sm90  the wgmma prefill (sm_90a), B1 L128 H8 D128 causal; memo: its 4 TMA maps\n"
+      "          paged_prefill_sm90  the wgmma ragged paged prefill (sm_90a), B2 q64+64 kv128 page 16 H8 D128\n"
+      "                        causal (gathers: no TMA maps); the plan uploaded once before\n"
       "          fp8_gemm      the wgmma FP8 GEMM (sm_90a), M1 N256 K1024, split-K clusters; memo: its 3 TMA maps\n"
       "          layer         rotary then decode in turn on one thread (each op keeps its own kernel-table memo)\n"
       "        (200-call batches: the GPU side of these is a few us, below the host's)\n"
@@ -376,12 +423,12 @@ int main(int argc, char** argv) {
       "  cold  NVRTC time of every default specialization for the device's target",
       "runtime_bench"};
   std::string json_path;
-  std::vector<std::string> hot_ops{"rotary", "decode", "prefill_sm90", "fp8_gemm", "layer"};
+  std::vector<std::string> hot_ops{"rotary", "decode", "prefill_sm90", "paged_prefill_sm90", "fp8_gemm", "layer"};
   bool hot_only = false, warm_child_mode = false, warm_phases_mode = false;
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
-  app.add_option("--hot", hot_ops, "The hot-call ops to time (prefill_sm90 and fp8_gemm need sm_90a; skipped elsewhere)")
+  app.add_option("--hot", hot_ops, "The hot-call ops to time (prefill_sm90, paged_prefill_sm90 and fp8_gemm need sm_90a; skipped elsewhere)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"rotary", "decode", "prefill_sm90", "fp8_gemm", "layer"}))
+      ->check(CLI::IsMember({"rotary", "decode", "prefill_sm90", "paged_prefill_sm90", "fp8_gemm", "layer"}))
       ->capture_default_str();
   app.add_flag("--hot-only", hot_only, "Only the hot calls (no warm-start processes, no NVRTC compiles): seconds");
   // The child processes of the warm figures.
@@ -439,12 +486,14 @@ int main(int argc, char** argv) {
   // --- hot: decode, the wgmma prefill, the wgmma FP8 GEMM --------------------------------------
   if (hot("decode")) hot_decode(rows);
   const bool sm90a = dev.target().has_wgmma();
-  for (const char* op : {"prefill_sm90", "fp8_gemm"}) {
+  for (const char* op : {"prefill_sm90", "paged_prefill_sm90", "fp8_gemm"}) {
     if (!hot(op)) continue;
     if (!sm90a) {
       fmt::print("hot {}: skipped, {} has no wgmma (sm_90a)\n", op, dev.target().str());
     } else if (std::string(op) == "prefill_sm90") {
       hot_prefill_sm90(rows);
+    } else if (std::string(op) == "paged_prefill_sm90") {
+      hot_paged_prefill_sm90(rows);
     } else {
       hot_fp8_gemm(rows);
     }
