@@ -1,4 +1,4 @@
-// The thread's memo of TMA tensor maps (tma_map.hpp).
+// The thread's memos of TMA tensor maps and of whole calls' maps (tma_map.hpp).
 #include "runtime/ops/tma_map.hpp"
 
 #include "runtime/driver.hpp"
@@ -36,6 +36,8 @@ void encode_tma_map(const TmaMapKey& key, TmaDescriptor* out) {
 }
 
 TmaMapMemo& tma_map_memo() { return thread_memo<TmaMapMemo>(); }
+
+TmaCallMemo& tma_call_memo() { return thread_memo<TmaCallMemo>(); }
 
 const TmaDescriptor& tma_map(const TmaMapKey& key) {
   return tma_map_memo().get(key, [](const TmaMapKey& k) {

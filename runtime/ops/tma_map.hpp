@@ -1,10 +1,13 @@
 #pragma once
 /// \file runtime/ops/tma_map.hpp
-/// The TMA tensor maps (CUtensorMap) of the Hopper kernels' Params, memoized per thread. The key
-/// is the whole argument list of cuTensorMapEncodeTiled, the base address included: a map
-/// embeds its tensor's global address, so a map is reused only for the very tensor (pointer,
-/// shape, strides, element type, box and modes) it was encoded for, and a call on another
-/// buffer of the same geometry encodes its own.
+/// The TMA tensor maps (CUtensorMap) of the Hopper kernels' Params, memoized per thread at two
+/// levels. The map memo's key is the whole argument list of cuTensorMapEncodeTiled, the base
+/// address included: a map embeds its tensor's global address, so a map is reused only for the
+/// very tensor (pointer, shape, strides, element type, box and modes) it was encoded for, and a
+/// call on another buffer of the same geometry encodes its own. In front of it, the call memo
+/// keeps all the maps of one op call under a key the op packs from what its map keys are
+/// computed from (the tensors' addresses, sizes and strides and the op's box choices): a repeat
+/// call builds no map key and probes once for all its maps.
 ///
 /// The maps travel inside the kernels' Params, passed by value in the kernel parameter space
 /// (KJIT_PARAMS: __grid_constant__): cuLaunchKernelEx copies the Params when it is called, and a
@@ -55,5 +58,44 @@ TmaMapMemo& tma_map_memo();
 /// DriverError it passes on, storing nothing). Valid until the thread's next tma_map call:
 /// copy it into the Params at once.
 const TmaDescriptor& tma_map(const TmaMapKey& key);
+
+/// The inputs of one op call's TMA maps, packed by the op: `op` names the op (the address of
+/// something of its own, so two ops never share an entry), `words` hold what its map keys are
+/// computed from, tensor addresses first (the memo picks the set by the first 64 bytes). Every
+/// input of every map key must be in it, directly or as something it is a function of: a value
+/// built from anything else would be served for a call it does not describe. Zero-initialize it
+/// (`TmaCallKey k{}`) before filling.
+struct TmaCallKey {
+  static constexpr int kWords = 33;
+  const void* op;
+  uint64_t words[kWords];
+};
+static_assert(std::has_unique_object_representations_v<TmaCallKey>, "keyed by its bytes, no padding");
+
+/// The maps of one call, in the order the op's key maker lists them (up to 4: the wgmma prefill's
+/// q, k, v and out).
+struct TmaCallMaps {
+  static constexpr int kMaps = 4;
+  TmaDescriptor map[kMaps];
+};
+
+/// The thread's memo of whole calls' maps: 32 slots of about 800 bytes, 4 ways a set.
+using TmaCallMemo = PodMemo<TmaCallKey, TmaCallMaps, 32>;
+TmaCallMemo& tma_call_memo();
+
+/// The `count` maps of the call `key` describes: from the thread's call memo, else each map of
+/// the keys `make_keys(TmaMapKey (&keys)[TmaCallMaps::kMaps])` fills (its first `count`) through
+/// tma_map, stored together. A DriverError of an encode passes on, storing nothing. Valid until
+/// the thread's next tma_call_maps call: copy the maps into the Params at once.
+template <class MakeKeys>
+const TmaCallMaps& tma_call_maps(const TmaCallKey& key, int count, MakeKeys&& make_keys) {
+  return tma_call_memo().get(key, [&](const TmaCallKey&) {
+    TmaMapKey keys[TmaCallMaps::kMaps] = {};
+    make_keys(keys);
+    TmaCallMaps maps{};
+    for (int i = 0; i < count; ++i) maps.map[i] = tma_map(keys[i]);
+    return maps;
+  });
+}
 
 }  // namespace kjit::detail

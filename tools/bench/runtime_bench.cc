@@ -250,6 +250,7 @@ void hot_prefill_sm90(std::vector<Row>& rows) {
   RawReplay raw(kjit::detail::launch_value<kjit::attention::detail::PrefillOp>(a, {}, kjit::Runtime::global()));
   auto op = [&] { kjit::attention::prefill(a, nullptr); };
   auto cold = [&] {
+    kjit::detail::tma_call_memo().clear();
     kjit::detail::tma_map_memo().clear();
     op();
   };
@@ -325,6 +326,7 @@ void hot_fp8_gemm(std::vector<Row>& rows) {
   RawReplay raw(std::move(launch));
   auto op = [&] { kjit::fp8::gemm(g, nullptr); };
   auto cold = [&] {
+    kjit::detail::tma_call_memo().clear();
     kjit::detail::tma_map_memo().clear();
     op();
   };

@@ -1,5 +1,6 @@
 // The sm_90a prefill kernel's Params: its four TMA tensor maps over the BLHD tensors, from the
-// thread's tensor-map memo (runtime/ops/tma_map.hpp).
+// thread's call memo of maps (runtime/ops/tma_map.hpp): a repeat call finds all four with one
+// probe keyed by the tensors' addresses, sizes and strides.
 #include "runtime/ops/attention/prefill.hpp"
 
 #include "runtime/ops/tma_map.hpp"
@@ -32,14 +33,43 @@ kjit::detail::TmaMapKey blhd_tma_map_key(const TensorRef& t, int box_rows) {
   return key;
 }
 
+namespace {
+
+// The call key of the four maps: everything blhd_tma_map_key reads of q, k, v and out (address,
+// the four sizes, the strides of dims 0..2) and the box rows.
+kjit::detail::TmaCallKey prefill_tma_call_key(const PrefillArgs& args, const PrefillSm90LaunchShape& shape) {
+  static const char kOp = 0;
+  kjit::detail::TmaCallKey key{};
+  key.op = &kOp;
+  const TensorRef* tensors[4] = {&args.q, &args.k, &args.v, &args.out};
+  int w = 0;
+  for (const TensorRef* t : tensors) key.words[w++] = reinterpret_cast<uintptr_t>(t->data);
+  for (const TensorRef* t : tensors) {
+    for (int i = 0; i < 4; ++i) key.words[w++] = static_cast<uint64_t>(t->shape[i]);
+    for (int i = 0; i < 3; ++i) key.words[w++] = static_cast<uint64_t>(t->strides[i]);
+  }
+  key.words[w++] = static_cast<uint64_t>(shape.block_m) << 32 | static_cast<uint32_t>(shape.block_n);
+  return key;
+}
+static_assert(4 + 4 * 7 + 1 == kjit::detail::TmaCallKey::kWords, "the prefill call key fills every word");
+
+}  // namespace
+
 PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
   const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
   PrefillSm90Params p{};
-  p.tma_q = kjit::detail::tma_map(blhd_tma_map_key(args.q, shape.block_m));
-  p.tma_k = kjit::detail::tma_map(blhd_tma_map_key(args.k, shape.block_n));
-  p.tma_v = kjit::detail::tma_map(blhd_tma_map_key(args.v, shape.block_n));
-  p.tma_out = kjit::detail::tma_map(blhd_tma_map_key(args.out, 64));
+  const kjit::detail::TmaCallMaps& maps =
+      kjit::detail::tma_call_maps(prefill_tma_call_key(args, shape), 4, [&](kjit::detail::TmaMapKey(&keys)[4]) {
+        keys[0] = blhd_tma_map_key(args.q, shape.block_m);
+        keys[1] = blhd_tma_map_key(args.k, shape.block_n);
+        keys[2] = blhd_tma_map_key(args.v, shape.block_n);
+        keys[3] = blhd_tma_map_key(args.out, 64);
+      });
+  p.tma_q = maps.map[0];
+  p.tma_k = maps.map[1];
+  p.tma_v = maps.map[2];
+  p.tma_out = maps.map[3];
   p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
   if (d.has_lse) {
     p.lse_stride_b = args.lse.strides[0];

@@ -174,13 +174,35 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.config = config;
   GemmSm90Params& p = step.params;
   p = sm90_params(g, plan);
-  // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped.
+  // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped. All
+  // the maps of a repeat call come from the thread's call memo in one probe; its key holds every
+  // input of the three map keys below.
   const void* a = plan.swap_ab ? g.params.b : g.params.a;
   const void* b = plan.swap_ab ? g.params.a : g.params.b;
-  p.tma_a = kjit::detail::tma_map(operand_tma_map_key(a, g.k, p.m, plan.swap_ab ? g.params.ldb : g.params.lda, plan.bm));
-  p.tma_b = kjit::detail::tma_map(
-      operand_tma_map_key(b, g.k, p.n, plan.swap_ab ? g.params.lda : g.params.ldb, plan.bn / plan.cluster_m));
-  if (p.tma_store) p.tma_d = kjit::detail::tma_map(output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd));
+  const int64_t lda = plan.swap_ab ? g.params.ldb : g.params.lda;
+  const int64_t ldb = plan.swap_ab ? g.params.lda : g.params.ldb;
+  static const char kOp = 0;
+  kjit::detail::TmaCallKey key{};
+  key.op = &kOp;
+  const uint64_t words[] = {reinterpret_cast<uintptr_t>(a), reinterpret_cast<uintptr_t>(b),
+                            reinterpret_cast<uintptr_t>(g.params.d), static_cast<uint64_t>(g.k),
+                            static_cast<uint64_t>(p.m), static_cast<uint64_t>(p.n),
+                            static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n),
+                            static_cast<uint64_t>(lda), static_cast<uint64_t>(ldb),
+                            static_cast<uint64_t>(g.params.ldd), static_cast<uint64_t>(plan.bm),
+                            static_cast<uint64_t>(plan.bn / plan.cluster_m),
+                            uint64_t{g.out_f32} | uint64_t{p.tma_store != 0} << 1};
+  static_assert(sizeof(words) / sizeof(words[0]) <= kjit::detail::TmaCallKey::kWords, "fits the call key");
+  std::memcpy(key.words, words, sizeof(words));
+  const kjit::detail::TmaCallMaps& maps =
+      kjit::detail::tma_call_maps(key, p.tma_store ? 3 : 2, [&](kjit::detail::TmaMapKey(&keys)[4]) {
+        keys[0] = operand_tma_map_key(a, g.k, p.m, lda, plan.bm);
+        keys[1] = operand_tma_map_key(b, g.k, p.n, ldb, plan.bn / plan.cluster_m);
+        keys[2] = output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
+      });
+  p.tma_a = maps.map[0];
+  p.tma_b = maps.map[1];
+  if (p.tma_store) p.tma_d = maps.map[2];
   return l;
 }
 
