@@ -206,22 +206,64 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   return l;
 }
 
+namespace {
+
+/// Everything the two planning phases of an unforced call read: the GemmDims fields plan_gemm,
+/// the tuned choice (tune_key, apply_tuned) and refine look at (not its Params: addresses and
+/// strides do not plan), the device (its DeviceInfo and cluster capacities) and the device's
+/// tuning table (a replaced table is another pointer: tables handed out stay alive).
+struct GemmPlanKey {
+  const void* table;
+  int64_t m, n, k;
+  int32_t device, fmt_a, fmt_b, flags;
+  int32_t kernel, tile, stages, splits, multicast, zero;
+};
+
+GemmPlanKey plan_key(const GemmDims& g, const DeviceInfo& info) {
+  GemmPlanKey key{};
+  key.table = kjit::detail::tuned_table(info);
+  key.m = g.m;
+  key.n = g.n;
+  key.k = g.k;
+  key.device = g.device;
+  key.fmt_a = g.fmt_a;
+  key.fmt_b = g.fmt_b;
+  key.flags = (g.a_trans ? 1 : 0) | (g.b_trans ? 2 : 0) | (g.out_f32 ? 4 : 0) | (g.block ? 8 : 0) | (g.swapped ? 16 : 0);
+  key.kernel = static_cast<int32_t>(g.force.kernel);
+  key.tile = static_cast<int32_t>(g.force.tile);
+  key.stages = g.force.stages;
+  key.splits = g.force.splits;
+  key.multicast = g.force.multicast;
+  return key;
+}
+
+}  // namespace
+
 GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced,
                                     const CUstream* stream) {
-  kjit::detail::Planned<GemmOp> p = kjit::detail::plan<GemmOp>(args, forced);
-  if (p.plan.choice.family == nullptr) return Launch{};
-  const DeviceInfo& info = *p.device.info;
-  const LoadedProgram* program = &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context, stream);
-  if (forced == nullptr) {
-    const GemmPlan refined = refine(p.dims, p.plan, *program, info);
-    // Capacities move only splits and the grid (plan_gemm); were that ever to change the
-    // kernel, launching the first plan's program with the second plan's shape would be wrong.
-    if (refined.choice.point != p.plan.choice.point) {
-      program = &kjit::detail::load<GemmOp>(refined.choice, runtime, p.device.context, stream);
-    }
-    p.plan = refined;
+  if (forced != nullptr) {
+    const kjit::detail::Planned<GemmOp> p = kjit::detail::plan<GemmOp>(args, forced);
+    if (p.plan.choice.family == nullptr) return Launch{};
+    return build(args, p.dims, p.plan,
+                 &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context, stream), {}, *p.device.info);
   }
-  return build(args, p.dims, p.plan, program, {}, info);
+  const GemmDims g = validate(args);
+  const kjit::detail::OpDevice device = kjit::detail::open_device(kInfo, g.device);
+  const DeviceInfo& info = *device.info;
+  // The refined plan, per thread: a repeat shape plans nothing (both phases are pure functions
+  // of the key; the capacities are fixed per device and point).
+  using PlanMemo = kjit::detail::PodMemo<GemmPlanKey, GemmPlan, 16>;
+  const GemmPlan plan = kjit::detail::thread_memo<PlanMemo>().get(plan_key(g, info), [&](const GemmPlanKey&) {
+    const GemmPlan first = kjit::detail::choose_plan<GemmOp>(g, info);
+    if (first.choice.family == nullptr) return first;
+    const LoadedProgram& program = kjit::detail::load<GemmOp>(first.choice, runtime, device.context, stream);
+    // Capacities move only splits and the grid (plan_gemm); were that ever to change the
+    // kernel, launching the first plan's program with the second plan's shape would be wrong:
+    // the program is looked up again below for the refined plan's point.
+    return refine(g, first, program, info);
+  });
+  if (plan.choice.family == nullptr) return Launch{};
+  return build(args, g, plan, &kjit::detail::load<GemmOp>(plan.choice, runtime, device.context, stream), {}, info);
 }
 
 }  // namespace kjit::fp8::detail
