@@ -1,8 +1,9 @@
 // Host-only checks of the op hot path's per-thread memos: the PodMemo itself (hits return the
 // stored bytes without recomputing, other keys miss, a set keeps as many keys as it has ways, a
 // throwing miss stores nothing, a hit allocates nothing), the TMA map keys of the wgmma prefill
-// and FP8 GEMM (every argument of the encode is in the key, the base address included) and the
-// prefill Params taken from the thread's map memo, and the decode planners' split-search memo
+// and FP8 GEMM (every argument of the encode is in the key, the base address included), the
+// prefill Params taken from the thread's map memo, the call memo in front of it (a repeat call
+// probes once; another address, stride or size is another call), and the decode planners' split-search memo
 // (memoized plans equal fresh ones over random shapes and devices, also across tuning-table
 // changes). No GPU needed.
 #include <kjit/device.hpp>
@@ -299,7 +300,9 @@ TEST(TmaMapMemo, PrefillParamsTakeTheMapsFromTheThreadMemo) {
   const kd::TmaMapKey keys[4] = {ad::blhd_tma_map_key(a.q, shape.block_m), ad::blhd_tma_map_key(a.k, shape.block_n),
                                  ad::blhd_tma_map_key(a.v, shape.block_n), ad::blhd_tma_map_key(a.out, 64)};
   // Seeded with stand-in maps, the thread's memo answers all four: no driver call (there is no
-  // driver here) and no allocation.
+  // driver here) and no allocation. The call memo in front starts empty, so the first call asks
+  // the map memo.
+  kd::tma_call_memo().clear();
   kd::TmaMapMemo& memo = kd::tma_map_memo();
   memo.clear();
   for (const kd::TmaMapKey& k : keys) memo.get(k, fake_encode);
@@ -324,6 +327,98 @@ TEST(TmaMapMemo, PrefillParamsTakeTheMapsFromTheThreadMemo) {
     EXPECT_FALSE(kjit::driver_available());
   }
   EXPECT_EQ(memo.misses(), misses + 1) << "the moved q must have missed";
+}
+
+// ---- the call memo of TMA maps ------------------------------------------------------------------
+
+TEST(TmaCallMemo, ARepeatCallTakesItsMapsInOneProbe) {
+  using Op = ad::PrefillOp;
+  const kjit::attention::PrefillArgs a = wgmma_prefill(0);
+  const ad::PrefillDims d = Op::validate(a);
+  const ad::PrefillPlan plan = Op::plan(d, h200());
+  const kjit::attention::PrefillSm90LaunchShape shape = kjit::attention::prefill_sm90_launch_shape(128);
+  kd::TmaCallMemo& calls = kd::tma_call_memo();
+  kd::TmaMapMemo& maps = kd::tma_map_memo();
+  calls.clear();
+  maps.clear();
+  for (const TensorRef* t : {&a.q, &a.k, &a.v, &a.out}) {
+    const int rows = t == &a.q ? shape.block_m : t == &a.out ? 64 : shape.block_n;
+    maps.get(ad::blhd_tma_map_key(*t, rows), fake_encode);
+  }
+  const kjit::attention::PrefillSm90Params first = Op::params_sm90(a, d, plan);  // the call memo's miss
+  const uint64_t call_hits = calls.hits(), call_misses = calls.misses(), map_hits = maps.hits();
+  kjit::attention::PrefillSm90Params again{};
+  EXPECT_EQ(allocations_of([&] { again = Op::params_sm90(a, d, plan); }), 0u);
+  EXPECT_EQ(calls.hits(), call_hits + 1);
+  EXPECT_EQ(calls.misses(), call_misses);
+  EXPECT_EQ(maps.hits(), map_hits) << "a call-memo hit must not probe the map memo";
+  EXPECT_EQ(std::memcmp(&first, &again, sizeof(first)), 0);
+  EXPECT_TRUE(same_bytes(again.tma_q, fake_encode(ad::blhd_tma_map_key(a.q, shape.block_m))));
+  EXPECT_TRUE(same_bytes(again.tma_out, fake_encode(ad::blhd_tma_map_key(a.out, 64))));
+}
+
+TEST(TmaCallMemo, EveryInputOfAMapKeyMakesAnotherCall) {
+  using Op = ad::PrefillOp;
+  const kjit::attention::PrefillArgs a = wgmma_prefill(0);
+  const ad::PrefillPlan plan = Op::plan(Op::validate(a), h200());
+  const kjit::attention::PrefillSm90LaunchShape shape = kjit::attention::prefill_sm90_launch_shape(128);
+  // Variants of one call, each differing from `a` in one tensor: the address, a stride (k padded
+  // to 16 heads per row of the same shape), a size.
+  std::vector<kjit::attention::PrefillArgs> variants(4, a);
+  variants[0].out.data = fake_ptr(0x9000000);
+  variants[1].k = TensorRef(a.k.data, DType::kBF16, {2, 300, 2, 128}, {300 * 16 * 128, 16 * 128, 128, 1}, 0);
+  variants[2].v.strides[0] += 128;  // another batch stride, nothing else
+  variants[3].q = blhd(0, 2, 101, 8, 128);
+  variants[3].out = blhd(0x4000000, 2, 101, 8, 128);
+  kd::TmaCallMemo& calls = kd::tma_call_memo();
+  kd::TmaMapMemo& maps = kd::tma_map_memo();
+  calls.clear();
+  maps.clear();
+  auto seed = [&](const kjit::attention::PrefillArgs& x) {
+    maps.get(ad::blhd_tma_map_key(x.q, shape.block_m), fake_encode);
+    maps.get(ad::blhd_tma_map_key(x.k, shape.block_n), fake_encode);
+    maps.get(ad::blhd_tma_map_key(x.v, shape.block_n), fake_encode);
+    maps.get(ad::blhd_tma_map_key(x.out, 64), fake_encode);
+  };
+  seed(a);
+  for (const auto& x : variants) seed(x);
+  Op::params_sm90(a, Op::validate(a), plan);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const kjit::attention::PrefillArgs& x = variants[i];
+    const uint64_t misses = calls.misses();
+    const kjit::attention::PrefillSm90Params p = Op::params_sm90(x, Op::validate(x), plan);
+    EXPECT_EQ(calls.misses(), misses + 1) << "variant " << i << " was served another call's maps";
+    EXPECT_TRUE(same_bytes(p.tma_q, fake_encode(ad::blhd_tma_map_key(x.q, shape.block_m)))) << i;
+    EXPECT_TRUE(same_bytes(p.tma_k, fake_encode(ad::blhd_tma_map_key(x.k, shape.block_n)))) << i;
+    EXPECT_TRUE(same_bytes(p.tma_v, fake_encode(ad::blhd_tma_map_key(x.v, shape.block_n)))) << i;
+    EXPECT_TRUE(same_bytes(p.tma_out, fake_encode(ad::blhd_tma_map_key(x.out, 64)))) << i;
+  }
+  // Each variant is stored beside `a` (5 calls in 32 slots), and each comes back as it was.
+  for (const auto& x : variants) {
+    const uint64_t hits = calls.hits();
+    const kjit::attention::PrefillSm90Params p = Op::params_sm90(x, Op::validate(x), plan);
+    EXPECT_EQ(calls.hits(), hits + 1);
+    EXPECT_TRUE(same_bytes(p.tma_k, fake_encode(ad::blhd_tma_map_key(x.k, shape.block_n))));
+  }
+}
+
+TEST(TmaCallMemo, AFailedEncodeStoresNoCall) {
+  kd::TmaCallKey key{};
+  static const char kTag = 0;
+  key.op = &kTag;
+  key.words[0] = 1;
+  kd::TmaCallMemo& calls = kd::tma_call_memo();
+  calls.clear();
+  int made = 0;
+  const auto make = [&](kd::TmaMapKey(&keys)[4]) {
+    ++made;
+    throw std::runtime_error("no driver");
+    keys[0] = kd::TmaMapKey{};
+  };
+  EXPECT_THROW(kd::tma_call_maps(key, 1, make), std::runtime_error);
+  EXPECT_THROW(kd::tma_call_maps(key, 1, make), std::runtime_error);
+  EXPECT_EQ(made, 2) << "a failed call must not be stored";
+  EXPECT_EQ(calls.size(), 0u);
 }
 
 // ---- the split-search memo ----------------------------------------------------------------------
