@@ -1,7 +1,8 @@
-// The per-thread TMA map memo on the GPU (sm_90a): a memoized map is byte for byte the fresh
+// The per-thread TMA map memos on the GPU (sm_90a): a memoized map is byte for byte the fresh
 // encode, the wgmma prefill called on two buffers of one geometry in turn computes each one's
-// answer (a map is never served for another address), and a CUDA graph captured from a call
-// keeps its own maps after the memo has moved on. Outputs are poisoned (0xFF: NaN) before each
+// answer (a map is never served for another address), the same tensor address with another
+// stride gets its own maps from the call memo, and a CUDA graph captured from a call keeps its
+// own maps after the memos have moved on. Outputs are poisoned (0xFF: NaN) before each
 // run and compared with the float64 reference on fresh random data. Skips without an sm_90 GPU.
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
@@ -53,6 +54,7 @@ struct PrefillSetup {
   DeviceBuffer q{kL * kHq * kD * 2}, k{kL * kHkv * kD * 2}, v{kL * kHkv * kD * 2}, out{kL * kHq * kD * 2};
   kjit::attention::PrefillArgs args;
   std::vector<double> ref;
+  std::vector<uint16_t> k_bits;  // k as uploaded, [L, Hkv, D]
   uint64_t seed;
 
   explicit PrefillSetup(uint64_t s) : seed(s) {
@@ -77,6 +79,7 @@ struct PrefillSetup {
     };
     fill(p.q, q, kL * kHq * kD);
     fill(p.k, k, kL * kHkv * kD);
+    k_bits = k.download<uint16_t>(static_cast<size_t>(kL * kHkv * kD));
     fill(p.v, v, kL * kHkv * kD);
     ref = kjit::testing::prefill_reference(p).out;
     args.q = TensorRef(q.get(), DType::kBF16, {1, kL, kHq, kD});
@@ -120,6 +123,7 @@ TEST_F(HotMemoGpu, AMemoizedMapIsTheFreshEncode) {
 
 TEST_F(HotMemoGpu, PrefillOnTwoBuffersOfOneGeometryInTurn) {
   PrefillSetup a(fresh_seed()), b(fresh_seed());
+  kd::tma_call_memo().clear();
   kd::tma_map_memo().clear();
   const uint64_t misses = kd::tma_map_memo().misses();
   for (int round = 0; round < 3; ++round) {
@@ -147,7 +151,8 @@ TEST_F(HotMemoGpu, AGraphKeepsTheMapsOfTheCallItCaptured) {
   ASSERT_EQ(d.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
   CUgraphExec exec = nullptr;
   ASSERT_EQ(d.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
-  // The memo moves on: emptied, then filled with b's maps (and overwritten host memory).
+  // The memos move on: emptied, then filled with b's maps (and overwritten host memory).
+  kd::tma_call_memo().clear();
   kd::tma_map_memo().clear();
   b.out.fill(0xFF);
   kjit::attention::prefill(b.args, stream);
@@ -160,6 +165,33 @@ TEST_F(HotMemoGpu, AGraphKeepsTheMapsOfTheCallItCaptured) {
   d.cuGraphExecDestroy(exec);
   d.cuGraphDestroy(graph);
   d.cuStreamDestroy(stream);
+}
+
+// The same K at the same address, packed and then with rows twice as far apart: the call memo
+// must tell the two calls apart by the stride alone (a stale map would read the wrong rows).
+TEST_F(HotMemoGpu, PrefillWithAnotherStrideAtTheSameAddress) {
+  PrefillSetup a(fresh_seed());
+  constexpr int64_t kL = PrefillSetup::kL, kHkv = PrefillSetup::kHkv, kD = PrefillSetup::kD;
+  DeviceBuffer room{kL * 2 * kHkv * kD * 2};
+  room.upload(a.k_bits);  // packed at the start of the buffer
+  a.args.k = TensorRef(room.get(), DType::kBF16, {1, kL, kHkv, kD});
+  kd::tma_call_memo().clear();
+  a.out.fill(0xFF);
+  kjit::attention::prefill(a.args, nullptr);
+  a.check("packed k");
+  std::vector<uint16_t> strided(static_cast<size_t>(kL * 2 * kHkv * kD), 0x7FC0);  // NaN between the rows
+  for (int64_t l = 0; l < kL; ++l) {
+    std::memcpy(&strided[static_cast<size_t>(l * 2 * kHkv * kD)], &a.k_bits[static_cast<size_t>(l * kHkv * kD)],
+                static_cast<size_t>(kHkv * kD) * 2);
+  }
+  kjit::testing::synchronize();
+  room.upload(strided);
+  a.args.k = TensorRef(room.get(), DType::kBF16, {1, kL, kHkv, kD}, {kL * 2 * kHkv * kD, 2 * kHkv * kD, kD, 1});
+  const uint64_t misses = kd::tma_call_memo().misses();
+  a.out.fill(0xFF);
+  kjit::attention::prefill(a.args, nullptr);
+  EXPECT_EQ(kd::tma_call_memo().misses(), misses + 1);
+  a.check("k rows twice as far apart, same address");
 }
 
 }  // namespace
