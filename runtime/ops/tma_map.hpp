@@ -79,8 +79,8 @@ struct TmaCallMaps {
   TmaDescriptor map[kMaps];
 };
 
-/// The thread's memo of whole calls' maps: 32 slots of about 800 bytes, 4 ways a set.
-using TmaCallMemo = PodMemo<TmaCallKey, TmaCallMaps, 32>;
+/// The thread's memo of whole calls' maps: 64 slots of 832 bytes (52 KB, touched as used), 4 ways a set.
+using TmaCallMemo = PodMemo<TmaCallKey, TmaCallMaps, 64>;
 TmaCallMemo& tma_call_memo();
 
 /// The `count` maps of the call `key` describes: from the thread's call memo, else each map of
