@@ -5,7 +5,8 @@
 // call's own tensors (the stand-in's encode packs its arguments: another address, size or
 // stride is another map). Checks the TMA call memo and the FP8 GEMM's plan memo on the path the
 // ops take: a repeat call probes the call memo once; a changed stride or address misses and gets
-// its own maps; a memoized GEMM plan is the one the planner gives afresh. No kernel runs here
+// its own maps; a memoized GEMM plan is the one the planner gives afresh, also after the
+// device's tuning table changes. No kernel runs here
 // (the stand-in computes nothing), so outputs are not checked: tests/gpu covers them. Skips when
 // the stand-in's host path is not the loaded driver.
 #include <kjit/device.hpp>
@@ -16,6 +17,7 @@
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/tma_map.hpp"
+#include "runtime/ops/tuned.hpp"
 #include "tools/testing/gpu.hpp"
 
 #include <dlfcn.h>
@@ -215,6 +217,46 @@ TEST_F(HostPath, GemmWithAnotherStrideOrBufferGetsItsOwnMaps) {
     EXPECT_FALSE(same(p.tma_a, f.tma_a) && same(p.tma_b, f.tma_b));
   }
   expect_same_launch(packed.launch_value(), first, "packed again");
+}
+
+TEST_F(HostPath, AGemmTuningTableChangeReachesTheWarmPlanMemo) {
+  Gemm g(128, 4096, 7168, 7168);
+  g.args.kernel = kjit::fp8::GemmKernel::kAuto;  // a call with an override is never tuned (wgmma anyway here)
+  kd::install_tuned_table(0, {});
+  kjit::fp8::gemm(g.args, nullptr);
+  const fd::GemmOp::Launch def = g.launch_value();  // warm
+  const fd::GemmDims dims = fd::validate_gemm(g.args);
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  const fd::GemmPlan def_plan = kd::choose_plan<fd::GemmOp>(dims, info);
+  // A stored wgmma choice the planner would not make: another point, or other splits.
+  kd::TunedChoice pick;
+  fd::GemmPlan expected;
+  for (const kd::TunedChoice& c : fd::GemmOp::tune_candidates(dims, info)) {
+    fd::GemmPlan p;
+    if (!fd::GemmOp::apply_tuned(dims, info, c, &p)) continue;
+    if (p.wgmma && (p.choice.point != def_plan.choice.point || p.splits != def_plan.splits)) {
+      pick = c;
+      expected = p;
+      break;
+    }
+  }
+  ASSERT_NE(pick.family, nullptr) << "no candidate differs from the default plan";
+  kd::TunedKey key{};
+  ASSERT_TRUE(fd::GemmOp::tune_key(dims, &key));
+  kd::TunedTable table;
+  table.set(key, pick);
+  kd::install_tuned_table(0, table);
+  kjit::fp8::gemm(g.args, nullptr);  // loads the tuned choice's program
+  const fd::GemmOp::Launch tuned = g.launch_value();
+  expect_same_launch(tuned, g.fresh_launch_value(), "tuned");
+  EXPECT_EQ(tuned.step<1>().config.grid[0], static_cast<uint32_t>(expected.grid));
+  EXPECT_NE(std::memcmp(&tuned.step<1>().config, &def.step<1>().config, sizeof(def.step<1>().config)) == 0 &&
+                tuned.step<1>().kernel == def.step<1>().kernel,
+            true)
+      << "the warm memo served the plan made before the table";
+  // The table gone, the warm memo plans as before.
+  kd::install_tuned_table(0, {});
+  expect_same_launch(g.launch_value(), def, "table removed");
 }
 
 }  // namespace
