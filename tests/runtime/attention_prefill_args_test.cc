@@ -553,7 +553,7 @@ TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
   const std::vector<int32_t> last = {16, 16};
   const ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(tuned_plan_args(qo, kv, last, 32));
   // The built-in rule names the kernel the run step will take on the device planned on.
-  ad::PagedPrefillTile t = Planner::plan(d, h200());
+  ad::PagedPrefillOpPlan t = Planner::plan(d, h200());
   EXPECT_EQ(t.tile_rows, 128);
   EXPECT_EQ(t.variant, AttentionVariant::kAuto);
   EXPECT_EQ(t.choice.family, &kjit::attention::paged_prefill_sm90_family());
@@ -570,7 +570,7 @@ TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
   }
   // A stored choice is strict: the plan runs the kernel that was measured.
   for (const auto& c : on_hopper) {
-    ad::PagedPrefillTile got;
+    ad::PagedPrefillOpPlan got;
     ASSERT_TRUE(Planner::apply_tuned(d, h200(), c, &got));
     const bool wg = c.family == &kjit::attention::paged_prefill_sm90_family();
     EXPECT_EQ(got.variant, wg ? AttentionVariant::kWgmma : AttentionVariant::kMma);

@@ -735,7 +735,7 @@ TEST(TuneCandidates, PagedPrefillTilesPrunedPerDevice) {
     for (const TunedChoice& x : c) {
       EXPECT_EQ(x.family->value(x.point, "head_dim").code, 128);
       EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().fits(x, info), "");
-      ad::PagedPrefillTile t;
+      ad::PagedPrefillOpPlan t;
       ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, info, x, &t));
       if (x.family == &kjit::attention::paged_prefill_sm90_family()) {
         ++wgmma;  // the Hopper kernel: 128-row tiles
@@ -803,7 +803,7 @@ TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
     if (c.family == &kjit::attention::paged_prefill_family() && c.family->value(c.point, "block_m").code == 64) t64 = c;
   }
   ASSERT_NE(t64.family, nullptr);
-  const ad::PagedPrefillTile tuned = plan_with<ad::PagedPrefillPlanner>(d, info, t64);
+  const ad::PagedPrefillOpPlan tuned = plan_with<ad::PagedPrefillPlanner>(d, info, t64);
   EXPECT_EQ(tuned.tile_rows, 64);
   EXPECT_EQ(tuned.choice.point, t64.point);
   // The work map follows the tile: 2 × ceil(1000 / 64) items.
@@ -820,7 +820,7 @@ TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
   EXPECT_EQ(kjit::detail::choose_plan<ad::PagedPrefillPlanner>(forced, info).tile_rows, 128);
   EXPECT_EQ(kjit::detail::choose_plan<ad::PagedPrefillPlanner>(d, info).tile_rows, 64);
   kjit::detail::install_tuned_table(info.ordinal, {});
-  ad::PagedPrefillTile other;
+  ad::PagedPrefillOpPlan other;
   EXPECT_FALSE(ad::PagedPrefillPlanner::apply_tuned(paged_prefill_dims(2, 1000, 2000, 16, 64, 16), info, t64, &other));
 
   // A 128-row head_dim-256 winner from the H200 (where short requests plan 64 rows), read on an

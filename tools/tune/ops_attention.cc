@@ -361,7 +361,7 @@ class PagedPrefillHarness : public Harness {
 
   Runner runner(const Candidate& c, Runtime& runtime) override {
     const DeviceInfo& info = device_info(0);
-    ad::PagedPrefillTile tile = ad::PagedPrefillPlanner::plan(dims_, info);
+    ad::PagedPrefillOpPlan tile = ad::PagedPrefillPlanner::plan(dims_, info);
     if (!c.is_default && !ad::PagedPrefillPlanner::apply_tuned(dims_, info, c.choice, &tile)) {
       throw InvalidArgument("the candidate does not apply to this shape");
     }

@@ -3,13 +3,14 @@
 // public entry points.
 #include "runtime/ops/attention/decode.hpp"
 
+#include "runtime/ops/attention/params.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 
 namespace kjit::attention {
 namespace detail {
@@ -23,47 +24,37 @@ DecodePlan DecodeOp::plan(const DecodeDims& d, const DeviceInfo& info) {
   return plan;
 }
 
-DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan, void* workspace) {
-  const float scale = args.scale != 0.f ? args.scale : 1.f / std::sqrt(static_cast<float>(d.head_dim));
+DecodeParams decode_query_params(const TensorRef& q, const TensorRef& out, const TensorRef* lse, int64_t batch,
+                                 const DecodePlan& plan, void* workspace) {
   DecodeParams p{};
-  p.q = args.q.data;
-  p.k = args.k.data;
-  p.v = args.v.data;
-  p.kv_lens = d.has_kv_lens ? static_cast<const int32_t*>(args.kv_lens.data) : nullptr;
-  p.mask = d.has_mask ? static_cast<const uint8_t*>(args.mask.data) : nullptr;
-  p.out = args.out.data;
-  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  if (plan.num_splits > 1) {
-    p.o_part = kjit::detail::o_part(workspace);
-    p.lse_part = kjit::detail::lse_part(workspace, plan.o_part_bytes);
+  p.q = q.data;
+  p.out = out.data;
+  p.q_stride_b = q.strides[0];
+  p.q_stride_h = q.strides[2];
+  p.out_stride_b = out.strides[0];
+  p.out_stride_h = out.strides[2];
+  if (lse != nullptr) {
+    p.lse = static_cast<float*>(lse->data);
+    p.lse_stride_b = lse->strides[0];
+    p.lse_stride_h = lse->strides[1];
   }
-  p.q_stride_b = args.q.strides[0];
-  p.q_stride_h = args.q.strides[2];
-  p.k_stride_b = args.k.strides[0];
-  p.k_stride_l = args.k.strides[1];
-  p.k_stride_h = args.k.strides[2];
-  p.v_stride_b = args.v.strides[0];
-  p.v_stride_l = args.v.strides[1];
-  p.v_stride_h = args.v.strides[2];
+  kjit::detail::set_split_partials(p, plan.num_splits, plan.o_part_bytes, workspace);
+  p.batch = static_cast<int32_t>(batch);
+  p.num_splits = plan.num_splits;
+  p.m_tiles = plan.m_tiles;
+  return p;
+}
+
+DecodeParams DecodeOp::params(const DecodeArgs& args, const DecodeDims& d, const DecodePlan& plan, void* workspace) {
+  DecodeParams p = decode_query_params(args.q, args.out, d.has_lse ? &args.lse : nullptr, d.batch, plan, workspace);
+  set_heads(p, d.q_heads, d.kv_heads, d.group, args.scale, d.head_dim);
+  set_contiguous_kv(p, args.k, args.v, d.has_kv_lens ? &args.kv_lens : nullptr, d.max_kv_len);
   if (d.has_mask) {
+    p.mask = static_cast<const uint8_t*>(args.mask.data);
     p.mask_stride_b = args.mask.strides[0];
     p.mask_stride_l = args.mask.strides[1];
   }
-  p.out_stride_b = args.out.strides[0];
-  p.out_stride_h = args.out.strides[2];
-  if (d.has_lse) {
-    p.lse_stride_b = args.lse.strides[0];
-    p.lse_stride_h = args.lse.strides[1];
-  }
-  p.batch = static_cast<int32_t>(d.batch);
-  p.q_heads = static_cast<int32_t>(d.q_heads);
-  p.kv_heads = static_cast<int32_t>(d.kv_heads);
-  p.group = static_cast<int32_t>(d.group);
-  p.max_kv_len = static_cast<int32_t>(d.max_kv_len);
-  p.num_splits = plan.num_splits;
   p.split_tokens = plan.split_tokens;
-  p.m_tiles = plan.m_tiles;
-  p.scale_log2 = scale * 1.4426950408889634f;
   set_grid_divisors(p);
   return p;
 }

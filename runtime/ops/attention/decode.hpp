@@ -58,6 +58,13 @@ struct DecodePlan {
   size_t workspace_bytes = 0;
 };
 
+/// The DecodeParams fields both decode ops fill alike: q and out ([batch, 1, q_heads, head_dim])
+/// and lse ([batch, q_heads]; null: none) with their batch and head strides, batch, the plan's
+/// splits and m_tiles, and the split partials in `workspace`. The op adds its heads and KV source
+/// (runtime/ops/attention/params.hpp) and its own fields, then set_grid_divisors.
+DecodeParams decode_query_params(const TensorRef& q, const TensorRef& out, const TensorRef* lse, int64_t batch,
+                                 const DecodePlan& plan, void* workspace);
+
 /// Sets p's m_tiles_div, num_splits_div and kv_heads_div from its m_tiles, num_splits and
 /// kv_heads (a 0 counts as 1): how the decode kernel splits blockIdx.x. Both decode ops call it
 /// last.

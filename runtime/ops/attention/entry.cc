@@ -171,7 +171,7 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
     }
     case AttentionKind::kPagedPrefill: {
       const PagedPrefillArgs a = to_paged_prefill(args);
-      const detail::PagedPrefillCall call{a, *args.plan, workspace, workspace_bytes};
+      const detail::PagedPrefillOp::Args call{a, *args.plan, workspace, workspace_bytes};
       detail::PagedPrefillDims d = detail::PagedPrefillOp::validate(call);
       // The call's request, else the plan's (a tuned or forced kernel), else the configured
       // preference; the op's planner takes the result as a strict request.

@@ -2,6 +2,8 @@
 // and the public entry point.
 #include "runtime/ops/attention/paged_append.hpp"
 
+#include "runtime/ops/attention/params.hpp"
+
 namespace kjit::attention {
 namespace detail {
 
@@ -12,9 +14,7 @@ PagedAppendParams AppendOp::params(const AppendPagedKVArgs& args, const AppendDi
   p.v_new = args.v.data;
   p.k_pool = c.k.data;
   p.v_pool = c.v.data;
-  p.kv_indptr = static_cast<const int32_t*>(c.indptr.data);
-  p.kv_page_indices = static_cast<const int32_t*>(c.page_indices.data);
-  p.kv_last_page_len = static_cast<const int32_t*>(c.last_page_len.data);
+  set_page_table(p, c);
   if (d.indptr_mode) {
     p.append_indptr = static_cast<const int32_t*>(args.append_indptr.data);
   } else {

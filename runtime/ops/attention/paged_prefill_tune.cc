@@ -72,13 +72,13 @@ bool PagedPrefillPlanner::tune_key(const PagedPrefillPlanDims& d, TunedKey* key)
 }
 
 bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const DeviceInfo& /*info*/, const TunedChoice& c,
-                                      PagedPrefillTile* out) {
+                                      PagedPrefillOpPlan* out) {
   const bool sm90 = c.family == &paged_prefill_sm90_family();
   if ((c.family != &paged_prefill_family() && !sm90) || c.family->value(c.point, "head_dim").code != d.head_dim ||
       d.total_q == 0) {
     return false;
   }
-  PagedPrefillTile t;
+  PagedPrefillOpPlan t;
   t.choice.family = c.family;
   t.choice.point = c.point;
   // A measured choice is strict: the run step runs the kernel that was timed.
@@ -88,7 +88,7 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
   return true;
 }
 
-TunedChoice PagedPrefillPlanner::tuned_choice(const PagedPrefillPlanDims& /*d*/, const PagedPrefillTile& plan) {
+TunedChoice PagedPrefillPlanner::tuned_choice(const PagedPrefillPlanDims& /*d*/, const PagedPrefillOpPlan& plan) {
   TunedChoice c;
   c.family = plan.choice.family;
   c.point = plan.choice.point;

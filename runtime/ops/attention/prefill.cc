@@ -4,6 +4,7 @@
 #include "runtime/ops/attention/prefill.hpp"
 
 #include "runtime/driver.hpp"
+#include "runtime/ops/attention/params.hpp"
 
 #include <fmt/format.h>
 
@@ -13,50 +14,34 @@ namespace kjit::attention {
 namespace detail {
 
 PrefillParams PrefillOp::params(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
-  const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
   PrefillParams p{};
   p.q = args.q.data;
   p.out = args.out.data;
-  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  p.mask = d.mask_rank != 0 ? static_cast<const uint8_t*>(args.mask.data) : nullptr;
-  p.k = args.k.data;
-  p.v = args.v.data;
-  p.kv_lens = d.has_kv_lens ? static_cast<const int32_t*>(args.kv_lens.data) : nullptr;
   p.q_stride_b = args.q.strides[0];
   p.q_stride_l = args.q.strides[1];
   p.q_stride_h = args.q.strides[2];
-  p.k_stride_b = args.k.strides[0];
-  p.k_stride_l = args.k.strides[1];
-  p.k_stride_h = args.k.strides[2];
-  p.v_stride_b = args.v.strides[0];
-  p.v_stride_l = args.v.strides[1];
-  p.v_stride_h = args.v.strides[2];
   p.out_stride_b = args.out.strides[0];
   p.out_stride_l = args.out.strides[1];
   p.out_stride_h = args.out.strides[2];
   if (d.has_lse) {
+    p.lse = static_cast<float*>(args.lse.data);
     p.lse_stride_b = args.lse.strides[0];
     p.lse_stride_h = args.lse.strides[1];
     p.lse_stride_l = args.lse.strides[2];
   }
-  if (d.mask_rank == 2) {
+  if (d.mask_rank != 0) {
+    p.mask = static_cast<const uint8_t*>(args.mask.data);
+    // A 2-D mask [batch, max_kv_len] is the same for every query row.
     p.mask_stride_b = args.mask.strides[0];
-    p.mask_stride_q = 0;
-    p.mask_stride_k = args.mask.strides[1];
-  } else if (d.mask_rank == 3) {
-    p.mask_stride_b = args.mask.strides[0];
-    p.mask_stride_q = args.mask.strides[1];
-    p.mask_stride_k = args.mask.strides[2];
+    p.mask_stride_q = d.mask_rank == 3 ? args.mask.strides[1] : 0;
+    p.mask_stride_k = args.mask.strides[d.mask_rank - 1];
   }
+  set_heads(p, d.q_heads, d.kv_heads, d.group, args.scale, d.head_dim);
+  set_contiguous_kv(p, args.k, args.v, d.has_kv_lens ? &args.kv_lens : nullptr, d.max_kv_len);
   p.batch = static_cast<int32_t>(d.batch);
   p.q_len = static_cast<int32_t>(d.q_len);
-  p.max_kv_len = static_cast<int32_t>(d.max_kv_len);
-  p.q_heads = static_cast<int32_t>(d.q_heads);
-  p.kv_heads = static_cast<int32_t>(d.kv_heads);
-  p.group = static_cast<int32_t>(d.group);
   p.q_tiles = static_cast<int32_t>(plan.q_tiles);
   p.causal = args.causal ? 1 : 0;
-  p.scale_log2 = scale * 1.4426950408889634f;
   p.head_group = prefill_head_group(d, AttentionVariant::kMma);
   return p;
 }
@@ -90,49 +75,35 @@ PrefillOp::Launch PrefillOp::build(const PrefillArgs& args, const PrefillDims& d
   return l;
 }
 
-PrefillParams PagedPrefillOp::params(const PagedPrefillCall& call, const PagedPrefillDims& d) {
+PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d) {
   const PagedPrefillArgs& args = call.args;
-  const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
-  const PagedKVCache& c = args.cache;
   PrefillParams p{};
   p.q = args.q.data;
   p.out = args.out.data;
-  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  p.k = c.k.data;
-  p.v = c.v.data;
-  p.kv_indptr = static_cast<const int32_t*>(c.indptr.data);
-  p.kv_page_indices = static_cast<const int32_t*>(c.page_indices.data);
-  p.kv_last_page_len = static_cast<const int32_t*>(c.last_page_len.data);
+  p.q_stride_l = args.q.strides[0];
+  p.q_stride_h = args.q.strides[1];
+  p.out_stride_l = args.out.strides[0];
+  p.out_stride_h = args.out.strides[1];
+  if (d.has_lse) {
+    p.lse = static_cast<float*>(args.lse.data);
+    p.lse_stride_h = args.lse.strides[0];
+    p.lse_stride_l = args.lse.strides[1];
+  }
+  // The packed Q schedule: the requests' query rows and the plan's work map.
   p.qo_indptr = static_cast<const int32_t*>(args.qo_indptr.data);
   p.q_tile_to_batch = static_cast<const int32_t*>(call.workspace);
   p.q_tile_to_index =
       reinterpret_cast<const int32_t*>(static_cast<const char*>(call.workspace) + call.plan.map_index_offset);
-  p.q_stride_l = args.q.strides[0];
-  p.q_stride_h = args.q.strides[1];
-  p.k_stride_b = p.v_stride_b = c.k.strides[0];
-  p.k_stride_l = p.v_stride_l = d.cache.slot_stride;
-  p.k_stride_h = p.v_stride_h = c.k.strides[2];
-  p.out_stride_l = args.out.strides[0];
-  p.out_stride_h = args.out.strides[1];
-  if (d.has_lse) {
-    p.lse_stride_h = args.lse.strides[0];
-    p.lse_stride_l = args.lse.strides[1];
-  }
+  set_heads(p, d.q_heads, d.cache.kv_heads, d.group, args.scale, d.head_dim);
+  set_paged_kv(p, args.cache, d.cache);
   p.batch = static_cast<int32_t>(call.plan.batch);
-  p.q_heads = static_cast<int32_t>(d.q_heads);
-  p.kv_heads = static_cast<int32_t>(d.cache.kv_heads);
-  p.group = static_cast<int32_t>(d.group);
   p.q_tiles = static_cast<int32_t>(d.num_work);
   p.causal = args.causal ? 1 : 0;
-  p.scale_log2 = scale * 1.4426950408889634f;
-  p.page_size = static_cast<int32_t>(d.cache.page_size);
-  p.page_div = d.cache.page_div;
-  p.page_rows = d.cache.page_rows;
   p.head_group = p.q_heads;  // heads fastest over the plan's work items
   return p;
 }
 
-PagedPrefillOp::Launch PagedPrefillOp::build(const PagedPrefillCall& call, const PagedPrefillDims& d,
+PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefillDims& d,
                                              const PagedPrefillOpPlan& plan, const LoadedProgram* program,
                                              kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
   Launch l;
@@ -194,7 +165,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   }
   if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
   const int device = table_device(args.device);
-  const detail::PagedPrefillTile tile = device >= 0
+  const detail::PagedPrefillOpPlan tile = device >= 0
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
   PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, tile.tile_rows);

@@ -136,15 +136,11 @@ struct PrefillOp {
   static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
 
-/// A paged_prefill call: its arguments, the host plan they were built for, and the device
-/// workspace the plan's work map was uploaded to (checked with the arguments, before any driver
-/// call, so it travels with them rather than as the pipeline's Workspace).
-struct PagedPrefillCall {
-  const PagedPrefillArgs& args;
-  const PagedPrefillPlan& plan;
-  const void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-};
+// A ragged paged prefill runs in two steps (include/kjit/ops/attention.hpp): the plan step
+// (plan_paged_prefill: host indptrs → PagedPrefillPlanDims, tiled by PagedPrefillPlanner, the
+// tunable part, into the public PagedPrefillPlan's work map) and the run step (paged_prefill:
+// PagedPrefillOp through the pipeline, PagedPrefillDims from the arguments and that plan). Both
+// steps choose the kernel as a PagedPrefillOpPlan, through paged_prefill_choice.
 
 /// The shape of validated PagedPrefillArgs (and what the op needs of their host plan).
 struct PagedPrefillDims {
@@ -165,15 +161,27 @@ struct PagedPrefillDims {
 /// InvalidArgument "kjit::attention::paged_prefill: ...".
 PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan);
 
-/// What the variant rules see of a validated paged prefill on a device of `target`.
+/// What the variant rules see of a paged prefill of `tile_rows`-row work items at `head_dim` on a
+/// device of `target`.
+VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows);
+/// The same for a validated paged prefill (its plan's tile).
 VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Target& target);
 
-/// How a paged prefill runs: its host plan decided the work; this names the kernel.
+/// The kernel of a paged prefill of `tile_rows`-row work items at `head_dim` run by `kernel`
+/// (kMma or kWgmma): attention.paged_prefill (head_dim, block_m = tile_rows) or
+/// attention.paged_prefill_sm90 (head_dim; 128-row tiles). Checks nothing.
+kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows);
+
+/// The kernel a paged prefill runs: what the plan step decides (PagedPrefillPlanner) and what the
+/// run step resolves it to (PagedPrefillOp::plan).
 struct PagedPrefillOpPlan {
-  /// attention.paged_prefill (head_dim, tile_rows) or attention.paged_prefill_sm90 (head_dim);
-  /// none without work.
+  /// paged_prefill_choice of `variant` (in the plan step: of the variant the run step's automatic
+  /// choice takes on the device planned on); no family without query rows.
   kjit::detail::Choice choice;
-  AttentionVariant variant = AttentionVariant::kMma;  ///< kMma or kWgmma: the kernel that runs
+  /// The run step: kMma or kWgmma, the kernel that runs. The plan step (PagedPrefillPlan::variant):
+  /// kAuto from the built-in rule (the run step chooses), the measured kernel from a tuning table.
+  AttentionVariant variant = AttentionVariant::kMma;
+  int tile_rows = 0;            ///< query rows per work item: 64 or 128
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
 };
 
@@ -181,7 +189,15 @@ struct PagedPrefillOpPlan {
 struct PagedPrefillOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", kMinSm, kMinSmNeeds,
                                                {&paged_prefill_family, &paged_prefill_sm90_family}};
-  using Args = PagedPrefillCall;
+  /// A paged_prefill call: its arguments, the host plan they were built for, and the device
+  /// workspace the plan's work map was uploaded to (checked with the arguments, before any driver
+  /// call, so it travels with them rather than as the pipeline's Workspace).
+  struct Args {
+    const PagedPrefillArgs& args;
+    const PagedPrefillPlan& plan;
+    const void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+  };
   using Dims = PagedPrefillDims;
   using Plan = PagedPrefillOpPlan;
   using Launch = kjit::detail::Launches<PrefillParams>;
@@ -194,7 +210,7 @@ struct PagedPrefillOp {
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The kernel's Params for `call` (the work map read from call.workspace); pure.
   static PrefillParams params(const Args& call, const Dims& dims);
-  /// The launch value; the pipeline's `workspace` is unused (see PagedPrefillCall).
+  /// The launch value; the pipeline's `workspace` is unused (see Args).
   static Launch build(const Args& call, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
 };
@@ -227,17 +243,6 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& args);
 PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& dims,
                                         int tile_rows);
 
-/// The tile a ragged paged prefill runs with.
-struct PagedPrefillTile {
-  /// attention.paged_prefill (head_dim, block_m = tile_rows) or attention.paged_prefill_sm90
-  /// (head_dim; 128-row tiles): the kernel the plan will run; no family without query rows.
-  kjit::detail::Choice choice;
-  int tile_rows = 0;  ///< 64 or 128
-  /// PagedPrefillPlan::variant: kAuto from the built-in rule (the run step chooses, as `choice`
-  /// says for the device planned on), the measured kernel (kMma / kWgmma) from a tuning table.
-  AttentionVariant variant = AttentionVariant::kAuto;
-};
-
 /// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
 /// paged_prefill_tune.cc): the choice is the kernel point alone (attention.paged_prefill at
 /// block_m 64 or 128, or attention.paged_prefill_sm90 on sm_90a), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
@@ -246,12 +251,12 @@ struct PagedPrefillTile {
 /// A plan that forces tile_rows, or comes from the legacy overload (q_heads 0), is not tuned.
 struct PagedPrefillPlanner {
   using Dims = PagedPrefillPlanDims;
-  using Plan = PagedPrefillTile;
+  using Plan = PagedPrefillOpPlan;
 
   /// The built-in rule: the requested tile, else 64 when the non-empty requests average ≤ 64
-  /// query rows (short chunks waste most of a 128-row tile), else 128; the choice names the
-  /// kernel the run step's automatic variant takes on `info`'s target (wgmma on sm_90a for
-  /// head_dim 64/128 at 128 rows, else mma.sync). Pure.
+  /// query rows (short chunks waste most of a 128-row tile), else 128; variant kAuto, and the
+  /// choice names the kernel the run step's automatic variant takes on `info`'s target (wgmma on
+  /// sm_90a for head_dim 64/128 at 128 rows, else mma.sync). Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
 
   static const kjit::detail::TuneOpSpec& tune_spec();

@@ -228,34 +228,44 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   return d;
 }
 
-PagedPrefillDims PagedPrefillOp::validate(const PagedPrefillCall& call) {
+PagedPrefillDims PagedPrefillOp::validate(const Args& call) {
   const PagedPrefillDims d = validate_paged_prefill(call.args, call.plan);
   check_workspace(kPagedOp, call.plan.workspace_bytes, call.workspace, call.workspace_bytes,
                   "the plan's work map (upload_paged_prefill_plan)");
   return d;
 }
 
-VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& target) {
+VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows) {
   VariantCall call;
   call.kind = AttentionKind::kPagedPrefill;
   call.target = target;
-  call.head_dim = d.head_dim;
-  call.tile_rows = d.tile_rows;
+  call.head_dim = head_dim;
+  call.tile_rows = tile_rows;
   return call;
+}
+
+VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& target) {
+  return paged_prefill_variant_call(target, d.head_dim, d.tile_rows);
+}
+
+kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows) {
+  kjit::detail::Choice choice;
+  if (kernel == AttentionVariant::kWgmma) {
+    choice.family = &paged_prefill_sm90_family();
+    choice.point = paged_prefill_sm90_family().point({head_dim});
+  } else {
+    choice.family = &paged_prefill_family();
+    choice.point = paged_prefill_family().point({head_dim, tile_rows});
+  }
+  return choice;
 }
 
 PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& info) {
   PagedPrefillOpPlan plan;
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
   plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
-  if (d.num_work == 0) return plan;
-  if (plan.variant == AttentionVariant::kWgmma) {
-    plan.choice.family = &paged_prefill_sm90_family();
-    plan.choice.point = paged_prefill_sm90_family().point({d.head_dim});
-  } else {
-    plan.choice.family = &paged_prefill_family();
-    plan.choice.point = paged_prefill_family().point({d.head_dim, d.tile_rows});
-  }
+  plan.tile_rows = d.tile_rows;
+  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
   return plan;
 }
 
@@ -331,23 +341,13 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
   return plan;
 }
 
-PagedPrefillTile PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
-  PagedPrefillTile t;
+PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
+  PagedPrefillOpPlan t;
+  t.variant = AttentionVariant::kAuto;  // the run step chooses; `choice` says what it will take here
   t.tile_rows = d.tile_rows != 0 ? d.tile_rows : (d.nonempty > 0 && d.total_q / d.nonempty <= 64 ? 64 : 128);
   if (d.total_q > 0) {
-    // The kernel the run step's automatic choice will launch on this device (kAuto stays kAuto).
-    VariantCall call;
-    call.kind = AttentionKind::kPagedPrefill;
-    call.target = info.target();
-    call.head_dim = d.head_dim;
-    call.tile_rows = t.tile_rows;
-    if (variant_runs(AttentionVariant::kWgmma, call)) {
-      t.choice.family = &paged_prefill_sm90_family();
-      t.choice.point = paged_prefill_sm90_family().point({d.head_dim});
-    } else {
-      t.choice.family = &paged_prefill_family();
-      t.choice.point = paged_prefill_family().point({d.head_dim, t.tile_rows});
-    }
+    const bool wgmma = variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(info.target(), d.head_dim, t.tile_rows));
+    t.choice = paged_prefill_choice(wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma, d.head_dim, t.tile_rows);
   }
   return t;
 }

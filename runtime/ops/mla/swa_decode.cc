@@ -3,13 +3,14 @@
 // kernel alone) and the public entry points.
 #include "runtime/ops/mla/swa_decode.hpp"
 
+#include "runtime/ops/softmax_params.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 
 namespace kjit::mla {
 namespace detail {
@@ -36,7 +37,6 @@ SwaPlan SwaDecodeOp::plan(const SwaDims& d, const DeviceInfo& info) {
 
 SwaDecodeParams SwaDecodeOp::params(const SwaDecodeArgs& args, const SwaDims& d, const SwaPlan& plan,
                                     void* workspace) {
-  const float scale = args.scale != 0.f ? args.scale : 1.f / std::sqrt(static_cast<float>(d.head_dim));
   SwaDecodeParams p{};
   p.q = args.q.data;
   p.kv = static_cast<const uint8_t*>(args.kv_cache.data);
@@ -48,10 +48,7 @@ SwaDecodeParams SwaDecodeOp::params(const SwaDecodeArgs& args, const SwaDims& d,
   p.lens = args.lens.data;
   p.out = args.out.data;
   p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  if (plan.num_splits > 1) {
-    p.o_part = kjit::detail::o_part(workspace);
-    p.lse_part = kjit::detail::lse_part(workspace, plan.o_part_bytes);
-  }
+  kjit::detail::set_split_partials(p, plan.num_splits, plan.o_part_bytes, workspace);
   p.q_stride_t = args.q.strides[0];
   p.q_stride_h = args.q.strides[1];
   p.out_stride_t = args.out.strides[0];
@@ -72,7 +69,7 @@ SwaDecodeParams SwaDecodeOp::params(const SwaDecodeArgs& args, const SwaDims& d,
   p.split_len = plan.split_len;
   p.lens_i64 = d.lens_i64 ? 1 : 0;
   p.kv_compact = d.kv_compact ? 1 : 0;
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = kjit::detail::softmax_scale_log2(args.scale, d.head_dim);
   return p;
 }
 
