@@ -86,6 +86,24 @@ int64_t check_gqa(const char* op, const TensorRef& q, const char* kv_name, const
   return q_heads / kv_heads;
 }
 
+ContiguousKvDims check_contiguous_kv(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                     int64_t batch, int64_t head_dim, int device) {
+  ContiguousKvDims d;
+  check_bf16_rows(op, "k", k, 4, device);
+  check_dim(op, "k", k, 0, batch, "batch (q dim 0)");
+  check_dim(op, "k", k, 3, head_dim, "head_dim (q dim 3)");
+  d.max_kv_len = k.shape[1];
+  d.kv_heads = k.shape[2];
+  if (d.kv_heads < 1) fail(op, fmt::format("k must have at least one kv head, got {}", k.describe()));
+  d.group = check_gqa(op, q, "k", k);
+  check_bf16_rows(op, "v", v, 4, device);
+  check_dim(op, "v", v, 0, batch, "batch (q dim 0)");
+  check_dim(op, "v", v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
+  check_dim(op, "v", v, 2, d.kv_heads, "kv_heads (k dim 2)");
+  check_dim(op, "v", v, 3, head_dim, "head_dim (q dim 3)");
+  return d;
+}
+
 PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int device, int64_t batch,
                                     int64_t head_dim) {
   PagedCacheDims d;

@@ -1,7 +1,7 @@
 #pragma once
 /// \file runtime/ops/attention/common.hpp
-/// Validation helpers the attention ops beyond decode share (paged decode, append, prefill,
-/// paged prefill, the entry): each throws InvalidArgument "<op>: <tensor> <rule>, got <shape
+/// Validation helpers the attention ops share (decode, paged decode, append, prefill, paged
+/// prefill, the entry): each throws InvalidArgument "<op>: <tensor> <rule>, got <shape
 /// dtype>" and builds strings only when it throws.
 
 #include <kjit/device.hpp>
@@ -36,6 +36,19 @@ float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_ne
 // The ops' shared device and workspace checks (runtime/ops/validate.hpp).
 using kjit::detail::check_arch;
 using kjit::detail::check_workspace;
+
+/// The K/V side of a validated contiguous (BLHD) K/V pair.
+struct ContiguousKvDims {
+  int64_t max_kv_len = 0;  ///< k dim 1
+  int64_t kv_heads = 0;    ///< k dim 2
+  int64_t group = 0;       ///< q_heads / kv_heads
+};
+
+/// Checks the contiguous K/V of a decode or prefill whose 4-D query `q` has `batch` requests of
+/// `head_dim`: k bf16 [batch, max_kv_len, kv_heads, head_dim] with 16-byte aligned rows on
+/// `device`, at least one kv head dividing q's heads (check_gqa), and v shaped as k.
+ContiguousKvDims check_contiguous_kv(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                     int64_t batch, int64_t head_dim, int device);
 
 /// The shape of a validated PagedKVCache.
 struct PagedCacheDims {

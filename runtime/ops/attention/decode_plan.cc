@@ -40,35 +40,17 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
 
-  kjit::detail::check_bf16_rows(kOp, "k", k, 4, d.device);
-  check_dim(kOp, "k", k, 0, d.batch, "batch (q dim 0)");
-  check_dim(kOp, "k", k, 3, d.head_dim, "head_dim (q dim 3)");
-  d.max_kv_len = k.shape[1];
-  d.kv_heads = k.shape[2];
-  if (d.kv_heads < 1) fail(kOp, fmt::format("k must have at least one kv head, got {}", k.describe()));
-  d.group = check_gqa(kOp, q, "k", k);
-
-  kjit::detail::check_bf16_rows(kOp, "v", v, 4, d.device);
-  check_dim(kOp, "v", v, 0, d.batch, "batch (q dim 0)");
-  check_dim(kOp, "v", v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
-  check_dim(kOp, "v", v, 2, d.kv_heads, "kv_heads (k dim 2)");
-  check_dim(kOp, "v", v, 3, d.head_dim, "head_dim (q dim 3)");
+  const ContiguousKvDims kv = check_contiguous_kv(kOp, q, k, v, d.batch, d.head_dim, d.device);
+  d.max_kv_len = kv.max_kv_len;
+  d.kv_heads = kv.kv_heads;
+  d.group = kv.group;
 
   check_decode_out(kOp, out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_kv_lens = args.kv_lens.ndim != 0;
   if (d.has_kv_lens) {
-    const TensorRef& t = args.kv_lens;
-    check_rank(kOp, "kv_lens", t, 1);
-    kjit::detail::check_sizes(kOp, "kv_lens", t);
-    check_dtype(kOp, "kv_lens", t, DType::kI32);
-    kjit::detail::check_device(kOp, "kv_lens", t, d.device);
-    check_dim(kOp, "kv_lens", t, 0, d.batch, "batch (q dim 0)");
-    kjit::detail::check_contiguous(kOp, "kv_lens", t);
-    if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-      fail(kOp, fmt::format("kv_lens data pointer must be 4-byte aligned, got {}", t.describe()));
-    }
-    kjit::detail::check_not_null(kOp, "kv_lens", t);
+    check_i32_vector(kOp, "kv_lens", args.kv_lens, -1, d.device);
+    check_dim(kOp, "kv_lens", args.kv_lens, 0, d.batch, "batch (q dim 0)");
   }
 
   d.has_mask = args.mask.ndim != 0;
@@ -85,17 +67,9 @@ DecodeDims validate_decode(const DecodeArgs& args) {
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
-    const TensorRef& t = args.lse;
-    check_rank(kOp, "lse", t, 2);
-    kjit::detail::check_sizes(kOp, "lse", t);
-    check_dtype(kOp, "lse", t, DType::kF32);
-    kjit::detail::check_device(kOp, "lse", t, d.device);
-    check_dim(kOp, "lse", t, 0, d.batch, "batch (q dim 0)");
-    check_dim(kOp, "lse", t, 1, d.q_heads, "q_heads (q dim 2)");
-    if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-      fail(kOp, fmt::format("lse data pointer must be 4-byte aligned, got {}", t.describe()));
-    }
-    kjit::detail::check_not_null(kOp, "lse", t);
+    check_f32(kOp, "lse", args.lse, 2, d.device);
+    check_dim(kOp, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
+    check_dim(kOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
   }
 
   if (!std::isfinite(args.scale)) fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));

@@ -56,18 +56,10 @@ PrefillDims validate_prefill(const PrefillArgs& args) {
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
 
-  check_bf16_rows(kPrefillOp, "k", args.k, 4, d.device);
-  check_dim(kPrefillOp, "k", args.k, 0, d.batch, "batch (q dim 0)");
-  check_dim(kPrefillOp, "k", args.k, 3, d.head_dim, "head_dim (q dim 3)");
-  d.max_kv_len = args.k.shape[1];
-  d.kv_heads = args.k.shape[2];
-  if (d.kv_heads < 1) fail(kPrefillOp, fmt::format("k must have at least one kv head, got {}", args.k.describe()));
-  d.group = check_gqa(kPrefillOp, q, "k", args.k);
-  check_bf16_rows(kPrefillOp, "v", args.v, 4, d.device);
-  check_dim(kPrefillOp, "v", args.v, 0, d.batch, "batch (q dim 0)");
-  check_dim(kPrefillOp, "v", args.v, 1, d.max_kv_len, "max_kv_len (k dim 1)");
-  check_dim(kPrefillOp, "v", args.v, 2, d.kv_heads, "kv_heads (k dim 2)");
-  check_dim(kPrefillOp, "v", args.v, 3, d.head_dim, "head_dim (q dim 3)");
+  const ContiguousKvDims kv = check_contiguous_kv(kPrefillOp, q, args.k, args.v, d.batch, d.head_dim, d.device);
+  d.max_kv_len = kv.max_kv_len;
+  d.kv_heads = kv.kv_heads;
+  d.group = kv.group;
   check_row_bytes(kPrefillOp, "k", args.k, 1);
   check_row_bytes(kPrefillOp, "v", args.v, 1);
 
