@@ -333,7 +333,7 @@ void hot_paged_prefill_sm90(std::vector<Row>& rows) {
   auto op = [&] { kjit::attention::paged_prefill(a, plan, ws.get(), plan.workspace_bytes, nullptr); };
   op();
   kjit::testing::synchronize();
-  const kjit::attention::detail::PagedPrefillCall call{a, plan, ws.get(), plan.workspace_bytes};
+  const kjit::attention::detail::PagedPrefillOp::Args call{a, plan, ws.get(), plan.workspace_bytes};
   RawReplay raw(kjit::detail::launch_value<kjit::attention::detail::PagedPrefillOp>(call, {}, kjit::Runtime::global()));
   hot_rows(rows, "kjit::attention::paged_prefill (wgmma)",
            fmt::format("B2 q64+64 kv128 page16 H8 D128 causal, {} work items", plan.num_work()), raw.kernels(),
