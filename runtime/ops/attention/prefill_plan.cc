@@ -2,6 +2,8 @@
 // choice, and the ragged work map (plan_paged_prefill).
 #include "runtime/ops/attention/prefill.hpp"
 
+#include "runtime/ops/pod_memo.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
@@ -33,6 +35,42 @@ std::string tma_reason(const char* name, const TensorRef& t) {
   }
   return {};
 }
+
+/// Whether tma_reason finds nothing for any of q, k, v and out: the same rule, building no string.
+bool tma_addressable(const PrefillArgs& args) noexcept {
+  for (const TensorRef* t : {&args.q, &args.k, &args.v, &args.out}) {
+    if (t->ndim != 4) return false;
+    for (int dim = 0; dim < 3; ++dim) {
+      if (t->shape[dim] > 1 && (t->strides[dim] < 0 || t->strides[dim] * 2 >= kTmaMaxStrideBytes)) return false;
+    }
+  }
+  return true;
+}
+
+/// The target fields a plan reads (Target::has_* and the family's kernels for it), as POD.
+struct TargetKey {
+  int32_t major, minor, arch_specific, ptx;
+};
+
+TargetKey target_key(const Target& t) {
+  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0};
+}
+
+/// Everything PrefillOp::plan reads: the Dims fields (the layout only as "TMA can address it")
+/// and the DeviceInfo fields (its target, SMs and shared memory per SM). By value, not by device:
+/// tests and tuners plan for DeviceInfos filled by hand.
+struct PrefillPlanKey {
+  int64_t batch, q_len, q_heads, head_dim;
+  int32_t block_m, variant, mask, kv_lens, tma_ok, sm_count, max_smem_per_sm, zero;
+  TargetKey target;
+};
+
+/// Everything PagedPrefillOp::plan reads.
+struct PagedPrefillPlanKey {
+  int64_t head_dim;
+  int32_t tile_rows, variant, has_work, zero;
+  TargetKey target;
+};
 
 /// Row strides the kernels keep in 32 bits (ContigKV/PagedKV row bytes).
 void check_row_bytes(const char* op, const char* name, const TensorRef& t, int dim) {
@@ -110,7 +148,8 @@ PrefillDims validate_prefill(const PrefillArgs& args) {
   d.block_m = args.block_m;
   d.causal = args.causal;
   d.variant = args.variant;
-  d.tma_layout = prefill_tma_layout_reason(args);
+  // The reason is text for a message: built only for a layout TMA cannot address.
+  if (!tma_addressable(args)) d.tma_layout = prefill_tma_layout_reason(args);
   return d;
 }
 
@@ -156,7 +195,9 @@ int prefill_head_group(const PrefillDims& d, AttentionVariant kernel) {
   return static_cast<int>(std::clamp<int64_t>(kv_heads * d.group, 2, d.q_heads));
 }
 
-PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
+namespace {
+
+PrefillPlan plan_prefill(const PrefillDims& d, const DeviceInfo& info) {
   PrefillPlan plan;
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
   plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, prefill_variant_call(d, info.target()));
@@ -174,6 +215,28 @@ PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
   }
   plan.q_tiles = ceil_div(d.q_len, plan.block_m);
   return plan;
+}
+
+}  // namespace
+
+PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
+  // Per thread: a repeat shape resolves no variant and searches no family (a strict request that
+  // cannot run throws every time: a failure stores nothing).
+  PrefillPlanKey key{};
+  key.batch = d.batch;
+  key.q_len = d.q_len;
+  key.q_heads = d.q_heads;
+  key.head_dim = d.head_dim;
+  key.block_m = d.block_m;
+  key.variant = static_cast<int32_t>(d.variant);
+  key.mask = d.mask_rank != 0 ? 1 : 0;
+  key.kv_lens = d.has_kv_lens ? 1 : 0;
+  key.tma_ok = d.tma_layout.empty() ? 1 : 0;
+  key.sm_count = info.sm_count;
+  key.max_smem_per_sm = info.max_smem_per_sm;
+  key.target = target_key(info.target());
+  using Memo = kjit::detail::PodMemo<PrefillPlanKey, PrefillPlan, 16>;
+  return kjit::detail::thread_memo<Memo>().get(key, [&](const PrefillPlanKey&) { return plan_prefill(d, info); });
 }
 
 PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan) {
@@ -253,12 +316,22 @@ kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_
 }
 
 PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& info) {
-  PagedPrefillOpPlan plan;
-  // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
-  plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
-  plan.tile_rows = d.tile_rows;
-  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
-  return plan;
+  PagedPrefillPlanKey key{};
+  key.head_dim = d.head_dim;
+  key.tile_rows = d.tile_rows;
+  key.variant = static_cast<int32_t>(d.variant);
+  key.has_work = d.num_work > 0 ? 1 : 0;
+  key.target = target_key(info.target());
+  // Per thread, as PrefillOp::plan.
+  using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
+  return kjit::detail::thread_memo<Memo>().get(key, [&](const PagedPrefillPlanKey&) {
+    PagedPrefillOpPlan plan;
+    // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
+    plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
+    plan.tile_rows = d.tile_rows;
+    if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
+    return plan;
+  });
 }
 
 PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,

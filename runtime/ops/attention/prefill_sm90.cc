@@ -3,6 +3,7 @@
 // probe keyed by the tensors' addresses, sizes and strides.
 #include "runtime/ops/attention/prefill.hpp"
 
+#include "runtime/ops/softmax_params.hpp"
 #include "runtime/ops/tma_map.hpp"
 
 #include <cuda.h>
@@ -57,7 +58,6 @@ static_assert(4 + 4 * 7 + 1 == kjit::detail::TmaCallKey::kWords, "the prefill ca
 
 PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
-  const float scale = resolve_scale(kInfo.name, args.scale, d.head_dim, false);
   PrefillSm90Params p{};
   const kjit::detail::TmaCallMaps& maps =
       kjit::detail::tma_call_maps(prefill_tma_call_key(args, shape), 4, [&](kjit::detail::TmaMapKey(&keys)[4]) {
@@ -82,7 +82,7 @@ PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillD
   p.group = static_cast<int32_t>(d.group);
   p.q_tiles = static_cast<int32_t>(plan.q_tiles);
   p.causal = args.causal ? 1 : 0;
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = kjit::detail::softmax_scale_log2(args.scale, d.head_dim);
   // Pingpong measured on the H200: hd64 causal 300 -> 333 TFLOP/s with two consumer warpgroups
   // (2026-11-30), 336 -> 356 with three (2026-12-02, R50); hd128 ±1%.
   p.pingpong = 1;
