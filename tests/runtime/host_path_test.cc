@@ -5,8 +5,8 @@
 // call's own tensors (the stand-in's encode packs its arguments: another address, size or
 // stride is another map). Checks the TMA call memo and the FP8 GEMM's plan memo on the path the
 // ops take: a repeat call probes the call memo once; a changed stride or address misses and gets
-// its own maps; a memoized GEMM plan is the one the planner gives afresh, also after the
-// device's tuning table changes. No kernel runs here
+// its own maps; a memoized GEMM or prefill plan is the one the planner gives afresh, also after
+// the device's tuning table changes or another input of the plan does. No kernel runs here
 // (the stand-in computes nothing), so outputs are not checked: tests/gpu covers them. Skips when
 // the stand-in's host path is not the loaded driver.
 #include <kjit/device.hpp>
@@ -24,11 +24,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -257,6 +261,218 @@ TEST_F(HostPath, AGemmTuningTableChangeReachesTheWarmPlanMemo) {
   // The table gone, the warm memo plans as before.
   kd::install_tuned_table(0, {});
   expect_same_launch(g.launch_value(), def, "table removed");
+}
+
+void expect_same_plan(const ad::PrefillPlan& got, const ad::PrefillPlan& want, const std::string& what) {
+  EXPECT_EQ(got.choice.family, want.choice.family) << what;
+  EXPECT_TRUE(got.choice.point == want.choice.point) << what;
+  EXPECT_EQ(got.variant, want.variant) << what;
+  EXPECT_EQ(got.block_m, want.block_m) << what;
+  EXPECT_EQ(got.q_tiles, want.q_tiles) << what;
+  EXPECT_EQ(got.workspace_bytes, want.workspace_bytes) << what;
+}
+
+/// Dims of a prefill B`batch` L`q_len` (kv as long) H8 D`head_dim`, filled by hand: the plan reads
+/// only these fields.
+ad::PrefillDims prefill_dims(int64_t batch, int64_t q_len, int64_t head_dim, kjit::attention::AttentionVariant variant) {
+  ad::PrefillDims d;
+  d.batch = batch;
+  d.q_len = d.max_kv_len = q_len;
+  d.q_heads = d.kv_heads = 8;
+  d.group = 1;
+  d.head_dim = head_dim;
+  d.variant = variant;
+  return d;
+}
+
+TEST_F(HostPath, PrefillPlansMemoizedAreThePlansMadeAfresh) {
+  using kjit::attention::AttentionVariant;
+  const kjit::DeviceInfo& h200 = kjit::device_info(0);
+  kjit::DeviceInfo few = h200;  // another SM count: the mma.sync tile depends on it
+  few.sm_count = 8;
+  kjit::DeviceInfo ampere = h200;  // another target: no wgmma
+  ampere.compile_target = kjit::Target::parse("sm_80");
+  std::vector<std::pair<std::string, ad::PrefillDims>> calls;
+  for (AttentionVariant v : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
+    for (int64_t hd : {64, 128}) {
+      for (int64_t len : {0, 64, 128, 1024}) {
+        calls.emplace_back("v" + std::to_string(static_cast<int>(v)) + " hd" + std::to_string(hd) + " L" +
+                               std::to_string(len),
+                           prefill_dims(1, len, hd, v));
+      }
+    }
+  }
+  ad::PrefillDims masked = prefill_dims(1, 1024, 128, AttentionVariant::kAuto);
+  masked.mask_rank = 2;
+  calls.emplace_back("mask", masked);
+  ad::PrefillDims lens = prefill_dims(1, 1024, 128, AttentionVariant::kAuto);
+  lens.has_kv_lens = true;
+  calls.emplace_back("kv_lens", lens);
+  ad::PrefillDims strided = prefill_dims(1, 1024, 128, AttentionVariant::kAuto);
+  strided.tma_layout = "k stride of dim 1 must be in [0, 2^39) elements";
+  calls.emplace_back("layout TMA cannot address", strided);
+  ad::PrefillDims block = prefill_dims(1, 1024, 128, AttentionVariant::kMma);
+  block.block_m = 128;
+  calls.emplace_back("block_m 128", block);
+  // Twice round, each call between others (so the second round is served by the memo), on each
+  // device: every plan equals the fresh one.
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [name, d] : calls) {
+      for (const kjit::DeviceInfo* info : std::initializer_list<const kjit::DeviceInfo*>{&h200, &few, &ampere}) {
+        const std::string what = name + " on sm_" + std::to_string(info->target().sm()) + " with " +
+                                 std::to_string(info->sm_count) + " SMs, round " + std::to_string(round);
+        expect_same_plan(ad::PrefillOp::plan(d, *info), ad::plan_prefill(d, *info), what);
+      }
+    }
+  }
+  // What the memo must tell apart, checked on the plans themselves.
+  const ad::PrefillDims plain = prefill_dims(1, 1024, 128, AttentionVariant::kAuto);
+  EXPECT_EQ(ad::PrefillOp::plan(plain, h200).variant, AttentionVariant::kWgmma);
+  EXPECT_EQ(ad::PrefillOp::plan(masked, h200).variant, AttentionVariant::kMma);
+  EXPECT_EQ(ad::PrefillOp::plan(lens, h200).variant, AttentionVariant::kMma);
+  EXPECT_EQ(ad::PrefillOp::plan(strided, h200).variant, AttentionVariant::kMma);
+  EXPECT_EQ(ad::PrefillOp::plan(plain, ampere).variant, AttentionVariant::kMma);
+  const ad::PrefillDims mma = prefill_dims(1, 1024, 128, AttentionVariant::kMma);
+  EXPECT_NE(ad::PrefillOp::plan(mma, h200).block_m, ad::PrefillOp::plan(mma, few).block_m)
+      << "B1 L1024 H8: 64 CTAs of 128 rows fill 8 SMs, not 132";
+}
+
+TEST_F(HostPath, AFailedPrefillPlanIsNotStored) {
+  ad::PrefillDims d = prefill_dims(1, 128, 128, kjit::attention::AttentionVariant::kWgmma);
+  d.mask_rank = 2;
+  std::string first;
+  for (int i = 0; i < 2; ++i) {
+    try {
+      ad::PrefillOp::plan(d, kjit::device_info(0));
+      ADD_FAILURE() << "a strict wgmma request with a mask must be refused, call " << i;
+    } catch (const kjit::Unsupported& e) {
+      if (i == 0) first = e.what();
+      EXPECT_EQ(first, e.what()) << "the second refusal is the first's";
+    }
+  }
+  EXPECT_NE(first.find("the requested variant wgmma cannot run this prefill call"), std::string::npos) << first;
+}
+
+TEST_F(HostPath, PagedPrefillPlansMemoizedAreThePlansMadeAfresh) {
+  using kjit::attention::AttentionVariant;
+  const kjit::DeviceInfo& h200 = kjit::device_info(0);
+  kjit::DeviceInfo ampere = h200;
+  ampere.compile_target = kjit::Target::parse("sm_80");
+  for (int round = 0; round < 2; ++round) {
+    for (AttentionVariant v : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
+      for (int64_t hd : {64, 128}) {
+        for (int tile : {64, 128}) {
+          for (int64_t work : {0, 3}) {
+            ad::PagedPrefillDims d;
+            d.head_dim = hd;
+            d.tile_rows = tile;
+            d.num_work = work;
+            d.variant = v;
+            for (const kjit::DeviceInfo* info : std::initializer_list<const kjit::DeviceInfo*>{&h200, &ampere}) {
+              const std::string what = "v" + std::to_string(static_cast<int>(v)) + " hd" + std::to_string(hd) +
+                                       " tile " + std::to_string(tile) + " work " + std::to_string(work) + " sm_" +
+                                       std::to_string(info->target().sm()) + " round " + std::to_string(round);
+              const ad::PagedPrefillOpPlan got = ad::PagedPrefillOp::plan(d, *info);
+              const ad::PagedPrefillOpPlan want = ad::plan_paged_prefill_run(d, *info);
+              EXPECT_EQ(got.choice.family, want.choice.family) << what;
+              EXPECT_TRUE(got.choice.point == want.choice.point) << what;
+              EXPECT_EQ(got.variant, want.variant) << what;
+              EXPECT_EQ(got.tile_rows, want.tile_rows) << what;
+              const bool wgmma = v == AttentionVariant::kAuto && tile == 128 && info == &h200;
+              EXPECT_EQ(got.variant, wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma) << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/// The launch value of `args` with the plan made afresh (forced: no memo consulted).
+ad::PrefillOp::Launch fresh_prefill_launch(const kjit::attention::PrefillArgs& args) {
+  const ad::PrefillDims d = ad::validate_prefill(args);
+  ad::PrefillPlan plan;
+  if (!kd::tuned_plan<ad::PrefillOp>(d, kjit::device_info(d.device), &plan)) plan = ad::plan_prefill(d, kjit::device_info(d.device));
+  return kd::launch_value<ad::PrefillOp>(args, {}, kjit::Runtime::global(), &plan);
+}
+
+void expect_same_prefill_launch(const ad::PrefillOp::Launch& got, const ad::PrefillOp::Launch& want,
+                                const std::string& what) {
+  EXPECT_EQ(got.step<0>().kernel, want.step<0>().kernel) << what;
+  EXPECT_EQ(got.step<1>().kernel, want.step<1>().kernel) << what;
+  EXPECT_EQ(std::memcmp(&got.step<0>().config, &want.step<0>().config, sizeof(got.step<0>().config)), 0) << what;
+  EXPECT_EQ(std::memcmp(&got.step<1>().config, &want.step<1>().config, sizeof(got.step<1>().config)), 0) << what;
+  EXPECT_EQ(std::memcmp(&got.step<0>().params, &want.step<0>().params, sizeof(got.step<0>().params)), 0) << what;
+  EXPECT_EQ(std::memcmp(&got.step<1>().params, &want.step<1>().params, sizeof(got.step<1>().params)), 0) << what;
+}
+
+TEST_F(HostPath, PrefillCallsAfterAnotherStrideCausalOrMaskAreTheirOwn) {
+  Prefill a;
+  a.args.variant = kjit::attention::AttentionVariant::kAuto;
+  DeviceBuffer mask{Prefill::kL};
+  std::vector<std::pair<std::string, kjit::attention::PrefillArgs>> calls{{"plain", a.args}};
+  kjit::attention::PrefillArgs c = a.args;
+  c.causal = false;
+  calls.emplace_back("not causal", c);
+  c = a.args;
+  c.mask = TensorRef(mask.get(), DType::kU8, {1, Prefill::kL});
+  calls.emplace_back("2-d mask", c);
+  c = a.args;
+  c.k.strides[1] = -c.k.strides[1];  // the same shape read backwards: TMA cannot address it
+  c.k.data = static_cast<char*>(a.k.get()) + (Prefill::kL - 1) * Prefill::kH * Prefill::kD * 2;
+  calls.emplace_back("negative k stride", c);
+  c = a.args;
+  c.scale = 0.5f;
+  calls.emplace_back("scale", c);
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [name, args] : calls) {
+      kjit::attention::prefill(args, nullptr);  // compiles on the first round; warms the memo
+      const ad::PrefillOp::Launch got = kd::launch_value<ad::PrefillOp>(args, {}, kjit::Runtime::global());
+      expect_same_prefill_launch(got, fresh_prefill_launch(args), name + ", round " + std::to_string(round));
+      const bool wgmma = name == "plain" || name == "not causal" || name == "scale";
+      EXPECT_EQ(got.step<1>().kernel != nullptr, wgmma) << name;
+      EXPECT_EQ(got.step<0>().kernel != nullptr, !wgmma) << name;
+    }
+  }
+  const ad::PrefillOp::Launch plain = kd::launch_value<ad::PrefillOp>(calls[0].second, {}, kjit::Runtime::global());
+  const ad::PrefillOp::Launch loose = kd::launch_value<ad::PrefillOp>(calls[1].second, {}, kjit::Runtime::global());
+  EXPECT_EQ(plain.step<1>().params.causal, 1);
+  EXPECT_EQ(loose.step<1>().params.causal, 0);
+  const ad::PrefillOp::Launch scaled = kd::launch_value<ad::PrefillOp>(calls[4].second, {}, kjit::Runtime::global());
+  EXPECT_FLOAT_EQ(scaled.step<1>().params.scale_log2, 0.5f * 1.4426950408889634f);
+  EXPECT_FLOAT_EQ(plain.step<1>().params.scale_log2, 1.4426950408889634f / std::sqrt(128.f));
+}
+
+TEST_F(HostPath, APrefillTuningTableChangeReachesTheNextCall) {
+  Prefill a;
+  a.args.variant = kjit::attention::AttentionVariant::kAuto;  // a call naming a variant is never tuned
+  kd::install_tuned_table(0, {});
+  kjit::attention::prefill(a.args, nullptr);
+  const ad::PrefillOp::Launch def = kd::launch_value<ad::PrefillOp>(a.args, {}, kjit::Runtime::global());
+  ASSERT_NE(def.step<1>().kernel, nullptr) << "the default plan is the wgmma kernel";
+  const ad::PrefillDims dims = ad::validate_prefill(a.args);
+  const kjit::DeviceInfo& info = kjit::device_info(0);
+  kd::TunedChoice pick;
+  for (const kd::TunedChoice& choice : ad::PrefillOp::tune_candidates(dims, info)) {
+    ad::PrefillPlan p;
+    if (ad::PrefillOp::apply_tuned(dims, info, choice, &p) && p.variant == kjit::attention::AttentionVariant::kMma) {
+      pick = choice;
+      break;
+    }
+  }
+  ASSERT_NE(pick.family, nullptr) << "no mma.sync candidate";
+  kd::TunedKey key{};
+  ASSERT_TRUE(ad::PrefillOp::tune_key(dims, &key));
+  kd::TunedTable table;
+  table.set(key, pick);
+  kd::install_tuned_table(0, table);
+  kjit::attention::prefill(a.args, nullptr);  // loads the tuned choice's program
+  const ad::PrefillOp::Launch tuned = kd::launch_value<ad::PrefillOp>(a.args, {}, kjit::Runtime::global());
+  EXPECT_NE(tuned.step<0>().kernel, nullptr) << "the warm memo served the plan made before the table";
+  EXPECT_EQ(tuned.step<1>().kernel, nullptr);
+  expect_same_prefill_launch(tuned, fresh_prefill_launch(a.args), "tuned");
+  kd::install_tuned_table(0, {});
+  expect_same_prefill_launch(kd::launch_value<ad::PrefillOp>(a.args, {}, kjit::Runtime::global()), def, "table removed");
 }
 
 }  // namespace

@@ -100,6 +100,11 @@ struct PrefillPlan {
   size_t workspace_bytes = 0;  ///< always 0: prefill needs no scratch
 };
 
+/// A dense prefill's built-in plan: the variant (resolve_variant: dims.variant, strict unless
+/// kAuto; kAuto prefers wgmma where it can run), then its family point and tile; pure, no memo.
+/// Throws Unsupported when a requested variant cannot run the call on `info`'s device.
+PrefillPlan plan_prefill(const PrefillDims& dims, const DeviceInfo& info);
+
 /// kjit::attention::prefill in the op pipeline.
 struct PrefillOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::prefill", kMinSm, kMinSmNeeds,
@@ -111,9 +116,9 @@ struct PrefillOp {
   using Launch = kjit::detail::Launches<PrefillParams, PrefillSm90Params>;
 
   static Dims validate(const Args& args) { return validate_prefill(args); }
-  /// The variant (resolve_variant: dims.variant, strict unless kAuto; kAuto prefers wgmma where
-  /// it can run), then its family point and tile; pure. Throws Unsupported when a requested
-  /// variant cannot run the call on `info`'s device.
+  /// plan_prefill, memoized per thread (runtime/ops/pod_memo.hpp) by every field of `dims` and
+  /// `info` it reads (the layout as "TMA can address it"): a repeat shape resolves no variant and
+  /// searches no family. A failure is not stored.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The mma.sync kernel's Params for `args` under `plan`; pure.
   static PrefillParams params(const Args& args, const Dims& dims, const Plan& plan);
@@ -185,6 +190,12 @@ struct PagedPrefillOpPlan {
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
 };
 
+/// The run step's plan of a paged prefill: the variant (resolve_variant: dims.variant strict
+/// unless kAuto, kAuto prefers wgmma where it can run: sm_90a, head_dim 64/128, 128-row tiles),
+/// then its family point; pure, no memo. Throws Unsupported when a requested variant cannot run
+/// the plan on `info`'s device.
+PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& dims, const DeviceInfo& info);
+
 /// kjit::attention::paged_prefill in the op pipeline.
 struct PagedPrefillOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::attention::paged_prefill", kMinSm, kMinSmNeeds,
@@ -204,9 +215,7 @@ struct PagedPrefillOp {
 
   /// validate_paged_prefill, then the work map's workspace (InvalidArgument naming the bytes).
   static Dims validate(const Args& call);
-  /// The variant (resolve_variant: dims.variant strict unless kAuto, kAuto prefers wgmma where it
-  /// can run: sm_90a, head_dim 64/128, 128-row tiles), then its family point; pure. Throws
-  /// Unsupported when a requested variant cannot run the plan on `info`'s device.
+  /// plan_paged_prefill_run, memoized per thread as PrefillOp::plan.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The kernel's Params for `call` (the work map read from call.workspace); pure.
   static PrefillParams params(const Args& call, const Dims& dims);

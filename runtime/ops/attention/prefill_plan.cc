@@ -195,8 +195,6 @@ int prefill_head_group(const PrefillDims& d, AttentionVariant kernel) {
   return static_cast<int>(std::clamp<int64_t>(kv_heads * d.group, 2, d.q_heads));
 }
 
-namespace {
-
 PrefillPlan plan_prefill(const PrefillDims& d, const DeviceInfo& info) {
   PrefillPlan plan;
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
@@ -216,8 +214,6 @@ PrefillPlan plan_prefill(const PrefillDims& d, const DeviceInfo& info) {
   plan.q_tiles = ceil_div(d.q_len, plan.block_m);
   return plan;
 }
-
-}  // namespace
 
 PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
   // Per thread: a repeat shape resolves no variant and searches no family (a strict request that
@@ -324,14 +320,17 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
   key.target = target_key(info.target());
   // Per thread, as PrefillOp::plan.
   using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
-  return kjit::detail::thread_memo<Memo>().get(key, [&](const PagedPrefillPlanKey&) {
-    PagedPrefillOpPlan plan;
-    // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
-    plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
-    plan.tile_rows = d.tile_rows;
-    if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
-    return plan;
-  });
+  return kjit::detail::thread_memo<Memo>().get(key,
+                                               [&](const PagedPrefillPlanKey&) { return plan_paged_prefill_run(d, info); });
+}
+
+PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const DeviceInfo& info) {
+  PagedPrefillOpPlan plan;
+  // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
+  plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
+  plan.tile_rows = d.tile_rows;
+  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
+  return plan;
 }
 
 PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
