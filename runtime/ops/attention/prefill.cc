@@ -61,7 +61,7 @@ PrefillOp::Launch PrefillOp::build(const PrefillArgs& args, const PrefillDims& d
   };
   if (plan.variant == AttentionVariant::kWgmma) {
     auto& step = l.step<1>();
-    step.params = params_sm90(args, d, plan);
+    fill_params_sm90(args, d, plan, &step.params);
     step.kernel = &program->kernel(0);
     const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
     grid(step.config, shape.threads, shape.smem_bytes);

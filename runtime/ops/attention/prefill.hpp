@@ -125,6 +125,9 @@ struct PrefillOp {
   /// The sm_90a kernel's Params: the four TMA tensor maps of q, k, v and out (blhd_tma_map_key)
   /// from the thread's memo, encoded (a host-only driver call) on a miss; no launch.
   static PrefillSm90Params params_sm90(const Args& args, const Dims& dims, const Plan& plan);
+  /// params_sm90 written into zero-initialized `*p` (a fresh Step's): build's way, which writes
+  /// the ~600 bytes once instead of building them and copying them over.
+  static void fill_params_sm90(const Args& args, const Dims& dims, const Plan& plan, PrefillSm90Params* p);
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
 

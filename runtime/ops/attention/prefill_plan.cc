@@ -47,13 +47,15 @@ bool tma_addressable(const PrefillArgs& args) noexcept {
   return true;
 }
 
-/// The target fields a plan reads (Target::has_* and the family's kernels for it), as POD.
+/// Everything DeviceInfo::target() reads (the compile target, else the compute capability), as
+/// POD: the key of a plan that looks at the target, without choosing it on every call.
 struct TargetKey {
-  int32_t major, minor, arch_specific, ptx;
+  int32_t major, minor, arch_specific, ptx, cc_major, cc_minor;
 };
 
-TargetKey target_key(const Target& t) {
-  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0};
+TargetKey target_key(const DeviceInfo& info) {
+  const Target& t = info.compile_target;
+  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0, info.cc_major, info.cc_minor};
 }
 
 /// Everything PrefillOp::plan reads: the Dims fields (the layout only as "TMA can address it")
@@ -230,7 +232,7 @@ PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
   key.tma_ok = d.tma_layout.empty() ? 1 : 0;
   key.sm_count = info.sm_count;
   key.max_smem_per_sm = info.max_smem_per_sm;
-  key.target = target_key(info.target());
+  key.target = target_key(info);
   using Memo = kjit::detail::PodMemo<PrefillPlanKey, PrefillPlan, 16>;
   return kjit::detail::thread_memo<Memo>().get(key, [&](const PrefillPlanKey&) { return plan_prefill(d, info); });
 }
@@ -317,7 +319,7 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
   key.tile_rows = d.tile_rows;
   key.variant = static_cast<int32_t>(d.variant);
   key.has_work = d.num_work > 0 ? 1 : 0;
-  key.target = target_key(info.target());
+  key.target = target_key(info);
   // Per thread, as PrefillOp::plan.
   using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
   return kjit::detail::thread_memo<Memo>().get(key,

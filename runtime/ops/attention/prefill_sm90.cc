@@ -57,8 +57,15 @@ static_assert(4 + 4 * 7 + 1 == kjit::detail::TmaCallKey::kWords, "the prefill ca
 }  // namespace
 
 PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
-  const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
   PrefillSm90Params p{};
+  fill_params_sm90(args, d, plan, &p);
+  return p;
+}
+
+void PrefillOp::fill_params_sm90(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan,
+                                 PrefillSm90Params* out) {
+  const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim));
+  PrefillSm90Params& p = *out;
   const kjit::detail::TmaCallMaps& maps =
       kjit::detail::tma_call_maps(prefill_tma_call_key(args, shape), 4, [&](kjit::detail::TmaMapKey(&keys)[4]) {
         keys[0] = blhd_tma_map_key(args.q, shape.block_m);
@@ -87,7 +94,6 @@ PrefillSm90Params PrefillOp::params_sm90(const PrefillArgs& args, const PrefillD
   // (2026-11-30), 336 -> 356 with three (2026-12-02, R50); hd128 ±1%.
   p.pingpong = 1;
   p.head_group = prefill_head_group(d, AttentionVariant::kWgmma);
-  return p;
 }
 
 }  // namespace detail

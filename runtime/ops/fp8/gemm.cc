@@ -98,6 +98,12 @@ GemmParams mma_params(const GemmDims& g, const GemmPlan& plan) {
 
 GemmSm90Params sm90_params(const GemmDims& g, const GemmPlan& plan) {
   GemmSm90Params p{};
+  fill_sm90_params(g, plan, &p);
+  return p;
+}
+
+void fill_sm90_params(const GemmDims& g, const GemmPlan& plan, GemmSm90Params* out) {
+  GemmSm90Params& p = *out;
   const bool swap = plan.swap_ab;
   p.d = g.params.d;
   p.scale_a = swap ? g.params.scale_b : g.params.scale_a;
@@ -124,7 +130,6 @@ GemmSm90Params sm90_params(const GemmDims& g, const GemmPlan& plan) {
   p.cluster_m = plan.cluster_m;
   p.const_a = (swap ? g.b_const : g.a_const) ? 1 : 0;
   p.const_b = (swap ? g.a_const : g.b_const) ? 1 : 0;
-  return p;
 }
 
 LaunchConfig gemm_launch_config(const GemmPlan& plan, const DeviceInfo& info) {
@@ -173,7 +178,7 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.kernel = &program->kernel(0);
   step.config = config;
   GemmSm90Params& p = step.params;
-  p = sm90_params(g, plan);
+  fill_sm90_params(g, plan, &p);
   // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped. All
   // the maps of a repeat call come from the thread's call memo in one probe; its key holds every
   // input of the three map keys below.

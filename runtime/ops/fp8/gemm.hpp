@@ -157,6 +157,9 @@ GemmParams mma_params(const GemmDims& dims, const GemmPlan& plan);
 /// The wgmma kernel's Params for a validated problem under a wgmma plan, all but the TMA
 /// descriptors (which need the driver: GemmOp::build takes them from tma_map); pure.
 GemmSm90Params sm90_params(const GemmDims& dims, const GemmPlan& plan);
+/// sm90_params written into zero-initialized `*p` (a fresh Step's): build's way, which writes
+/// the Params once instead of building them and copying them over.
+void fill_sm90_params(const GemmDims& dims, const GemmPlan& plan, GemmSm90Params* p);
 
 /// The arguments of the TMA map of a K-major fp8 operand [rows, k] at `base` (row stride `ld`
 /// bytes) for boxes of 128 k × `box_rows` rows with the 128-byte swizzle the wgmma kernel's
