@@ -223,6 +223,16 @@ TEST_F(HostPath, GemmWithAnotherStrideOrBufferGetsItsOwnMaps) {
   expect_same_launch(packed.launch_value(), first, "packed again");
 }
 
+/// Installs, as device 0's tuning table, one entry: `choice` for the bucket of `dims`.
+template <class Op>
+void install_choice(const typename Op::Dims& dims, const kd::TunedChoice& choice) {
+  kd::TunedKey key{};
+  ASSERT_TRUE(Op::tune_key(dims, &key));
+  kd::TunedTable table;
+  table.set(key, choice);
+  kd::install_tuned_table(0, table);
+}
+
 TEST_F(HostPath, AGemmTuningTableChangeReachesTheWarmPlanMemo) {
   Gemm g(128, 4096, 7168, 7168);
   g.args.kernel = kjit::fp8::GemmKernel::kAuto;  // a call with an override is never tuned (wgmma anyway here)
@@ -245,11 +255,7 @@ TEST_F(HostPath, AGemmTuningTableChangeReachesTheWarmPlanMemo) {
     }
   }
   ASSERT_NE(pick.family, nullptr) << "no candidate differs from the default plan";
-  kd::TunedKey key{};
-  ASSERT_TRUE(fd::GemmOp::tune_key(dims, &key));
-  kd::TunedTable table;
-  table.set(key, pick);
-  kd::install_tuned_table(0, table);
+  ASSERT_NO_FATAL_FAILURE(install_choice<fd::GemmOp>(dims, pick));
   kjit::fp8::gemm(g.args, nullptr);  // loads the tuned choice's program
   const fd::GemmOp::Launch tuned = g.launch_value();
   expect_same_launch(tuned, g.fresh_launch_value(), "tuned");
@@ -461,11 +467,7 @@ TEST_F(HostPath, APrefillTuningTableChangeReachesTheNextCall) {
     }
   }
   ASSERT_NE(pick.family, nullptr) << "no mma.sync candidate";
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::PrefillOp::tune_key(dims, &key));
-  kd::TunedTable table;
-  table.set(key, pick);
-  kd::install_tuned_table(0, table);
+  ASSERT_NO_FATAL_FAILURE(install_choice<ad::PrefillOp>(dims, pick));
   kjit::attention::prefill(a.args, nullptr);  // loads the tuned choice's program
   const ad::PrefillOp::Launch tuned = kd::launch_value<ad::PrefillOp>(a.args, {}, kjit::Runtime::global());
   EXPECT_NE(tuned.step<0>().kernel, nullptr) << "the warm memo served the plan made before the table";
