@@ -50,8 +50,9 @@ TmaMapKey swizzled_tma_map_key(const void* base, int32_t rank, int32_t dtype);
 /// time. Throws DriverError naming the call when the driver refuses the geometry.
 void encode_tma_map(const TmaMapKey& key, TmaDescriptor* out);
 
-/// The thread's memo of encode_tma_map: 64 slots of 320 bytes, 4 ways a set.
-using TmaMapMemo = PodMemo<TmaMapKey, TmaDescriptor, 64>;
+/// The thread's memo of encode_tma_map: 256 slots of 320 bytes (80 KB), 4 ways a set: the maps
+/// of a call-memo miss (up to 4 a call) for a model of up to ~64 layers stay encoded.
+using TmaMapMemo = PodMemo<TmaMapKey, TmaDescriptor, 256>;
 TmaMapMemo& tma_map_memo();
 
 /// The map of `key` from the thread's memo, encoded on a miss (encode_tma_map, whose
@@ -79,8 +80,9 @@ struct TmaCallMaps {
   TmaDescriptor map[kMaps];
 };
 
-/// The thread's memo of whole calls' maps: 64 slots of 832 bytes (52 KB, touched as used), 4 ways a set.
-using TmaCallMemo = PodMemo<TmaCallKey, TmaCallMaps, 64>;
+/// The thread's memo of whole calls' maps: 256 slots of 832 bytes (208 KB), 4 ways a set: a
+/// per-layer call of a 96- or 126-layer model (each layer its own K and V) stays in it.
+using TmaCallMemo = PodMemo<TmaCallKey, TmaCallMaps, 256>;
 TmaCallMemo& tma_call_memo();
 
 /// The `count` maps of the call `key` describes: from the thread's call memo, else each map of

@@ -393,7 +393,7 @@ TEST(TmaCallMemo, EveryInputOfAMapKeyMakesAnotherCall) {
     EXPECT_TRUE(same_bytes(p.tma_v, fake_encode(ad::blhd_tma_map_key(x.v, shape.block_n)))) << i;
     EXPECT_TRUE(same_bytes(p.tma_out, fake_encode(ad::blhd_tma_map_key(x.out, 64)))) << i;
   }
-  // Each variant is stored beside `a` (5 calls in 64 slots), and each comes back as it was.
+  // Each variant is stored beside `a` (5 calls in 256 slots), and each comes back as it was.
   for (const auto& x : variants) {
     const uint64_t hits = calls.hits();
     const kjit::attention::PrefillSm90Params p = Op::params_sm90(x, Op::validate(x), plan);

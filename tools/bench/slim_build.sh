@@ -7,7 +7,9 @@ cd "$(dirname "$0")/../.."
 rm -rf build-run
 cp -a build build-run
 find build-run -name '*.o' -delete
-rm -rf build-run/tests/cli-work build-run/Testing build-run/tests/CMakeFiles build-run/tests/fuzz
+rm -rf build-run/tests/cli-work build-run/Testing build-run/tests/CMakeFiles
+# The fuzz targets go, their install script stays (cmake --install of the build reads it).
+find build-run/tests/fuzz -type f ! -name cmake_install.cmake -delete
 # The device runs the GPU suites only (h200_session.sh); the CPU suites run here and in CI.
 find build-run/tests -maxdepth 1 -type f -executable ! -name 'gpu_*' -delete
 # The Debian libraries libkjit links (fmt, xxHash, hiredis, libsodium) beside it: the device
