@@ -17,6 +17,8 @@
 #include <kjit/ops/rotary.hpp>
 #include <kjit/ops/swa_decode.hpp>
 
+#include <climits>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
@@ -273,8 +275,31 @@ class PagedPrefillPlan {
     // Parsed first: a bad name is reported before any driver call.
     const attention::AttentionVariant forced = parse_variant("kjit.attention.plan_paged_prefill", variant);
     std::vector<int32_t> host;
-    if (PySequence_Check(qo_indptr.ptr()) && !PyObject_HasAttrString(qo_indptr.ptr(), "__dlpack__")) {
-      for (nb::handle h : nb::borrow<nb::sequence>(qo_indptr)) host.push_back(nb::cast<int32_t>(h));
+    if (PySequence_Check(qo_indptr.ptr()) && !PyUnicode_Check(qo_indptr.ptr()) && !PyBytes_Check(qo_indptr.ptr()) &&
+        !PyObject_HasAttrString(qo_indptr.ptr(), "__dlpack__")) {
+      size_t i = 0;
+      for (nb::handle h : nb::borrow<nb::sequence>(qo_indptr)) {
+        // Any integer (Python or NumPy scalar) in the int32 range; floats, None and overflow are refused.
+        long long value = 0;
+        bool ok = false;
+        if (PyIndex_Check(h.ptr())) {
+          PyObject* index = PyNumber_Index(h.ptr());
+          if (index != nullptr) {
+            int overflow = 0;
+            value = PyLong_AsLongLongAndOverflow(index, &overflow);
+            Py_DECREF(index);
+            ok = overflow == 0 && !PyErr_Occurred() && value >= INT32_MIN && value <= INT32_MAX;
+          }
+          PyErr_Clear();
+        }
+        if (!ok) {
+          throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr[" + std::to_string(i) +
+                                "] must be an int in the int32 range, got " +
+                                nb::cast<std::string>(nb::repr(h)));
+        }
+        host.push_back(static_cast<int32_t>(value));
+        ++i;
+      }
     } else {
       OpCall call("kjit.attention.plan_paged_prefill", nb::none());
       const TensorRef t = call.required(qo_indptr, "qo_indptr");

@@ -169,6 +169,14 @@ def test_forced_paged_prefill_variant_is_checked_before_the_device():
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="sm90")
     with pytest.raises(TypeError):  # keyword-only: a fifth positional argument is refused
         kjit.attention.plan_paged_prefill([0, 70], 128, 0, 0, "mma")
+    # A list entry that is not an int32 is named, never a C++ cast error.
+    for bad, shown in (([0, 2**40], "1099511627776"), ([0, 4.5], "4.5"), ([0, None], "None"),
+                       ([0, -2**40], "-1099511627776")):
+        with pytest.raises(kjit.InvalidArgument,
+                           match=r"plan_paged_prefill: qo_indptr\[1\] must be an int in the int32 range, got " + shown):
+            kjit.attention.plan_paged_prefill(bad, head_dim=128)
+    with pytest.raises(kjit.InvalidArgument, match="plan_paged_prefill"):
+        kjit.attention.plan_paged_prefill("abc", head_dim=128)
     if HAS_GPU:
         assert kjit.attention.plan_paged_prefill([0, 70], head_dim=128).variant == "auto"
         plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="mma")

@@ -15,7 +15,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -688,6 +692,19 @@ TEST_F(CliTest, TuneReportRefusesAWinnerThatNamesNoCandidate) {
       expect_one_line_error(r, report.string() + ": shapes[0].winner = 7 names no candidate");
     }
   }
+}
+
+TEST_F(CliTest, TuneFilesThatAreNoRegularFilesAreRefusedNotRead) {
+  // Reading a FIFO blocks until a writer comes: `tune report` and `tune --shapes` waited forever.
+  const fs::path fifo = work_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  expect_one_line_error(kjit({"tune", "report", fifo.string()}),
+                        "tune report " + fifo.string() + " is not a regular file (a FIFO, socket or device)");
+  expect_one_line_error(kjit({"tune", "decode", "--shapes", fifo.string()}),
+                        "shapes file " + fifo.string() + " is not a regular file (a FIFO, socket or device)");
+  expect_one_line_error(kjit({"tune", "report", work_.string()}), "tune report " + work_.string() + " is a folder");
+  expect_one_line_error(kjit({"tune", "report", (work_ / "nope.json").string()}),
+                        "cannot read tune report " + (work_ / "nope.json").string() + ": ");
 }
 
 /// Writes a copy of `e` under a key of its own, as if built by NVRTC `nvrtc` with CUDA headers

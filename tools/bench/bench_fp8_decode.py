@@ -30,13 +30,13 @@ import math
 import os
 import sys
 
-import torch
-import triton.testing
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import graph_time_us, rel_l2  # noqa: E402
+# bench_common first: without torch or kjit the script exits with a message naming what is missing.
+from bench_common import graph_time_us, rel_l2, require_gpu  # noqa: E402
 
 import kjit  # noqa: E402
+import torch  # noqa: E402
+import triton.testing  # noqa: E402
 
 M_VALUES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 SHAPES = [(7168, 2048), (4096, 7168), (28672, 8192)]  # N, K
@@ -107,6 +107,7 @@ def main():
     ap.add_argument("--tbps", type=float, default=None, help="DRAM bandwidth for the floor, TB/s")
     ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-shape graphs")
     args = ap.parse_args()
+    require_gpu()
     ms = [int(x) for x in args.m.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")

@@ -21,14 +21,18 @@ Run: python3 tools/bench/bench_python.py [--json PATH] [--calls N] [--rounds R]
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench_common first: without torch or kjit the script exits with a message naming what is missing.
+from bench_common import require_gpu  # noqa: E402
 
-import kjit
-import kjit.torch  # noqa: F401
+import kjit  # noqa: E402
+import kjit.torch  # noqa: E402,F401
+import torch  # noqa: E402
 
 
 def host_us(fn, calls, rounds):
@@ -198,9 +202,7 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_python: no CUDA device", file=sys.stderr)
-        return 2
+    require_gpu()
     calls, rounds = args.calls, args.rounds
     wrappers = custom_op_wrappers()
     results = []

@@ -41,14 +41,6 @@ struct ReportArgs {
   std::string png;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("cannot read {}", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -283,7 +275,7 @@ void add_tune_command(CLI::App& root, std::vector<Command>& out) {
   rep->add_option("--png", r->png, "write a PNG chart here (needs gnuplot)");
   add_json_flag(rep);
   out.push_back({rep, [r] {
-                   const std::string text = read_text(r->file);
+                   const std::string text = tune::read_text_file(r->file, "tune report");
                    tune::SweepResult s;
                    try {
                      s = tune::from_json(text);

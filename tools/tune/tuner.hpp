@@ -41,6 +41,12 @@ using Shape = std::map<std::string, std::string>;
 /// Parses "key=value" words (a word may hold several, comma-separated) over `defaults`. Throws
 /// InvalidArgument naming a word without '=' or a key `defaults` does not have.
 Shape parse_shape(const std::vector<std::string>& words, const Shape& defaults);
+
+/// The text of the regular file at `path` (at most 64 MiB). Throws InvalidArgument naming
+/// `what` and the path for a missing or unreadable file, a folder, or a FIFO, socket or device
+/// (which is never opened: reading one would block).
+std::string read_text_file(const std::string& path, const char* what);
+
 /// parse_shape of every non-empty line of `path` that is not a '#' comment. Throws
 /// InvalidArgument naming the file and line.
 std::vector<Shape> read_shapes_file(const std::string& path, const Shape& defaults);
