@@ -203,8 +203,12 @@ std::string Family::invalid_reason(const Point& pt) const {
 }
 
 std::string Family::unsupported_reason(const Point& pt, const Target& target) const {
-  if (target.sm() < min_sm) return fmt::format("{} needs sm_{} or newer; the target is {}", name, min_sm, target.str());
   std::string why = target_rule ? target_rule(*this, pt, target) : std::string();
+  // Below the floor, the family's own rule names what it needs when it has one ("needs sm_90a"
+  // for a wgmma family, where "sm_90 or newer" would be false on sm_100a).
+  if (target.sm() < min_sm && why.empty()) {
+    return fmt::format("{} needs sm_{} or newer; the target is {}", name, min_sm, target.str());
+  }
   if (!why.empty() && target.ptx && !target.arch_specific) {
     why += " (a PTX target, as kjit uses on a GPU newer than its NVRTC, has no arch-specific instructions; "
            "KJIT_ARCH can name another target)";

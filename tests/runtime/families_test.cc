@@ -272,6 +272,22 @@ TEST(Families, EachOpsFloorIsItsFamiliesLowest) {
   }
 }
 
+// Below its floor a wgmma family says what it needs (sm_90a), not "sm_90 or newer", which would be
+// false on sm_100a; a family without a target rule keeps the floor's wording.
+TEST(Families, BelowTheFloorTheReasonNamesTheFeature) {
+  for (const char* name : {"attention.prefill_sm90", "attention.paged_prefill_sm90"}) {
+    const Family& f = kjit::family(name);
+    for (const char* target : {"sm_80", "sm_89", "sm_90", "sm_100a"}) {
+      const std::string why = f.unsupported_reason(f.defaults.front(), Target::parse(target));
+      EXPECT_NE(why.find("needs sm_90a"), std::string::npos) << name << " on " << target << ": " << why;
+      EXPECT_EQ(why.find("or newer"), std::string::npos) << name << " on " << target << ": " << why;
+    }
+  }
+  const Family& rotary = kjit::family("rotary");
+  EXPECT_NE(rotary.unsupported_reason(rotary.defaults.front(), Target::parse("sm_75")).find("or newer"),
+            std::string::npos);
+}
+
 TEST(Families, ArchFeaturesLiveOnTheTarget) {
   EXPECT_TRUE(Target::parse("sm_90a").has_wgmma());
   EXPECT_FALSE(Target::parse("sm_90").has_wgmma());

@@ -247,7 +247,8 @@ void default_items(const std::vector<Target>& targets, const std::vector<const F
       if (f->min_sm > target.sm()) {
         skipped.push_back({{"family", f->name},
                            {"target", target.str()},
-                           {"reason", fmt::format("needs sm_{} or newer", f->min_sm)}});
+                           {"reason", f->defaults.empty() ? fmt::format("needs sm_{} or newer", f->min_sm)
+                                                          : f->unsupported_reason(f->defaults.front(), target)}});
         continue;
       }
       for (const ParamMap& params : f->defaults) {
