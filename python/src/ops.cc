@@ -43,16 +43,18 @@ using namespace nanobind::literals;
   throw InvalidArgument(std::string(op) + ": " + name + " must be one of " + choices + ", got '" + std::string(got) + "'");
 }
 
-/// "bf16", "bfloat16", "torch.bfloat16", a dtype object whose str() is one of those, ...
-DType parse_dtype(const char* op, const char* name, nb::handle obj) {
+/// "bf16", "bfloat16", "torch.bfloat16", a dtype object whose str() is one of those, ...; with
+/// `fp8_only`, only the two FP8 formats (the others are named as not accepted).
+DType parse_dtype(const char* op, const char* name, nb::handle obj, bool fp8_only = false) {
   std::string s = nb::cast<std::string>(nb::str(obj));
   const size_t dot = s.rfind('.');
   if (dot != std::string::npos) s = s.substr(dot + 1);
+  if (s == "e4m3" || s == "float8_e4m3fn") return DType::kE4M3;
+  if (s == "e5m2" || s == "float8_e5m2") return DType::kE5M2;
+  if (fp8_only) bad_choice(op, name, s, "e4m3, e5m2 (or the torch dtypes float8_e4m3fn, float8_e5m2)");
   if (s == "bf16" || s == "bfloat16") return DType::kBF16;
   if (s == "f16" || s == "float16" || s == "half") return DType::kF16;
   if (s == "f32" || s == "float32" || s == "float") return DType::kF32;
-  if (s == "e4m3" || s == "float8_e4m3fn") return DType::kE4M3;
-  if (s == "e5m2" || s == "float8_e5m2") return DType::kE5M2;
   bad_choice(op, name, s, "bf16, f16, f32, e4m3, e5m2 (or the torch dtypes of those)");
 }
 
@@ -444,7 +446,7 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   g.a = call.required(a_obj, "a");
   g.b = call.required(b_obj, "b");
   // Byte tensors (frameworks without FP8 dtypes) hold the format `fp8_format` names.
-  const DType fmt = parse_dtype("kjit.fp8.gemm", "fp8_format", fp8_format);
+  const DType fmt = parse_dtype("kjit.fp8.gemm", "fp8_format", fp8_format, /*fp8_only=*/true);
   if (g.a.dtype == DType::kU8) g.a.dtype = fmt;
   if (g.b.dtype == DType::kU8) g.b.dtype = fmt;
   g.scale_a = call.required(scale_a, "scale_a");

@@ -152,6 +152,11 @@ def test_quantize_and_gemm_rules():
         kjit.fp8.quantize(T((4, 40), "f32"), y=T((4, 40), "e4m3"), scale_inv=T((1,), "f32"))
     with pytest.raises(kjit.InvalidArgument, match="kjit::fp8::gemm"):
         kjit.fp8.gemm(T((16, 64), "e4m3"), T((16, 32), "e4m3"), T((1,), "f32"), T((1,), "f32"), d=T((16, 16)))
+    # fp8_format names an FP8 format only: the other dtypes are refused by name, with the two choices.
+    for bad in ("bf16", "e3m4"):
+        with pytest.raises(kjit.InvalidArgument,
+                           match=f"kjit.fp8.gemm: fp8_format must be one of e4m3, e5m2 .*, got '{bad}'"):
+            kjit.fp8.gemm(T((16, 64), "u8"), T((16, 64), "u8"), T((1,), "f32"), T((1,), "f32"), fp8_format=bad)
 
 
 def test_plan_paged_prefill_is_host_only():

@@ -185,6 +185,10 @@ TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {
     EXPECT_EQ(kjit("x", {"precompile", "--remote", "--shard", bad}).code, 2) << bad;
   }
   EXPECT_EQ(kjit("x", {"precompile", "--shard", "0/3"}).code, 2) << "--shard without --remote";
+  // A malformed share is named before what it lacks.
+  const ProcessResult malformed = kjit("x", {"precompile", "--shard", "abc"});
+  EXPECT_EQ(malformed.code, 2);
+  EXPECT_NE(malformed.err.find("--shard 'abc' is not i/N"), std::string::npos) << malformed.describe();
   EXPECT_EQ(kjit("x", {"remote", "stats"}, {{"KJIT_REMOTE", ""}}).code, 2);
 }
 

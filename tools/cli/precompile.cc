@@ -286,8 +286,8 @@ WorkList resolve_work(const PrecompileOptions& o, Runtime& runtime) {
   }
   w.items = list.take();
   if (!o.shard.empty()) {
+    const FleetShard shard = parse_shard(o.shard);  // a malformed share is named before what it lacks
     if (!o.remote) throw InvalidArgument("--shard splits a fleet's set between builders: it needs --remote");
-    const FleetShard shard = parse_shard(o.shard);
     w.items.erase(std::remove_if(w.items.begin(), w.items.end(),
                                  [&](const Item& item) {
                                    return !shard.has(runtime.key(item.family->spec(item.params), item.target));
