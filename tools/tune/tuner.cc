@@ -354,7 +354,7 @@ std::string read_text_file(const std::string& path, const char* what) {
   }
   std::string text;
   const int rc = cache::read_file(path, 64 << 20, cache::kReadPlain, &text);
-  if (rc != 0) throw InvalidArgument(fmt::format("cannot read {} {}: {}", what, path, std::strerror(rc)));
+  if (rc != 0) throw InvalidArgument(fmt::format("cannot read {} {}: {}", what, path, cache::errno_text(rc)));
   return text;
 }
 

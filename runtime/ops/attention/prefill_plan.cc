@@ -24,25 +24,28 @@ constexpr int64_t kMaxGridYZ = 65535;
 /// TMA's limit on a global stride (bytes), cuTensorMapEncodeTiled: below 2^40.
 constexpr int64_t kTmaMaxStrideBytes = int64_t{1} << 40;
 
-/// Why BLHD bf16 tensor `t` cannot be a 4-D (d, token, head, batch) tensor map ("" when it can).
-/// Rows are already 16-byte aligned (check_bf16_rows); TMA also wants non-negative strides below
-/// 2^40 bytes. A dim of extent 1 is never stepped, so its stride does not matter.
-std::string tma_reason(const char* name, const TensorRef& t) {
+/// The first dim of BLHD bf16 tensor `t` whose stride a 4-D (d, token, head, batch) tensor map
+/// cannot take, or -1. Rows are already 16-byte aligned (check_bf16_rows); TMA also wants
+/// non-negative strides below 2^40 bytes. A dim of extent 1 is never stepped, so its stride does
+/// not matter. Builds nothing: validation asks it on every call.
+int tma_bad_stride_dim(const TensorRef& t) noexcept {
   for (int dim = 0; dim < 3; ++dim) {
-    if (t.shape[dim] > 1 && (t.strides[dim] < 0 || t.strides[dim] * 2 >= kTmaMaxStrideBytes)) {
-      return fmt::format("{} stride of dim {} must be in [0, 2^39) elements, got {}", name, dim, t.describe());
-    }
+    if (t.shape[dim] > 1 && (t.strides[dim] < 0 || t.strides[dim] * 2 >= kTmaMaxStrideBytes)) return dim;
   }
-  return {};
+  return -1;
 }
 
-/// Whether tma_reason finds nothing for any of q, k, v and out: the same rule, building no string.
+/// Why `t` cannot be that tensor map ("" when it can).
+std::string tma_reason(const char* name, const TensorRef& t) {
+  const int dim = tma_bad_stride_dim(t);
+  if (dim < 0) return {};
+  return fmt::format("{} stride of dim {} must be in [0, 2^39) elements, got {}", name, dim, t.describe());
+}
+
+/// Whether prefill_tma_layout_reason finds nothing for q, k, v and out, building no string.
 bool tma_addressable(const PrefillArgs& args) noexcept {
   for (const TensorRef* t : {&args.q, &args.k, &args.v, &args.out}) {
-    if (t->ndim != 4) return false;
-    for (int dim = 0; dim < 3; ++dim) {
-      if (t->shape[dim] > 1 && (t->strides[dim] < 0 || t->strides[dim] * 2 >= kTmaMaxStrideBytes)) return false;
-    }
+    if (t->ndim != 4 || tma_bad_stride_dim(*t) >= 0) return false;
   }
   return true;
 }
