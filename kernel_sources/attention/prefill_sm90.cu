@@ -36,15 +36,16 @@
 //
 // ── The ragged paged variant (paged_prefill_sm90_kernel, family attention.paged_prefill_sm90) ──
 // The same consumers over the work of kjit::attention::paged_prefill: a CTA owns one work item of
-// the plan (request b, its 128-row q tile; PrefillParams::q_tile_to_batch / q_tile_to_index) and
-// one q head. The producer warpgroup gathers instead of issuing TMA: per KV tile each of its 128
+// the plan (request b, its q tile of kBlockM rows: 128 with two consumers, or 192 with three at
+// hd64; PrefillParams::q_tile_to_batch / q_tile_to_index) and one q head. The producer warpgroup gathers instead of issuing TMA: per KV tile each of its 128
 // threads looks up one token's pool row through the page table (PagedKV, attention/kv_source.cuh)
 // into a shared row table, then all 128 copy the tile's rows with 16-byte cp.async straight into
 // the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens past the request's
 // kv_len, and arrive on the stage's full barrier when their copies land
 // (cp.async.mbarrier.arrive.noinc: the barrier expects 128 arrivals). Q is gathered the same way
-// from the packed [total_q, q_heads, D] rows (rows past the request's end zero-filled), and the
-// epilogue writes O with 16-byte stores of the request's rows only (a TMA store would clip at
+// from the packed [total_q, q_heads, D] rows (kBlockM / 16 passes, into the layout the dense
+// kernel's TMA box writes; rows past the request's end zero-filled), and each consumer's
+// epilogue writes its 64 rows of O with 16-byte stores of the request's rows only (a TMA store would clip at
 // total_q, not at the request's end). Consumers fence the generic-proxy writes of cp.async
 // against their wgmma reads (fence.proxy.async) after each wait. Any page size works: the gather
 // is per token.
@@ -74,21 +75,23 @@ namespace kjit::attention {
 
 namespace detail {
 
-/// Copies 128 rows into a 128-row swizzled tile at shared address `tile` (the atom of columns
-/// 64a.. at a · 128 · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
-/// rows t / 8 + 16 · i of every atom; row r's source is row_src(r), or zeros when it returns null.
-template <int kAtoms, class RowSrc>
-KJIT_DEVICE void gather_rows_128(uint32_t tile, int t, const RowSrc& row_src, const char* any_mapped) {
+/// Copies kRows rows into a kRows-row swizzled tile at shared address `tile` (the atom of columns
+/// 64a.. at a · kRows · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
+/// rows t / 8 + 16 · i of every atom (kRows / 16 passes); row r's source is row_src(r), or zeros
+/// when it returns null.
+template <int kRows, int kAtoms, class RowSrc>
+KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src, const char* any_mapped) {
+  static_assert(kRows % 16 == 0, "16 rows a pass");
   const int chunk = t % 8;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kRows / 16; ++i) {
     const int r = t / 8 + 16 * i;
     const char* src = row_src(r);
     const bool valid = src != nullptr;
     if (!valid) src = any_mapped;
     const uint32_t dst = tile + r * 128 + ((chunk ^ (r & 7)) << 4);
 #pragma unroll
-    for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (128 * 128), src + a * 128 + chunk * 16, valid);
+    for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (kRows * 128), src + a * 128 + chunk * 16, valid);
   }
 }
 
@@ -102,7 +105,8 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
-  static_assert(Shape::kBlockM == 128 && kBlockN == 128, "one row of a 128-row tile per producer thread");
+  // One token of a KV tile per producer thread (the row table); Q takes kBlockM / 16 passes.
+  static_assert(kBlockN == 128, "one KV row per producer thread");
   constexpr int kProducerBarrier = 1 + 2 * Shape::kConsumers;  // after the consumers' named barriers
   const int t = static_cast<int>(threadIdx.x);  // the producer is warpgroup 0
   const uint32_t q_full = bars;
@@ -114,7 +118,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
   const char* q_head = static_cast<const char*>(p.q) +
                        (static_cast<int64_t>(q_first) * p.q_stride_l + static_cast<int64_t>(head) * p.q_stride_h) * 2;
   const int64_t q_row_bytes = p.q_stride_l * 2;
-  gather_rows_128<Shape::kAtoms>(
+  gather_rows<Shape::kBlockM, Shape::kAtoms>(
       q_smem, t,
       [&](int r) -> const char* { return q0 + r < q_len ? q_head + static_cast<int64_t>(q0 + r) * q_row_bytes : nullptr; },
       q_head);
@@ -133,7 +137,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
     named_barrier(kProducerBarrier, 128);
     auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
     if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows_128<Shape::kAtoms>(
+    gather_rows<kBlockN, Shape::kAtoms>(
         k_smem + s * Shape::kKvBytes, t,
         [&](int r) -> const char* {
           const int row = row_of(r);
@@ -142,7 +146,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
         kv.k_row(0));
     cp_async_mbarrier_arrive_noinc(k_full(s));
     if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows_128<Shape::kAtoms>(
+    gather_rows<kBlockN, Shape::kAtoms>(
         v_smem + s * Shape::kKvBytes, t,
         [&](int r) -> const char* {
           const int row = row_of(r);
@@ -161,12 +165,13 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
 namespace detail {
 
 /// The body of both kernels below (see the file comment): kPaged false reads PrefillSm90Params
-/// (TMA over dense BLHD tensors), true PrefillParams (packed Q, PagedKV, the plan's work map).
-template <int kHeadDim, bool kPaged, class Params>
+/// (TMA over dense BLHD tensors), true PrefillParams (packed Q, PagedKV, the plan's work map of
+/// kRows-row tiles).
+template <int kHeadDim, bool kPaged, int kRows, class Params>
 KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  using Shape = PrefillSm90Shape<kHeadDim, kPaged>;
+  using Shape = PrefillSm90Shape<kHeadDim, kPaged, kRows>;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
   constexpr int kAtoms = Shape::kAtoms;
@@ -512,17 +517,18 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 template <int kHeadDim>
 __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
     prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
-  detail::prefill_sm90_body<kHeadDim, false>(p);
+  detail::prefill_sm90_body<kHeadDim, false, PrefillSm90Shape<kHeadDim>::kBlockM>(p);
 }
 
 /// The ragged paged variant (see the file comment): PrefillParams as the mma.sync paged prefill
 /// takes them (PackedQSchedule + PagedKV fields; q_tiles = the plan's work items, which must be
-/// 128-row tiles). kHeadDim ∈ {64, 128}. Launch: PrefillSm90Shape<kHeadDim, true>::kThreads
-/// threads and kSmemBytes of dynamic shared memory, grid (num_work, q_heads).
-template <int kHeadDim>
-__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim, true>::kThreads, 1)
+/// kRows-row tiles). kHeadDim ∈ {64, 128}; kRows 128, or 192 at kHeadDim 64 (three consumer
+/// warpgroups). Launch: PrefillSm90Shape<kHeadDim, true, kRows>::kThreads threads and kSmemBytes
+/// of dynamic shared memory, grid (num_work, q_heads).
+template <int kHeadDim, int kRows>
+__global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim, true, kRows>::kThreads, 1)
     paged_prefill_sm90_kernel(KJIT_PARAMS PrefillParams p) {
-  detail::prefill_sm90_body<kHeadDim, true>(p);
+  detail::prefill_sm90_body<kHeadDim, true, kRows>(p);
 }
 
 }  // namespace kjit::attention

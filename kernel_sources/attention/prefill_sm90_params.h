@@ -10,27 +10,29 @@ namespace kjit::attention {
 using TmaDescriptor = kjit::fp8::TmaDescriptor;
 
 /// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the producer
-/// and kConsumers consumer warpgroups of 64 query rows each, so kBlockM = 64 · kConsumers rows of
-/// one (batch, q head). The dense kernel (kPaged false) runs two consumers at hd128 and three at
-/// hd64 (where a K/V tile is little work per row, a third warpgroup shares each loaded tile and
+/// and kConsumers = kRows / 64 consumer warpgroups of 64 query rows each, so kBlockM = kRows rows
+/// of one (batch, q head). The dense kernel (kPaged false) runs two consumers at hd128 and three
+/// at hd64 (where a K/V tile is little work per row, a third warpgroup shares each loaded tile and
 /// hides more of the softmax; the consumers' registers then drop from 240 to 160). The ragged
-/// paged kernel (kPaged true) runs two at both: its work items are the plan's 128-row q tiles.
+/// paged kernel (kPaged true) runs the plan's work items: 128-row tiles (two consumers) at both
+/// head dims, or 192-row tiles (three consumers) at hd64 (192 rows at hd128 would need 240 KiB).
 /// K/V tiles of kBlockN = 128 tokens stream through a kStages-deep ring. Every tile in shared
 /// memory is a column of 64-element (128-byte) "atoms" in the 128-byte swizzle (what TMA writes
 /// and wgmma's descriptors read; the paged producer's cp.async gather writes the same layout):
 /// the atom of columns 64a..64a+63 of an R-row tile lives at a · R · 128 bytes.
-///   hd64 : Q 24 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 120 KiB, 512 threads (paged: Q 16 KiB,
-///          384 threads)
+///   hd64 : Q 24 KiB + 3 stages × (K 16 KiB + V 16 KiB) = 120 KiB, 512 threads (paged 128-row
+///          tiles: Q 16 KiB, 384 threads)
 ///   hd128: Q 32 KiB + 3 stages × (K 32 KiB + V 32 KiB) = 224 KiB (of the 227 KiB a CTA may use),
 ///          384 threads
 /// Three stages: a K slot is refilled once S = Q·Kᵀ of its tile is done, a V slot once P·V is, so
 /// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
 /// The paged kernel's producer also keeps two 128-entry pool-row tables (1 KiB) after the
 /// barriers: 226.25 KiB at hd128.
-template <int kHeadDim, bool kPaged = false>
+template <int kHeadDim, bool kPaged = false, int kRows = kHeadDim == 64 && !kPaged ? 192 : 128>
 struct PrefillSm90Shape {
-  static constexpr int kConsumers = kHeadDim == 64 && !kPaged ? 3 : 2;
-  static constexpr int kBlockM = 64 * kConsumers;
+  static_assert(kRows == 128 || (kRows == 192 && kHeadDim == 64), "128-row tiles, or 192 at hd64");
+  static constexpr int kConsumers = kRows / 64;
+  static constexpr int kBlockM = kRows;
   static constexpr int kBlockN = 128;
   static constexpr int kStages = 3;
   static constexpr int kAtoms = kHeadDim / 64;
@@ -48,7 +50,8 @@ struct PrefillSm90Shape {
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024 + 256 + kRowTableBytes;
 };
 
-/// Launch shape of PrefillSm90Shape<head_dim, paged> (all zero for an unsupported head_dim).
+/// Launch shape of PrefillSm90Shape<head_dim, paged, rows> (all zero for an unsupported
+/// head_dim or tile).
 struct PrefillSm90LaunchShape {
   int threads = 0;
   int block_m = 0;
@@ -56,16 +59,24 @@ struct PrefillSm90LaunchShape {
   int smem_bytes = 0;
 };
 
-template <int kHeadDim, bool kPaged>
+template <int kHeadDim, bool kPaged, int kRows>
 constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape_of() {
-  using S = PrefillSm90Shape<kHeadDim, kPaged>;
+  using S = PrefillSm90Shape<kHeadDim, kPaged, kRows>;
   return PrefillSm90LaunchShape{S::kThreads, S::kBlockM, S::kBlockN, S::kSmemBytes};
 }
 
-constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim, bool paged = false) {
-  return head_dim == 64    ? (paged ? prefill_sm90_launch_shape_of<64, true>() : prefill_sm90_launch_shape_of<64, false>())
-         : head_dim == 128 ? (paged ? prefill_sm90_launch_shape_of<128, true>()
-                                    : prefill_sm90_launch_shape_of<128, false>())
+/// The dense kernel's shape at `head_dim`, or (paged) the paged kernel's for `paged_rows`-row work
+/// items (128, or 192 at head_dim 64).
+constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim, bool paged = false, int paged_rows = 128) {
+  if (!paged) {
+    return head_dim == 64    ? prefill_sm90_launch_shape_of<64, false, 192>()
+           : head_dim == 128 ? prefill_sm90_launch_shape_of<128, false, 128>()
+                             : PrefillSm90LaunchShape{};
+  }
+  if (paged_rows == 192) return head_dim == 64 ? prefill_sm90_launch_shape_of<64, true, 192>() : PrefillSm90LaunchShape{};
+  if (paged_rows != 128) return PrefillSm90LaunchShape{};
+  return head_dim == 64    ? prefill_sm90_launch_shape_of<64, true, 128>()
+         : head_dim == 128 ? prefill_sm90_launch_shape_of<128, true, 128>()
                            : PrefillSm90LaunchShape{};
 }
 

@@ -20,9 +20,11 @@ append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, 
                 positions, append_indptr, stream)
 plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto") -> PagedPrefillPlan
     qo_indptr: the host copy (a list or a CPU int32 tensor); uploads the work map (synchronous).
-    variant "auto" (the Hopper wgmma kernel where it can run the plan: head_dim 64/128, 128-row
-    tiles; else mma.sync), "mma" or "wgmma" (forced: paged_prefill raises Unsupported where that
-    kernel cannot run the plan). Properties: batch, total_q, head_dim, tile_rows, num_work,
+    tile_rows 0 (choose: 64 or 128), 64, 128 or, at head_dim 64, 192 (the Hopper kernel's
+    three-consumer tile; no mma.sync kernel runs it). variant "auto" (the Hopper wgmma kernel
+    where it can run the plan: head_dim 64/128 at 128-row tiles, hd64 at 192; else mma.sync),
+    "mma" or "wgmma" (forced: paged_prefill raises Unsupported where that kernel cannot run the
+    plan). Properties: batch, total_q, head_dim, tile_rows, num_work,
     workspace_bytes, variant, device.
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
               causal, out, lse, return_lse, scale, stream)     lse [q_heads, total_q]

@@ -39,6 +39,15 @@ inline constexpr int kSm90HeadDims[] = {64, 128};
 /// The `block_m` values of attention.prefill and attention.paged_prefill: query rows per CTA
 /// (PrefillArgs::block_m, the paged plan's tile_rows).
 inline constexpr int kBlockMs[] = {64, 128};
+/// The `block_m` values of attention.paged_prefill_sm90: query rows per work item, 128 (two
+/// consumer warpgroups) or, at head_dim 64 only, 192 (three; the dense sm_90a kernel's hd64 tile).
+inline constexpr int kSm90PagedRows[] = {128, 192};
+/// The paged plan's tile_rows values: kBlockMs, and 192 for attention.paged_prefill_sm90 at hd64.
+inline constexpr int kPagedTileRows[] = {64, 128, 192};
+/// Whether a paged plan of `tile_rows`-row work items at `head_dim` has an sm_90a kernel point.
+constexpr bool sm90_paged_tile(int64_t head_dim, int tile_rows) {
+  return (head_dim == 64 || head_dim == 128) && (tile_rows == 128 || (tile_rows == 192 && head_dim == 64));
+}
 
 const Family& decode_family();
 const Family& paged_decode_family();

@@ -8,7 +8,8 @@
 // Every dense case runs on each variant that can take it on this device: the mma.sync kernel
 // always, the Hopper wgmma kernel on sm_90 for head_dim 64/128 without a mask or kv_lens (see
 // wgmma_capable); every ragged paged case likewise on mma.sync and, on sm_90 for head_dim
-// 64/128, on the Hopper paged kernel at 128-row tiles; the case names the variant on failure.
+// 64/128, on the Hopper paged kernel at 128-row tiles (and at hd64 also at 192-row tiles, its
+// three-consumer shape); the case names the variant on failure.
 //
 // Tolerances: out is bf16 (rounding alone costs up to 2^-9 relative per element) and P is rounded
 // to bf16 before P·V as FlashAttention does: expected relative L2 ~2–3e-3 (the emulator of these
@@ -97,13 +98,15 @@ void check_one(const PagedPrefillCase& c) {
   }
 }
 
-/// Whether the Hopper paged kernel can take case `c` at 128-row tiles on this device.
+/// Whether the Hopper paged kernel can take case `c` at 128-row tiles (and 192 at hd64) on this
+/// device.
 bool wgmma_capable(const PagedPrefillCase& c) {
   return is_sm90() && (c.head_dim == 64 || c.head_dim == 128) && c.tile_rows != 64;
 }
 
 /// Runs `c` on every capable kernel: mma.sync (strict) and, where it can run, the Hopper kernel
-/// (strict, 128-row tiles); an entry case runs once, with the plan's own choice.
+/// (strict, 128-row tiles, and 192-row tiles at hd64); an entry case runs once, with the plan's
+/// own choice.
 void check(const PagedPrefillCase& c) {
   if (c.use_entry || c.variant != AttentionVariant::kAuto) {
     check_one(c);
@@ -116,6 +119,10 @@ void check(const PagedPrefillCase& c) {
     v.variant = AttentionVariant::kWgmma;
     v.tile_rows = 128;
     check_one(v);
+    if (c.head_dim == 64) {
+      v.tile_rows = 192;
+      check_one(v);
+    }
   }
 }
 
@@ -359,6 +366,31 @@ TEST_F(AttentionPrefillGpu, PagedHopperKernelPagesGqaAndEdges) {
   EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
   c.tile_rows = 128;
   if (!is_sm90()) EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+}
+
+TEST_F(AttentionPrefillGpu, PagedHopperWideTileAtHd64) {
+  // The 192-row work items of hd64 (three consumer warpgroups; check runs every case on mma.sync
+  // at the case's tile, and on sm_90 on the Hopper kernel at 128 and 192 rows): request lengths
+  // around the tile (1, 191, 192, 193, 385) with empty requests between them, pages 1/16/64, GQA
+  // 1/4/8, causal (chunked: kv ≥ q) and not, LSE.
+  const std::vector<int> q = {1, 0, 191, 192, 0, 193, 385};
+  const std::vector<int> kv = {1, 40, 300, 192, 0, 193, 700};
+  for (int ps : {1, 16, 64}) {
+    for (int ratio : {1, 4, 8}) {
+      for (bool causal : {false, true}) check(ragged(q, kv, 2 * ratio, 2, 64, ps, causal));
+    }
+  }
+  // Causal rows that see no key (q_len > kv_len) in the third consumer's rows.
+  check(ragged({192, 150}, {20, 150}, 4, 4, 64, 16, true));
+  // 192-row plans where no kernel of this device runs them: Unsupported, never a wrong answer.
+  PagedPrefillCase c = ragged({200, 10}, {200, 60}, 8, 2, 64, 16, true);
+  c.tile_rows = 192;
+  c.variant = AttentionVariant::kMma;
+  EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+  if (!is_sm90()) {
+    c.variant = AttentionVariant::kAuto;
+    EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+  }
 }
 
 TEST_F(AttentionPrefillGpu, PagedHopperMoreItemsThanSms) {

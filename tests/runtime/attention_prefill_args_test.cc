@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -281,6 +283,19 @@ TEST(AttentionPrefillPlan, RaggedWorkMapOfThreeRequests) {
   const PagedPrefillPlan s = kjit::attention::plan_paged_prefill(short_q.data(), 4, 64);
   EXPECT_EQ(s.tile_rows, 64);
   EXPECT_EQ(s.q_tile_to_batch, (std::vector<int32_t>{0, 1, 2}));  // request 3 has no queries
+  // 192-row tiles (hd64, the sm_90a kernel's three-consumer tile) over a ragged batch with empty
+  // requests: lengths 0, 1, 191, 0, 192, 193, 0 take 0, 1, 1, 0, 1, 2, 0 tiles.
+  const std::vector<int32_t> ragged = {0, 0, 1, 192, 192, 384, 577, 577};
+  const PagedPrefillPlan p192 = kjit::attention::plan_paged_prefill(ragged.data(), 7, 64, 192);
+  EXPECT_EQ(p192.tile_rows, 192);
+  EXPECT_EQ(p192.total_q, 577);
+  EXPECT_EQ(p192.q_tile_to_batch, (std::vector<int32_t>{1, 2, 4, 5, 5}));
+  EXPECT_EQ(p192.q_tile_to_index, (std::vector<int32_t>{0, 0, 0, 0, 1}));
+  EXPECT_GE(p192.map_index_offset, 5 * sizeof(int32_t));
+  EXPECT_GE(p192.workspace_bytes, p192.map_index_offset + 5 * sizeof(int32_t));
+  // The same batch at 128 rows: 191, 192 and 193 rows take two tiles each.
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(ragged.data(), 7, 64, 128).q_tile_to_batch,
+            (std::vector<int32_t>{1, 2, 2, 4, 4, 5, 5}));
   // No queries at all: no work, no workspace.
   const std::vector<int32_t> none = {0, 0, 0};
   const PagedPrefillPlan z = kjit::attention::plan_paged_prefill(none.data(), 2, 128);
@@ -303,6 +318,25 @@ TEST(AttentionPrefillPlan, PlanRules) {
   EXPECT_THROW(kjit::attention::plan_paged_prefill(ok.data(), 1, 96), kjit::InvalidArgument);
   EXPECT_THROW(kjit::attention::plan_paged_prefill(ok.data(), 1, 128, 32), kjit::InvalidArgument);
   EXPECT_THROW(kjit::attention::plan_paged_prefill(nullptr, 1, 128), kjit::InvalidArgument);
+  // 192-row tiles exist at head_dim 64 only (the sm_90a kernel's); the message names the rule.
+  for (int64_t hd : {128, 256}) {
+    try {
+      kjit::attention::plan_paged_prefill(ok.data(), 1, hd, 192);
+      ADD_FAILURE() << "no error for tile_rows 192 at head_dim " << hd;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("plan_paged_prefill: tile_rows 192 runs only at head_dim 64"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(ok.data(), 1, 64, 192).tile_rows, 192);
+  try {
+    kjit::attention::plan_paged_prefill(ok.data(), 1, 64, 256);
+    ADD_FAILURE() << "no error for tile_rows 256";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tile_rows must be 0 (choose), 64, 128 or 192, got 256"), std::string::npos)
+        << e.what();
+  }
   // A short workspace is named before any driver call.
   const PagedPrefillPlan p = kjit::attention::plan_paged_prefill(ok.data(), 1, 128);
   try {
@@ -374,6 +408,7 @@ TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
   const std::vector<int32_t> kv_start = {1, 3, 4, 5};
   invalid([&](auto& b) { b.kv_indptr_host = kv_start.data(); }, "kv_indptr[0] must be 0");
   invalid([](auto& b) { b.tile_rows = 96; }, "tile_rows");
+  invalid([](auto& b) { b.tile_rows = 192; }, "tile_rows 192 runs only at head_dim 64");
   invalid([](auto& b) { b.head_dim = 96; }, "head_dim");
   invalid([](auto& b) { b.qo_indptr_host = nullptr; }, "qo_indptr_host is null");
   invalid([](auto& b) { b.device = -2; }, "device");
@@ -488,10 +523,13 @@ TEST(AttentionPrefillFamily, SpaceAndSpecs) {
   }
   const kjit::Family& hp = kjit::attention::paged_prefill_sm90_family();
   EXPECT_EQ(kjit::family("attention.paged_prefill_sm90").name, hp.name);
-  const kjit::ProgramSpec paged_hopper = hp.spec({{"head_dim", "128"}});
-  EXPECT_EQ(paged_hopper.name_expressions[0], "kjit::attention::paged_prefill_sm90_kernel<128>");
+  const kjit::ProgramSpec paged_hopper = hp.spec({{"head_dim", "128"}, {"block_m", "128"}});
+  EXPECT_EQ(paged_hopper.name_expressions[0], "kjit::attention::paged_prefill_sm90_kernel<128, 128>");
   EXPECT_EQ(paged_hopper.source_name, hopper.source_name);  // one kernel body
-  EXPECT_THROW(hp.spec({{"head_dim", "256"}}), kjit::InvalidArgument);
+  EXPECT_EQ(hp.spec({{"head_dim", "64"}, {"block_m", "192"}}).name_expressions[0],
+            "kjit::attention::paged_prefill_sm90_kernel<64, 192>");
+  EXPECT_THROW(hp.spec({{"head_dim", "256"}, {"block_m", "128"}}), kjit::InvalidArgument);
+  EXPECT_THROW(hp.spec({{"head_dim", "128"}, {"block_m", "192"}}), kjit::InvalidArgument);
   EXPECT_EQ(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_90a")), "");
   EXPECT_NE(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_89")), "");
 }
@@ -501,7 +539,8 @@ TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
   using kjit::attention::AttentionVariant;
   const std::vector<int32_t> indptr = {0, 70, 80, 210};
   for (int64_t hd : {64, 128, 256}) {
-    for (int tile_rows : {64, 128}) {
+    for (int tile_rows : {64, 128, 192}) {
+      if (tile_rows == 192 && hd != 64) continue;  // PlanRules: no plan
       const PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(indptr.data(), 3, hd, tile_rows);
       EXPECT_EQ(plan.variant, AttentionVariant::kAuto);  // the legacy overload leaves it to the run step
       PagedPrefillArgs a = valid_paged(plan);
@@ -510,21 +549,43 @@ TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
       a.cache.k = TensorRef(a.cache.k.data, DType::kBF16, {64, 16, kHkv, hd}, {}, 0);
       a.cache.v = TensorRef(a.cache.v.data, DType::kBF16, {64, 16, kHkv, hd}, {}, 0);
       ad::PagedPrefillDims d = Op::validate({a, plan, fake_ptr(), plan.workspace_bytes});
-      const bool hopper = hd != 256 && tile_rows == 128;
-      // sm_90a: the wgmma kernel for hd64/128 at 128-row tiles; every other case and device mma.
+      const bool hopper = (hd != 256 && tile_rows == 128) || (hd == 64 && tile_rows == 192);
+      const bool wide = tile_rows == 192;  // no mma.sync kernel runs 192-row tiles
+      // sm_90a: the wgmma kernel for hd64/128 at 128-row tiles and hd64 at 192; every other case
+      // and device mma.
       ad::PagedPrefillOpPlan p = Op::plan(d, h200());
       EXPECT_EQ(p.variant, hopper ? AttentionVariant::kWgmma : AttentionVariant::kMma) << hd << " " << tile_rows;
       if (hopper) {
         ASSERT_EQ(p.choice.family, &kjit::attention::paged_prefill_sm90_family());
-        EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=" + std::to_string(hd));
+        EXPECT_EQ(p.choice.family->describe(p.choice.point),
+                  "head_dim=" + std::to_string(hd) + " block_m=" + std::to_string(tile_rows));
       } else {
         EXPECT_EQ(p.choice.family, &kjit::attention::paged_prefill_family());
       }
-      EXPECT_EQ(Op::plan(d, h200(8, 9)).variant, AttentionVariant::kMma);
-      // The plan's variant is strict: forcing mma keeps mma on the H200; forcing wgmma where it
-      // cannot run raises Unsupported naming why, also without work.
+      if (wide) {
+        // A 192-row plan on a device without wgmma: Unsupported naming both kernels' rules, never
+        // the mma.sync kernel with 192-row tiles.
+        try {
+          Op::plan(d, h200(8, 9));
+          ADD_FAILURE() << "a 192-row plan planned on sm_89";
+        } catch (const kjit::Unsupported& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("mma runs paged prefill plans with tile_rows 64 or 128, the plan has 192"),
+                    std::string::npos)
+              << what;
+          EXPECT_NE(what.find("wgmma needs sm_90a"), std::string::npos) << what;
+        }
+      } else {
+        EXPECT_EQ(Op::plan(d, h200(8, 9)).variant, AttentionVariant::kMma);
+      }
+      // The plan's variant is strict: forcing mma keeps mma on the H200 (and fails for 192-row
+      // tiles); forcing wgmma where it cannot run raises Unsupported naming why, also without work.
       d.variant = AttentionVariant::kMma;
-      EXPECT_EQ(Op::plan(d, h200()).choice.family, &kjit::attention::paged_prefill_family());
+      if (wide) {
+        EXPECT_THROW(Op::plan(d, h200()), kjit::Unsupported);
+      } else {
+        EXPECT_EQ(Op::plan(d, h200()).choice.family, &kjit::attention::paged_prefill_family());
+      }
       d.variant = AttentionVariant::kWgmma;
       if (hopper) {
         EXPECT_EQ(Op::plan(d, h200()).variant, AttentionVariant::kWgmma);
@@ -535,13 +596,20 @@ TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
     }
   }
   // The launch shape of the paged kernel: 128-row tiles (two consumer warpgroups) at both head
-  // dims, in the shared memory a CTA may opt into.
+  // dims, 192-row tiles (three) at hd64, in the shared memory a CTA may opt into.
   for (int hd : {64, 128}) {
     const auto s = kjit::attention::prefill_sm90_launch_shape(hd, true);
     EXPECT_EQ(s.block_m, 128) << hd;
     EXPECT_EQ(s.threads, 384) << hd;
     EXPECT_LE(s.smem_bytes, 227 * 1024) << hd;
   }
+  const auto wide = kjit::attention::prefill_sm90_launch_shape(64, true, 192);
+  EXPECT_EQ(wide.block_m, 192);
+  EXPECT_EQ(wide.threads, 512);
+  // Q 24 KiB + 3 stages of K and V (16 KiB each) + align, barriers and the two row tables.
+  EXPECT_EQ(wide.smem_bytes, 24 * 1024 + 6 * 16 * 1024 + 1024 + 256 + 1024);
+  EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(128, true, 192).threads, 0);
+  EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(64, true, 64).threads, 0);
   EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(256, true).threads, 0);
 }
 
@@ -579,6 +647,60 @@ TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
   }
 }
 
+TEST(AttentionPrefillPlan, PagedPlannerTakesTheWideHopperTileAtHd64) {
+  using kjit::attention::AttentionVariant;
+  using Planner = ad::PagedPrefillPlanner;
+  const std::vector<int32_t> kv = {0, 40, 80, 80}, last = {16, 16, 0};
+  auto dims = [&](const std::vector<int32_t>& qo, int64_t hd) {
+    kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, 32);
+    a.head_dim = hd;
+    return ad::paged_prefill_plan_dims(a);
+  };
+  // Non-empty requests averaging 300 rows (the empty third one does not count): 192 rows on sm_90a
+  // at hd64, the kernel named with its tile.
+  const std::vector<int32_t> long_q = {0, 300, 600, 600};
+  ad::PagedPrefillOpPlan t = Planner::plan(dims(long_q, 64), h200());
+  EXPECT_EQ(t.tile_rows, 192);
+  EXPECT_EQ(t.variant, AttentionVariant::kAuto);
+  ASSERT_EQ(t.choice.family, &kjit::attention::paged_prefill_sm90_family());
+  EXPECT_EQ(t.choice.family->describe(t.choice.point), "head_dim=64 block_m=192");
+  // hd128, a device without wgmma, or no device at all (the legacy overload): 128.
+  EXPECT_EQ(Planner::plan(dims(long_q, 128), h200()).tile_rows, 128);
+  EXPECT_EQ(Planner::plan(dims(long_q, 64), h200(8, 9)).tile_rows, 128);
+  EXPECT_EQ(Planner::plan(dims(long_q, 64), kjit::DeviceInfo{}).tile_rows, 128);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(long_q.data(), 3, 64).tile_rows, 128);
+  // Averaging 65..128 rows: one 128-row tile holds a request; exactly 128 stays 128, 129 goes wide.
+  const std::vector<int32_t> mid_q = {0, 100, 256, 256};
+  EXPECT_EQ(Planner::plan(dims(mid_q, 64), h200()).tile_rows, 128);
+  const std::vector<int32_t> at_128 = {0, 128, 256, 256};
+  EXPECT_EQ(Planner::plan(dims(at_128, 64), h200()).tile_rows, 128);
+  const std::vector<int32_t> past_128 = {0, 129, 258, 258};
+  EXPECT_EQ(Planner::plan(dims(past_128, 64), h200()).tile_rows, 192);
+  // Short chunks: 64 as before.
+  const std::vector<int32_t> short_q = {0, 30, 60, 60};
+  EXPECT_EQ(Planner::plan(dims(short_q, 64), h200()).tile_rows, 64);
+  // A forced tile is kept.
+  kjit::attention::PagedPrefillPlanArgs forced = tuned_plan_args(mid_q, kv, last, 32);
+  forced.head_dim = 64;
+  forced.tile_rows = 192;
+  EXPECT_EQ(Planner::plan(ad::paged_prefill_plan_dims(forced), h200()).tile_rows, 192);
+  // The tuner measures both wgmma tiles at hd64 (and both mma tiles); a stored 192 runs 192 rows
+  // on the wgmma kernel, strictly.
+  const ad::PagedPrefillPlanDims d = dims(long_q, 64);
+  std::set<int> wgmma_tiles;
+  for (const auto& c : Planner::tune_candidates(d, h200())) {
+    ad::PagedPrefillOpPlan got;
+    ASSERT_TRUE(Planner::apply_tuned(d, h200(), c, &got));
+    if (c.family != &kjit::attention::paged_prefill_sm90_family()) continue;
+    EXPECT_EQ(got.variant, AttentionVariant::kWgmma);
+    wgmma_tiles.insert(got.tile_rows);
+  }
+  EXPECT_EQ(wgmma_tiles, (std::set<int>{128, 192}));
+  for (const auto& c : Planner::tune_candidates(d, h200(8, 9))) {
+    EXPECT_EQ(c.family, &kjit::attention::paged_prefill_family());
+  }
+}
+
 TEST(AttentionPrefillFamily, TmaLayoutOfTheHopperKernel) {
   PrefillArgs a = valid_prefill();
   EXPECT_EQ(ad::prefill_tma_layout_reason(a), "");
@@ -609,7 +731,9 @@ TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
   // The sm_90a kernels, dense and paged (one source), where they build.
   for (const char* hd : {"64", "128"}) {
     jobs.push_back({&kjit::attention::prefill_sm90_family(), {{"head_dim", hd}}, "sm_90a"});
-    jobs.push_back({&kjit::attention::paged_prefill_sm90_family(), {{"head_dim", hd}}, "sm_90a"});
+  }
+  for (const auto& [hd, rows] : {std::pair{"64", "128"}, {"64", "192"}, {"128", "128"}}) {
+    jobs.push_back({&kjit::attention::paged_prefill_sm90_family(), {{"head_dim", hd}, {"block_m", rows}}, "sm_90a"});
   }
   std::atomic<size_t> next{0};
   std::mutex mutex;

@@ -98,8 +98,10 @@ TEST(Families, NameExpressionsArePinned) {
        {"kjit::attention::prefill_sm90_kernel<64>"}},
       {"attention.paged_prefill", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill.cu",
        {"kjit::attention::prefill_kernel<128, 128, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}},
-      {"attention.paged_prefill_sm90", {{"head_dim", "128"}}, "attention/prefill_sm90.cu",
-       {"kjit::attention::paged_prefill_sm90_kernel<128>"}},
+      {"attention.paged_prefill_sm90", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill_sm90.cu",
+       {"kjit::attention::paged_prefill_sm90_kernel<128, 128>"}},
+      {"attention.paged_prefill_sm90", {{"head_dim", "64"}, {"block_m", "192"}}, "attention/prefill_sm90.cu",
+       {"kjit::attention::paged_prefill_sm90_kernel<64, 192>"}},
       {"fp8.quantize", {{"in", "f16"}, {"fmt", "e5m2"}, {"granularity", "tensor"}, {"pow2", "1"}}, "fp8/quantize.cu",
        {"kjit::fp8::quantize_tensor_kernel<1, 1, false, true>", "kjit::fp8::quantize_tensor_kernel<1, 1, true, true>",
         "kjit::fp8::amax_kernel<1>", "kjit::fp8::delayed_scaling_kernel<1>"}},
@@ -203,6 +205,15 @@ TEST(Families, EnumerationCoversTheValidSpace) {
   // rows) x 11 stages, each for 2 x 2 formats x 2 outputs.
   EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(),
             size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5 + 6 * 11));
+  // attention.paged_prefill_sm90: 128-row tiles at hd64 and hd128, 192-row tiles at hd64 only.
+  const Family& paged = kjit::family("attention.paged_prefill_sm90");
+  EXPECT_EQ(paged.enumerate().size(), 3u);
+  try {
+    paged.parse({{"head_dim", "128"}, {"block_m", "192"}});
+    ADD_FAILURE() << "hd128 with 192-row tiles parsed";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("block_m=192 runs only at head_dim=64"), std::string::npos) << e.what();
+  }
   // mla.swa_decode: groups 16 and 32 take any tile and window; 64 only tile 128 with window <= 128.
   EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2));
 }

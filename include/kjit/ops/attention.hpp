@@ -227,7 +227,8 @@ void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtim
 // ---- Ragged paged prefill ------------------------------------------------------------------------
 
 /// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
-/// tile_rows = 64 or 128 query rows), built once per batch composition, outside the hot path.
+/// tile_rows = 64, 128 or 192 query rows; 192 at head_dim 64 only, run by the sm_90a wgmma
+/// kernel alone), built once per batch composition, outside the hot path.
 /// For Q lengths [70, 10, 130]: q_tile_to_batch = [0, 0, 1, 2, 2, 2], q_tile_to_index =
 /// [0, 1, 0, 0, 1, 2] with 64-row tiles, [0, 1, 2, 2] / [0, 0, 0, 1] with 128-row tiles.
 struct PagedPrefillPlan {
@@ -237,7 +238,8 @@ struct PagedPrefillPlan {
   int tile_rows = 0;       ///< query rows per work item
   /// The kernel paged_prefill runs. kAuto (what plan_paged_prefill sets unless a tuning table
   /// chose): the Hopper kernel (TMA-free wgmma, sm_90a) where it can run the plan (head_dim 64 or
-  /// 128, tile_rows 128), else mma.sync. kMma / kWgmma are strict: paged_prefill throws
+  /// 128 at tile_rows 128, head_dim 64 at 192), else mma.sync (tile_rows 64 or 128 only: a
+  /// 192-row plan on a device without wgmma throws Unsupported). kMma / kWgmma are strict: paged_prefill throws
   /// Unsupported where that kernel cannot run the plan. Set it after planning to force one.
   AttentionVariant variant = AttentionVariant::kAuto;
   /// [num_work] request of each work item, and its request-local q tile.
@@ -252,10 +254,12 @@ struct PagedPrefillPlan {
 };
 
 /// Plans a ragged prefill from the host copy of qo_indptr ([batch + 1], non-decreasing from 0)
-/// for `head_dim` (64, 128 or 256). `tile_rows` is 64 or 128 (a kernel exists for each), or 0
-/// to let kjit choose by its built-in rule: 64 when the non-empty requests average ≤ 64 query
-/// rows (short chunks would waste most of a 128-row tile), else 128. Other values throw
-/// InvalidArgument. Host only: no driver call, and no tuning table is read (the
+/// for `head_dim` (64, 128 or 256). `tile_rows` is 64 or 128 (a kernel exists for each), 192 at
+/// head_dim 64 (the sm_90a wgmma kernel's three-consumer tile; paged_prefill throws Unsupported
+/// on a device without it), or 0 to let kjit choose by its built-in rule: 64 when the non-empty
+/// requests average ≤ 64 query rows (short chunks would waste most of a 128-row tile), else 128
+/// (this overload knows no device, so it never picks 192). Other values (and 192 at another
+/// head_dim) throw InvalidArgument. Host only: no driver call, and no tuning table is read (the
 /// PagedPrefillPlanArgs overload below consults the device's).
 PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
                                     int tile_rows = 0);
@@ -277,9 +281,10 @@ struct PagedPrefillPlanArgs {
   int64_t head_dim = 0;   ///< 64, 128 or 256
   int64_t page_size = 0;  ///< ≥ 1, tokens per page of the cache
   bool causal = false;    ///< as paged_prefill will be called (tuning bucket only; results never depend on it)
-  /// 64 or 128 forces the tile (never tuned); 0 lets kjit choose: the stored choice of the
-  /// device's tuning table for this call's bucket when there is one, else the built-in rule of
-  /// the overload above.
+  /// 64, 128 or (head_dim 64, a device with sm_90a wgmma) 192 forces the tile (never tuned); 0
+  /// lets kjit choose: the stored choice of the device's tuning table for this call's bucket when
+  /// there is one, else the built-in rule of the overload above, which here, knowing the device,
+  /// also picks 192 at head_dim 64 on sm_90a when the non-empty requests average > 128 rows.
   int tile_rows = 0;
   /// The device whose tuning table chooses: an ordinal, or -1 for the device of the calling
   /// thread's current CUDA context (device 0 when none is current). Without a CUDA driver or
@@ -291,7 +296,8 @@ struct PagedPrefillPlanArgs {
 /// PagedPrefillPlanArgs; docs/tuning.md has the bucket rule). Builds no device state: upload the
 /// plan with upload_paged_prefill_plan. Throws InvalidArgument naming the field and rule (null
 /// host arrays, a decreasing indptr, head_dim not 64/128/256, q_heads or page_size < 1,
-/// tile_rows not 0/64/128, a device ordinal out of range), DriverError when the driver fails.
+/// tile_rows not 0/64/128/192, 192 at a head_dim other than 64 or on a device without sm_90a
+/// wgmma, a device ordinal out of range), DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map into `workspace` (≥ plan.workspace_bytes, 16-byte aligned memory of

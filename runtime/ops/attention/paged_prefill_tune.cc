@@ -1,7 +1,7 @@
 // kjit::attention::plan_paged_prefill's tuning: bucket, candidates and stored tiles
 // (runtime/ops/tuned.hpp). The choice is the kernel point alone: attention.paged_prefill at
-// block_m (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 (128-row
-// tiles); the work map and the plan's variant follow from it.
+// block_m (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 at block_m
+// 128 or (head_dim 64) 192; the work map and the plan's variant follow from it.
 #include "runtime/ops/attention/prefill.hpp"
 
 #include <fmt/format.h>
@@ -23,13 +23,14 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
   if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
   const int head_dim = static_cast<int>(c.family->value(c.point, "head_dim").code);
+  const int rows = static_cast<int>(c.family->value(c.point, "block_m").code);
   int smem = 0, threads = 0;
   if (sm90) {
-    const PrefillSm90LaunchShape s = prefill_sm90_launch_shape(head_dim, true);
+    const PrefillSm90LaunchShape s = prefill_sm90_launch_shape(head_dim, true, rows);
     smem = s.smem_bytes;
     threads = s.threads;
   } else {
-    const PrefillLaunchShape s = prefill_launch_shape(head_dim, static_cast<int>(c.family->value(c.point, "block_m").code));
+    const PrefillLaunchShape s = prefill_launch_shape(head_dim, rows);
     smem = s.smem_bytes;
     threads = s.threads;
   }
@@ -82,7 +83,7 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
   t.choice.family = c.family;
   t.choice.point = c.point;
   // A measured choice is strict: the run step runs the kernel that was timed.
-  t.tile_rows = sm90 ? 128 : static_cast<int>(c.family->value(c.point, "block_m").code);
+  t.tile_rows = static_cast<int>(c.family->value(c.point, "block_m").code);
   t.variant = sm90 ? AttentionVariant::kWgmma : AttentionVariant::kMma;
   *out = t;
   return true;

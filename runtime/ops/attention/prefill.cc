@@ -114,7 +114,7 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
   step.kernel = &program->kernel(0);
   int threads = 0, smem_bytes = 0;
   if (plan.variant == AttentionVariant::kWgmma) {
-    const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true);
+    const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true, d.tile_rows);
     threads = shape.threads;
     smem_bytes = shape.smem_bytes;
   } else {
@@ -163,8 +163,17 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (args.device < -1) {
     kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
   }
-  if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
   const int device = table_device(args.device);
+  if (d.tile_rows == 192 && device >= 0) {
+    // Only the sm_90a kernel runs 192-row tiles: refuse the plan where the device cannot.
+    const detail::VariantCall call =
+        detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
+    if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
+      kjit::detail::fail(kPlanOp, fmt::format("tile_rows 192 cannot run on device {}: {}", device,
+                                              detail::variant_rejects(AttentionVariant::kWgmma, call)));
+    }
+  }
+  if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
   const detail::PagedPrefillOpPlan tile = device >= 0
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});

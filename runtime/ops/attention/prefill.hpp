@@ -177,7 +177,8 @@ VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Targe
 
 /// The kernel of a paged prefill of `tile_rows`-row work items at `head_dim` run by `kernel`
 /// (kMma or kWgmma): attention.paged_prefill (head_dim, block_m = tile_rows) or
-/// attention.paged_prefill_sm90 (head_dim; 128-row tiles). Checks nothing.
+/// attention.paged_prefill_sm90 (head_dim, block_m = tile_rows: 128, or 192 at head_dim 64).
+/// Checks nothing (the family's point() throws for a tile it does not declare).
 kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows);
 
 /// The kernel a paged prefill runs: what the plan step decides (PagedPrefillPlanner) and what the
@@ -189,12 +190,13 @@ struct PagedPrefillOpPlan {
   /// The run step: kMma or kWgmma, the kernel that runs. The plan step (PagedPrefillPlan::variant):
   /// kAuto from the built-in rule (the run step chooses), the measured kernel from a tuning table.
   AttentionVariant variant = AttentionVariant::kMma;
-  int tile_rows = 0;            ///< query rows per work item: 64 or 128
+  int tile_rows = 0;            ///< query rows per work item: 64, 128 or (wgmma, head_dim 64) 192
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
 };
 
 /// The run step's plan of a paged prefill: the variant (resolve_variant: dims.variant strict
-/// unless kAuto, kAuto prefers wgmma where it can run: sm_90a, head_dim 64/128, 128-row tiles),
+/// unless kAuto, kAuto prefers wgmma where it can run: sm_90a, head_dim 64/128, 128-row tiles or
+/// 192-row tiles at head_dim 64; a 192-row plan has no mma.sync kernel, so it runs wgmma or fails),
 /// then its family point; pure, no memo. Throws Unsupported when a requested variant cannot run
 /// the plan on `info`'s device.
 PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& dims, const DeviceInfo& info);
@@ -239,10 +241,11 @@ struct PagedPrefillPlanDims {
   int64_t max_kv_len = 0;  ///< KV tokens of the longest request
   int64_t page_size = 0;
   bool causal = false;
-  int tile_rows = 0;  ///< the caller's: 64 or 128 forces it, 0 lets the planner (or the table) choose
+  int tile_rows = 0;  ///< the caller's: 64, 128 or 192 (head_dim 64) forces it, 0 lets the planner (or the table) choose
 };
 
-/// Checks qo_indptr (non-null, from 0, non-decreasing, total_q < 2^30), head_dim and tile_rows,
+/// Checks qo_indptr (non-null, from 0, non-decreasing, total_q < 2^30), head_dim and tile_rows
+/// (0, 64, 128, or 192 at head_dim 64 only: whether the device runs it is the run step's check),
 /// and returns the query side of the dims (q_heads and the KV side 0). Pure. Throws
 /// InvalidArgument "kjit::attention::plan_paged_prefill: ...".
 PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
@@ -251,13 +254,14 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int6
 /// table's host indptr (non-null, from 0, non-decreasing) and last_page_len (non-null; clamped
 /// to [0, page_size]) giving max_kv_len. Pure; no device is looked at.
 PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& args);
-/// The host plan (work map and workspace layout) of `dims` at `tile_rows` (64 or 128).
+/// The host plan (work map and workspace layout) of `dims` at `tile_rows` (64, 128 or 192).
 PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& dims,
                                         int tile_rows);
 
 /// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
 /// paged_prefill_tune.cc): the choice is the kernel point alone (attention.paged_prefill at
-/// block_m 64 or 128, or attention.paged_prefill_sm90 on sm_90a), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
+/// block_m 64 or 128, or attention.paged_prefill_sm90 on sm_90a at block_m 128 or, head_dim 64,
+/// 192), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
 /// rounded up to a power of two (≥ 64), the mean query rows of a non-empty request rounded up
 /// to a power of two (≥ 16), max_kv_len rounded up to a power of two (≥ 64), page_size exact.
 /// A plan that forces tile_rows, or comes from the legacy overload (q_heads 0), is not tuned.
@@ -266,9 +270,12 @@ struct PagedPrefillPlanner {
   using Plan = PagedPrefillOpPlan;
 
   /// The built-in rule: the requested tile, else 64 when the non-empty requests average ≤ 64
-  /// query rows (short chunks waste most of a 128-row tile), else 128; variant kAuto, and the
-  /// choice names the kernel the run step's automatic variant takes on `info`'s target (wgmma on
-  /// sm_90a for head_dim 64/128 at 128 rows, else mma.sync). Pure.
+  /// query rows (short chunks waste most of a 128-row tile), else 192 when they average > 128
+  /// and `info`'s target runs the wgmma kernel's 192-row tile (sm_90a, head_dim 64: three
+  /// consumer warpgroups; a request of 65–128 rows would run 1.5× its rows in one), else 128;
+  /// variant kAuto, and the choice names the kernel the run step's automatic variant takes on
+  /// `info`'s target (wgmma on sm_90a for head_dim 64/128 at 128 rows and hd64 at 192, else
+  /// mma.sync). Without a device (DeviceInfo{}: the legacy overload) never 192. Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
 
   static const kjit::detail::TuneOpSpec& tune_spec();

@@ -248,7 +248,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   d.total_q = q.shape[0];
   d.q_heads = q.shape[1];
   d.head_dim = q.shape[2];
-  if (!kjit::detail::is_one_of(plan.tile_rows, kBlockMs)) {
+  if (!kjit::detail::is_one_of(plan.tile_rows, kPagedTileRows)) {
     fail(kPagedOp, fmt::format("plan has tile_rows {} (not from plan_paged_prefill?)", plan.tile_rows));
   }
   if (plan.head_dim != d.head_dim) {
@@ -308,7 +308,7 @@ kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_
   kjit::detail::Choice choice;
   if (kernel == AttentionVariant::kWgmma) {
     choice.family = &paged_prefill_sm90_family();
-    choice.point = paged_prefill_sm90_family().point({head_dim});
+    choice.point = paged_prefill_sm90_family().point({head_dim, tile_rows});
   } else {
     choice.family = &paged_prefill_family();
     choice.point = paged_prefill_family().point({head_dim, tile_rows});
@@ -342,9 +342,14 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int6
                                              int tile_rows) {
   if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
   if (!supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be {}, got {}", head_dims_text(), head_dim));
-  if (tile_rows != 0 && !kjit::detail::is_one_of(tile_rows, kBlockMs)) {
-    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kBlockMs),
+  if (tile_rows != 0 && !kjit::detail::is_one_of(tile_rows, kPagedTileRows)) {
+    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kPagedTileRows),
                               tile_rows));
+  }
+  if (tile_rows == 192 && head_dim != 64) {
+    fail(kPlanOp, fmt::format("tile_rows 192 runs only at head_dim 64 (the sm_90a wgmma kernel's three-consumer "
+                              "tile), got head_dim {}",
+                              head_dim));
   }
   if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
   if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));
@@ -413,10 +418,22 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
 PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
   PagedPrefillOpPlan t;
   t.variant = AttentionVariant::kAuto;  // the run step chooses; `choice` says what it will take here
-  t.tile_rows = d.tile_rows != 0 ? d.tile_rows : (d.nonempty > 0 && d.total_q / d.nonempty <= 64 ? 64 : 128);
+  const Target target = info.target();
+  if (d.tile_rows != 0) {
+    t.tile_rows = d.tile_rows;
+  } else {
+    const int64_t mean = d.nonempty > 0 ? d.total_q / d.nonempty : 0;
+    const bool wide = mean > 128 && variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, 192));
+    t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? 192 : 128;
+  }
   if (d.total_q > 0) {
-    const bool wgmma = variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(info.target(), d.head_dim, t.tile_rows));
-    t.choice = paged_prefill_choice(wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma, d.head_dim, t.tile_rows);
+    const bool wgmma = variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
+    // A forced 192-row tile planned for a target without wgmma (or for none: the legacy
+    // overload) names no kernel: only the wgmma kernel has it, and the run step fails with
+    // Unsupported naming both kernels' rules where that cannot run.
+    if (wgmma || kjit::detail::is_one_of(t.tile_rows, kBlockMs)) {
+      t.choice = paged_prefill_choice(wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma, d.head_dim, t.tile_rows);
+    }
   }
   return t;
 }

@@ -25,6 +25,7 @@ enum class Gap {
   kNotAKernel,
   kMmaArch,
   kMmaHeadDim,
+  kMmaTile,
   kNotPrefill,
   kWgmmaArch,
   kWgmmaHeadDim,
@@ -42,12 +43,17 @@ Gap gap(AttentionVariant variant, const detail::VariantCall& call) noexcept {
     case AttentionVariant::kMma:
       if (!call.target.has_bf16_mma()) return Gap::kMmaArch;
       if (!detail::supported_head_dim(call.head_dim)) return Gap::kMmaHeadDim;
+      if (call.kind == AttentionKind::kPagedPrefill && !kjit::detail::is_one_of(call.tile_rows, kBlockMs)) {
+        return Gap::kMmaTile;
+      }
       return Gap::kNone;
     case AttentionVariant::kWgmma:
       if (call.kind != AttentionKind::kPrefill && call.kind != AttentionKind::kPagedPrefill) return Gap::kNotPrefill;
       if (!call.target.has_wgmma()) return Gap::kWgmmaArch;
       if (!kjit::detail::is_one_of(call.head_dim, kSm90HeadDims)) return Gap::kWgmmaHeadDim;
-      if (call.kind == AttentionKind::kPagedPrefill) return call.tile_rows == 128 ? Gap::kNone : Gap::kWgmmaTile;
+      if (call.kind == AttentionKind::kPagedPrefill) {
+        return sm90_paged_tile(call.head_dim, call.tile_rows) ? Gap::kNone : Gap::kWgmmaTile;
+      }
       if (call.has_mask) return Gap::kMask;
       if (call.has_kv_lens) return Gap::kKvLens;
       if (!call.tma_layout.empty()) return Gap::kTmaLayout;
@@ -66,6 +72,10 @@ std::string describe(Gap g, const detail::VariantCall& call) {
       return fmt::format("mma needs sm_{}+ ({}), the device is sm_{}", kMinSm, kMinSmNeeds, call.target.sm());
     case Gap::kMmaHeadDim:
       return fmt::format("mma is specialized for head_dim {}, not {}", detail::head_dims_text(), call.head_dim);
+    case Gap::kMmaTile:
+      return fmt::format("mma runs paged prefill plans with tile_rows {}, the plan has {} (192-row tiles are the "
+                         "sm_90a wgmma kernel's, at head_dim 64)",
+                         kjit::detail::one_of_text(kBlockMs), call.tile_rows);
     case Gap::kNotPrefill:
       return fmt::format("wgmma is a prefill kernel, not a {} one", detail::kind_name(call.kind));
     case Gap::kWgmmaArch:
@@ -74,9 +84,9 @@ std::string describe(Gap g, const detail::VariantCall& call) {
       return fmt::format("wgmma is specialized for head_dim {}, not {}", kjit::detail::one_of_text(kSm90HeadDims),
                          call.head_dim);
     case Gap::kWgmmaTile:
-      return fmt::format("wgmma runs paged prefill plans of 128-row tiles, the plan has {} (plan with tile_rows 0 "
-                         "or 128)",
-                         call.tile_rows);
+      return fmt::format("wgmma runs paged prefill plans of 128-row tiles, or 192-row tiles at head_dim 64; the plan "
+                         "has {} at head_dim {} (plan with tile_rows 0, 128 or, at head_dim 64, 192)",
+                         call.tile_rows, call.head_dim);
     case Gap::kMask:
       return "wgmma takes no bool mask (causal or full only)";
     case Gap::kKvLens:
