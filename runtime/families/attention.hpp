@@ -17,9 +17,10 @@
 ///                             prefill_kernel with DenseQSchedule + ContigKV.
 ///   attention.prefill_sm90    head_dim 64|128; sm_90a only: the TMA + wgmma prefill_sm90_kernel.
 ///   attention.paged_prefill   head_dim, block_m: prefill_kernel with PackedQSchedule + PagedKV.
-///   attention.paged_prefill_sm90  head_dim 64|128; sm_90a only: paged_prefill_sm90_kernel (the
-///                             wgmma prefill's consumers, a page-table gather producer), for
-///                             plans of 128-row tiles.
+///   attention.paged_prefill_sm90  head_dim 64|128, block_m 128|192 (192 at head_dim 64 only);
+///                             sm_90a only: paged_prefill_sm90_kernel (the wgmma prefill's
+///                             consumers, two or three warpgroups, a page-table gather
+///                             producer), for plans of block_m-row tiles.
 /// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families.
 
 #include <kjit/families.hpp>
