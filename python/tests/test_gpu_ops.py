@@ -217,6 +217,31 @@ def test_paged_prefill(variant):
         assert rel_l2(out[qo[b]:qo[b + 1]].transpose(0, 1), ro) < 1e-2
 
 
+# The Hopper kernel's 192-row tiles at head_dim 64 (three consumer warpgroups); no mma.sync kernel
+# runs them, so elsewhere the call raises Unsupported.
+def test_paged_prefill_192_row_tiles():
+    qlens, kvlens, ps, Hq, Hkv, D = [200, 1, 193], [260, 1, 193], 16, 8, 8, 64
+    kp, vp, indptr, pidx, last = make_paged(kvlens, ps, Hkv, D)
+    qo = [0]
+    for n in qlens:
+        qo.append(qo[-1] + n)
+    qo_dev = torch.tensor(qo, dtype=torch.int32, device="cuda")
+    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=192)
+    assert plan.tile_rows == 192 and plan.num_work == 5
+    q = randn(qo[-1], Hq, D)
+    if SM != (9, 0):
+        with pytest.raises(kjit.Unsupported, match="tile_rows 64 or 128, the plan has 192"):
+            kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True)
+        return
+    out = kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True)
+    for b, (nq, nk) in enumerate(zip(qlens, kvlens)):
+        kb, vb = gather(kp, indptr, pidx, nk, b, ps), gather(vp, indptr, pidx, nk, b, ps)
+        keep = torch.arange(nk, device="cuda")[None, :] <= torch.arange(nq, device="cuda")[:, None] + nk - nq
+        ro, _ = attn_ref(q[qo[b]:qo[b + 1]].transpose(0, 1), kb.transpose(0, 1), vb.transpose(0, 1), keep,
+                         1 / math.sqrt(D))
+        assert rel_l2(out[qo[b]:qo[b + 1]].transpose(0, 1), ro) < 1e-2
+
+
 # ---- MLA SWA decode ----------------------------------------------------------------------------------
 
 def test_swa_decode():

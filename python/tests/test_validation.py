@@ -166,6 +166,11 @@ def test_plan_paged_prefill_is_host_only():
         assert plan.num_work == 6
     with pytest.raises(kjit.InvalidArgument):
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=100, tile_rows=64)
+    # 192-row tiles exist at head_dim 64 only (the Hopper kernel's three-consumer tile).
+    with pytest.raises(kjit.InvalidArgument, match="tile_rows 192 runs only at head_dim 64"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=192)
+    if HAS_GPU:
+        assert kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=64, tile_rows=192).num_work == 3
 
 
 def test_forced_paged_prefill_variant_is_checked_before_the_device():

@@ -243,13 +243,32 @@ TEST(AttentionEntry, WgmmaRunsHopperPagedPrefillOf128RowTiles) {
   };
   ad::VariantCall c = call;
   c.tile_rows = 64;
-  falls_back(c, "128-row tiles, the plan has 64");
+  falls_back(c, "128-row tiles, or 192-row tiles at head_dim 64; the plan has 64 at head_dim 128");
   c = call;
   c.head_dim = 256;
   falls_back(c, "head_dim 64 or 128, not 256");
   c = call;
   c.target = device_target(89);
   falls_back(c, "sm_90a");
+  // 192-row tiles: the wgmma kernel's at hd64 only, and no mma.sync kernel's, so where wgmma
+  // cannot run them nothing can (never the mma.sync kernel with 192-row tiles).
+  c = call;
+  c.head_dim = 64;
+  c.tile_rows = 192;
+  EXPECT_TRUE(ad::variant_runs(AttentionVariant::kWgmma, c));
+  EXPECT_EQ(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kMma, c), AttentionVariant::kWgmma);
+  EXPECT_NE(ad::variant_rejects(AttentionVariant::kMma, c).find("mma runs paged prefill plans with tile_rows 64 or 128, "
+                                                                "the plan has 192"),
+            std::string::npos)
+      << ad::variant_rejects(AttentionVariant::kMma, c);
+  EXPECT_THROW(ad::resolve_variant(AttentionVariant::kMma, AttentionVariant::kAuto, c), kjit::Unsupported);
+  c.head_dim = 128;
+  EXPECT_NE(ad::variant_rejects(AttentionVariant::kWgmma, c).find("the plan has 192 at head_dim 128"), std::string::npos)
+      << ad::variant_rejects(AttentionVariant::kWgmma, c);
+  EXPECT_THROW(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, c), kjit::Unsupported);
+  c.head_dim = 64;
+  c.target = device_target(89);
+  EXPECT_THROW(ad::resolve_variant(AttentionVariant::kAuto, AttentionVariant::kAuto, c), kjit::Unsupported);
 }
 
 TEST(AttentionEntry, ParsesTheEnvironmentValue) {
