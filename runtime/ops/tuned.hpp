@@ -105,8 +105,8 @@ struct TuneOpSpec {
   std::string (*fits)(const TunedChoice& choice, const DeviceInfo& info);
   /// The revision of the op's default planner. Bumped when the plans it makes change enough that
   /// a winner measured against the old default may lose to the new one (fp8_gemm 2: the small
-  /// wgmma tiles; 3: their 64-row form); table entries of another revision are dropped with a
-  /// warning.
+  /// wgmma tiles; 3: their 64-row form; paged_prefill 2: the 192-row wgmma tile at head_dim 64);
+  /// table entries of another revision are dropped with a warning.
   int planner = 1;
 
   /// How many knobs the op has.

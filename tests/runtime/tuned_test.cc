@@ -346,6 +346,8 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   const auto& op = fd::GemmOp::tune_spec();
   EXPECT_EQ(op.planner, 3);
   EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 1);
+  // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64.
+  EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 2);
   const fd::GemmDims g = gemm_dims(1, 4096, 7168);
   const TunedChoice def = fd::GemmOp::tuned_choice(g, fd::plan_gemm(g, info));
   TunedChoice win;
@@ -842,6 +844,7 @@ TEST(TunedTable, PagedPrefillPlanPathTakesAStoredTileAndDropsAnOverLimitOne) {
   kjit::cache::TuneTable file;
   kjit::cache::TuneEntry e;
   e.op = "paged_prefill";
+  e.planner = op.planner;  // as kjit tune records it
   e.bucket.assign(key.bucket, key.bucket + kjit::detail::kMaxTuneBucket);
   e.winner = stored(t128, op, 128, 0);  // resources as recorded pass; the kernel's own need does not
   e.default_choice = stored(ad::PagedPrefillPlanner::tuned_choice(wide, ad::PagedPrefillPlanner::plan(wide, small)),

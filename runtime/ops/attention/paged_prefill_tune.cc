@@ -56,7 +56,8 @@ const kjit::detail::TuneOpSpec& PagedPrefillPlanner::tune_spec() {
       "tiling), the mean query rows of a non-empty request and the longest request's KV length rounded up to powers "
       "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0 are tuned",
       "batch=4 q_len=256 kv_len=1024 q_heads=32 kv_heads=8 head_dim=128 page_size=16 causal=1 ragged=1",
-      fits};
+      fits,
+      2};  // planner 2: the built-in rule takes the 192-row wgmma tile at hd64 (and points name block_m)
   return spec;
 }
 
