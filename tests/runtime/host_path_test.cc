@@ -6,7 +6,8 @@
 // stride is another map). Checks the TMA call memo and the FP8 GEMM's plan memo on the path the
 // ops take: a repeat call probes the call memo once; a changed stride or address misses and gets
 // its own maps; a memoized GEMM or prefill plan is the one the planner gives afresh, also after
-// the device's tuning table changes or another input of the plan does. No kernel runs here
+// the device's tuning table changes or another input of the plan does; a hd64 ragged paged
+// prefill plans 192-row tiles and launches the three-consumer kernel. No kernel runs here
 // (the stand-in computes nothing), so outputs are not checked: tests/gpu covers them. Skips when
 // the stand-in's host path is not the loaded driver.
 #include <kjit/device.hpp>
@@ -367,7 +368,8 @@ TEST_F(HostPath, PagedPrefillPlansMemoizedAreThePlansMadeAfresh) {
   for (int round = 0; round < 2; ++round) {
     for (AttentionVariant v : {AttentionVariant::kAuto, AttentionVariant::kMma}) {
       for (int64_t hd : {64, 128}) {
-        for (int tile : {64, 128}) {
+        for (int tile : {64, 128, 192}) {
+          if (tile == 192 && hd != 64) continue;  // no plan has it
           for (int64_t work : {0, 3}) {
             ad::PagedPrefillDims d;
             d.head_dim = hd;
@@ -378,13 +380,20 @@ TEST_F(HostPath, PagedPrefillPlansMemoizedAreThePlansMadeAfresh) {
               const std::string what = "v" + std::to_string(static_cast<int>(v)) + " hd" + std::to_string(hd) +
                                        " tile " + std::to_string(tile) + " work " + std::to_string(work) + " sm_" +
                                        std::to_string(info->target().sm()) + " round " + std::to_string(round);
+              if (tile == 192 && (v == AttentionVariant::kMma || info == &ampere)) {
+                // Only the sm_90a wgmma kernel runs 192-row tiles: both the memo and a fresh plan
+                // refuse, and the failure is not stored.
+                EXPECT_THROW(ad::PagedPrefillOp::plan(d, *info), kjit::Unsupported) << what;
+                EXPECT_THROW(ad::plan_paged_prefill_run(d, *info), kjit::Unsupported) << what;
+                continue;
+              }
               const ad::PagedPrefillOpPlan got = ad::PagedPrefillOp::plan(d, *info);
               const ad::PagedPrefillOpPlan want = ad::plan_paged_prefill_run(d, *info);
               EXPECT_EQ(got.choice.family, want.choice.family) << what;
               EXPECT_TRUE(got.choice.point == want.choice.point) << what;
               EXPECT_EQ(got.variant, want.variant) << what;
               EXPECT_EQ(got.tile_rows, want.tile_rows) << what;
-              const bool wgmma = v == AttentionVariant::kAuto && tile == 128 && info == &h200;
+              const bool wgmma = v == AttentionVariant::kAuto && tile != 64 && info == &h200;
               EXPECT_EQ(got.variant, wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma) << what;
             }
           }
@@ -392,6 +401,65 @@ TEST_F(HostPath, PagedPrefillPlansMemoizedAreThePlansMadeAfresh) {
       }
     }
   }
+}
+
+TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
+  // Requests of 300 and 200 rows (and an empty one) at hd64: the tuned plan step, knowing the
+  // sm_90a device, takes 192-row tiles; the run step launches the three-consumer kernel.
+  constexpr int64_t kHq = 8, kHkv = 2, kD = 64, kPage = 16, kPages = 40;
+  const std::vector<int32_t> qo = {0, 300, 300, 500}, kv = {0, 20, 20, 40}, last = {16, 16, 16};
+  kjit::attention::PagedPrefillPlanArgs pa;
+  pa.qo_indptr_host = qo.data();
+  pa.kv_indptr_host = kv.data();
+  pa.last_page_len_host = last.data();
+  pa.batch = 3;
+  pa.q_heads = kHq;
+  pa.head_dim = kD;
+  pa.page_size = kPage;
+  pa.causal = true;
+  pa.device = 0;
+  const kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(pa);
+  ASSERT_EQ(plan.tile_rows, 192);
+  EXPECT_EQ(plan.q_tile_to_batch, (std::vector<int32_t>{0, 0, 2, 2}));
+  EXPECT_EQ(plan.q_tile_to_index, (std::vector<int32_t>{0, 1, 0, 1}));
+
+  std::vector<int32_t> ids(kPages);
+  for (int i = 0; i < kPages; ++i) ids[i] = i;
+  DeviceBuffer q(500 * kHq * kD * 2), out(500 * kHq * kD * 2), pool(2 * kPages * kPage * kHkv * kD * 2);
+  DeviceBuffer d_qo = kjit::testing::to_device(qo), d_kv = kjit::testing::to_device(kv);
+  DeviceBuffer d_ids = kjit::testing::to_device(ids), d_last = kjit::testing::to_device(last);
+  DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
+  kjit::attention::upload_paged_prefill_plan(plan, ws.get(), ws.bytes(), 0);
+  kjit::attention::PagedPrefillArgs a;
+  a.q = TensorRef(q.get(), DType::kBF16, {500, kHq, kD});
+  a.out = TensorRef(out.get(), DType::kBF16, {500, kHq, kD});
+  a.qo_indptr = TensorRef(d_qo.get(), DType::kI32, {4});
+  a.cache.k = TensorRef(pool.get(), DType::kBF16, {kPages, kPage, kHkv, kD});
+  a.cache.v = TensorRef(static_cast<char*>(pool.get()) + kPages * kPage * kHkv * kD * 2, DType::kBF16,
+                        {kPages, kPage, kHkv, kD});
+  a.cache.indptr = TensorRef(d_kv.get(), DType::kI32, {4});
+  a.cache.page_indices = TensorRef(d_ids.get(), DType::kI32, {kPages});
+  a.cache.last_page_len = TensorRef(d_last.get(), DType::kI32, {3});
+  a.causal = true;
+
+  const ad::PagedPrefillDims d = ad::PagedPrefillOp::validate({a, plan, ws.get(), ws.bytes()});
+  const ad::PagedPrefillOpPlan op = ad::PagedPrefillOp::plan(d, kjit::device_info(0));
+  EXPECT_EQ(op.variant, kjit::attention::AttentionVariant::kWgmma);
+  ASSERT_EQ(op.choice.family, &kjit::attention::paged_prefill_sm90_family());
+  EXPECT_EQ(op.choice.family->describe(op.choice.point), "head_dim=64 block_m=192");
+  const ad::PagedPrefillOp::Launch l =
+      kd::launch_value<ad::PagedPrefillOp>({a, plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
+  const kjit::attention::PrefillSm90LaunchShape shape = kjit::attention::prefill_sm90_launch_shape(64, true, 192);
+  EXPECT_EQ(l.step<0>().config.block[0], 512u);
+  EXPECT_EQ(l.step<0>().config.block[0], static_cast<uint32_t>(shape.threads));
+  EXPECT_EQ(l.step<0>().config.dynamic_smem_bytes, static_cast<uint32_t>(shape.smem_bytes));
+  EXPECT_EQ(l.step<0>().config.grid[0], 4u);
+  EXPECT_EQ(l.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
+  EXPECT_EQ(l.step<0>().params.q_tiles, 4);
+  // Through the public call: one launch on the stand-in (checked there against the kernel).
+  const uint64_t before = launches();
+  kjit::attention::paged_prefill(a, plan, ws.get(), ws.bytes(), nullptr);
+  EXPECT_EQ(launches(), before + 1);
 }
 
 /// The launch value of `args` with the plan made afresh (forced: no memo consulted).

@@ -163,17 +163,20 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (args.device < -1) {
     kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
   }
-  const int device = table_device(args.device);
-  if (d.tile_rows == 192 && device >= 0) {
-    // Only the sm_90a kernel runs 192-row tiles: refuse the plan where the device cannot.
-    const detail::VariantCall call =
-        detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
-    if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
-      kjit::detail::fail(kPlanOp, fmt::format("tile_rows 192 cannot run on device {}: {}", device,
-                                              detail::variant_rejects(AttentionVariant::kWgmma, call)));
+  if (d.tile_rows == 192) {
+    // Only the sm_90a kernel runs 192-row tiles: refuse the plan where the device (when there is
+    // one to ask) cannot.
+    if (const int device = table_device(args.device); device >= 0) {
+      const detail::VariantCall call =
+          detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
+      if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
+        kjit::detail::fail(kPlanOp, fmt::format("tile_rows 192 cannot run on device {}: {}", device,
+                                                detail::variant_rejects(AttentionVariant::kWgmma, call)));
+      }
     }
   }
   if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
+  const int device = table_device(args.device);
   const detail::PagedPrefillOpPlan tile = device >= 0
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
