@@ -37,18 +37,18 @@
 // ── The ragged paged variant (paged_prefill_sm90_kernel, family attention.paged_prefill_sm90) ──
 // The same consumers over the work of kjit::attention::paged_prefill: a CTA owns one work item of
 // the plan (request b, its q tile of kBlockM rows: 128 with two consumers, or 192 with three at
-// hd64; PrefillParams::q_tile_to_batch / q_tile_to_index) and one q head. The producer warpgroup gathers instead of issuing TMA: per KV tile each of its 128
-// threads looks up one token's pool row through the page table (PagedKV, attention/kv_source.cuh)
-// into a shared row table, then all 128 copy the tile's rows with 16-byte cp.async straight into
-// the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens past the request's
-// kv_len, and arrive on the stage's full barrier when their copies land
-// (cp.async.mbarrier.arrive.noinc: the barrier expects 128 arrivals). Q is gathered the same way
-// from the packed [total_q, q_heads, D] rows (kBlockM / 16 passes, into the layout the dense
-// kernel's TMA box writes; rows past the request's end zero-filled), and each consumer's
-// epilogue writes its 64 rows of O with 16-byte stores of the request's rows only (a TMA store would clip at
-// total_q, not at the request's end). Consumers fence the generic-proxy writes of cp.async
-// against their wgmma reads (fence.proxy.async) after each wait. Any page size works: the gather
-// is per token.
+// hd64; PrefillParams::q_tile_to_batch / q_tile_to_index) and one q head. The producer warpgroup
+// gathers instead of issuing TMA: per KV tile each of its 128 threads looks up one token's pool
+// row through the page table (PagedKV, attention/kv_source.cuh) into a shared row table, then all
+// 128 copy the tile's rows with 16-byte cp.async straight into the swizzled layout (8 threads per
+// 128-byte atom row), zero-filling tokens past the request's kv_len, and arrive on the stage's
+// full barrier when their copies land (cp.async.mbarrier.arrive.noinc: the barrier expects 128
+// arrivals). Q is gathered the same way from the packed [total_q, q_heads, D] rows (kBlockM / 16
+// passes, into the layout the dense kernel's TMA box writes; rows past the request's end
+// zero-filled), and each consumer's epilogue writes its 64 rows of O with 16-byte stores of the
+// request's rows only (a TMA store would clip at total_q, not at the request's end). Consumers
+// fence the generic-proxy writes of cp.async against their wgmma reads (fence.proxy.async) after
+// each wait. Any page size works: the gather is per token.
 //
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA

@@ -73,7 +73,9 @@ constexpr PrefillSm90LaunchShape prefill_sm90_launch_shape(int head_dim, bool pa
            : head_dim == 128 ? prefill_sm90_launch_shape_of<128, false, 128>()
                              : PrefillSm90LaunchShape{};
   }
-  if (paged_rows == 192) return head_dim == 64 ? prefill_sm90_launch_shape_of<64, true, 192>() : PrefillSm90LaunchShape{};
+  if (paged_rows == 192) {
+    return head_dim == 64 ? prefill_sm90_launch_shape_of<64, true, 192>() : PrefillSm90LaunchShape{};
+  }
   if (paged_rows != 128) return PrefillSm90LaunchShape{};
   return head_dim == 64    ? prefill_sm90_launch_shape_of<64, true, 128>()
          : head_dim == 128 ? prefill_sm90_launch_shape_of<128, true, 128>()

@@ -241,7 +241,8 @@ struct PagedPrefillPlanDims {
   int64_t max_kv_len = 0;  ///< KV tokens of the longest request
   int64_t page_size = 0;
   bool causal = false;
-  int tile_rows = 0;  ///< the caller's: 64, 128 or 192 (head_dim 64) forces it, 0 lets the planner (or the table) choose
+  /// The caller's: 64, 128 or 192 (head_dim 64) forces it, 0 lets the planner (or the table) choose.
+  int tile_rows = 0;
 };
 
 /// Checks qo_indptr (non-null, from 0, non-decreasing, total_q < 2^30), head_dim and tile_rows

@@ -423,16 +423,19 @@ PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, cons
     t.tile_rows = d.tile_rows;
   } else {
     const int64_t mean = d.nonempty > 0 ? d.total_q / d.nonempty : 0;
-    const bool wide = mean > 128 && variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, 192));
+    const bool wide =
+        mean > 128 && variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, 192));
     t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? 192 : 128;
   }
   if (d.total_q > 0) {
-    const bool wgmma = variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
+    const bool wgmma =
+        variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
     // A forced 192-row tile planned for a target without wgmma (or for none: the legacy
     // overload) names no kernel: only the wgmma kernel has it, and the run step fails with
     // Unsupported naming both kernels' rules where that cannot run.
     if (wgmma || kjit::detail::is_one_of(t.tile_rows, kBlockMs)) {
-      t.choice = paged_prefill_choice(wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma, d.head_dim, t.tile_rows);
+      const AttentionVariant kernel = wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma;
+      t.choice = paged_prefill_choice(kernel, d.head_dim, t.tile_rows);
     }
   }
   return t;
