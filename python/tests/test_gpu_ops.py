@@ -193,53 +193,57 @@ def test_paged_decode_and_append():
         assert rel_l2(out[b, 0], ro[:, 0]) < 1e-2
 
 
+class RaggedBatch:
+    """A causal ragged batch over a paged cache (Hq = Hkv = 8), its host qo_indptr and random q."""
+
+    def __init__(self, qlens, kvlens, ps, D):
+        self.qlens, self.kvlens, self.ps, self.D = qlens, kvlens, ps, D
+        self.kp, self.vp, self.indptr, self.pidx, self.last = make_paged(kvlens, ps, 8, D)
+        self.qo = [0]
+        for n in qlens:
+            self.qo.append(self.qo[-1] + n)
+        self.qo_dev = torch.tensor(self.qo, dtype=torch.int32, device="cuda")
+        self.q = randn(self.qo[-1], 8, D)
+
+    def run(self, plan, **kw):
+        return kjit.attention.paged_prefill(self.q, self.qo_dev, self.kp, self.vp, self.indptr, self.pidx, self.last,
+                                            plan, causal=True, **kw)
+
+    def check(self, out):
+        qo, ps = self.qo, self.ps
+        for b, (nq, nk) in enumerate(zip(self.qlens, self.kvlens)):
+            kb = gather(self.kp, self.indptr, self.pidx, nk, b, ps)
+            vb = gather(self.vp, self.indptr, self.pidx, nk, b, ps)
+            keep = torch.arange(nk, device="cuda")[None, :] <= torch.arange(nq, device="cuda")[:, None] + nk - nq
+            ro, _ = attn_ref(self.q[qo[b]:qo[b + 1]].transpose(0, 1), kb.transpose(0, 1), vb.transpose(0, 1), keep,
+                             1 / math.sqrt(self.D))
+            assert rel_l2(out[qo[b]:qo[b + 1]].transpose(0, 1), ro) < 1e-2
+
+
 # wgmma: the Hopper kernel forced (it runs 128-row tiles of head_dim 64/128 on sm_90a).
 @pytest.mark.parametrize("variant", ["auto", "mma", "wgmma"])
 def test_paged_prefill(variant):
     if variant == "wgmma" and SM != (9, 0):
         pytest.skip("the wgmma kernel needs sm_90a")
-    qlens, kvlens, ps, Hq, Hkv, D = [70, 10, 130], [100, 10, 130], 16, 8, 8, 128
-    kp, vp, indptr, pidx, last = make_paged(kvlens, ps, Hkv, D)
-    qo = [0]
-    for n in qlens:
-        qo.append(qo[-1] + n)
-    qo_dev = torch.tensor(qo, dtype=torch.int32, device="cuda")
-    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=128, variant=variant)
-    assert plan.total_q == qo[-1] and plan.batch == 3 and plan.variant == variant
-    q = randn(qo[-1], Hq, D)
-    out, lse = kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True, return_lse=True)
-    assert lse.shape == (Hq, qo[-1])
-    for b, (nq, nk) in enumerate(zip(qlens, kvlens)):
-        kb, vb = gather(kp, indptr, pidx, nk, b, ps), gather(vp, indptr, pidx, nk, b, ps)
-        keep = torch.arange(nk, device="cuda")[None, :] <= torch.arange(nq, device="cuda")[:, None] + nk - nq
-        ro, _ = attn_ref(q[qo[b]:qo[b + 1]].transpose(0, 1), kb.transpose(0, 1), vb.transpose(0, 1), keep,
-                         1 / math.sqrt(D))
-        assert rel_l2(out[qo[b]:qo[b + 1]].transpose(0, 1), ro) < 1e-2
+    r = RaggedBatch([70, 10, 130], [100, 10, 130], 16, 128)
+    plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, tile_rows=128, variant=variant)
+    assert plan.total_q == r.qo[-1] and plan.batch == 3 and plan.variant == variant
+    out, lse = r.run(plan, return_lse=True)
+    assert lse.shape == (8, r.qo[-1])
+    r.check(out)
 
 
 # The Hopper kernel's 192-row tiles at head_dim 64 (three consumer warpgroups); no mma.sync kernel
 # runs them, so elsewhere the call raises Unsupported.
 def test_paged_prefill_192_row_tiles():
-    qlens, kvlens, ps, Hq, Hkv, D = [200, 1, 193], [260, 1, 193], 16, 8, 8, 64
-    kp, vp, indptr, pidx, last = make_paged(kvlens, ps, Hkv, D)
-    qo = [0]
-    for n in qlens:
-        qo.append(qo[-1] + n)
-    qo_dev = torch.tensor(qo, dtype=torch.int32, device="cuda")
-    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=192)
+    r = RaggedBatch([200, 1, 193], [260, 1, 193], 16, 64)
+    plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=64, tile_rows=192)
     assert plan.tile_rows == 192 and plan.num_work == 5
-    q = randn(qo[-1], Hq, D)
     if SM != (9, 0):
         with pytest.raises(kjit.Unsupported, match="tile_rows 64 or 128, the plan has 192"):
-            kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True)
+            r.run(plan)
         return
-    out = kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True)
-    for b, (nq, nk) in enumerate(zip(qlens, kvlens)):
-        kb, vb = gather(kp, indptr, pidx, nk, b, ps), gather(vp, indptr, pidx, nk, b, ps)
-        keep = torch.arange(nk, device="cuda")[None, :] <= torch.arange(nq, device="cuda")[:, None] + nk - nq
-        ro, _ = attn_ref(q[qo[b]:qo[b + 1]].transpose(0, 1), kb.transpose(0, 1), vb.transpose(0, 1), keep,
-                         1 / math.sqrt(D))
-        assert rel_l2(out[qo[b]:qo[b + 1]].transpose(0, 1), ro) < 1e-2
+    r.check(r.run(plan))
 
 
 # ---- MLA SWA decode ----------------------------------------------------------------------------------
