@@ -12,6 +12,10 @@
 ///   build(args, dims, plan, program)  the launch value: kernels, configs, Params, workspace bytes
 ///   launch(stream)                    cuLaunchKernelEx per step
 ///
+/// An op that declares `static void call_key(const Args&, CallKeyWriter&)` runs through the
+/// thread's call memo (runtime/ops/call_memo.hpp): a repeat call is its key, one probe and the
+/// launch; only a new call takes the steps above.
+///
 /// An op is a struct of types and static functions (see runtime/ops/rotary/rotary.hpp):
 ///
 ///   struct XOp {
@@ -47,6 +51,7 @@
 #include <kjit/launch.hpp>
 
 #include "runtime/driver.hpp"
+#include "runtime/ops/call_memo.hpp"
 #include "runtime/ops/kernel_table.hpp"
 #include "runtime/ops/tuned.hpp"
 #include "runtime/ops/validate.hpp"
@@ -255,10 +260,57 @@ void run_validated(const typename Op::Args& args, const typename Op::Dims& dims,
   build<Op>(args, plan_validated<Op>(dims), workspace, runtime, &stream).launch(stream);
 }
 
-/// The op call: validate, plan, build, launch on `stream`.
+/// The key of an Op call in the call memo: the Runtime's id, the workspace, then Op::call_key.
+template <class Op>
+void write_call_key(const typename Op::Args& args, Workspace workspace, const Runtime& runtime, CallKeyWriter& key) {
+  key.put_all(runtime.id(), workspace.data, workspace.bytes);
+  Op::call_key(args, key);
+}
+
+/// The op call through the thread's call memo (an Op with call_key): a stored launch value for
+/// the same key, whose device's tuning table is still the one it was planned with, is launched
+/// on the device's context made current; otherwise `full()` (validate, open the device, read its
+/// tuning table, plan, build: a CallEntry) runs and its launch value is stored, then launched.
+template <class Op, class Full>
+void run_memoized(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime, Full&& full) {
+  using Memo = CallMemo<Op>;
+  Memo& memo = thread_memo<Memo>();
+  typename Memo::Key key;
+  write_call_key<Op>(args, workspace, runtime, key.writer);
+  if (!key.writer.ok()) {
+    full().launch.launch(stream);
+    return;
+  }
+  CallEntry<typename Op::Launch>* stored = memo.find(key);
+  if (stored != nullptr) {
+    if (stored->table == tuned_table(device_info(stored->device))) {
+      ensure_context(stored->device);
+      stored->launch.launch(stream);
+      return;
+    }
+    *stored = full();
+    stored->launch.launch(stream);
+    return;
+  }
+  memo.store(key, full()).launch.launch(stream);
+}
+
+/// The op call: validate, plan, build, launch on `stream` (through the call memo when Op has a
+/// call_key).
 template <class Op>
 void run(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime) {
-  build<Op>(args, plan<Op>(args), workspace, runtime, &stream).launch(stream);
+  if constexpr (HasCallKey<Op>::value) {
+    run_memoized<Op>(args, workspace, stream, runtime, [&] {
+      Planned<Op> p{Op::validate(args), {}, {}};
+      p.device = open_device(Op::kInfo, p.dims.device);
+      // Read before planning: a table installed meanwhile makes the next call plan again.
+      const void* table = tuned_table(*p.device.info);
+      p.plan = choose_plan<Op>(p.dims, *p.device.info);
+      return CallEntry<typename Op::Launch>{build<Op>(args, p, workspace, runtime, &stream), table, p.dims.device};
+    });
+  } else {
+    build<Op>(args, plan<Op>(args), workspace, runtime, &stream).launch(stream);
+  }
 }
 
 }  // namespace kjit::detail

@@ -103,9 +103,11 @@ struct Prefill {
   }
 };
 
-TEST_F(HostPath, PrefillRepeatsProbeTheCallMemoOnceAndLaunchOnce) {
+TEST_F(HostPath, PrefillRepeatsAreServedByTheOpCallMemoAndLaunchOnce) {
   Prefill a;
   kjit::attention::prefill(a.args, nullptr);  // compile and load
+  // Forgotten calls take the full path: one TMA call-memo probe, four maps encoded.
+  kd::forget_op_calls();
   kd::tma_call_memo().clear();
   kd::tma_map_memo().clear();
   const uint64_t call_misses = kd::tma_call_memo().misses(), map_misses = kd::tma_map_memo().misses();
@@ -113,13 +115,13 @@ TEST_F(HostPath, PrefillRepeatsProbeTheCallMemoOnceAndLaunchOnce) {
   kjit::attention::prefill(a.args, nullptr);
   EXPECT_EQ(kd::tma_call_memo().misses(), call_misses + 1);
   EXPECT_EQ(kd::tma_map_memo().misses(), map_misses + 4) << "q, k, v and out encoded once each";
-  const uint64_t call_hits = kd::tma_call_memo().hits(), map_hits = kd::tma_map_memo().hits();
+  // Repeats: the op call memo launches the stored value without reaching either TMA memo.
+  const uint64_t call_probes = kd::tma_call_memo().hits() + kd::tma_call_memo().misses();
+  const uint64_t map_probes = kd::tma_map_memo().hits() + kd::tma_map_memo().misses();
   for (int i = 0; i < 10; ++i) kjit::attention::prefill(a.args, nullptr);
   EXPECT_EQ(launches(), before + 11) << "one kernel launch per call";
-  EXPECT_EQ(kd::tma_call_memo().hits(), call_hits + 10);
-  EXPECT_EQ(kd::tma_call_memo().misses(), call_misses + 1);
-  EXPECT_EQ(kd::tma_map_memo().hits() + kd::tma_map_memo().misses(), map_hits + map_misses + 4)
-      << "a call-memo hit must not reach the map memo";
+  EXPECT_EQ(kd::tma_call_memo().hits() + kd::tma_call_memo().misses(), call_probes);
+  EXPECT_EQ(kd::tma_map_memo().hits() + kd::tma_map_memo().misses(), map_probes);
   a.expect_params_maps(a.launched_params(), "repeat");
 }
 
@@ -174,12 +176,19 @@ struct Gemm {
   }
 };
 
+/// Field by field: a LaunchConfig has padding, which a copy need not carry.
+bool same_config(const kjit::LaunchConfig& a, const kjit::LaunchConfig& b) {
+  return std::equal(a.grid, a.grid + 3, b.grid) && std::equal(a.block, a.block + 3, b.block) &&
+         a.dynamic_smem_bytes == b.dynamic_smem_bytes && a.stream == b.stream &&
+         std::equal(a.cluster, a.cluster + 3, b.cluster) && a.overlap_previous == b.overlap_previous;
+}
+
 void expect_same_launch(const fd::GemmOp::Launch& got, const fd::GemmOp::Launch& want, const std::string& what) {
   const auto& g = got.step<1>();
   const auto& w = want.step<1>();
   ASSERT_NE(g.kernel, nullptr) << what;
   EXPECT_EQ(g.kernel, w.kernel) << what;
-  EXPECT_EQ(std::memcmp(&g.config, &w.config, sizeof(g.config)), 0) << what;
+  EXPECT_TRUE(same_config(g.config, w.config)) << what;
   EXPECT_EQ(std::memcmp(&g.params, &w.params, sizeof(g.params)), 0) << what << ": Params (maps included) differ";
 }
 
@@ -261,13 +270,48 @@ TEST_F(HostPath, AGemmTuningTableChangeReachesTheWarmPlanMemo) {
   const fd::GemmOp::Launch tuned = g.launch_value();
   expect_same_launch(tuned, g.fresh_launch_value(), "tuned");
   EXPECT_EQ(tuned.step<1>().config.grid[0], static_cast<uint32_t>(expected.grid));
-  EXPECT_NE(std::memcmp(&tuned.step<1>().config, &def.step<1>().config, sizeof(def.step<1>().config)) == 0 &&
-                tuned.step<1>().kernel == def.step<1>().kernel,
+  EXPECT_NE(same_config(tuned.step<1>().config, def.step<1>().config) && tuned.step<1>().kernel == def.step<1>().kernel,
             true)
       << "the warm memo served the plan made before the table";
   // The table gone, the warm memo plans as before.
   kd::install_tuned_table(0, {});
   expect_same_launch(g.launch_value(), def, "table removed");
+}
+
+TEST_F(HostPath, TheOpCallMemoPlansAgainAfterATableChangeAndStoresNoFailure) {
+  Gemm g(128, 4096, 7168, 7168);
+  g.args.kernel = kjit::fp8::GemmKernel::kAuto;
+  kd::install_tuned_table(0, {});
+  kjit::fp8::gemm(g.args, nullptr);
+  // The full path probes the TMA call memo once; a call served by the op call memo does not.
+  auto full_paths = [] { return kd::tma_call_memo().hits() + kd::tma_call_memo().misses(); };
+  uint64_t before = full_paths();
+  kjit::fp8::gemm(g.args, nullptr);
+  EXPECT_EQ(full_paths(), before) << "a repeat is the stored call";
+  // A table (the default plan's own choice, so the plan is the same) is another table: planned again.
+  const fd::GemmDims dims = fd::validate_gemm(g.args);
+  const fd::GemmPlan plan = kd::choose_plan<fd::GemmOp>(dims, kjit::device_info(0));
+  ASSERT_NO_FATAL_FAILURE(install_choice<fd::GemmOp>(dims, fd::GemmOp::tuned_choice(dims, plan)));
+  before = full_paths();
+  kjit::fp8::gemm(g.args, nullptr);
+  EXPECT_EQ(full_paths(), before + 1) << "a new table must be read";
+  kjit::fp8::gemm(g.args, nullptr);
+  EXPECT_EQ(full_paths(), before + 1) << "then the call is stored again";
+  kd::install_tuned_table(0, {});
+  kjit::fp8::gemm(g.args, nullptr);
+  EXPECT_EQ(full_paths(), before + 2) << "the table removed";
+  // A call that fails validation throws every time: nothing is stored for it.
+  Gemm bad(128, 4096, 7168, 7168);
+  bad.args.d.dtype = kjit::DType::kE4M3;
+  const uint64_t launched = launches();
+  EXPECT_THROW(kjit::fp8::gemm(bad.args, nullptr), kjit::InvalidArgument);
+  EXPECT_THROW(kjit::fp8::gemm(bad.args, nullptr), kjit::InvalidArgument);
+  EXPECT_EQ(launches(), launched);
+  // forget_op_calls: the next call takes the full path.
+  kd::forget_op_calls();
+  before = full_paths();
+  kjit::fp8::gemm(g.args, nullptr);
+  EXPECT_EQ(full_paths(), before + 1);
 }
 
 void expect_same_plan(const ad::PrefillPlan& got, const ad::PrefillPlan& want, const std::string& what) {

@@ -156,6 +156,8 @@ struct DecodeOp {
   using Dims = DecodeDims;
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.k, a.v, a.kv_lens, a.mask, a.out, a.lse, a.scale, a.num_splits); }
 
   static Dims validate(const Args& args) { return validate_decode(args); }
   /// plan_decode on the device's SMs (decode_ctas_per_sm slots each), and the family point.

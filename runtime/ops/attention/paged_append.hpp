@@ -45,6 +45,10 @@ struct AppendOp {
   using Dims = AppendDims;
   using Plan = AppendPlan;
   using Launch = kjit::detail::Launches<PagedAppendParams>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.k, a.v, a.cache, a.batch_indices, a.positions, a.append_indptr);
+  }
 
   static Dims validate(const Args& args) { return validate_append(args); }
   /// The grid and the family point (head_dim, index mode); pure.

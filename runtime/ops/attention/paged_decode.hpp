@@ -64,6 +64,8 @@ struct PagedDecodeOp {
   using Dims = PagedDecodeDims;
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.cache, a.out, a.lse, a.scale, a.num_splits, a.kv_len_hint); }
 
   static Dims validate(const Args& args) { return validate_paged_decode(args); }
   /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each), and the family point;

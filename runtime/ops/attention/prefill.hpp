@@ -114,6 +114,10 @@ struct PrefillOp {
   using Plan = PrefillPlan;
   /// Step 0 runs the mma.sync kernel, step 1 the sm_90a one; the plan fills exactly one.
   using Launch = kjit::detail::Launches<PrefillParams, PrefillSm90Params>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.q, a.k, a.v, a.kv_lens, a.mask, a.causal, a.out, a.lse, a.scale, a.block_m, a.variant);
+  }
 
   static Dims validate(const Args& args) { return validate_prefill(args); }
   /// plan_prefill, memoized per thread (runtime/ops/pod_memo.hpp) by every field of `dims` and
@@ -217,6 +221,18 @@ struct PagedPrefillOp {
   using Dims = PagedPrefillDims;
   using Plan = PagedPrefillOpPlan;
   using Launch = kjit::detail::Launches<PrefillParams>;
+  /// Every field of the call's arguments and of the host plan's that validation and the launch
+  /// read (its scalars and the work map's length: the map itself is read from the workspace by
+  /// the kernel), and the workspace, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& call, kjit::detail::CallKeyWriter& k) {
+    const PagedPrefillArgs& a = call.args;
+    const PagedPrefillPlan& p = call.plan;
+    k.put_all(a.q, a.qo_indptr, a.cache, a.causal, a.out, a.lse, a.scale);
+    k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.variant, p.q_tile_to_batch.size(),
+              p.q_tile_to_index.size(), p.workspace_bytes, p.map_index_offset, call.workspace, call.workspace_bytes);
+  }
+  /// The call memo's key words: Args holds references, so its size says nothing of them.
+  static constexpr size_t kCallKeyWords = sizeof(PagedPrefillArgs) / 8 + 32;
 
   /// validate_paged_prefill, then the work map's workspace (InvalidArgument naming the bytes).
   static Dims validate(const Args& call);

@@ -244,17 +244,11 @@ GemmPlanKey plan_key(const GemmDims& g, const DeviceInfo& info) {
 
 }  // namespace
 
-GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced,
-                                    const CUstream* stream) {
-  if (forced != nullptr) {
-    const kjit::detail::Planned<GemmOp> p = kjit::detail::plan<GemmOp>(args, forced);
-    if (p.plan.choice.family == nullptr) return Launch{};
-    return build(args, p.dims, p.plan,
-                 &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context, stream), {}, *p.device.info);
-  }
-  const GemmDims g = validate(args);
-  const kjit::detail::OpDevice device = kjit::detail::open_device(kInfo, g.device);
+kjit::detail::CallEntry<GemmOp::Launch> GemmOp::call(const GemmArgs& args, Runtime& runtime, const CUstream* stream) {
+  const GemmDims g = GemmOp::validate(args);
+  const kjit::detail::OpDevice device = kjit::detail::open_device(GemmOp::kInfo, g.device);
   const DeviceInfo& info = *device.info;
+  const void* table = kjit::detail::tuned_table(info);
   // The refined plan, per thread: a repeat shape plans nothing (both phases are pure functions
   // of the key; the capacities are fixed per device and point).
   using PlanMemo = kjit::detail::PodMemo<GemmPlanKey, GemmPlan, 16>;
@@ -265,10 +259,20 @@ GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, cons
     // Capacities move only splits and the grid (plan_gemm); were that ever to change the
     // kernel, launching the first plan's program with the second plan's shape would be wrong:
     // the program is looked up again below for the refined plan's point.
-    return refine(g, first, program, info);
+    return GemmOp::refine(g, first, program, info);
   });
-  if (plan.choice.family == nullptr) return Launch{};
-  return build(args, g, plan, &kjit::detail::load<GemmOp>(plan.choice, runtime, device.context, stream), {}, info);
+  if (plan.choice.family == nullptr) return {Launch{}, table, g.device};
+  return {build(args, g, plan, &kjit::detail::load<GemmOp>(plan.choice, runtime, device.context, stream), {}, info), table,
+          g.device};
+}
+
+GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced,
+                                    const CUstream* stream) {
+  if (forced == nullptr) return call(args, runtime, stream).launch;
+  const kjit::detail::Planned<GemmOp> p = kjit::detail::plan<GemmOp>(args, forced);
+  if (p.plan.choice.family == nullptr) return Launch{};
+  return build(args, p.dims, p.plan, &kjit::detail::load<GemmOp>(p.plan.choice, runtime, p.device.context, stream), {},
+               *p.device.info);
 }
 
 }  // namespace kjit::fp8::detail
@@ -276,7 +280,8 @@ GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, cons
 namespace kjit::fp8 {
 
 void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
-  detail::GemmOp::launch_value(args, runtime, nullptr, &stream).launch(stream);
+  kjit::detail::run_memoized<detail::GemmOp>(args, {}, stream, runtime,
+                                             [&] { return detail::GemmOp::call(args, runtime, &stream); });
 }
 
 }  // namespace kjit::fp8

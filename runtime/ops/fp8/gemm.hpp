@@ -178,6 +178,11 @@ struct GemmOp {
   using Plan = GemmPlan;
   /// One of the two steps has a kernel: [0] mma.sync, [1] wgmma.
   using Launch = kjit::detail::Launches<GemmParams, GemmSm90Params>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.a, a.b, a.d, a.scale_a, a.scale_b, a.scale_mode, a.bias, a.kernel, a.tile, a.stages, a.splits, a.multicast,
+              a.b_constant);
+  }
 
   static Dims validate(const Args& args) { return validate_gemm(args); }
   /// The first phase: plan_gemm with the cluster capacities unknown.
@@ -194,6 +199,10 @@ struct GemmOp {
   /// `stream`: the launch stream when known (a miss during its capture is CaptureMiss).
   static Launch launch_value(const Args& args, Runtime& runtime, const Plan* forced = nullptr,
                              const CUstream* stream = nullptr);
+  /// The unforced launch value as the call memo stores it: validate, open the device, read its
+  /// tuning table (before planning: a table installed meanwhile makes the next call plan again),
+  /// plan through the per-thread plan memo, build. What gemm() runs on a call-memo miss.
+  static kjit::detail::CallEntry<Launch> call(const Args& args, Runtime& runtime, const CUstream* stream = nullptr);
 
   // Tuning (runtime/ops/tuned.hpp; gemm_tune.cc). The choice's point fixes the kernel, tile and
   // stages; knobs: splits (wgmma split-K CTAs per tile, 1..4) and multicast (1, or 2 = CTA pairs

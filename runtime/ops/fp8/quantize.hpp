@@ -65,6 +65,10 @@ struct QuantizeOp {
   using Dims = QuantizeDims;
   using Plan = QuantizePlan;
   using Launch = QuantizeLaunch;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.x, a.y, a.granularity, a.dynamic, a.multiplier, a.multiplier_value, a.amax, a.scale_inv, a.pow2_scale);
+  }
 
   /// Checks `args` against the contract in include/kjit/ops/fp8.hpp and fills the kernels'
   /// Params. Pure host code: no driver call, no allocation unless it throws. Throws

@@ -101,6 +101,10 @@ struct SwaDecodeOp {
   using Dims = SwaDims;
   using Plan = SwaPlan;
   using Launch = kjit::detail::Launches<SwaDecodeParams, SwaDecodeParams>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.q, a.kv_cache, a.inv_scale, a.indices, a.lens, a.out, a.lse, a.scale, a.num_splits, a.head_group);
+  }
 
   /// validate_swa_decode.
   static Dims validate(const Args& args) { return validate_swa_decode(args); }

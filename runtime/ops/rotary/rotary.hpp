@@ -46,6 +46,8 @@ struct RotaryOp {
   using Dims = RotaryDims;
   using Plan = RotaryPlan;
   using Launch = Launches<rope::RotaryParams>;
+  /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
+  static void call_key(const Args& a, CallKeyWriter& k) { k.put_all(a.q, a.k, a.cos, a.sin, a.positions, a.q_out, a.k_out, a.rotary_dim, a.style); }
 
   /// Checks `args` against the contract in include/kjit/ops/rotary.hpp. Pure host code: no
   /// driver call, no allocation unless it throws. Throws InvalidArgument
