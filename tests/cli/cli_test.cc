@@ -525,6 +525,25 @@ TEST_F(CliTest, PrecompileSkipsFamiliesAboveTheTarget) {
   expect_one_line_error(kjit({"precompile", "--family", "no_such_family"}), "no_such_family");
 }
 
+TEST_F(CliTest, PrecompileNamesEachSkipReasonOnceWithItsCount) {
+  // Off sm_90a every default point of a wgmma family is left out for the same reason: one line
+  // (and one --json entry) with the count, not one per point.
+  const Family& f = family("attention.prefill_sm90");
+  ASSERT_GT(f.defaults.size(), 1u);
+  ProcessResult r = kjit({"precompile", "--arch", "sm_90", "--family", f.name, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  ASSERT_EQ(j["skipped"].size(), 1u) << r.describe();
+  EXPECT_EQ(j["skipped"][0]["count"], f.defaults.size()) << r.describe();
+  EXPECT_EQ(j["items"].size(), 0u) << r.describe();
+  size_t lines = 0;
+  for (const std::string& line : r.err_lines()) lines += line.rfind("skipping ", 0) == 0;
+  EXPECT_EQ(lines, 1u) << r.describe();
+  EXPECT_NE(r.err.find("skipping " + f.name + " (" + std::to_string(f.defaults.size()) + " points) for sm_90: "),
+            std::string::npos)
+      << r.describe();
+}
+
 // --- cache --------------------------------------------------------------------------------------
 
 TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
