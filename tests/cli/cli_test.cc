@@ -24,6 +24,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -640,6 +641,27 @@ TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
   r = kjit({"cache", "stats"});
   EXPECT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find(cache_dir_.string()), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, CacheStatsAlignsItsCountColumn) {
+  // A family name longer than any fixed column (attention.decode_merge: 22 characters) beside a
+  // short one: every count of the family and target breakdowns starts in one column.
+  for (const char* name : {"attention.decode_merge", "rotary"}) {
+    const ProcessResult r = kjit(compile_args(family(name), {"--arch", "sm_80", "--json"}));
+    ASSERT_EQ(r.code, 0) << r.describe();
+  }
+  const ProcessResult r = kjit({"cache", "stats"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  std::istringstream in(r.out);
+  std::set<size_t> count_columns;
+  size_t rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("family ", 0) != 0 && line.rfind("target ", 0) != 0) continue;
+    ++rows;
+    count_columns.insert(line.find_last_of(' ') + 1);
+  }
+  EXPECT_EQ(rows, 3u) << r.out;  // two families, one target
+  EXPECT_EQ(count_columns.size(), 1u) << r.out;
 }
 
 TEST_F(CliTest, PrecompileFailsWhenTheCapCannotHoldTheSet) {

@@ -208,8 +208,13 @@ int run_stats(bool prometheus) {
   fmt::print("entries    {}{}\n", stats.entries, bad ? fmt::format(" ({} bad: run `kjit cache verify`)", bad) : "");
   fmt::print("size       {} ({} bytes)\n", human_bytes(stats.bytes), stats.bytes);
   fmt::print("cap        {}\n", stats.max_bytes == 0 ? std::string("none") : human_bytes(stats.max_bytes));
-  for (const auto& [family, n] : by_family) fmt::print("family     {:<20} {}\n", family, n);
-  for (const auto& [target, n] : by_target) fmt::print("target     {:<20} {}\n", target, n);
+  // One count column for both breakdowns, as wide as the longest name (family names outgrow any
+  // fixed width: attention.paged_prefill_sm90).
+  size_t width = 0;
+  for (const auto& [family, n] : by_family) width = std::max(width, family.size());
+  for (const auto& [target, n] : by_target) width = std::max(width, target.size());
+  for (const auto& [family, n] : by_family) fmt::print("family     {:<{}} {}\n", family, width, n);
+  for (const auto& [target, n] : by_target) fmt::print("target     {:<{}} {}\n", target, width, n);
   return kExitOk;
 }
 
