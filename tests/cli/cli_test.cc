@@ -1083,5 +1083,21 @@ TEST_F(CliTest, CacheStatsPrometheusIsWellFormed) {
   expect_one_line_error(kjit({"cache", "stats", "--prometheus", "--json"}), "pick one");
 }
 
+TEST_F(CliTest, ACacheFolderNotCreatedYetIsWritableWhenItCanBeCreated) {
+  // The first compile would create it (mkdir -p): the gauge and --json say writable, and the
+  // listing created nothing.
+  const fs::path fresh = work_ / "not" / "yet";
+  const std::map<std::string, std::string> env{{"KJIT_CACHE_DIR", fresh.string()}};
+  ProcessResult r = kjit({"cache", "stats", "--prometheus"}, env);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(kjit::testing::parse_prometheus(r.out).samples.at("kjit_cache_writable"), 1.0) << r.out;
+  r = kjit({"cache", "stats", "--json"}, env);
+  EXPECT_EQ(parse_object(r)["writable"], true) << r.describe();
+  EXPECT_EQ(parse_object(r)["exists"], false) << r.describe();
+  EXPECT_NE(kjit({"cache", "stats"}, env).out.find("(does not exist yet; the first compile creates it)"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(work_ / "not"));
+}
+
 }  // namespace
 }  // namespace kjit::test
