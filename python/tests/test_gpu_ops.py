@@ -194,7 +194,9 @@ def test_paged_decode_and_append():
 
 
 # wgmma: the Hopper kernel forced (it runs 128-row tiles of head_dim 64/128 on sm_90a).
-@pytest.mark.parametrize("variant", ["auto", "mma", "wgmma"])
+# tuned: tile_rows 0 with the KV layout's host copies, planned for the device (its tuning table
+# when there is one).
+@pytest.mark.parametrize("variant", ["auto", "mma", "wgmma", "tuned"])
 def test_paged_prefill(variant):
     if variant == "wgmma" and SM != (9, 0):
         pytest.skip("the wgmma kernel needs sm_90a")
@@ -204,8 +206,15 @@ def test_paged_prefill(variant):
     for n in qlens:
         qo.append(qo[-1] + n)
     qo_dev = torch.tensor(qo, dtype=torch.int32, device="cuda")
-    plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=128, variant=variant)
-    assert plan.total_q == qo[-1] and plan.batch == 3 and plan.variant == variant
+    if variant == "tuned":
+        plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, device=torch.cuda.current_device(),
+                                                 kv_indptr=indptr.cpu(), last_page_len=last.cpu(), q_heads=Hq,
+                                                 page_size=ps, causal=True)
+        assert plan.tile_rows in (64, 128) and plan.variant in ("auto", "mma", "wgmma")
+    else:
+        plan = kjit.attention.plan_paged_prefill(qo, head_dim=D, tile_rows=128, variant=variant)
+        assert plan.variant == variant
+    assert plan.total_q == qo[-1] and plan.batch == 3
     q = randn(qo[-1], Hq, D)
     out, lse = kjit.attention.paged_prefill(q, qo_dev, kp, vp, indptr, pidx, last, plan, causal=True, return_lse=True)
     assert lse.shape == (Hq, qo[-1])

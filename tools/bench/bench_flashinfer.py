@@ -177,7 +177,7 @@ def run_case(case, kj, fi, ws, gen):
     outs = {}
     for variant in ("auto", "mma"):
         key = "kjit" if variant == "auto" else "kjit_mma"
-        plan = kj.plan(q_lens, d, variant=variant)
+        plan = kj.plan(q_lens, d, variant=variant, cache=caches[0], q_heads=hq, causal=causal)
         try:
             out = torch.full_like(q, float("nan"))
             kj.paged_prefill(plan, q, caches[0], out, causal=causal)
