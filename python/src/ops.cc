@@ -340,18 +340,10 @@ class PagedPrefillPlan {
                               " entries and last_page_len batch = " + std::to_string(batch) + " (from qo_indptr), got " +
                               std::to_string(kv.size()) + " and " + std::to_string(last.size()));
       }
-      attention::PagedPrefillPlanArgs a;
-      a.qo_indptr_host = qo.data();
-      a.kv_indptr_host = kv.data();
-      a.last_page_len_host = last.data();
-      a.batch = batch;
-      a.q_heads = q_heads;
-      a.head_dim = head_dim;
-      a.page_size = page_size;
-      a.causal = causal;
-      a.tile_rows = tile_rows;
-      a.device = device;
-      plan_ = attention::plan_paged_prefill(a);
+      plan_ = attention::plan_paged_prefill(attention::PagedPrefillPlanArgs{
+          /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
+          /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
+          /*tile_rows=*/tile_rows, /*device=*/device});
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
