@@ -138,6 +138,21 @@ int make_dirs(const std::string& path_in) {
   return err == EEXIST ? ENOTDIR : err;
 }
 
+int writable_or_creatable(const std::string& dir) {
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) return ENOENT;
+  struct stat st;
+  // Up to the nearest ancestor that exists; a relative path's last one is the working folder.
+  while (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return errno;
+    const size_t slash = path.rfind('/');
+    path = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  }
+  if (!S_ISDIR(st.st_mode)) return ENOTDIR;
+  return ::access(path.c_str(), W_OK | X_OK) == 0 ? 0 : errno;
+}
+
 int open_regular(const std::string& path, int flags, int* fd_out, unsigned mode) {
   *fd_out = -1;
   Fd fd(::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, static_cast<mode_t>(mode)));

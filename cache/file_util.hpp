@@ -71,6 +71,13 @@ bool is_temp_name(std::string_view name);
 /// Returns 0 or an errno.
 int probe_writable(const std::string& dir);
 
+/// Whether files could be created in folder `dir` now: 0 when it is a folder this process may
+/// write to, or when it does not exist yet and its nearest existing ancestor is such a folder
+/// (make_dirs would create it, as the first publish to a new cache does); else an errno (ENOTDIR
+/// when that ancestor is not a folder, EACCES or EROFS when it is not writable). Asks access(2),
+/// creates nothing.
+int writable_or_creatable(const std::string& dir);
+
 /// The names in directory `path`, without "." and "..". Returns 0 or an errno.
 int list_dir(const std::string& path, std::vector<std::string>* names);
 
@@ -101,5 +108,6 @@ using detail::sync_parent_dir;
 using detail::unique_suffix;
 using detail::write_file_atomic;
 using detail::write_temp_file;
+using detail::writable_or_creatable;
 
 }  // namespace kjit::cache

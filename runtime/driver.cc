@@ -82,7 +82,8 @@ const Driver* try_driver() noexcept {
 
 const Driver& driver() {
   const Loaded& l = loaded();
-  if (!l.ok) throw DriverError("kjit: CUDA driver unavailable: " + l.reason, 0);
+  // Worded as the CLI words the same refusal: what is missing, then why.
+  if (!l.ok) throw DriverError("kjit: no CUDA device: this call needs a GPU (" + l.reason + ")", 0);
   return l.driver;
 }
 

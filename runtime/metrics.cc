@@ -64,7 +64,7 @@ void write_cache_totals(PromWriter& w, std::optional<uint64_t> entries, std::opt
   }
   w.family("kjit_cache_max_bytes", "gauge", "The disk cache's byte cap (KJIT_CACHE_MAX_BYTES); 0 = none.");
   w.sample("kjit_cache_max_bytes", max_bytes);
-  w.family("kjit_cache_writable", "gauge", "1 when compiles are published to the disk cache.");
+  w.family("kjit_cache_writable", "gauge", "1 when compiles are published to the disk cache (a folder not created yet: when its nearest existing parent is writable, since the first publish creates it).");
   w.sample("kjit_cache_writable", static_cast<uint64_t>(writable ? 1 : 0));
 }
 

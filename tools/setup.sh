@@ -5,22 +5,26 @@
 # PATH (its extension alone is compiled, in DIR-python/, against the libkjit and CLI just built)
 # and what its tests need (pytest, numpy).
 #
-#   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps] [--no-python]
+#   tools/setup.sh [--jobs N] [--build-dir DIR] [--no-deps] [--deps-only] [--no-python]
 #
-# Runs as root (or through sudo when it is not). A toolkit elsewhere: set CUDAToolkit_ROOT.
+# apt-get runs only when dpkg lists one of the packages as not installed, and then as root (or
+# through sudo when it is not); --deps-only stops after that step. A toolkit elsewhere: set
+# CUDAToolkit_ROOT.
 set -euo pipefail
 
 jobs=$(nproc)
 build_dir=build
 install_deps=1
+deps_only=0
 python=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -j|--jobs) jobs=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --no-deps) install_deps=0; shift ;;
+    --deps-only) deps_only=1; shift ;;
     --no-python) python=0; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -28,17 +32,26 @@ done
 cd "$(dirname "$0")/.."
 
 if [ "$install_deps" = 1 ]; then
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { echo "setup.sh: installing packages needs root (or sudo)" >&2; exit 2; }
-    sudo=sudo
+  packages=(cmake make g++ libfmt-dev libxxhash-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
+            libgtest-dev libhiredis-dev libsodium-dev redis-server python3-dev python3-pip)
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q ' installed$' || missing+=("$p")
+  done
+  if [ ${#missing[@]} = 0 ]; then
+    echo "setup.sh: the ${#packages[@]} Debian packages are installed; apt-get is not run"
+  else
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+      command -v sudo >/dev/null || { echo "setup.sh: installing ${missing[*]} needs root (or sudo)" >&2; exit 2; }
+      sudo=sudo
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update
+    $sudo apt-get install -y "${missing[@]}"
   fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update
-  $sudo apt-get install -y cmake make g++ libfmt-dev libxxhash-dev libcli11-dev \
-    nlohmann-json3-dev libdlpack-dev libgtest-dev libhiredis-dev libsodium-dev redis-server \
-    python3-dev python3-pip
 fi
+if [ "$deps_only" = 1 ]; then exit 0; fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j "$jobs"

@@ -11,6 +11,10 @@ Importing kjit needs no GPU: the CUDA driver is loaded the first time something 
     kjit.freeze("warn"|"off"), kjit.add_listener(fn), kjit.stats(), kjit.metrics_text()
                                                           operating a serving process (after warm-up)
 
+On/off arguments of every call (causal=, return_lse=, b_constant=, arch_specific=, ...) take True or
+False, a NumPy bool, or an int (nonzero is on), as bool() reads them; a string, a float or None
+raises TypeError instead of passing for True.
+
 Errors: kjit.Error and its subclasses InvalidArgument (also a ValueError), Unsupported,
 CompileError (.log: the NVRTC log), DriverError (.code), CacheError, JitDisabled (.family, .params,
 .target, .command), with the C++ messages.

@@ -43,7 +43,7 @@ class Program:
         self.family = family
         self.source_name = source_name
         self.template_args = template_args
-        self.arch_specific = bool(arch_specific)
+        self.arch_specific = _C._flag(arch_specific)  # True/False, a NumPy bool or an int, as every flag
 
     def _spec(self):
         return (self.source, self.name_expressions, self.options, self.headers, self.family, self.source_name,

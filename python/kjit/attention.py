@@ -18,13 +18,23 @@ prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m,
     lse [batch, q_heads, q_len]; variant "auto" | "mma" | "wgmma"
 append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
                 positions, append_indptr, stream)
-plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto") -> PagedPrefillPlan
-    qo_indptr: the host copy (a list or a CPU int32 tensor); uploads the work map (synchronous).
-    tile_rows 0 (choose: 64 or 128), 64, 128 or, at head_dim 64, 192 (the Hopper kernel's
-    three-consumer tile; no mma.sync kernel runs it). variant "auto" (the Hopper wgmma kernel
-    where it can run the plan: head_dim 64/128 at 128-row tiles, hd64 at 192; else mma.sync),
-    "mma" or "wgmma" (forced: paged_prefill raises Unsupported where that kernel cannot run the
-    plan). Properties: batch, total_q, head_dim, tile_rows, num_work,
+plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto", kv_indptr=None,
+                   last_page_len=None, q_heads=0, page_size=0, causal=False) -> PagedPrefillPlan
+    qo_indptr, kv_indptr, last_page_len: host copies (lists or CPU int32 tensors) of the batch's
+    layout, as paged_prefill will get it on the device; uploads the work map (synchronous).
+    With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), tile_rows=0 takes
+    the choice of `device`'s tuning table (kjit tune paged_prefill) for the call's bucket, else
+    the built-in rule for `device` (64-row tiles when the requests average <= 64 query rows; at
+    head_dim 64 on sm_90a, 192-row tiles when they average more than 128; else 128).
+    tile_rows=64, 128 or, at head_dim 64, 192 (the Hopper kernel's three-consumer tile; no
+    mma.sync kernel runs it) forces the tile, which no table overrides: only then may the KV
+    layout be left out (host-only planning, as tests and benchmarks of one tile do); tile_rows=0
+    without it raises InvalidArgument.
+    variant "auto" (the Hopper wgmma kernel where it can run the plan: head_dim 64/128 at 128-row
+    tiles, head_dim 64 at 192; else mma.sync), "mma" or "wgmma" (forced: paged_prefill raises
+    Unsupported where that kernel cannot run the plan; "mma" with tile_rows=0 plans at most
+    128-row tiles, the largest it runs). Properties: batch, total_q, head_dim,
+    tile_rows, num_work,
     workspace_bytes, variant, device.
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
               causal, out, lse, return_lse, scale, stream)     lse [q_heads, total_q]

@@ -3,6 +3,7 @@
 // outputs. Shapes, dtypes and rules are the C++ ops' (include/kjit/ops/*.hpp); the docstrings
 // live in python/kjit/{attention,fp8,mla}.py.
 #include "bench.hpp"
+#include "flag.hpp"
 #include "tensors.hpp"
 #include "workspace.hpp"
 
@@ -113,7 +114,7 @@ TensorRef contiguous_like(const TensorRef& q) {
 // ---- rotary ---------------------------------------------------------------------------------------
 
 nb::object rotary(nb::handle q, nb::handle cos, nb::handle sin, nb::handle positions, nb::handle k,
-                  nb::handle q_out, nb::handle k_out, int rotary_dim, std::string_view style, bool inplace,
+                  nb::handle q_out, nb::handle k_out, int rotary_dim, std::string_view style, Flag inplace,
                   nb::handle stream) {
   OpCall call("kjit.rotary", stream);
   RotaryArgs a;
@@ -163,7 +164,7 @@ attention::DecodeArgs decode_inputs(OpCall& call, nb::handle q, nb::handle k, nb
 }
 
 nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, nb::handle out,
-                  nb::handle lse, bool return_lse, float scale, int num_splits, nb::handle workspace_arg,
+                  nb::handle lse, Flag return_lse, float scale, int num_splits, nb::handle workspace_arg,
                   nb::handle stream) {
   OpCall call("kjit.attention.decode", stream);
   attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
@@ -199,7 +200,7 @@ attention::PagedDecodeArgs paged_decode_inputs(OpCall& call, nb::handle q, nb::h
 
 nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
                         nb::handle page_indices, nb::handle last_page_len, nb::handle out, nb::handle lse,
-                        bool return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
+                        Flag return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
                         nb::handle stream) {
   OpCall call("kjit.attention.paged_decode", stream);
   attention::PagedDecodeArgs a =
@@ -231,8 +232,8 @@ attention::AttentionVariant parse_variant(const char* op, std::string_view v) {
   bad_choice(op, "variant", v, "'auto', 'mma', 'wgmma'");
 }
 
-nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, bool causal,
-                   nb::handle out, nb::handle lse, bool return_lse, float scale, int block_m, std::string_view variant,
+nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, Flag causal,
+                   nb::handle out, nb::handle lse, Flag return_lse, float scale, int block_m, std::string_view variant,
                    nb::handle stream) {
   OpCall call("kjit.attention.prefill", stream);
   attention::PrefillArgs a;
@@ -269,52 +270,96 @@ nb::object append_paged_kv(nb::handle k, nb::handle v, nb::handle k_pages, nb::h
   return nb::none();
 }
 
+/// A host int32 vector given as a list (or any sequence) of integers, or a CPU int32 tensor.
+/// InvalidArgument names `op`, `name` and the offending entry.
+std::vector<int32_t> host_int32s(const char* op, const char* name, nb::handle given) {
+  std::vector<int32_t> host;
+  if (PySequence_Check(given.ptr()) && !PyUnicode_Check(given.ptr()) && !PyBytes_Check(given.ptr()) &&
+      !PyObject_HasAttrString(given.ptr(), "__dlpack__")) {
+    size_t i = 0;
+    for (nb::handle h : nb::borrow<nb::sequence>(given)) {
+      // Any integer (Python or NumPy scalar) in the int32 range; floats, None and overflow are refused.
+      long long value = 0;
+      bool ok = false;
+      if (PyIndex_Check(h.ptr())) {
+        PyObject* index = PyNumber_Index(h.ptr());
+        if (index != nullptr) {
+          int overflow = 0;
+          value = PyLong_AsLongLongAndOverflow(index, &overflow);
+          Py_DECREF(index);
+          ok = overflow == 0 && !PyErr_Occurred() && value >= INT32_MIN && value <= INT32_MAX;
+        }
+        PyErr_Clear();
+      }
+      if (!ok) {
+        throw InvalidArgument(std::string(op) + ": " + name + "[" + std::to_string(i) +
+                              "] must be an int in the int32 range, got " + nb::cast<std::string>(nb::repr(h)));
+      }
+      host.push_back(static_cast<int32_t>(value));
+      ++i;
+    }
+    return host;
+  }
+  OpCall call(op, nb::none());
+  const TensorRef t = call.required(given, name);
+  if (t.device >= 0 || t.dtype != DType::kI32 || t.ndim != 1 || !t.is_contiguous()) {
+    throw InvalidArgument(std::string(op) + ": " + name + " must be a host int32 vector (a list, or a CPU tensor), got " +
+                          t.describe() + (t.device >= 0 ? " on a CUDA device" : ""));
+  }
+  const auto* p = static_cast<const int32_t*>(t.data);
+  host.assign(p, p + t.shape[0]);
+  return host;
+}
+
 /// A ragged prefill's plan and the device copy of its work map (freed with the object).
 class PagedPrefillPlan {
  public:
-  PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant)
+  /// With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), the tile is
+  /// planned for `device` (attention::plan_paged_prefill(PagedPrefillPlanArgs)): tile_rows 0 takes
+  /// the device's tuning table's choice for the call's bucket. Without it only a forced tile
+  /// (64 or 128) is planned, which reads no table in either overload.
+  PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
+                   nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal)
       : device_(device) {
+    static constexpr const char* kOp = "kjit.attention.plan_paged_prefill";
     // Parsed first: a bad name is reported before any driver call.
-    const attention::AttentionVariant forced = parse_variant("kjit.attention.plan_paged_prefill", variant);
-    std::vector<int32_t> host;
-    if (PySequence_Check(qo_indptr.ptr()) && !PyUnicode_Check(qo_indptr.ptr()) && !PyBytes_Check(qo_indptr.ptr()) &&
-        !PyObject_HasAttrString(qo_indptr.ptr(), "__dlpack__")) {
-      size_t i = 0;
-      for (nb::handle h : nb::borrow<nb::sequence>(qo_indptr)) {
-        // Any integer (Python or NumPy scalar) in the int32 range; floats, None and overflow are refused.
-        long long value = 0;
-        bool ok = false;
-        if (PyIndex_Check(h.ptr())) {
-          PyObject* index = PyNumber_Index(h.ptr());
-          if (index != nullptr) {
-            int overflow = 0;
-            value = PyLong_AsLongLongAndOverflow(index, &overflow);
-            Py_DECREF(index);
-            ok = overflow == 0 && !PyErr_Occurred() && value >= INT32_MIN && value <= INT32_MAX;
-          }
-          PyErr_Clear();
-        }
-        if (!ok) {
-          throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr[" + std::to_string(i) +
-                                "] must be an int in the int32 range, got " +
-                                nb::cast<std::string>(nb::repr(h)));
-        }
-        host.push_back(static_cast<int32_t>(value));
-        ++i;
+    const attention::AttentionVariant forced = parse_variant(kOp, variant);
+    const std::vector<int32_t> qo = host_int32s(kOp, "qo_indptr", qo_indptr);
+    if (qo.empty()) throw InvalidArgument(std::string(kOp) + ": qo_indptr is empty (needs batch + 1 entries)");
+    const int64_t batch = static_cast<int64_t>(qo.size()) - 1;
+    if (device < 0) throw InvalidArgument(std::string(kOp) + ": device must be an ordinal, got " + std::to_string(device));
+    if (!kv_indptr.is_none() || !last_page_len.is_none() || q_heads != 0 || page_size != 0) {
+      if (kv_indptr.is_none() || last_page_len.is_none()) {
+        throw InvalidArgument(std::string(kOp) + ": the KV layout is kv_indptr, last_page_len, q_heads and page_size "
+                              "together; kv_indptr or last_page_len is missing");
       }
+      const std::vector<int32_t> kv = host_int32s(kOp, "kv_indptr", kv_indptr);
+      const std::vector<int32_t> last = host_int32s(kOp, "last_page_len", last_page_len);
+      if (static_cast<int64_t>(kv.size()) != batch + 1 || static_cast<int64_t>(last.size()) != batch) {
+        throw InvalidArgument(std::string(kOp) + ": kv_indptr needs batch + 1 = " + std::to_string(batch + 1) +
+                              " entries and last_page_len batch = " + std::to_string(batch) + " (from qo_indptr), got " +
+                              std::to_string(kv.size()) + " and " + std::to_string(last.size()));
+      }
+      attention::PagedPrefillPlanArgs args{
+          /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
+          /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
+          /*tile_rows=*/tile_rows, /*device=*/device};
+      plan_ = attention::plan_paged_prefill(args);
+      // The mma.sync kernel runs 64- and 128-row tiles: forced, it gets the largest of those
+      // rather than the Hopper kernel's 192-row tile the device's rule may choose.
+      if (forced == attention::AttentionVariant::kMma && tile_rows == 0 && plan_.tile_rows > 128) {
+        args.tile_rows = 128;
+        plan_ = attention::plan_paged_prefill(args);
+      }
+    } else if (tile_rows == 0) {
+      throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
+                            "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
+                            "tile_rows=64 or 128)");
     } else {
-      OpCall call("kjit.attention.plan_paged_prefill", nb::none());
-      const TensorRef t = call.required(qo_indptr, "qo_indptr");
-      if (t.device >= 0 || t.dtype != DType::kI32 || t.ndim != 1 || !t.is_contiguous()) {
-        throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr must be a host int32 vector (a list, "
-                              "or a CPU tensor), got " + t.describe() + (t.device >= 0 ? " on a CUDA device" : ""));
-      }
-      const auto* p = static_cast<const int32_t*>(t.data);
-      host.assign(p, p + t.shape[0]);
+      plan_ = attention::plan_paged_prefill(qo.data(), batch, head_dim, tile_rows);
     }
-    if (host.empty()) throw InvalidArgument("kjit.attention.plan_paged_prefill: qo_indptr is empty (needs batch + 1 entries)");
-    plan_ = attention::plan_paged_prefill(host.data(), static_cast<int64_t>(host.size()) - 1, head_dim, tile_rows);
-    plan_.variant = forced;
+    // variant="auto" keeps the plan's: kAuto, or the kernel a tuning table measured.
+    if (forced != attention::AttentionVariant::kAuto) plan_.variant = forced;
     if (plan_.workspace_bytes > 0) {
       detail::ensure_context(device);
       KJIT_CU(cuMemAlloc(&memory_, plan_.workspace_bytes));
@@ -339,7 +384,7 @@ class PagedPrefillPlan {
 
 nb::object paged_prefill(nb::handle q, nb::handle qo_indptr, nb::handle k_pages, nb::handle v_pages,
                          nb::handle indptr, nb::handle page_indices, nb::handle last_page_len,
-                         const PagedPrefillPlan& plan, bool causal, nb::handle out, nb::handle lse, bool return_lse,
+                         const PagedPrefillPlan& plan, Flag causal, nb::handle out, nb::handle lse, Flag return_lse,
                          float scale, nb::handle stream) {
   OpCall call("kjit.attention.paged_prefill", stream);
   attention::PagedPrefillArgs a;
@@ -373,7 +418,7 @@ mla::SwaDecodeArgs swa_decode_inputs(OpCall& call, nb::handle q, nb::handle kv_c
 }
 
 nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices, nb::handle lens,
-                      nb::handle out, nb::handle lse, bool return_lse, float scale, int num_splits, int head_group,
+                      nb::handle out, nb::handle lse, Flag return_lse, float scale, int num_splits, int head_group,
                       nb::handle workspace_arg, nb::handle stream) {
   OpCall call("kjit.mla.swa_decode", stream);
   mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
@@ -405,8 +450,8 @@ nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scal
 
 // ---- FP8 ----------------------------------------------------------------------------------------------
 
-nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_view granularity, bool dynamic,
-                    nb::handle multiplier, nb::handle amax, nb::handle scale_inv, bool pow2_scale, nb::handle stream) {
+nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_view granularity, Flag dynamic,
+                    nb::handle multiplier, nb::handle amax, nb::handle scale_inv, Flag pow2_scale, nb::handle stream) {
   OpCall call("kjit.fp8.quantize", stream);
   fp8::QuantizeArgs a;
   a.x = call.required(x, "x");
@@ -439,7 +484,7 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
 
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
                 nb::handle out_dtype, nb::handle bias, std::string_view scale_mode, std::string_view kernel,
-                std::string_view tile, int stages, int splits, int multicast, bool b_constant, nb::handle fp8_format,
+                std::string_view tile, int stages, int splits, int multicast, Flag b_constant, nb::handle fp8_format,
                 nb::handle stream) {
   OpCall call("kjit.fp8.gemm", stream);
   fp8::GemmArgs g;
@@ -544,8 +589,10 @@ void register_ops(nb::module_& m) {
         "page_indices"_a, "last_page_len"_a, nb::kw_only(), "batch_indices"_a = nb::none(),
         "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
   nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
-      .def(nb::init<nb::handle, int64_t, int, int, std::string_view>(), "qo_indptr"_a, "head_dim"_a,
-           "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto")
+      .def(nb::init<nb::handle, int64_t, int, int, std::string_view, nb::handle, nb::handle, int64_t, int64_t, Flag>(),
+           "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto",
+           "kv_indptr"_a = nb::none(), "last_page_len"_a = nb::none(), "q_heads"_a = 0, "page_size"_a = 0,
+           "causal"_a = false)
       .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
       .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
       .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })

@@ -1,6 +1,7 @@
 // User kernels from Python: Runtime (the global one or a private one), Program (a ProgramSpec),
 // CompiledProgram (cubin/PTX and per-kernel resources), Module (a LoadedProgram) and Kernel
 // (launch with a params buffer whose layout the caller controls).
+#include "flag.hpp"
 #include "runtime_handle.hpp"
 #include "tensors.hpp"
 
@@ -77,7 +78,7 @@ class PyKernel {
   int param_count() const { return param_count_; }
 
   void launch(nb::handle grid, nb::handle block, nb::handle params, uint32_t shared_mem, nb::handle stream,
-              nb::handle cluster, bool overlap_previous) {
+              nb::handle cluster, Flag overlap_previous) {
     LaunchConfig c;
     dims("grid", grid, c.grid);
     dims("block", block, c.block);
@@ -299,7 +300,7 @@ void register_programs(nb::module_& m) {
   m.def("_load",
         [](nb::object source, std::vector<std::string> names, std::vector<std::string> options, nb::object headers,
            std::string family, std::string source_name, std::string template_args, std::optional<int> device,
-           nb::handle runtime, bool arch_specific) {
+           nb::handle runtime, Flag arch_specific) {
           nb::object holder;
           PyRuntime& r = runtime_of(runtime, &holder);
           ProgramSpec spec = make_spec(source, std::move(names), std::move(options), headers, std::move(family),
@@ -320,6 +321,9 @@ void register_programs(nb::module_& m) {
         "template_args"_a, "device"_a.none(), "runtime"_a.none(), "arch_specific"_a = true);
 
   // Devices.
+  // The truth value of an on/off argument by the rule every flag of the extension follows
+  // (flag.hpp), for the pure-Python modules' flags.
+  m.def("_flag", [](Flag value) { return value.value; }, "value"_a);
   m.def("driver_available", &driver_available);
   m.def("driver_unavailable_reason", &driver_unavailable_reason);
   m.def("device_count", &device_count);

@@ -221,13 +221,22 @@ class RaggedBatch:
 
 
 # wgmma: the Hopper kernel forced (it runs 128-row tiles of head_dim 64/128 on sm_90a).
-@pytest.mark.parametrize("variant", ["auto", "mma", "wgmma"])
+# tuned: tile_rows 0 with the KV layout's host copies, planned for the device (its tuning table
+# when there is one).
+@pytest.mark.parametrize("variant", ["auto", "mma", "wgmma", "tuned"])
 def test_paged_prefill(variant):
     if variant == "wgmma" and SM != (9, 0):
         pytest.skip("the wgmma kernel needs sm_90a")
     r = RaggedBatch([70, 10, 130], [100, 10, 130], 16, 128)
-    plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, tile_rows=128, variant=variant)
-    assert plan.total_q == r.qo[-1] and plan.batch == 3 and plan.variant == variant
+    if variant == "tuned":
+        plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, device=torch.cuda.current_device(),
+                                                 kv_indptr=r.indptr.cpu(), last_page_len=r.last.cpu(), q_heads=8,
+                                                 page_size=r.ps, causal=True)
+        assert plan.tile_rows in (64, 128) and plan.variant in ("auto", "mma", "wgmma")
+    else:
+        plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, tile_rows=128, variant=variant)
+        assert plan.variant == variant
+    assert plan.total_q == r.qo[-1] and plan.batch == 3
     out, lse = r.run(plan, return_lse=True)
     assert lse.shape == (8, r.qo[-1])
     r.check(out)

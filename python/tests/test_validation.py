@@ -173,10 +173,59 @@ def test_plan_paged_prefill_is_host_only():
         assert kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=64, tile_rows=192).num_work == 3
 
 
+KV = dict(kv_indptr=[0, 5, 6, 15], last_page_len=[6, 10, 2], q_heads=8, page_size=16)
+
+
+def test_plan_paged_prefill_chooses_only_with_the_kv_layout():
+    # tile_rows=0 lets the device's tuning table choose, and its bucket is read from the KV layout:
+    # without it the call is refused (a forced tile needs none), never planned by the untuned rule.
+    with pytest.raises(kjit.InvalidArgument, match="tile_rows 0 lets the device's tuning table choose the tile, "
+                                                   "which reads the KV layout: pass kv_indptr, last_page_len"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128)
+    with pytest.raises(kjit.InvalidArgument, match="kv_indptr or last_page_len is missing"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, kv_indptr=[0, 5, 6, 15], q_heads=8)
+    with pytest.raises(kjit.InvalidArgument, match="kv_indptr or last_page_len is missing"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=64, page_size=16)
+    with pytest.raises(kjit.InvalidArgument, match=r"kv_indptr needs batch \+ 1 = 4 entries and last_page_len "
+                                                   r"batch = 3 \(from qo_indptr\), got 3 and 3"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **dict(KV, kv_indptr=[0, 5, 6]))
+    with pytest.raises(kjit.InvalidArgument, match=r"plan_paged_prefill: last_page_len\[2\] must be an int"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **dict(KV, last_page_len=[6, 10, 2.5]))
+    # The C++ planner's rules on the KV side, named.
+    with pytest.raises(kjit.InvalidArgument, match="kjit::attention::plan_paged_prefill: q_heads must be in"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **dict(KV, q_heads=0))
+    with pytest.raises(kjit.InvalidArgument, match="kv_indptr must be non-decreasing"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **dict(KV, kv_indptr=[0, 5, 4, 15]))
+    with pytest.raises(kjit.InvalidArgument, match="device must be an ordinal, got -1"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, device=-1, **KV)
+    if not HAS_GPU:  # a valid plan uploads its work map: the driver is what is missing here
+        with pytest.raises(kjit.DriverError, match="no CUDA device: this call needs a GPU"):
+            kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **KV)
+
+
+def test_flags_take_bools_numpy_bools_and_ints_alike():
+    a, b, s = T((16, 64), "e4m3"), T((16, 64), "e4m3"), T((1,), "f32")
+    for on in (True, 1, 0, np.True_, np.int32(1)):
+        with stops_at_the_device():  # accepted: the call gets as far as the device
+            kjit.fp8.gemm(a, b, s, s, d=T((16, 16)), b_constant=on)
+    q = T((1, 64, 8, 128))
+    with stops_at_the_device():
+        kjit.attention.prefill(q, q, q, causal=1, out=T((1, 64, 8, 128)), return_lse=np.False_)
+    # What is not a truth value by that rule is refused, not read as bool() would ("no" is True).
+    for bad in ("no", 1.0, None):
+        with pytest.raises(TypeError):
+            kjit.fp8.gemm(a, b, s, s, d=T((16, 16)), b_constant=bad)
+        with pytest.raises(TypeError):
+            kjit.attention.prefill(q, q, q, causal=bad, out=T((1, 64, 8, 128)))
+        with pytest.raises(TypeError):
+            kjit.Program("__global__ void k() {}", ["k"], arch_specific=bad)
+    assert kjit.Program("__global__ void k() {}", ["k"], arch_specific=0).arch_specific is False
+
+
 def test_forced_paged_prefill_variant_is_checked_before_the_device():
     with pytest.raises(kjit.InvalidArgument, match="plan_paged_prefill: variant must be one of 'auto', 'mma', "
                                                    "'wgmma', got 'sm90'"):
-        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="sm90")
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="sm90", **KV)
     with pytest.raises(TypeError):  # keyword-only: a fifth positional argument is refused
         kjit.attention.plan_paged_prefill([0, 70], 128, 0, 0, "mma")
     # A list entry that is not an int32 is named, never a C++ cast error.
@@ -188,7 +237,7 @@ def test_forced_paged_prefill_variant_is_checked_before_the_device():
     with pytest.raises(kjit.InvalidArgument, match="plan_paged_prefill"):
         kjit.attention.plan_paged_prefill("abc", head_dim=128)
     if HAS_GPU:
-        assert kjit.attention.plan_paged_prefill([0, 70], head_dim=128).variant == "auto"
+        assert kjit.attention.plan_paged_prefill([0, 70], head_dim=128, tile_rows=128).variant == "auto"
         plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="mma")
         assert plan.variant == "mma" and plan.workspace_bytes > 0
 

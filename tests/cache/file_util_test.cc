@@ -137,5 +137,24 @@ TEST(OpenRegular, FifosAsLocksTablesAndManifestsBlockNothing) {
   EXPECT_EQ(rc, 0) << "142: blocked\n" << read_all(err);
 }
 
+// A cache folder not created yet counts as writable when the first publish could create it.
+TEST(WritableOrCreatable, AnswersForTheNearestExistingFolder) {
+  TempDir dir;
+  EXPECT_EQ(detail::writable_or_creatable(dir.path()), 0);
+  EXPECT_EQ(detail::writable_or_creatable(dir.path() + "/not/yet/made/"), 0);
+  const std::string file = dir.path() + "/file";
+  ASSERT_TRUE(detail::write_file_atomic(file, "x") == 0);
+  EXPECT_EQ(detail::writable_or_creatable(file), ENOTDIR);
+  EXPECT_EQ(detail::writable_or_creatable(file + "/below/it"), ENOTDIR);
+  EXPECT_EQ(detail::writable_or_creatable(""), ENOENT);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0500), 0);
+  // Root writes anywhere; for anyone else a read-only ancestor makes the folder uncreatable.
+  if (::geteuid() != 0) EXPECT_EQ(detail::writable_or_creatable(dir.path() + "/new"), EACCES);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  // Nothing was created on the way.
+  struct stat st;
+  EXPECT_NE(::stat((dir.path() + "/not").c_str(), &st), 0);
+}
+
 }  // namespace
 }  // namespace kjit::cache

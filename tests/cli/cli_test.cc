@@ -24,6 +24,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -525,6 +526,25 @@ TEST_F(CliTest, PrecompileSkipsFamiliesAboveTheTarget) {
   expect_one_line_error(kjit({"precompile", "--family", "no_such_family"}), "no_such_family");
 }
 
+TEST_F(CliTest, PrecompileNamesEachSkipReasonOnceWithItsCount) {
+  // Off sm_90a every default point of a wgmma family is left out for the same reason: one line
+  // (and one --json entry) with the count, not one per point.
+  const Family& f = family("attention.prefill_sm90");
+  ASSERT_GT(f.defaults.size(), 1u);
+  ProcessResult r = kjit({"precompile", "--arch", "sm_90", "--family", f.name, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json j = parse_object(r);
+  ASSERT_EQ(j["skipped"].size(), 1u) << r.describe();
+  EXPECT_EQ(j["skipped"][0]["count"], f.defaults.size()) << r.describe();
+  EXPECT_EQ(j["items"].size(), 0u) << r.describe();
+  size_t lines = 0;
+  for (const std::string& line : r.err_lines()) lines += line.rfind("skipping ", 0) == 0;
+  EXPECT_EQ(lines, 1u) << r.describe();
+  EXPECT_NE(r.err.find("skipping " + f.name + " (" + std::to_string(f.defaults.size()) + " points) for sm_90: "),
+            std::string::npos)
+      << r.describe();
+}
+
 // --- cache --------------------------------------------------------------------------------------
 
 TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
@@ -621,6 +641,27 @@ TEST_F(CliTest, CacheCommandsSeeACorruptEntryAndPruneIt) {
   r = kjit({"cache", "stats"});
   EXPECT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find(cache_dir_.string()), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, CacheStatsAlignsItsCountColumn) {
+  // A family name longer than any fixed column (attention.decode_merge: 22 characters) beside a
+  // short one: every count of the family and target breakdowns starts in one column.
+  for (const char* name : {"attention.decode_merge", "rotary"}) {
+    const ProcessResult r = kjit(compile_args(family(name), {"--arch", "sm_80", "--json"}));
+    ASSERT_EQ(r.code, 0) << r.describe();
+  }
+  const ProcessResult r = kjit({"cache", "stats"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  std::istringstream in(r.out);
+  std::set<size_t> count_columns;
+  size_t rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("family ", 0) != 0 && line.rfind("target ", 0) != 0) continue;
+    ++rows;
+    count_columns.insert(line.find_last_of(' ') + 1);
+  }
+  EXPECT_EQ(rows, 3u) << r.out;  // two families, one target
+  EXPECT_EQ(count_columns.size(), 1u) << r.out;
 }
 
 TEST_F(CliTest, PrecompileFailsWhenTheCapCannotHoldTheSet) {
@@ -1040,6 +1081,22 @@ TEST_F(CliTest, CacheStatsPrometheusIsWellFormed) {
   EXPECT_EQ(t.samples.at("kjit_cache_lookup_hits_total"), 1.0);  // the second compile was a disk hit
   EXPECT_EQ(t.samples.at("kjit_cache_family_entries{family=\"rotary\",target=\"sm_90a\"}"), 1.0);
   expect_one_line_error(kjit({"cache", "stats", "--prometheus", "--json"}), "pick one");
+}
+
+TEST_F(CliTest, ACacheFolderNotCreatedYetIsWritableWhenItCanBeCreated) {
+  // The first compile would create it (mkdir -p): the gauge and --json say writable, and the
+  // listing created nothing.
+  const fs::path fresh = work_ / "not" / "yet";
+  const std::map<std::string, std::string> env{{"KJIT_CACHE_DIR", fresh.string()}};
+  ProcessResult r = kjit({"cache", "stats", "--prometheus"}, env);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_EQ(kjit::testing::parse_prometheus(r.out).samples.at("kjit_cache_writable"), 1.0) << r.out;
+  r = kjit({"cache", "stats", "--json"}, env);
+  EXPECT_EQ(parse_object(r)["writable"], true) << r.describe();
+  EXPECT_EQ(parse_object(r)["exists"], false) << r.describe();
+  EXPECT_NE(kjit({"cache", "stats"}, env).out.find("(does not exist yet; the first compile creates it)"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(work_ / "not"));
 }
 
 }  // namespace

@@ -381,6 +381,10 @@ TEST(DriverTest, LaunchWithoutDriverSaysSo) {
     FAIL() << "expected DriverError";
   } catch (const kjit::DriverError& e) {
     EXPECT_NE(std::string(e.what()).find("no NVIDIA driver"), std::string::npos) << e.what();
+    // The words of the CLI's refusal: what is missing, then why.
+    EXPECT_NE(std::string(e.what()).find("no CUDA device: this call needs a GPU (cannot load libcuda.so.1"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -121,12 +121,18 @@ class Kjit:
     def decode(self, q, k, v, lens, out, ws):
         kjit.attention.decode(q, k, v, lens, out=out, workspace=ws)
 
-    def plan(self, q_lens, D, tile_rows=0, variant="auto"):
-        """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict)."""
+    def plan(self, q_lens, D, tile_rows=0, variant="auto", cache=None, q_heads=0, causal=False):
+        """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict). tile_rows 0 plans
+        for the device (its tuning table), from `cache`'s layout, q_heads and causal."""
         indptr = [0]
         for n in q_lens:
             indptr.append(indptr[-1] + int(n))
-        p = kjit.attention.plan_paged_prefill(indptr, D, tile_rows, torch.cuda.current_device(), variant=variant)
+        layout = {}
+        if tile_rows == 0:
+            layout = dict(kv_indptr=cache.indptr.cpu(), last_page_len=cache.last.cpu(), q_heads=q_heads,
+                          page_size=cache.page_size, causal=causal)
+        p = kjit.attention.plan_paged_prefill(indptr, D, tile_rows, torch.cuda.current_device(), variant=variant,
+                                              **layout)
         return {"plan": p, "bytes": p.workspace_bytes, "work": p.num_work,
                 "qo_indptr": torch.tensor(indptr, device="cuda", dtype=torch.int32), "total_q": indptr[-1],
                 "batch": len(q_lens)}
@@ -417,7 +423,7 @@ def bench_ragged(kj, gen):
         total = sum(q_lens)
         q = torch.randn(total, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         out = torch.empty_like(q)
-        plan = kj.plan(q_lens, D)
+        plan = kj.plan(q_lens, D, cache=cache, q_heads=H, causal=causal)
         f = sum(flops(1, H, n, n, D, causal) for n in q_lens)
         kj.paged_prefill(plan, q, cache, out, causal=causal)
         torch.cuda.synchronize()

@@ -4,31 +4,42 @@ formatting and the common command line (--json, --seed). kjit runs through its P
 torch tensors (DLPack) and torch's current stream, so kjit and the PyTorch peers share one process,
 one stream and the same memory.
 
-Import this module before torch or kjit: without them a script exits with a message naming what
-is missing, not a traceback."""
+Import this module before torch or kjit: without them, or without a GPU (require_gpu), a script
+exits 2 with one line in the kjit CLI's words ("<script>: error: no CUDA device: <script> needs a
+GPU (why)"), not a traceback."""
 import argparse
 import os
 import sys
 
 _PROG = os.path.basename(sys.argv[0])
 
+
+def cannot_run(missing, needs, why):
+    """Exits 2 with "<script>: error: no <missing>: <script> needs <needs> (<why>)": the words and
+    exit status of the kjit CLI's refusal where something a command needs is absent."""
+    print(f"{_PROG}: error: no {missing}: {_PROG} needs {needs} ({why})", file=sys.stderr)
+    sys.exit(2)
+
+
 try:
     import torch
 except ImportError as _e:
-    sys.exit(f"{_PROG}: needs PyTorch with CUDA on a GPU machine ({_e})")
+    cannot_run("PyTorch", "PyTorch with CUDA on a GPU machine", _e)
 try:
     import kjit
 except ImportError as _e:
-    sys.exit(f"{_PROG}: needs the kjit Python package (tools/setup.sh installs it; on the device, "
-             f"tools/bench/h200_session.sh's python step): {_e}")
+    cannot_run("kjit package", "the kjit Python package (tools/setup.sh installs it; on the device, "
+               "tools/bench/h200_session.sh's python step)", _e)
 
 
 def require_gpu():
-    """Exits with a message unless torch and kjit both see a CUDA GPU."""
+    """Exits 2, in the kjit CLI's words, unless torch and kjit both see a CUDA GPU."""
     if not torch.cuda.is_available():
-        sys.exit(f"{_PROG}: needs a CUDA GPU, and torch {torch.__version__} sees none")
+        cannot_run("CUDA device", "a GPU", f"torch {torch.__version__} sees none")
     if not kjit.driver_available():
-        sys.exit(f"{_PROG}: needs a CUDA GPU, and kjit has no driver: {kjit.driver_unavailable_reason()}")
+        cannot_run("CUDA device", "a GPU", kjit.driver_unavailable_reason())
+    if kjit.device_count() == 0:
+        cannot_run("CUDA device", "a GPU", "the driver lists no device")
 
 
 def rel_l2(a, b):

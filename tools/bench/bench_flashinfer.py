@@ -16,8 +16,10 @@ launch cost excluded for both libraries). kjit runs through its Python package
 (kjit.attention.plan_paged_prefill + paged_prefill on the torch tensors, torch's current stream):
 its automatic kernel choice (the Hopper wgmma kernel on sm_90a where it can) and, for reference,
 the mma.sync kernel forced (plan_paged_prefill(variant="mma")); at head_dim 64 also the plan of
-192-row tiles (plan_paged_prefill(tile_rows=192): the Hopper kernel's three consumer warpgroups;
-the Python plan knows no device, so its automatic tile stays 64/128), column "kjit 192".
+192-row tiles forced (plan_paged_prefill(tile_rows=192): the Hopper kernel's three consumer
+warpgroups), column "kjit 192". The automatic plans are made for the device from the cache's
+layout (its tuning table, else the built-in rule, which takes 192-row tiles at head_dim 64 when
+the requests average more than 128 query rows).
 TFLOP/s counts the attended (query, key) pairs only: 4 · D · Hq per pair, causal bottom-right
 aligned (query i of a request of q_len rows over kv_len keys sees kv_len − q_len + i + 1 keys).
 ratio = FlashInfer's best µs / kjit's µs (> 1: kjit faster).
@@ -179,7 +181,7 @@ def run_case(case, kj, fi, ws, gen):
     outs = {}
     runs = [("kjit", 0, "auto"), ("kjit_mma", 0, "mma")] + ([("kjit_192", 192, "auto")] if d == 64 else [])
     for key, tile_rows, variant in runs:
-        plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant)
+        plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant, cache=caches[0], q_heads=hq, causal=causal)
         try:
             out = torch.full_like(q, float("nan"))
             kj.paged_prefill(plan, q, caches[0], out, causal=causal)

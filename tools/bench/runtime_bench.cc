@@ -486,7 +486,8 @@ int main(int argc, char** argv) {
   if (warm_phases_mode) return warm_phases_child();
   auto hot = [&](const char* op) { return std::find(hot_ops.begin(), hot_ops.end(), op) != hot_ops.end(); };
   if (!kjit::testing::has_gpu()) {
-    fmt::print(stderr, "runtime_bench: no CUDA device ({})\n", kjit::driver_unavailable_reason());
+    fmt::print(stderr, "runtime_bench: error: no CUDA device: runtime_bench needs a GPU ({})\n",
+               kjit::driver_available() ? "the driver lists no device" : kjit::driver_unavailable_reason());
     return 2;
   }
   const kjit::DeviceInfo& dev = kjit::device_info(0);

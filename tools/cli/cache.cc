@@ -159,8 +159,9 @@ int run_stats(bool prometheus) {
   if (prometheus && output().json) throw InvalidArgument("--prometheus and --json are two output formats: pick one");
   const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
   const cache::CacheStats stats = cache.stats();
-  // The cache was opened for reading only; say whether this user could also write to it.
-  const bool writable = stats.enabled && ::access(stats.root.c_str(), W_OK) == 0;
+  // The cache was opened for reading only; say whether this user could also write to it. A
+  // folder not created yet is writable when the first publish could create it.
+  const bool writable = cache::writable_or_creatable(stats.root) == 0;
   // Break the total down by family and target (from the entries' metadata).
   std::map<std::string, uint64_t> by_family, by_target;
   std::map<std::pair<std::string, std::string>, uint64_t> by_family_target;
@@ -204,12 +205,20 @@ int run_stats(bool prometheus) {
     return kExitOk;
   }
   fmt::print("root       {}{}\n", stats.root,
-             !stats.enabled ? " (does not exist yet)" : writable ? "" : " (read-only)");
+             !stats.enabled ? (writable ? " (does not exist yet; the first compile creates it)"
+                                        : " (does not exist yet and cannot be created)")
+             : writable     ? ""
+                            : " (read-only)");
   fmt::print("entries    {}{}\n", stats.entries, bad ? fmt::format(" ({} bad: run `kjit cache verify`)", bad) : "");
   fmt::print("size       {} ({} bytes)\n", human_bytes(stats.bytes), stats.bytes);
   fmt::print("cap        {}\n", stats.max_bytes == 0 ? std::string("none") : human_bytes(stats.max_bytes));
-  for (const auto& [family, n] : by_family) fmt::print("family     {:<20} {}\n", family, n);
-  for (const auto& [target, n] : by_target) fmt::print("target     {:<20} {}\n", target, n);
+  // One count column for both breakdowns, as wide as the longest name (family names outgrow any
+  // fixed width: attention.paged_prefill_sm90).
+  size_t width = 0;
+  for (const auto& [family, n] : by_family) width = std::max(width, family.size());
+  for (const auto& [target, n] : by_target) width = std::max(width, target.size());
+  for (const auto& [family, n] : by_family) fmt::print("family     {:<{}} {}\n", family, width, n);
+  for (const auto& [target, n] : by_target) fmt::print("target     {:<{}} {}\n", target, width, n);
   return kExitOk;
 }
 

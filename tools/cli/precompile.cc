@@ -134,6 +134,20 @@ struct ManifestPlan {
   nlohmann::json user = nlohmann::json::array();     ///< host-application kernels: present or missing
 };
 
+/// Records that `family` is left out for `target` because of `reason`: the points one reason
+/// leaves out (a wgmma family's every default off sm_90a, a manifest's lines) make one entry of
+/// `skipped` whose "count" says how many, so the report names each reason once.
+void add_skip(nlohmann::json& skipped, const std::string& family, const Target& target, const std::string& reason) {
+  const std::string target_text = target.str();
+  for (nlohmann::json& s : skipped) {
+    if (s["family"] == family && s["target"] == target_text && s["reason"] == reason) {
+      s["count"] = s["count"].get<size_t>() + 1;
+      return;
+    }
+  }
+  skipped.push_back({{"family", family}, {"target", target_text}, {"reason", reason}, {"count", 1}});
+}
+
 /// Adds the items of manifest `path` to `items`: each valid family line for its recorded target
 /// (the one its key was built for), or for what its op loads on a device of each of `targets`
 /// when --arch was given (a target that point has no kernel for is skipped, not invalid). Lines
@@ -195,7 +209,7 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
     const std::vector<Target> wanted = targets.empty() ? std::vector<Target>{recorded} : targets;
     for (const Target& target : wanted) {
       if (std::string why = family->unsupported_reason(e.params, target); !why.empty()) {
-        skipped.push_back({{"family", family->name}, {"target", target.str()}, {"reason", why}});
+        add_skip(skipped, family->name, target, why);
         continue;
       }
       if (targets.empty()) {
@@ -245,15 +259,14 @@ void default_items(const std::vector<Target>& targets, const std::vector<const F
   for (const Target& target : targets) {
     for (const Family* f : chosen) {
       if (f->min_sm > target.sm()) {
-        skipped.push_back({{"family", f->name},
-                           {"target", target.str()},
-                           {"reason", f->defaults.empty() ? fmt::format("needs sm_{} or newer", f->min_sm)
-                                                          : f->unsupported_reason(f->defaults.front(), target)}});
+        add_skip(skipped, f->name, target,
+                 f->defaults.empty() ? fmt::format("needs sm_{} or newer", f->min_sm)
+                                     : f->unsupported_reason(f->defaults.front(), target));
         continue;
       }
       for (const ParamMap& params : f->defaults) {
         if (std::string why = f->unsupported_reason(params, target); !why.empty()) {
-          skipped.push_back({{"family", f->name}, {"target", target.str()}, {"reason", why}});
+          add_skip(skipped, f->name, target, why);
           continue;
         }
         list.add_for_device(*f, params, target);
@@ -321,8 +334,10 @@ void print_plan(const PrecompileOptions& o, const WorkList& w, size_t jobs, cons
              w.items.size() == 1 ? "" : "s", target_list(w.targets), jobs, jobs == 1 ? "" : "s",
              runtime.disk_cache().root);
   for (const nlohmann::json& s : w.skipped) {
-    fmt::print(stderr, "skipping {} for {}: {}\n", s["family"].get<std::string>(),
-               s["target"].get<std::string>(), s["reason"].get<std::string>());
+    const size_t count = s["count"].get<size_t>();
+    fmt::print(stderr, "skipping {}{} for {}: {}\n", s["family"].get<std::string>(),
+               count > 1 ? fmt::format(" ({} points)", count) : "", s["target"].get<std::string>(),
+               s["reason"].get<std::string>());
   }
   for (const nlohmann::json& bad : w.manifest.invalid) {
     fmt::print(stderr, "{}:{}: skipped: {}\n", o.manifest, bad["line"].get<size_t>(), bad["error"].get<std::string>());
