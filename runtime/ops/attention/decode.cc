@@ -136,12 +136,10 @@ DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, co
 }  // namespace detail
 
 size_t decode_workspace_bytes(const DecodeArgs& args) {
+  const detail::DecodeDims d = detail::validate_decode(args, "kjit::attention::decode_workspace_bytes");
   // One split needs no partials: answer without the device (and without a driver).
-  if (args.num_splits == 1) {
-    detail::validate_decode(args);
-    return 0;
-  }
-  return kjit::detail::workspace_bytes<detail::DecodeOp>(args);
+  if (args.num_splits == 1) return 0;
+  return kjit::detail::workspace_bytes_validated<detail::DecodeOp>(d);
 }
 
 void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream, Runtime& runtime) {

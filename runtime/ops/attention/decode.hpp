@@ -45,6 +45,9 @@ struct DecodeDims {
 /// driver call, no allocation unless it throws. Throws InvalidArgument
 /// "kjit::attention::decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
 DecodeDims validate_decode(const DecodeArgs& args);
+/// validate_decode, its messages naming `op` instead (a static string: the workspace query
+/// validates the same arguments under its own name, kjit::attention::decode_workspace_bytes).
+DecodeDims validate_decode(const DecodeArgs& args, const char* op);
 
 /// How a decode runs: the specialization, the split-KV partition and the workspace it needs.
 struct DecodePlan {

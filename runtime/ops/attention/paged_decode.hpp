@@ -37,6 +37,9 @@ struct PagedDecodeDims {
 /// Checks `args` against the contract. Pure host code: no driver call, no allocation unless it
 /// throws. Throws InvalidArgument "kjit::attention::paged_decode: <tensor> <rule>, got ...".
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
+/// validate_paged_decode, its messages naming `op` instead (a static string: the workspace
+/// query validates the same arguments under its own name).
+PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* op);
 
 /// The most splits a paged decode takes (PagedDecodeArgs::num_splits, the tuner's knob).
 inline constexpr int kMaxPagedSplits = 1024;

@@ -109,7 +109,7 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
 }  // namespace detail
 
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
-  const detail::SwaDims d = detail::validate_swa_decode(args);
+  const detail::SwaDims d = detail::validate_swa_decode(args, "kjit::mla::swa_decode_workspace_bytes");
   // No tokens: no partials, answered without the device (and without a driver). The pure
   // planner, not SwaDecodeOp::plan: a size query does not check that the heads per CTA can run. A tuned
   // plan (which the call will run) sizes its own partials.

@@ -49,6 +49,9 @@ struct SwaDims {
 /// driver call, no allocation unless it throws. Throws InvalidArgument
 /// "kjit::mla::swa_decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
 SwaDims validate_swa_decode(const SwaDecodeArgs& args);
+/// validate_swa_decode, its messages naming `op` instead (a static string: the workspace query
+/// validates the same arguments under its own name, kjit::mla::swa_decode_workspace_bytes).
+SwaDims validate_swa_decode(const SwaDecodeArgs& args, const char* op);
 
 /// How a decode runs: the specialization, the window partition and the workspace it needs.
 struct SwaPlan {
