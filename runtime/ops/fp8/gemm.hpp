@@ -74,6 +74,14 @@ inline bool is_mma_tile(GemmTile t) noexcept {
 inline bool is_wgmma_only_tile(GemmTile t) noexcept { return t != GemmTile::kAuto && !is_mma_tile(t); }
 /// Whether `g` is a problem the wgmma kernel takes: tensorwise scales, A' and B' both K-major.
 inline bool is_wgmma_layout(const GemmDims& g) noexcept { return !g.block && !g.a_trans && !g.b_trans; }
+/// The override that asks for the wgmma kernel, which alone has it ("the forced tile",
+/// "splits > 1", "multicast = 2"; for messages), or nullptr when none does.
+inline const char* wgmma_only_override(const GemmForce& f) noexcept {
+  return is_wgmma_only_tile(f.tile) ? "the forced tile"
+         : f.splits > 1             ? "splits > 1"
+         : f.multicast == 2         ? "multicast = 2"
+                                    : nullptr;
+}
 
 /// The rules of the overrides `f` that need no device, for the validated problem `g` (its K and
 /// layout): each value in range (kernel, tile, stages 0 or 2..kSm90MaxStages, splits 0..

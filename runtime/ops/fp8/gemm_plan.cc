@@ -56,16 +56,13 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
       }
       return true;
     case GemmKernel::kMmaSync: return false;
-    default: {
-      const bool wgmma_only_tile = is_wgmma_only_tile(f.tile);
-      const bool asked = wgmma_only_tile || f.splits > 1 || f.multicast == 2;
-      const bool wgmma = asked || (has_wgmma && is_wgmma_layout(g) && !is_mma_tile(f.tile));
-      if (wgmma && !has_wgmma) {
-        const char* what = wgmma_only_tile ? "the forced tile" : f.splits > 1 ? "splits > 1" : "multicast = 2";
+    default: {  // kAuto
+      const char* asked = wgmma_only_override(f);
+      if (asked != nullptr && !has_wgmma) {
         throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
-                                      what, info.sm()));
+                                      asked, info.sm()));
       }
-      return wgmma;
+      return asked != nullptr || (has_wgmma && is_wgmma_layout(g) && !is_mma_tile(f.tile));
     }
   }
 }

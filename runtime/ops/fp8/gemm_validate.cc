@@ -139,10 +139,9 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
     force_failed("multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
                  "reduction");
   }
-  const bool wgmma_only_tile = is_wgmma_only_tile(f.tile);
   switch (f.kernel) {
     case GemmKernel::kMmaSync:
-      if (wgmma_only_tile) {
+      if (is_wgmma_only_tile(f.tile)) {
         force_failed("k128x256, k128x16, k128x32, k64x16 and k64x32 are wgmma tiles; the mma.sync kernel's are "
                      "64x64, 128x64, 128x128");
       }
@@ -157,9 +156,7 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
       break;
     case GemmKernel::kAuto: {
       // What only the wgmma kernel has selects it; the problem and the tile must then be its.
-      const char* what = wgmma_only_tile ? "the forced tile" : f.splits > 1 ? "splits > 1"
-                         : f.multicast == 2 ? "multicast = 2"
-                                            : nullptr;
+      const char* what = wgmma_only_override(f);
       if (what == nullptr) break;
       if (!is_wgmma_layout(g)) wgmma_asked_failed(what, "which takes tensorwise scales with A and B both K-major");
       if (is_mma_tile(f.tile) && f.tile != GemmTile::k128x128) {
