@@ -143,6 +143,11 @@ void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launc
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);
 
+/// kjit::attention::decode_workspace_bytes, its argument errors naming `op` (a static string):
+/// the public query passes its own name, a binding that sizes the workspace of the decode call
+/// it is about to make passes the op's (DecodeOp::kInfo.name).
+size_t decode_workspace_bytes(const DecodeArgs& args, const char* op);
+
 /// The split counts a decode sweep tries besides the planner's own: the powers of two and their
 /// 1.5× in between cover the wave quantization on 100-170 SM parts.
 inline constexpr int kDecodeSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};

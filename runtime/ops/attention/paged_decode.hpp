@@ -95,5 +95,10 @@ struct PagedDecodeOp {
   static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
 
+/// kjit::attention::paged_decode_workspace_bytes, its argument errors naming `op` (a static
+/// string): the public query passes its own name, a binding that sizes the workspace of the
+/// paged_decode call it is about to make passes the op's (PagedDecodeOp::kInfo.name).
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, const char* op);
+
 }  // namespace detail
 }  // namespace kjit::attention

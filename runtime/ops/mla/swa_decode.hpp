@@ -97,6 +97,11 @@ SwaPlan partition_swa_window(const SwaDims& dims, int heads_per_cta, int tile, i
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
 
+/// kjit::mla::swa_decode_workspace_bytes, its argument errors naming `op` (a static string): the
+/// public query passes its own name, a binding that sizes the workspace of the swa_decode call
+/// it is about to make passes the op's (SwaDecodeOp::kInfo.name).
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, const char* op);
+
 /// kjit::mla::swa_decode in the op pipeline. The merge kernel takes the decode kernel's Params.
 struct SwaDecodeOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", kMinSm, "mma.sync, cp.async", {&swa_decode_family}};
