@@ -165,7 +165,7 @@ struct DecodeOp {
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
 
-  static Dims validate(const Args& args) { return validate_decode(args); }
+  static Dims validate(const Args& args) { return validate_decode(args, kInfo.name); }
   /// plan_decode on the device's SMs (decode_ctas_per_sm slots each), and the family point.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The decode kernel's Params for `args` under `plan` with the split partials in `workspace`.

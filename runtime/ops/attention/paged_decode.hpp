@@ -68,7 +68,7 @@ struct PagedDecodeOp {
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
 
-  static Dims validate(const Args& args) { return validate_paged_decode(args); }
+  static Dims validate(const Args& args) { return validate_paged_decode(args, kInfo.name); }
   /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each), and the family point;
   /// no family for an empty batch. Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);

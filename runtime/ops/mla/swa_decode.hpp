@@ -111,7 +111,7 @@ struct SwaDecodeOp {
   using Launch = kjit::detail::Launches<SwaDecodeParams, SwaDecodeParams>;
 
   /// validate_swa_decode.
-  static Dims validate(const Args& args) { return validate_swa_decode(args); }
+  static Dims validate(const Args& args) { return validate_swa_decode(args, kInfo.name); }
   /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan's group
   /// cannot run on the device: 64 without wgmma, or a CTA above its shared memory per block.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
