@@ -4,6 +4,7 @@
 
 #include "cache/key.hpp"
 #include "cache/file_util.hpp"
+#include "cache/input_file.hpp"
 #include "cache/le_bytes.hpp"
 #include "cache/store.hpp"
 #include "cache/tune_table.hpp"
@@ -149,11 +150,7 @@ ExportReport export_bundle(const DiskCache& cache, const std::string& path, cons
 }
 
 ImportReport import_bundle(DiskCache& cache, const std::string& path) {
-  std::string bytes;
-  if (const int err = detail::read_file(path, kMaxBundleBytes, detail::kReadPlain, &bytes); err != 0) {
-    throw CacheError(fmt::format("cannot read bundle {}: {}", path,
-                                 err == EFBIG ? std::string("larger than any bundle kjit writes") : detail::errno_text(err)));
-  }
+  const std::string bytes = read_input_file(path, "bundle", kMaxBundleBytes);
   BundleContents contents;
   try {
     contents = decode_bundle(bytes);

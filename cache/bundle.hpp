@@ -83,9 +83,11 @@ struct ImportReport {
 /// table there that does not decode or records another fingerprint is moved aside with a
 /// warning (publish_table). Damaged entries and tables of the bundle are skipped and reported in
 /// `problems`, as is a table the disk refuses; the rest still go in. Everything that would
-/// refuse the whole import is checked before anything is published: throws CacheError naming
-/// `path`, with nothing imported, when the bundle cannot be read or is not a whole bundle, or
-/// when it carries tables and the cache's tuning folder cannot be created or written.
+/// refuse the whole import is checked before anything is published, with nothing imported:
+/// throws InvalidArgument naming `path` and the reason when it is missing, unreadable, a folder,
+/// a FIFO, socket or device, or too large (read_input_file), and CacheError naming `path` when
+/// it is not a whole bundle, or when it carries tables and the cache's tuning folder cannot be
+/// created or written.
 ImportReport import_bundle(DiskCache& cache, const std::string& path);
 
 }  // namespace kjit::cache

@@ -32,6 +32,7 @@
 /// one, and readers call a line that stops mid-way torn (ManifestLine::torn) and skip it.
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,6 +76,10 @@ struct ManifestLine {
   /// rather than calling the manifest invalid; `error` says so.
   bool torn = false;
 };
+
+/// The most bytes of a manifest that its readers (`kjit precompile --manifest`, `kjit remote pull
+/// --manifest`) read with read_input_file: far above what a process records.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
 
 /// Parses every non-blank line of `text`. Never throws and never reads outside `text`; a line
 /// that is not valid JSON, not an object, lacks a field or has one of the wrong type is

@@ -9,7 +9,8 @@
 ///   - the op pipeline and every op's pure steps (runtime/ops/…): plan on a simulated device,
 ///     force a plan, or build an op's launch value and replay it;
 ///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
-///   - the cache's file primitives (cache/file_util.hpp, kjit::cache::read_file, ...), deployment
+///   - the cache's file primitives (cache/file_util.hpp, kjit::cache::read_file, ...), the reader
+///     of files a person names (cache/input_file.hpp: manifests, bundles, tune reports), deployment
 ///     manifests (cache/manifest.hpp) and tuning tables (cache/tune_table.hpp): precompile, the
 ///     tuner and `kjit tune`;
 ///   - the fleet tier (cache/remote/: tier, records, signing, shared tuning tables): `kjit remote`,
@@ -25,6 +26,7 @@
 
 #include "cache/bundle.hpp"
 #include "cache/file_util.hpp"
+#include "cache/input_file.hpp"
 #include "cache/manifest.hpp"
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"

@@ -8,6 +8,8 @@
 #include "workspace.hpp"
 
 #include "runtime/driver.hpp"
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/paged_decode.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"
 
 #include <kjit/device.hpp>
@@ -171,8 +173,10 @@ nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, 
   a.scale = scale;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
-                                    workspace_arg.is_none() ? attention::decode_workspace_bytes(a) : 0);
+  // Sized for this call: an argument error names the op, not the query.
+  const size_t bytes =
+      workspace_arg.is_none() ? attention::detail::decode_workspace_bytes(a, attention::detail::DecodeOp::kInfo.name) : 0;
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
   bench::run([&] { attention::decode(a, ws.ptr, ws.bytes, call.stream()); });
   call.finish();
   return with_lse(o, l, return_lse || !lse.is_none());
@@ -208,8 +212,10 @@ nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb
   a.scale = scale;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
-                                    workspace_arg.is_none() ? attention::paged_decode_workspace_bytes(a) : 0);
+  const size_t bytes = workspace_arg.is_none() ? attention::detail::paged_decode_workspace_bytes(
+                                                     a, attention::detail::PagedDecodeOp::kInfo.name)
+                                               : 0;
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
   bench::run([&] { attention::paged_decode(a, ws.ptr, ws.bytes, call.stream()); });
   call.finish();
   return with_lse(o, l, return_lse || !lse.is_none());
@@ -425,8 +431,9 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
   a.scale = scale;
   nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
   nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[1]});
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device,
-                                    workspace_arg.is_none() ? mla::swa_decode_workspace_bytes(a) : 0);
+  const size_t bytes =
+      workspace_arg.is_none() ? mla::detail::swa_decode_workspace_bytes(a, mla::detail::SwaDecodeOp::kInfo.name) : 0;
+  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
   bench::run([&] { mla::swa_decode(a, ws.ptr, ws.bytes, call.stream()); });
   call.finish();
   return with_lse(o, l, return_lse || !lse.is_none());

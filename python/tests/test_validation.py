@@ -246,15 +246,15 @@ def test_workspace_queries():
     q, kv = T((2, 1, 32, 128)), T((2, 256, 8, 128))
     # One split needs no partials and no device query: an answer without a GPU.
     assert kjit.attention.decode_workspace_bytes(q, kv, kv, T((2,), "i32"), num_splits=1) == 0
-    with pytest.raises(kjit.InvalidArgument, match=r"kjit::attention::decode: kv_lens must be i32, got \[2\] i64"):
+    with pytest.raises(kjit.InvalidArgument, match=r"kjit::attention::decode_workspace_bytes: kv_lens must be i32, got \[2\] i64"):
         kjit.attention.decode_workspace_bytes(q, kv, kv, T((2,), "i64"))
-    with pytest.raises(kjit.InvalidArgument, match="decode: mask"):
+    with pytest.raises(kjit.InvalidArgument, match="decode_workspace_bytes: mask"):
         kjit.attention.decode_workspace_bytes(q, kv, kv, mask=T((2, 255), "bool"))
     with stops_at_the_device():  # the planner's split count depends on the SM count
         kjit.attention.decode_workspace_bytes(q, kv, kv)
     pages, indptr, pidx, last = T((10, 16, 8, 128)), T((3,), "i32"), T((9,), "i32"), T((2,), "i32")
     assert kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, num_splits=1) == 0
-    with pytest.raises(kjit.InvalidArgument, match="last_page_len must have 2 elements"):
+    with pytest.raises(kjit.InvalidArgument, match="paged_decode_workspace_bytes: cache.last_page_len must have 2 elements"):
         kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, T((3,), "i32"))
     with stops_at_the_device():
         kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, kv_len_hint=4096)

@@ -246,12 +246,6 @@ size_t workspace_bytes_validated(const typename Op::Dims& dims) {
   return choose_plan<Op>(dims, device_info(dims.device)).workspace_bytes;
 }
 
-/// workspace_bytes_validated of validated `args`.
-template <class Op>
-size_t workspace_bytes(const typename Op::Args& args) {
-  return workspace_bytes_validated<Op>(Op::validate(args));
-}
-
 /// The op call for `args` whose validation gave `dims` (a dispatcher that validated the call
 /// itself runs the op through this, so nothing is checked twice): plan, build, launch.
 template <class Op>

@@ -735,6 +735,25 @@ TEST_F(CliTest, TuneReportRefusesAWinnerThatNamesNoCandidate) {
   }
 }
 
+TEST_F(CliTest, TuneReportRefusesAnOpKjitTuneDoesNotCover) {
+  // A report naming an unknown op (or none) was printed as if kjit tune had measured it.
+  const fs::path report = work_ / "report.json";
+  const std::string shapes = R"("shapes":[{"shape":{"batch":"8"},"winner":0,"candidates":[{"index":0,"us":1}]}])";
+  std::ofstream(report) << R"({"op":"banana",)" + shapes + "}";
+  ProcessResult r = kjit({"tune", "report", report.string()});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  expect_one_line_error(r, report.string() + ": unknown op 'banana' (kjit tune covers: ");
+  for (const char* known : {"decode", "fp8_gemm", "swa_decode"}) EXPECT_NE(r.err.find(known), std::string::npos) << r.describe();
+  std::ofstream(report, std::ios::trunc) << "{" + shapes + "}";
+  r = kjit({"tune", "report", report.string()});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  expect_one_line_error(r, report.string() + ": unknown op '' (kjit tune covers: ");
+  // A known op's report still prints.
+  std::ofstream(report, std::ios::trunc) << R"({"op":"decode",)" + shapes + "}";
+  r = kjit({"tune", "report", report.string()});
+  EXPECT_EQ(r.code, 0) << r.describe();
+}
+
 TEST_F(CliTest, TuneFilesThatAreNoRegularFilesAreRefusedNotRead) {
   // Reading a FIFO blocks until a writer comes: `tune report` and `tune --shapes` waited forever.
   const fs::path fifo = work_ / "fifo";

@@ -266,6 +266,16 @@ TEST_F(DeployCli, OperatorMistakesAreNamed) {
   r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32"}, cache, {{"KJIT_ARCH", "banana"}});
   EXPECT_EQ(r.code, 2) << r.describe();
   EXPECT_NE(r.err.find("KJIT_ARCH=banana"), std::string::npos) << r.describe();
+  // A PTX target needs --emit ptx whether --arch or KJIT_ARCH names it (KJIT_ARCH emitted PTX
+  // silently for the cubin asked for).
+  r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32"}, cache, {{"KJIT_ARCH", "compute_90"}});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_EQ(r.err_lines(), std::vector<std::string>{"kjit: error: KJIT_ARCH=compute_90 is a PTX target; add --emit ptx"})
+      << r.describe();
+  r = kjit({"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--arch", "compute_90"}, cache);
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_EQ(r.err_lines(), std::vector<std::string>{"kjit: error: --arch compute_90 is a PTX target; add --emit ptx"})
+      << r.describe();
 }
 
 // Issue 26, item 4: a FIFO as KJIT_RECORD blocked the first compile, and one at v1/hits.log every
@@ -293,6 +303,27 @@ TEST_F(DeployCli, FifosInTheCacheOrAsTheManifestBlockNothing) {
     EXPECT_NE(r.err.find(log.string() + " is a FIFO"), std::string::npos) << r.describe();
   }
   EXPECT_NE(r.out.find("1 entry"), std::string::npos) << r.describe();
+}
+
+// A FIFO named as the manifest or the bundle drew two messages (open_regular's "goes on without
+// it" warning, then the errno of the refused read): now one error naming the role, the path and
+// the reason, exit 2 like every usage error, and nothing blocks (124 from `timeout` would say so).
+TEST_F(DeployCli, ANamedManifestOrBundleThatIsNoFileIsRefusedWithOneLine) {
+  const fs::path fifo = work_ / "named.fifo", cache = work_ / "cache";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto refused = [&](const std::vector<std::string>& args, const std::string& message) {
+    std::vector<std::string> argv = {"timeout", "30", kjit_binary().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProcessResult r = run_process(argv, {{"KJIT_CACHE_DIR", cache.string()}}, work_ / "io");
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_EQ(r.err_lines(), std::vector<std::string>{"kjit: error: " + message}) << r.describe();
+  };
+  const std::string not_regular = " is not a regular file (a FIFO, socket or device)";
+  refused({"precompile", "--manifest", fifo.string()}, "manifest " + fifo.string() + not_regular);
+  refused({"precompile", "--manifest", work_.string()}, "manifest " + work_.string() + " is a folder, not a file");
+  refused({"precompile", "--manifest", (work_ / "nope").string()},
+          "cannot read manifest " + (work_ / "nope").string() + ": No such file or directory");
+  refused({"cache", "import", fifo.string()}, "bundle " + fifo.string() + not_regular);
 }
 
 // Issue 26, item 5: a write cut short left a fragment that swallowed the next recorded line.

@@ -12,6 +12,8 @@
 
 #include <set>
 
+#include <sys/stat.h>
+
 namespace {
 
 using kjit::test::build_dir;
@@ -112,6 +114,17 @@ TEST_F(RemoteCli, AFleetManifestRecordsWhatHostsUsedAndReplays) {
   const json r = kjit_json("b", {"precompile", "--manifest", file});
   EXPECT_EQ(r["compiled"], 2) << r.dump();
   EXPECT_EQ(r["failed"], 0);
+}
+
+TEST_F(RemoteCli, PullRefusesAManifestThatIsNoFileWithOneLine) {
+  // A FIFO drew open_regular's warning and then the refused read's errno; now one error, exit 2.
+  const fs::path fifo = dir_ / "manifest.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const ProcessResult r = kjit("s", {"remote", "pull", "--manifest", fifo.string()});
+  EXPECT_EQ(r.code, 2) << r.describe();
+  EXPECT_EQ(r.err_lines(), std::vector<std::string>{"kjit: error: manifest " + fifo.string() +
+                                                    " is not a regular file (a FIFO, socket or device)"})
+      << r.describe();
 }
 
 kjit::cache::TuneTable tune_table(int64_t bucket, int64_t tuned_unix) {

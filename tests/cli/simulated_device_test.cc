@@ -105,9 +105,15 @@ TEST_F(SimulatedDevice, NewerThanNvrtcGetsPtxAndNvrtcCompilesIt) {
 TEST_F(SimulatedDevice, KjitArchIsWhatTheOpsLoad) {
   // PTX for compute_90: every op, arch-specific or not, loads compute_90; wgmma is not offered.
   EXPECT_EQ(devices_target("9.0", "compute_90"), "compute_90");
-  const ProcessResult r = compile(kRotary, "9.0", "compute_90");
+  const ProcessResult r = compile(kRotary, "9.0", "compute_90", "ptx");
   EXPECT_EQ(target_of(r), "compute_90");
   EXPECT_EQ(json::parse(r.out).value("compiled", 0), 1) << r.describe();
+  // A cubin (the default --emit) is not what a PTX KJIT_ARCH builds: the rule and the message
+  // of --arch compute_90, not PTX emitted silently.
+  const ProcessResult cubin = compile(kRotary, "9.0", "compute_90");
+  EXPECT_EQ(cubin.code, 2) << cubin.describe();
+  EXPECT_NE(cubin.err.find("KJIT_ARCH=compute_90 is a PTX target; add --emit ptx"), std::string::npos)
+      << cubin.describe();
   ProcessResult gemm = compile(wgmma_gemm_point(), "9.0", "compute_90", "source");
   EXPECT_NE(gemm.code, 0) << gemm.describe();
   EXPECT_NE(gemm.err.find("sm_90a"), std::string::npos) << gemm.describe();

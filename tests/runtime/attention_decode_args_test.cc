@@ -46,22 +46,26 @@ DecodeArgs valid_args() {
   return a;
 }
 
-/// Applies `edit` to valid args and expects validate_decode — and the public decode(), which must
-/// validate before touching the driver — to throw InvalidArgument mentioning every `needles`.
+/// Applies `edit` to valid args and expects validate_decode — and the public decode() and
+/// decode_workspace_bytes(), which must validate before touching the driver — to throw
+/// InvalidArgument naming the op (the query: itself) and mentioning every `needles`.
 void expect_invalid(const std::function<void(DecodeArgs&)>& edit, std::initializer_list<const char*> needles) {
   DecodeArgs a = valid_args();
   edit(a);
-  for (int via_op = 0; via_op < 2; ++via_op) {
+  for (int via = 0; via < 3; ++via) {
     try {
-      if (via_op) {
+      if (via == 0) {
+        ad::validate_decode(a);
+      } else if (via == 1) {
         kjit::attention::decode(a, nullptr, 0, nullptr);
       } else {
-        ad::validate_decode(a);
+        kjit::attention::decode_workspace_bytes(a);
       }
       ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
     } catch (const kjit::InvalidArgument& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("kjit::attention::decode"), std::string::npos) << what;
+      const std::string named = via == 2 ? "kjit::attention::decode_workspace_bytes: " : "kjit::attention::decode: ";
+      EXPECT_EQ(what.rfind(named, 0), 0u) << what;
       for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "wrong exception type: " << e.what();

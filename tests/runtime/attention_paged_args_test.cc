@@ -89,6 +89,17 @@ void decode_invalid(const std::function<void(PagedDecodeArgs&)>& edit, std::init
   expect_invalid<PagedDecodeArgs>(
       "kjit::attention::paged_decode", valid_decode(), edit, [](const PagedDecodeArgs& a) { ad::validate_paged_decode(a); },
       [](const PagedDecodeArgs& a) { kjit::attention::paged_decode(a, nullptr, 0, nullptr); }, needles);
+  // The workspace query refuses by the same rules, naming itself (it validates before the device).
+  PagedDecodeArgs a = valid_decode();
+  edit(a);
+  try {
+    kjit::attention::paged_decode_workspace_bytes(a);
+    ADD_FAILURE() << "no error from the workspace query (expected: " << *needles.begin() << ")";
+  } catch (const kjit::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("kjit::attention::paged_decode_workspace_bytes: ", 0), 0u) << what;
+    for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
+  }
 }
 
 void append_invalid(const std::function<void(AppendPagedKVArgs&)>& edit, std::initializer_list<const char*> needles) {

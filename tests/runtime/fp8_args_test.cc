@@ -54,11 +54,13 @@ kjit::DeviceInfo h200() { return device(9, 0, 132, 232448, 233472); }
 /// L40S: sm_89, 142 SMs, 99 KiB per block, 100 KiB per SM.
 kjit::DeviceInfo l40s() { return device(8, 9, 142, 101376, 102400); }
 
-/// plan_gemm of `dims` under the overrides GemmArgs would carry.
+/// plan_gemm of `dims` under the overrides GemmArgs would carry, checked first as validate_gemm
+/// checks them (check_gemm_force): what the op does with them.
 fd::GemmPlan gemm_plan(fd::GemmDims dims, f8::GemmTile tile, int stages, const kjit::DeviceInfo& info,
                        f8::GemmKernel kernel = f8::GemmKernel::kAuto, int splits = 0, int multicast = 0,
                        const fd::GemmClusterCapacity& capacity = {}) {
   dims.force = {kernel, tile, stages, splits, multicast};
+  fd::check_gemm_force(dims.force, dims);
   return fd::plan_gemm(dims, info, capacity);
 }
 
@@ -563,6 +565,37 @@ TEST(Fp8GemmArgs, RejectsBadOutputsAndScales) {
   expect_gemm_invalid(false, [](auto& a) {
     a.bias = TensorRef(fake_ptr(0x400000), DType::kF32, {kN}, {2}, 0);
   }, {"bias must have a contiguous last dimension"});
+}
+
+// The overrides' device-free rules are the validation's: without a GPU, f8::gemm refuses them
+// naming the argument and the rule, not "driver unavailable" (they were the planner's, after the
+// device opened).
+TEST(Fp8GemmArgs, RejectsOverridesWithoutADevice) {
+  using K = f8::GemmKernel;
+  using T = f8::GemmTile;
+  expect_gemm_invalid(false, [](auto& a) { a.splits = 5; }, {"splits must be 0 (auto) or 1..4, got 5"});
+  expect_gemm_invalid(false, [](auto& a) { a.splits = -1; }, {"splits must be 0 (auto) or 1..4, got -1"});
+  expect_gemm_invalid(false, [](auto& a) { a.splits = 3; },  // K = 256: two 128-k tiles
+                      {"splits = 3 leaves a split without a 128-k tile: K = 256 has 2"});
+  expect_gemm_invalid(false, [](auto& a) { a.multicast = 3; }, {"multicast must be 0 (auto), 1 (none) or 2", "got 3"});
+  expect_gemm_invalid(false, [](auto& a) { a.multicast = 2; a.splits = 2; }, {"multicast = 2", "split-K"});
+  expect_gemm_invalid(false, [](auto& a) { a.stages = 1; }, {"stages must be 0 (auto) or 2..12", "got 1"});
+  expect_gemm_invalid(false, [](auto& a) { a.stages = 13; }, {"stages must be 0 (auto) or 2..12", "got 13"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.splits = 2; },
+                      {"splits > 1 is the wgmma kernel's split-K"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.multicast = 2; },
+                      {"multicast = 2 is the wgmma kernel's"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.tile = T::k128x256; }, {"are wgmma tiles"});
+  expect_gemm_invalid(true, [](auto& a) { a.kernel = K::kWgmma; },
+                      {"the wgmma kernel takes tensorwise scales"});
+  expect_gemm_invalid(false, [](auto& a) { a.tile = T::k64x64; a.splits = 2; },
+                      {"splits > 1 is the wgmma kernel's", "k64x64 and k128x64 select the mma.sync kernel"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k128x32; a.multicast = 2; },
+                      {"multicast = 2 is the large wgmma tiles'"});
+  expect_gemm_invalid(true, [](auto& a) { a.tile = T::k128x128; }, {"tile 128x128 is not available with kBlockwise"});
+  expect_gemm_invalid(true, [](auto& a) { a.splits = 2; }, {"splits > 1 is the wgmma kernel's", "tensorwise"});
+  expect_gemm_invalid(false, [](auto& a) { a.tile = static_cast<T>(99); }, {"tile is not a GemmTile value"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = static_cast<K>(9); }, {"kernel is not a GemmKernel value"});
 }
 
 // --- planners -------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ SwaDecodeArgs valid_args() {
 
 /// Applies `edit` to valid args and expects validate_swa_decode — and the public op and its
 /// workspace query, which must validate before touching the driver — to throw InvalidArgument
-/// naming the op and mentioning every `needles`.
+/// naming the op (the query: itself) and mentioning every `needles`.
 void expect_invalid(const std::function<void(SwaDecodeArgs&)>& edit, std::initializer_list<const char*> needles) {
   SwaDecodeArgs a = valid_args();
   edit(a);
@@ -59,7 +59,8 @@ void expect_invalid(const std::function<void(SwaDecodeArgs&)>& edit, std::initia
       ADD_FAILURE() << "no error for an invalid argument (expected: " << *needles.begin() << ")";
     } catch (const kjit::InvalidArgument& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("kjit::mla::swa_decode"), std::string::npos) << what;
+      const std::string named = via == 2 ? "kjit::mla::swa_decode_workspace_bytes: " : "kjit::mla::swa_decode: ";
+      EXPECT_EQ(what.rfind(named, 0), 0u) << what;
       for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "missing '" << n << "' in: " << what;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "wrong exception type (via " << via << "): " << e.what();

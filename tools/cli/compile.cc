@@ -58,9 +58,13 @@ int run_compile(const CompileOptions& o) {
   const ProgramSpec spec = family.spec(params);
 
   if (o.emit == "ptx") target.ptx = true;
-  // Without --arch on a GPU newer than NVRTC, the device's target is PTX already.
-  if (o.emit == "cubin" && target.ptx && !o.arch.empty()) {
-    throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
+  // A PTX target the user named, by --arch or else by KJIT_ARCH (which the default target
+  // follows), builds no cubin: one rule and one message for both. Named by neither (a GPU newer
+  // than NVRTC), the device's own target is PTX already and is compiled as such.
+  if (o.emit == "cubin" && target.ptx) {
+    const std::string_view env_arch = kjit::detail::kjit_arch();
+    if (!o.arch.empty()) throw InvalidArgument(fmt::format("--arch {} is a PTX target; add --emit ptx", o.arch));
+    if (!env_arch.empty()) throw InvalidArgument(fmt::format("KJIT_ARCH={} is a PTX target; add --emit ptx", env_arch));
   }
   if (std::string why = family.unsupported_reason(params, target); !why.empty()) throw Unsupported(why);
   // Without --arch: what the op would load on this machine's device (sm_XYa only for
@@ -190,7 +194,8 @@ void add_compile_command(CLI::App& root, std::vector<Command>& out) {
                                      "sm_90a one: sm_XYa only for arch-specific programs)")
       ->check(non_empty());
   cmd->add_option("--emit", o->emit, "What to produce: cubin (default), ptx (compiles a "
-                                     "compute_XX target; printed when there is no -o) or "
+                                     "compute_XX target, which --arch or KJIT_ARCH naming one needs; "
+                                     "printed when there is no -o) or "
                                      "source (prints the kernel source text, compiles nothing)")
       ->check(CLI::IsMember({"cubin", "ptx", "source"}));
   cmd->add_option("-o,--output", o->output_path, "Write the cubin, PTX or source to this file "

@@ -158,10 +158,7 @@ void add_skip(nlohmann::json& skipped, const std::string& family, const Target& 
 void manifest_items(const std::string& path, const std::vector<Target>& targets,
                     const std::vector<const Family*>& chosen, bool all_families, const Runtime& runtime,
                     ItemList& items, ManifestPlan& plan, nlohmann::json& skipped) {
-  std::string text;
-  if (const int err = cache::read_file(path, 256ull << 20, cache::kReadPlain, &text); err != 0) {
-    throw InvalidArgument(fmt::format("cannot read manifest {}: {}", path, cache::errno_text(err)));
-  }
+  const std::string text = cache::read_input_file(path, "manifest", cache::kMaxManifestBytes);
   std::set<std::string> seen_user;
   std::set<std::string> present;
   bool listed = false;

@@ -222,10 +222,7 @@ int run_pull(const std::string& manifest) {
   if (manifest.empty()) {
     keys = scan(*tier, ":v");
   } else {
-    std::string text;
-    if (int err = cache::read_file(manifest, 1ull << 30, cache::kReadPlain, &text); err != 0) {
-      throw InvalidArgument(fmt::format("cannot read manifest {}: {}", manifest, cache::errno_text(err)));
-    }
+    const std::string text = cache::read_input_file(manifest, "manifest", cache::kMaxManifestBytes);
     std::set<std::string> seen;
     for (const cache::ManifestLine& line : cache::parse_manifest(text)) {
       cache::Key k;

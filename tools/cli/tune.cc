@@ -271,14 +271,15 @@ void add_tune_command(CLI::App& root, std::vector<Command>& out) {
   auto r = std::make_shared<ReportArgs>();
   CLI::App* rep = cmd->add_subcommand("report", "Print a sweep saved with --json-out as a table, and chart it with --png "
                                                 "(on any machine: no GPU needed)");
-  rep->add_option("file", r->file, "the JSON a sweep wrote with --json-out")->required();
+  rep->add_option("file", r->file, "the JSON a sweep wrote with --json-out (of an op kjit tune covers)")->required();
   rep->add_option("--png", r->png, "write a PNG chart here (needs gnuplot)");
   add_json_flag(rep);
   out.push_back({rep, [r] {
-                   const std::string text = tune::read_text_file(r->file, "tune report");
+                   const std::string text = cache::read_input_file(r->file, "tune report", tune::kMaxTuneFileBytes);
                    tune::SweepResult s;
                    try {
                      s = tune::from_json(text);
+                     tune::op(s.op);  // a sweep of an op kjit tune does not cover is no sweep it wrote
                    } catch (const InvalidArgument& e) {
                      throw InvalidArgument(fmt::format("{}: {}", r->file, e.what()));
                    }

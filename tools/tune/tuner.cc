@@ -339,27 +339,8 @@ Shape parse_shape(const std::vector<std::string>& words, const Shape& defaults) 
   return s;
 }
 
-std::string read_text_file(const std::string& path, const char* what) {
-  // Checked by path first (a stat opens nothing): a FIFO would block the read, and a folder or a
-  // missing file deserves its own reason. read_file opens regular files only, so a swap after
-  // the check still cannot block.
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (ec) throw InvalidArgument(fmt::format("cannot read {} {}: {}", what, path, ec.message()));
-  if (st.type() == std::filesystem::file_type::directory) {
-    throw InvalidArgument(fmt::format("{} {} is a folder, not a file", what, path));
-  }
-  if (st.type() != std::filesystem::file_type::regular) {
-    throw InvalidArgument(fmt::format("{} {} is not a regular file (a FIFO, socket or device)", what, path));
-  }
-  std::string text;
-  const int rc = cache::read_file(path, 64 << 20, cache::kReadPlain, &text);
-  if (rc != 0) throw InvalidArgument(fmt::format("cannot read {} {}: {}", what, path, cache::errno_text(rc)));
-  return text;
-}
-
 std::vector<Shape> read_shapes_file(const std::string& path, const Shape& defaults) {
-  std::istringstream in(read_text_file(path, "shapes file"));
+  std::istringstream in(cache::read_input_file(path, "shapes file", kMaxTuneFileBytes));
   std::vector<Shape> out;
   std::string line;
   int number = 0;

@@ -42,10 +42,8 @@ using Shape = std::map<std::string, std::string>;
 /// InvalidArgument naming a word without '=' or a key `defaults` does not have.
 Shape parse_shape(const std::vector<std::string>& words, const Shape& defaults);
 
-/// The text of the regular file at `path` (at most 64 MiB). Throws InvalidArgument naming
-/// `what` and the path for a missing or unreadable file, a folder, or a FIFO, socket or device
-/// (which is never opened: reading one would block).
-std::string read_text_file(const std::string& path, const char* what);
+/// The most bytes of a shapes file or a tune report the tuner reads (cache::read_input_file).
+inline constexpr uint64_t kMaxTuneFileBytes = uint64_t{64} << 20;
 
 /// parse_shape of every non-empty line of `path` that is not a '#' comment. Throws
 /// InvalidArgument naming the file and line.

@@ -74,7 +74,8 @@ struct DecodeArgs {
 /// Bytes of device workspace decode() needs for `args` on the device of `args.q` (split-KV
 /// partials: f32 o and lse per split; 0 when one split suffices). Depends only on the shapes,
 /// num_splits and the device's SM count, so a caller can size it once per shape bucket. Throws
-/// what decode() throws for invalid arguments; DriverError without a driver (unless
+/// InvalidArgument for the arguments decode() refuses, by the same rules but naming
+/// kjit::attention::decode_workspace_bytes; DriverError without a driver (unless
 /// num_splits == 1, which needs no device query).
 size_t decode_workspace_bytes(const DecodeArgs& args);
 
@@ -157,8 +158,9 @@ struct PagedDecodeArgs {
 };
 
 /// Bytes of workspace paged_decode() needs (split partials; 0 for one split). Depends on the
-/// shapes, num_splits, kv_len_hint and the SM count. Throws what paged_decode throws for invalid
-/// arguments, DriverError without a driver (unless num_splits == 1).
+/// shapes, num_splits, kv_len_hint and the SM count. Throws InvalidArgument for the arguments
+/// paged_decode refuses, by the same rules but naming kjit::attention::paged_decode_workspace_bytes;
+/// DriverError without a driver (unless num_splits == 1).
 size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args);
 
 /// Runs paged decode on `stream` (the decode kernel with a page-table KV source: the same

@@ -167,7 +167,10 @@ struct GemmArgs {
   /// Planner overrides for tests and tuning: kernel, tile (kAuto = plan) and pipeline stages
   /// (0 = the deepest that fits the device's shared memory: up to 4 for mma.sync, 6 for wgmma;
   /// else 2..4 resp. 2..6). A forced tile of the mma.sync kind (k64x64, k128x64, k128x128)
-  /// selects the mma.sync kernel unless `kernel` is kWgmma.
+  /// selects the mma.sync kernel unless `kernel` is kWgmma. Every override's range (stages 0 or
+  /// 2..12, splits 0..4, multicast 0..2) and every combination below that is an InvalidArgument
+  /// is checked with the tensors, before the device is queried; what depends on the device (the
+  /// chosen tile's own stage limit, shared memory, wgmma there) is checked when planning.
   GemmKernel kernel = GemmKernel::kAuto;
   GemmTile tile = GemmTile::kAuto;
   int stages = 0;

@@ -69,8 +69,9 @@ struct SwaDecodeArgs {
 
 /// Bytes of device workspace swa_decode() needs for `args` on their device (split partials:
 /// T · NH · splits · (HD + 1) floats when the plan splits the window, else 0). Depends only on
-/// the shapes, num_splits, head_group and the device's SM count. Throws what swa_decode's
-/// validation throws, DriverError when the device cannot be queried.
+/// the shapes, num_splits, head_group and the device's SM count. Throws InvalidArgument for the
+/// arguments swa_decode refuses, by the same rules but naming kjit::mla::swa_decode_workspace_bytes;
+/// DriverError when the device cannot be queried.
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args);
 
 /// Runs the decode on `stream`. `workspace` must hold swa_decode_workspace_bytes(args) bytes,

@@ -133,15 +133,17 @@ DecodeOp::Launch DecodeOp::build(const DecodeArgs& args, const DecodeDims& d, co
   return l;
 }
 
+size_t decode_workspace_bytes(const DecodeArgs& args, const char* op) {
+  const DecodeDims d = validate_decode(args, op);
+  // One split needs no partials: answer without the device (and without a driver).
+  if (args.num_splits == 1) return 0;
+  return kjit::detail::workspace_bytes_validated<DecodeOp>(d);
+}
+
 }  // namespace detail
 
 size_t decode_workspace_bytes(const DecodeArgs& args) {
-  // One split needs no partials: answer without the device (and without a driver).
-  if (args.num_splits == 1) {
-    detail::validate_decode(args);
-    return 0;
-  }
-  return kjit::detail::workspace_bytes<detail::DecodeOp>(args);
+  return detail::decode_workspace_bytes(args, "kjit::attention::decode_workspace_bytes");
 }
 
 void decode(const DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream, Runtime& runtime) {

@@ -45,6 +45,9 @@ struct DecodeDims {
 /// driver call, no allocation unless it throws. Throws InvalidArgument
 /// "kjit::attention::decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
 DecodeDims validate_decode(const DecodeArgs& args);
+/// validate_decode, its messages naming `op` instead (a static string: the workspace query
+/// validates the same arguments under its own name, kjit::attention::decode_workspace_bytes).
+DecodeDims validate_decode(const DecodeArgs& args, const char* op);
 
 /// How a decode runs: the specialization, the split-KV partition and the workspace it needs.
 struct DecodePlan {
@@ -140,6 +143,11 @@ void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launc
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_decode_workspace(const DecodePlan& plan, const void* workspace, size_t workspace_bytes);
 
+/// kjit::attention::decode_workspace_bytes, its argument errors naming `op` (a static string):
+/// the public query passes its own name, a binding that sizes the workspace of the decode call
+/// it is about to make passes the op's (DecodeOp::kInfo.name).
+size_t decode_workspace_bytes(const DecodeArgs& args, const char* op);
+
 /// The split counts a decode sweep tries besides the planner's own: the powers of two and their
 /// 1.5× in between cover the wave quantization on 100-170 SM parts.
 inline constexpr int kDecodeSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
@@ -159,7 +167,7 @@ struct DecodeOp {
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
   static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.k, a.v, a.kv_lens, a.mask, a.out, a.lse, a.scale, a.num_splits); }
 
-  static Dims validate(const Args& args) { return validate_decode(args); }
+  static Dims validate(const Args& args) { return validate_decode(args, kInfo.name); }
   /// plan_decode on the device's SMs (decode_ctas_per_sm slots each), and the family point.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The decode kernel's Params for `args` under `plan` with the split partials in `workspace`.

@@ -25,7 +25,7 @@ constexpr int64_t kMergeCostTiles = 2;    // the merge kernel's launch and its p
 
 namespace detail {
 
-DecodeDims validate_decode(const DecodeArgs& args) {
+DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
   using kjit::detail::check_dtype;
   const TensorRef& q = args.q;
   const TensorRef& k = args.k;
@@ -33,57 +33,59 @@ DecodeDims validate_decode(const DecodeArgs& args) {
   const TensorRef& out = args.out;
 
   DecodeDims d;
-  d.device = check_query(kOp, q, 4);
+  d.device = check_query(op, q, 4);
   d.batch = q.shape[0];
-  check_one_query_token(kOp, q, "sequence");
-  check_query_heads(kOp, q);
+  check_one_query_token(op, q, "sequence");
+  check_query_heads(op, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
 
-  const ContiguousKvDims kv = check_contiguous_kv(kOp, q, k, v, d.batch, d.head_dim, d.device);
+  const ContiguousKvDims kv = check_contiguous_kv(op, q, k, v, d.batch, d.head_dim, d.device);
   d.max_kv_len = kv.max_kv_len;
   d.kv_heads = kv.kv_heads;
   d.group = kv.group;
 
-  check_decode_out(kOp, out, d.batch, d.q_heads, d.head_dim, d.device);
+  check_decode_out(op, out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_kv_lens = args.kv_lens.ndim != 0;
   if (d.has_kv_lens) {
-    check_i32_vector(kOp, "kv_lens", args.kv_lens, -1, d.device);
-    check_dim(kOp, "kv_lens", args.kv_lens, 0, d.batch, "batch (q dim 0)");
+    check_i32_vector(op, "kv_lens", args.kv_lens, -1, d.device);
+    check_dim(op, "kv_lens", args.kv_lens, 0, d.batch, "batch (q dim 0)");
   }
 
   d.has_mask = args.mask.ndim != 0;
   if (d.has_mask) {
     const TensorRef& t = args.mask;
-    check_rank(kOp, "mask", t, 2);
-    kjit::detail::check_sizes(kOp, "mask", t);
-    check_dtype(kOp, "mask", t, {DType::kBool, DType::kU8});
-    kjit::detail::check_device(kOp, "mask", t, d.device);
-    check_dim(kOp, "mask", t, 0, d.batch, "batch (q dim 0)");
-    check_dim(kOp, "mask", t, 1, d.max_kv_len, "max_kv_len (k dim 1)");
-    kjit::detail::check_not_null(kOp, "mask", t);
+    check_rank(op, "mask", t, 2);
+    kjit::detail::check_sizes(op, "mask", t);
+    check_dtype(op, "mask", t, {DType::kBool, DType::kU8});
+    kjit::detail::check_device(op, "mask", t, d.device);
+    check_dim(op, "mask", t, 0, d.batch, "batch (q dim 0)");
+    check_dim(op, "mask", t, 1, d.max_kv_len, "max_kv_len (k dim 1)");
+    kjit::detail::check_not_null(op, "mask", t);
   }
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
-    check_f32(kOp, "lse", args.lse, 2, d.device);
-    check_dim(kOp, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(kOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
+    check_f32(op, "lse", args.lse, 2, d.device);
+    check_dim(op, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
+    check_dim(op, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
   }
 
-  if (!std::isfinite(args.scale)) fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
-  if (args.num_splits < 0) fail(kOp, fmt::format("num_splits must be >= 0 (0 = auto), got {}", args.num_splits));
+  if (!std::isfinite(args.scale)) fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
+  if (args.num_splits < 0) fail(op, fmt::format("num_splits must be >= 0 (0 = auto), got {}", args.num_splits));
   d.requested_splits = args.num_splits;
 
   // The kernels index tokens, heads and rows with 32-bit integers.
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.max_kv_len > kMax || d.batch * d.q_heads > kMax || d.batch * d.kv_heads > kMax) {
-    fail(kOp, fmt::format("sizes must stay below {} (max_kv_len, batch·q_heads), got q {} and k {}", kMax,
+    fail(op, fmt::format("sizes must stay below {} (max_kv_len, batch·q_heads), got q {} and k {}", kMax,
                           q.describe(), k.describe()));
   }
   return d;
 }
+
+DecodeDims validate_decode(const DecodeArgs& args) { return validate_decode(args, kOp); }
 
 int decode_resident_ctas(int64_t head_dim, int max_smem_per_sm) {
   const int smem = decode_launch_shape(static_cast<int>(head_dim)).smem_bytes;

@@ -38,13 +38,17 @@ PagedDecodeOp::Launch PagedDecodeOp::build(const PagedDecodeArgs& args, const Pa
   return l;
 }
 
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, const char* op) {
+  const PagedDecodeDims d = validate_paged_decode(args, op);
+  // One split or no request needs no partials: answer without the device (and without a driver).
+  if (args.num_splits == 1 || d.batch == 0) return 0;
+  return kjit::detail::workspace_bytes_validated<PagedDecodeOp>(d);
+}
+
 }  // namespace detail
 
 size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args) {
-  const detail::PagedDecodeDims d = detail::validate_paged_decode(args);
-  // One split or no request needs no partials: answer without the device (and without a driver).
-  if (args.num_splits == 1 || d.batch == 0) return 0;
-  return kjit::detail::workspace_bytes_validated<detail::PagedDecodeOp>(d);
+  return detail::paged_decode_workspace_bytes(args, "kjit::attention::paged_decode_workspace_bytes");
 }
 
 void paged_decode(const PagedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,

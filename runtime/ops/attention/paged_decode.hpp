@@ -37,6 +37,9 @@ struct PagedDecodeDims {
 /// Checks `args` against the contract. Pure host code: no driver call, no allocation unless it
 /// throws. Throws InvalidArgument "kjit::attention::paged_decode: <tensor> <rule>, got ...".
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args);
+/// validate_paged_decode, its messages naming `op` instead (a static string: the workspace
+/// query validates the same arguments under its own name).
+PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* op);
 
 /// The most splits a paged decode takes (PagedDecodeArgs::num_splits, the tuner's knob).
 inline constexpr int kMaxPagedSplits = 1024;
@@ -67,7 +70,7 @@ struct PagedDecodeOp {
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
   static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.cache, a.out, a.lse, a.scale, a.num_splits, a.kv_len_hint); }
 
-  static Dims validate(const Args& args) { return validate_paged_decode(args); }
+  static Dims validate(const Args& args) { return validate_paged_decode(args, kInfo.name); }
   /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each), and the family point;
   /// no family for an empty batch. Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
@@ -93,6 +96,11 @@ struct PagedDecodeOp {
   static kjit::detail::TunedChoice tuned_choice(const Dims& dims, const Plan& plan);
   static std::vector<kjit::detail::TunedChoice> tune_candidates(const Dims& dims, const DeviceInfo& info);
 };
+
+/// kjit::attention::paged_decode_workspace_bytes, its argument errors naming `op` (a static
+/// string): the public query passes its own name, a binding that sizes the workspace of the
+/// paged_decode call it is about to make passes the op's (PagedDecodeOp::kInfo.name).
+size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args, const char* op);
 
 }  // namespace detail
 }  // namespace kjit::attention

@@ -19,40 +19,41 @@ constexpr const char* kAppendOp = detail::AppendOp::kInfo.name;
 
 namespace detail {
 
-PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) {
+PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* op) {
   const TensorRef& q = args.q;
   PagedDecodeDims d;
-  d.device = check_query(kDecodeOp, q, 4);
+  d.device = check_query(op, q, 4);
   d.batch = q.shape[0];
-  check_one_query_token(kDecodeOp, q, "request");
-  check_query_heads(kDecodeOp, q);
+  check_one_query_token(op, q, "request");
+  check_query_heads(op, q);
   d.q_heads = q.shape[2];
   d.head_dim = q.shape[3];
-  d.cache = validate_paged_cache(kDecodeOp, args.cache, d.device, d.batch, d.head_dim);
-  d.group = check_gqa(kDecodeOp, q, "cache.k", args.cache.k);
+  d.cache = validate_paged_cache(op, args.cache, d.device, d.batch, d.head_dim);
+  d.group = check_gqa(op, q, "cache.k", args.cache.k);
 
-  check_decode_out(kDecodeOp, args.out, d.batch, d.q_heads, d.head_dim, d.device);
+  check_decode_out(op, args.out, d.batch, d.q_heads, d.head_dim, d.device);
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
-    check_f32(kDecodeOp, "lse", args.lse, 2, d.device);
-    check_dim(kDecodeOp, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(kDecodeOp, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
+    check_f32(op, "lse", args.lse, 2, d.device);
+    check_dim(op, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
+    check_dim(op, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
   }
-  resolve_scale(kDecodeOp, args.scale, d.head_dim, true);
+  resolve_scale(op, args.scale, d.head_dim, true);
   if (args.num_splits < 0 || args.num_splits > detail::kMaxPagedSplits) {
-    fail(kDecodeOp,
-         fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", detail::kMaxPagedSplits, args.num_splits));
+    fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", detail::kMaxPagedSplits, args.num_splits));
   }
-  if (args.kv_len_hint < 0) fail(kDecodeOp, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
+  if (args.kv_len_hint < 0) fail(op, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.batch * d.q_heads > kMax || d.cache.nnz > kMax) {
-    fail(kDecodeOp, fmt::format("sizes must stay below {} (batch·q_heads, nnz), got q {}", kMax, q.describe()));
+    fail(op, fmt::format("sizes must stay below {} (batch·q_heads, nnz), got q {}", kMax, q.describe()));
   }
   d.requested_splits = args.num_splits;
   d.kv_len_hint = args.kv_len_hint;
   return d;
 }
+
+PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args) { return validate_paged_decode(args, kDecodeOp); }
 
 int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   // Unlike the contiguous kernel, one paged CTA per SM leaves HBM idle while each tile waits on

@@ -34,7 +34,8 @@
 
 namespace kjit::fp8::detail {
 
-/// GemmArgs' planner overrides, as the caller gave them (plan_gemm checks them).
+/// GemmArgs' planner overrides, as the caller gave them (check_gemm_force checks what needs no
+/// device; plan_gemm what the device decides).
 struct GemmForce {
   GemmKernel kernel = GemmKernel::kAuto;
   GemmTile tile = GemmTile::kAuto;
@@ -61,9 +62,36 @@ struct GemmDims {
 };
 
 /// Checks `args` against the contract in include/kjit/ops/fp8.hpp (tensors, layouts, scales,
-/// bias; the overrides are copied, and checked by plan_gemm). Pure host code: no driver call.
-/// Throws InvalidArgument "kjit::fp8::gemm: <tensor> <rule>, got <shape dtype>".
+/// bias, and the overrides' device-free rules: check_gemm_force). Pure host code: no driver
+/// call. Throws InvalidArgument "kjit::fp8::gemm: <tensor or argument> <rule>, got <value>".
 GemmDims validate_gemm(const GemmArgs& args);
+
+/// The mma.sync kernel's tiles (k64x64, k128x64, k128x128; the wgmma kernel has them too).
+inline bool is_mma_tile(GemmTile t) noexcept {
+  return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128;
+}
+/// Tiles only the wgmma kernel has: every tile but kAuto and the mma.sync kernel's.
+inline bool is_wgmma_only_tile(GemmTile t) noexcept { return t != GemmTile::kAuto && !is_mma_tile(t); }
+/// Whether `g` is a problem the wgmma kernel takes: tensorwise scales, A' and B' both K-major.
+inline bool is_wgmma_layout(const GemmDims& g) noexcept { return !g.block && !g.a_trans && !g.b_trans; }
+/// The override that asks for the wgmma kernel, which alone has it ("the forced tile",
+/// "splits > 1", "multicast = 2"; for messages), or nullptr when none does.
+inline const char* wgmma_only_override(const GemmForce& f) noexcept {
+  return is_wgmma_only_tile(f.tile) ? "the forced tile"
+         : f.splits > 1             ? "splits > 1"
+         : f.multicast == 2         ? "multicast = 2"
+                                    : nullptr;
+}
+
+/// The rules of the overrides `f` that need no device, for the validated problem `g` (its K and
+/// layout): each value in range (kernel, tile, stages 0 or 2..kSm90MaxStages, splits 0..
+/// kSm90MaxSplits and at most one per 128-k tile, multicast 0..2) and no pair that excludes each
+/// other (split-K with multicast, what only the wgmma kernel has with kMmaSync or a layout it
+/// does not take, multicast with a small tile). Throws InvalidArgument "kjit::fp8::gemm:
+/// <argument> <rule>". validate_gemm applies it to the caller's overrides and apply_tuned to a
+/// stored choice's; plan_gemm then checks only what the device decides (wgmma there, shared
+/// memory, the chosen tile's own stage limit).
+void check_gemm_force(const GemmForce& f, const GemmDims& g);
 
 /// clusters[s]: how many clusters of s wgmma-kernel CTAs (one CTA per SM) the device holds at
 /// once. A GPC whose SM count s does not divide strands SMs, so this can be below sm_count / s
@@ -95,14 +123,12 @@ struct GemmPlan {
   GemmForce force;
 };
 
-/// Plans a validated GEMM under its overrides (dims.force); pure. An empty output (M or N 0)
-/// plans nothing. Steps, in order:
-///   overrides: InvalidArgument for splits outside 0..4, multicast outside 0..2, multicast 2
-///     with splits > 1, a kernel or tile that is not an enum value.
+/// Plans a validated GEMM under its overrides (dims.force, which passed check_gemm_force); pure.
+/// An empty output (M or N 0) plans nothing. Steps, in order:
 ///   kernel: wgmma where the target has it (Target::has_wgmma) and the scales are tensorwise,
 ///     A and B K-major and no mma tile is forced (a forced 128x256 tile, splits > 1 or
 ///     multicast 2 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
-///     sm_90a; InvalidArgument for a forced kernel the problem or the other overrides rule out.
+///     sm_90a.
 ///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
 ///     128x128 when split-K applies, see below), and for M or N ≤ 64 (no CTA pairs) the small
 ///     tile of N side 16, 32 or 64 that covers the smaller side, with the operands swapped
@@ -118,11 +144,11 @@ struct GemmPlan {
 ///     splits = the largest s ≤ min(4, sm_count / tiles, K / (128 · 16)) whose clusters all
 ///     fit at once (tiles ≤ capacity.clusters[s]; else 1), e.g. M = 128, N = 7168, K = 2048:
 ///     56 tiles × 1; M = 1 there: 112 tiles (64 × 16) × 1; M = 128, N = 4096, K = 7168: 32
-///     tiles × 3; M = 1 there: 64 tiles (64 × 16) × 2. A forced split count
-///     must leave each split a 128-k tile (InvalidArgument). Multicast (CTA pairs sharing B)
+///     tiles × 3; M = 1 there: 64 tiles (64 × 16) × 2. A forced split count is taken as
+///     it is. Multicast (CTA pairs sharing B)
 ///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
 ///     docs/perf-notes.md).
-///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument outside or beyond
+///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
 ///     max_smem_per_block_optin), else the deepest that fits, at most 8 for the small tiles (Unsupported when two do not).
 /// Throws Unsupported below sm_89 (naming the arch).
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});

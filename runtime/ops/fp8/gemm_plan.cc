@@ -18,11 +18,6 @@ using kjit::detail::fail;
 
 constexpr const char* kOp = GemmOp::kInfo.name;
 
-bool is_mma_tile(GemmTile t) { return t == GemmTile::k64x64 || t == GemmTile::k128x64 || t == GemmTile::k128x128; }
-
-/// Tiles only the wgmma kernel has: every tile but the mma.sync kernel's.
-bool is_wgmma_only_tile(GemmTile t) { return t != GemmTile::kAuto && !is_mma_tile(t); }
-
 /// The wgmma kernel's small tiles' N side (16, 32 or 64), or 0 for another tile. k64x64 and
 /// k128x64 are small tiles only on the wgmma kernel (the callers ask only there).
 int small_tile_bn(GemmTile t) {
@@ -48,66 +43,27 @@ int wgmma_small_bn(const GemmDims& g) {
   return small_bn_for(g.n);
 }
 
-/// The overrides' own ranges, before any of them is read.
-void check_force(const GemmForce& f) {
-  if (f.splits < 0 || f.splits > kSm90MaxSplits) {
-    fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, f.splits));
-  }
-  if (f.multicast < 0 || f.multicast > 2) {
-    fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", f.multicast));
-  }
-  if (f.multicast == 2 && f.splits > 1) {
-    fail(kOp, "multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
-              "reduction");
-  }
-  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k64x32)) fail(kOp, "tile is not a GemmTile value");
-}
-
 /// True for the wgmma kernel: wherever it can run (persistent for large problems, split-K for
-/// small M: both beat the mma.sync tiles on Hopper) unless an mma tile is forced.
+/// small M: both beat the mma.sync tiles on Hopper) unless an mma tile is forced. The overrides
+/// passed check_gemm_force (validate_gemm): only what the device decides is left to check.
 bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
   const GemmForce& f = g.force;
   const bool has_wgmma = info.target().has_wgmma();
-  const bool wgmma_layout = !g.block && !g.a_trans && !g.b_trans;
-  const bool wgmma_only_tile = is_wgmma_only_tile(f.tile);
   switch (f.kernel) {
     case GemmKernel::kWgmma:
       if (!has_wgmma) {
         throw Unsupported(fmt::format("{}: the wgmma kernel needs sm_90a (Hopper); the device is sm_{}", kOp, info.sm()));
       }
-      if (!wgmma_layout) {
-        fail(kOp, "the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); use "
-                  "GemmKernel::kAuto or kMmaSync for this problem");
-      }
       return true;
-    case GemmKernel::kMmaSync:
-      if (wgmma_only_tile) {
-        fail(kOp, "k128x256, k128x16, k128x32, k64x16 and k64x32 are wgmma tiles; the mma.sync kernel's are 64x64, "
-                  "128x64, 128x128");
-      }
-      if (f.splits > 1) fail(kOp, "splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
-      if (f.multicast == 2) fail(kOp, "multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
-      return false;
-    case GemmKernel::kAuto: {
-      const bool asked = wgmma_only_tile || f.splits > 1 || f.multicast == 2;
-      const bool wgmma = asked || (has_wgmma && wgmma_layout && !is_mma_tile(f.tile));
-      if (!wgmma) return false;
-      const char* what = wgmma_only_tile ? "the forced tile" : f.splits > 1 ? "splits > 1" : "multicast = 2";
-      if (!has_wgmma) {
+    case GemmKernel::kMmaSync: return false;
+    default: {  // kAuto
+      const char* asked = wgmma_only_override(f);
+      if (asked != nullptr && !has_wgmma) {
         throw Unsupported(fmt::format("{}: {} is the wgmma kernel's, which needs sm_90a; the device is sm_{}", kOp,
-                                      what, info.sm()));
+                                      asked, info.sm()));
       }
-      if (!wgmma_layout) {
-        fail(kOp, fmt::format("{} is the wgmma kernel's, which takes tensorwise scales with A and B both K-major", what));
-      }
-      if (is_mma_tile(f.tile) && f.tile != GemmTile::k128x128) {
-        fail(kOp, fmt::format("{} is the wgmma kernel's; tiles k64x64 and k128x64 select the mma.sync kernel unless "
-                              "kernel is kWgmma",
-                              what));
-      }
-      return true;
+      return asked != nullptr || (has_wgmma && is_wgmma_layout(g) && !is_mma_tile(f.tile));
     }
-    default: fail(kOp, "kernel is not a GemmKernel value");
   }
 }
 
@@ -135,10 +91,6 @@ using Tile = GemmTileShape;
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
 int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[3]) {
   if (g.force.tile != GemmTile::kAuto) {
-    if (g.force.tile == GemmTile::k128x128 && !wgmma && g.block) {
-      fail(kOp, "tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
-                "not fit the register file); use k128x64, k64x64 or kAuto");
-    }
     out[0] = gemm_tile_shape(g.force.tile);  // k64x64 and k128x64 on the wgmma kernel: small tiles
     return 1;
   }
@@ -198,13 +150,7 @@ constexpr int kMinKtilesPerSplit = 16;
 int choose_splits(const GemmDims& g, int64_t tiles, bool split_k, const DeviceInfo& info,
                   const GemmClusterCapacity& capacity) {
   const int64_t ktiles = ceil_div(g.k, 128);
-  if (g.force.splits != 0) {
-    if (g.force.splits > ktiles) {
-      fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", g.force.splits, g.k,
-                            ktiles));
-    }
-    return g.force.splits;
-  }
+  if (g.force.splits != 0) return g.force.splits;  // at most ktiles (check_gemm_force)
   if (!split_k) return 1;
   const int64_t by_k = ktiles / kMinKtilesPerSplit;
   for (int64_t s = std::min<int64_t>({kSm90MaxSplits, info.sm_count / tiles, by_k}); s >= 2; --s) {
@@ -260,10 +206,7 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
 bool choose_swap(const GemmDims& g) {
   const bool forced_small = small_tile_bn(g.force.tile) != 0;
   if (g.force.tile != GemmTile::kAuto && !forced_small) return false;
-  if (g.force.multicast == 2) {
-    if (forced_small) fail(kOp, "multicast = 2 is the large wgmma tiles' (k128x128, k128x256)");
-    return false;
-  }
+  if (g.force.multicast == 2) return false;  // never with a small tile (check_gemm_force)
   if (!forced_small && std::min(g.m, g.n) > 64) return false;
   return small_tile_swaps(g);
 }
@@ -275,7 +218,6 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   GemmPlan plan;
   plan.force = dims.force;
   if (dims.m == 0 || dims.n == 0) return plan;
-  check_force(dims.force);
   plan.wgmma = choose_wgmma(dims, info);
   // The kernel's problem: the swapped one when the small side is M.
   plan.swap_ab = plan.wgmma && choose_swap(dims);

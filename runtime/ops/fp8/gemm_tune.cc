@@ -123,8 +123,8 @@ bool GemmOp::apply_tuned(const GemmDims& dims, const DeviceInfo& info, const Tun
   if (!matches(dims, c)) return false;
   GemmDims g = dims;
   g.force = force_of(c);
-  if (g.force.splits > (g.k + 127) / 128) return false;
   try {
+    check_gemm_force(g.force, g);  // a stored choice is checked as a caller's overrides are
     *out = plan_gemm(g, info);
   } catch (const Error&) {
     return false;  // a stored choice the call's shape rules out: the default plan runs

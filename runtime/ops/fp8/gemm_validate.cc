@@ -106,7 +106,74 @@ Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d
   return s;
 }
 
+// The overrides' failures, out of line and never returning: a message is built only when a
+// check fails.
+[[noreturn]] void force_failed(const char* rule) { kjit::detail::fail(kOp, rule); }
+[[noreturn]] void stages_failed(int stages) {
+  kjit::detail::fail(kOp, fmt::format("stages must be 0 (auto) or 2..{} (the chosen tile may allow fewer), got {}",
+                                      kSm90MaxStages, stages));
+}
+[[noreturn]] void splits_failed(int splits) {
+  kjit::detail::fail(kOp, fmt::format("splits must be 0 (auto) or 1..{}, got {}", kSm90MaxSplits, splits));
+}
+[[noreturn]] void splits_over_k_failed(int splits, int64_t k) {
+  kjit::detail::fail(kOp, fmt::format("splits = {} leaves a split without a 128-k tile: K = {} has {}", splits, k,
+                                      kjit::detail::ceil_div(k, 128)));
+}
+[[noreturn]] void multicast_failed(int multicast) {
+  kjit::detail::fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", multicast));
+}
+[[noreturn]] void wgmma_asked_failed(const char* what, const char* rule) {
+  kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, {}", what, rule));
+}
+
 }  // namespace
+
+void check_gemm_force(const GemmForce& f, const GemmDims& g) {
+  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k64x32)) force_failed("tile is not a GemmTile value");
+  if (f.stages != 0 && (f.stages < 2 || f.stages > kSm90MaxStages)) stages_failed(f.stages);
+  if (f.splits < 0 || f.splits > kSm90MaxSplits) splits_failed(f.splits);
+  if (f.splits > kjit::detail::ceil_div(g.k, 128)) splits_over_k_failed(f.splits, g.k);
+  if (f.multicast < 0 || f.multicast > 2) multicast_failed(f.multicast);
+  if (f.multicast == 2 && f.splits > 1) {
+    force_failed("multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
+                 "reduction");
+  }
+  switch (f.kernel) {
+    case GemmKernel::kMmaSync:
+      if (is_wgmma_only_tile(f.tile)) {
+        force_failed("k128x256, k128x16, k128x32, k64x16 and k64x32 are wgmma tiles; the mma.sync kernel's are "
+                     "64x64, 128x64, 128x128");
+      }
+      if (f.splits > 1) force_failed("splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
+      if (f.multicast == 2) force_failed("multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
+      break;
+    case GemmKernel::kWgmma:
+      if (!is_wgmma_layout(g)) {
+        force_failed("the wgmma kernel takes tensorwise scales with A and B both K-major (stride(1) == 1); use "
+                     "GemmKernel::kAuto or kMmaSync for this problem");
+      }
+      break;
+    case GemmKernel::kAuto: {
+      // What only the wgmma kernel has selects it; the problem and the tile must then be its.
+      const char* what = wgmma_only_override(f);
+      if (what == nullptr) break;
+      if (!is_wgmma_layout(g)) wgmma_asked_failed(what, "which takes tensorwise scales with A and B both K-major");
+      if (is_mma_tile(f.tile) && f.tile != GemmTile::k128x128) {
+        wgmma_asked_failed(what, "and tiles k64x64 and k128x64 select the mma.sync kernel unless kernel is kWgmma");
+      }
+      break;
+    }
+    default: force_failed("kernel is not a GemmKernel value");
+  }
+  if (f.tile == GemmTile::k128x128 && g.block) {  // blockwise runs the mma.sync kernel only
+    force_failed("tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
+                 "not fit the register file); use k128x64, k64x64 or kAuto");
+  }
+  if (f.multicast == 2 && f.tile != GemmTile::kAuto && f.tile != GemmTile::k128x128 && f.tile != GemmTile::k128x256) {
+    force_failed("multicast = 2 is the large wgmma tiles' (k128x128, k128x256)");
+  }
+}
 
 GemmDims validate_gemm(const GemmArgs& args) {
   using kjit::detail::fail;
@@ -226,6 +293,7 @@ GemmDims validate_gemm(const GemmArgs& args) {
   p.bias_rows = g.swapped ? 1 : 0;
   p.vec_store = reinterpret_cast<uintptr_t>(d.data) % 16 == 0 && (ldd * elem) % 16 == 0 ? 1 : 0;
   g.force = {args.kernel, args.tile, args.stages, args.splits, args.multicast};
+  check_gemm_force(g.force, g);
   (g.swapped ? g.a_const : g.b_const) = args.b_constant;
   return g;
 }

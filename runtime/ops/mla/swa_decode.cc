@@ -106,18 +106,22 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
   return l;
 }
 
-}  // namespace detail
-
-size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
-  const detail::SwaDims d = detail::validate_swa_decode(args);
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, const char* op) {
+  const SwaDims d = validate_swa_decode(args, op);
   // No tokens: no partials, answered without the device (and without a driver). The pure
   // planner, not SwaDecodeOp::plan: a size query does not check that the heads per CTA can run. A tuned
   // plan (which the call will run) sizes its own partials.
   if (d.tokens == 0) return 0;
   const DeviceInfo& info = device_info(d.device);
-  detail::SwaPlan tuned;
-  if (kjit::detail::tuned_plan<detail::SwaDecodeOp>(d, info, &tuned)) return tuned.workspace_bytes;
-  return detail::plan_swa_decode(d, info).workspace_bytes;
+  SwaPlan tuned;
+  if (kjit::detail::tuned_plan<SwaDecodeOp>(d, info, &tuned)) return tuned.workspace_bytes;
+  return plan_swa_decode(d, info).workspace_bytes;
+}
+
+}  // namespace detail
+
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args) {
+  return detail::swa_decode_workspace_bytes(args, "kjit::mla::swa_decode_workspace_bytes");
 }
 
 void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,

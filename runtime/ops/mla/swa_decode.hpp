@@ -49,6 +49,9 @@ struct SwaDims {
 /// driver call, no allocation unless it throws. Throws InvalidArgument
 /// "kjit::mla::swa_decode: <tensor> <rule>, got <shape dtype>" for the first rule broken.
 SwaDims validate_swa_decode(const SwaDecodeArgs& args);
+/// validate_swa_decode, its messages naming `op` instead (a static string: the workspace query
+/// validates the same arguments under its own name, kjit::mla::swa_decode_workspace_bytes).
+SwaDims validate_swa_decode(const SwaDecodeArgs& args, const char* op);
 
 /// How a decode runs: the specialization, the window partition and the workspace it needs.
 struct SwaPlan {
@@ -94,6 +97,11 @@ SwaPlan partition_swa_window(const SwaDims& dims, int heads_per_cta, int tile, i
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
 
+/// kjit::mla::swa_decode_workspace_bytes, its argument errors naming `op` (a static string): the
+/// public query passes its own name, a binding that sizes the workspace of the swa_decode call
+/// it is about to make passes the op's (SwaDecodeOp::kInfo.name).
+size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args, const char* op);
+
 /// kjit::mla::swa_decode in the op pipeline. The merge kernel takes the decode kernel's Params.
 struct SwaDecodeOp {
   static constexpr kjit::detail::OpInfo kInfo{"kjit::mla::swa_decode", kMinSm, "mma.sync, cp.async", {&swa_decode_family}};
@@ -107,7 +115,7 @@ struct SwaDecodeOp {
   }
 
   /// validate_swa_decode.
-  static Dims validate(const Args& args) { return validate_swa_decode(args); }
+  static Dims validate(const Args& args) { return validate_swa_decode(args, kInfo.name); }
   /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan's group
   /// cannot run on the device: 64 without wgmma, or a CTA above its shared memory per block.
   static Plan plan(const Dims& dims, const DeviceInfo& info);

@@ -15,26 +15,26 @@ namespace {
 
 constexpr const char* kOp = detail::SwaDecodeOp::kInfo.name;
 
-void check_pointer_aligned(const char* name, const TensorRef& t, int bytes) {
+void check_pointer_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
   const auto address = reinterpret_cast<uintptr_t>(t.data);
   if (address % bytes != 0) {
-    kjit::detail::fail(kOp, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
+    kjit::detail::fail(op, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
                                         bytes, t.describe()));
   }
 }
 
-void check_strides_nonnegative(const char* name, const TensorRef& t) {
+void check_strides_nonnegative(const char* op, const char* name, const TensorRef& t) {
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] > 1 && t.strides[i] < 0) {
-      kjit::detail::fail(kOp, fmt::format("{} must have non-negative strides, got {}", name, t.describe()));
+      kjit::detail::fail(op, fmt::format("{} must have non-negative strides, got {}", name, t.describe()));
     }
   }
 }
 
 /// A bf16 rank-3 [T, NH, HD] tensor with a contiguous last dim and 16-byte aligned rows.
-void check_bf16_rows(const char* name, const TensorRef& t, int device) {
-  kjit::detail::check_bf16_rows(kOp, name, t, 3, device);
-  check_strides_nonnegative(name, t);
+void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int device) {
+  kjit::detail::check_bf16_rows(op, name, t, 3, device);
+  check_strides_nonnegative(op, name, t);
 }
 
 using detail::swa_max_splits;
@@ -45,20 +45,20 @@ using kjit::detail::check_rank;
 using kjit::detail::fail;
 
 /// q: [T, NH, 512] bf16 on a device; sets the device, T, NH and HD.
-void check_query(const TensorRef& q, SwaDims& d) {
-  check_rank(kOp, "q", q, 3);
-  if (q.device < 0) fail(kOp, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
+void check_query(const char* op, const TensorRef& q, SwaDims& d) {
+  check_rank(op, "q", q, 3);
+  if (q.device < 0) fail(op, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
   d.device = q.device;
-  check_bf16_rows("q", q, d.device);
+  check_bf16_rows(op, "q", q, d.device);
   d.tokens = q.shape[0];
   d.heads = q.shape[1];
   d.head_dim = q.shape[2];
   if (d.head_dim != kSwaHeadDim) {
-    fail(kOp, fmt::format("q head_dim (dim 2) must be {} (the specialization space of {}), got {}", kSwaHeadDim,
+    fail(op, fmt::format("q head_dim (dim 2) must be {} (the specialization space of {}), got {}", kSwaHeadDim,
                           swa_decode_family().name, q.describe()));
   }
   if (d.heads < kSwaHeadsPerTile || d.heads % kSwaHeadsPerTile != 0) {
-    fail(kOp, fmt::format("q heads (dim 1) must be a positive multiple of {} (heads share CTAs in groups of 16 "
+    fail(op, fmt::format("q heads (dim 1) must be a positive multiple of {} (heads share CTAs in groups of 16 "
                           "or 32), got {}",
                           kSwaHeadsPerTile, q.describe()));
   }
@@ -66,24 +66,24 @@ void check_query(const TensorRef& q, SwaDims& d) {
 
 /// The fp8 cache [blocks, block_size, HD] and its per-slot bf16 inverse scales [max_slots, 1];
 /// sets the block shape, the cache format and whether the rows are compact.
-void check_cache(const SwaDecodeArgs& args, SwaDims& d) {
+void check_cache(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   const TensorRef& kv = args.kv_cache;
-  check_rank(kOp, "kv_cache", kv, 3);
-  kjit::detail::check_sizes(kOp, "kv_cache", kv);
-  check_dtype(kOp, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
-  kjit::detail::check_device(kOp, "kv_cache", kv, d.device);
-  check_dim(kOp, "kv_cache", kv, 2, d.head_dim, "head_dim (q dim 2)");
-  kjit::detail::check_last_dim_contiguous(kOp, "kv_cache", kv);
-  check_strides_nonnegative("kv_cache", kv);
-  kjit::detail::check_rows_aligned(kOp, "kv_cache", kv, 16);
-  kjit::detail::check_not_null(kOp, "kv_cache", kv);
+  check_rank(op, "kv_cache", kv, 3);
+  kjit::detail::check_sizes(op, "kv_cache", kv);
+  check_dtype(op, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
+  kjit::detail::check_device(op, "kv_cache", kv, d.device);
+  check_dim(op, "kv_cache", kv, 2, d.head_dim, "head_dim (q dim 2)");
+  kjit::detail::check_last_dim_contiguous(op, "kv_cache", kv);
+  check_strides_nonnegative(op, "kv_cache", kv);
+  kjit::detail::check_rows_aligned(op, "kv_cache", kv, 16);
+  kjit::detail::check_not_null(op, "kv_cache", kv);
   d.num_blocks = kv.shape[0];
   d.block_size = kv.shape[1];
   if (d.num_blocks > 0 && d.block_size < 1) {
-    fail(kOp, fmt::format("kv_cache block_size (dim 1) must be at least 1, got {}", kv.describe()));
+    fail(op, fmt::format("kv_cache block_size (dim 1) must be at least 1, got {}", kv.describe()));
   }
   if (d.block_size > INT32_MAX) {
-    fail(kOp, fmt::format("kv_cache block_size (dim 1) must be below 2^31, got {}", kv.describe()));
+    fail(op, fmt::format("kv_cache block_size (dim 1) must be below 2^31, got {}", kv.describe()));
   }
   d.cache = kv.dtype == DType::kE5M2 ? kSwaCacheE5M2 : kSwaCacheE4M3;
   // Compact: the row of slot s sits at s · row_stride (one block, one row per block, or blocks
@@ -91,115 +91,115 @@ void check_cache(const SwaDecodeArgs& args, SwaDims& d) {
   d.kv_compact = kv.shape[0] <= 1 || kv.shape[1] <= 1 || kv.strides[0] == kv.shape[1] * kv.strides[1];
 
   const TensorRef& sc = args.inv_scale;
-  check_rank(kOp, "inv_scale", sc, 2);
-  kjit::detail::check_sizes(kOp, "inv_scale", sc);
-  check_dtype(kOp, "inv_scale", sc, DType::kBF16);
-  kjit::detail::check_device(kOp, "inv_scale", sc, d.device);
-  check_dim(kOp, "inv_scale", sc, 1, 1, "1 (one multiplier per slot: [max_slots, 1])");
-  check_strides_nonnegative("inv_scale", sc);
-  check_pointer_aligned("inv_scale", sc, 2);
-  kjit::detail::check_not_null(kOp, "inv_scale", sc);
+  check_rank(op, "inv_scale", sc, 2);
+  kjit::detail::check_sizes(op, "inv_scale", sc);
+  check_dtype(op, "inv_scale", sc, DType::kBF16);
+  kjit::detail::check_device(op, "inv_scale", sc, d.device);
+  check_dim(op, "inv_scale", sc, 1, 1, "1 (one multiplier per slot: [max_slots, 1])");
+  check_strides_nonnegative(op, "inv_scale", sc);
+  check_pointer_aligned(op, "inv_scale", sc, 2);
+  kjit::detail::check_not_null(op, "inv_scale", sc);
 }
 
 /// indices [>= T, W] (or [1, >= T, W]) int64 with a declared window W, and lens [>= T]; sets W
 /// and the lens dtype.
-void check_window(const SwaDecodeArgs& args, SwaDims& d) {
+void check_window(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   // indices: [>= T, W] or [1, >= T, W], int64, contiguous.
   const TensorRef& idx = args.indices;
-  if (idx.ndim == 0) fail(kOp, "indices is required ([T, W] int64)");
+  if (idx.ndim == 0) fail(op, "indices is required ([T, W] int64)");
   if (idx.ndim != 2 && idx.ndim != 3) {
-    fail(kOp, fmt::format("indices must be 2-d [T, W] (or [1, T, W]), got {}", idx.describe()));
+    fail(op, fmt::format("indices must be 2-d [T, W] (or [1, T, W]), got {}", idx.describe()));
   }
-  kjit::detail::check_sizes(kOp, "indices", idx);
+  kjit::detail::check_sizes(op, "indices", idx);
   if (idx.ndim == 3 && idx.shape[0] != 1) {
-    fail(kOp, fmt::format("indices of rank 3 must have a leading dim of 1 ([1, T, W]), got {}", idx.describe()));
+    fail(op, fmt::format("indices of rank 3 must have a leading dim of 1 ([1, T, W]), got {}", idx.describe()));
   }
-  check_dtype(kOp, "indices", idx, DType::kI64);
-  kjit::detail::check_device(kOp, "indices", idx, d.device);
-  kjit::detail::check_contiguous(kOp, "indices", idx);
-  check_pointer_aligned("indices", idx, 8);
-  kjit::detail::check_not_null(kOp, "indices", idx);
+  check_dtype(op, "indices", idx, DType::kI64);
+  kjit::detail::check_device(op, "indices", idx, d.device);
+  kjit::detail::check_contiguous(op, "indices", idx);
+  check_pointer_aligned(op, "indices", idx, 8);
+  kjit::detail::check_not_null(op, "indices", idx);
   const int64_t idx_rows = idx.size(-2);
   d.window = idx.size(-1);
   if (!kjit::detail::is_one_of(d.window, kSwaWindows)) {
-    fail(kOp, fmt::format("indices window W (last dim) must be {} (the specialization space), got {}",
+    fail(op, fmt::format("indices window W (last dim) must be {} (the specialization space), got {}",
                           kjit::detail::one_of_text(kSwaWindows), idx.describe()));
   }
   if (idx_rows < d.tokens) {
-    fail(kOp, fmt::format("indices must have at least T = {} rows (q dim 0), got {}", d.tokens, idx.describe()));
+    fail(op, fmt::format("indices must have at least T = {} rows (q dim 0), got {}", d.tokens, idx.describe()));
   }
 
   const TensorRef& lens = args.lens;
-  check_rank(kOp, "lens", lens, 1);
-  kjit::detail::check_sizes(kOp, "lens", lens);
-  check_dtype(kOp, "lens", lens, {DType::kI64, DType::kI32});
-  kjit::detail::check_device(kOp, "lens", lens, d.device);
-  kjit::detail::check_contiguous(kOp, "lens", lens);
-  check_pointer_aligned("lens", lens, dtype_size(lens.dtype));
-  kjit::detail::check_not_null(kOp, "lens", lens);
+  check_rank(op, "lens", lens, 1);
+  kjit::detail::check_sizes(op, "lens", lens);
+  check_dtype(op, "lens", lens, {DType::kI64, DType::kI32});
+  kjit::detail::check_device(op, "lens", lens, d.device);
+  kjit::detail::check_contiguous(op, "lens", lens);
+  check_pointer_aligned(op, "lens", lens, dtype_size(lens.dtype));
+  kjit::detail::check_not_null(op, "lens", lens);
   if (lens.shape[0] < d.tokens) {
-    fail(kOp, fmt::format("lens must have at least T = {} entries (q dim 0), got {}", d.tokens, lens.describe()));
+    fail(op, fmt::format("lens must have at least T = {} entries (q dim 0), got {}", d.tokens, lens.describe()));
   }
   d.lens_i64 = lens.dtype == DType::kI64;
 }
 
 /// out [T, NH, HD] bf16 and the optional lse [T, NH] f32.
-void check_outputs(const SwaDecodeArgs& args, SwaDims& d) {
+void check_outputs(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   const TensorRef& out = args.out;
-  check_bf16_rows("out", out, d.device);
-  check_dim(kOp, "out", out, 0, d.tokens, "T (q dim 0)");
-  check_dim(kOp, "out", out, 1, d.heads, "NH (q dim 1)");
-  check_dim(kOp, "out", out, 2, d.head_dim, "head_dim (q dim 2)");
+  check_bf16_rows(op, "out", out, d.device);
+  check_dim(op, "out", out, 0, d.tokens, "T (q dim 0)");
+  check_dim(op, "out", out, 1, d.heads, "NH (q dim 1)");
+  check_dim(op, "out", out, 2, d.head_dim, "head_dim (q dim 2)");
 
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
     const TensorRef& t = args.lse;
-    check_rank(kOp, "lse", t, 2);
-    kjit::detail::check_sizes(kOp, "lse", t);
-    check_dtype(kOp, "lse", t, DType::kF32);
-    kjit::detail::check_device(kOp, "lse", t, d.device);
-    check_dim(kOp, "lse", t, 0, d.tokens, "T (q dim 0)");
-    check_dim(kOp, "lse", t, 1, d.heads, "NH (q dim 1)");
-    check_strides_nonnegative("lse", t);
-    check_pointer_aligned("lse", t, 4);
-    kjit::detail::check_not_null(kOp, "lse", t);
+    check_rank(op, "lse", t, 2);
+    kjit::detail::check_sizes(op, "lse", t);
+    check_dtype(op, "lse", t, DType::kF32);
+    kjit::detail::check_device(op, "lse", t, d.device);
+    check_dim(op, "lse", t, 0, d.tokens, "T (q dim 0)");
+    check_dim(op, "lse", t, 1, d.heads, "NH (q dim 1)");
+    check_strides_nonnegative(op, "lse", t);
+    check_pointer_aligned(op, "lse", t, 4);
+    kjit::detail::check_not_null(op, "lse", t);
   }
 }
 
 /// scale, num_splits and head_group against the window and the declared groups, and the 32-bit
 /// index range of the kernels.
-void check_options(const SwaDecodeArgs& args, const SwaDims& d) {
+void check_options(const char* op, const SwaDecodeArgs& args, const SwaDims& d) {
   const TensorRef& q = args.q;
   if (!std::isfinite(args.scale)) {
-    fail(kOp, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
+    fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
   }
   const int max_splits = swa_max_splits(d.window);
   if (args.num_splits < 0 || args.num_splits > max_splits) {
-    fail(kOp, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min({}, W / {}) for W = {}), got {}",
+    fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min({}, W / {}) for W = {}), got {}",
                           max_splits, kSwaMaxSplits, kSwaStepTokens, d.window, args.num_splits));
   }
   if (args.head_group != 0 && !kjit::detail::is_one_of(args.head_group, kSwaGroups)) {
-    fail(kOp, fmt::format("head_group must be 0 (auto), {} ({}: the sm_90a wgmma kernel), got {}",
+    fail(op, fmt::format("head_group must be 0 (auto), {} ({}: the sm_90a wgmma kernel), got {}",
                           kjit::detail::one_of_text(kSwaGroups), kSwaWgmmaHeads, args.head_group));
   }
   if (args.head_group == kSwaWgmmaHeads && d.window > kSwaWgmmaTile) {
-    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
+    fail(op, fmt::format("head_group 64 (the sm_90a wgmma kernel) takes windows of at most {} positions, got "
                           "indices {}",
                           kSwaWgmmaTile, args.indices.describe()));
   }
   if (args.head_group == kSwaWgmmaHeads && args.num_splits > 1) {
-    fail(kOp, fmt::format("head_group 64 (the sm_90a wgmma kernel) does not split the window; num_splits must be 0 "
+    fail(op, fmt::format("head_group 64 (the sm_90a wgmma kernel) does not split the window; num_splits must be 0 "
                           "or 1, got {}",
                           args.num_splits));
   }
   if (args.head_group != 0 && d.heads % args.head_group != 0) {
-    fail(kOp, fmt::format("head_group {} must divide the head count NH = {} (q dim 1), got q {}", args.head_group,
+    fail(op, fmt::format("head_group {} must divide the head count NH = {} (q dim 1), got q {}", args.head_group,
                           d.heads, q.describe()));
   }
   // The kernels index tokens and (token, head, split) rows with 32-bit integers.
   constexpr int64_t kMax = INT32_MAX / 64;
   if (d.tokens > kMax || d.tokens * d.heads > kMax) {
-    fail(kOp, fmt::format("T · NH must stay below {}, got q {}", kMax, q.describe()));
+    fail(op, fmt::format("T · NH must stay below {}, got q {}", kMax, q.describe()));
   }
 }
 
@@ -207,17 +207,19 @@ void check_options(const SwaDecodeArgs& args, const SwaDims& d) {
 
 namespace detail {
 
-SwaDims validate_swa_decode(const SwaDecodeArgs& args) {
+SwaDims validate_swa_decode(const SwaDecodeArgs& args, const char* op) {
   SwaDims d;
-  check_query(args.q, d);
-  check_cache(args, d);
-  check_window(args, d);
-  check_outputs(args, d);
-  check_options(args, d);
+  check_query(op, args.q, d);
+  check_cache(op, args, d);
+  check_window(op, args, d);
+  check_outputs(op, args, d);
+  check_options(op, args, d);
   d.requested_splits = args.num_splits;
   d.requested_heads_per_cta = args.head_group;
   return d;
 }
+
+SwaDims validate_swa_decode(const SwaDecodeArgs& args) { return validate_swa_decode(args, kOp); }
 
 SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   SwaPlan plan;
