@@ -238,7 +238,7 @@ def test_forced_paged_prefill_variant_is_checked_before_the_device():
         kjit.attention.plan_paged_prefill("abc", head_dim=128)
     if HAS_GPU:
         assert kjit.attention.plan_paged_prefill([0, 70], head_dim=128, tile_rows=128).variant == "auto"
-        plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, variant="mma")
+        plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=128, variant="mma")
         assert plan.variant == "mma" and plan.workspace_bytes > 0
 
 
