@@ -323,7 +323,7 @@ class PagedPrefillPlan {
   /// With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), the tile is
   /// planned for `device` (attention::plan_paged_prefill(PagedPrefillPlanArgs)): tile_rows 0 takes
   /// the device's tuning table's choice for the call's bucket. Without it only a forced tile
-  /// (64 or 128) is planned, which reads no table in either overload.
+  /// (64, 128, or 192 at head_dim 64) is planned, which reads no table in either overload.
   PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
                    nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal)
       : device_(device) {
@@ -360,7 +360,7 @@ class PagedPrefillPlan {
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
-                            "tile_rows=64 or 128)");
+                            "tile_rows=64, 128, or 192 at head_dim 64)");
     } else {
       plan_ = attention::plan_paged_prefill(qo.data(), batch, head_dim, tile_rows);
     }

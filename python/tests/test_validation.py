@@ -159,7 +159,7 @@ def test_quantize_and_gemm_rules():
             kjit.fp8.gemm(T((16, 64), "u8"), T((16, 64), "u8"), T((1,), "f32"), T((1,), "f32"), fp8_format=bad)
 
 
-def test_plan_paged_prefill_is_host_only():
+def test_plan_paged_prefill_with_a_forced_tile_is_host_only():
     plan = kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=64, device=0) \
         if HAS_GPU else None
     if plan is not None:
