@@ -4,11 +4,14 @@
 #include <kjit/remote.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache/input_file.hpp"
+
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -106,11 +109,10 @@ RemoteConfig RemoteConfig::from_env() {
   if (url.empty()) return c;
   c.parse_url(url);
   if (std::string file = env("KJIT_REMOTE_PASSWORD_FILE"); !file.empty()) {
-    std::ifstream in(file);
+    // read_input_file refuses a FIFO or a folder by its path, before anything would block on it.
+    std::istringstream in(cache::read_input_file(file, "KJIT_REMOTE_PASSWORD_FILE", 1 << 20));
     std::string line;
-    if (!in || !std::getline(in, line)) {
-      throw InvalidArgument(fmt::format("KJIT_REMOTE_PASSWORD_FILE='{}' cannot be read", file));
-    }
+    if (!std::getline(in, line)) throw InvalidArgument(fmt::format("KJIT_REMOTE_PASSWORD_FILE='{}' is empty", file));
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
     c.password = line;
   }

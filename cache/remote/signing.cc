@@ -1,6 +1,8 @@
 // Ed25519 signing for the fleet tier, on libsodium (crypto_sign_detached / verify_detached).
 #include "cache/remote/signing.hpp"
 
+#include "cache/input_file.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
@@ -51,9 +53,13 @@ bool from_hex(std::string_view text, unsigned char* out, size_t n) {
 }
 
 /// The key lines of a key file: no blanks, no comments.
+/// A key file is a few lines: anything larger is not one.
+constexpr uint64_t kMaxKeyFileBytes = 1 << 20;
+
 std::vector<std::string> key_lines(const std::string& path, std::string_view variable) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(fmt::format("{}: key file '{}' cannot be read", variable, path));
+  // read_input_file refuses a FIFO or a folder by its path, before anything would block on it.
+  const std::string what = fmt::format("{} key file", variable);
+  std::istringstream in(read_input_file(path, what.c_str(), kMaxKeyFileBytes));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     size_t b = 0, e = line.size();

@@ -32,8 +32,8 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     without it raises InvalidArgument.
     variant "auto" (the Hopper wgmma kernel where it can run the plan: head_dim 64/128 at 128-row
     tiles, head_dim 64 at 192; else mma.sync), "mma" or "wgmma" (forced: paged_prefill raises
-    Unsupported where that kernel cannot run the plan; "mma" with tile_rows=0 plans at most
-    128-row tiles, the largest it runs). Properties: batch, total_q, head_dim,
+    Unsupported where that kernel cannot run the plan; with tile_rows=0 each gets a tile it runs:
+    "mma" at most 128 rows, "wgmma" at least 128). Properties: batch, total_q, head_dim,
     tile_rows, num_work,
     workspace_bytes, variant, device.
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,

@@ -351,9 +351,12 @@ class PagedPrefillPlan {
           /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
           /*tile_rows=*/tile_rows, /*device=*/device};
       plan_ = attention::plan_paged_prefill(args);
-      // The mma.sync kernel runs 64- and 128-row tiles: forced, it gets the largest of those
-      // rather than the Hopper kernel's 192-row tile the device's rule may choose.
-      if (forced == attention::AttentionVariant::kMma && tile_rows == 0 && plan_.tile_rows > 128) {
+      // A forced kernel with tile_rows 0 gets a tile it runs, where the device's rule or table
+      // chose one it does not: mma.sync runs 64 and 128 rows (not the Hopper kernel's 192), the
+      // Hopper kernel 128 and, at head_dim 64, 192 (not 64).
+      const bool mma_cannot = forced == attention::AttentionVariant::kMma && plan_.tile_rows > 128;
+      const bool wgmma_cannot = forced == attention::AttentionVariant::kWgmma && plan_.tile_rows < 128;
+      if (tile_rows == 0 && (mma_cannot || wgmma_cannot)) {
         args.tile_rows = 128;
         plan_ = attention::plan_paged_prefill(args);
       }

@@ -71,9 +71,10 @@ def test_a_tuned_table_for_the_device_chooses_the_tile(simulated):
     tuned = run(simulated, "-c", CHILD, json.dumps(CALL))
     # The measured kernel, strictly: 2 requests x ceil(1000 / 64) work items.
     assert tuned["auto"] == {"tile_rows": 64, "variant": "mma", "num_work": 32}
-    # A forced tile, another bucket and a forced variant are the table's to leave alone.
+    # A forced tile and another bucket are the table's to leave alone.
     assert tuned["forced"] == untuned["forced"] == {"tile_rows": 128, "variant": "auto", "num_work": 16}
     assert tuned["other_bucket"] == untuned["other_bucket"] == untuned["auto"]
-    assert tuned["forced_variant"] == {"tile_rows": 64, "variant": "wgmma", "num_work": 32}
+    # A forced Hopper kernel gets a tile it runs (128), not the table's 64-row mma.sync tile.
+    assert tuned["forced_variant"] == {"tile_rows": 128, "variant": "wgmma", "num_work": 16}
     # KJIT_TUNING=off: the built-in rule again.
     assert run(dict(simulated, KJIT_TUNING="off"), "-c", CHILD, json.dumps(CALL))["auto"] == untuned["auto"]

@@ -515,12 +515,23 @@ TEST_F(CliTest, PrecompileSkipsFamiliesAboveTheTarget) {
   ProcessResult r = kjit({"precompile", "--arch", "sm_75", "--json"});
   ASSERT_EQ(r.code, 0) << r.describe();
   const json j = parse_object(r);
-  size_t above = 0, items = 0;
+  // Every default point of a family above the target is counted under its own reason, once per
+  // distinct reason (fp8.gemm: its wgmma points need sm_90a, its mma.sync points sm_89).
+  size_t left_out = 0, items = 0;
+  std::set<std::string> reasons;
+  const kjit::Target sm75 = kjit::Target::parse("sm_75");
   for (const Family& f : families()) {
-    if (f.min_sm > 75) ++above;
-    else items += f.defaults.size();
+    if (f.min_sm <= 75) {
+      items += f.defaults.size();
+      continue;
+    }
+    left_out += f.defaults.size();
+    for (const kjit::ParamMap& d : f.defaults) reasons.insert(f.name + ": " + f.unsupported_reason(d, sm75));
   }
-  EXPECT_EQ(j["skipped"].size(), above) << r.describe();
+  size_t counted = 0;
+  for (const json& s : j["skipped"]) counted += s["count"].get<size_t>();
+  EXPECT_EQ(counted, left_out) << r.describe();
+  EXPECT_EQ(j["skipped"].size(), reasons.size()) << r.describe();
   EXPECT_EQ(j["items"].size(), items) << r.describe();
   EXPECT_EQ(j["failed"], 0) << r.describe();
   expect_one_line_error(kjit({"precompile", "--family", "no_such_family"}), "no_such_family");
@@ -543,6 +554,16 @@ TEST_F(CliTest, PrecompileNamesEachSkipReasonOnceWithItsCount) {
   EXPECT_NE(r.err.find("skipping " + f.name + " (" + std::to_string(f.defaults.size()) + " points) for sm_90: "),
             std::string::npos)
       << r.describe();
+  // Below a family's floor each default still counts under its own reason: fp8.gemm on sm_80
+  // leaves out its wgmma points (sm_90a) and its mma.sync points (its sm_89 floor).
+  const Family& gemm = family("fp8.gemm");
+  r = kjit({"precompile", "--arch", "sm_80", "--family", gemm.name, "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const json g = parse_object(r);
+  size_t counted = 0;
+  for (const json& s : g["skipped"]) counted += s["count"].get<size_t>();
+  EXPECT_EQ(counted, gemm.defaults.size()) << r.describe();
+  EXPECT_NE(r.err.find("fp8.gemm needs sm_89 or newer"), std::string::npos) << r.describe();
 }
 
 // --- cache --------------------------------------------------------------------------------------

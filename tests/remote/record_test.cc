@@ -10,6 +10,8 @@
 #include <kjit/runtime.hpp>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -174,7 +176,14 @@ TEST_F(KeyFiles, BadFilesNameTheVariableAndPath) {
     return std::string("no error");
   };
   const std::string missing = (dir_ / "missing.key").string();
-  EXPECT_NE(message([&] { read_secret_key(missing, "KJIT_REMOTE_SIGNING_KEY"); }).find("KJIT_REMOTE_SIGNING_KEY: key file '" + missing), std::string::npos);
+  EXPECT_NE(message([&] { read_secret_key(missing, "KJIT_REMOTE_SIGNING_KEY"); }).find("KJIT_REMOTE_SIGNING_KEY key file " + missing), std::string::npos);
+  // A FIFO is refused by its path, never opened (opening it would block until a writer came);
+  // a folder says so.
+  const std::string fifo = (dir_ / "keys.fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(message([&] { read_public_keys(fifo, "KJIT_REMOTE_TRUSTED_KEYS"); }).find("is not a regular file"), std::string::npos);
+  EXPECT_NE(message([&] { read_secret_key(fifo, "KJIT_REMOTE_SIGNING_KEY"); }).find("is not a regular file"), std::string::npos);
+  EXPECT_NE(message([&] { read_public_keys(dir_.string(), "KJIT_REMOTE_TRUSTED_KEYS"); }).find("is a folder"), std::string::npos);
   const std::string junk = write("junk.pub", "not a key\n");
   EXPECT_NE(message([&] { read_public_keys(junk, "KJIT_REMOTE_TRUSTED_KEYS"); }).find("KJIT_REMOTE_TRUSTED_KEYS: '" + junk), std::string::npos);
   // A secret key given as a trusted key by mistake: the error never echoes the key material.
@@ -250,6 +259,19 @@ TEST(RemoteConfig, FromEnvNamesTheVariable) {
     }
     unsetenv(var);
   }
+  // A password file that is a FIFO is refused by its path (reading it would block), with the reason.
+  const std::string fifo = (std::filesystem::temp_directory_path() / ("kjit-pw-fifo-" + std::to_string(getpid()))).string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  setenv("KJIT_REMOTE_PASSWORD_FILE", fifo.c_str(), 1);
+  try {
+    kjit::RemoteConfig::from_env();
+    ADD_FAILURE() << "a FIFO password file was accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("KJIT_REMOTE_PASSWORD_FILE " + fifo + " is not a regular file"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("KJIT_REMOTE_PASSWORD_FILE");
+  std::filesystem::remove(fifo);
   unsetenv("KJIT_REMOTE");
   unsetenv("KJIT_REMOTE_TRUSTED_KEYS");
   EXPECT_FALSE(kjit::RemoteConfig::from_env().enabled());

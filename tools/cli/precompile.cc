@@ -255,12 +255,12 @@ void default_items(const std::vector<Target>& targets, const std::vector<const F
                    nlohmann::json& skipped) {
   for (const Target& target : targets) {
     for (const Family* f : chosen) {
-      if (f->min_sm > target.sm()) {
-        add_skip(skipped, f->name, target,
-                 f->defaults.empty() ? fmt::format("needs sm_{} or newer", f->min_sm)
-                                     : f->unsupported_reason(f->defaults.front(), target));
+      if (f->min_sm > target.sm() && f->defaults.empty()) {
+        add_skip(skipped, f->name, target, fmt::format("needs sm_{} or newer", f->min_sm));
         continue;
       }
+      // Each default's own reason (below the family's floor too: a wgmma point needs sm_90a, an
+      // mma.sync point of the same family its floor), counted once per reason.
       for (const ParamMap& params : f->defaults) {
         if (std::string why = f->unsupported_reason(params, target); !why.empty()) {
           add_skip(skipped, f->name, target, why);
