@@ -43,7 +43,11 @@ class Program:
         self.family = family
         self.source_name = source_name
         self.template_args = template_args
-        self.arch_specific = _C._flag(arch_specific)  # True/False, a NumPy bool or an int, as every flag
+        try:
+            self.arch_specific = _C._flag(arch_specific)  # True/False, a NumPy bool or an int, as every flag
+        except TypeError:
+            raise TypeError(f"Program: arch_specific must be True or False (or a NumPy bool or an int), "
+                            f"got {type(arch_specific).__name__}") from None
 
     def _spec(self):
         return (self.source, self.name_expressions, self.options, self.headers, self.family, self.source_name,

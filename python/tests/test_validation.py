@@ -217,7 +217,7 @@ def test_flags_take_bools_numpy_bools_and_ints_alike():
             kjit.fp8.gemm(a, b, s, s, d=T((16, 16)), b_constant=bad)
         with pytest.raises(TypeError):
             kjit.attention.prefill(q, q, q, causal=bad, out=T((1, 64, 8, 128)))
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match="Program: arch_specific must be True or False"):
             kjit.Program("__global__ void k() {}", ["k"], arch_specific=bad)
     assert kjit.Program("__global__ void k() {}", ["k"], arch_specific=0).arch_specific is False
 

@@ -30,6 +30,10 @@ try:
 except ImportError as _e:
     cannot_run("kjit package", "the kjit Python package (tools/setup.sh installs it; on the device, "
                "tools/bench/h200_session.sh's python step)", _e)
+try:
+    import triton.testing  # noqa: F401  (do_bench times every benchmark; a CPU-only torch lacks it)
+except ImportError as _e:
+    cannot_run("Triton", "Triton (its do_bench times the calls)", _e)
 
 
 def require_gpu():
