@@ -346,20 +346,11 @@ class PagedPrefillPlan {
                               " entries and last_page_len batch = " + std::to_string(batch) + " (from qo_indptr), got " +
                               std::to_string(kv.size()) + " and " + std::to_string(last.size()));
       }
-      attention::PagedPrefillPlanArgs args{
+      // A forced kernel gets a tile it runs (PagedPrefillPlanArgs::variant).
+      plan_ = attention::plan_paged_prefill(attention::PagedPrefillPlanArgs{
           /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
           /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
-          /*tile_rows=*/tile_rows, /*device=*/device};
-      plan_ = attention::plan_paged_prefill(args);
-      // A forced kernel with tile_rows 0 gets a tile it runs, where the device's rule or table
-      // chose one it does not: mma.sync runs 64 and 128 rows (not the Hopper kernel's 192), the
-      // Hopper kernel 128 and, at head_dim 64, 192 (not 64).
-      const bool mma_cannot = forced == attention::AttentionVariant::kMma && plan_.tile_rows > 128;
-      const bool wgmma_cannot = forced == attention::AttentionVariant::kWgmma && plan_.tile_rows < 128;
-      if (tile_rows == 0 && (mma_cannot || wgmma_cannot)) {
-        args.tile_rows = 128;
-        plan_ = attention::plan_paged_prefill(args);
-      }
+          /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced});
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "

@@ -363,6 +363,27 @@ kjit::attention::PagedPrefillPlanArgs tuned_plan_args(const std::vector<int32_t>
   return a;
 }
 
+TEST(AttentionPrefillPlan, AForcedKernelGetsATileItRuns) {
+  using kjit::attention::AttentionVariant;
+  // Short requests (10 rows each): the rule takes 64-row tiles, which the Hopper kernel lacks.
+  const std::vector<int32_t> qo = {0, 10, 20}, kv = {0, 1, 2}, last = {10, 10};
+  kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, 8);
+  const PagedPrefillPlan automatic = kjit::attention::plan_paged_prefill(a);
+  EXPECT_EQ(automatic.tile_rows, 64);
+  EXPECT_EQ(automatic.variant, AttentionVariant::kAuto);
+  a.variant = AttentionVariant::kMma;
+  const PagedPrefillPlan mma = kjit::attention::plan_paged_prefill(a);
+  EXPECT_EQ(mma.tile_rows, 64);
+  EXPECT_EQ(mma.variant, AttentionVariant::kMma);
+  a.variant = AttentionVariant::kWgmma;
+  const PagedPrefillPlan wgmma = kjit::attention::plan_paged_prefill(a);
+  EXPECT_EQ(wgmma.tile_rows, 128) << "the Hopper kernel runs 128 rows, or 192 at head_dim 64";
+  EXPECT_EQ(wgmma.variant, AttentionVariant::kWgmma);
+  a.tile_rows = 64;  // a forced tile stays the caller's, and the run step refuses what cannot run
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 64);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).variant, AttentionVariant::kWgmma);
+}
+
 TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
   const std::vector<int32_t> qo = {0, 70, 80, 210};
   // Pages of 16: 40, 16 and 1 tokens (the last request: one page holding one token).

@@ -292,6 +292,10 @@ struct PagedPrefillPlanArgs {
   /// thread's current CUDA context (device 0 when none is current). Without a CUDA driver or
   /// device, or with KJIT_TUNING=off, no table is read and the built-in rule chooses.
   int device = -1;
+  /// kAuto, or the kernel paged_prefill must run (the plan's `variant`). With tile_rows 0 a forced
+  /// kernel gets a tile it runs where the table or the rule chose one it does not: mma.sync at
+  /// most 128 rows, the Hopper kernel at least 128.
+  AttentionVariant variant = AttentionVariant::kAuto;
 };
 
 /// Plans a ragged prefill as the overload above, with the tile chosen for the device (see

@@ -175,13 +175,23 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
       }
     }
   }
-  if (d.tile_rows != 0) return detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
+  if (d.tile_rows != 0) {
+    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
+    plan.variant = args.variant;
+    return plan;
+  }
   const int device = table_device(args.device);
   const detail::PagedPrefillOpPlan tile = device >= 0
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
-  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, tile.tile_rows);
-  plan.variant = tile.variant;  // kAuto unless a tuning table chose the kernel
+  int rows = tile.tile_rows;
+  // A forced kernel gets a tile it runs: mma.sync has no 192-row tile, the Hopper kernel no 64.
+  if ((args.variant == AttentionVariant::kMma && rows > 128) || (args.variant == AttentionVariant::kWgmma && rows < 128)) {
+    rows = 128;
+  }
+  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows);
+  // The forced kernel, else kAuto unless a tuning table chose the kernel.
+  plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   return plan;
 }
 

@@ -224,9 +224,9 @@ struct GemmPlanKey {
   int32_t kernel, tile, stages, splits, multicast, zero;
 };
 
-GemmPlanKey plan_key(const GemmDims& g, const DeviceInfo& info) {
+GemmPlanKey plan_key(const GemmDims& g, const void* table) {
   GemmPlanKey key{};
-  key.table = kjit::detail::tuned_table(info);
+  key.table = table;
   key.m = g.m;
   key.n = g.n;
   key.k = g.k;
@@ -252,7 +252,7 @@ kjit::detail::CallEntry<GemmOp::Launch> GemmOp::call(const GemmArgs& args, Runti
   // The refined plan, per thread: a repeat shape plans nothing (both phases are pure functions
   // of the key; the capacities are fixed per device and point).
   using PlanMemo = kjit::detail::PodMemo<GemmPlanKey, GemmPlan, 16>;
-  const GemmPlan plan = kjit::detail::thread_memo<PlanMemo>().get(plan_key(g, info), [&](const GemmPlanKey&) {
+  const GemmPlan plan = kjit::detail::thread_memo<PlanMemo>().get(plan_key(g, table), [&](const GemmPlanKey&) {
     const GemmPlan first = kjit::detail::choose_plan<GemmOp>(g, info);
     if (first.choice.family == nullptr) return first;
     const LoadedProgram& program = kjit::detail::load<GemmOp>(first.choice, runtime, device.context, stream);
