@@ -13,7 +13,6 @@
 
 Exit 0 when everything checked holds, 1 otherwise (listing what failed).
 """
-import ctypes
 import math
 import os
 import sys

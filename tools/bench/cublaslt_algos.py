@@ -588,10 +588,9 @@ def main():
                 if logger:
                     try:
                         with logger:
-                            out = torch._scaled_mm(a, w.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
-                                                   use_fast_accum=fast)
+                            torch._scaled_mm(a, w.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                                             use_fast_accum=fast)
                             torch.cuda.synchronize()
-                        del out
                         torch_line = logger.last("cublasLtMatmulAlgoGetHeuristic")
                         row["torch_heuristic_log"] = torch_line
                         row["torch_matmul_log"] = logger.last("cublasLtMatmul")

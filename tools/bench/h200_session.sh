@@ -247,7 +247,7 @@ if want layer; then
       (cd "$root/tools/bench" && timeout 600 python3 bench_layer.py --prebuild) > "$out/layer_prebuild.txt" 2>&1
       echo "prebuild rc=$?"; tail -n 5 "$out/layer_prebuild.txt"
     else
-      echo "no FlashInfer kit at $fi_kit: the peer's attention is kjit's"
+      echo "no usable FlashInfer kit at $fi_kit: the peer's attention is kjit's"
       layer_args+=(--no-fi)
     fi
     (cd "$root/tools/bench" && timeout 420 python3 bench_layer.py "${layer_args[@]}") \

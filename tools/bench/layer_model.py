@@ -254,7 +254,7 @@ def case_table(r, device):
 
 
 def summary_table(results, device):
-    lines = [f"Whole layer, one CUDA graph per stack (ratio = peer µs / kjit µs; > 1: kjit faster):", "",f"| case | M | kjit µs | peer µs | peer / kjit | floor µs ({device}) | kjit % floor | peer attention | "
+    lines = ["Whole layer, one CUDA graph per stack (ratio = peer µs / kjit µs; > 1: kjit faster):", "",f"| case | M | kjit µs | peer µs | peer / kjit | floor µs ({device}) | kjit % floor | peer attention | "
              "agree |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lay = r.get("layer", {})
