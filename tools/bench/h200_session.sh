@@ -33,11 +33,20 @@ python_package() {
 # KJIT_STEPS picks steps (default: all but compile, sanitize, tune, tune_sweep and multi_device), KJIT_BENCHES the benchmarks; KJIT_SWEEP=1 adds the
 # planner sweeps (every forced split count / head group) to the decode, paged decode and SWA benchmarks and
 # the forced wgmma variants (tiles, stages, splits, CTA pairs) to the FP8 GEMM benchmark.
-steps=${KJIT_STEPS:-"precompile tests selftest runtime bench python deploy"}
+steps=${KJIT_STEPS:-"precompile tests selftest runtime bench cublaslt python deploy"}
 # The FlashInfer kit (KJIT_FI_KIT, default .peers/peers/flashinfer of this checkout), when carried,
-# adds the step flashinfer: kjit's ragged paged prefill beside FlashInfer fa2/fa3 on the same inputs.
+# adds the steps flashinfer (kjit's ragged paged prefill beside FlashInfer fa2/fa3 on the same
+# inputs) and layer (one FP8 decoder layer, kjit's stack beside cuBLASLt + FlashInfer + torch).
 fi_kit=${KJIT_FI_KIT:-$root/.peers/peers/flashinfer}
-[ -z "${KJIT_STEPS:-}" ] && [ -d "$fi_kit" ] && steps="$steps flashinfer"
+[ -z "${KJIT_STEPS:-}" ] && [ -d "$fi_kit" ] && steps="$steps flashinfer layer"
+# FlashInfer's environment (flashinfer_env.sh), set up once a run by the first step that needs it.
+fi_env=0
+fi_environment() {
+  [ "$fi_env" = 1 ] && return 0
+  [ -d "$fi_kit" ] || return 1
+  KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh" || return 1
+  fi_env=1
+}
 # fp8_decode calls kjit through its Python package, so it runs after the python step installs it.
 benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention fp8_decode"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -217,11 +226,33 @@ fi
 # modules built first (several minutes of nvcc on a cold machine), then the cases.
 if want flashinfer; then
   step "FlashInfer (ragged paged prefill)"
-  if python_package && KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_env.sh"; then
+  if python_package && fi_environment; then
     (cd "$root/tools/bench" && timeout 600 python3 bench_flashinfer.py --prebuild) > "$out/fi_prebuild.txt" 2>&1
     echo "prebuild rc=$?"; tail -n 5 "$out/fi_prebuild.txt"
     (cd "$root/tools/bench" && timeout 300 python3 bench_flashinfer.py --json "$out/bench_flashinfer.json") \
       2>&1 | tee "$out/bench_flashinfer.txt" | tail -n 12
+  fi
+fi
+
+# One FP8 decoder layer of a 70B-class model (tools/bench/bench_layer.py): kjit's stack beside the
+# peer stack (cuBLASLt, FlashInfer, torch), each in one CUDA graph and op by op, decode at batch 1,
+# 8, 32, 128 (and mixed lengths) and an 8 × 512 prefill chunk. FlashInfer's modules (decode on CUDA
+# and tensor cores, fa3 prefill) are built first in the same JIT workspace as the flashinfer step;
+# without the kit the peer's attention is kjit's and the tables say so.
+if want layer; then
+  step "decoder layer (kjit stack beside cuBLASLt + FlashInfer + torch)"
+  if python_package; then
+    layer_args=(--json "$out/bench_layer.json")
+    if fi_environment; then
+      (cd "$root/tools/bench" && timeout 600 python3 bench_layer.py --prebuild) > "$out/layer_prebuild.txt" 2>&1
+      echo "prebuild rc=$?"; tail -n 5 "$out/layer_prebuild.txt"
+    else
+      echo "no usable FlashInfer kit at $fi_kit: the peer's attention is kjit's"
+      layer_args+=(--no-fi)
+    fi
+    (cd "$root/tools/bench" && timeout 420 python3 bench_layer.py "${layer_args[@]}") \
+      2>&1 | tee "$out/bench_layer.txt" | tail -n 16
+    echo "bench_layer rc=${PIPESTATUS[0]}"
   fi
 fi
 
@@ -275,6 +306,18 @@ want bench && python_package && for b in $benches; do
     timeout "$([ "$b" = fp8_decode ] && echo 600 || echo 300)" python3 "$root/tools/bench/bench_$b.py" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
+
+# What cuBLASLt's heuristic picks (tile, stages, split-K, reduction, swizzle, cluster) for the FP8
+# GEMM shapes of the decoder layer and the earlier decode shapes, M = 1 … 256, asked as
+# torch._scaled_mm asks (tools/bench/cublaslt_algos.py; its descriptor is checked against torch's).
+if want cublaslt; then
+  step "cuBLASLt's FP8 GEMM algorithms"
+  if python_package; then
+    timeout 300 python3 "$root/tools/bench/cublaslt_algos.py" --json "$out/cublaslt_algos.json" 2>&1 \
+      | tee "$out/cublaslt_algos.txt" | tail -n 70
+    echo "cublaslt_algos rc=${PIPESTATUS[0]}"
+  fi
+fi
 
 # Deployment (tests/gpu/deploy_test.cc): a decode loop under KJIT_RECORD, replayed by `kjit
 # precompile --manifest` into an empty cache and rerun under KJIT_JIT=off (zero compiles, same
