@@ -975,6 +975,88 @@ TEST(Fp8Plan, ClusterCapacityPhases) {
   EXPECT_EQ(gemm_plan(problem(0, 4096, 4096), T::k128x256, 0, l40s()).choice.family, nullptr);
 }
 
+// Stream-K (GemmArgs::stream_k, runtime/ops/fp8/gemm.hpp): with a workspace, on wherever whole
+// tiles fill under 90% of their last wave, each CTA keeping at least 4 k-steps; never without
+// one, never on whole waves or a 256-wide tile; forced, it keeps BN 128 and refuses split-K and
+// pairs. The workspace: the counters (256-byte rounded) and two slots per CTA.
+TEST(Fp8Plan, StreamK) {
+  using T = f8::GemmTile;
+  const kjit::DeviceInfo h = h200();
+  auto with_workspace = [](fd::GemmDims d) {
+    d.has_workspace = true;
+    return d;
+  };
+  struct Case {
+    int64_t m, n, k;
+    bool stream_k;
+    int bm, bn;
+    int64_t tiles;
+  };
+  // The decoder layer's projections at decode M (swapped small tiles) and M = 128; 7168 x 2048
+  // at M = 1 (112 tiles of 64 rows: 0.85 of a wave) and whole waves (128 tiles of 64 rows).
+  for (const Case& c : {Case{1, 10240, 8192, true, 128, 16, 80}, Case{16, 57344, 8192, true, 128, 16, 448},
+                        Case{1, 28672, 8192, true, 128, 16, 224}, Case{1, 8192, 8192, false, 64, 16, 128},
+                        Case{128, 10240, 8192, true, 128, 128, 80}, Case{1, 7168, 2048, true, 64, 16, 112}}) {
+    SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
+    const fd::GemmPlan p = fd::plan_gemm(with_workspace(problem(c.m, c.n, c.k)), h);
+    EXPECT_EQ(p.stream_k, c.stream_k);
+    EXPECT_EQ(p.bm, c.bm);
+    EXPECT_EQ(p.bn, c.bn);
+    EXPECT_EQ(p.tiles_m * p.tiles_n, c.tiles);
+    EXPECT_EQ(p.splits, 1);
+    if (c.stream_k) {
+      EXPECT_EQ(p.grid, 132);
+      EXPECT_EQ(p.workspace_bytes,
+                static_cast<size_t>(f8::sm90_stream_k_slot_offset(c.tiles) + 2 * 132 * 2 * 64 * c.bn * 4));
+    } else {
+      EXPECT_EQ(p.workspace_bytes, 0u);
+    }
+    // Without a workspace the same problem plans whole tiles.
+    const fd::GemmPlan plain = fd::plan_gemm(problem(c.m, c.n, c.k), h);
+    EXPECT_FALSE(plain.stream_k);
+    EXPECT_EQ(plain.workspace_bytes, 0u);
+    EXPECT_EQ(plain.choice.point, p.choice.point);  // the same kernel: stream-K is a launch parameter
+  }
+  // Not on: split-K's small problems, a 256-wide tile, too few k-steps a CTA, stream_k 1.
+  EXPECT_FALSE(fd::plan_gemm(with_workspace(problem(1, 4096, 7168)), h).stream_k);  // 64 tiles x 2 splits
+  EXPECT_FALSE(fd::plan_gemm(with_workspace(problem(256, 28672, 8192)), h).stream_k);  // 128 x 256 tiles
+  EXPECT_FALSE(fd::plan_gemm(with_workspace(problem(1, 10240, 256)), h).stream_k);  // 160 k-steps
+  fd::GemmDims off = with_workspace(problem(1, 10240, 8192));
+  off.force.stream_k = 1;
+  EXPECT_FALSE(fd::plan_gemm(off, h).stream_k);
+  // Forced: BN 128 for a large problem, a grid of at most k-steps / 4.
+  fd::GemmDims on = with_workspace(problem(256, 28672, 8192));
+  on.force.stream_k = 2;
+  fd::check_gemm_force(on.force, on);
+  const fd::GemmPlan forced = fd::plan_gemm(on, h);
+  EXPECT_TRUE(forced.stream_k);
+  EXPECT_EQ(forced.bn, 128);
+  fd::GemmDims tiny = with_workspace(problem(7, 2000, 144));
+  tiny.force.stream_k = 2;
+  const fd::GemmPlan t = fd::plan_gemm(tiny, h);
+  EXPECT_TRUE(t.stream_k);
+  EXPECT_EQ(t.grid, t.tiles_m * t.tiles_n * 2 / 4);
+  // The rules of the override, before the device is asked.
+  auto rejects = [&](fd::GemmDims d, int stream_k, int splits, int multicast, T tile, const char* says) {
+    d.force = {f8::GemmKernel::kAuto, tile, 0, splits, multicast, stream_k};
+    try {
+      fd::check_gemm_force(d.force, d);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  const fd::GemmDims w = with_workspace(problem(5, 4100, 2048));
+  rejects(problem(5, 4100, 2048), 2, 0, 0, T::kAuto, "stream_k = 2 needs workspace");
+  rejects(w, 2, 2, 0, T::kAuto, "split-K");
+  rejects(w, 2, 0, 2, T::kAuto, "multicast = 2");
+  rejects(w, 2, 0, 0, T::k128x256, "at most 128 wide");
+  rejects(w, 3, 0, 0, T::kAuto, "stream_k must be 0 (auto), 1 (off) or 2 (on), got 3");
+  fd::GemmDims mma = w;
+  mma.force = {f8::GemmKernel::kMmaSync, T::kAuto, 0, 0, 0, 2};
+  EXPECT_THROW(fd::check_gemm_force(mma.force, mma), kjit::InvalidArgument);
+}
+
 // Programmatic dependent launch: the wgmma kernel waits for the previous grid before it reads
 // what that grid may write, so its launches ask to overlap it wherever the target has PDL; the
 // mma.sync kernel does not wait, so it never overlaps. The launch carries the plan's shape, and
