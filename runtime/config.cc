@@ -1,6 +1,8 @@
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache/echo.hpp"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -23,7 +25,7 @@ bool truthy(const std::string& v) { return !v.empty() && v != "0" && v != "false
 uint64_t RuntimeConfig::parse_bytes(std::string_view text, std::string_view what) {
   auto bad = [&](const char* why) {
     return InvalidArgument(fmt::format("{}='{}' is not a byte count: {} (e.g. 536870912, 512M, 2G, 1GiB)", what,
-                                       text, why));
+                                       cache::printable(text), why));
   };
   size_t i = 0;
   uint64_t value = 0;
@@ -56,7 +58,7 @@ JitMode RuntimeConfig::parse_jit_mode(std::string_view text, std::string_view wh
   if (text == "on" || text == "1" || text == "true") return JitMode::kOn;
   if (text == "warn") return JitMode::kWarn;
   if (text == "off" || text == "0" || text == "false") return JitMode::kOff;
-  throw InvalidArgument(fmt::format("{}='{}' is not on, warn or off", what, text));
+  throw InvalidArgument(fmt::format("{}='{}' is not on, warn or off", what, cache::printable(text)));
 }
 
 const char* jit_mode_name(JitMode mode) noexcept {
@@ -95,6 +97,13 @@ RuntimeConfig RuntimeConfig::from_env() {
   c.record_path = env("KJIT_RECORD");
   if (std::string jit = env("KJIT_JIT"); !jit.empty()) c.jit = parse_jit_mode(jit, "KJIT_JIT");
   c.nvtx = truthy(env("KJIT_NVTX"));
+  if (std::string tuning = env("KJIT_TUNING"); !tuning.empty()) {
+    if (tuning == "off" || tuning == "0" || tuning == "false") {
+      c.tuning = false;
+    } else if (tuning != "on" && tuning != "1" && tuning != "true") {
+      throw InvalidArgument(fmt::format("KJIT_TUNING='{}' is not on or off", cache::printable(tuning)));
+    }
+  }
   c.remote = RemoteConfig::from_env();
   if (c.record_path == kRecordRemote && !c.remote.enabled()) {
     throw InvalidArgument("KJIT_RECORD=remote: records into the fleet tier, but KJIT_REMOTE is not set");

@@ -1,6 +1,7 @@
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 
+#include "cache/echo.hpp"
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
@@ -39,12 +40,12 @@ Target Target::parse(std::string_view text) {
                       std::all_of(rest.begin(), rest.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
   if (!digits) {
     throw InvalidArgument(fmt::format(
-        "bad target '{}': expected sm_XY, sm_XYa, compute_XY or XY (e.g. sm_90a, sm_89)", text));
+        "bad target '{}': expected sm_XY, sm_XYa, compute_XY or XY (e.g. sm_90a, sm_89)", cache::printable(text)));
   }
   const int value = std::stoi(std::string(rest));
   t.major = value / 10;
   t.minor = value % 10;
-  if (t.major < 7) throw InvalidArgument(fmt::format("bad target '{}': kjit needs sm_70 or newer", text));
+  if (t.major < 7) throw InvalidArgument(fmt::format("bad target '{}': kjit needs sm_70 or newer", cache::printable(text)));
   // The compute capabilities CUDA 13 knows (NVRTC 13.0 lists 75-121 of them); anything else is a
   // typo (sm_99, sm_890) that NVRTC would only reject with an opaque log. The "a" (arch-specific)
   // variants exist from sm_90 on.
@@ -54,7 +55,7 @@ Target Target::parse(std::string_view text) {
     throw InvalidArgument(fmt::format(
         "bad target '{}': no such {}architecture (known: 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, "
         "103, 110, 120, 121; an 'a' suffix from 90 on, e.g. sm_90a)",
-        text, t.arch_specific && known ? "arch-specific " : ""));
+        cache::printable(text), t.arch_specific && known ? "arch-specific " : ""));
   }
   return t;
 }

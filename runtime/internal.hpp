@@ -13,8 +13,9 @@
 ///     of files a person names (cache/input_file.hpp: manifests, bundles, tune reports), deployment
 ///     manifests (cache/manifest.hpp) and tuning tables (cache/tune_table.hpp): precompile, the
 ///     tuner and `kjit tune`;
-///   - the fleet tier (cache/remote/: tier, records, signing, shared tuning tables): `kjit remote`,
-///     the tuner's table sharing and the remote benchmark;
+///   - the fleet tier (cache/remote/: tier, records, signing, shared tuning tables) and a runtime's
+///     own tier (runtime/fleet.hpp): `kjit remote`, the tuner's table sharing and the remote
+///     benchmark;
 ///   - the tuned-plan registry (runtime/ops/tuned.hpp) and the TMA map memo (runtime/ops/tma_map.hpp):
 ///     the tuner and the runtime benchmark;
 ///   - the per-device target choice (runtime/target_choice.hpp): the CLI's `--arch` default;
@@ -36,6 +37,7 @@
 #include "cache/tune_table.hpp"
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/fleet.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/nvrtc.hpp"

@@ -95,6 +95,8 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
   counter("kjit_remote_rejected_signatures_total", s.remote_rejected_signatures,
           "Fleet tier entries refused for a missing or untrusted signature.");
   counter("kjit_remote_publishes_total", s.remote_publishes, "Entries this process wrote to the fleet tier.");
+  counter("kjit_remote_round_trips_total", s.remote_round_trips,
+          "Commands sent to the fleet tier's server (lookups, leases, publishes, tuning tables).");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
   for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kOff}) {
     w.sample("kjit_jit_mode", static_cast<uint64_t>(mode == m.jit_mode ? 1 : 0), {{"mode", jit_mode_name(mode)}});

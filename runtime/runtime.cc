@@ -11,6 +11,7 @@
 #include "cache/warn.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/events.hpp"
+#include "runtime/fleet.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/record.hpp"
@@ -56,6 +57,9 @@ class RuntimeImpl {
                                       : "read-only");
     }
   }
+
+  /// `runtime`'s fleet tier (detail::fleet_tier).
+  static cache::remote::RemoteTier* remote_of(const Runtime& runtime) noexcept { return runtime.impl_->remote.get(); }
 
   ~RuntimeImpl() {
     // Libraries belong to no context, so unloading them is safe even after every context is gone;
@@ -693,6 +697,10 @@ const Kernel& LoadedProgram::kernel(std::string_view name_expression) const {
   throw InvalidArgument(fmt::format("program {} has no kernel '{}'", compiled_->key, name_expression));
 }
 
+cache::remote::RemoteTier* detail::fleet_tier(const Runtime& runtime) noexcept {
+  return RuntimeImpl::remote_of(runtime);
+}
+
 Runtime& Runtime::global() {
   // Never destroyed: modules outlive static destruction order problems at exit, and the OS
   // reclaims everything anyway.
@@ -745,6 +753,7 @@ RuntimeStats Runtime::stats() const {
     s.remote_lease_waits = r.lease_waits;
     s.remote_rejected_signatures = r.rejected_signatures;
     s.remote_publishes = r.publishes;
+    s.remote_round_trips = r.round_trips;
   }
   std::lock_guard lock(impl_->stats_mutex);
   s.compile_ms = impl_->compile_ms;

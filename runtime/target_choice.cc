@@ -3,6 +3,7 @@
 
 #include <kjit/error.hpp>
 
+#include "cache/echo.hpp"
 #include "runtime/nvrtc.hpp"
 
 #include <fmt/format.h>
@@ -64,7 +65,7 @@ Target parse_kjit_arch(std::string_view value) {
   try {
     return Target::parse(value);
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", value, e.what()));
+    throw InvalidArgument(fmt::format("KJIT_ARCH={}: {}", cache::printable(value), e.what()));
   }
 }
 

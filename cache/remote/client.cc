@@ -1,6 +1,7 @@
 // The fleet tier's Redis connection: bounded timeouts, reconnect, circuit breaker (client.hpp).
 #include "cache/remote/client.hpp"
 
+#include "cache/echo.hpp"
 #include "cache/warn.hpp"
 
 #include <fmt/format.h>
@@ -71,11 +72,23 @@ class NoSigpipe {
 
 }  // namespace
 
-RedisClient::RedisClient(RemoteConfig config) : config_(std::move(config)) {}
+RedisClient::RedisClient(RemoteConfig config, Caller caller) : config_(std::move(config)), caller_(caller) {}
 
 RedisClient::~RedisClient() { drop_locked(); }
 
 std::string RedisClient::where() const { return config_.display(); }
+
+std::string RedisClient::last_error() const {
+  std::lock_guard lock(mutex_);
+  return last_error_;
+}
+
+std::string RedisClient::io_error_locked() const {
+  // hiredis reports a socket timeout as an I/O error with errno EAGAIN.
+  return context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
+             ? fmt::format("no answer within {} ms from {}", config_.op_timeout_ms, where())
+             : fmt::format("the connection to {} failed: {}", where(), printable(context_->errstr));
+}
 
 void RedisClient::drop_locked() {
   if (context_) redisFree(context_);
@@ -87,12 +100,12 @@ bool RedisClient::connect_locked(std::string* error) {
   context_ = config_.socket_path.empty() ? redisConnectWithTimeout(config_.host.c_str(), config_.port, connect_tv)
                                          : redisConnectUnixWithTimeout(config_.socket_path.c_str(), connect_tv);
   if (!context_ || context_->err) {
-    *error = context_ ? fmt::format("cannot connect: {}", context_->errstr) : "cannot connect: out of memory";
+    *error = fmt::format("cannot connect to {}: {}", where(), context_ ? printable(context_->errstr) : "out of memory");
     drop_locked();
     return false;
   }
   if (redisSetTimeout(context_, to_timeval(config_.op_timeout_ms)) != REDIS_OK) {
-    *error = "cannot set the socket timeout";
+    *error = fmt::format("cannot set the socket timeout of the connection to {}", where());
     drop_locked();
     return false;
   }
@@ -103,9 +116,13 @@ bool RedisClient::connect_locked(std::string* error) {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
+    round_trips_.fetch_add(1, std::memory_order_relaxed);
     auto* r = static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()));
     const bool ok = r && r->type != REDIS_REPLY_ERROR;
-    if (!ok) *error = r ? fmt::format("{} refused: {}", what, std::string(r->str, r->len)) : fmt::format("{}: {}", what, context_->errstr);
+    if (!ok) {
+      *error = r ? fmt::format("{} refused {}: {}", where(), what, printable(std::string_view(r->str, r->len)))
+                 : io_error_locked();
+    }
     if (r) freeReplyObject(r);
     return ok;
   };
@@ -127,13 +144,14 @@ bool RedisClient::connect_locked(std::string* error) {
 
 void RedisClient::fault_locked(const std::string& error) {
   faults_.fetch_add(1, std::memory_order_relaxed);
+  last_error_ = error;
   open_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cooldown_ms);
-  if (!in_outage_) {
+  if (!in_outage_ && caller_ == Caller::kOps) {
     in_outage_ = true;
     const std::string skip = config_.cooldown_ms > 0
                                  ? fmt::format("; skipping it for {} ms at a time until it answers again", config_.cooldown_ms)
                                  : std::string();
-    warn(fmt::format("remote cache {}: {}{} (ops run from the disk cache or a local compile)", where(), error, skip));
+    warn(fmt::format("remote cache: {}{} (ops run from the disk cache or a local compile)", error, skip));
   }
 }
 
@@ -157,12 +175,11 @@ std::optional<Reply> RedisClient::command(const std::vector<std::string_view>& a
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
   auto* raw = static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()));
   if (!raw) {
     // The connection is unusable after an I/O error or a timeout (a reply may still be in flight).
-    error = context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
-                ? fmt::format("no answer within {} ms", config_.op_timeout_ms)
-                : fmt::format("connection failed: {}", context_->errstr);
+    error = io_error_locked();
     drop_locked();
     fault_locked(error);
     return std::nullopt;
@@ -170,7 +187,8 @@ std::optional<Reply> RedisClient::command(const std::vector<std::string_view>& a
   Reply reply = copy_reply(raw);
   freeReplyObject(raw);
   if (reply.type == Reply::Type::kError) {
-    fault_locked(fmt::format("{} refused: {}", args.empty() ? "command" : std::string(args[0]), reply.str));
+    fault_locked(fmt::format("{} refused {}: {}", where(), args.empty() ? "a command" : std::string(args[0]),
+                             printable(reply.str)));
     return std::nullopt;
   }
   in_outage_ = false;

@@ -4,7 +4,8 @@
 /// every socket read and write, reconnects after a fault, and opens a circuit breaker that skips
 /// the server for RemoteConfig::cooldown_ms after any fault, so a dead, hung or full server costs
 /// each process one timeout per cooldown, not one per op. The first fault of an outage warns once
-/// (kjit::warn); a success ends the outage. Thread-safe: one connection, one command at a time.
+/// (kjit::warn) when the client serves ops (Caller); a success ends the outage. Thread-safe: one
+/// connection, one command at a time.
 
 #include <kjit/remote.hpp>
 
@@ -31,9 +32,14 @@ struct Reply {
   bool nil() const noexcept { return type == Type::kNil; }
 };
 
+/// Who a client's faults are for. An op goes on without the tier, so its client warns once per
+/// outage; a command (`kjit remote …`) fails, so its client warns nothing and leaves the fault
+/// in last_error() for the command's own error message.
+enum class Caller { kOps, kCommand };
+
 class RedisClient {
  public:
-  explicit RedisClient(RemoteConfig config);
+  explicit RedisClient(RemoteConfig config, Caller caller = Caller::kOps);
   ~RedisClient();
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
@@ -47,6 +53,14 @@ class RedisClient {
   uint64_t faults() const noexcept { return faults_.load(std::memory_order_relaxed); }
   /// Commands skipped because the breaker was open.
   uint64_t skipped() const noexcept { return skipped_.load(std::memory_order_relaxed); }
+  /// Round trips to the server: every command sent (AUTH and SELECT on a connect included),
+  /// answered or not.
+  uint64_t round_trips() const noexcept { return round_trips_.load(std::memory_order_relaxed); }
+  /// The last fault, one sentence naming the server: "no answer within 100 ms from
+  /// redis://cache:6379/0", "cannot connect to …: Connection refused", "… refused AUTH: …";
+  /// "" before any.
+  std::string last_error() const;
+  Caller caller() const noexcept { return caller_; }
   const RemoteConfig& config() const noexcept { return config_; }
   /// "unix:///run/redis.sock" or "redis://host:port/db", without credentials: for messages.
   std::string where() const;
@@ -55,13 +69,17 @@ class RedisClient {
   bool connect_locked(std::string* error);
   void fault_locked(const std::string& error);
   void drop_locked();
+  /// The fault of a call that returned no reply: a timeout or a broken connection.
+  std::string io_error_locked() const;
 
   RemoteConfig config_;
-  std::mutex mutex_;
+  Caller caller_;
+  mutable std::mutex mutex_;
+  std::string last_error_;
   redisContext* context_ = nullptr;
   std::chrono::steady_clock::time_point open_until_{};
   bool in_outage_ = false;
-  std::atomic<uint64_t> faults_{0}, skipped_{0};
+  std::atomic<uint64_t> faults_{0}, skipped_{0}, round_trips_{0};
 };
 
 }  // namespace kjit::cache::remote

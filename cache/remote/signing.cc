@@ -1,13 +1,16 @@
 // Ed25519 signing for the fleet tier, on libsodium (crypto_sign_detached / verify_detached).
 #include "cache/remote/signing.hpp"
 
+#include "cache/echo.hpp"
 #include "cache/input_file.hpp"
 
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
 #include <sodium.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -109,12 +112,22 @@ std::string public_key_text(const PublicKey& key) {
 
 SecretKey read_secret_key(const std::string& path, std::string_view variable) {
   init_sodium();
+  // As ssh does: a secret key that others may read is a key already given away.
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0) {
+    const bool plain = std::all_of(path.begin(), path.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' || c == '-';
+    });
+    throw InvalidArgument(fmt::format("{}: secret key file '{}' has mode {:04o}, so its group or others may read it; "
+                                      "a secret key must be its owner's alone: run `chmod 600 {}`",
+                                      variable, shown_path(path), st.st_mode & 07777,
+                                      plain ? shown_path(path) : "'" + shown_path(path) + "'"));
+  }
   const std::vector<std::string> lines = key_lines(path, variable);
   SecretKey k;
   if (lines.size() != 1 || !from_hex(lines[0], k.bytes.data(), k.bytes.size())) {
     throw InvalidArgument(fmt::format("{}: '{}' is not a kjit secret key file (one line of 128 hex digits; "
                                       "make one with `kjit remote keygen`)",
-                                      variable, path));
+                                      variable, shown_path(path)));
   }
   // The public half is stored in the secret key; check that it is the seed's own.
   std::array<unsigned char, 32> derived{};
@@ -128,7 +141,7 @@ SecretKey read_secret_key(const std::string& path, std::string_view variable) {
   sodium_memzero(seed, sizeof seed);
   if (derived != from_seed) {
     throw InvalidArgument(fmt::format("{}: the secret key in '{}' is damaged (its public half does not match its seed)",
-                                      variable, path));
+                                      variable, shown_path(path)));
   }
   k.pub.bytes = derived;
   k.pub.id = key_id(derived);
@@ -144,13 +157,13 @@ std::vector<PublicKey> read_public_keys(const std::string& path, std::string_vie
     if (!from_hex(line, k.bytes.data(), k.bytes.size())) {
       // The line itself is never echoed: it may be a secret key given here by mistake.
       throw InvalidArgument(fmt::format("{}: '{}': key line {} is not a public key (64 hex digits, {} given){}",
-                                        variable, path, n, line.size(),
+                                        variable, shown_path(path), n, line.size(),
                                         line.size() == 128 ? "; 128 digits is a secret key: name the .pub file" : ""));
     }
     k.id = key_id(k.bytes);
     keys.push_back(k);
   }
-  if (keys.empty()) throw InvalidArgument(fmt::format("{}: '{}' holds no public key", variable, path));
+  if (keys.empty()) throw InvalidArgument(fmt::format("{}: '{}' holds no public key", variable, shown_path(path)));
   return keys;
 }
 

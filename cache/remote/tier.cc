@@ -37,7 +37,7 @@ SlotKeys slot_keys(const std::string& ns, const Key& key) {
   return {tag + ":v", tag + ":lease", tag + ":fail"};
 }
 
-RemoteTier::RemoteTier(const RemoteConfig& config) : client_(config) {
+RemoteTier::RemoteTier(const RemoteConfig& config, Caller caller) : client_(config, caller) {
   if (sodium_init() < 0) throw Error("kjit: libsodium could not be initialized (no random source?)");
   for (const std::string& file : config.trusted_key_files) {
     for (const PublicKey& k : read_public_keys(file, "KJIT_REMOTE_TRUSTED_KEYS")) trusted_.push_back(k);
@@ -58,6 +58,7 @@ TierCounters RemoteTier::counters() const {
   c.rejected_signatures = rejected_signatures_.load();
   c.rejected = rejected_.load();
   c.publishes = publishes_.load();
+  c.round_trips = client_.round_trips();
   return c;
 }
 
@@ -87,9 +88,9 @@ std::optional<Record> RemoteTier::accept(const Key& key, std::string_view bytes,
   if (first) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
-    warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded (the op uses the disk cache or a local compile)",
-                     client_.where(), kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(),
-                     rejection_name(why), note));
+    warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded{}", client_.where(),
+                     kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(), rejection_name(why), note,
+                     client_.caller() == Caller::kOps ? " (the op uses the disk cache or a local compile)" : ""));
   }
   return std::nullopt;
 }
@@ -127,12 +128,9 @@ bool RemoteTier::record_manifest_line(const std::string& line) {
 }
 
 std::vector<std::string> RemoteTier::manifest_lines() {
-  std::optional<Reply> r = client_.command({"SMEMBERS", manifest_key(config().ns)});
-  if (!r || r->type != Reply::Type::kArray) {
-    throw CacheError(fmt::format("remote cache {} did not answer SMEMBERS", client_.where()));
-  }
+  const Reply r = call({"SMEMBERS", manifest_key(config().ns)});
   std::vector<std::string> lines;
-  for (const Reply& e : r->elements) lines.push_back(e.str);
+  for (const Reply& e : r.elements) lines.push_back(e.str);
   std::sort(lines.begin(), lines.end());
   return lines;
 }

@@ -1,6 +1,7 @@
 // Tuning tables through the fleet tier (remote/tune_share.hpp).
 #include "cache/remote/tune_share.hpp"
 
+#include "cache/echo.hpp"
 #include "cache/warn.hpp"
 
 #include <kjit/error.hpp>
@@ -9,13 +10,6 @@
 
 namespace kjit::cache::remote {
 namespace {
-
-// Sets KEYS[1] to ARGV[2] only while it still holds ARGV[1] ("" = absent): a merge computed
-// from a stale read is retried instead of dropping another tuner's entries.
-constexpr std::string_view kSwapScript =
-    "local cur = redis.call('get', KEYS[1]) "
-    "if (cur == false and ARGV[1] == '') or cur == ARGV[1] then redis.call('set', KEYS[1], ARGV[2]) return 1 end "
-    "return 0";
 
 std::optional<TuneTable> decode_tune(RemoteTier& tier, const std::string& id, std::string_view bytes) {
   Rejection why = Rejection::kNone;
@@ -30,14 +24,14 @@ std::optional<TuneTable> decode_tune(RemoteTier& tier, const std::string& id, st
     try {
       TuneTable t = decode_table(r->body);
       if (t.fingerprint_id == id) return t;
-      note = "it names fingerprint " + t.fingerprint_id;
+      note = "it names fingerprint " + printable(t.fingerprint_id);
     } catch (const std::exception& e) {
       note = e.what();
     }
     why = Rejection::kCorrupt;
   }
   warn(fmt::format("remote cache {}: the tuning table of fingerprint {} was rejected ({}: {}); it is not merged",
-                   tier.client().where(), id, rejection_name(why), note));
+                   tier.where(), printable(id), rejection_name(why), note));
   return std::nullopt;
 }
 
@@ -45,79 +39,52 @@ std::optional<TuneTable> decode_tune(RemoteTier& tier, const std::string& id, st
 
 Key tune_record_key(const std::string& id) { return KeyBuilder().add("tune.fingerprint", id).finish(); }
 
-std::string tune_redis_key(const std::string& ns, const std::string& id) {
-  return fmt::format("{{{}}}:tune:{}", ns, id);
-}
-
 bool push_tune_table(RemoteTier& tier, const TuneTable& table) {
   if (!tier.may_write()) return false;
-  const std::string key = tune_redis_key(tier.config().ns, table.fingerprint_id);
   for (int attempt = 0; attempt < 8; ++attempt) {
-    std::optional<Reply> cur = tier.client().command({"GET", key});
-    if (!cur) return false;
+    const std::optional<std::string> stored = tier.read_tune_table(table.fingerprint_id);
     TuneTable merged = table;
-    std::string old;
-    if (cur->type == Reply::Type::kString) {
-      old = cur->str;
-      // A stored table that fails the checks is replaced by ours, not merged.
-      if (std::optional<TuneTable> stored = decode_tune(tier, table.fingerprint_id, old)) {
-        merged = *stored;
+    // A stored table that fails the checks is replaced by ours, not merged.
+    if (stored) {
+      if (std::optional<TuneTable> t = decode_tune(tier, table.fingerprint_id, *stored)) {
+        merged = *t;
         merge_tables(merged, table);
       }
     }
     const std::string value =
         encode_record(RecordKind::kTuneTable, tune_record_key(table.fingerprint_id), encode_table(merged), tier.signer());
-    std::optional<Reply> r = tier.client().command({"EVAL", kSwapScript, "1", key, old, value});
-    if (!r) return false;
-    if (r->integer == 1) return true;
+    if (tier.swap_tune_table(table.fingerprint_id, stored, value)) return true;
   }
   warn(fmt::format("remote cache {}: the tuning table of fingerprint {} kept changing under this push; not published",
-                   tier.client().where(), table.fingerprint_id));
+                   tier.where(), table.fingerprint_id));
   return false;
 }
 
 std::vector<TuneTable> fetch_tune_tables(RemoteTier& tier, const std::string& only_id) {
-  const std::string prefix = tune_redis_key(tier.config().ns, "");
-  std::vector<std::string> ids;
-  if (!only_id.empty()) {
-    ids.push_back(only_id);
-  } else {
-    std::string cursor = "0";
-    do {
-      std::optional<Reply> r = tier.client().command({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
-      if (!r || r->type != Reply::Type::kArray || r->elements.size() != 2) {
-        throw CacheError(fmt::format("remote cache {} did not answer SCAN", tier.client().where()));
-      }
-      cursor = r->elements[0].str;
-      for (const Reply& name : r->elements[1].elements) ids.push_back(name.str.substr(prefix.size()));
-    } while (cursor != "0");
-  }
+  const std::vector<std::string> ids = only_id.empty() ? tier.tune_table_ids() : std::vector<std::string>{only_id};
   std::vector<TuneTable> tables;
   for (const std::string& id : ids) {
-    std::optional<Reply> r = tier.client().command({"GET", tune_redis_key(tier.config().ns, id)});
-    if (!r) throw CacheError(fmt::format("remote cache {} did not answer GET", tier.client().where()));
-    if (r->type != Reply::Type::kString) continue;
-    if (std::optional<TuneTable> t = decode_tune(tier, id, r->str)) tables.push_back(std::move(*t));
+    const std::optional<std::string> stored = tier.read_tune_table(id);
+    if (!stored) continue;
+    if (std::optional<TuneTable> t = decode_tune(tier, id, *stored)) tables.push_back(std::move(*t));
   }
   return tables;
 }
 
-void share_tune_table(const RemoteConfig& config, const TuneTable& table) noexcept {
-  if (!config.enabled()) return;
+void share_tune_table(RemoteTier* tier, const TuneTable& table) noexcept {
+  if (tier == nullptr) return;
   try {
-    RemoteTier tier(config);
-    if (!tier.may_write()) return;
-    push_tune_table(tier, table);
+    if (!tier->may_write()) return;
+    push_tune_table(*tier, table);
   } catch (const std::exception& e) {
     warn(fmt::format("the tuning table of fingerprint {} was not shared with the fleet: {}", table.fingerprint_id, e.what()));
   }
 }
 
-void merge_fleet_table(const RemoteConfig& config, const std::string& id, TuneTable* table, bool* found) noexcept {
-  if (!config.enabled()) return;
+void merge_fleet_table(RemoteTier* tier, const std::string& id, TuneTable* table, bool* found) noexcept {
+  if (tier == nullptr) return;
   try {
-    RemoteTier tier(config);
-    for (const TuneTable& t : fetch_tune_tables(tier, id)) {
+    for (const TuneTable& t : fetch_tune_tables(*tier, id)) {
       if (!*found) {
         *table = t;
       } else {
@@ -125,6 +92,8 @@ void merge_fleet_table(const RemoteConfig& config, const std::string& id, TuneTa
       }
       *found = true;
     }
+  } catch (const CacheError&) {
+    // A fault: the tier's client warned of it (once per outage) and counted it.
   } catch (const std::exception& e) {
     warn(fmt::format("the fleet's tuning table of fingerprint {} was not merged: {}", id, e.what()));
   }

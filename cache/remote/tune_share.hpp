@@ -18,11 +18,10 @@ namespace kjit::cache::remote {
 
 /// The record key of the table of fingerprint `id`.
 Key tune_record_key(const std::string& id);
-/// The Redis key of the table of fingerprint `id`.
-std::string tune_redis_key(const std::string& ns, const std::string& id);
 
-/// Merges `table` into the fleet's table of its fingerprint. Returns false (warned) when the tier
-/// is unreachable, this host may not write, or the swap kept losing to other writers.
+/// Merges `table` into the fleet's table of its fingerprint. Returns false when this host may
+/// not write, or the swap kept losing to other writers (warned). Throws CacheError when the
+/// server does not answer.
 bool push_tune_table(RemoteTier& tier, const TuneTable& table);
 
 /// The fleet's tables that pass the checks (every fingerprint, or only `only_id` when not
@@ -34,13 +33,16 @@ std::vector<TuneTable> fetch_tune_tables(RemoteTier& tier, const std::string& on
 /// `root` (publish_table: locked, merged, atomic). Returns how many tables were merged.
 size_t merge_fleet_tables(RemoteTier& tier, const std::string& root, const std::string& only_id = "");
 
-/// What `kjit tune` calls after publishing a table locally: pushes it to the tier `config` names
-/// (nothing when the tier is off). Never throws; a failure is warned.
-void share_tune_table(const RemoteConfig& config, const TuneTable& table) noexcept;
+/// What `kjit tune` calls after publishing a table locally: pushes it through `tier` (the
+/// runtime's, detail::fleet_tier; nothing when it is null, the tier being off). Never throws;
+/// a failure is warned.
+void share_tune_table(RemoteTier* tier, const TuneTable& table) noexcept;
 
 /// What a host calls when it loads the table of fingerprint `id` (runtime/ops/tuned.cc): merges
-/// the fleet's table into `*table` in memory (nothing when the tier is off or has none) and sets
-/// `*found` when it merged one. Never throws; a failure is warned and leaves `*table` as it was.
-void merge_fleet_table(const RemoteConfig& config, const std::string& id, TuneTable* table, bool* found) noexcept;
+/// the fleet's table, read through `tier` (the runtime's; nothing when it is null), into
+/// `*table` in memory and sets `*found` when it merged one. Never throws; a failure leaves
+/// `*table` as it was. Its round trips and faults are the tier's, so RuntimeStats counts them and
+/// the tier's client warns of a fault (once per outage); anything else is warned here.
+void merge_fleet_table(RemoteTier* tier, const std::string& id, TuneTable* table, bool* found) noexcept;
 
 }  // namespace kjit::cache::remote

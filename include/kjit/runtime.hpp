@@ -208,12 +208,17 @@ struct RuntimeConfig {
   JitMode jit = JitMode::kOn;
   /// KJIT_REMOTE and the KJIT_REMOTE_* variables: the fleet tier (kjit/remote.hpp); off by default.
   RemoteConfig remote;
+  /// KJIT_TUNING: on (default; also 1/true) or off (0/false). Off, the planners ignore tuning
+  /// tables (the local ones and the fleet's) and use their built-in rules. The tables are those
+  /// of Runtime::global()'s cache_dir and fleet tier.
+  bool tuning = true;
   /// KJIT_NVTX=1: NVTX ranges (domain "kjit") around each compile, disk read and module load, for
   /// Nsight Systems timelines. Off by default.
   bool nvtx = false;
 
-  /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES
-  /// or a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling).
+  /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES,
+  /// a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling), a KJIT_TUNING
+  /// other than on or off, or a malformed KJIT_REMOTE* variable (RemoteConfig::from_env).
   static RuntimeConfig from_env();
 
   /// Parses a byte count as KJIT_CACHE_MAX_BYTES (and `kjit cache prune --max-bytes`) take it:
@@ -255,6 +260,9 @@ struct RuntimeStats {
   /// signature), once per key; they were never loaded.
   uint64_t remote_rejected_signatures = 0;
   uint64_t remote_publishes = 0;  ///< entries this process wrote to the remote tier
+  /// Commands sent to the remote tier's server (lookups, leases, publishes, the fleet's tuning
+  /// tables, AUTH and SELECT on a connect), answered or not.
+  uint64_t remote_round_trips = 0;
 };
 
 /// What a Runtime reports to monitoring at one moment (Runtime::metrics; metrics_text() writes
@@ -357,6 +365,7 @@ class Runtime {
   std::string cuda_headers_version() const;
 
  private:
+  friend class detail::RuntimeImpl;  // detail::fleet_tier reaches the runtime's tier through it
   std::unique_ptr<detail::RuntimeImpl> impl_;
   uint64_t id_;
 };

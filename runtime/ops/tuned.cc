@@ -7,6 +7,7 @@
 #include "cache/remote/tune_share.hpp"
 #include "cache/tune_table.hpp"
 #include "cache/warn.hpp"
+#include "runtime/fleet.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,7 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace kjit::detail {
@@ -44,25 +45,21 @@ std::string over_limits(const cache::TuneChoice& c, const DeviceInfo& info) {
   return {};
 }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
-/// Reads and checks the table of `info`'s device; warns about everything it leaves out.
+/// Reads and checks the table of `info`'s device; warns about everything it leaves out. The
+/// process's configuration (cache dir, KJIT_TUNING, the fleet tier) is Runtime::global()'s,
+/// read once: the fleet's table comes through that runtime's one RemoteTier.
 std::unique_ptr<TunedTable> load_table(const DeviceInfo& device) {
-  const std::string mode = env("KJIT_TUNING");
-  if (mode == "off" || mode == "0" || mode == "false") return nullptr;
+  const Runtime& runtime = Runtime::global();
+  if (!runtime.config().tuning) return nullptr;
   const DeviceInfo& info = device_identity(device.ordinal);  // the fingerprint's fields too
-  const RuntimeConfig config = RuntimeConfig::from_env();
-  const std::string root = config.cache_dir;
+  const std::string& root = runtime.config().cache_dir;
   const std::string id = info.fingerprint_id();
   const std::string path = cache::table_path(root, id);
   cache::TuneTable file;
   try {
     bool found = cache::read_table(path, &file);
     // The fleet's table of this kind of device (KJIT_REMOTE), merged in: newer measurements win.
-    cache::remote::merge_fleet_table(config.remote, id, &file, &found);
+    cache::remote::merge_fleet_table(fleet_tier(runtime), id, &file, &found);
     if (!found) {
       const std::vector<std::string> others = cache::list_tables(root);
       if (!others.empty()) {

@@ -196,9 +196,11 @@ cache::TuneChoice stored_choice_of(const TuneOpSpec& op, const TunedChoice& choi
 TunedTable tuned_table_from(const cache::TuneTable& file, const DeviceInfo& info, std::vector<std::string>* dropped);
 
 /// The tuned choices of the device `info` describes (info.ordinal), read on first use from
-/// `<cache dir>/tuning/<fingerprint id>.json` (the cache dir of RuntimeConfig::from_env, so
-/// workspace queries and calls agree whatever Runtime they use), or nullptr when it has none.
-/// KJIT_TUNING=off (or 0) ignores tables. A missing table with tables of other fingerprints
+/// `<cache dir>/tuning/<fingerprint id>.json` and merged with the fleet's table of the device
+/// (KJIT_REMOTE), or nullptr when it has none. The cache dir, KJIT_TUNING and the fleet tier are
+/// Runtime::global()'s (read once from the environment, so workspace queries and calls agree
+/// whatever Runtime they use); the fleet's table comes through that runtime's one RemoteTier
+/// (runtime/fleet.hpp). KJIT_TUNING=off (or 0) ignores tables. A missing table with tables of other fingerprints
 /// beside it, a table that records another fingerprint, a table that does not decode: one
 /// warning each, and no table. A dropped entry: one warning, the rest of the table is used.
 /// Never throws.
@@ -209,7 +211,7 @@ const TunedTable* tuned_table(const DeviceInfo& info) noexcept;
 void install_tuned_table(int ordinal, TunedTable table);
 
 /// Makes the next tuned_table() of device `ordinal` read its table file again (a process that
-/// writes a table, or changes KJIT_CACHE_DIR or KJIT_TUNING, and then plans: tests). Tables
+/// writes a table and then plans: tests). Tables
 /// handed out earlier stay alive. Throws InvalidArgument for an ordinal out of range. Not for use
 /// while other threads plan on that device.
 void reload_tuned_table(int ordinal);

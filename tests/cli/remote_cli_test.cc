@@ -6,13 +6,25 @@
 
 #include "cache/tune_table.hpp"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
-#include <set>
-
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <thread>
 
 namespace {
 
@@ -25,6 +37,66 @@ namespace fs = std::filesystem;
 
 fs::path kjit_binary() { return build_dir() / "tools" / "kjit"; }
 
+/// A listening TCP socket on `address` (AF_INET or AF_INET6) and a free port, or -1 with errno.
+int listen_on(int family, const char* address, int* port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    ::inet_pton(AF_INET6, address, &a->sin6_addr);
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    ::inet_pton(AF_INET, address, &a->sin_addr);
+    len = sizeof *a;
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, 64) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  *port = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                   : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
+}
+
+/// A hung Redis: a TCP server on 127.0.0.1 that accepts every connection and never answers.
+class HungServer {
+ public:
+  HungServer() {
+    fd_ = listen_on(AF_INET, "127.0.0.1", &port_);
+    if (fd_ < 0) return;
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 20) > 0) {
+          const int c = ::accept(fd_, nullptr, nullptr);
+          if (c >= 0) held_.push_back(c);
+        }
+      }
+    });
+  }
+  ~HungServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    for (int c : held_) ::close(c);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> held_;
+  std::thread thread_;
+};
+
 class RemoteCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,7 +106,17 @@ class RemoteCli : public ::testing::Test {
   }
   void TearDown() override { redis_.reset(); }
 
-  ProcessResult kjit(const std::string& host, std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  /// `kjit args…` as `host` (its cache folder), with KJIT_REMOTE this test's server unless `env`
+  /// says otherwise. `*ms` (when given): how long it ran.
+  ProcessResult kjit(const std::string& host, std::vector<std::string> args, std::map<std::string, std::string> env = {},
+                     double* ms = nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    ProcessResult r = kjit_untimed(host, std::move(args), std::move(env));
+    if (ms) *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+  ProcessResult kjit_untimed(const std::string& host, std::vector<std::string> args,
+                             std::map<std::string, std::string> env) {
     args.insert(args.begin(), kjit_binary().string());
     env.emplace("KJIT_CACHE_DIR", (dir_ / "hosts" / host).string());
     env.emplace("KJIT_REMOTE", redis_->url());
@@ -203,6 +285,180 @@ TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {
   EXPECT_EQ(malformed.code, 2);
   EXPECT_NE(malformed.err.find("--shard 'abc' is not i/N"), std::string::npos) << malformed.describe();
   EXPECT_EQ(kjit("x", {"remote", "stats"}, {{"KJIT_REMOTE", ""}}).code, 2);
+}
+
+// The operator commands against a hung server (accepts, never answers): they follow
+// KJIT_REMOTE_TIMEOUT_MS or --timeout-ms for the connect and every command, and fail as commands
+// with a timeout, in about that time.
+TEST_F(RemoteCli, OperatorCommandsFollowTheTimeoutAndSpeakAsCommands) {
+  HungServer hung;
+  ASSERT_GT(hung.port(), 0) << "cannot listen on 127.0.0.1: " << std::strerror(errno);
+  // What a process costs here without any server, so the bound below is the timeout's.
+  double base_ms = 0;
+  EXPECT_EQ(kjit("x", {"remote", "stats"}, {{"KJIT_REMOTE", ""}}, &base_ms).code, 2);
+  const std::string where = fmt::format("redis://127.0.0.1:{}/0", hung.port());
+  // Something for push to send.
+  kjit::cache::publish_table((dir_ / "hosts" / "x").string(), tune_table(1, 100));
+  for (const char* command : {"stats", "ls", "verify", "pull", "push", "manifest"}) {
+    for (const std::string auth : {"", "user:Hung5ecret@"}) {
+      const std::string url = fmt::format("redis://{}127.0.0.1:{}", auth, hung.port());
+      double ms = 0;
+      const ProcessResult r = kjit("x", {"remote", command},
+                                   {{"KJIT_REMOTE", url}, {"KJIT_REMOTE_TIMEOUT_MS", "100"},
+                                    {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "100"}},
+                                   &ms);
+      EXPECT_EQ(r.code, 2) << r.describe();
+      EXPECT_EQ(r.err_lines(), std::vector<std::string>{fmt::format(
+                                   "kjit: error: remote {}: no answer within 100 ms from {}", command, where)})
+          << r.describe();
+      EXPECT_EQ(r.out.find("Hung5ecret") + r.err.find("Hung5ecret"), 2 * std::string::npos) << r.describe();
+      EXPECT_LT(ms, base_ms + 100 + 1000) << command << " took " << ms << " ms (a process alone: " << base_ms << " ms)";
+      std::printf("[remote-cli] kjit remote %s against a hung server, KJIT_REMOTE_TIMEOUT_MS=100%s: %.0f ms "
+                  "(a process alone: %.0f ms)\n",
+                  command, auth.empty() ? "" : ", with AUTH", ms, base_ms);
+    }
+  }
+  // --timeout-ms wins over the variables.
+  double ms = 0;
+  const ProcessResult r = kjit("x", {"remote", "ls", "--timeout-ms", "150"},
+                               {{"KJIT_REMOTE", where}, {"KJIT_REMOTE_TIMEOUT_MS", "5000"},
+                                {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "5000"}},
+                               &ms);
+  EXPECT_EQ(r.err_lines(),
+            std::vector<std::string>{"kjit: error: remote ls: no answer within 150 ms from " + where})
+      << r.describe();
+  EXPECT_LT(ms, base_ms + 150 + 1000);
+  EXPECT_EQ(kjit("x", {"remote", "ls", "--timeout-ms", "0"}).code, 2) << "a timeout of 0 is refused";
+  // A server that refuses the connection, in the same words.
+  const ProcessResult refused = kjit("x", {"remote", "stats"}, {{"KJIT_REMOTE", "unix://" + (dir_ / "none.sock").string()}});
+  EXPECT_EQ(refused.code, 2);
+  ASSERT_EQ(refused.err_lines().size(), 1u) << refused.describe();
+  EXPECT_EQ(refused.err_lines()[0].rfind("kjit: error: remote stats: cannot connect to unix://", 0), 0u)
+      << refused.describe();
+}
+
+// IPv6 host literals reach a real server listening on ::1, with a password and a db.
+TEST_F(RemoteCli, Ipv6HostLiteralsReachTheServer) {
+  int port = 0;
+  const int probe = listen_on(AF_INET6, "::1", &port);
+  if (probe < 0) {
+    std::printf("[remote-cli] skipped: this host has no IPv6 loopback (binding ::1: %s)\n", std::strerror(errno));
+    GTEST_SKIP() << "no IPv6 loopback (binding ::1: " << std::strerror(errno) << ")";
+  }
+  ::close(probe);
+  kjit::test::RedisServer v6(dir_ / "redis6", "::1", port);
+  const std::string where = fmt::format("redis://[::1]:{}", port);
+  const json plain = kjit_json("h", {"remote", "stats"}, {{"KJIT_REMOTE", where}});
+  EXPECT_EQ(plain["server"], where + "/0");
+  EXPECT_EQ(plain["entries"], 0);
+  // With a password and db 2: the runtime publishes its compile there, and nowhere else.
+  ASSERT_TRUE(v6.client().command({"CONFIG", "SET", "requirepass", "V6passw0rd"}));
+  const std::string secured = fmt::format("redis://:V6passw0rd@[::1]:{}/2", port);
+  const ProcessResult compiled = kjit("b", {"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--arch",
+                                            "sm_89", "--json"},
+                                      {{"KJIT_REMOTE", secured}});
+  ASSERT_EQ(compiled.code, 0) << compiled.describe();
+  EXPECT_EQ(json::parse(compiled.out)["origin"], "compiled");
+  EXPECT_EQ(compiled.err.find("warning"), std::string::npos) << "the tier was used without a fault: " << compiled.describe();
+  const json db2 = kjit_json("h", {"remote", "stats"}, {{"KJIT_REMOTE", secured}});
+  EXPECT_EQ(db2["server"], where + "/2");
+  EXPECT_EQ(db2["entries"], 1) << db2.dump();
+  EXPECT_EQ(kjit_json("h", {"remote", "stats"}, {{"KJIT_REMOTE", fmt::format("redis://:V6passw0rd@[::1]:{}", port)}})["entries"], 0);
+  // A wrong password is the server's refusal, and is never shown.
+  const ProcessResult wrong = kjit("h", {"remote", "stats"}, {{"KJIT_REMOTE", fmt::format("redis://:Wr0ngPass@[::1]:{}", port)}});
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("refused AUTH"), std::string::npos) << wrong.describe();
+  EXPECT_EQ(wrong.err.find("Wr0ngPass"), std::string::npos) << wrong.describe();
+}
+
+// No output of any command shows a password or a secret key: every malformed KJIT_REMOTE that
+// carries one, a key file others may read, a wrong password.
+TEST_F(RemoteCli, NoCommandPrintsAPasswordOrASecretKey) {
+  const std::string pw = "S3cretPassw0rd";
+  const std::vector<std::string> urls = {
+      "rediss://:" + pw + "@cache:6379/0", "tcp://user:" + pw + "@cache:6379", "redis://:" + pw + "@",
+      "redis://:" + pw + "@/0",            "redis//:" + pw + "@cache:6379",    "redis:/:" + pw + "@cache:6379",
+      " redis://:" + pw + "@cache:6379",   "redis://:" + pw,                   "redis://:" + pw + "@cache:1\n",
+      "redis://cache?password=" + pw,      "redis://:" + pw + "@::1:6379"};
+  const std::vector<std::vector<std::string>> commands = {
+      {"remote", "stats"}, {"remote", "ls"}, {"remote", "verify"}, {"remote", "pull"}, {"remote", "push"},
+      {"compile", "rotary", "style=neox", "head_dim=64", "pos=i32", "--arch", "sm_89"},
+      {"precompile", "--remote", "--family", "rotary", "--arch", "sm_89"}};
+  for (const std::string& url : urls) {
+    for (const std::vector<std::string>& command : commands) {
+      const ProcessResult r = kjit("x", command, {{"KJIT_REMOTE", url}});
+      EXPECT_EQ(r.code, 2) << r.describe();
+      EXPECT_EQ(r.out.find(pw), std::string::npos) << r.describe();
+      EXPECT_EQ(r.err.find(pw), std::string::npos) << r.describe();
+      EXPECT_NE(r.err.find("KJIT_REMOTE='"), std::string::npos) << r.describe();
+      EXPECT_EQ(r.err_lines().size(), 1u) << r.describe();
+    }
+  }
+  // A secret key file others may read: refused by every command that would load it, with the
+  // fix, and the key never shown.
+  const std::string prefix = (dir_ / "fleet").string();
+  kjit_json("any", {"remote", "keygen", prefix});
+  std::string key_text;
+  {
+    std::ifstream in(prefix + ".key");
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] != '#') key_text = line;
+    }
+  }
+  ASSERT_EQ(key_text.size(), 128u);
+  ASSERT_EQ(::chmod((prefix + ".key").c_str(), 0644), 0);
+  for (const std::vector<std::string>& command : commands) {
+    const ProcessResult r = kjit("b", command, {{"KJIT_REMOTE_SIGNING_KEY", prefix + ".key"}});
+    EXPECT_EQ(r.code, 2) << r.describe();
+    EXPECT_NE(r.err.find("chmod 600 " + prefix + ".key"), std::string::npos) << r.describe();
+    for (size_t at = 0; at + 16 <= key_text.size(); at += 16) {
+      EXPECT_EQ((r.out + r.err).find(key_text.substr(at, 16)), std::string::npos) << r.describe();
+    }
+  }
+  // The secret key named where public keys go: refused without showing it.
+  ASSERT_EQ(::chmod((prefix + ".key").c_str(), 0600), 0);
+  const ProcessResult swapped = kjit("s", {"remote", "verify"}, {{"KJIT_REMOTE_TRUSTED_KEYS", prefix + ".key"}});
+  EXPECT_EQ(swapped.code, 2) << swapped.describe();
+  EXPECT_EQ((swapped.out + swapped.err).find(key_text.substr(0, 16)), std::string::npos) << swapped.describe();
+  // A wrong password from a file: the server's refusal, never the password.
+  ASSERT_TRUE(redis_->client().command({"CONFIG", "SET", "requirepass", "R1ghtPassw0rd"}));
+  {
+    std::ofstream(dir_ / "pw") << "Wr0ngPassw0rd\n";
+  }
+  const ProcessResult wrong = kjit("s", {"remote", "stats"}, {{"KJIT_REMOTE_PASSWORD_FILE", (dir_ / "pw").string()}});
+  EXPECT_EQ(wrong.code, 2) << wrong.describe();
+  EXPECT_NE(wrong.err.find("refused AUTH"), std::string::npos) << wrong.describe();
+  EXPECT_EQ((wrong.out + wrong.err).find("Passw0rd"), std::string::npos) << wrong.describe();
+}
+
+// Trust is never off by accident: KJIT_REMOTE_TRUSTED_KEYS set to something that names no key
+// is an error, not "checked against 0 trusted keys" and exit 0.
+TEST_F(RemoteCli, VerifyRefusesTrustedKeysThatNameNoKey) {
+  for (const char* value : {"", ":", "::", "a.pub::b.pub", ":a.pub", "a.pub:"}) {
+    const ProcessResult r = kjit("s", {"remote", "verify"}, {{"KJIT_REMOTE_TRUSTED_KEYS", value}});
+    EXPECT_EQ(r.code, 2) << r.describe();
+    ASSERT_EQ(r.err_lines().size(), 1u) << r.describe();
+    EXPECT_EQ(r.err_lines()[0].rfind("kjit: error: KJIT_REMOTE_TRUSTED_KEYS='", 0), 0u) << r.describe();
+    EXPECT_EQ(r.out.find("trusted key"), std::string::npos) << r.describe();
+  }
+  // Unset, verify still checks checksums and keys, and says that signatures were not checked.
+  const ProcessResult unset = kjit("s", {"remote", "verify"});
+  EXPECT_EQ(unset.code, 0) << unset.describe();
+  EXPECT_NE(unset.out.find("signatures were not checked"), std::string::npos) << unset.describe();
+}
+
+// Values a message echoes stay one line of bounded length: control characters escaped, a long
+// value cut.
+TEST_F(RemoteCli, EchoedValuesStayOneBoundedLine) {
+  const ProcessResult mode = kjit("s", {"remote", "stats"}, {{"KJIT_REMOTE_MODE", "ro\n\x1b[2Jkjit: all good"}});
+  EXPECT_EQ(mode.code, 2);
+  EXPECT_EQ(mode.err_lines(), std::vector<std::string>{"kjit: error: KJIT_REMOTE_MODE='ro\\n\\x1b[2Jkjit: all good' is "
+                                                       "not rw or ro"})
+      << mode.describe();
+  const ProcessResult host = kjit("s", {"remote", "stats"}, {{"KJIT_REMOTE", "redis://" + std::string(100000, 'h') + ":1"}});
+  EXPECT_EQ(host.code, 2);
+  ASSERT_EQ(host.err_lines().size(), 1u) << host.describe().substr(0, 2000);
+  EXPECT_LT(host.err.size(), 1000u) << host.describe().substr(0, 2000);
 }
 
 }  // namespace

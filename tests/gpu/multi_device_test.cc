@@ -305,32 +305,6 @@ std::string make_temp_dir(const char* stem) {
   return pattern;
 }
 
-/// Sets an environment variable for a scope, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 class MultiDevice : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -520,9 +494,10 @@ void reload_tables(int devices) {
 }
 
 TEST_F(MultiDevice, TuningTableFollowsTheDeviceFingerprint) {
-  const std::string dir = make_temp_dir("kjit-multi-tune");
-  const ScopedEnv cache_env("KJIT_CACHE_DIR", dir.c_str());  // where tuned_table reads tables
-  const ScopedEnv tuning_env("KJIT_TUNING", nullptr);
+  // tuned_table reads the tables of the process's runtime (Runtime::global(), configured once
+  // from the environment): the test writes its tables there and removes them after.
+  const std::string dir = kjit::Runtime::global().config().cache_dir;
+  ASSERT_TRUE(kjit::Runtime::global().config().tuning) << "run without KJIT_TUNING=off";
   const kjit::DeviceInfo& id0 = kjit::device_identity(0);
   const ad::DecodeDims d0 = tuned_dims(0);
   const ad::DecodePlan def = ad::DecodeOp::plan(d0, kjit::device_info(0));
@@ -616,8 +591,9 @@ TEST_F(MultiDevice, TuningTableFollowsTheDeviceFingerprint) {
   err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("was measured on another device"), std::string::npos) << err;
 
-  fs::remove_all(dir);
-  reload_tables(devices_);  // later tests read the tables of the environment's cache again
+  fs::remove(kjit::cache::table_path(dir, table.fingerprint_id));
+  fs::remove(kjit::cache::table_path(dir, foreign.fingerprint_id));
+  reload_tables(devices_);  // later tests read the runtime's tables again
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "tests/cache/cache_test_util.hpp"
 #include "tests/remote/fleet_spec.hpp"
 #include "tests/remote/redis_server.hpp"
+#include "tools/testing/prometheus_text.hpp"
 
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"
@@ -144,6 +145,7 @@ class FleetTest : public ::testing::Test {
   void make_keys(const std::string& name) {
     const kjit::cache::remote::SecretKey k = kjit::cache::remote::generate_key();
     std::ofstream(dir_ / (name + ".key")) << kjit::cache::remote::secret_key_text(k);
+    fs::permissions(dir_ / (name + ".key"), fs::perms::owner_read | fs::perms::owner_write);  // as keygen makes it
     std::ofstream(dir_ / (name + ".pub")) << kjit::cache::remote::public_key_text(k.pub);
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
@@ -398,30 +400,95 @@ TEST_F(FleetTest, AHostMergesTheFleetsTuningTableOfItsDevice) {
   };
   kjit::RemoteConfig rc;
   rc.parse_url(redis_->url());
-  {
-    kjit::cache::remote::RemoteTier tier(rc);
-    ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(1, 100, 5)));
-    ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(2, 100, 6)));
-  }
+  kjit::cache::remote::RemoteTier tier(rc);
+  ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(1, 100, 5)));
+  ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, table(2, 100, 6)));
   kjit::cache::TuneTable local = table(2, 50, 60);  // an older local measurement of bucket 2
   bool found = true;
-  kjit::cache::remote::merge_fleet_table(rc, "abcdef012345", &local, &found);
+  kjit::cache::remote::merge_fleet_table(&tier, "abcdef012345", &local, &found);
   EXPECT_TRUE(found);
   ASSERT_EQ(local.entries.size(), 2u) << "both tuners' buckets arrived";
   EXPECT_EQ(local.find("decode", {2})->winner.us, 6) << "the newer measurement won";
   // No local table: the fleet's is taken as it is; another fingerprint finds nothing.
   kjit::cache::TuneTable none;
   found = false;
-  kjit::cache::remote::merge_fleet_table(rc, "abcdef012345", &none, &found);
+  kjit::cache::remote::merge_fleet_table(&tier, "abcdef012345", &none, &found);
   EXPECT_TRUE(found);
   EXPECT_EQ(none.entries.size(), 2u);
   found = false;
-  kjit::cache::remote::merge_fleet_table(rc, "ffffffffffff", &none, &found);
+  kjit::cache::remote::merge_fleet_table(&tier, "ffffffffffff", &none, &found);
   EXPECT_FALSE(found);
-  // Without KJIT_REMOTE nothing happens.
+  // Without KJIT_REMOTE (no tier) nothing happens.
   found = false;
-  kjit::cache::remote::merge_fleet_table(kjit::RemoteConfig{}, "abcdef012345", &none, &found);
+  kjit::cache::remote::merge_fleet_table(nullptr, "abcdef012345", &none, &found);
   EXPECT_FALSE(found);
+}
+
+// One door: a process's ops read the fleet's tuning table through the runtime's one RemoteTier
+// (runtime/fleet.hpp), so its round trips and faults are the runtime's (RuntimeStats, the
+// Prometheus text), and the table and the compiles share one connection.
+TEST_F(FleetTest, TheTuningTableShareGoesThroughTheRuntimesOneTier) {
+  const char* bin = std::getenv("KJIT_TEST_BINARY_DIR");
+  ASSERT_NE(bin, nullptr) << "run through ctest (KJIT_TEST_BINARY_DIR)";
+  const fs::path driver = fs::path(bin) / "simulated_driver";
+  ASSERT_TRUE(fs::exists(driver / "libcuda.so.1")) << "build kjit_simulated_driver";
+  const auto env = host_env("tuned", {{"LD_LIBRARY_PATH", driver.string()}, {"KJIT_SIM_CC", "9.0"}});
+  auto connections = [&] {
+    const std::string info = redis_->client().command({"INFO", "stats"})->str;
+    const size_t at = info.find("total_connections_received:");
+    return at == std::string::npos ? -1 : std::stoll(info.substr(at + 27));
+  };
+  auto metric = [](const Worker& w, const std::string& name) {
+    const kjit::testing::PrometheusText t = kjit::testing::parse_prometheus(w.result["metrics"].get<std::string>());
+    return t.samples.count(name) ? t.samples.at(name) : -1.0;
+  };
+
+  // An op's first plan on the device, nothing else: the fleet's table is asked for once, and the
+  // runtime counts that round trip.
+  const Worker plan = run(env, {"--tuned"});
+  ASSERT_EQ(plan.code, 0) << plan.describe();
+  EXPECT_EQ(plan.result["tuned"], false);
+  EXPECT_EQ(plan.result["round_trips"], 1) << plan.describe();
+  EXPECT_EQ(metric(plan, "kjit_remote_round_trips_total"), 1.0) << plan.describe();
+  EXPECT_EQ(plan.result["remote_errors"], 0);
+
+  // The table and a compile: one connection for both.
+  const long long before = connections();
+  const Worker both = run(env, {"--tuned", "tuned-compile"});
+  ASSERT_EQ(both.code, 0) << both.describe();
+  EXPECT_EQ(connections() - before, 1) << "a second connection: a second door";
+  EXPECT_GT(both.result["round_trips"].get<int>(), 1);
+  EXPECT_EQ(metric(both, "kjit_remote_round_trips_total"), both.result["round_trips"].get<double>());
+
+  // The fleet's table of this device is merged and checked when the op loads it.
+  kjit::cache::TuneTable t;
+  t.fingerprint_id = plan.result["fingerprint"].get<std::string>();
+  t.fingerprint_text = plan.result["fingerprint_text"].get<std::string>();
+  kjit::cache::TuneEntry e;
+  e.op = "no_such_op";
+  e.bucket = {1};
+  e.winner = {"attention.decode", "head_dim=128 rows=8", {}, 5, 5, 0, 128, 0, 96, 1};
+  e.default_choice = e.winner;
+  e.tuned_unix = 100;
+  t.entries.push_back(e);
+  {
+    kjit::RemoteConfig rc;
+    rc.parse_url(redis_->url());
+    kjit::cache::remote::RemoteTier tier(rc);
+    ASSERT_TRUE(kjit::cache::remote::push_tune_table(tier, t));
+  }
+  const Worker merged = run(env, {"--tuned"});
+  ASSERT_EQ(merged.code, 0) << merged.describe();
+  EXPECT_NE(merged.stderr_text.find("entry op=no_such_op bucket=[1]: unknown op"), std::string::npos)
+      << merged.describe();
+
+  // A server that is gone: the table's fault is the runtime's fault, counted and exported.
+  redis_->stop();
+  const Worker down = run(env, {"--tuned"});
+  ASSERT_EQ(down.code, 0) << down.describe();
+  EXPECT_EQ(down.result["remote_errors"], 1) << down.describe();
+  EXPECT_EQ(metric(down, "kjit_remote_errors_total"), 1.0) << down.describe();
+  EXPECT_EQ(down.remote_warnings(), 1) << down.describe();
 }
 
 TEST_F(FleetTest, WithoutKjitRemoteNothingTouchesTheServer) {

@@ -1,5 +1,7 @@
 // The fleet tier's pieces without a server: the remote record format and its decoder, Ed25519
-// keys and key files, the Redis key layout, and the KJIT_REMOTE* configuration.
+// keys and key files, the Redis key layout, the KJIT_REMOTE* configuration, and how messages
+// echo what they were given (cache/echo.hpp).
+#include "cache/echo.hpp"
 #include "cache/remote/record.hpp"
 #include "tests/cache/cache_test_util.hpp"
 #include "cache/remote/signing.hpp"
@@ -143,8 +145,10 @@ TEST(RemoteRecord, OneEntrysKeysShareAHashTag) {
 
 class KeyFiles : public ::testing::Test {
  protected:
+  /// Writes a key file as `kjit remote keygen` does: mode 0600.
   std::string write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
+    fs::permissions(dir_ / name, fs::perms::owner_read | fs::perms::owner_write);
     return (dir_ / name).string();
   }
   kjit::cache::testing::TempDir tmp_;
@@ -164,6 +168,37 @@ TEST_F(KeyFiles, RoundTripAndSign) {
   EXPECT_TRUE(verify(pubs[0], "message", sig));
   EXPECT_FALSE(verify(pubs[1], "message", sig));
   EXPECT_FALSE(verify(pubs[0], "messagE", sig));
+}
+
+TEST_F(KeyFiles, ASecretKeyOthersMayReadIsRefusedWithTheFix) {
+  const SecretKey k = generate_key();
+  const std::string text = secret_key_text(k);
+  const std::string path = write("open.key", text);
+  const std::string hex = text.substr(text.find('\n') + 1, 128);
+  for (fs::perms extra : {fs::perms::group_read, fs::perms::others_read, fs::perms::group_write, fs::perms::others_exec}) {
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | extra);
+    try {
+      read_secret_key(path, "KJIT_REMOTE_SIGNING_KEY");
+      ADD_FAILURE() << "a secret key of mode " << std::oct << static_cast<int>(fs::status(path).permissions())
+                    << " was accepted";
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string why = e.what();
+      EXPECT_NE(why.find("KJIT_REMOTE_SIGNING_KEY"), std::string::npos) << why;
+      EXPECT_NE(why.find("chmod 600 " + path), std::string::npos) << why;
+      EXPECT_EQ(why.find(hex.substr(0, 16)), std::string::npos) << "the key itself is never shown: " << why;
+    }
+  }
+  fs::permissions(path, fs::perms::owner_read);  // 0400 is private too
+  EXPECT_EQ(read_secret_key(path, "V").bytes, k.bytes);
+  // A path a shell would split is quoted in the fix.
+  const std::string spaced = write("my key.key", text);
+  fs::permissions(spaced, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  try {
+    read_secret_key(spaced, "V");
+    ADD_FAILURE() << "accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("chmod 600 '" + spaced + "'"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(KeyFiles, BadFilesNameTheVariableAndPath) {
@@ -237,6 +272,162 @@ TEST(RemoteConfig, ParsesUrls) {
   }
 }
 
+TEST(Echo, ControlCharactersAreEscapedAndLongValuesCut) {
+  EXPECT_EQ(printable("plain /path é"), "plain /path é");
+  EXPECT_EQ(printable("a\nb\r\tc\x1b[2J\x7f"), "a\\nb\\r\\tc\\x1b[2J\\x7f");
+  EXPECT_EQ(printable(std::string("nul\0", 4)), "nul\\x00");
+  const std::string big(100000, 'h');
+  const std::string cut = printable(big);
+  EXPECT_EQ(cut, std::string(200, 'h') + "… (100000 bytes)");
+  // Never inside an escape or a UTF-8 character.
+  EXPECT_EQ(printable(std::string(199, 'x') + "\n", 200), std::string(199, 'x') + "… (200 bytes)");
+  EXPECT_EQ(printable(std::string(199, 'x') + "é", 200), std::string(199, 'x') + "… (201 bytes)");
+  EXPECT_EQ(shown_path(std::string(300, 'p')), std::string(300, 'p')) << "a path is shown whole up to PATH_MAX";
+}
+
+TEST(Echo, UrlsLoseTheirCredentialsWhateverTheirShape) {
+  EXPECT_EQ(redact_url("redis://user:pw@host:1/0"), "redis://***@host:1/0");
+  EXPECT_EQ(redact_url("rediss://:pw@cache:6379/0"), "rediss://***@cache:6379/0");
+  EXPECT_EQ(redact_url("tcp://u:pw@cache"), "tcp://***@cache");
+  EXPECT_EQ(redact_url("redis://:pw@"), "redis://***@");
+  EXPECT_EQ(redact_url("redis//:pw@cache"), "redis//***@cache");
+  EXPECT_EQ(redact_url("redis:/:pw@cache"), "redis:/***@cache");
+  EXPECT_EQ(redact_url(" redis://:pw@cache"), " redis://***@cache");
+  EXPECT_EQ(redact_url("redis://:p@ss/w@cache"), "redis://***@cache") << "the last '@' ends the credentials";
+  EXPECT_EQ(redact_url("pw@cache"), "***@cache");
+  EXPECT_EQ(redact_url("redis://:pw"), "redis://:***") << "a port that is no number may be a password";
+  EXPECT_EQ(redact_url("redis://[::1]:6379/0"), "redis://[::1]:6379/0");
+  EXPECT_EQ(redact_url("redis://cache?password=pw&db=2"), "redis://cache?password=***&db=2");
+  EXPECT_EQ(redact_url("unix:///run/redis.sock?db=1"), "unix:///run/redis.sock?db=1");
+  EXPECT_EQ(shown_url("redis://:pw@h\n"), "redis://***@h\\n");
+}
+
+TEST(RemoteConfig, ParsesIpv6Literals) {
+  kjit::RemoteConfig c;
+  c.parse_url("redis://[::1]:6380");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 6380);
+  EXPECT_EQ(c.display(), "redis://[::1]:6380/0");
+  c.parse_url("redis://:pw@[::1]:7000/2");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 7000);
+  EXPECT_EQ(c.db, 2);
+  EXPECT_EQ(c.password, "pw");
+  EXPECT_EQ(c.display(), "redis://[::1]:7000/2");
+  c.parse_url("redis://[2001:db8::7]");
+  EXPECT_EQ(c.host, "2001:db8::7");
+  EXPECT_EQ(c.port, 6379);
+  c.parse_url("redis://[fe80::1%eth0]:1/");
+  EXPECT_EQ(c.host, "fe80::1%eth0");
+  c.parse_url("redis://[::ffff:10.0.0.5]:6379");
+  EXPECT_EQ(c.host, "::ffff:10.0.0.5");
+  for (const char* bad : {"redis://::1:6379", "redis://[::1", "redis://[::1]6379", "redis://[::1]:", "redis://[]:1",
+                          "redis://[zz::1]:1", "redis://[10.0.0.5]:1", "redis://[::1]:1:2", "redis://h:1:2",
+                          "redis://h h:1", "redis://h%41", "redis://h:1/0/1"}) {
+    kjit::RemoteConfig d;
+    try {
+      d.parse_url(bad);
+      ADD_FAILURE() << bad << " was accepted as host '" << d.host << "' port " << d.port;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("KJIT_REMOTE='"), std::string::npos) << e.what();
+    }
+  }
+  // A host name longer than DNS allows is refused, not echoed whole.
+  try {
+    c.parse_url("redis://" + std::string(100000, 'h') + ":1");
+    ADD_FAILURE() << "a 100 KB host name was accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_LT(std::string(e.what()).size(), 700u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(100010 bytes)"), std::string::npos) << e.what();
+  }
+}
+
+// Every shape of a malformed KJIT_REMOTE that carries a password: refused, naming the variable,
+// never showing the password.
+TEST(RemoteConfig, NoMessageShowsThePassword) {
+  const std::string pw = "S3cretPassw0rd";
+  const std::vector<std::string> shapes = {
+      "rediss://:" + pw + "@cache:6379/0", "tcp://user:" + pw + "@cache:6379", "redis://:" + pw + "@",
+      "redis://:" + pw + "@/0",            "redis//:" + pw + "@cache:6379",    "redis:/:" + pw + "@cache:6379",
+      " redis://:" + pw + "@cache:6379",   "redis://:" + pw + "@cache:6379 ",  "redis://:" + pw,
+      "redis://user:" + pw + "@cache:port", "redis://:" + pw + "@cache/x",     "redis://:" + pw + "@cache:1\n",
+      "redis://:" + pw + "@[::1",          "redis://cache?password=" + pw,     "unix://:" + pw + "@/run/r.sock",
+      "redis://:" + pw + "@::1:6379",      "\tredis://:" + pw + "@cache"};
+  for (const std::string& url : shapes) {
+    kjit::RemoteConfig c;
+    try {
+      c.parse_url(url);
+      ADD_FAILURE() << "accepted: " << printable(url);
+    } catch (const kjit::InvalidArgument& e) {
+      const std::string why = e.what();
+      EXPECT_NE(why.find("KJIT_REMOTE"), std::string::npos) << why;
+      EXPECT_EQ(why.find(pw), std::string::npos) << why;
+      EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    }
+    // Through the environment, as every process reads it.
+    setenv("KJIT_REMOTE", url.c_str(), 1);
+    try {
+      kjit::RuntimeConfig::from_env();
+      ADD_FAILURE() << "accepted from the environment: " << printable(url);
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).find(pw), std::string::npos) << e.what();
+    }
+    unsetenv("KJIT_REMOTE");
+  }
+}
+
+TEST(RemoteConfig, TrustedKeysNeverTurnTrustOffByAccident) {
+  setenv("KJIT_REMOTE", "unix:///tmp/r.sock", 1);
+  for (const char* bad : {"", " ", ":", "::", ":::", "a.pub::b.pub", ":a.pub", "a.pub:", "a.pub: ", " :b.pub"}) {
+    setenv("KJIT_REMOTE_TRUSTED_KEYS", bad, 1);
+    try {
+      const kjit::RemoteConfig c = kjit::RemoteConfig::from_env();
+      ADD_FAILURE() << "KJIT_REMOTE_TRUSTED_KEYS='" << bad << "' was accepted as " << c.trusted_key_files.size()
+                    << " files";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("KJIT_REMOTE_TRUSTED_KEYS='"), std::string::npos) << e.what();
+    }
+  }
+  setenv("KJIT_REMOTE_TRUSTED_KEYS", "/k/a.pub", 1);
+  EXPECT_EQ(kjit::RemoteConfig::from_env().trusted_key_files, (std::vector<std::string>{"/k/a.pub"}));
+  unsetenv("KJIT_REMOTE_TRUSTED_KEYS");
+  EXPECT_TRUE(kjit::RemoteConfig::from_env().trusted_key_files.empty()) << "unset: no trust configured";
+  unsetenv("KJIT_REMOTE");
+}
+
+TEST(RemoteConfig, EchoedValuesAreEscapedAndBounded) {
+  setenv("KJIT_REMOTE", "unix:///tmp/r.sock", 1);
+  setenv("KJIT_REMOTE_MODE", "ro\n\x1b[2Jkjit: fine", 1);
+  try {
+    kjit::RemoteConfig::from_env();
+    ADD_FAILURE() << "accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find("ro\\n\\x1b[2Jkjit: fine"), std::string::npos) << why;
+    EXPECT_EQ(why.find_first_of("\n\x1b"), std::string::npos) << why;
+  }
+  unsetenv("KJIT_REMOTE_MODE");
+  const std::string big = std::string(100000, 'n') + "{";
+  setenv("KJIT_REMOTE_NAMESPACE", big.c_str(), 1);
+  try {
+    kjit::RemoteConfig::from_env();
+    ADD_FAILURE() << "accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u);
+    EXPECT_NE(std::string(e.what()).find("… (100001 bytes)"), std::string::npos) << e.what();
+  }
+  unsetenv("KJIT_REMOTE_NAMESPACE");
+  setenv("KJIT_REMOTE_TIMEOUT_MS", "5\x1b]0;pwned\x07", 1);
+  try {
+    kjit::RemoteConfig::from_env();
+    ADD_FAILURE() << "accepted";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("5\\x1b]0;pwned\\x07"), std::string::npos) << e.what();
+  }
+  unsetenv("KJIT_REMOTE_TIMEOUT_MS");
+  unsetenv("KJIT_REMOTE");
+}
+
 TEST(RemoteConfig, FromEnvNamesTheVariable) {
   setenv("KJIT_REMOTE", "unix:///tmp/r.sock", 1);
   setenv("KJIT_REMOTE_MODE", "ro", 1);
@@ -278,6 +469,17 @@ TEST(RemoteConfig, FromEnvNamesTheVariable) {
   setenv("KJIT_RECORD", "remote:", 1);
   EXPECT_THROW(kjit::RuntimeConfig::from_env(), kjit::InvalidArgument) << "recording into a tier that is not set";
   unsetenv("KJIT_RECORD");
+  // KJIT_TUNING is read with the rest, once, and a typo is no silent "on".
+  for (const char* off : {"off", "0", "false"}) {
+    setenv("KJIT_TUNING", off, 1);
+    EXPECT_FALSE(kjit::RuntimeConfig::from_env().tuning) << off;
+  }
+  setenv("KJIT_TUNING", "on", 1);
+  EXPECT_TRUE(kjit::RuntimeConfig::from_env().tuning);
+  setenv("KJIT_TUNING", "of", 1);
+  EXPECT_THROW(kjit::RuntimeConfig::from_env(), kjit::InvalidArgument);
+  unsetenv("KJIT_TUNING");
+  EXPECT_TRUE(kjit::RuntimeConfig::from_env().tuning);
 }
 
 }  // namespace

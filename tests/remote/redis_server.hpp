@@ -1,8 +1,8 @@
 #pragma once
 /// \file redis_server.hpp
-/// A real redis-server for a test: started on a unix socket in a temp folder (no TCP port), with
-/// persistence off, and killed when the object goes. Tests stop, pause (SIGSTOP) and restart it
-/// to play a server that dies or hangs.
+/// A real redis-server for a test: started on a unix socket in a temp folder (and, when asked, on
+/// a TCP port of one address too), with persistence off, and killed when the object goes. Tests
+/// stop, pause (SIGSTOP) and restart it to play a server that dies or hangs.
 
 #include "cache/remote/client.hpp"
 
@@ -27,8 +27,10 @@ namespace kjit::test {
 
 class RedisServer {
  public:
-  /// Starts redis-server with its socket, log and working folder in `dir` (created).
-  explicit RedisServer(std::filesystem::path dir) : dir_(std::move(dir)) {
+  /// Starts redis-server with its socket, log and working folder in `dir` (created); with a
+  /// `tcp_address` ("::1", "127.0.0.1") it also listens there on `tcp_port`.
+  explicit RedisServer(std::filesystem::path dir, std::string tcp_address = "", int tcp_port = 0)
+      : dir_(std::move(dir)), tcp_address_(std::move(tcp_address)), tcp_port_(tcp_port) {
     std::filesystem::create_directories(dir_);
     start();
   }
@@ -43,9 +45,10 @@ class RedisServer {
 
   /// Starts the server (again) and waits until it answers PING (at most 10 s).
   void start() {
-    std::vector<std::string> args = {"redis-server", "--port", "0", "--unixsocket", socket().string(),
+    std::vector<std::string> args = {"redis-server", "--port", std::to_string(tcp_port_), "--unixsocket", socket().string(),
                                      "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                                      "--dir", dir_.string(), "--logfile", (dir_ / "redis.log").string()};
+    if (!tcp_address_.empty()) args.insert(args.end(), {"--bind", tcp_address_});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -95,6 +98,8 @@ class RedisServer {
 
  private:
   std::filesystem::path dir_;
+  std::string tcp_address_;
+  int tcp_port_ = 0;
   pid_t pid_ = -1;
   std::unique_ptr<cache::remote::RedisClient> client_;
   pid_t client_pid_ = -1;

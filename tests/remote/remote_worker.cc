@@ -1,30 +1,47 @@
 // A "host" of the fleet tests: compiles fleet_spec variants through a Runtime configured from
 // the environment (KJIT_CACHE_DIR, KJIT_REMOTE*) and prints one JSON line per run with what
-// happened, for tests/remote/fleet_test.cc to add up across processes.
-//   remote_worker [--slow] [--broken] VARIANT...
+// happened, for tests/remote/fleet_test.cc to add up across processes. With --tuned it is a
+// process whose ops plan on device 0 (the simulated driver): it loads the device's tuning table
+// first (runtime/ops/tuned.cc), then compiles, all through Runtime::global(), and adds the
+// device's fingerprint id, whether a table was found and the Prometheus text.
+//   remote_worker [--slow] [--broken] [--tuned] VARIANT...
 #include "tests/remote/fleet_spec.hpp"
+
+#include "runtime/ops/tuned.hpp"
 
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <xxhash.h>
 
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
-  bool slow = false, broken = false;
+  bool slow = false, broken = false, tuned = false;
   std::vector<std::string> variants;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--slow") slow = true;
     else if (a == "--broken") broken = true;
+    else if (a == "--tuned") tuned = true;
     else variants.push_back(a);
   }
-  kjit::Runtime rt(kjit::RuntimeConfig::from_env());
+  std::unique_ptr<kjit::Runtime> own;
+  if (!tuned) own = std::make_unique<kjit::Runtime>(kjit::RuntimeConfig::from_env());
+  kjit::Runtime& rt = tuned ? kjit::Runtime::global() : *own;
+  std::string extra;
+  if (tuned) {
+    const kjit::DeviceInfo& info = kjit::device_identity(0);
+    const bool found = kjit::detail::tuned_table(kjit::device_info(0)) != nullptr;
+    extra = fmt::format(",\"fingerprint\":\"{}\",\"fingerprint_text\":{},\"tuned\":{}", info.fingerprint_id(),
+                        nlohmann::json(info.fingerprint()).dump(), found);
+  }
   std::string results;
   int failures = 0;
   for (const std::string& v : variants) {
@@ -45,9 +62,11 @@ int main(int argc, char** argv) {
     results += fmt::format("{}{{\"variant\":\"{}\",{},\"ms\":{:.3f}}}", results.empty() ? "" : ",", v, outcome, ms);
   }
   const kjit::RuntimeStats s = rt.stats();
+  const std::string metrics = nlohmann::json(rt.metrics_text()).dump();  // a JSON string
   fmt::print("{{\"runs\":[{}],\"compiles\":{},\"remote_hits\":{},\"remote_misses\":{},\"remote_errors\":{},"
-             "\"lease_waits\":{},\"rejected_signatures\":{},\"publishes\":{},\"disk_hits\":{}}}\n",
+             "\"lease_waits\":{},\"rejected_signatures\":{},\"publishes\":{},\"disk_hits\":{},\"round_trips\":{},"
+             "\"metrics\":{}{}}}\n",
              results, s.compiles, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
-             s.remote_rejected_signatures, s.remote_publishes, s.disk_hits);
+             s.remote_rejected_signatures, s.remote_publishes, s.disk_hits, s.remote_round_trips, metrics, extra);
   return failures == 0 ? 0 : 3;
 }

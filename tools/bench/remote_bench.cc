@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     Server server(dir / "redis");
     const kjit::cache::remote::SecretKey key = kjit::cache::remote::generate_key();
     std::ofstream(dir / "fleet.key") << kjit::cache::remote::secret_key_text(key);
+    fs::permissions(dir / "fleet.key", fs::perms::owner_read | fs::perms::owner_write);  // a secret key is 0600
     std::ofstream(dir / "fleet.pub") << kjit::cache::remote::public_key_text(key.pub);
 
     auto config = [&](const std::string& host, kjit::RemoteMode mode) {

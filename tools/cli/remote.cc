@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <memory>
@@ -22,19 +23,32 @@ namespace kjit::cli {
 namespace {
 
 using cache::remote::RemoteTier;
-using cache::remote::Reply;
+using Slot = cache::remote::RemoteTier::Slot;
 
-/// The tier the environment names, with the patience of a command rather than an op: the hot
-/// path's few-millisecond timeouts would fail a scan of a large namespace.
-std::unique_ptr<RemoteTier> open_tier() {
+/// The tier the environment names, for a command: it follows KJIT_REMOTE_CONNECT_TIMEOUT_MS and
+/// KJIT_REMOTE_TIMEOUT_MS, or `timeout_ms` (--timeout-ms) for both when it is not 0; it has no
+/// circuit breaker (a command stops at its first fault) and warns nothing of faults (the
+/// command reports them as its error).
+std::unique_ptr<RemoteTier> open_tier(int timeout_ms = 0) {
   RemoteConfig c = RuntimeConfig::from_env().remote;
   if (!c.enabled()) {
     throw InvalidArgument("KJIT_REMOTE is not set: name the fleet's Redis (redis://host:port/db or unix:///path)");
   }
-  c.connect_timeout_ms = std::max(c.connect_timeout_ms, 2000);
-  c.op_timeout_ms = std::max(c.op_timeout_ms, 5000);
+  if (timeout_ms > 0) c.connect_timeout_ms = c.op_timeout_ms = timeout_ms;
   c.cooldown_ms = 0;
-  return std::make_unique<RemoteTier>(c);
+  return std::make_unique<RemoteTier>(c, cache::remote::Caller::kCommand);
+}
+
+/// `run` as the command `name` ("remote stats"): a fault of the tier (CacheError) is reported
+/// as that command's error, "remote stats: no answer within 100 ms from redis://…".
+std::function<int()> as_command(std::string name, std::function<int()> run) {
+  return [name = std::move(name), run = std::move(run)] {
+    try {
+      return run();
+    } catch (const CacheError& e) {
+      throw CacheError(fmt::format("{}: {}", name, strip_prefix(e.what())));
+    }
+  };
 }
 
 /// The reason a host may not write to the tier, or "" when it may.
@@ -46,47 +60,6 @@ std::string why_not_writable(const RemoteTier& tier) {
                "rejected by every reader";
 }
 
-Reply call(RemoteTier& tier, const std::vector<std::string_view>& args) {
-  std::optional<Reply> r = tier.client().command(args);
-  if (!r) throw CacheError(fmt::format("remote cache {} did not answer {}", tier.client().where(), args[0]));
-  return *r;
-}
-
-/// Escapes Redis glob characters in `text`.
-std::string glob_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-/// The keys of the namespace whose Redis names end in `suffix` (":v", ":lease", ":fail"), as
-/// cache keys, sorted.
-std::vector<cache::Key> scan(RemoteTier& tier, const std::string& suffix) {
-  const std::string prefix = "{" + tier.config().ns + ":";
-  const std::string pattern = glob_escape(prefix) + "*" + glob_escape("}" + suffix);
-  std::vector<cache::Key> keys;
-  std::string cursor = "0";
-  do {
-    Reply r = call(tier, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    if (r.type != Reply::Type::kArray || r.elements.size() != 2) throw CacheError("SCAN gave an unexpected reply");
-    cursor = r.elements[0].str;
-    for (const Reply& name : r.elements[1].elements) {
-      cache::Key k;
-      const std::string& s = name.str;
-      if (s.size() == prefix.size() + 32 + 1 + suffix.size() &&
-          cache::Key::from_hex(std::string_view(s).substr(prefix.size(), 32), &k)) {
-        keys.push_back(k);
-      }
-    }
-  } while (cursor != "0");
-  std::sort(keys.begin(), keys.end(), [](const cache::Key& a, const cache::Key& b) { return a.hex() < b.hex(); });
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  return keys;
-}
-
 /// One value of the namespace, read and checked against the trusted keys.
 struct Checked {
   cache::Key key;
@@ -96,15 +69,14 @@ struct Checked {
 };
 
 std::optional<Checked> read_value(RemoteTier& tier, const cache::Key& key) {
-  const cache::remote::SlotKeys k = cache::remote::slot_keys(tier.config().ns, key);
-  Reply r = call(tier, {"GET", k.value});
-  if (r.type != Reply::Type::kString) return std::nullopt;  // expired since the scan
+  const std::optional<std::string> bytes = tier.read_value(key);
+  if (!bytes) return std::nullopt;  // expired since the scan
   Checked c;
   c.key = key;
-  c.bytes = r.str.size();
+  c.bytes = bytes->size();
   cache::remote::Rejection why;
   std::string note;
-  c.record = cache::remote::decode_record(r.str, key, tier.trusted(), &why, &note);
+  c.record = cache::remote::decode_record(*bytes, key, tier.trusted(), &why, &note);
   if (!c.record) c.problem = fmt::format("{}: {}", cache::remote::rejection_name(why), note);
   return c;
 }
@@ -134,38 +106,32 @@ int run_keygen(const std::string& name) {
   return kExitOk;
 }
 
-int run_stats() {
-  auto tier = open_tier();
-  const std::vector<cache::Key> values = scan(*tier, ":v");
+int run_stats(int timeout_ms) {
+  auto tier = open_tier(timeout_ms);
+  const std::vector<cache::Key> values = tier->scan(Slot::kValue);
   uint64_t bytes = 0;
-  for (const cache::Key& k : values) {
-    bytes += static_cast<uint64_t>(call(*tier, {"STRLEN", cache::remote::slot_keys(tier->config().ns, k).value}).integer);
-  }
-  const size_t leases = scan(*tier, ":lease").size(), failures = scan(*tier, ":fail").size();
-  std::string used = "?";
-  const Reply info = call(*tier, {"INFO", "memory"});
-  if (size_t at = info.str.find("used_memory:"); at != std::string::npos) {
-    used = info.str.substr(at + 12, info.str.find('\r', at) - at - 12);
-  }
+  for (const cache::Key& k : values) bytes += tier->value_bytes(k);
+  const size_t leases = tier->scan(Slot::kLease).size(), failures = tier->scan(Slot::kFailure).size();
+  const std::optional<uint64_t> used = tier->server_used_memory();
   if (output().json) {
-    print_json({{"server", tier->client().where()},
+    print_json({{"server", tier->where()},
                 {"namespace", tier->config().ns},
                 {"entries", values.size()},
                 {"bytes", bytes},
                 {"leases", leases},
                 {"failures", failures},
-                {"server_used_memory", used}});
+                {"server_used_memory", used ? nlohmann::json(*used) : nlohmann::json(nullptr)}});
   } else {
-    fmt::print("server     {}\nnamespace  {}\nentries    {} ({})\nleases     {}\nfailures   {}\nserver memory {} bytes\n",
-               tier->client().where(), tier->config().ns, values.size(), human_bytes(bytes), leases, failures, used);
+    fmt::print("server     {}\nnamespace  {}\nentries    {} ({})\nleases     {}\nfailures   {}\nserver memory {}\n",
+               tier->where(), tier->config().ns, values.size(), human_bytes(bytes), leases, failures,
+               used ? human_bytes(*used) : std::string("? (INFO memory gave none)"));
   }
   return kExitOk;
 }
 
 nlohmann::json checked_json(const Checked& c, RemoteTier& tier) {
   nlohmann::json j = {{"key", c.key.hex()}, {"bytes", c.bytes}, {"ok", c.problem.empty()}};
-  const Reply ttl = call(tier, {"TTL", cache::remote::slot_keys(tier.config().ns, c.key).value});
-  j["ttl_s"] = ttl.integer;
+  j["ttl_s"] = tier.value_ttl_s(c.key);
   if (c.record) {
     j["signer"] = c.record->signer ? fmt::format("{:016x}", c.record->signer) : "";
     if (c.record->entry) {
@@ -179,18 +145,18 @@ nlohmann::json checked_json(const Checked& c, RemoteTier& tier) {
   return j;
 }
 
-int run_ls_or_verify(bool verify) {
-  auto tier = open_tier();
+int run_ls_or_verify(bool verify, int timeout_ms) {
+  auto tier = open_tier(timeout_ms);
   nlohmann::json rows = nlohmann::json::array();
   uint64_t bad = 0;
-  for (const cache::Key& k : scan(*tier, ":v")) {
+  for (const cache::Key& k : tier->scan(Slot::kValue)) {
     std::optional<Checked> c = read_value(*tier, k);
     if (!c) continue;
     bad += c->problem.empty() ? 0 : 1;
     rows.push_back(checked_json(*c, *tier));
   }
   if (output().json) {
-    print_json({{"server", tier->client().where()},
+    print_json({{"server", tier->where()},
                 {"trusted_keys", tier->trusted().size()},
                 {"entries", rows},
                 {"ok", rows.size() - bad},
@@ -207,20 +173,22 @@ int run_ls_or_verify(bool verify) {
                    r.value("template_args", ""));
       }
     }
-    fmt::print("{} entr{}: {} ok, {} bad (checked against {} trusted key{})\n", rows.size(),
-               rows.size() == 1 ? "y" : "ies", rows.size() - bad, bad, tier->trusted().size(),
-               tier->trusted().size() == 1 ? "" : "s");
+    const size_t trusted = tier->trusted().size();
+    fmt::print("{} entr{}: {} ok, {} bad ({})\n", rows.size(), rows.size() == 1 ? "y" : "ies", rows.size() - bad, bad,
+               trusted > 0 ? fmt::format("signatures checked against {} trusted key{}", trusted, trusted == 1 ? "" : "s")
+                           : std::string("checksums and keys only: KJIT_REMOTE_TRUSTED_KEYS is not set, so signatures "
+                                         "were not checked"));
   }
   return verify && bad > 0 ? kExitFailed : kExitOk;
 }
 
-int run_pull(const std::string& manifest) {
+int run_pull(const std::string& manifest, int timeout_ms) {
   const RuntimeConfig config = RuntimeConfig::from_env();
   cache::DiskCache disk = open_cache_strict(config);
-  auto tier = open_tier();
+  auto tier = open_tier(timeout_ms);
   std::vector<cache::Key> keys;
   if (manifest.empty()) {
-    keys = scan(*tier, ":v");
+    keys = tier->scan(Slot::kValue);
   } else {
     const std::string text = cache::read_input_file(manifest, "manifest", cache::kMaxManifestBytes);
     std::set<std::string> seen;
@@ -242,7 +210,7 @@ int run_pull(const std::string& manifest) {
     } else if (r.found == RemoteTier::Found::kRejected) {
       ++rejected;
     } else if (r.found == RemoteTier::Found::kFault) {
-      throw CacheError(fmt::format("remote cache {} stopped answering", tier->client().where()));
+      throw CacheError(tier->last_error());
     } else {
       ++missing;
     }
@@ -264,17 +232,17 @@ int run_pull(const std::string& manifest) {
 enum class Pushed { kWritten, kPresent, kRefused };
 
 // Publishes `e` to the tier and says whether the tier holds it now: written by this call, there
-// already (SET NX found it), or refused (a fault, the server's error such as OOM, the value cap).
+// already (SET NX found it), or refused (the server's error such as OOM, the value cap). A tier
+// that does not answer is the command's error (CacheError).
 Pushed push_entry(RemoteTier& tier, const cache::Entry& e) {
   if (tier.publish(e)) return Pushed::kWritten;
-  const std::optional<Reply> r = tier.client().command({"EXISTS", cache::remote::slot_keys(tier.config().ns, e.key).value});
-  return r && r->integer == 1 ? Pushed::kPresent : Pushed::kRefused;
+  return tier.has_value(e.key) ? Pushed::kPresent : Pushed::kRefused;
 }
 
-int run_push() {
+int run_push(int timeout_ms) {
   const RuntimeConfig config = RuntimeConfig::from_env();
   const cache::DiskCache disk = open_cache_for_reading(config);
-  auto tier = open_tier();
+  auto tier = open_tier(timeout_ms);
   if (std::string why = why_not_writable(*tier); !why.empty()) throw InvalidArgument(why);
   uint64_t pushed = 0, present = 0, bad = 0, refused = 0;
   for (const cache::EntryInfo& info : disk.list()) {
@@ -305,15 +273,16 @@ int run_push() {
                bad == 1 ? "y" : "ies", tables, tables == 1 ? "" : "s");
   }
   if (refused > 0) {
-    fmt::print(stderr, "kjit: error: the remote tier {} refused {} entr{} (see the warnings above)\n",
-               tier->config().display(), refused, refused == 1 ? "y" : "ies");
+    const std::string fault = tier->last_error();
+    fmt::print(stderr, "kjit: error: remote push: {} refused {} entr{}{}\n", tier->where(), refused,
+               refused == 1 ? "y" : "ies", fault.empty() ? " (see the warnings above)" : "; the last refusal: " + fault);
     return kExitFailed;
   }
   return kExitOk;
 }
 
-int run_manifest(const std::string& path) {
-  auto tier = open_tier();
+int run_manifest(const std::string& path, int timeout_ms) {
+  auto tier = open_tier(timeout_ms);
   const std::vector<std::string> lines = tier->manifest_lines();
   std::string text;
   for (const std::string& line : lines) text += line.empty() || line.back() != '\n' ? line + "\n" : line;
@@ -335,27 +304,25 @@ int run_manifest(const std::string& path) {
   return kExitOk;
 }
 
-int run_prune(bool failures) {
-  auto tier = open_tier();
+int run_prune(bool failures, int timeout_ms) {
+  auto tier = open_tier(timeout_ms);
   if (tier->config().mode == RemoteMode::kReadOnly) {
     throw InvalidArgument("KJIT_REMOTE_MODE=ro: this host never writes to the remote tier");
   }
   uint64_t removed = 0, kept = 0, removed_failures = 0;
-  for (const cache::Key& k : scan(*tier, ":v")) {
+  for (const cache::Key& k : tier->scan(Slot::kValue)) {
     std::optional<Checked> c = read_value(*tier, k);
     if (!c) continue;
     if (c->problem.empty()) {
       ++kept;
       continue;
     }
-    call(*tier, {"DEL", cache::remote::slot_keys(tier->config().ns, k).value});
+    tier->remove(k, Slot::kValue);
     ++removed;
     if (!output().json) fmt::print("removed {}: {}\n", k.hex(), c->problem);
   }
   if (failures) {
-    for (const cache::Key& k : scan(*tier, ":fail")) {
-      removed_failures += static_cast<uint64_t>(call(*tier, {"DEL", cache::remote::slot_keys(tier->config().ns, k).failure}).integer);
-    }
+    for (const cache::Key& k : tier->scan(Slot::kFailure)) removed_failures += tier->remove(k, Slot::kFailure) ? 1 : 0;
   }
   if (output().json) {
     print_json({{"removed", removed}, {"kept", kept}, {"removed_failures", removed_failures}});
@@ -396,12 +363,22 @@ std::function<bool(const std::string&)> fleet_publisher(const RuntimeConfig& con
   std::shared_ptr<RemoteTier> tier = open_tier();
   if (std::string why = why_not_writable(*tier); !why.empty()) throw InvalidArgument("--remote: " + why);
   auto disk = std::make_shared<cache::DiskCache>(open_cache_for_reading(config));
-  return [tier, disk](const std::string& key_hex) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [tier, disk, warned](const std::string& key_hex) {
     cache::Key k;
     if (!cache::Key::from_hex(key_hex, &k)) return false;
     std::optional<cache::Entry> e = disk->lookup(k, /*count_hit=*/false);
-    // Not written is fine when it is there already (this host's runtime published its compile).
-    return e && push_entry(*tier, *e) != Pushed::kRefused;
+    if (!e) return false;
+    try {
+      // Not written is fine when it is there already (this host's runtime published its compile).
+      if (push_entry(*tier, *e) != Pushed::kRefused) return true;
+    } catch (const CacheError&) {
+    }
+    // The report counts what is missing; the first fault says why.
+    if (const std::string fault = tier->last_error(); !fault.empty() && !warned->exchange(true)) {
+      warn(fmt::format("precompile --remote: {}", fault));
+    }
+    return false;
   };
 }
 
@@ -418,44 +395,50 @@ void add_remote_commands(CLI::App& root, std::vector<Command>& out) {
   add_json_flag(keygen);
   out.push_back({keygen, [name] { return run_keygen(*name); }});
 
-  CLI::App* stats = remote->add_subcommand("stats", "Entries, bytes, live leases and failure records of the namespace");
-  add_json_flag(stats);
-  out.push_back({stats, run_stats});
+  // Every command that talks to the server: --json, and --timeout-ms over the variables.
+  auto timeout_ms = std::make_shared<int>(0);
+  auto server_command = [&](const char* command, const char* help) {
+    CLI::App* app = remote->add_subcommand(command, help);
+    app->add_option("--timeout-ms", *timeout_ms,
+                    "The most a connect, or one read or write of a command, may wait for the server (default: "
+                    "KJIT_REMOTE_CONNECT_TIMEOUT_MS and KJIT_REMOTE_TIMEOUT_MS)")
+        ->check(CLI::Range(1, 600000));
+    add_json_flag(app);
+    return app;
+  };
+  auto add = [&](CLI::App* app, std::function<int(int)> run) {
+    out.push_back({app, as_command(std::string("remote ") + app->get_name(),
+                                   [run = std::move(run), timeout_ms] { return run(*timeout_ms); })});
+  };
 
-  CLI::App* ls = remote->add_subcommand("ls", "List the namespace's entries: key, family, target, size, TTL, signer");
-  add_json_flag(ls);
-  out.push_back({ls, [] { return run_ls_or_verify(false); }});
-
-  CLI::App* verify = remote->add_subcommand("verify", "Check every entry (checksum, key, signature against "
-                                                      "KJIT_REMOTE_TRUSTED_KEYS); exits 1 when any is bad");
-  add_json_flag(verify);
-  out.push_back({verify, [] { return run_ls_or_verify(true); }});
+  add(server_command("stats", "Entries, bytes, live leases and failure records of the namespace"), run_stats);
+  add(server_command("ls", "List the namespace's entries: key, family, target, size, TTL, signer"),
+      [](int t) { return run_ls_or_verify(false, t); });
+  add(server_command("verify", "Check every entry (checksum, key, signature against KJIT_REMOTE_TRUSTED_KEYS); exits "
+                               "1 when any is bad"),
+      [](int t) { return run_ls_or_verify(true, t); });
 
   auto manifest = std::make_shared<std::string>();
-  CLI::App* pull = remote->add_subcommand("pull", "Copy checked entries into the disk cache: all of them, or those a "
-                                                  "warm-up manifest names; exits 1 when any was rejected");
+  CLI::App* pull = server_command("pull", "Copy checked entries into the disk cache: all of them, or those a warm-up "
+                                          "manifest names; exits 1 when any was rejected");
   pull->add_option("--manifest", *manifest, "Only the keys this manifest (KJIT_RECORD) names")->check(non_empty());
-  add_json_flag(pull);
-  out.push_back({pull, [manifest] { return run_pull(*manifest); }});
+  add(pull, [manifest](int t) { return run_pull(*manifest, t); });
 
-  CLI::App* push = remote->add_subcommand("push", "Publish every disk cache entry to the remote tier (signed with "
-                                                  "KJIT_REMOTE_SIGNING_KEY; present ones are kept)");
-  add_json_flag(push);
-  out.push_back({push, run_push});
+  add(server_command("push", "Publish every disk cache entry to the remote tier (signed with KJIT_REMOTE_SIGNING_KEY; "
+                             "present ones are kept)"),
+      run_push);
 
   auto manifest_out = std::make_shared<std::string>();
-  CLI::App* mf = remote->add_subcommand("manifest", "Print (or write with -o) the fleet's warm-up manifest: every "
-                                                    "specialization that hosts with KJIT_RECORD=remote: obtained");
+  CLI::App* mf = server_command("manifest", "Print (or write with -o) the fleet's warm-up manifest: every "
+                                            "specialization that hosts with KJIT_RECORD=remote: obtained");
   mf->add_option("-o,--output", *manifest_out, "Write it to this file, for kjit precompile --manifest")->check(non_empty());
-  add_json_flag(mf);
-  out.push_back({mf, [manifest_out] { return run_manifest(*manifest_out); }});
+  add(mf, [manifest_out](int t) { return run_manifest(*manifest_out, t); });
 
   auto failures = std::make_shared<bool>(false);
-  CLI::App* prune = remote->add_subcommand("prune", "Delete entries that fail verification (corrupt, foreign, or not "
-                                                    "signed by a trusted key), so a builder can publish them again");
+  CLI::App* prune = server_command("prune", "Delete entries that fail verification (corrupt, foreign, or not signed by "
+                                            "a trusted key), so a builder can publish them again");
   prune->add_flag("--failures", *failures, "Also delete every failed-compile record (retry them fleet-wide)");
-  add_json_flag(prune);
-  out.push_back({prune, [failures] { return run_prune(*failures); }});
+  add(prune, [failures](int t) { return run_prune(*failures, t); });
 }
 
 }  // namespace kjit::cli

@@ -661,9 +661,11 @@ void publish_winners(const std::string& op_name, const DeviceInfo& info, const S
     table.entries.push_back(e);
   }
   if (!table.entries.empty()) {
-    const RuntimeConfig config = RuntimeConfig::from_env();
-    // The merged table goes to the fleet tier too (KJIT_REMOTE), for every host of this kind.
-    cache::remote::share_tune_table(config.remote, cache::publish_table(config.cache_dir, table));
+    const Runtime& runtime = Runtime::global();
+    // The merged table goes to the fleet tier too (KJIT_REMOTE), through the runtime's one door,
+    // for every host of this kind.
+    cache::remote::share_tune_table(kjit::detail::fleet_tier(runtime),
+                                    cache::publish_table(runtime.config().cache_dir, table));
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <kjit/error.hpp>
 
+#include "cache/echo.hpp"
 #include "cache/warn.hpp"
 #include "runtime/ops/attention/common.hpp"
 
@@ -165,7 +166,8 @@ AttentionVariant configured_variant(const RuntimeConfig& config) {
   // A misspelt override is survivable (the automatic choice is always correct): say it once.
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    warn(fmt::format("ignoring KJIT_ATTN_VARIANT={} (expected auto, mma or wgmma)", config.attention_variant));
+    warn(fmt::format("ignoring KJIT_ATTN_VARIANT={} (expected auto, mma or wgmma)",
+                     cache::printable(config.attention_variant)));
   }
   return AttentionVariant::kAuto;
 }
