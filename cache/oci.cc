@@ -56,18 +56,6 @@ constexpr uint64_t kMaxJsonBytes = uint64_t{4} << 20;
 /// As a bundle: far above a few hundred specializations at the store's per-entry cap.
 constexpr uint64_t kMaxLayerBytes = uint64_t{16} << 30;
 
-std::string sha256_hex(std::string_view bytes) {
-  static const bool ready = sodium_init() >= 0;
-  if (!ready) throw Error("kjit: libsodium could not be initialized (no random source?)");
-  unsigned char hash[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(hash, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-  std::string hex;
-  for (unsigned char c : hash) hex += fmt::format("{:02x}", c);
-  return hex;
-}
-
-std::string digest_of(std::string_view bytes) { return "sha256:" + sha256_hex(bytes); }
-
 /// The GOARCH name of the machine this kjit was built for.
 std::string host_architecture() {
 #if defined(__x86_64__)
@@ -291,7 +279,7 @@ std::string read_blob(const std::string& dir, const Descriptor& d, uint64_t max_
     throw CacheError(fmt::format("{} ({}): size mismatch: its descriptor says {} bytes, the blob holds {}", what,
                                  d.digest, d.size, bytes.size()));
   }
-  if (const std::string actual = digest_of(bytes); actual != d.digest) {
+  if (const std::string actual = oci_digest(bytes); actual != d.digest) {
     throw CacheError(fmt::format("{} ({}): digest mismatch: the blob hashes to {}", what, d.digest, actual));
   }
   return bytes;
@@ -431,7 +419,7 @@ std::map<std::string, std::pair<std::string, size_t>> layer_files(const std::str
     try {
       if (!plain) tar = decompress(tar);
       const json& diff_id = rootfs["diff_ids"][i];
-      if (!diff_id.is_string() || digest_of(tar) != diff_id.get<std::string>()) {
+      if (!diff_id.is_string() || oci_digest(tar) != diff_id.get<std::string>()) {
         throw CacheError(fmt::format("does not unpack to the config's diff_id {}",
                                      diff_id.is_string() ? diff_id.get<std::string>() : std::string("(not a string)")));
       }
@@ -504,6 +492,16 @@ CheckedImage check_image(const std::string& dir, const OciRef& ref, const std::v
 
 }  // namespace
 
+std::string oci_digest(std::string_view bytes) {
+  static const bool ready = sodium_init() >= 0;
+  if (!ready) throw Error("kjit: libsodium could not be initialized (no random source?)");
+  unsigned char hash[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(hash, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  std::string out = "sha256:";
+  for (unsigned char c : hash) out += fmt::format("{:02x}", c);
+  return out;
+}
+
 OciRef parse_oci_ref(const std::string& text) {
   OciRef ref;
   if (text.rfind("oci:", 0) == 0) {
@@ -552,7 +550,7 @@ OciExportReport export_oci(const DiskCache& cache, const std::string& dir, const
   std::vector<Descriptor> layers;
   auto add_layer = [&](const std::map<std::string, std::string>& files, std::map<std::string, std::string> annotations) {
     std::string tar = make_tar(files);
-    Descriptor d{std::string(kLayerType), digest_of(tar), tar.size(), std::move(annotations)};
+    Descriptor d{std::string(kLayerType), oci_digest(tar), tar.size(), std::move(annotations)};
     blobs.emplace(d.digest, std::move(tar));
     layers.push_back(std::move(d));
   };
@@ -602,7 +600,7 @@ OciExportReport export_oci(const DiskCache& cache, const std::string& dir, const
                                   {"config", {{"Labels", labels}}},
                                   {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}}
                                  .dump();
-  const Descriptor config_descriptor{std::string(kConfigType), digest_of(config), config.size(), {}};
+  const Descriptor config_descriptor{std::string(kConfigType), oci_digest(config), config.size(), {}};
   blobs.emplace(config_descriptor.digest, config);
   const std::string manifest = json{{"schemaVersion", 2},
                                     {"mediaType", kManifestType},
@@ -610,7 +608,7 @@ OciExportReport export_oci(const DiskCache& cache, const std::string& dir, const
                                     {"layers", layer_list},
                                     {"annotations", labels}}
                                    .dump();
-  const Descriptor manifest_descriptor{std::string(kManifestType), digest_of(manifest), manifest.size(),
+  const Descriptor manifest_descriptor{std::string(kManifestType), oci_digest(manifest), manifest.size(),
                                        {{std::string(kRefName), options.tag}}};
   blobs.emplace(manifest_descriptor.digest, manifest);
 

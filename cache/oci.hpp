@@ -60,11 +60,15 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kjit::cache {
 
 class DiskCache;
+
+/// "sha256:<64 hex digits>" of `bytes`: the digest a layout names a blob by (libsodium).
+std::string oci_digest(std::string_view bytes);
 
 /// Where an image is: a layout folder and a tag ("" = the only image the layout holds).
 struct OciRef {

@@ -105,6 +105,16 @@ std::string RemoteConfig::display() const {
 
 RemoteConfig RemoteConfig::from_env() {
   RemoteConfig c;
+  // The keys also sign and check OCI images of the cache (`kjit cache export|import --oci`),
+  // which need no tier: read whether or not KJIT_REMOTE is set.
+  c.signing_key_file = env("KJIT_REMOTE_SIGNING_KEY");
+  const std::string trusted = env("KJIT_REMOTE_TRUSTED_KEYS");
+  for (size_t start = 0; start <= trusted.size() && !trusted.empty();) {
+    size_t end = trusted.find(':', start);
+    if (end == std::string::npos) end = trusted.size();
+    if (end > start) c.trusted_key_files.push_back(trusted.substr(start, end - start));
+    start = end + 1;
+  }
   const std::string url = env("KJIT_REMOTE");
   if (url.empty()) return c;
   c.parse_url(url);
@@ -145,14 +155,6 @@ RemoteConfig RemoteConfig::from_env() {
   number("KJIT_REMOTE_FAILURE_TTL_S", 1, int64_t{1} << 40, c.failure_ttl_s);
   if (std::string cap = env("KJIT_REMOTE_MAX_VALUE_BYTES"); !cap.empty()) {
     c.max_value_bytes = RuntimeConfig::parse_bytes(cap, "KJIT_REMOTE_MAX_VALUE_BYTES");
-  }
-  c.signing_key_file = env("KJIT_REMOTE_SIGNING_KEY");
-  const std::string trusted = env("KJIT_REMOTE_TRUSTED_KEYS");
-  for (size_t start = 0; start <= trusted.size() && !trusted.empty();) {
-    size_t end = trusted.find(':', start);
-    if (end == std::string::npos) end = trusted.size();
-    if (end > start) c.trusted_key_files.push_back(trusted.substr(start, end - start));
-    start = end + 1;
   }
   return c;
 }
