@@ -29,7 +29,8 @@
 /// targets shares the layer of each with every other image that carries it. Each layer's
 /// descriptor names its group in annotations: dev.kjit.target, dev.kjit.nvrtc-version,
 /// dev.kjit.cuda-headers-version and dev.kjit.entries for entries, dev.kjit.fingerprint for a
-/// table.
+/// table. (A push to a registry that compresses the layers, as `skopeo copy` does, writes new
+/// layer descriptors without these; the manifest's annotations and the config's labels stay.)
 ///
 /// Manifest annotations, copied as the config's Labels (what `skopeo inspect` prints):
 ///   dev.kjit.version                the kjit that wrote the image

@@ -205,10 +205,11 @@ TEST(Oci, TheLayoutHasOneLayerPerTargetAndToolkitAndPerTableWithAnnotations) {
     for (size_t at = 0; at + 512 <= tar.size() && tar[at] != '\0';) {
       const std::string name = tar.substr(at, tar.find('\0', at) - at);
       const bool dir = tar[at + 156] == '5';
-      EXPECT_EQ(tar.substr(at + 100, 7), dir ? "0000755" : "0000644") << name;
-      EXPECT_EQ(tar.substr(at + 108, 7), "0000000") << name;  // uid
-      EXPECT_EQ(tar.substr(at + 116, 7), "0000000") << name;  // gid
-      EXPECT_EQ(tar.substr(at + 136, 11), "00000000000") << name;  // mtime
+      auto octal = [&](size_t offset, size_t width) { return std::stoul(tar.substr(at + offset, width), nullptr, 8); };
+      EXPECT_EQ(octal(100, 8), dir ? 0755u : 0644u) << name;  // mode
+      EXPECT_EQ(octal(108, 8), 0u) << name;                   // uid
+      EXPECT_EQ(octal(116, 8), 0u) << name;                   // gid
+      EXPECT_EQ(octal(136, 12), 0u) << name;                  // mtime
       EXPECT_EQ(tar[at + 265], '\0') << name;  // uname
       EXPECT_EQ(tar[at + 297], '\0') << name;  // gname
       const size_t size = std::stoul(tar.substr(at + 124, 11), nullptr, 8);

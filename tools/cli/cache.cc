@@ -539,8 +539,11 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
                                     "created when missing): one layer per target and toolkit, for a registry "
                                     "(skopeo copy) or a Kubernetes image volume")->check(non_empty());
   exp->add_option("--tag", ex->tag, "The OCI image's tag (default: latest)")->check(non_empty());
-  exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty());
-  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a (with the sm_90 entries an sm_90a device loads), sm_89, ...")->check(non_empty());
+  // One value per flag (--family a --family b), so a positional after one is not taken for a second.
+  exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty())->allow_extra_args(false);
+  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a (with the sm_90 entries an sm_90a device loads), sm_89, ...")
+      ->check(non_empty())
+      ->allow_extra_args(false);
   exp->add_option("--manifest", ex->manifest, "Only the entries this warm-up manifest (KJIT_RECORD) names")
       ->check(non_empty());
   exp->add_option("--signing-key", ex->signing_key, "Sign every entry of the OCI image with this Ed25519 secret key "
@@ -563,7 +566,9 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   imp->add_option("--tag", im->tag, "The OCI image's tag (default: the layout's only image)")->check(non_empty());
   imp->add_option("--trusted-keys", im->trusted_keys, "A file of trusted Ed25519 public keys (repeatable; default: "
                                                       "KJIT_REMOTE_TRUSTED_KEYS): every entry of the image must be "
-                                                      "signed by one of them")->check(non_empty());
+                                                      "signed by one of them")
+      ->check(non_empty())
+      ->allow_extra_args(false);
   add_json_flag(imp);
   out.push_back({imp, [im] { return run_import(*im); }});
 
