@@ -2,47 +2,23 @@
 
 #include "cache/bundle.hpp"
 
-#include "cache/key.hpp"
 #include "cache/file_util.hpp"
 #include "cache/input_file.hpp"
 #include "cache/le_bytes.hpp"
-#include "cache/store.hpp"
-#include "cache/tune_table.hpp"
-#include "cache/warn.hpp"
 
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <map>
 
 namespace kjit::cache {
 namespace {
 
 constexpr std::string_view kMagic = "KJITBNDL";
 constexpr std::string_view kTuneMagic = "KJITTUNE";
-/// As tune_table.cc refuses larger table files.
-constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
 constexpr size_t kHeaderBytes = 20;
 /// A bundle larger than this is refused before it is read: the store's own per-entry cap times
 /// a few hundred specializations is far below it.
 constexpr uint64_t kMaxBundleBytes = uint64_t{16} << 30;
-/// As the store refuses larger entry files.
-constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
-
-/// The cache's root as the user named it: DiskCache::root() is its versioned folder (<root>/v1),
-/// and tuning tables live beside that, in <root>/tuning.
-std::string cache_root_of(const DiskCache& cache) {
-  const std::string& versioned = cache.root();
-  const size_t slash = versioned.rfind('/');
-  return slash == std::string::npos ? std::string(".") : versioned.substr(0, slash);
-}
-
-bool wanted(const std::vector<std::string>& list, const std::string& value) {
-  return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
-}
 
 }  // namespace
 
@@ -108,44 +84,20 @@ BundleContents decode_bundle(std::string_view bytes) {
   return out;
 }
 
-ExportReport export_bundle(const DiskCache& cache, const std::string& path, const BundleFilter& filter) {
-  ExportReport report;
-  std::vector<std::string> encoded;
-  for (const EntryInfo& e : cache.list()) {
-    if (!e.meta) {
-      ++report.skipped_bad;
-      continue;
-    }
-    if (!wanted(filter.families, e.meta->family) || !wanted(filter.targets, e.meta->target)) continue;
-    std::string bytes;
-    // Not found: evicted since the listing, so not part of the cache any more.
-    if (detail::read_file(e.path, kMaxEntryBytes, detail::kReadNoFollow, &bytes) != 0) continue;
-    encoded.push_back(std::move(bytes));
-  }
-  std::vector<std::string> tables;
-  if (!cache.root().empty()) {
-    const std::string root = cache_root_of(cache);
-    for (const std::string& name : list_tables(root)) {
-      std::string bytes;
-      const std::string table = tuning_dir(root) + "/" + name;
-      if (detail::read_file(table, kMaxTableBytes, detail::kReadNoFollow, &bytes) != 0) continue;
-      try {
-        decode_table(bytes);
-      } catch (const CacheError& e) {
-        ++report.skipped_bad;
-        warn(fmt::format("tuning table {} left out of the bundle: {}", table, e.what()));
-        continue;
-      }
-      tables.push_back(std::move(bytes));
-    }
-  }
-  const std::string bundle = encode_bundle(encoded, tables);
-  report.tables = tables.size();
+ExportReport export_bundle(const DiskCache& cache, const std::string& path, const ExportFilter& filter) {
+  ExportSet set = collect_export(cache, filter);
+  std::vector<std::string> entries, tables;
+  for (ShippedEntry& e : set.entries) entries.push_back(std::move(e.bytes));
+  for (ShippedTable& t : set.tables) tables.push_back(std::move(t.bytes));
+  const std::string bundle = encode_bundle(entries, tables);
   if (const int err = detail::write_file_atomic(path, bundle); err != 0) {
     throw CacheError(fmt::format("cannot write bundle {}: {}", path, detail::errno_text(err)));
   }
-  report.entries = encoded.size();
+  ExportReport report;
+  report.entries = entries.size();
+  report.tables = tables.size();
   report.bytes = bundle.size();
+  report.skipped_bad = set.skipped_bad;
   return report;
 }
 
@@ -160,55 +112,7 @@ ImportReport import_bundle(DiskCache& cache, const std::string& path) {
   ImportReport report;
   report.declared = contents.count;
   report.problems = std::move(contents.problems);
-
-  // Everything that can refuse the import is checked first, so that it either refuses with
-  // nothing published or publishes all it reports.
-  std::map<std::string, TuneTable> tables;  // by fingerprint id; two of one id merge
-  for (size_t i = 0; i < contents.tables.size(); ++i) {
-    TuneTable table;
-    try {
-      table = decode_table(contents.tables[i]);
-    } catch (const CacheError& e) {
-      report.problems.push_back(fmt::format("tuning table {} of {}: {}", i + 1, contents.tables.size(), e.what()));
-      continue;
-    }
-    const auto [it, fresh] = tables.emplace(table.fingerprint_id, table);
-    if (!fresh) merge_tables(it->second, table);
-  }
-  const std::string root = cache.root().empty() ? std::string() : cache_root_of(cache);
-  if (!tables.empty()) {
-    int err = cache.root().empty() || !cache.writable() ? EROFS : detail::make_dirs(tuning_dir(root));
-    if (err == 0) err = detail::probe_writable(tuning_dir(root));
-    if (err != 0) {
-      throw CacheError(fmt::format("{}: cannot merge its {} tuning table{} into {}: {}; nothing was imported", path,
-                                   tables.size(), tables.size() == 1 ? "" : "s",
-                                   cache.root().empty() ? std::string("a memory-only cache") : tuning_dir(root),
-                                   detail::errno_text(err)));
-    }
-  }
-
-  for (const Entry& e : contents.entries) {
-    if (cache.lookup(e.key, /*count_hit=*/false)) {
-      ++report.present;
-      continue;
-    }
-    cache.publish(e);  // atomic; a failure is warned by the store
-    if (cache.lookup(e.key, /*count_hit=*/false)) {
-      ++report.imported;
-    } else {
-      ++report.not_stored;
-    }
-  }
-  // A table already there that does not decode or records another fingerprint is moved aside
-  // by publish_table; what is left to fail is the disk, and one table's failure stops no other.
-  for (const auto& [id, table] : tables) {
-    try {
-      publish_table(root, table);
-      ++report.tables;
-    } catch (const CacheError& e) {
-      report.problems.push_back(fmt::format("tuning table {}: {}", id, e.what()));
-    }
-  }
+  publish_shipped(cache, contents.entries, contents.tables, path, report);
   return report;
 }
 

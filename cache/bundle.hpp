@@ -17,6 +17,7 @@
 /// Nothing follows.
 
 #include "cache/entry.hpp"
+#include "cache/shipping.hpp"
 
 #include <cstdint>
 #include <string>
@@ -47,12 +48,6 @@ BundleContents decode_bundle(std::string_view bytes);
 
 class DiskCache;
 
-/// Which entries export_bundle() takes; an empty list takes every value.
-struct BundleFilter {
-  std::vector<std::string> families;  ///< EntryMeta::family values
-  std::vector<std::string> targets;   ///< EntryMeta::target values ("sm_90a", "compute_90")
-};
-
 /// What export_bundle() wrote.
 struct ExportReport {
   uint64_t entries = 0;      ///< entries in the bundle
@@ -61,27 +56,15 @@ struct ExportReport {
   uint64_t tables = 0;       ///< tuning tables in the bundle (every one the cache holds)
 };
 
-/// Writes the entries of `cache` that pass `filter`, and every tuning table of the cache that
-/// decodes (tune_table.hpp), into a bundle file at `path` (atomically: temp file + rename). Entries that do not decode are left out and counted; one evicted
-/// meanwhile is simply absent. Throws CacheError naming `path` when the file cannot be written.
-ExportReport export_bundle(const DiskCache& cache, const std::string& path, const BundleFilter& filter);
-
-/// What import_bundle() did with each entry of a bundle.
-struct ImportReport {
-  uint64_t declared = 0;    ///< entries the bundle declared
-  uint64_t imported = 0;    ///< published and found on disk afterwards
-  uint64_t present = 0;     ///< already in the cache: kept as they were
-  uint64_t not_stored = 0;  ///< intact but not stored (the publish failed or the cap refused it)
-  /// One line per damaged entry or table, skipped ("entry 3 of 7: checksum mismatch").
-  std::vector<std::string> problems;
-  uint64_t tables = 0;  ///< tuning tables merged into the cache's (publish_table)
-};
+/// Writes what collect_export() takes from `cache` with `filter` (the entries that pass it, every
+/// tuning table that decodes) into a bundle file at `path` (atomically: temp file + rename).
+/// Throws CacheError naming `path` when the file cannot be written.
+ExportReport export_bundle(const DiskCache& cache, const std::string& path, const ExportFilter& filter);
 
 /// Adds the entries of the bundle file at `path` to `cache`: each is checked (decode verifies
-/// its checksum) and published atomically; entries already present are kept. Each tuning table
-/// is merged into the cache's table of its fingerprint (newer measurements win per bucket); a
-/// table there that does not decode or records another fingerprint is moved aside with a
-/// warning (publish_table). Damaged entries and tables of the bundle are skipped and reported in
+/// its checksum) and published with its tuning tables by publish_shipped (entries already
+/// present are kept; a table there that does not decode or records another fingerprint is moved
+/// aside with a warning). Damaged entries and tables of the bundle are skipped and reported in
 /// `problems`, as is a table the disk refuses; the rest still go in. Everything that would
 /// refuse the whole import is checked before anything is published, with nothing imported:
 /// throws InvalidArgument naming `path` and the reason when it is missing, unreadable, a folder,

@@ -106,6 +106,24 @@ std::optional<ManifestEntry> parse_line(std::string_view text, bool unended, std
 
 }  // namespace
 
+std::optional<std::map<std::string, std::string>> params_of_template_args(std::string_view template_args) {
+  std::map<std::string, std::string> out;
+  size_t pos = 0;
+  while (pos < template_args.size()) {
+    size_t end = template_args.find(' ', pos);
+    if (end == std::string_view::npos) end = template_args.size();
+    const std::string_view word = template_args.substr(pos, end - pos);
+    pos = end + 1;
+    if (word.empty()) continue;
+    const size_t eq = word.find('=');
+    if (eq == std::string_view::npos || eq == 0 ||
+        !out.emplace(std::string(word.substr(0, eq)), std::string(word.substr(eq + 1))).second) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 std::string format_manifest_line(const ManifestEntry& e) {
   // ordered_json keeps the insertion order: the fixed field order that makes equal entries
   // equal lines.

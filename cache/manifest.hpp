@@ -62,6 +62,11 @@ struct ManifestEntry {
   }
 };
 
+/// The parameters a family point's template_args spell, as a family line records them:
+/// "head_dim=128 rows=8" → {head_dim: 128, rows: 8} (words are separated by spaces). nullopt when the
+/// text is not such words: a word without '=' or with an empty name, or a name given twice.
+std::optional<std::map<std::string, std::string>> params_of_template_args(std::string_view template_args);
+
 /// The line for `entry`, ending in "\n". Fields in a fixed order, so equal entries give equal
 /// lines (what in-process deduplication compares).
 std::string format_manifest_line(const ManifestEntry& entry);

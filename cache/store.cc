@@ -80,6 +80,15 @@ struct Scan {
   std::vector<std::string> strays;
 };
 
+/// "v1": the folder of this format's entries under a cache root.
+std::string versioned_dir() { return "v" + std::to_string(kFormatVersion); }
+
+/// "ab/<32 hex>.kjit": where the entry of `key` lives in the versioned folder.
+std::string shard_path(const Key& key) {
+  const std::string hex = key.hex();
+  return hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
+}
+
 bool is_shard_name(std::string_view name) {
   auto lower_hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
   return name.size() == 2 && lower_hex(name[0]) && lower_hex(name[1]);
@@ -297,7 +306,7 @@ KeyLock::~KeyLock() {
 
 DiskCache::DiskCache(std::string root, uint64_t max_bytes, bool strict) : max_bytes_(max_bytes) {
   while (root.size() > 1 && root.back() == '/') root.pop_back();
-  root_ = root.empty() ? std::string() : root + "/v" + std::to_string(kFormatVersion);
+  root_ = root.empty() ? std::string() : root + "/" + versioned_dir();
   int err = root_.empty() ? ENOENT : detail::make_dirs(root_ + "/locks");
   // Only writing a file proves we can publish (the CLI wants that certainty); the library checks
   // with access(2), which costs microseconds instead of a file create on every process start,
@@ -331,7 +340,7 @@ DiskCache DiskCache::open_for_reading(std::string root, uint64_t max_bytes) {
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   DiskCache cache;
   cache.max_bytes_ = max_bytes;
-  cache.root_ = root.empty() ? std::string() : root + "/v" + std::to_string(kFormatVersion);
+  cache.root_ = root.empty() ? std::string() : root + "/" + versioned_dir();
   struct stat st {};
   const int err = cache.root_.empty() ? ENOENT : (::stat(cache.root_.c_str(), &st) == 0 ? 0 : errno);
   if (err == ENOENT) return cache;  // nothing cached yet
@@ -346,10 +355,9 @@ DiskCache DiskCache::open_for_reading(std::string root, uint64_t max_bytes) {
   return cache;
 }
 
-std::string DiskCache::entry_path(const Key& key) const {
-  const std::string hex = key.hex();
-  return root_ + "/" + hex.substr(0, 2) + "/" + hex + std::string(kEntrySuffix);
-}
+std::string entry_relative_path(const Key& key) { return versioned_dir() + "/" + shard_path(key); }
+
+std::string DiskCache::entry_path(const Key& key) const { return root_ + "/" + shard_path(key); }
 
 std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit, std::string* problem) const {
   if (!enabled_) return std::nullopt;

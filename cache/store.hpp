@@ -91,6 +91,10 @@ struct CacheStats {
   bool writable = false;
 };
 
+/// Where the entry of `key` lives under a cache's root (the folder the user names, not the
+/// versioned one): "v1/ab/ab…(32 hex digits).kjit".
+std::string entry_relative_path(const Key& key);
+
 /// The totals `<root>/v1/usage` records (see the header comment): what eviction decides on.
 struct UsageRecord {
   uint64_t bytes = 0;

@@ -27,6 +27,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kFormat = "kjit-tuning";
+/// The folder of the tables under a cache root.
+constexpr std::string_view kTuningDirName = "tuning";
 /// A table holds a few hundred entries of a few hundred bytes; anything far larger is not one.
 constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
 /// The deepest nesting a table has is 4 (entries → entry → choice → knobs).
@@ -279,10 +281,14 @@ size_t merge_tables(TuneTable& base, const TuneTable& incoming) {
   return taken;
 }
 
-std::string tuning_dir(const std::string& root) { return root + "/tuning"; }
+std::string tuning_dir(const std::string& root) { return root + "/" + std::string(kTuningDirName); }
+
+std::string table_relative_path(const std::string& fingerprint_id) {
+  return std::string(kTuningDirName) + "/" + fingerprint_id + ".json";
+}
 
 std::string table_path(const std::string& root, const std::string& fingerprint_id) {
-  return tuning_dir(root) + "/" + fingerprint_id + ".json";
+  return root + "/" + table_relative_path(fingerprint_id);
 }
 
 bool read_table(const std::string& path, TuneTable* out) {

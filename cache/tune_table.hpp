@@ -113,6 +113,8 @@ size_t merge_tables(TuneTable& base, const TuneTable& incoming);
 std::string tuning_dir(const std::string& root);
 /// `<root>/tuning/<id>.json`.
 std::string table_path(const std::string& root, const std::string& fingerprint_id);
+/// `tuning/<id>.json`: table_path() relative to the cache root.
+std::string table_relative_path(const std::string& fingerprint_id);
 
 /// Reads the table at `path`. Returns false when there is no file; throws CacheError naming the
 /// path when it cannot be read or does not decode.

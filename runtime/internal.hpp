@@ -8,7 +8,8 @@
 ///   - the kernel sources as shipped (runtime/kernel_sources.hpp): `kjit compile --emit source`;
 ///   - the op pipeline and every op's pure steps (runtime/ops/…): plan on a simulated device,
 ///     force a plan, or build an op's launch value and replay it;
-///   - the disk cache's store and bundles (cache/store.hpp, cache/bundle.hpp): the cache commands;
+///   - the disk cache's store, bundles and OCI images (cache/store.hpp, cache/bundle.hpp,
+///     cache/oci.hpp, cache/shipping.hpp): the cache commands;
 ///   - the cache's file primitives (cache/file_util.hpp, kjit::cache::read_file, ...), the reader
 ///     of files a person names (cache/input_file.hpp: manifests, bundles, tune reports), deployment
 ///     manifests (cache/manifest.hpp) and tuning tables (cache/tune_table.hpp): precompile, the
@@ -29,6 +30,7 @@
 #include "cache/file_util.hpp"
 #include "cache/input_file.hpp"
 #include "cache/manifest.hpp"
+#include "cache/oci.hpp"
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"
 #include "cache/remote/tier.hpp"

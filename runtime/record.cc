@@ -18,24 +18,11 @@
 namespace kjit::detail {
 namespace {
 
-/// "head_dim=128 rows=8" → {head_dim: 128, rows: 8}; false for anything else.
-bool split_params(const std::string& text, ParamMap* out) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(' ', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (word.empty()) continue;
-    const size_t eq = word.find('=');
-    if (eq == std::string::npos || eq == 0 || !out->emplace(word.substr(0, eq), word.substr(eq + 1)).second) return false;
-  }
-  return true;
-}
-
 bool is_family_point(const ProgramSpec& spec, ParamMap* params) {
   if (!spec.source_text.empty() || !spec.headers.empty() || !spec.options.empty()) return false;
-  if (!split_params(spec.template_args, params)) return false;
+  std::optional<ParamMap> split = cache::params_of_template_args(spec.template_args);
+  if (!split) return false;
+  *params = std::move(*split);
   try {
     const Family& f = family(spec.family);
     const ProgramSpec made = f.spec(*params);

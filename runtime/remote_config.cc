@@ -223,6 +223,10 @@ std::string RemoteConfig::display() const {
 
 RemoteConfig RemoteConfig::from_env() {
   RemoteConfig c;
+  // The keys also sign and check OCI images of the cache (`kjit cache export|import --oci`),
+  // which need no tier: read whether or not KJIT_REMOTE is set.
+  c.signing_key_file = env("KJIT_REMOTE_SIGNING_KEY");
+  if (const char* trusted = std::getenv("KJIT_REMOTE_TRUSTED_KEYS")) c.trusted_key_files = parse_trusted_keys(trusted);
   const std::string url = env("KJIT_REMOTE");
   if (url.empty()) return c;
   c.parse_url(url);
@@ -268,8 +272,6 @@ RemoteConfig RemoteConfig::from_env() {
   if (std::string cap = env("KJIT_REMOTE_MAX_VALUE_BYTES"); !cap.empty()) {
     c.max_value_bytes = RuntimeConfig::parse_bytes(cap, "KJIT_REMOTE_MAX_VALUE_BYTES");
   }
-  c.signing_key_file = env("KJIT_REMOTE_SIGNING_KEY");
-  if (const char* trusted = std::getenv("KJIT_REMOTE_TRUSTED_KEYS")) c.trusted_key_files = parse_trusted_keys(trusted);
   return c;
 }
 

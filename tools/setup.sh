@@ -33,7 +33,8 @@ cd "$(dirname "$0")/.."
 
 if [ "$install_deps" = 1 ]; then
   packages=(cmake make g++ libfmt-dev libxxhash-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
-            libgtest-dev libhiredis-dev libsodium-dev redis-server python3-dev python3-pip)
+            libgtest-dev libhiredis-dev libsodium-dev libarchive-dev redis-server skopeo umoci
+            docker-registry python3-dev python3-pip)
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q ' installed$' || missing+=("$p")

@@ -15,6 +15,7 @@ namespace {
 constexpr std::string_view kMagic = "KJITRMT1";
 constexpr size_t kHeader = 40;                                  // up to the body
 constexpr size_t kTrailer = 8 + 8 + kSignatureBytes;            // checksum, signer, signature
+static_assert(kDetachedSignatureBytes == kTrailer - 8, "a detached signature is the trailer after the checksum");
 
 std::optional<Record> refuse(Rejection r, std::string text, Rejection* why, std::string* note) {
   *why = r;
@@ -129,6 +130,23 @@ std::optional<Record> decode_record(std::string_view bytes, const Key& expected,
     if (!r.failure) return refuse(Rejection::kCorrupt, problem, why, note);
   }
   return r;
+}
+
+std::string detached_signature(RecordKind kind, const Key& key, std::string_view body, const SecretKey& signer) {
+  const std::string record = encode_record(kind, key, body, &signer);
+  return record.substr(record.size() - kDetachedSignatureBytes);
+}
+
+std::optional<Record> decode_detached(RecordKind kind, const Key& key, std::string_view body, std::string_view signature,
+                                      const std::vector<PublicKey>& trusted, Rejection* why, std::string* note) {
+  if (!signature.empty() && signature.size() != kDetachedSignatureBytes) {
+    return refuse(Rejection::kCorrupt,
+                  fmt::format("signature of {} bytes, not {}", signature.size(), kDetachedSignatureBytes), why, note);
+  }
+  // The unsigned record, then its trailer's signer id and signature replaced by the detached ones.
+  std::string record = encode_record(kind, key, body, nullptr);
+  if (!signature.empty()) record.replace(record.size() - kDetachedSignatureBytes, kDetachedSignatureBytes, signature);
+  return decode_record(record, key, trusted, why, note);
 }
 
 }  // namespace kjit::cache::remote

@@ -83,4 +83,24 @@ std::string encode_failure(const Failure& failure);
 std::optional<Record> decode_record(std::string_view bytes, const Key& expected, const std::vector<PublicKey>& trusted,
                                     Rejection* why, std::string* note = nullptr);
 
+/// Detached signatures: a record's signer id and signature kept apart from its body, for a body
+/// stored as a file of its own (an OCI image of a cache keeps each entry file as it is, with its
+/// signature in a file beside it: cache/oci.hpp). The signature is the one encode_record() puts in
+/// the record of `kind`, `key` and `body`, so it is checked exactly as a remote value is.
+///
+///   offset  size  field
+///   0       8     signer key id, little-endian (never 0)
+///   8       64    Ed25519 signature of bytes [0, 56+B) of that record
+inline constexpr size_t kDetachedSignatureBytes = 8 + kSignatureBytes;
+
+/// The detached signature of `body` as a record of `kind` under `key`, by `signer`.
+std::string detached_signature(RecordKind kind, const Key& key, std::string_view body, const SecretKey& signer);
+
+/// Checks `body` stored under `key` with its detached `signature` ("" when it has none) as
+/// decode_record() checks the record they make: the same rejections for the same reasons (a
+/// signature that is not kDetachedSignatureBytes long is kCorrupt), and an entry body must decode
+/// as an entry for `key`. Never reads outside its arguments, and no content of them makes it throw.
+std::optional<Record> decode_detached(RecordKind kind, const Key& key, std::string_view body, std::string_view signature,
+                                      const std::vector<PublicKey>& trusted, Rejection* why, std::string* note = nullptr);
+
 }  // namespace kjit::cache::remote

@@ -58,7 +58,8 @@ struct RemoteConfig {
   /// neither written nor read.
   uint64_t max_value_bytes = 64ull << 20;
   /// KJIT_REMOTE_SIGNING_KEY: a file holding this writer's Ed25519 secret key (`kjit remote
-  /// keygen`). Empty: entries are written unsigned.
+  /// keygen`). Empty: entries are written unsigned. This and the trusted keys are read even when
+  /// KJIT_REMOTE is not set: `kjit cache export|import --oci` sign and check images with them.
   std::string signing_key_file;
   /// KJIT_REMOTE_TRUSTED_KEYS: files of trusted Ed25519 public keys, ':'-separated. Non-empty:
   /// entries without a valid signature by one of these keys are rejected (never loaded).

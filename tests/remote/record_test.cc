@@ -464,6 +464,13 @@ TEST(RemoteConfig, FromEnvNamesTheVariable) {
   unsetenv("KJIT_REMOTE_PASSWORD_FILE");
   std::filesystem::remove(fifo);
   unsetenv("KJIT_REMOTE");
+  // Without a tier the keys are still read: OCI images of the cache are signed and checked with them.
+  setenv("KJIT_REMOTE_SIGNING_KEY", "/s.key", 1);
+  const kjit::RemoteConfig off = kjit::RemoteConfig::from_env();
+  EXPECT_FALSE(off.enabled());
+  EXPECT_EQ(off.trusted_key_files, (std::vector<std::string>{"/a.pub", "/b.pub"}));
+  EXPECT_EQ(off.signing_key_file, "/s.key");
+  unsetenv("KJIT_REMOTE_SIGNING_KEY");
   unsetenv("KJIT_REMOTE_TRUSTED_KEYS");
   EXPECT_FALSE(kjit::RemoteConfig::from_env().enabled());
   setenv("KJIT_RECORD", "remote:", 1);

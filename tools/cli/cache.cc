@@ -2,7 +2,7 @@
 // The inspecting commands (ls, stats, verify, export) only read: a missing folder is an empty
 // cache, a read-only one is listed. prune and clear open an existing cache strictly (a directory
 // that cannot be written is an error naming the path, never a silent memory-only cache) and leave
-// a missing one missing. The work is in cache/ (store.hpp, bundle.hpp); this file parses
+// a missing one missing. The work is in cache/ (store.hpp, bundle.hpp, oci.hpp); this file parses
 // arguments and prints.
 #include "tools/cli/common.hpp"
 
@@ -310,11 +310,46 @@ int run_clear() {
   return kExitOk;
 }
 
-int run_export(const std::string& path, const std::vector<std::string>& families,
-               const std::vector<std::string>& archs) {
-  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
-  cache::BundleFilter filter;
-  for (const Target& t : parse_targets(archs)) {
+/// Where an export or import goes: a bundle file, or an OCI image layout (`--oci REF`, or a
+/// positional "oci:DIR[:TAG]").
+struct Destination {
+  std::string bundle;
+  std::optional<cache::OciRef> oci;
+  /// As given, for messages: the bundle's path, or "oci:DIR:TAG".
+  std::string display() const {
+    return oci ? "oci:" + oci->dir + (oci->tag.empty() ? "" : ":" + oci->tag) : bundle;
+  }
+};
+
+/// The Destination of a command's positional `path`, --oci and --tag. Throws InvalidArgument
+/// naming the options when they do not name exactly one place, or --tag is given twice.
+Destination destination(const std::string& path, const std::string& oci, const std::string& tag) {
+  Destination d;
+  const bool oci_path = path.rfind("oci:", 0) == 0;
+  if (!path.empty() && !oci.empty()) throw InvalidArgument("name a bundle file or --oci, not both");
+  if (path.empty() && oci.empty()) throw InvalidArgument("name a bundle file, or an OCI image layout with --oci DIR");
+  if (!oci.empty() || oci_path) {
+    d.oci = cache::parse_oci_ref(oci_path ? path : oci);
+    if (!tag.empty()) {
+      if (!d.oci->tag.empty()) throw InvalidArgument(fmt::format("--tag {}: {} names its tag already", tag, d.display()));
+      d.oci = cache::parse_oci_ref("oci:" + d.oci->dir + ":" + tag);
+    }
+  } else {
+    if (!tag.empty()) throw InvalidArgument("--tag names an image's tag: it goes with --oci");
+    d.bundle = path;
+  }
+  return d;
+}
+
+struct ExportOptions {
+  std::string path, oci, tag, manifest, signing_key, platform;
+  std::vector<std::string> families, archs;
+};
+
+/// The filter of `o`'s --family, --arch and --manifest.
+cache::ExportFilter export_filter(const ExportOptions& o) {
+  cache::ExportFilter filter;
+  for (const Target& t : parse_targets(o.archs)) {
     filter.targets.push_back(t.str());
     // A device of an arch-specific target loads plain sm_XY cubins too (every program that is
     // not arch-specific: Family::compile_target), so sm_90a takes sm_90's entries.
@@ -326,8 +361,69 @@ int run_export(const std::string& path, const std::vector<std::string>& families
       }
     }
   }
-  for (const std::string& f : families) family(f);  // an unknown family is an error, not an empty bundle
-  filter.families = families;
+  for (const std::string& f : o.families) family(f);  // an unknown family is an error, not an empty export
+  filter.families = o.families;
+  if (!o.manifest.empty()) {
+    filter.manifest.emplace();
+    const std::string text = cache::read_input_file(o.manifest, "manifest", cache::kMaxManifestBytes);
+    for (const cache::ManifestLine& line : cache::parse_manifest(text)) {
+      if (line.entry) {
+        filter.manifest->push_back(*line.entry);
+      } else {
+        warn(fmt::format("manifest {} line {}: {}; skipped", o.manifest, line.line, line.error));
+      }
+    }
+  }
+  return filter;
+}
+
+int run_export_oci(const cache::DiskCache& cache, const cache::OciRef& ref, const ExportOptions& o,
+                   const cache::ExportFilter& filter) {
+  const RemoteConfig remote = RuntimeConfig::from_env().remote;
+  const std::string key_file = o.signing_key.empty() ? remote.signing_key_file : o.signing_key;
+  std::optional<cache::remote::SecretKey> key;
+  if (!key_file.empty()) {
+    key = cache::remote::read_secret_key(key_file, o.signing_key.empty() ? "KJIT_REMOTE_SIGNING_KEY" : "--signing-key");
+  }
+  cache::OciExportOptions options;
+  if (!ref.tag.empty()) options.tag = ref.tag;
+  options.signer = key ? &*key : nullptr;
+  if (!o.platform.empty()) {
+    const size_t slash = o.platform.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == o.platform.size()) {
+      throw InvalidArgument(fmt::format("--platform '{}' is not OS/ARCHITECTURE (linux/arm64)", o.platform));
+    }
+    options.os = o.platform.substr(0, slash);
+    options.architecture = o.platform.substr(slash + 1);
+  }
+  const cache::OciExportReport report = cache::export_oci(cache, ref.dir, filter, options);
+  const std::string image = "oci:" + ref.dir + ":" + report.tag;
+  if (report.entries == 0 && report.tables == 0) {
+    fmt::print(stderr, "kjit: warning: the image {} is empty: nothing in {} matched\n", image, cache.root());
+  }
+  const std::string signer = key ? fmt::format("{:016x}", key->pub.id) : "";
+  if (output().json) {
+    print_json({{"image", image}, {"manifest_digest", report.manifest_digest}, {"entries", report.entries},
+                {"tuning_tables", report.tables}, {"layers", report.layers}, {"bytes", report.bytes},
+                {"skipped_bad", report.skipped_bad}, {"signer", signer}, {"root", cache.root()}});
+  } else {
+    fmt::print("exported {} entr{} and {} tuning table{} in {} layer{} ({}{}) from {} to {} ({}){}\n", report.entries,
+               report.entries == 1 ? "y" : "ies", report.tables, report.tables == 1 ? "" : "s", report.layers,
+               report.layers == 1 ? "" : "s", human_bytes(report.bytes), key ? ", signed by " + signer : "",
+               cache.root(), image, report.manifest_digest,
+               report.skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", report.skipped_bad) : "");
+  }
+  return kExitOk;
+}
+
+int run_export(const ExportOptions& o) {
+  const Destination to = destination(o.path, o.oci, o.tag);
+  const cache::DiskCache cache = open_cache_for_reading(RuntimeConfig::from_env());
+  const cache::ExportFilter filter = export_filter(o);
+  if (to.oci) return run_export_oci(cache, *to.oci, o, filter);
+  if (!o.signing_key.empty()) throw InvalidArgument("--signing-key signs an OCI image (--oci): bundles carry no signatures");
+  if (!o.platform.empty()) throw InvalidArgument("--platform names an OCI image's platform: it goes with --oci");
+  const std::string& path = to.bundle;
   const cache::ExportReport report = cache::export_bundle(cache, path, filter);
   // Legal (an image may carry no kernels), but more often a wrong KJIT_CACHE_DIR or filter.
   if (report.entries == 0 && report.tables == 0) {
@@ -345,19 +441,42 @@ int run_export(const std::string& path, const std::vector<std::string>& families
   return kExitOk;
 }
 
-int run_import(const std::string& path) {
+struct ImportOptions {
+  std::string path, oci, tag;
+  std::vector<std::string> trusted_keys;
+};
+
+int run_import(const ImportOptions& o) {
+  const Destination from = destination(o.path, o.oci, o.tag);
+  if (!from.oci && !o.trusted_keys.empty()) {
+    throw InvalidArgument("--trusted-keys checks an OCI image's signatures (--oci): bundles carry none");
+  }
   cache::DiskCache cache = open_cache_strict(RuntimeConfig::from_env());
-  const cache::ImportReport report = cache::import_bundle(cache, path);
-  for (const std::string& problem : report.problems) warn(fmt::format("{}: {}", path, problem));
+  cache::ImportReport report;
+  const std::string source = from.display();
+  if (from.oci) {
+    cache::OciImportOptions options;
+    const bool given = !o.trusted_keys.empty();
+    for (const std::string& file : given ? o.trusted_keys : RuntimeConfig::from_env().remote.trusted_key_files) {
+      for (const cache::remote::PublicKey& k :
+           cache::remote::read_public_keys(file, given ? "--trusted-keys" : "KJIT_REMOTE_TRUSTED_KEYS")) {
+        options.trusted.push_back(k);
+      }
+    }
+    report = cache::import_oci(cache, *from.oci, options);
+  } else {
+    report = cache::import_bundle(cache, from.bundle);
+  }
+  for (const std::string& problem : report.problems) warn(fmt::format("{}: {}", source, problem));
   if (output().json) {
-    print_json({{"bundle", path}, {"entries", report.declared}, {"imported", report.imported},
+    print_json({{from.oci ? "image" : "bundle", source}, {"entries", report.declared}, {"imported", report.imported},
                 {"present", report.present}, {"bad", report.problems.size()},
                 {"not_stored", report.not_stored}, {"tuning_tables", report.tables}, {"root", cache.root()}});
   } else {
     fmt::print("imported {}, already present {}, bad {}, not stored {} of {} entries and {} tuning table{} from {} "
                "into {}\n",
                report.imported, report.present, report.problems.size(), report.not_stored, report.declared,
-               report.tables, report.tables == 1 ? "" : "s", path, cache.root());
+               report.tables, report.tables == 1 ? "" : "s", source, cache.root());
   }
   return report.problems.empty() && report.not_stored == 0 ? kExitOk : kExitFailed;
 }
@@ -410,25 +529,46 @@ void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   add_json_flag(prune);
   out.push_back({prune, [pr] { return run_prune(pr->max_bytes, pr->stale); }});
 
-  struct ExportOptions {
-    std::string path;
-    std::vector<std::string> families, archs;
-  };
   auto ex = std::make_shared<ExportOptions>();
   CLI::App* exp = cache->add_subcommand("export", "Write the cache's entries (optionally only some "
-                                                  "families or targets) to one bundle file, to ship "
+                                                  "families or targets, or those a warm-up manifest "
+                                                  "names) to one bundle file or an OCI image, to ship "
                                                   "a precompiled cache");
-  exp->add_option("bundle", ex->path, "The bundle file to write")->required()->check(non_empty());
-  exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty());
-  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a (with the sm_90 entries an sm_90a device loads), sm_89, ...")->check(non_empty());
+  exp->add_option("bundle", ex->path, "The bundle file to write (or oci:DIR[:TAG], as --oci)")->check(non_empty());
+  exp->add_option("--oci", ex->oci, "Write an OCI image into this image layout folder (DIR or oci:DIR[:TAG]; "
+                                    "created when missing): one layer per target and toolkit, for a registry "
+                                    "(skopeo copy) or a Kubernetes image volume")->check(non_empty());
+  exp->add_option("--tag", ex->tag, "The OCI image's tag (default: latest)")->check(non_empty());
+  // One value per flag (--family a --family b), so a positional after one is not taken for a second.
+  exp->add_option("--family", ex->families, "Only this family (repeatable)")->check(non_empty())->allow_extra_args(false);
+  exp->add_option("--arch", ex->archs, "Only this target (repeatable): sm_90a (with the sm_90 entries an sm_90a device loads), sm_89, ...")
+      ->check(non_empty())
+      ->allow_extra_args(false);
+  exp->add_option("--manifest", ex->manifest, "Only the entries this warm-up manifest (KJIT_RECORD) names")
+      ->check(non_empty());
+  exp->add_option("--signing-key", ex->signing_key, "Sign every entry of the OCI image with this Ed25519 secret key "
+                                                    "(kjit remote keygen; default: KJIT_REMOTE_SIGNING_KEY when set)")
+      ->check(non_empty());
+  exp->add_option("--platform", ex->platform, "The OCI image's platform OS/ARCHITECTURE (default: linux and this "
+                                              "host's architecture, e.g. linux/amd64)")->check(non_empty());
   add_json_flag(exp);
-  out.push_back({exp, [ex] { return run_export(ex->path, ex->families, ex->archs); }});
+  out.push_back({exp, [ex] { return run_export(*ex); }});
 
-  auto im = std::make_shared<std::string>();
-  CLI::App* imp = cache->add_subcommand("import", "Add a bundle's entries to the cache (each "
+  auto im = std::make_shared<ImportOptions>();
+  CLI::App* imp = cache->add_subcommand("import", "Add a bundle's or an OCI image's entries to the cache (each "
                                                   "checked; present ones are kept); exits 1 when "
-                                                  "any entry is damaged or cannot be stored");
-  imp->add_option("bundle", *im, "The bundle file to read")->required()->check(non_empty());
+                                                  "any entry of a bundle is damaged or cannot be stored; an "
+                                                  "image that fails any check is refused whole");
+  imp->add_option("bundle", im->path, "The bundle file to read (or oci:DIR[:TAG], as --oci)")->check(non_empty());
+  imp->add_option("--oci", im->oci, "Read the OCI image of this image layout folder (DIR or oci:DIR[:TAG]): "
+                                    "every blob's digest, every entry and, with trusted keys, every "
+                                    "signature is checked before anything is imported")->check(non_empty());
+  imp->add_option("--tag", im->tag, "The OCI image's tag (default: the layout's only image)")->check(non_empty());
+  imp->add_option("--trusted-keys", im->trusted_keys, "A file of trusted Ed25519 public keys (repeatable; default: "
+                                                      "KJIT_REMOTE_TRUSTED_KEYS): every entry of the image must be "
+                                                      "signed by one of them")
+      ->check(non_empty())
+      ->allow_extra_args(false);
   add_json_flag(imp);
   out.push_back({imp, [im] { return run_import(*im); }});
 
