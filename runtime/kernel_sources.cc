@@ -567,7 +567,10 @@ class ClosureWalk {
       }
     }
     if (!text && sources_.contains(name)) text = sources_.read(name);
-    if (!text && spec_.std_headers) text = sources_.std_header(name);
+    if (!text && spec_.std_headers) {
+      text = sources_.std_header(name);
+      if (text) std_names_.insert(name);
+    }
     if (!text) return false;
     std::vector<Include> includes = scan_includes(*text);
     in_memory_.emplace(name, std::move(*text));
@@ -601,15 +604,16 @@ class ClosureWalk {
   }
 
   // Whether the memoized toolkit closure holds for this call: no name in it is an in-memory
-  // header or can be found in a user directory.
+  // header or can be found in a user directory. kjit's standard headers are the exception: the
+  // closure's files stay (where a standard header shadows a toolkit file of its name, that file
+  // is hashed needlessly, which only makes the key more specific) and visit() adds the headers.
   bool toolkit_closure_applies(const ToolkitClosure& c) {
     if (c.names_in_embedded_sources || !sources_.live_dir().empty()) return false;
-    if (spec_.std_headers && c.names_std_headers) return false;
     for (const auto& [n, t] : spec_.headers) {
       if (c.names.count(n)) return false;
     }
     for (const auto& n : in_memory_) {
-      if (c.names.count(n.first)) return false;
+      if (c.names.count(n.first) && !std_names_.count(n.first)) return false;
     }
     for (const std::string& dir : path_.user_dirs) {
       for (const std::string& entry : listing(dir)) {
@@ -629,6 +633,11 @@ class ClosureWalk {
         if (checks_) {
           for (const auto& [p, s] : c.checks) checks_->add(p, s);
           checks_->usable = checks_->usable && c.settled;
+        }
+        if (spec_.std_headers && c.names_std_headers) {
+          for (const std::string& n : c.names) {
+            if (embedded_std_header(n)) memory(n);
+          }
         }
         return;
       }
@@ -657,6 +666,7 @@ class ClosureWalk {
   SourceClosure& out_;
   KeyChecks* checks_;
   std::map<std::string, std::string> in_memory_;
+  std::set<std::string> std_names_;  // names in in_memory_ that are kjit's standard headers
   std::map<std::string, std::string> files_;
   std::set<std::string> visited_;
   std::map<std::string, std::set<std::string, std::less<>>> listings_;

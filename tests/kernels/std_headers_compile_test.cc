@@ -237,6 +237,21 @@ TEST_F(StdHeadersTest, OrdinaryKernelIncludingThemAllCompiles) {
   }
 }
 
+TEST_F(StdHeadersTest, KernelUsingWhatOnlyKjitGivesDeviceCodeCompiles) {
+  kjit::ProgramSpec spec;
+  spec.family = "test.std_kjit_only";
+  spec.source_name = "kjit_only.cu";
+  spec.source_text = kjit::testing::kStdKjitOnlySource;
+  spec.name_expressions = {"kjit_only"};
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    try {
+      rt_.compile(spec, kjit::Target::parse(arch));
+    } catch (const kjit::CompileError& e) {
+      ADD_FAILURE() << arch << ":\n" << e.what();
+    }
+  }
+}
+
 // The same file compiles under nvcc with the host's real headers: the kernel is ordinary CUDA,
 // not written for kjit. (The GPU test runs both binaries.)
 TEST_F(StdHeadersTest, OrdinaryKernelCompilesWithNvccToo) {

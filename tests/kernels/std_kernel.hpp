@@ -73,6 +73,31 @@ extern "C" __global__ void std_kernel(const StdKernelParams p) {
 }
 )";
 
+/// A kernel using what kjit's headers give device code and nvcc's do not (std::sort,
+/// std::nth_element, the str* functions, fpclassify): the GPU test checks it against the host.
+inline constexpr const char* kStdKjitOnlySource = R"(#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+struct Params { const float* x; float* sorted; float* nth; int32_t* misc; int32_t n; };
+__global__ void kjit_only(const Params p) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.n) return;
+  float v[8];
+  for (int k = 0; k < 8; ++k) v[k] = p.x[(i * 7 + k * 13) % p.n];
+  float w[8];
+  std::memcpy(w, v, sizeof(v));
+  std::sort(v, v + 8);
+  for (int k = 0; k < 8; ++k) p.sorted[i * 8 + k] = v[k];
+  std::nth_element(w, w + 3, w + 8, [](float a, float b) { return a > b; });
+  p.nth[i] = w[3];
+  const char* words = "kjit compiles standard headers";
+  p.misc[i * 3 + 0] = static_cast<int32_t>(std::strlen(words)) + std::strncmp(words, "kjit", 4);
+  p.misc[i * 3 + 1] = static_cast<int32_t>(std::strstr(words, "standard") - words);
+  p.misc[i * 3 + 2] = std::fpclassify(p.x[i]) * 10 + std::isnormal(p.x[i]);
+}
+)";
+
 /// Floats std_kernel writes per element.
 inline constexpr int kStdKernelOutputs = 8;
 

@@ -134,6 +134,21 @@ TEST_F(StdHeadersKeyTest, TheKeyMemoKeepsOnAndOffApart) {
   EXPECT_NE(key_on, key_off);
 }
 
+// A toolkit header's memoized closure serves a program with standard headers too (the headers it
+// names are added to it): the key is the one the file-by-file walk gives, which a live kernel
+// folder (KJIT_KERNEL_DIR) forces.
+TEST_F(StdHeadersKeyTest, MemoizedToolkitClosuresGiveTheKeyOfTheFullWalk) {
+  kjit::Runtime memoized(config());
+  kjit::Runtime walked(config(copy_sources("live", true)));
+  for (const char* includes : {"#include <cub/block/block_reduce.cuh>\n",
+                               "#include <cstdint>\n#include <cub/block/block_reduce.cuh>\n#include <algorithm>\n",
+                               "#include <cuda/std/cstdint>\n#include <cmath>\n"}) {
+    const kjit::ProgramSpec spec = user_program("t", includes);
+    EXPECT_EQ(memoized.key(spec, kSm90a), walked.key(spec, kSm90a)) << includes;
+    EXPECT_EQ(memoized.key(spec, kSm90a), walked.key(spec, kSm90a)) << includes << " (memoized twice)";
+  }
+}
+
 // kjit's families turn the standard headers off, so their keys are those of a kjit without
 // kernel_sources/kjit/std/ at all (keys of before the headers existed), although the host
 // branches of their headers name <cstdint>.
