@@ -9,9 +9,9 @@
 
 // libcu++ unrolls its type-list indexing (cuda/std/__type_traits/type_list.h) to
 // _CCCL_META_UNROLL_LIMIT cases with nested preprocessor repetition. It picks 16 under NVRTC and
-// 10 under nvcc; NVRTC 13.0 needs about 1 s to preprocess the 16 (0.05 s for 10), which every
-// compile that reaches <type_traits> would pay. The value only selects an implementation of the
-// same trait. A program that includes a libcu++ header before any of kjit's keeps its choice.
+// 10 under nvcc; the 16 cost NVRTC 13.0 about half a second of preprocessing in every compile
+// that reaches <type_traits> (docs/std-headers.md). The value only selects an implementation of
+// the same traits. A program that includes a libcu++ header before any of kjit's keeps its value.
 #ifndef _CCCL_META_UNROLL_LIMIT
 #define _CCCL_META_UNROLL_LIMIT 10
 #endif
