@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -169,6 +170,18 @@ class StdHeadersTest : public ::testing::Test {
     c.disk_cache = false;
     return c;
   }
+  // Compiles `spec` for `arch`; a CompileError is a test failure that shows the NVRTC log.
+  std::shared_ptr<const kjit::CompiledProgram> expect_compiles(const kjit::ProgramSpec& spec, const char* arch) {
+    try {
+      auto program = rt_.compile(spec, kjit::Target::parse(arch));
+      EXPECT_FALSE(program->binary.empty()) << spec.source_name << " for " << arch;
+      return program;
+    } catch (const kjit::CompileError& e) {
+      ADD_FAILURE() << spec.source_name << " (" << spec.template_args << ") for " << arch << ":\n" << e.what();
+      return nullptr;
+    }
+  }
+
   kjit::Runtime rt_{config()};
 };
 
@@ -190,14 +203,7 @@ TEST_F(StdHeadersTest, EveryShippedHeaderHasAProbe) {
 
 TEST_F(StdHeadersTest, EachHeaderCompilesAloneForSm80AndSm90a) {
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    for (const auto& [header, body] : probes()) {
-      try {
-        const auto program = rt_.compile(probe_spec(header, body), kjit::Target::parse(arch));
-        EXPECT_FALSE(program->binary.empty()) << header << " for " << arch;
-      } catch (const kjit::CompileError& e) {
-        ADD_FAILURE() << "<" << header << "> for " << arch << ":\n" << e.what();
-      }
-    }
+    for (const auto& [header, body] : probes()) expect_compiles(probe_spec(header, body), arch);
   }
 }
 
@@ -227,13 +233,9 @@ TEST_F(StdHeadersTest, OrdinaryKernelIncludingThemAllCompiles) {
   spec.source_text = kjit::testing::kStdKernelSource;
   spec.name_expressions = {"std_kernel"};
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    try {
-      const auto program = rt_.compile(spec, kjit::Target::parse(arch));
-      ASSERT_EQ(program->kernels.size(), 1u);
-      EXPECT_EQ(program->kernels[0].lowered_name, "std_kernel");
-    } catch (const kjit::CompileError& e) {
-      ADD_FAILURE() << arch << ":\n" << e.what();
-    }
+    const auto program = expect_compiles(spec, arch);
+    ASSERT_TRUE(program && program->kernels.size() == 1u);
+    EXPECT_EQ(program->kernels[0].lowered_name, "std_kernel");
   }
 }
 
@@ -243,13 +245,35 @@ TEST_F(StdHeadersTest, KernelUsingWhatOnlyKjitGivesDeviceCodeCompiles) {
   spec.source_name = "kjit_only.cu";
   spec.source_text = kjit::testing::kStdKjitOnlySource;
   spec.name_expressions = {"kjit_only"};
-  for (const char* arch : {"sm_90a", "sm_80"}) {
-    try {
-      rt_.compile(spec, kjit::Target::parse(arch));
-    } catch (const kjit::CompileError& e) {
-      ADD_FAILURE() << arch << ":\n" << e.what();
-    }
-  }
+  for (const char* arch : {"sm_90a", "sm_80"}) expect_compiles(spec, arch);
+}
+
+// Under -std=c++20 (the user's option comes after kjit's -std=c++17): what C++20 removed is
+// gone (std::result_of) and what it added is there.
+TEST_F(StdHeadersTest, CompilesUnderCpp20Too) {
+  kjit::ProgramSpec spec;
+  spec.family = "test.std_cpp20";
+  spec.source_name = "std_kernel.cu";
+  spec.source_text = kjit::testing::kStdKernelSource;
+  spec.name_expressions = {"std_kernel"};
+  spec.options = {"-std=c++20"};
+  expect_compiles(spec, "sm_90a");
+  spec.source_name = "cpp20.cu";
+  spec.source_text = R"(#include <type_traits>
+#include <utility>
+#include <array>
+#include <algorithm>
+__global__ void cpp20(int* p) {
+  static_assert(std::is_same_v<std::remove_cvref_t<const int&>, int>);
+  static_assert(std::is_same_v<std::type_identity_t<float>, float>);
+  const auto a = std::to_array({1, 2, 3});
+  int v[4] = {4, 3, 2, 1};
+  std::shift_left(v, v + 4, 1);
+  p[0] = std::cmp_less(-1, 1u) + a[1] + v[0] + std::in_range<unsigned char>(300);
+}
+)";
+  spec.name_expressions = {"cpp20"};
+  expect_compiles(spec, "sm_90a");
 }
 
 // The same file compiles under nvcc with the host's real headers: the kernel is ordinary CUDA,
@@ -320,11 +344,7 @@ TEST_F(StdHeadersTest, UsingNamespaceStdLeavesMathUnambiguous) {
       "int32_t a = 1; p[1] = a + static_cast<int>(numeric_limits<int8_t>::max());";
   kjit::ProgramSpec spec = probe_spec("cmath", body);
   spec.source_text = "#include <cstdint>\n#include <cstdlib>\n#include <limits>\n#include <algorithm>\n" + spec.source_text;
-  try {
-    rt_.compile(spec, kjit::Target::parse("sm_90a"));
-  } catch (const kjit::CompileError& e) {
-    ADD_FAILURE() << e.what();
-  }
+  expect_compiles(spec, "sm_90a");
 }
 
 // The toolkit's CUB, with kjit's standard headers on and included first.
@@ -346,12 +366,7 @@ __global__ void block_sum(const float* in, float* out) {
 }
 )";
   spec.name_expressions = {"block_sum<256>"};
-  try {
-    const auto program = rt_.compile(spec, kjit::Target::parse("sm_90a"));
-    EXPECT_FALSE(program->binary.empty());
-  } catch (const kjit::CompileError& e) {
-    ADD_FAILURE() << e.what();
-  }
+  expect_compiles(spec, "sm_90a");
 }
 
 // CuTe from a CUTLASS tree (KJIT_CUTLASS_DIR: the tree's root, holding include/cute), with
@@ -376,12 +391,7 @@ __global__ void cute_copy(const float* in, float* out) {
 )";
   spec.name_expressions = {"cute_copy<128>"};
   spec.options = {"-I", include.string()};
-  try {
-    const auto program = rt_.compile(spec, kjit::Target::parse("sm_90a"));
-    EXPECT_FALSE(program->binary.empty());
-  } catch (const kjit::CompileError& e) {
-    ADD_FAILURE() << e.what();
-  }
+  expect_compiles(spec, "sm_90a");
 }
 
 }  // namespace
