@@ -369,28 +369,38 @@ __global__ void block_sum(const float* in, float* out) {
   expect_compiles(spec, "sm_90a");
 }
 
-// CuTe from a CUTLASS tree (KJIT_CUTLASS_DIR: the tree's root, holding include/cute), with
-// kjit's standard headers on.
-TEST_F(StdHeadersTest, CuteStillCompilesWhenACutlassTreeIsGiven) {
+// CUTLASS and CuTe from a CUTLASS tree (KJIT_CUTLASS_DIR: the tree's root, holding
+// include/cute), with kjit's standard headers included before them and after them. CUTLASS's
+// NVRTC path declares FP_NAN and friends itself and defines the macros after them.
+TEST_F(StdHeadersTest, CutlassAndCuteStillCompileWhenACutlassTreeIsGiven) {
   const char* root = std::getenv("KJIT_CUTLASS_DIR");
   if (!root || !*root) GTEST_SKIP() << "KJIT_CUTLASS_DIR is not set";
   const fs::path include = fs::path(root) / "include";
   if (!fs::exists(include / "cute" / "tensor.hpp")) GTEST_SKIP() << "no cute/tensor.hpp under " << include;
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_cute";
-  spec.source_name = "cute_copy.cu";
-  spec.source_text = R"(#include <cstdint>
-#include <cute/tensor.hpp>
-template <int kN>
+  const std::string std_includes =
+      "#include <cstdint>\n#include <cmath>\n#include <cstring>\n#include <type_traits>\n#include <limits>\n"
+      "#include <algorithm>\n#include <tuple>\n#include <math.h>\n";
+  const std::string cutlass_includes =
+      "#include <cutlass/cutlass.h>\n#include <cutlass/numeric_types.h>\n#include <cutlass/array.h>\n"
+      "#include <cute/tensor.hpp>\n#include <cute/atom/mma_atom.hpp>\n";
+  const std::string kernel = R"(template <int kN>
 __global__ void cute_copy(const float* in, float* out) {
   using namespace cute;
   Tensor src = make_tensor(make_gmem_ptr(in), make_layout(make_shape(Int<kN>{})));
   Tensor dst = make_tensor(make_gmem_ptr(out), make_layout(make_shape(Int<kN>{})));
-  for (int i = threadIdx.x; i < kN; i += blockDim.x) dst(i) = src(i) * 2.0f;
+  for (int i = threadIdx.x; i < kN; i += blockDim.x) {
+    dst(i) = std::sqrt(src(i)) + float(cutlass::half_t(1.5f)) + (std::fpclassify(src(i)) == FP_NORMAL);
+  }
 }
 )";
+  kjit::ProgramSpec spec;
+  spec.family = "test.std_cute";
+  spec.source_name = "cute_copy.cu";
   spec.name_expressions = {"cute_copy<128>"};
   spec.options = {"-I", include.string()};
+  spec.source_text = std_includes + cutlass_includes + kernel;
+  expect_compiles(spec, "sm_90a");
+  spec.source_text = cutlass_includes + std_includes + kernel;
   expect_compiles(spec, "sm_90a");
 }
 
