@@ -151,15 +151,23 @@ std::vector<std::string> shipped_std_headers() {
   return out;
 }
 
-kjit::ProgramSpec probe_spec(const std::string& header, const std::string& body) {
+kjit::ProgramSpec program(const std::string& family, const std::string& source_name, const std::string& source,
+                          const std::string& name_expression) {
   kjit::ProgramSpec spec;
-  spec.family = "test.std_header";
-  spec.template_args = header;
-  spec.source_name = "std_probe.cu";
+  spec.family = family;
+  spec.source_name = source_name;
+  spec.source_text = source;
+  spec.name_expressions = {name_expression};
+  return spec;
+}
+
+kjit::ProgramSpec probe_spec(const std::string& header, const std::string& body) {
   // Twice: an include guard (or, for <cassert>, a redefinition that is allowed) must hold.
-  spec.source_text = "#include <" + header + ">\n#include <" + header +
-                     ">\n__global__ void std_probe(int* p, float* f) {\n" + body + "\n}\n";
-  spec.name_expressions = {"std_probe"};
+  kjit::ProgramSpec spec = program("test.std_header", "std_probe.cu",
+                                   "#include <" + header + ">\n#include <" + header +
+                                       ">\n__global__ void std_probe(int* p, float* f) {\n" + body + "\n}\n",
+                                   "std_probe");
+  spec.template_args = header;
   return spec;
 }
 
@@ -227,11 +235,7 @@ TEST_F(StdHeadersTest, ProgramHeaderOfTheSameNameWins) {
 }
 
 TEST_F(StdHeadersTest, OrdinaryKernelIncludingThemAllCompiles) {
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_kernel";
-  spec.source_name = "std_kernel.cu";
-  spec.source_text = kjit::testing::kStdKernelSource;
-  spec.name_expressions = {"std_kernel"};
+  kjit::ProgramSpec spec = program("test.std_kernel", "std_kernel.cu", kjit::testing::kStdKernelSource, "std_kernel");
   for (const char* arch : {"sm_90a", "sm_80"}) {
     const auto program = expect_compiles(spec, arch);
     ASSERT_TRUE(program && program->kernels.size() == 1u);
@@ -240,22 +244,14 @@ TEST_F(StdHeadersTest, OrdinaryKernelIncludingThemAllCompiles) {
 }
 
 TEST_F(StdHeadersTest, KernelUsingWhatOnlyKjitGivesDeviceCodeCompiles) {
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_kjit_only";
-  spec.source_name = "kjit_only.cu";
-  spec.source_text = kjit::testing::kStdKjitOnlySource;
-  spec.name_expressions = {"kjit_only"};
+  kjit::ProgramSpec spec = program("test.std_kjit_only", "kjit_only.cu", kjit::testing::kStdKjitOnlySource, "kjit_only");
   for (const char* arch : {"sm_90a", "sm_80"}) expect_compiles(spec, arch);
 }
 
 // Under -std=c++20 (the user's option comes after kjit's -std=c++17): what C++20 removed is
 // gone (std::result_of) and what it added is there.
 TEST_F(StdHeadersTest, CompilesUnderCpp20Too) {
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_cpp20";
-  spec.source_name = "std_kernel.cu";
-  spec.source_text = kjit::testing::kStdKernelSource;
-  spec.name_expressions = {"std_kernel"};
+  kjit::ProgramSpec spec = program("test.std_cpp20", "std_kernel.cu", kjit::testing::kStdKernelSource, "std_kernel");
   spec.options = {"-std=c++20"};
   expect_compiles(spec, "sm_90a");
   spec.source_name = "cpp20.cu";
@@ -320,12 +316,9 @@ TEST_F(StdHeadersTest, HostOnlyCallIsAnErrorNamingTheHeader) {
 // inclusion, as the standard says.
 TEST_F(StdHeadersTest, CassertFollowsNdebugAtEachInclusion) {
   auto ptx_of = [&](const std::string& source) {
-    kjit::ProgramSpec spec;
-    spec.family = "test.std_assert";
-    spec.source_name = "assert_probe.cu";
-    spec.source_text = source;
-    spec.name_expressions = {"assert_probe"};
-    return rt_.compile(spec, kjit::Target::parse("compute_90"))->binary;
+    return rt_.compile(program("test.std_assert", "assert_probe.cu", source, "assert_probe"),
+                       kjit::Target::parse("compute_90"))
+        ->binary;
   };
   const std::string body = "__global__ void assert_probe(int* p) { assert(p[0] == 1); }\n";
   EXPECT_NE(ptx_of("#include <cassert>\n" + body).find("__assertfail"), std::string::npos);
@@ -349,10 +342,7 @@ TEST_F(StdHeadersTest, UsingNamespaceStdLeavesMathUnambiguous) {
 
 // The toolkit's CUB, with kjit's standard headers on and included first.
 TEST_F(StdHeadersTest, CubBlockReduceStillCompiles) {
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_cub";
-  spec.source_name = "cub_reduce.cu";
-  spec.source_text = R"(#include <cstdint>
+  const std::string source = R"(#include <cstdint>
 #include <type_traits>
 #include <algorithm>
 #include <cub/block/block_reduce.cuh>
@@ -365,8 +355,7 @@ __global__ void block_sum(const float* in, float* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = std::max(s, 0.0f);
 }
 )";
-  spec.name_expressions = {"block_sum<256>"};
-  expect_compiles(spec, "sm_90a");
+  expect_compiles(program("test.std_cub", "cub_reduce.cu", source, "block_sum<256>"), "sm_90a");
 }
 
 // CUTLASS and CuTe from a CUTLASS tree (KJIT_CUTLASS_DIR: the tree's root, holding
@@ -393,12 +382,9 @@ __global__ void cute_copy(const float* in, float* out) {
   }
 }
 )";
-  kjit::ProgramSpec spec;
-  spec.family = "test.std_cute";
-  spec.source_name = "cute_copy.cu";
-  spec.name_expressions = {"cute_copy<128>"};
+  kjit::ProgramSpec spec = program("test.std_cute", "cute_copy.cu", std_includes + cutlass_includes + kernel,
+                                   "cute_copy<128>");
   spec.options = {"-I", include.string()};
-  spec.source_text = std_includes + cutlass_includes + kernel;
   expect_compiles(spec, "sm_90a");
   spec.source_text = cutlass_includes + std_includes + kernel;
   expect_compiles(spec, "sm_90a");
