@@ -47,7 +47,27 @@ const EmbeddedSource* embedded(std::string_view path) {
   auto it = index->find(path);
   return it == index->end() ? nullptr : it->second;
 }
+
+// The embedded standard header for include name `name` ("cstdint"), or null.
+const EmbeddedSource* embedded_std_header(std::string_view name) {
+  if (!is_std_header_name(name)) return nullptr;
+  std::string path(kStdHeaderDir);
+  path += name;
+  return embedded(path);
+}
 }  // namespace
+
+bool is_std_header_name(std::string_view name) {
+  return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
+}
+
+std::optional<std::string> KernelSources::std_header(std::string_view name) const {
+  if (!is_std_header_name(name)) return std::nullopt;
+  std::string path(kStdHeaderDir);
+  path += name;
+  if (!contains(path)) return std::nullopt;
+  return read(path);
+}
 
 KernelSources::KernelSources(std::string live_dir) : live_dir_(std::move(live_dir)) {}
 
@@ -209,6 +229,9 @@ struct ToolkitClosure {
   std::set<std::string> names;
   std::set<std::string, std::less<>> first_components;
   bool names_in_embedded_sources = false;
+  /// Some name is one of kjit's standard headers: a program with ProgramSpec::std_headers
+  /// resolves it in memory.
+  bool names_std_headers = false;
   /// What the closure's walk stat'ed (files read and paths with no file), for the key memo, and
   /// whether every file read was settled (a record can vouch for it).
   std::vector<std::pair<std::string, FileStamp>> checks;
@@ -395,6 +418,7 @@ class ToolkitMemo {
     }
     c->files.assign(files.begin(), files.end());
     c->names_in_embedded_sources = any_embedded(c->names);
+    c->names_std_headers = any_std_header(c->names);
     stored.root = path;
     stored.files = c->files;
     stored.names.assign(c->names.begin(), c->names.end());
@@ -435,8 +459,9 @@ class ToolkitMemo {
       c->first_components.emplace(first_component(n));
       c->names.insert(std::move(n));
     }
-    // Not stored: it depends on the library's kernel sources, not on the toolkit.
+    // Not stored: they depend on the library's kernel sources, not on the toolkit.
     c->names_in_embedded_sources = any_embedded(c->names);
+    c->names_std_headers = any_std_header(c->names);
     closures_from_records_.fetch_add(1, std::memory_order_relaxed);
     return c;
   }
@@ -444,6 +469,13 @@ class ToolkitMemo {
   static bool any_embedded(const std::set<std::string>& names) {
     for (const std::string& n : names) {
       if (embedded(n)) return true;
+    }
+    return false;
+  }
+
+  static bool any_std_header(const std::set<std::string>& names) {
+    for (const std::string& n : names) {
+      if (embedded_std_header(n)) return true;
     }
     return false;
   }
@@ -523,7 +555,8 @@ class ClosureWalk {
     }
   }
 
-  // An in-memory header: ProgramSpec::headers, then the kernel sources.
+  // An in-memory header: ProgramSpec::headers, then the kernel sources, then (with
+  // ProgramSpec::std_headers) kjit's standard headers.
   bool memory(const std::string& name) {
     if (in_memory_.count(name)) return true;
     std::optional<std::string> text;
@@ -534,6 +567,10 @@ class ClosureWalk {
       }
     }
     if (!text && sources_.contains(name)) text = sources_.read(name);
+    if (!text && spec_.std_headers) {
+      text = sources_.std_header(name);
+      if (text) std_names_.insert(name);
+    }
     if (!text) return false;
     std::vector<Include> includes = scan_includes(*text);
     in_memory_.emplace(name, std::move(*text));
@@ -567,14 +604,16 @@ class ClosureWalk {
   }
 
   // Whether the memoized toolkit closure holds for this call: no name in it is an in-memory
-  // header or can be found in a user directory.
+  // header or can be found in a user directory. kjit's standard headers are the exception: the
+  // closure's files stay (where a standard header shadows a toolkit file of its name, that file
+  // is hashed needlessly, which only makes the key more specific) and visit() adds the headers.
   bool toolkit_closure_applies(const ToolkitClosure& c) {
     if (c.names_in_embedded_sources || !sources_.live_dir().empty()) return false;
     for (const auto& [n, t] : spec_.headers) {
       if (c.names.count(n)) return false;
     }
     for (const auto& n : in_memory_) {
-      if (c.names.count(n.first)) return false;
+      if (c.names.count(n.first) && !std_names_.count(n.first)) return false;
     }
     for (const std::string& dir : path_.user_dirs) {
       for (const std::string& entry : listing(dir)) {
@@ -594,6 +633,11 @@ class ClosureWalk {
         if (checks_) {
           for (const auto& [p, s] : c.checks) checks_->add(p, s);
           checks_->usable = checks_->usable && c.settled;
+        }
+        if (spec_.std_headers && c.names_std_headers) {
+          for (const std::string& n : c.names) {
+            if (embedded_std_header(n)) memory(n);
+          }
         }
         return;
       }
@@ -622,6 +666,7 @@ class ClosureWalk {
   SourceClosure& out_;
   KeyChecks* checks_;
   std::map<std::string, std::string> in_memory_;
+  std::set<std::string> std_names_;  // names in in_memory_ that are kjit's standard headers
   std::map<std::string, std::string> files_;
   std::set<std::string> visited_;
   std::map<std::string, std::set<std::string, std::less<>>> listings_;

@@ -11,7 +11,9 @@
 /// search order, checked against NVRTC 13.0 on these machines:
 ///   1. the in-memory headers handed to nvrtcCreateProgram, by exact name, for quoted and angle
 ///      includes alike: ProgramSpec::headers, then kjit's kernel sources (kjit hands NVRTC every
-///      kernel_sources file the scan reaches, so they shadow files on disk);
+///      kernel_sources file the scan reaches, so they shadow files on disk), then, for a program
+///      with ProgramSpec::std_headers, kjit's standard headers (<cstdint> is the kernel source
+///      kjit/std/cstdint, handed to NVRTC under the name "cstdint");
 ///   2. quoted includes only: the directory of the including file (an in-memory header named
 ///      "a/b.h" or the main source "a/k.cu" count as living in "a/", relative to the working
 ///      directory); `-no-source-include` turns this step off. `-include` files instead look in
@@ -54,6 +56,13 @@
 
 namespace kjit::detail {
 
+/// Where kjit's NVRTC standard headers live among the kernel sources: the include name
+/// "cstdint" is the kernel source "kjit/std/cstdint" (docs/std-headers.md).
+inline constexpr std::string_view kStdHeaderDir = "kjit/std/";
+
+/// Whether `name` has the form of a standard header's include name (one path component).
+bool is_std_header_name(std::string_view name);
+
 /// Kernel sources by path relative to kernel_sources/ ("rotary/rotary.cu").
 class KernelSources {
  public:
@@ -63,6 +72,9 @@ class KernelSources {
   std::optional<std::string> read(std::string_view path) const;
   /// Whether `path` exists, without reading it.
   bool contains(std::string_view path) const;
+  /// The text of kjit's standard header for include name `name` ("cstdint"), or nullopt when
+  /// kjit has none such.
+  std::optional<std::string> std_header(std::string_view name) const;
   /// Every source path, sorted.
   std::vector<std::string> list() const;
   const std::string& live_dir() const noexcept { return live_dir_; }

@@ -26,7 +26,8 @@ bool is_family_point(const ProgramSpec& spec, ParamMap* params) {
   try {
     const Family& f = family(spec.family);
     const ProgramSpec made = f.spec(*params);
-    return made.source_name == spec.source_name && made.name_expressions == spec.name_expressions;
+    return made.source_name == spec.source_name && made.name_expressions == spec.name_expressions &&
+           made.std_headers == spec.std_headers;
   } catch (const Error&) {
     return false;  // not a shipped family, or not one of its points
   }

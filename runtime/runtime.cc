@@ -177,6 +177,7 @@ class RuntimeImpl {
     b.add("headers", static_cast<int64_t>(spec.headers.size()));
     for (const auto& [name, text] : spec.headers) b.add("header.name", name).add("header.text", text);
     b.add("source_dirs", path.source_dirs ? 1 : 0);
+    b.add("std_headers", spec.std_headers ? 1 : 0);
     b.add("toolkit_dirs", static_cast<int64_t>(path.toolkit_dirs.size()));
     for (const auto& d : path.toolkit_dirs) b.add("toolkit_dir", d);
     add_spec_fields(b, p, target);

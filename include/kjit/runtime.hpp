@@ -69,6 +69,17 @@ struct ProgramSpec {
   /// loads, and one cache entry whatever the "a" variant). Families set it from their declaration
   /// (FamilyProgram::arch_specific); a host application's program keeps the device's own target.
   bool arch_specific = true;
+  /// NVRTC has no standard library: with this set, an `#include` of a standard header that kjit
+  /// supplies (<cstdint>, <cassert>, <type_traits>, <limits>, <cfloat>, <cmath>, <cstdio>,
+  /// <algorithm>, ... and the C forms <stdint.h>, <math.h>, ...) gets kjit's NVRTC-safe version
+  /// (kernel_sources/kjit/std/, built on the toolkit's libcu++; docs/std-headers.md lists what
+  /// each provides). A host-only facility (fopen, exit, ...) is then a compile error naming its
+  /// header. The headers are in-memory headers after ProgramSpec::headers and kjit's kernel
+  /// sources, so an entry of `headers` with a standard name replaces kjit's, and they shadow
+  /// files of that name in `-I` directories. Only the headers a program includes are read, handed
+  /// to NVRTC and hashed into its key: a program that includes none has the same key either way.
+  /// On for a host application's programs; kjit's own kernel families turn it off.
+  bool std_headers = true;
 
   /// The target this program compiles for on a device whose target is `device`.
   Target target_on(const Target& device) const noexcept {

@@ -24,6 +24,12 @@ class Program:
         program using wgmma or setmaxnreg needs; False compiles for the plain sm_XY (a cubin
         every device of that compute capability loads; kjit's own ops do this for every kernel
         that needs no arch-specific instruction). compile() and key() take the target as given.
+    std_headers: NVRTC has no standard library; with True (the default) an #include of a
+        standard header kjit supplies (<cstdint>, <cmath>, <type_traits>, <algorithm>, <cstdio>,
+        ... and the C forms such as <math.h>) gets kjit's NVRTC-safe version, so CUDA code that
+        nvcc compiles compiles here unmodified; a host-only call (fopen, exit, ...) is a compile
+        error naming its header. False hands NVRTC only what the program and its -I directories
+        supply. A program that includes no standard header has the same key either way.
 
     A kernel takes one params struct by value (the kjit convention); Kernel.launch passes the
     bytes of a ctypes.Structure (or any bytes-like object) as that struct, checked against the
@@ -33,7 +39,7 @@ class Program:
     def __init__(self, source: Optional[str], name_expressions: Sequence[str], *,
                  options: Iterable[str] = (), headers: Union[Mapping[str, str], Iterable[Tuple[str, str]], None] = None,
                  family: str = "user", source_name: str = "kernel.cu", template_args: str = "",
-                 arch_specific: bool = True):
+                 arch_specific: bool = True, std_headers: bool = True):
         if isinstance(name_expressions, str):
             name_expressions = [name_expressions]
         self.source = source
@@ -48,10 +54,15 @@ class Program:
         except TypeError:
             raise TypeError(f"Program: arch_specific must be True or False (or a NumPy bool or an int), "
                             f"got {type(arch_specific).__name__}") from None
+        try:
+            self.std_headers = _C._flag(std_headers)
+        except TypeError:
+            raise TypeError(f"Program: std_headers must be True or False (or a NumPy bool or an int), "
+                            f"got {type(std_headers).__name__}") from None
 
     def _spec(self):
         return (self.source, self.name_expressions, self.options, self.headers, self.family, self.source_name,
-                self.template_args)
+                self.template_args, self.std_headers)
 
     def compile(self, target: str = "sm_90a", *, runtime: Optional[_C.Runtime] = None) -> _C.CompiledProgram:
         """Compiles for `target` ("sm_90a", "sm_80", "compute_90" for PTX), or finds it in the

@@ -153,8 +153,10 @@ struct PyModule {
 };
 
 ProgramSpec make_spec(nb::object source, std::vector<std::string> name_expressions, std::vector<std::string> options,
-                      nb::object headers, std::string family, std::string source_name, std::string template_args) {
+                      nb::object headers, std::string family, std::string source_name, std::string template_args,
+                      bool std_headers) {
   ProgramSpec s;
+  s.std_headers = std_headers;
   s.family = std::move(family);
   s.template_args = std::move(template_args);
   s.source_name = std::move(source_name);
@@ -267,12 +269,12 @@ void register_programs(nb::module_& m) {
 
   m.def("_compile",
         [](nb::object source, std::vector<std::string> names, std::vector<std::string> options, nb::object headers,
-           std::string family, std::string source_name, std::string template_args, std::string target,
-           nb::handle runtime) {
+           std::string family, std::string source_name, std::string template_args, Flag std_headers,
+           std::string target, nb::handle runtime) {
           nb::object holder;
           PyRuntime& r = runtime_of(runtime, &holder);
           ProgramSpec spec = make_spec(source, std::move(names), std::move(options), headers, std::move(family),
-                                       std::move(source_name), std::move(template_args));
+                                       std::move(source_name), std::move(template_args), std_headers);
           const Target t = Target::parse(target);
           std::shared_ptr<const CompiledProgram> p;
           {
@@ -282,29 +284,29 @@ void register_programs(nb::module_& m) {
           return PyCompiled{std::move(p)};
         },
         "source"_a.none(), "name_expressions"_a, "options"_a, "headers"_a.none(), "family"_a, "source_name"_a,
-        "template_args"_a, "target"_a, "runtime"_a.none());
+        "template_args"_a, "std_headers"_a, "target"_a, "runtime"_a.none());
   m.def("_key",
         [](nb::object source, std::vector<std::string> names, std::vector<std::string> options, nb::object headers,
-           std::string family, std::string source_name, std::string template_args, std::string target,
-           nb::handle runtime) {
+           std::string family, std::string source_name, std::string template_args, Flag std_headers,
+           std::string target, nb::handle runtime) {
           nb::object holder;
           PyRuntime& r = runtime_of(runtime, &holder);
           ProgramSpec spec = make_spec(source, std::move(names), std::move(options), headers, std::move(family),
-                                       std::move(source_name), std::move(template_args));
+                                       std::move(source_name), std::move(template_args), std_headers);
           const Target t = Target::parse(target);
           nb::gil_scoped_release release;
           return r.get().key(spec, t);
         },
         "source"_a.none(), "name_expressions"_a, "options"_a, "headers"_a.none(), "family"_a, "source_name"_a,
-        "template_args"_a, "target"_a, "runtime"_a.none());
+        "template_args"_a, "std_headers"_a, "target"_a, "runtime"_a.none());
   m.def("_load",
         [](nb::object source, std::vector<std::string> names, std::vector<std::string> options, nb::object headers,
-           std::string family, std::string source_name, std::string template_args, std::optional<int> device,
-           nb::handle runtime, Flag arch_specific) {
+           std::string family, std::string source_name, std::string template_args, Flag std_headers,
+           std::optional<int> device, nb::handle runtime, Flag arch_specific) {
           nb::object holder;
           PyRuntime& r = runtime_of(runtime, &holder);
           ProgramSpec spec = make_spec(source, std::move(names), std::move(options), headers, std::move(family),
-                                       std::move(source_name), std::move(template_args));
+                                       std::move(source_name), std::move(template_args), std_headers);
           // Runtime::load compiles for spec.target_on(the device's target): the device's own
           // target (sm_90a on an H100/H200) unless the program says it needs no arch-specific
           // instructions, then the plain sm_XY.
@@ -318,7 +320,7 @@ void register_programs(nb::module_& m) {
           return PyModule{p, holder};
         },
         "source"_a.none(), "name_expressions"_a, "options"_a, "headers"_a.none(), "family"_a, "source_name"_a,
-        "template_args"_a, "device"_a.none(), "runtime"_a.none(), "arch_specific"_a = true);
+        "template_args"_a, "std_headers"_a, "device"_a.none(), "runtime"_a.none(), "arch_specific"_a = true);
 
   // Devices.
   // The truth value of an on/off argument by the rule every flag of the extension follows

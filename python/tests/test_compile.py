@@ -148,3 +148,37 @@ def test_import_needs_no_gpu():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert out.returncode == 0, out.stderr
+
+
+STD_SOURCE = r"""
+#include <cstdint>
+#include <cmath>
+#include <algorithm>
+__global__ void scale(float* y, const float* x, std::int32_t n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = std::min(std::sqrt(std::fabs(x[i])), 1.0f);
+}
+"""
+
+
+def test_standard_headers_are_on_by_default_and_off_on_request(cache_dir):
+    rt = kjit.Runtime(cache_dir=cache_dir)
+    on = kjit.Program(STD_SOURCE, ["scale"], family="test.std")
+    assert on.std_headers is True
+    compiled = on.compile("sm_90a", runtime=rt)
+    assert compiled.kernels[0].name_expression == "scale"
+    off = kjit.Program(STD_SOURCE, ["scale"], family="test.std", std_headers=False)
+    assert off.key("sm_90a", runtime=rt) != compiled.key
+    with pytest.raises(kjit.CompileError, match='cannot open source file "cstdint"'):
+        off.compile("sm_90a", runtime=rt)
+    # A program that includes no standard header compiles the same either way: one key.
+    plain = "__global__ void k(float* y) { y[0] = 1.0f; }\n"
+    assert (kjit.Program(plain, ["k"]).key("sm_90a", runtime=rt) ==
+            kjit.Program(plain, ["k"], std_headers=False).key("sm_90a", runtime=rt))
+
+
+def test_host_only_call_names_its_header(cache_dir):
+    prog = kjit.Program('#include <cstdio>\n__global__ void k() { fprintf(stderr, "x"); }\n', ["k"],
+                        family="test.std")
+    with pytest.raises(kjit.CompileError, match=r"kjit: <cstdio>: fprintf is host-only"):
+        prog.compile("sm_90a", runtime=kjit.Runtime(cache_dir=cache_dir))

@@ -219,7 +219,10 @@ def test_flags_take_bools_numpy_bools_and_ints_alike():
             kjit.attention.prefill(q, q, q, causal=bad, out=T((1, 64, 8, 128)))
         with pytest.raises(TypeError, match="Program: arch_specific must be True or False"):
             kjit.Program("__global__ void k() {}", ["k"], arch_specific=bad)
+        with pytest.raises(TypeError, match="Program: std_headers must be True or False"):
+            kjit.Program("__global__ void k() {}", ["k"], std_headers=bad)
     assert kjit.Program("__global__ void k() {}", ["k"], arch_specific=0).arch_specific is False
+    assert kjit.Program("__global__ void k() {}", ["k"], std_headers=0).std_headers is False
 
 
 def test_forced_paged_prefill_variant_is_checked_before_the_device():

@@ -167,6 +167,10 @@ ProgramSpec Family::spec(const Point& pt) const {
   spec.template_args = describe(pt);
   spec.source_name = prog.source;
   spec.arch_specific = prog.arch_specific;
+  // kjit's kernels include no standard header under NVRTC. The host branches of their params
+  // headers and of the toolkit headers they reach name some (<cstdint>), which would otherwise
+  // bring kjit's standard headers into their keys.
+  spec.std_headers = false;
   for (const std::string& pattern : prog.kernels) {
     std::string expr;
     for (size_t i = 0; i < pattern.size();) {

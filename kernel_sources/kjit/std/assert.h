@@ -1,0 +1,2 @@
+// <assert.h> for NVRTC: <cassert> (no include guard either).
+#include "kjit/std/cassert"
