@@ -94,6 +94,8 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
   counter("kjit_remote_lease_waits_total", s.remote_lease_waits, "Waits on another host's compile lease.");
   counter("kjit_remote_rejected_signatures_total", s.remote_rejected_signatures,
           "Fleet tier entries refused for a missing or untrusted signature.");
+  counter("kjit_remote_oversized_total", s.remote_oversized,
+          "Fleet tier values refused by their length (over KJIT_REMOTE_MAX_VALUE_BYTES), not downloaded.");
   counter("kjit_remote_publishes_total", s.remote_publishes, "Entries this process wrote to the fleet tier.");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
   for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kOff}) {

@@ -5,9 +5,9 @@
 /// tag `{<namespace>:<32 hex key>}`, so they live in one Redis Cluster slot:
 ///
 ///   {ns:key}:v      the entry; write-once (SET NX EX ttl), TTL refreshed on a hit (GETEX)
-///   {ns:key}:lease  a compile lease: a random token, SET NX PX lease_ms, released by
-///                   compare-and-delete (a Lua script), so an expired owner never frees a
-///                   successor's lease
+///   {ns:key}:lease  a compile lease: a random token, SET NX PX lease_ms, renewed while its
+///                   owner compiles (remote/lease.hpp) and released by compare-and-delete (a
+///                   Lua script), so an expired owner never frees or extends a successor's lease
 ///   {ns:key}:fail   a failed compile's record (SET NX EX failure_ttl_s): others throw the same
 ///                   CompileError without compiling
 ///
@@ -15,14 +15,17 @@
 /// (cache/manifest.hpp) of every specialization the fleet's recording hosts obtained
 /// (KJIT_RECORD=remote:): SADD makes the set the fleet-wide deduplicated manifest.
 ///
-/// Every fault is a bounded miss (remote/client.hpp): the caller compiles locally. A value that
-/// is corrupt, foreign or not signed by a trusted key is never loaded; it is warned once per key,
-/// counted, and compiled locally. A builder holding the signing key replaces such a value under
+/// Every read checks a value's length before its bytes (STRLEN, in the same Lua script as the
+/// read on a read-write host): a value longer than max_value_bytes is never downloaded; it is
+/// refused as oversized. Every fault is a bounded miss (remote/client.hpp): the caller compiles
+/// locally. A value that is oversized, corrupt, foreign or not signed by a trusted key is never
+/// loaded; it is warned once per key, counted, and compiled locally. A builder holding the signing key replaces such a value under
 /// its lease (the one exception to write-once), so a squatter cannot block a key for good.
 
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
 #include "cache/remote/client.hpp"
+#include "cache/remote/lease.hpp"
 #include "cache/remote/record.hpp"
 #include "cache/remote/signing.hpp"
 
@@ -43,6 +46,7 @@ namespace kjit::cache::remote {
 /// Counters of one tier (RuntimeStats::remote_*).
 struct TierCounters {
   uint64_t hits = 0, misses = 0, errors = 0, lease_waits = 0, rejected_signatures = 0, rejected = 0, publishes = 0;
+  uint64_t oversized = 0;  ///< values refused by their length alone (not downloaded), once per key
 };
 
 /// The Redis key names of one entry.
@@ -65,13 +69,16 @@ class RemoteTier {
     Found found = Found::kMiss;
     std::optional<Entry> entry;
   };
-  /// One GET (GETEX refreshing the TTL on a read-write host) of `key`'s value, checked.
+  /// `key`'s value, checked: one round trip on a read-write host (a script: STRLEN, then GETEX
+  /// refreshing the TTL when the value is within the cap), STRLEN then GETRANGE on a read-only one.
   Lookup fetch(const Key& key);
 
   /// Cross-host single flight for a key that fetch() missed: takes the lease and compiles
-  /// (`compile`), or waits for the lease owner's entry (bounded by the lease), or throws the
-  /// CompileError the fleet recorded. A read-only host takes no lease: it waits while someone
-  /// holds one, then compiles locally without writing. Any fault: compiles locally.
+  /// (`compile`) while a heartbeat renews the lease, or waits for the entry while anyone holds a
+  /// live lease, taking over a lease that lapsed (its owner died), or throws the CompileError
+  /// the fleet recorded. A waiter gives up and compiles locally after max_wait_ms. A read-only
+  /// host takes no lease: it waits while someone holds one, then compiles locally without
+  /// writing. Any fault: compiles locally.
   /// `usable` vets a fetched entry against the program asked for. Sets `*compiled` when
   /// `compile` ran here. Throws what `compile` throws (CompileError is recorded fleet-wide first).
   Entry obtain(const Key& key, const std::function<bool(const Entry&)>& usable, const std::function<Entry()>& compile,
@@ -104,14 +111,25 @@ class RemoteTier {
 
  private:
   std::optional<Record> accept(const Key& key, std::string_view bytes, RecordKind kind);
+  /// A bounded read's result (nil: no value; an integer: its length, over the cap; the bytes):
+  /// the record, or nullopt (a nil slot silently, anything refused warned and counted).
+  std::optional<Record> take(const Key& key, const Reply& slot, RecordKind kind);
+  /// Warns about and counts a refused value, once per key and process.
+  void refuse(const Key& key, RecordKind kind, Rejection why, const std::string& note);
+  /// Reads `redis_key` within the cap, as fetch() does; nullopt on a fault.
+  std::optional<Reply> read_bounded(const std::string& redis_key, bool refresh_ttl);
+  /// A read-only host's read of `redis_key`, whose STRLEN was `length`: GETRANGE within the cap.
+  std::optional<Reply> read_range(const std::string& redis_key, long long length);
   void release(const SlotKeys& keys, const std::string& token);
 
   RedisClient client_;
+  LeaseKeeper keeper_{client_, client_.config().lease_ms};
   std::vector<PublicKey> trusted_;
   std::optional<SecretKey> signer_;
   std::mutex warned_mutex_;
   std::set<std::string> warned_;  // keys whose rejection was warned about
-  std::atomic<uint64_t> hits_{0}, misses_{0}, lease_waits_{0}, rejected_signatures_{0}, rejected_{0}, publishes_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, lease_waits_{0}, rejected_signatures_{0}, rejected_{0}, publishes_{0},
+      oversized_{0};
 };
 
 }  // namespace kjit::cache::remote

@@ -46,9 +46,13 @@ struct RemoteConfig {
   int op_timeout_ms = 20;
   /// KJIT_REMOTE_COOLDOWN_MS: after a fault, how long the tier is skipped (circuit breaker).
   int cooldown_ms = 10000;
-  /// KJIT_REMOTE_LEASE_MS: how long a compile lease lives. A host that finds a lease waits at
-  /// most this long for its owner's entry; a dead owner's lease expires after it.
-  int lease_ms = 60000;
+  /// KJIT_REMOTE_LEASE_MS: how long a compile lease lives past its owner's last renewal. The
+  /// owner renews it three times per lease while it compiles, so a compile of any length keeps
+  /// it; a dead owner's lease lapses within this, and a waiting host takes it over.
+  int lease_ms = 10000;
+  /// KJIT_REMOTE_MAX_WAIT_MS: the longest a host waits on other hosts' live leases for an entry
+  /// before it compiles locally (a bound on a compile that never ends, or a lease held forever).
+  int max_wait_ms = 600000;
   /// KJIT_REMOTE_TTL_S: seconds an entry lives in Redis after its last hit (refreshed on a hit).
   int64_t ttl_s = 30 * 24 * 3600;
   /// KJIT_REMOTE_FAILURE_TTL_S: seconds a failed compile's record lives (a later toolkit or

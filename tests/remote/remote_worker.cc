@@ -1,7 +1,7 @@
 // A "host" of the fleet tests: compiles fleet_spec variants through a Runtime configured from
 // the environment (KJIT_CACHE_DIR, KJIT_REMOTE*) and prints one JSON line per run with what
 // happened, for tests/remote/fleet_test.cc to add up across processes.
-//   remote_worker [--slow] [--broken] VARIANT...
+//   remote_worker [--slow] [--depth N] [--broken] VARIANT...
 #include "tests/remote/fleet_spec.hpp"
 
 #include <kjit/error.hpp>
@@ -17,10 +17,12 @@
 
 int main(int argc, char** argv) {
   bool slow = false, broken = false;
+  int depth = 60;
   std::vector<std::string> variants;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--slow") slow = true;
+    else if (a == "--depth" && i + 1 < argc) depth = std::stoi(argv[++i]);
     else if (a == "--broken") broken = true;
     else variants.push_back(a);
   }
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     std::string outcome;
     try {
-      auto p = rt.compile(kjit::test::fleet_spec(v, slow, broken), kjit::test::kFleetTarget);
+      auto p = rt.compile(kjit::test::fleet_spec(v, slow, broken, depth), kjit::test::kFleetTarget);
       const char* origin = p->origin == kjit::CompiledProgram::Origin::kCompiled ? "compiled"
                            : p->origin == kjit::CompiledProgram::Origin::kRemote ? "remote"
                                                                                   : "disk";
@@ -45,9 +47,10 @@ int main(int argc, char** argv) {
     results += fmt::format("{}{{\"variant\":\"{}\",{},\"ms\":{:.3f}}}", results.empty() ? "" : ",", v, outcome, ms);
   }
   const kjit::RuntimeStats s = rt.stats();
-  fmt::print("{{\"runs\":[{}],\"compiles\":{},\"remote_hits\":{},\"remote_misses\":{},\"remote_errors\":{},"
-             "\"lease_waits\":{},\"rejected_signatures\":{},\"publishes\":{},\"disk_hits\":{}}}\n",
-             results, s.compiles, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
-             s.remote_rejected_signatures, s.remote_publishes, s.disk_hits);
+  fmt::print("{{\"runs\":[{}],\"compiles\":{},\"compile_ms\":{:.3f},\"remote_hits\":{},\"remote_misses\":{},"
+             "\"remote_errors\":{},\"lease_waits\":{},\"rejected_signatures\":{},\"oversized\":{},\"publishes\":{},"
+             "\"disk_hits\":{}}}\n",
+             results, s.compiles, s.compile_ms, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
+             s.remote_rejected_signatures, s.remote_oversized, s.remote_publishes, s.disk_hits);
   return failures == 0 ? 0 : 3;
 }

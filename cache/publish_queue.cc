@@ -1,0 +1,57 @@
+// Disk publishes on a background thread (publish_queue.hpp).
+#include "cache/publish_queue.hpp"
+
+#include <utility>
+
+namespace kjit::cache {
+
+PublishQueue::~PublishQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();  // the thread empties the queue before it stops
+}
+
+void PublishQueue::publish(Entry entry) {
+  if (!disk_.writable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (queued_bytes_ + entry.payload.size() <= max_queued_bytes_) {
+      queued_bytes_ += entry.payload.size();
+      queue_.push_back(std::move(entry));
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      wake_.notify_one();
+      return;
+    }
+  }
+  disk_.publish(entry);
+}
+
+void PublishQueue::drain() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void PublishQueue::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    Entry e = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    try {
+      disk_.publish(e);  // warns rather than throws; a copy lost to anything else is only a copy
+    } catch (...) {
+    }
+    lock.lock();
+    busy_ = false;
+    queued_bytes_ -= e.payload.size();
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+}  // namespace kjit::cache
