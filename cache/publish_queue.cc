@@ -1,6 +1,7 @@
 // Disk publishes on a background thread (publish_queue.hpp).
 #include "cache/publish_queue.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace kjit::cache {
@@ -20,9 +21,10 @@ void PublishQueue::publish(Entry entry) {
     std::lock_guard lock(mutex_);
     if (queued_bytes_ + entry.payload.size() <= max_queued_bytes_) {
       queued_bytes_ += entry.payload.size();
-      queue_.push_back(std::move(entry));
+      last_push_ = std::chrono::steady_clock::now();
+      queue_.push_back({std::move(entry), last_push_});
       if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-      wake_.notify_one();
+      wake_.notify_all();
       return;
     }
   }
@@ -31,7 +33,10 @@ void PublishQueue::publish(Entry entry) {
 
 void PublishQueue::drain() {
   std::unique_lock lock(mutex_);
+  ++draining_;
+  wake_.notify_all();
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  --draining_;
 }
 
 void PublishQueue::run() {
@@ -39,7 +44,14 @@ void PublishQueue::run() {
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left
-    Entry e = std::move(queue_.front());
+    // Let the burst of requests that is handing entries over finish first.
+    for (;;) {
+      if (stop_ || draining_ > 0) break;
+      const auto until = std::min(last_push_ + kQuiet, queue_.front().since + kMaxDelay);
+      if (std::chrono::steady_clock::now() >= until) break;
+      wake_.wait_until(lock, until);
+    }
+    Entry e = std::move(queue_.front().entry);
     queue_.pop_front();
     busy_ = true;
     lock.unlock();

@@ -7,6 +7,12 @@
 /// copy: the next process fetches it from the tier again. drain() waits for what was handed
 /// over; the destructor drains, then joins the thread.
 ///
+/// The thread lets a burst of requests finish first: it starts on an entry once no other was
+/// handed over for kQuiet, or once the entry has waited kMaxDelay. On a journaling filesystem
+/// an fsync stalls the file operations of the requests around it (a cold process's first keys
+/// write their key memos), so copies written in the middle of a start-up burst would slow it.
+/// drain() and the destructor skip the wait.
+///
 /// Memory is bounded: an entry that would make more than the bound (kMaxQueuedBytes unless
 /// given) of payload wait is written on the caller's thread instead (back-pressure from a disk
 /// slower than the tier).
@@ -14,6 +20,7 @@
 #include "cache/entry.hpp"
 #include "cache/store.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +33,8 @@ class PublishQueue {
  public:
   /// Bytes of payload waiting beyond which publish() writes on the caller's thread.
   static constexpr uint64_t kMaxQueuedBytes = uint64_t{64} << 20;
+  /// How long no entry must arrive before the thread writes, and the longest an entry waits.
+  static constexpr std::chrono::milliseconds kQuiet{10}, kMaxDelay{200};
 
   /// Publishes into `disk` (which must outlive the queue), with at most `max_queued_bytes` of
   /// payload waiting.
@@ -47,8 +56,14 @@ class PublishQueue {
   const uint64_t max_queued_bytes_;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<Entry> queue_;
+  struct Queued {
+    Entry entry;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<Queued> queue_;
+  std::chrono::steady_clock::time_point last_push_{};
   uint64_t queued_bytes_ = 0;
+  int draining_ = 0;   // drain() calls waiting: no burst wait
   bool busy_ = false;  // the thread is publishing an entry it took off the queue
   bool stop_ = false;
   std::thread thread_;  // started by the first publish()

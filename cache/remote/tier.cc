@@ -132,7 +132,7 @@ void RemoteTier::refuse(const Key& key, RecordKind kind, Rejection why, const st
                    rejection_name(why), note));
 }
 
-std::optional<Reply> RemoteTier::read_range(const std::string& redis_key, long long length) {
+std::optional<Reply> RemoteTier::read_range(const std::string& redis_key, long long length, std::string head) {
   const uint64_t cap = config().max_value_bytes;
   Reply out;
   if (length <= 0) return out;  // none (or empty: nothing a read-only host could replace)
@@ -141,35 +141,37 @@ std::optional<Reply> RemoteTier::read_range(const std::string& redis_key, long l
     out.integer = length;
     return out;
   }
-  // GETRANGE, not GET: a value swapped for a larger one since the STRLEN still costs at most
-  // cap + 1 bytes.
-  std::optional<Reply> r = client_.command({"GETRANGE", redis_key, "0", std::to_string(cap)});
-  if (!r) return std::nullopt;
-  if (r->type != Reply::Type::kString || r->str.empty()) return out;  // deleted meanwhile
-  if (r->str.size() > cap) {
+  if (head.size() != static_cast<uint64_t>(length)) {
+    // The rest, with GETRANGE rather than GET: a value swapped for a larger one since the STRLEN
+    // still costs at most cap + 1 bytes in all.
+    std::optional<Reply> r = client_.command({"GETRANGE", redis_key, std::to_string(head.size()), std::to_string(cap)});
+    if (!r) return std::nullopt;
+    if (r->type == Reply::Type::kString) head += r->str;
+  }
+  if (head.empty()) return out;  // deleted meanwhile
+  if (head.size() > cap) {
     out.type = Reply::Type::kInteger;
-    out.integer = static_cast<long long>(r->str.size());
+    out.integer = static_cast<long long>(head.size());
     return out;
   }
-  return r;
+  out.type = Reply::Type::kString;
+  out.str = std::move(head);
+  return out;
 }
 
 std::optional<Reply> RemoteTier::read_bounded(const std::string& redis_key, bool refresh_ttl) {
-  const std::string cap = std::to_string(config().max_value_bytes);
-  // A read-only host changes nothing, not even a TTL (its ACL may allow only reads), and sends
-  // no script.
+  const uint64_t cap = config().max_value_bytes;
   if (refresh_ttl) {
-    return client_.command({"EVAL", kFetchScript, "1", redis_key, cap, std::to_string(config().ttl_s)});
+    return client_.command({"EVAL", kFetchScript, "1", redis_key, std::to_string(cap), std::to_string(config().ttl_s)});
   }
-  std::optional<Reply> n = client_.command({"STRLEN", redis_key});
-  if (!n || n->type != Reply::Type::kInteger) return std::nullopt;
-  return read_range(redis_key, n->integer);
-}
-
-std::optional<Entry> RemoteTier::accept_entry(const Key& key, std::string_view bytes) {
-  std::optional<Record> r = accept(key, bytes, RecordKind::kEntry);
-  if (!r) return std::nullopt;
-  return std::move(r->entry);
+  // A read-only host changes nothing, not even a TTL (its ACL may allow only reads), and sends
+  // no script. Its length and its first bytes in one round trip: a value up to kPrefetchBytes
+  // needs no other.
+  const uint64_t first = std::min<uint64_t>(kPrefetchBytes, cap + 1);
+  std::optional<std::vector<Reply>> r =
+      client_.pipeline({{"STRLEN", redis_key}, {"GETRANGE", redis_key, "0", std::to_string(first - 1)}});
+  if (!r || r->size() != 2 || (*r)[0].type != Reply::Type::kInteger) return std::nullopt;
+  return read_range(redis_key, (*r)[0].integer, std::move((*r)[1].str));
 }
 
 RemoteTier::Lookup RemoteTier::fetch(const Key& key) {

@@ -16,8 +16,8 @@
 /// (KJIT_RECORD=remote:): SADD makes the set the fleet-wide deduplicated manifest.
 ///
 /// Every read checks a value's length before its bytes (STRLEN, in the same Lua script as the
-/// read on a read-write host): a value longer than max_value_bytes is never downloaded; it is
-/// refused as oversized. Every fault is a bounded miss (remote/client.hpp): the caller compiles
+/// read on a read-write host; pipelined with the first kPrefetchBytes on a read-only one): a value
+/// longer than max_value_bytes is never downloaded; it is refused as oversized. Every fault is a bounded miss (remote/client.hpp): the caller compiles
 /// locally. A value that is oversized, corrupt, foreign or not signed by a trusted key is never
 /// loaded; it is warned once per key, counted, and compiled locally. A builder holding the signing key replaces such a value under
 /// its lease (the one exception to write-once), so a squatter cannot block a key for good.
@@ -42,6 +42,11 @@
 #include <vector>
 
 namespace kjit::cache::remote {
+
+/// A read-only host reads a value's length and this many of its first bytes in one round trip
+/// (remote entries are tens of KiB), and the rest, within the cap, in a second. So a value over
+/// the cap costs a read-only host at most this much transfer, and a read-write host none.
+inline constexpr uint64_t kPrefetchBytes = 256 << 10;
 
 /// Counters of one tier (RuntimeStats::remote_*).
 struct TierCounters {
@@ -70,7 +75,8 @@ class RemoteTier {
     std::optional<Entry> entry;
   };
   /// `key`'s value, checked: one round trip on a read-write host (a script: STRLEN, then GETEX
-  /// refreshing the TTL when the value is within the cap), STRLEN then GETRANGE on a read-only one.
+  /// refreshing the TTL when the value is within the cap), and on a read-only one STRLEN and
+  /// GETRANGE of the first kPrefetchBytes pipelined (a second GETRANGE for a longer value).
   Lookup fetch(const Key& key);
 
   /// Cross-host single flight for a key that fetch() missed: takes the lease and compiles
@@ -118,8 +124,9 @@ class RemoteTier {
   void refuse(const Key& key, RecordKind kind, Rejection why, const std::string& note);
   /// Reads `redis_key` within the cap, as fetch() does; nullopt on a fault.
   std::optional<Reply> read_bounded(const std::string& redis_key, bool refresh_ttl);
-  /// A read-only host's read of `redis_key`, whose STRLEN was `length`: GETRANGE within the cap.
-  std::optional<Reply> read_range(const std::string& redis_key, long long length);
+  /// A read-only host's read of `redis_key`, whose STRLEN was `length` and whose first bytes,
+  /// read with it, are `head`: the rest by GETRANGE within the cap.
+  std::optional<Reply> read_range(const std::string& redis_key, long long length, std::string head = {});
   void release(const SlotKeys& keys, const std::string& token);
 
   RedisClient client_;

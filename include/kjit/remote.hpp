@@ -40,10 +40,12 @@ struct RemoteConfig {
   std::string ns = "kjit";
   /// KJIT_REMOTE_MODE: rw (default) or ro.
   RemoteMode mode = RemoteMode::kReadWrite;
-  /// KJIT_REMOTE_CONNECT_TIMEOUT_MS: the most a connection attempt may take.
-  int connect_timeout_ms = 20;
+  /// KJIT_REMOTE_CONNECT_TIMEOUT_MS: the most a connection attempt may take. The default (as the
+  /// op timeout's) is one a loaded 2-core host meets in a 64-process cold-start storm with room
+  /// to spare (docs/fleet.md); an outage is found by the breaker, not by a tight timeout.
+  int connect_timeout_ms = 250;
   /// KJIT_REMOTE_TIMEOUT_MS: the most one read or write on the socket may wait.
-  int op_timeout_ms = 20;
+  int op_timeout_ms = 250;
   /// KJIT_REMOTE_COOLDOWN_MS: after a fault, how long the tier is skipped (circuit breaker).
   int cooldown_ms = 10000;
   /// KJIT_REMOTE_LEASE_MS: how long a compile lease lives past its owner's last renewal. The

@@ -317,7 +317,7 @@ TEST_F(FleetTest, AnOwnerKilledAtARandomPointCostsExactlyOneCompileAndEveryWaite
     ASSERT_FALSE(wait_for_lease(keys.lease, 20).empty()) << "the owner never took the lease";
     const auto leased = Clock::now();
     const int n = std::uniform_int_distribution<int>(2, 16)(rng);
-    const double kill_at = std::uniform_real_distribution<double>(0, 0.6)(rng);
+    const double kill_at = std::uniform_real_distribution<double>(0, 0.5)(rng);
     std::vector<double> arrivals(n);
     for (double& a : arrivals) a = std::uniform_real_distribution<double>(0, 1.5)(rng);
     std::sort(arrivals.begin(), arrivals.end());
@@ -345,7 +345,9 @@ TEST_F(FleetTest, AnOwnerKilledAtARandomPointCostsExactlyOneCompileAndEveryWaite
     }
     const std::string what = "run " + std::to_string(run) + ": " + std::to_string(n) + " waiters, owner killed " +
                              std::to_string(kill_at) + " s into its lease" + (published_first ? " (after it published)" : "");
-    ASSERT_EQ(owner.code, 128 + SIGKILL) << what;
+    // A kill that came after the owner's compile finds it done (published, or exited): then no
+    // host compiles again.
+    ASSERT_TRUE(owner.code == 128 + SIGKILL || (owner.code == 0 && published_first)) << what << "\n" << owner.describe();
     uint64_t compiles = 0;
     double compile_s = 0;
     std::set<std::string> binaries;
@@ -409,6 +411,36 @@ TEST_F(FleetTest, AValueOverTheCapIsRefusedByItsLengthWithoutItsBytes) {
   EXPECT_EQ(repair.result["oversized"], 1) << repair.describe();
   EXPECT_EQ(repair.result["publishes"], 1) << repair.describe();
   EXPECT_EQ(run(host_env("after", cap), {"big"}).result["remote_hits"], 1);
+}
+
+TEST_F(FleetTest, EveryHostReadsAValueWholeWhateverItsSizeWithinTheCap) {
+  // A read-only host reads a value's first kPrefetchBytes with its length and the rest after; a
+  // read-write host reads it in one script. Values below, at, just over and far over that size.
+  kjit::RemoteConfig rw;
+  rw.parse_url(redis_->url());
+  rw.op_timeout_ms = rw.connect_timeout_ms = 2000;
+  kjit::RemoteConfig ro = rw;
+  ro.mode = kjit::RemoteMode::kReadOnly;
+  kjit::cache::remote::RemoteTier rw_tier(rw), ro_tier(ro);
+  const size_t record_overhead = kjit::cache::remote::encode_record(kjit::cache::remote::RecordKind::kEntry,
+                                                                    kjit::cache::testing::key_for(0),
+                                                                    kjit::cache::encode(kjit::cache::testing::sample_entry(0, 0)),
+                                                                    nullptr)
+                                     .size();
+  int i = 0;
+  for (size_t value_bytes : {size_t{4096}, size_t{kjit::cache::remote::kPrefetchBytes},
+                             size_t{kjit::cache::remote::kPrefetchBytes + 1}, size_t{3} << 20}) {
+    const kjit::cache::Entry e = kjit::cache::testing::sample_entry(++i, value_bytes - record_overhead);
+    const std::string value =
+        kjit::cache::remote::encode_record(kjit::cache::remote::RecordKind::kEntry, e.key, kjit::cache::encode(e), nullptr);
+    ASSERT_EQ(value.size(), value_bytes);
+    ASSERT_TRUE(redis_->client().command({"SET", kjit::cache::remote::slot_keys("kjit", e.key).value, value}));
+    for (auto* tier : {&rw_tier, &ro_tier}) {
+      const auto got = tier->fetch(e.key);
+      ASSERT_EQ(got.found, kjit::cache::remote::RemoteTier::Found::kEntry) << value_bytes;
+      EXPECT_EQ(got.entry->payload, e.payload) << value_bytes;
+    }
+  }
 }
 
 TEST_F(FleetTest, OneLateReplyIsSentAgainNotAFault) {
