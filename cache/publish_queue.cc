@@ -1,6 +1,8 @@
 // Disk publishes on a background thread (publish_queue.hpp).
 #include "cache/publish_queue.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -12,7 +14,12 @@ PublishQueue::~PublishQueue() {
     stop_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();  // the thread empties the queue before it stops
+  if (!thread_) return;
+  if (thread_pid_ == ::getpid()) {
+    thread_->join();  // the thread empties the queue before it stops
+  } else {
+    (void)thread_.release();  // a fork()'s child: the thread is its parent's
+  }
 }
 
 void PublishQueue::publish(Entry entry) {
@@ -20,10 +27,20 @@ void PublishQueue::publish(Entry entry) {
   {
     std::lock_guard lock(mutex_);
     if (queued_bytes_ + entry.payload.size() <= max_queued_bytes_) {
+      if (thread_ && thread_pid_ != ::getpid()) {
+        // A fork()'s child: its parent's thread and queue are not ours.
+        (void)thread_.release();
+        queue_.clear();
+        queued_bytes_ = 0;
+        busy_ = false;
+      }
       queued_bytes_ += entry.payload.size();
       last_push_ = std::chrono::steady_clock::now();
       queue_.push_back({std::move(entry), last_push_});
-      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      if (!thread_) {
+        thread_ = std::make_unique<std::thread>([this] { run(); });
+        thread_pid_ = ::getpid();
+      }
       wake_.notify_all();
       return;
     }
@@ -33,6 +50,7 @@ void PublishQueue::publish(Entry entry) {
 
 void PublishQueue::drain() {
   std::unique_lock lock(mutex_);
+  if (thread_ && thread_pid_ != ::getpid()) return;  // a fork()'s child: nothing queued here
   ++draining_;
   wake_.notify_all();
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });

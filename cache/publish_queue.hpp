@@ -13,6 +13,9 @@
 /// write their key memos), so copies written in the middle of a start-up burst would slow it.
 /// drain() and the destructor skip the wait.
 ///
+/// After a fork(), the child has no publishing thread: it forgets what its parent had queued
+/// (the parent writes those) and starts its own thread on its first publish().
+///
 /// Memory is bounded: an entry that would make more than the bound (kMaxQueuedBytes unless
 /// given) of payload wait is written on the caller's thread instead (back-pressure from a disk
 /// slower than the tier).
@@ -24,8 +27,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
+
+#include <sys/types.h>
 
 namespace kjit::cache {
 
@@ -66,7 +72,8 @@ class PublishQueue {
   int draining_ = 0;   // drain() calls waiting: no burst wait
   bool busy_ = false;  // the thread is publishing an entry it took off the queue
   bool stop_ = false;
-  std::thread thread_;  // started by the first publish()
+  std::unique_ptr<std::thread> thread_;  // started by the first publish() of this process
+  pid_t thread_pid_ = 0;                 // the process that started it
 };
 
 }  // namespace kjit::cache

@@ -1,6 +1,8 @@
 // The heartbeat that renews this process's compile leases (remote/lease.hpp).
 #include "cache/remote/lease.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -41,14 +43,27 @@ LeaseKeeper::~LeaseKeeper() {
     stop_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_) return;
+  if (thread_pid_ == ::getpid()) {
+    thread_->join();
+  } else {
+    (void)thread_.release();  // a fork()'s child: the thread is its parent's
+  }
 }
 
 LeaseKeeper::Hold LeaseKeeper::hold(std::string lease, std::string token) {
   std::lock_guard lock(mutex_);
+  if (thread_ && thread_pid_ != ::getpid()) {
+    // A fork()'s child: its parent's thread and leases are not ours.
+    (void)thread_.release();
+    held_.clear();
+  }
   const uint64_t id = next_id_++;
   held_.emplace(id, Held{std::move(lease), std::move(token)});
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_) {
+    thread_ = std::make_unique<std::thread>([this] { run(); });
+    thread_pid_ = ::getpid();
+  }
   return Hold(this, id);
 }
 

@@ -7,6 +7,9 @@
 /// length therefore keeps its lease, and the lease of an owner that died lapses within lease_ms
 /// of its last renewal, when a waiting host takes it over.
 ///
+/// After a fork(), the child renews nothing of its parent's: it starts its own thread on its
+/// first hold().
+///
 /// A renewal is an ordinary command of the tier's client: while the breaker is open none is
 /// sent, and the lease may lapse (the fault costs at most one duplicate compile, never a wrong
 /// binary: entries are content-addressed and written once).
@@ -17,9 +20,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <sys/types.h>
 
 namespace kjit::cache::remote {
 
@@ -76,7 +82,8 @@ class LeaseKeeper {
   std::map<uint64_t, Held> held_;
   uint64_t next_id_ = 1;
   bool stop_ = false;
-  std::thread thread_;  // started by the first hold()
+  std::unique_ptr<std::thread> thread_;  // started by the first hold() of this process
+  pid_t thread_pid_ = 0;                 // the process that started it
   std::atomic<uint64_t> renewals_{0}, lost_{0};
 };
 

@@ -53,6 +53,24 @@ TEST(PublishQueue, ABacklogOverTheBoundIsWrittenByTheCaller) {
   EXPECT_TRUE(disk.lookup(sample_entry(2).key, false));
 }
 
+TEST(PublishQueue, AForkedChildNeitherHangsNorLosesItsOwnEntries) {
+  TempDir dir;
+  DiskCache disk(dir.path(), 0);
+  PublishQueue queue(disk);
+  for (int i = 0; i < 5; ++i) queue.publish(sample_entry(i, 1 << 16));  // the thread runs now
+  // The child has no publishing thread: drain() and the destructor must not wait for it, and
+  // its own entries must still be written.
+  const int rc = kjit::cache::testing::in_child(20, dir.path() + "/child.err", [&] {
+    queue.drain();
+    queue.publish(sample_entry(100));
+    queue.drain();
+    return disk.lookup(sample_entry(100).key, false) ? 0 : 1;
+  });
+  EXPECT_EQ(rc, 0) << "142: the child hung";
+  queue.drain();
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(disk.lookup(sample_entry(i).key, false)) << i;
+}
+
 TEST(PublishQueue, AnUnwritableCacheIsLeftAlone) {
   DiskCache disk = DiskCache::disabled();
   PublishQueue queue(disk);
