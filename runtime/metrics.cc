@@ -90,13 +90,17 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
   counter("kjit_refused_total", s.refused, "Misses refused: JIT off (KJIT_JIT=off or freeze) or during a graph capture.");
   counter("kjit_remote_hits_total", s.remote_hits, "Entries (or failed-compile records) served by the fleet tier.");
   counter("kjit_remote_misses_total", s.remote_misses, "Fleet tier lookups that found nothing usable.");
-  counter("kjit_remote_errors_total", s.remote_errors, "Fleet tier faults (down, slow, full, corrupt).");
+  counter("kjit_remote_errors_total", s.remote_errors,
+          "Fleet tier faults: each failed attempt (down, slow) and error reply (full, refused).");
   counter("kjit_remote_lease_waits_total", s.remote_lease_waits, "Waits on another host's compile lease.");
   counter("kjit_remote_rejected_signatures_total", s.remote_rejected_signatures,
           "Fleet tier entries refused for a missing or untrusted signature.");
+  counter("kjit_remote_oversized_total", s.remote_oversized,
+          "Fleet tier values refused by their length (over KJIT_REMOTE_MAX_VALUE_BYTES), not downloaded.");
   counter("kjit_remote_publishes_total", s.remote_publishes, "Entries this process wrote to the fleet tier.");
   counter("kjit_remote_round_trips_total", s.remote_round_trips,
-          "Commands sent to the fleet tier's server (lookups, leases, publishes, tuning tables).");
+          "Round trips to the fleet tier's server (lookups, leases, publishes, tuning tables; a resend counts "
+          "again).");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
   for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kOff}) {
     w.sample("kjit_jit_mode", static_cast<uint64_t>(mode == m.jit_mode ? 1 : 0), {{"mode", jit_mode_name(mode)}});

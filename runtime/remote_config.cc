@@ -267,6 +267,7 @@ RemoteConfig RemoteConfig::from_env() {
   number("KJIT_REMOTE_TIMEOUT_MS", 1, 600000, c.op_timeout_ms);
   number("KJIT_REMOTE_COOLDOWN_MS", 0, 86400000, c.cooldown_ms);
   number("KJIT_REMOTE_LEASE_MS", 10, 86400000, c.lease_ms);
+  number("KJIT_REMOTE_MAX_WAIT_MS", 1, 86400000, c.max_wait_ms);
   number("KJIT_REMOTE_TTL_S", 1, int64_t{1} << 40, c.ttl_s);
   number("KJIT_REMOTE_FAILURE_TTL_S", 1, int64_t{1} << 40, c.failure_ttl_s);
   if (std::string cap = env("KJIT_REMOTE_MAX_VALUE_BYTES"); !cap.empty()) {

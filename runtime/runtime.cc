@@ -6,6 +6,7 @@
 #include <kjit/runtime.hpp>
 
 #include "cache/key.hpp"
+#include "cache/publish_queue.hpp"
 #include "cache/remote/tier.hpp"
 #include "cache/store.hpp"
 #include "cache/warn.hpp"
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <future>
 #include <map>
@@ -284,8 +286,19 @@ class RuntimeImpl {
     cache::Entry e = remote->obtain(
         p.key, [&](const cache::Entry& got) { return matches(got, p, target); },
         [&] { return compile_entry(p, spec, target); }, &compiled);
+    if (!compiled) return from_remote_entry(std::move(e));
+    // A local compile may exist nowhere else (a read-only host, a failed remote publish): it is
+    // on disk before this host's other processes, waiting for the key's lock, look there again.
     disk.publish(e);
-    return from_entry(e, compiled ? CompiledProgram::Origin::kCompiled : CompiledProgram::Origin::kRemote);
+    return from_entry(e, CompiledProgram::Origin::kCompiled);
+  }
+
+  // A verified entry from the fleet tier: loaded from its bytes at once, and published to the
+  // disk cache off the request's path (it is safe in the tier meanwhile).
+  ProgramPtr from_remote_entry(cache::Entry e) {
+    ProgramPtr program = from_entry(e, CompiledProgram::Origin::kRemote);
+    publisher.publish(std::move(e));
+    return program;
   }
 
   // The fleet tier's entry for `p`, published to the disk cache so this host asks once per key.
@@ -301,8 +314,7 @@ class RuntimeImpl {
       *bad = true;
       return std::nullopt;
     }
-    disk.publish(*r.entry);
-    return from_entry(*r.entry, CompiledProgram::Origin::kRemote);
+    return from_remote_entry(std::move(*r.entry));
   }
 
   cache::Entry compile_entry(const Prepared& p, const ProgramSpec& spec, const Target& target) {
@@ -474,6 +486,7 @@ class RuntimeImpl {
   std::once_flag headers_once;
   CudaHeaders cuda;
   cache::DiskCache disk;
+  cache::PublishQueue publisher{disk};  // remote hits' disk publishes (drained before `disk` goes)
 
   std::mutex mutex;
   std::unordered_map<cache::Key, std::shared_future<ProgramPtr>, cache::KeyHash> programs;
@@ -705,7 +718,12 @@ cache::remote::RemoteTier* detail::fleet_tier(const Runtime& runtime) noexcept {
 Runtime& Runtime::global() {
   // Never destroyed: modules outlive static destruction order problems at exit, and the OS
   // reclaims everything anyway.
-  static Runtime* runtime = new Runtime(RuntimeConfig::from_env());
+  static Runtime* runtime = [] {
+    auto* r = new Runtime(RuntimeConfig::from_env());
+    // Its remote hits' disk copies are written before the process exits normally.
+    std::atexit([] { global().impl_->publisher.drain(); });
+    return r;
+  }();
   return *runtime;
 }
 
@@ -753,6 +771,7 @@ RuntimeStats Runtime::stats() const {
     s.remote_errors = r.errors;
     s.remote_lease_waits = r.lease_waits;
     s.remote_rejected_signatures = r.rejected_signatures;
+    s.remote_oversized = r.oversized;
     s.remote_publishes = r.publishes;
     s.remote_round_trips = r.round_trips;
   }

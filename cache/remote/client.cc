@@ -157,42 +157,82 @@ void RedisClient::fault_locked(const std::string& error) {
 
 std::optional<Reply> RedisClient::command(const std::vector<std::string_view>& args) {
   std::lock_guard lock(mutex_);
+  std::optional<std::vector<Reply>> replies = run_locked({args});
+  if (!replies) return std::nullopt;
+  return std::move(replies->front());
+}
+
+std::optional<std::vector<Reply>> RedisClient::pipeline(const std::vector<std::vector<std::string_view>>& commands) {
+  std::lock_guard lock(mutex_);
+  return run_locked(commands);
+}
+
+std::optional<std::vector<Reply>> RedisClient::run_locked(const std::vector<std::vector<std::string_view>>& commands) {
   if (std::chrono::steady_clock::now() < open_until_) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
   const NoSigpipe no_sigpipe;
-  std::string error;
-  if (!context_ && !connect_locked(&error)) {
-    fault_locked(error);
-    return std::nullopt;
+  // A command's caller stops at its first fault (one timeout), so it sends nothing twice.
+  const int attempts = caller_ == Caller::kOps ? kBreakerFaults : 1;
+  for (int attempt = 1;; ++attempt) {
+    std::string error;
+    std::vector<Reply> replies;
+    bool answered = false;
+    if ((context_ || connect_locked(&error)) && send_locked(commands, &replies, &error, &answered)) {
+      in_outage_ = false;
+      return replies;
+    }
+    // An error reply is the server's answer; a lost one may only be late (a loaded host): send
+    // it again on a fresh connection before calling the server faulty.
+    if (answered || attempt >= attempts) {
+      fault_locked(error);
+      return std::nullopt;
+    }
+    faults_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+bool RedisClient::send_locked(const std::vector<std::vector<std::string_view>>& commands, std::vector<Reply>* replies,
+                              std::string* error, bool* answered) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
+  for (const auto& args : commands) {
+    argv.clear();
+    lens.clear();
+    for (std::string_view a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
+      *error = fmt::format("cannot queue a command for {}: out of memory", where());
+      drop_locked();
+      return false;
+    }
   }
+  // One round trip, however many commands it carries (a resend is another).
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  auto* raw = static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  if (!raw) {
-    // The connection is unusable after an I/O error or a timeout (a reply may still be in flight).
-    error = io_error_locked();
-    drop_locked();
-    fault_locked(error);
-    return std::nullopt;
+  std::string refused;
+  for (const auto& args : commands) {
+    void* raw = nullptr;
+    if (redisGetReply(context_, &raw) != REDIS_OK || !raw) {
+      // The connection is unusable after an I/O error or a timeout (a reply may still be in flight).
+      *error = io_error_locked();
+      drop_locked();
+      return false;
+    }
+    replies->push_back(copy_reply(static_cast<redisReply*>(raw)));
+    freeReplyObject(raw);
+    // Every reply is read, so the connection stays in step after an error reply.
+    if (replies->back().type == Reply::Type::kError && refused.empty()) {
+      refused = fmt::format("{} refused {}: {}", where(), args.empty() ? "a command" : std::string(args[0]),
+                            printable(replies->back().str));
+    }
   }
-  Reply reply = copy_reply(raw);
-  freeReplyObject(raw);
-  if (reply.type == Reply::Type::kError) {
-    fault_locked(fmt::format("{} refused {}: {}", where(), args.empty() ? "a command" : std::string(args[0]),
-                             printable(reply.str)));
-    return std::nullopt;
-  }
-  in_outage_ = false;
-  return reply;
+  if (refused.empty()) return true;
+  *error = std::move(refused);
+  *answered = true;
+  return false;
 }
 
 }  // namespace kjit::cache::remote

@@ -1,11 +1,16 @@
 #pragma once
 /// \file remote/client.hpp
 /// A Redis connection for the fleet tier (hiredis): connects lazily with a bounded timeout, bounds
-/// every socket read and write, reconnects after a fault, and opens a circuit breaker that skips
-/// the server for RemoteConfig::cooldown_ms after any fault, so a dead, hung or full server costs
-/// each process one timeout per cooldown, not one per op. The first fault of an outage warns once
-/// (kjit::warn) when the client serves ops (Caller); a success ends the outage. Thread-safe: one
-/// connection, one command at a time.
+/// every socket read and write, and reconnects after a fault. One slow reply is not an outage: an
+/// op's command whose connection times out or fails is sent again on a fresh connection, and only
+/// kBreakerFaults failed attempts in a row open the circuit breaker, which skips the server for
+/// RemoteConfig::cooldown_ms. An error reply (OOM, NOPERM) is an answer, not a lost reply: it opens
+/// the breaker at once. So a dead or hung server costs each process kBreakerFaults timeouts per
+/// cooldown, not one per op, and a loaded host's late reply costs a resend, not a local compile.
+/// The opening of the breaker warns once per outage (kjit::warn) when the client serves ops
+/// (Caller); a success ends the outage. A command's client (`kjit remote …`) sends nothing twice:
+/// it stops at its first fault, after one timeout. Thread-safe: one connection, one command (or
+/// pipeline) at a time.
 
 #include <kjit/remote.hpp>
 
@@ -32,10 +37,15 @@ struct Reply {
   bool nil() const noexcept { return type == Type::kNil; }
 };
 
-/// Who a client's faults are for. An op goes on without the tier, so its client warns once per
-/// outage; a command (`kjit remote …`) fails, so its client warns nothing and leaves the fault
-/// in last_error() for the command's own error message.
+/// Who a client's faults are for. An op goes on without the tier, so its client sends a lost
+/// command again once (kBreakerFaults) and warns once per outage; a command (`kjit remote …`)
+/// fails, so its client sends each command once, warns nothing and leaves the fault in
+/// last_error() for the command's own error message.
 enum class Caller { kOps, kCommand };
+
+/// Failed attempts in a row (timeouts, I/O errors, refused connections) that open an ops
+/// client's breaker.
+inline constexpr int kBreakerFaults = 2;
 
 class RedisClient {
  public:
@@ -44,17 +54,23 @@ class RedisClient {
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
 
-  /// Runs one command. Returns nullopt on a fault (no connection, a timeout, an I/O error, or an
-  /// error reply such as OOM or NOPERM: the op must not rely on the tier), and at once, without
-  /// touching the network, while the breaker is open. Never throws.
+  /// Runs one command. Returns nullopt on a fault (no answer after kBreakerFaults attempts, one
+  /// for a Caller::kCommand client, or an error reply such as OOM or NOPERM: the op must not rely
+  /// on the tier; last_error() says which), and at once, without touching the network, while the
+  /// breaker is open. A command is sent again only after its connection failed, so it must be
+  /// safe to repeat (every command the tier sends is: a lease claim recognizes its own token).
+  /// Never throws.
   std::optional<Reply> command(const std::vector<std::string_view>& args);
+  /// Runs `commands` in one round trip (hiredis pipelining): their replies in order, or nullopt
+  /// when any of them faults (then as command()).
+  std::optional<std::vector<Reply>> pipeline(const std::vector<std::vector<std::string_view>>& commands);
 
-  /// Faults seen (each also opened the breaker).
+  /// Failed attempts (each timeout, I/O error, refused connection or error reply).
   uint64_t faults() const noexcept { return faults_.load(std::memory_order_relaxed); }
   /// Commands skipped because the breaker was open.
   uint64_t skipped() const noexcept { return skipped_.load(std::memory_order_relaxed); }
-  /// Round trips to the server: every command sent (AUTH and SELECT on a connect included),
-  /// answered or not.
+  /// Round trips to the server: every command or pipeline sent (a resend, and AUTH and SELECT on
+  /// a connect, included), answered or not.
   uint64_t round_trips() const noexcept { return round_trips_.load(std::memory_order_relaxed); }
   /// The last fault, one sentence naming the server: "no answer within 100 ms from
   /// redis://cache:6379/0", "cannot connect to …: Connection refused", "… refused AUTH: …";
@@ -67,6 +83,11 @@ class RedisClient {
 
  private:
   bool connect_locked(std::string* error);
+  /// Sends `commands` on the connection and reads their replies: true with `*replies` filled, or
+  /// false with `*error` set and the connection dropped (`*answered`: the server refused one).
+  bool send_locked(const std::vector<std::vector<std::string_view>>& commands, std::vector<Reply>* replies,
+                   std::string* error, bool* answered);
+  std::optional<std::vector<Reply>> run_locked(const std::vector<std::vector<std::string_view>>& commands);
   void fault_locked(const std::string& error);
   void drop_locked();
   /// The fault of a call that returned no reply: a timeout or a broken connection.

@@ -53,6 +53,7 @@ const char* rejection_name(Rejection r) noexcept {
     case Rejection::kUnsigned: return "unsigned";
     case Rejection::kUntrusted: return "signed by an untrusted key";
     case Rejection::kBadSignature: return "bad signature";
+    case Rejection::kOversized: return "oversized";
   }
   return "?";
 }

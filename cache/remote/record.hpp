@@ -51,6 +51,7 @@ enum class Rejection {
   kUnsigned,      ///< trusted keys are configured and the value carries no signature
   kUntrusted,     ///< signed by a key that is not trusted
   kBadSignature,  ///< signed by a trusted key's id, but the signature does not verify
+  kOversized,     ///< longer than KJIT_REMOTE_MAX_VALUE_BYTES: refused by its length, never downloaded
 };
 
 /// Whether a rejection is about trust (RuntimeStats::remote_rejected_signatures).

@@ -20,6 +20,30 @@ namespace {
 constexpr std::string_view kReleaseScript =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+// A bounded read of one value (ARGV[1]: the cap): nil when there is none, its length (an
+// integer) when it is over the cap, so its bytes never leave the server, else its bytes. An
+// empty value is returned as it is (it is junk to refuse, not a miss).
+#define KJIT_BOUNDED_LUA                                        \
+  "local function bounded(k, ttl) "                            \
+  "local n = redis.call('strlen', k) "                          \
+  "if n > tonumber(ARGV[1]) then return n end "                 \
+  "if n > 0 and ttl ~= '' then return redis.call('getex', k, 'EX', ttl) end " \
+  "return redis.call('get', k) end "
+
+// fetch() on a read-write host: KEYS[1] the value; ARGV[2] the TTL to refresh it to.
+constexpr std::string_view kFetchScript = KJIT_BOUNDED_LUA "return bounded(KEYS[1], ARGV[2])";
+
+// A read-write host's claim: takes the lease (KEYS[3]) for ARGV[2] (the token) for ARGV[3] ms
+// unless a live one exists, and reads the value (KEYS[1]) and the failure record (KEYS[2]),
+// bounded. Returns {1 if the lease is ours, value, failure}. A claim sent again after a lost
+// reply finds its own token and is the owner still.
+constexpr std::string_view kClaimScript = KJIT_BOUNDED_LUA
+    "local owner = 0 "
+    "if redis.call('set', KEYS[3], ARGV[2], 'NX', 'PX', ARGV[3]) or redis.call('get', KEYS[3]) == ARGV[2] then "
+    "owner = 1 end "
+    "return {owner, bounded(KEYS[1], ''), bounded(KEYS[2], '')}";
+#undef KJIT_BOUNDED_LUA
+
 std::string new_token() {
   unsigned char bytes[16];
   randombytes_buf(bytes, sizeof bytes);
@@ -58,6 +82,7 @@ TierCounters RemoteTier::counters() const {
   c.rejected_signatures = rejected_signatures_.load();
   c.rejected = rejected_.load();
   c.publishes = publishes_.load();
+  c.oversized = oversized_.load();
   c.round_trips = client_.round_trips();
   return c;
 }
@@ -67,8 +92,8 @@ std::optional<Record> RemoteTier::accept(const Key& key, std::string_view bytes,
   std::string note;
   std::optional<Record> r;
   if (bytes.size() > config().max_value_bytes) {
-    why = Rejection::kCorrupt;
-    note = fmt::format("{} bytes, over KJIT_REMOTE_MAX_VALUE_BYTES", bytes.size());
+    why = Rejection::kOversized;
+    note = fmt::format("{} bytes, over KJIT_REMOTE_MAX_VALUE_BYTES={}", bytes.size(), config().max_value_bytes);
   } else {
     r = decode_record(bytes, key, trusted_, &why, &note);
     if (r && r->kind != kind) {
@@ -77,43 +102,95 @@ std::optional<Record> RemoteTier::accept(const Key& key, std::string_view bytes,
       r.reset();
     }
   }
-  if (r) return r;
-  bool first = false;
-  {
-    std::lock_guard lock(warned_mutex_);
-    first = warned_.insert(key.hex()).second;
-  }
-  // Once per key and process, like the warning: a builder that reads the value again under its
-  // lease to replace it has not met a second bad value.
-  if (first) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
-    warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded{}", client_.where(),
-                     kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(), rejection_name(why), note,
-                     client_.caller() == Caller::kOps ? " (the op uses the disk cache or a local compile)" : ""));
+  if (!r) refuse(key, kind, why, note);
+  return r;
+}
+
+std::optional<Record> RemoteTier::take(const Key& key, const Reply& slot, RecordKind kind) {
+  if (slot.type == Reply::Type::kString) return accept(key, slot.str, kind);
+  if (slot.type == Reply::Type::kInteger) {
+    refuse(key, kind, Rejection::kOversized, oversized_note(static_cast<uint64_t>(slot.integer)));
   }
   return std::nullopt;
 }
 
-std::optional<Entry> RemoteTier::accept_entry(const Key& key, std::string_view bytes) {
-  std::optional<Record> r = accept(key, bytes, RecordKind::kEntry);
-  if (!r) return std::nullopt;
-  return std::move(r->entry);
+std::string RemoteTier::oversized_note(uint64_t bytes) const {
+  return fmt::format("{} bytes, over KJIT_REMOTE_MAX_VALUE_BYTES={}; not downloaded", bytes, config().max_value_bytes);
+}
+
+void RemoteTier::refuse(const Key& key, RecordKind kind, Rejection why, const std::string& note) {
+  if (!count_refusal(key.hex(), why)) return;
+  warn(fmt::format("remote cache {}: the {} of {} was rejected ({}: {}); it is not loaded{}", client_.where(),
+                   kind == RecordKind::kEntry ? "entry" : "failure record", key.hex(), rejection_name(why), note,
+                   client_.caller() == Caller::kOps ? " (the op uses the disk cache or a local compile)" : ""));
+}
+
+bool RemoteTier::count_refusal(const std::string& what, Rejection why) {
+  {
+    std::lock_guard lock(warned_mutex_);
+    // Once per key and process, like the warning: a builder that reads the value again under its
+    // lease to replace it has not met a second bad value.
+    if (!warned_.insert(what).second) return false;
+  }
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  if (is_trust_rejection(why)) rejected_signatures_.fetch_add(1, std::memory_order_relaxed);
+  if (why == Rejection::kOversized) oversized_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::optional<Reply> RemoteTier::read_range(const std::string& redis_key, long long length, std::string head) {
+  const uint64_t cap = config().max_value_bytes;
+  Reply out;
+  if (length <= 0) return out;  // none (or empty: nothing a read-only host could replace)
+  if (static_cast<uint64_t>(length) > cap) {
+    out.type = Reply::Type::kInteger;
+    out.integer = length;
+    return out;
+  }
+  if (head.size() != static_cast<uint64_t>(length)) {
+    // The rest, with GETRANGE rather than GET: a value swapped for a larger one since the STRLEN
+    // still costs at most cap + 1 bytes in all.
+    std::optional<Reply> r = client_.command({"GETRANGE", redis_key, std::to_string(head.size()), std::to_string(cap)});
+    if (!r) return std::nullopt;
+    if (r->type == Reply::Type::kString) head += r->str;
+  }
+  if (head.empty()) return out;  // deleted meanwhile
+  if (head.size() > cap) {
+    out.type = Reply::Type::kInteger;
+    out.integer = static_cast<long long>(head.size());
+    return out;
+  }
+  out.type = Reply::Type::kString;
+  out.str = std::move(head);
+  return out;
+}
+
+std::optional<Reply> RemoteTier::read_bounded(const std::string& redis_key, bool refresh_ttl) {
+  const uint64_t cap = config().max_value_bytes;
+  if (refresh_ttl) {
+    return client_.command({"EVAL", kFetchScript, "1", redis_key, std::to_string(cap), std::to_string(config().ttl_s)});
+  }
+  // A read-only host changes nothing, not even a TTL (its ACL may allow only reads), and sends
+  // no script. Its length and its first bytes in one round trip: a value up to kPrefetchBytes
+  // needs no other.
+  const uint64_t first = std::min<uint64_t>(kPrefetchBytes, cap + 1);
+  std::optional<std::vector<Reply>> r =
+      client_.pipeline({{"STRLEN", redis_key}, {"GETRANGE", redis_key, "0", std::to_string(first - 1)}});
+  if (!r || r->size() != 2 || (*r)[0].type != Reply::Type::kInteger) return std::nullopt;
+  return read_range(redis_key, (*r)[0].integer, std::move((*r)[1].str));
 }
 
 RemoteTier::Lookup RemoteTier::fetch(const Key& key) {
   const SlotKeys k = slot_keys(config().ns, key);
-  const std::string ttl = std::to_string(config().ttl_s);
-  // A read-only host changes nothing, not even a TTL: its ACL may allow only reads.
-  std::optional<Reply> r = config().mode == RemoteMode::kReadWrite ? client_.command({"GETEX", k.value, "EX", ttl})
-                                                                   : client_.command({"GET", k.value});
+  std::optional<Reply> r = read_bounded(k.value, config().mode == RemoteMode::kReadWrite);
   Lookup out;
   if (!r) {
     out.found = Found::kFault;
-  } else if (r->type != Reply::Type::kString) {
+  } else if (r->nil()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     out.found = Found::kMiss;
-  } else if ((out.entry = accept_entry(key, r->str))) {
+  } else if (std::optional<Record> rec = take(key, *r, RecordKind::kEntry)) {
+    out.entry = std::move(rec->entry);
     hits_.fetch_add(1, std::memory_order_relaxed);
     out.found = Found::kEntry;
   } else {
@@ -181,29 +258,43 @@ Entry RemoteTier::obtain(const Key& key, const std::function<bool(const Entry&)>
   const bool rw = may_write();
   const std::string token = rw ? new_token() : std::string();
   const std::string lease_ms = std::to_string(config().lease_ms);
+  const std::string cap = std::to_string(config().max_value_bytes);
+  // The wait follows the lease (while anyone holds a live one, an entry is coming), up to this.
+  const Clock::time_point give_up = Clock::now() + std::chrono::milliseconds(config().max_wait_ms);
   bool waited = false;
-  Clock::time_point deadline{};
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
     bool owner = false;
+    Reply value, failure;
+    long long lease_left = 0;  // read-only: the lease's PTTL
     if (rw) {
-      std::optional<Reply> r = client_.command({"SET", k.lease, token, "NX", "PX", lease_ms});
-      if (!r) return local();
-      owner = r->type == Reply::Type::kStatus;
-    }
-    // The owner's second look: another host may have published between our miss and our lease.
-    std::optional<Reply> r = client_.command({"MGET", k.value, k.failure});
-    if (!r || r->type != Reply::Type::kArray || r->elements.size() != 2) {
-      if (owner) release(k, token);
-      return local();
+      // Lease and second look in one round trip: another host may have published between our
+      // miss and our lease.
+      std::optional<Reply> r = client_.command({"EVAL", kClaimScript, "3", k.value, k.failure, k.lease, cap, token, lease_ms});
+      if (!r || r->type != Reply::Type::kArray || r->elements.size() != 3) return local();
+      owner = r->elements[0].type == Reply::Type::kInteger && r->elements[0].integer == 1;
+      value = std::move(r->elements[1]);
+      failure = std::move(r->elements[2]);
+    } else {
+      std::optional<std::vector<Reply>> r = client_.pipeline({{"STRLEN", k.value}, {"STRLEN", k.failure}, {"PTTL", k.lease}});
+      if (!r || r->size() != 3) return local();
+      std::optional<Reply> v = read_range(k.value, (*r)[0].integer);
+      if (!v) return local();
+      value = std::move(*v);
+      if (value.nil()) {
+        std::optional<Reply> f = read_range(k.failure, (*r)[1].integer);
+        if (!f) return local();
+        failure = std::move(*f);
+      }
+      lease_left = (*r)[2].integer;
     }
     bool bad_value = false;
-    if (r->elements[0].type == Reply::Type::kString) {
-      std::optional<Entry> e = accept_entry(key, r->elements[0].str);
-      if (e && usable(*e)) {
+    if (!value.nil()) {
+      std::optional<Record> e = take(key, value, RecordKind::kEntry);
+      if (e && usable(*e->entry)) {
         if (owner) release(k, token);
         hits_.fetch_add(1, std::memory_order_relaxed);
-        return std::move(*e);
+        return std::move(*e->entry);
       }
       bad_value = true;
       // Write-once: only a signing builder, under the lease, may replace a bad value.
@@ -211,8 +302,8 @@ Entry RemoteTier::obtain(const Key& key, const std::function<bool(const Entry&)>
         if (owner) release(k, token);
         return local();
       }
-    } else if (r->elements[1].type == Reply::Type::kString) {
-      std::optional<Record> f = accept(key, r->elements[1].str, RecordKind::kFailure);
+    } else if (!failure.nil()) {
+      std::optional<Record> f = take(key, failure, RecordKind::kFailure);
       if (owner) release(k, token);
       if (!f) return local();
       hits_.fetch_add(1, std::memory_order_relaxed);
@@ -223,38 +314,40 @@ Entry RemoteTier::obtain(const Key& key, const std::function<bool(const Entry&)>
     }
     if (owner) {
       Entry e;
-      try {
-        e = local();
-      } catch (const CompileError& err) {
-        publish_failure(key, {err.what(), err.log(), err.options()});
-        release(k, token);
-        throw;
-      } catch (...) {
-        release(k, token);
-        throw;
+      {
+        // Renewed while we compile and publish, so a compile of any length is done once.
+        LeaseKeeper::Hold hold = keeper_.hold(k.lease, token);
+        try {
+          e = local();
+        } catch (const CompileError& err) {
+          publish_failure(key, {err.what(), err.log(), err.options()});
+          hold.reset();
+          release(k, token);
+          throw;
+        } catch (...) {
+          hold.reset();
+          release(k, token);
+          throw;
+        }
+        publish(e, bad_value);
       }
-      publish(e, bad_value);
       release(k, token);
       return e;
     }
-    if (!rw) {
-      // A read-only host waits only while a writer's lease says an entry is coming.
-      std::optional<Reply> t = client_.command({"PTTL", k.lease});
-      if (!t || t->type != Reply::Type::kInteger || t->integer <= 0) return local();
-    }
+    // A read-only host waits only while a writer's lease says an entry is coming.
+    if (!rw && lease_left <= 0) return local();
     const Clock::time_point now = Clock::now();
     if (!waited) {
       waited = true;
       lease_waits_.fetch_add(1, std::memory_order_relaxed);
-      // The lease bounds the wait: when it lapses we take it over (or, read-only, compile).
-      deadline = now + std::chrono::milliseconds(config().lease_ms) + std::chrono::milliseconds(100);
     }
-    if (now > deadline) {
-      warn(fmt::format("remote cache {}: waited {} ms on the lease of {} without an entry; compiling locally",
-                       client_.where(), config().lease_ms, key.hex()));
+    if (now >= give_up) {
+      warn(fmt::format("remote cache {}: waited {} ms (KJIT_REMOTE_MAX_WAIT_MS) on live leases of {} without an "
+                       "entry; compiling locally",
+                       client_.where(), config().max_wait_ms, key.hex()));
       return local();
     }
-    std::this_thread::sleep_for(pause);
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, give_up - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
 }

@@ -12,11 +12,16 @@
 namespace kjit::cache::remote {
 namespace {
 
-// Sets KEYS[1] to ARGV[2] only while it still holds ARGV[1] ("" = absent): a merge computed
-// from a stale read is retried instead of dropping another writer's entries.
+// Sets KEYS[1] to ARGV[3] only while it still holds what the writer read (ARGV[1]): 'none' (no
+// value), 'bytes' (the value ARGV[2]) or 'over' (any value longer than ARGV[2] bytes, the cap: one
+// the writer refused by its length, unread). A merge computed from a stale read is retried
+// instead of dropping another writer's entries.
 constexpr std::string_view kSwapScript =
-    "local cur = redis.call('get', KEYS[1]) "
-    "if (cur == false and ARGV[1] == '') or cur == ARGV[1] then redis.call('set', KEYS[1], ARGV[2]) return 1 end "
+    "local ok "
+    "if ARGV[1] == 'over' then ok = redis.call('strlen', KEYS[1]) > tonumber(ARGV[2]) "
+    "elseif ARGV[1] == 'none' then ok = redis.call('exists', KEYS[1]) == 0 "
+    "else ok = redis.call('get', KEYS[1]) == ARGV[2] end "
+    "if ok then redis.call('set', KEYS[1], ARGV[3]) return 1 end "
     "return 0";
 
 /// `text` with Redis glob characters escaped, for SCAN MATCH.
@@ -43,15 +48,21 @@ std::string tune_prefix(const std::string& ns) { return fmt::format("{{{}}}:tune
 
 }  // namespace
 
-Reply RemoteTier::call(const std::vector<std::string_view>& args) {
+Reply RemoteTier::call(const std::vector<std::string_view>& args) { return std::move(call_all({args}).front()); }
+
+std::vector<Reply> RemoteTier::call_all(const std::vector<std::vector<std::string_view>>& commands) {
   const uint64_t skipped = client_.skipped();
-  std::optional<Reply> r = client_.command(args);
-  if (r) return std::move(*r);
+  std::optional<std::vector<Reply>> r = client_.pipeline(commands);
+  if (r && r->size() == commands.size()) return std::move(*r);
+  fail(commands.at(0).at(0), skipped);
+}
+
+void RemoteTier::fail(std::string_view what, uint64_t skipped_before) const {
   const std::string fault = client_.last_error();
-  if (client_.skipped() != skipped) {
+  if (client_.skipped() != skipped_before) {
     throw CacheError(fmt::format("{} is skipped for KJIT_REMOTE_COOLDOWN_MS after a fault: {}", where(), fault));
   }
-  throw CacheError(fault.empty() ? fmt::format("{} did not answer {}", where(), args.at(0)) : fault);
+  throw CacheError(fault.empty() ? fmt::format("{} did not answer {}", where(), what) : fault);
 }
 
 std::string RemoteTier::slot_key(const Key& key, Slot slot) const { return pick(slot_keys(config().ns, key), slot); }
@@ -97,10 +108,33 @@ std::vector<Key> RemoteTier::scan(Slot slot) {
   return keys;
 }
 
-std::optional<std::string> RemoteTier::read_value(const Key& key) {
-  Reply r = call({"GET", slot_key(key, Slot::kValue)});
-  if (r.type != Reply::Type::kString) return std::nullopt;
-  return std::move(r.str);
+std::optional<RemoteTier::Stored> RemoteTier::read_stored(const std::string& name) {
+  // As a read-only host's fetch(): no script, so a host whose ACL allows only reads may send it.
+  const uint64_t first = std::min<uint64_t>(kPrefetchBytes, config().max_value_bytes + 1);
+  std::vector<Reply> r = call_all({{"EXISTS", name}, {"STRLEN", name}, {"GETRANGE", name, "0", std::to_string(first - 1)}});
+  if (r[0].integer != 1) return std::nullopt;
+  Stored out;
+  if (r[1].integer <= 0) {
+    out.bytes.emplace();  // an empty value: junk for the checks to refuse, not an absent one
+    return out;
+  }
+  const uint64_t skipped = client_.skipped();
+  std::optional<Reply> v = read_range(name, r[1].integer, std::move(r[2].str));
+  if (!v) fail("GETRANGE", skipped);
+  if (v->type == Reply::Type::kInteger) {
+    out.size = static_cast<uint64_t>(v->integer);
+    count_refusal(name, Rejection::kOversized);
+  } else if (v->type == Reply::Type::kString) {
+    out.size = v->str.size();
+    out.bytes = std::move(v->str);
+  } else {
+    return std::nullopt;  // deleted meanwhile
+  }
+  return out;
+}
+
+std::optional<RemoteTier::Stored> RemoteTier::read_value(const Key& key) {
+  return read_stored(slot_key(key, Slot::kValue));
 }
 
 uint64_t RemoteTier::value_bytes(const Key& key) {
@@ -140,16 +174,16 @@ std::vector<std::string> RemoteTier::tune_table_ids() {
   return ids;
 }
 
-std::optional<std::string> RemoteTier::read_tune_table(const std::string& id) {
-  Reply r = call({"GET", tune_prefix(config().ns) + id});
-  if (r.type != Reply::Type::kString) return std::nullopt;
-  return std::move(r.str);
+std::optional<RemoteTier::Stored> RemoteTier::read_tune_table(const std::string& id) {
+  return read_stored(tune_prefix(config().ns) + id);
 }
 
-bool RemoteTier::swap_tune_table(const std::string& id, const std::optional<std::string>& expected,
+bool RemoteTier::swap_tune_table(const std::string& id, const std::optional<Stored>& expected,
                                  const std::string& value) {
   require_read_write("a tuning table push");
-  return call({"EVAL", kSwapScript, "1", tune_prefix(config().ns) + id, expected.value_or(""), value}).integer == 1;
+  const char* read = !expected ? "none" : expected->bytes ? "bytes" : "over";
+  const std::string seen = !expected || !expected->bytes ? std::to_string(config().max_value_bytes) : *expected->bytes;
+  return call({"EVAL", kSwapScript, "1", tune_prefix(config().ns) + id, read, seen, value}).integer == 1;
 }
 
 }  // namespace kjit::cache::remote

@@ -11,10 +11,16 @@
 namespace kjit::cache::remote {
 namespace {
 
-std::optional<TuneTable> decode_tune(RemoteTier& tier, const std::string& id, std::string_view bytes) {
+std::optional<TuneTable> decode_tune(RemoteTier& tier, const std::string& id, const RemoteTier::Stored& stored) {
   Rejection why = Rejection::kNone;
   std::string note;
-  std::optional<Record> r = decode_record(bytes, tune_record_key(id), tier.trusted(), &why, &note);
+  std::optional<Record> r;
+  if (!stored.bytes) {
+    why = Rejection::kOversized;
+    note = tier.oversized_note(stored.size);
+  } else {
+    r = decode_record(*stored.bytes, tune_record_key(id), tier.trusted(), &why, &note);
+  }
   if (r && r->kind != RecordKind::kTuneTable) {
     why = Rejection::kCorrupt;
     note = "a record of the wrong kind";
@@ -42,9 +48,10 @@ Key tune_record_key(const std::string& id) { return KeyBuilder().add("tune.finge
 bool push_tune_table(RemoteTier& tier, const TuneTable& table) {
   if (!tier.may_write()) return false;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const std::optional<std::string> stored = tier.read_tune_table(table.fingerprint_id);
+    const std::optional<RemoteTier::Stored> stored = tier.read_tune_table(table.fingerprint_id);
     TuneTable merged = table;
-    // A stored table that fails the checks is replaced by ours, not merged.
+    // A stored table that fails the checks (one over the cap included) is replaced by ours, not
+    // merged.
     if (stored) {
       if (std::optional<TuneTable> t = decode_tune(tier, table.fingerprint_id, *stored)) {
         merged = *t;
@@ -53,6 +60,13 @@ bool push_tune_table(RemoteTier& tier, const TuneTable& table) {
     }
     const std::string value =
         encode_record(RecordKind::kTuneTable, tune_record_key(table.fingerprint_id), encode_table(merged), tier.signer());
+    if (value.size() > tier.config().max_value_bytes) {
+      // Every reader would refuse it by its length.
+      warn(fmt::format("remote cache {}: the tuning table of fingerprint {} is {} bytes, over "
+                       "KJIT_REMOTE_MAX_VALUE_BYTES={}; not published",
+                       tier.where(), table.fingerprint_id, value.size(), tier.config().max_value_bytes));
+      return false;
+    }
     if (tier.swap_tune_table(table.fingerprint_id, stored, value)) return true;
   }
   warn(fmt::format("remote cache {}: the tuning table of fingerprint {} kept changing under this push; not published",
@@ -64,7 +78,7 @@ std::vector<TuneTable> fetch_tune_tables(RemoteTier& tier, const std::string& on
   const std::vector<std::string> ids = only_id.empty() ? tier.tune_table_ids() : std::vector<std::string>{only_id};
   std::vector<TuneTable> tables;
   for (const std::string& id : ids) {
-    const std::optional<std::string> stored = tier.read_tune_table(id);
+    const std::optional<RemoteTier::Stored> stored = tier.read_tune_table(id);
     if (!stored) continue;
     if (std::optional<TuneTable> t = decode_tune(tier, id, *stored)) tables.push_back(std::move(*t));
   }

@@ -40,15 +40,21 @@ struct RemoteConfig {
   std::string ns = "kjit";
   /// KJIT_REMOTE_MODE: rw (default) or ro.
   RemoteMode mode = RemoteMode::kReadWrite;
-  /// KJIT_REMOTE_CONNECT_TIMEOUT_MS: the most a connection attempt may take.
-  int connect_timeout_ms = 20;
+  /// KJIT_REMOTE_CONNECT_TIMEOUT_MS: the most a connection attempt may take. The default (as the
+  /// op timeout's) is one a loaded 2-core host meets in a 64-process cold-start storm with room
+  /// to spare (docs/fleet.md); an outage is found by the breaker, not by a tight timeout.
+  int connect_timeout_ms = 250;
   /// KJIT_REMOTE_TIMEOUT_MS: the most one read or write on the socket may wait.
-  int op_timeout_ms = 20;
+  int op_timeout_ms = 250;
   /// KJIT_REMOTE_COOLDOWN_MS: after a fault, how long the tier is skipped (circuit breaker).
   int cooldown_ms = 10000;
-  /// KJIT_REMOTE_LEASE_MS: how long a compile lease lives. A host that finds a lease waits at
-  /// most this long for its owner's entry; a dead owner's lease expires after it.
-  int lease_ms = 60000;
+  /// KJIT_REMOTE_LEASE_MS: how long a compile lease lives past its owner's last renewal. The
+  /// owner renews it three times per lease while it compiles, so a compile of any length keeps
+  /// it; a dead owner's lease lapses within this, and a waiting host takes it over.
+  int lease_ms = 10000;
+  /// KJIT_REMOTE_MAX_WAIT_MS: the longest a host waits on other hosts' live leases for an entry
+  /// before it compiles locally (a bound on a compile that never ends, or a lease held forever).
+  int max_wait_ms = 600000;
   /// KJIT_REMOTE_TTL_S: seconds an entry lives in Redis after its last hit (refreshed on a hit).
   int64_t ttl_s = 30 * 24 * 3600;
   /// KJIT_REMOTE_FAILURE_TTL_S: seconds a failed compile's record lives (a later toolkit or

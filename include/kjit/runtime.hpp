@@ -263,16 +263,21 @@ struct RuntimeStats {
   /// The fleet tier (RuntimeConfig::remote); all zero without KJIT_REMOTE.
   uint64_t remote_hits = 0;    ///< entries (or failed-compile records) served by the remote tier
   uint64_t remote_misses = 0;  ///< remote lookups that found nothing usable
-  /// Faults: unreachable, timed out, or an error reply (OOM, NOPERM). Each opens the circuit
+  /// Faults: each attempt that found the server unreachable or silent (timed out), and each
+  /// error reply (OOM, NOPERM). An error reply, or two lost replies in a row, open the circuit
   /// breaker, which skips the tier for KJIT_REMOTE_COOLDOWN_MS (those skips are not counted).
   uint64_t remote_errors = 0;
   uint64_t remote_lease_waits = 0;  ///< times this process waited on another host's compile lease
   /// Remote values rejected for trust (unsigned, signed by an untrusted key, or a bad
   /// signature), once per key; they were never loaded.
   uint64_t remote_rejected_signatures = 0;
+  /// Remote values refused by their length alone (over KJIT_REMOTE_MAX_VALUE_BYTES, never
+  /// downloaded), once per key.
+  uint64_t remote_oversized = 0;
   uint64_t remote_publishes = 0;  ///< entries this process wrote to the remote tier
-  /// Commands sent to the remote tier's server (lookups, leases, publishes, the fleet's tuning
-  /// tables, AUTH and SELECT on a connect), answered or not.
+  /// Round trips to the remote tier's server (lookups, leases, publishes, the fleet's tuning
+  /// tables, AUTH and SELECT on a connect), answered or not: a pipeline of commands counts once,
+  /// a command sent again after a lost reply twice.
   uint64_t remote_round_trips = 0;
 };
 

@@ -34,6 +34,7 @@ nb::dict metrics_dict(const RuntimeMetrics& m) {
   d["remote_errors"] = s.remote_errors;
   d["remote_lease_waits"] = s.remote_lease_waits;
   d["remote_rejected_signatures"] = s.remote_rejected_signatures;
+  d["remote_oversized"] = s.remote_oversized;
   d["remote_publishes"] = s.remote_publishes;
   d["remote_round_trips"] = s.remote_round_trips;
   d["jit_mode"] = jit_mode_name(m.jit_mode);

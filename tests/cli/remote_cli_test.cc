@@ -77,7 +77,10 @@ class HungServer {
         pollfd p{fd_, POLLIN, 0};
         if (::poll(&p, 1, 20) > 0) {
           const int c = ::accept(fd_, nullptr, nullptr);
-          if (c >= 0) held_.push_back(c);
+          if (c >= 0) {
+            held_.push_back(c);
+            accepted_.fetch_add(1);
+          }
         }
       }
     });
@@ -89,10 +92,13 @@ class HungServer {
     if (fd_ >= 0) ::close(fd_);
   }
   int port() const { return port_; }
+  /// Connections accepted so far (a client that connected and left is accepted within 20 ms).
+  int accepted() const { return accepted_.load(); }
 
  private:
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
   std::vector<int> held_;
   std::thread thread_;
 };
@@ -257,6 +263,59 @@ TEST_F(RemoteCli, TuningTablesAreSharedAndMerged) {
       << pull.describe();
 }
 
+// Values over KJIT_REMOTE_MAX_VALUE_BYTES, planted under an entry's key and a tuning table's:
+// every operator command that reads them (ls, verify, pull, push's compare-and-set, prune)
+// learns their length first and never downloads them; ls and verify report them as oversized,
+// push replaces the table, prune deletes the entry.
+TEST_F(RemoteCli, OversizedValuesAreReportedButNeverDownloaded) {
+  auto& server = redis_->client();
+  auto net_output_bytes = [&] {
+    const std::string info = server.command({"INFO", "stats"})->str;
+    const std::string field = "total_net_output_bytes:";
+    const size_t at = info.find(field);
+    return at == std::string::npos ? -1 : std::stoll(info.substr(at + field.size()));
+  };
+  const std::string big(8 << 20, 'x');
+  const std::string value_key = "{kjit:00112233445566778899aabbccddeeff}:v";
+  const std::string table_key = "{kjit}:tune:f1eet0000001";
+  ASSERT_TRUE(server.command({"SET", value_key, big}));
+  ASSERT_TRUE(server.command({"SET", table_key, big}));
+  const std::map<std::string, std::string> cap = {{"KJIT_REMOTE_MAX_VALUE_BYTES", "100K"}};
+  const std::string why = "oversized: 8388608 bytes, over KJIT_REMOTE_MAX_VALUE_BYTES=102400; not downloaded";
+  const long long before = net_output_bytes();
+
+  for (const char* command : {"ls", "verify"}) {
+    const json r = kjit_json("s", {"remote", command}, cap, std::string(command) == "verify" ? 1 : 0);
+    ASSERT_EQ(r["entries"].size(), 1u) << r.dump();
+    EXPECT_EQ(r["entries"][0]["bytes"], 8 << 20);
+    EXPECT_EQ(r["entries"][0]["ok"], false);
+    EXPECT_EQ(r["entries"][0]["problem"], why) << command;
+  }
+  // pull: the entry is refused (exit 1) and the table is not merged.
+  const ProcessResult pull = kjit("s", {"remote", "pull", "--json"}, cap);
+  EXPECT_EQ(pull.code, 1) << pull.describe();
+  const json pulled = json::parse(pull.out, nullptr, false);
+  EXPECT_EQ(pulled["rejected"], 1) << pull.describe();
+  EXPECT_EQ(pulled["tuning_tables"], 0) << pull.describe();
+  EXPECT_NE(pull.err.find("tuning table of fingerprint f1eet0000001 was rejected (" + why + ")"), std::string::npos)
+      << pull.describe();
+  // push: the oversized table is replaced by the local one (compare-and-set on its length).
+  kjit::cache::publish_table((dir_ / "hosts" / "b").string(), tune_table(1, 100));
+  EXPECT_EQ(kjit_json("b", {"remote", "push"}, cap)["tuning_tables"], 1);
+  EXPECT_LT(server.command({"STRLEN", table_key})->integer, 100 << 10) << "replaced";
+  // prune: the entry goes.
+  EXPECT_EQ(kjit_json("b", {"remote", "prune"}, cap)["removed"], 1);
+  EXPECT_EQ(server.command({"EXISTS", value_key})->integer, 0);
+  // Two 8 MiB values, read by five commands: a few hundred KiB in all, not tens of MiB.
+  const long long sent = net_output_bytes() - before;
+  EXPECT_LT(sent, 2 << 20) << "the server sent the values";
+  std::printf("[remote-cli] ls, verify, pull, push and prune over two 8 MiB values, cap 100 KB: the server sent "
+              "%lld bytes\n",
+              sent);
+  // And a table within the cap is read whole again.
+  EXPECT_EQ(kjit_json("s", {"remote", "pull"}, cap)["tuning_tables"], 1);
+}
+
 TEST_F(RemoteCli, ShardedBuildersCoverTheSetExactlyOnce) {
   const std::vector<std::string> set = {"precompile", "--family", "rotary", "--arch", "sm_89", "-j", "1"};
   // The whole set's keys, from one local run without the tier.
@@ -303,11 +362,16 @@ TEST_F(RemoteCli, OperatorCommandsFollowTheTimeoutAndSpeakAsCommands) {
     for (const std::string auth : {"", "user:Hung5ecret@"}) {
       const std::string url = fmt::format("redis://{}127.0.0.1:{}", auth, hung.port());
       double ms = 0;
+      const int connections = hung.accepted();
       const ProcessResult r = kjit("x", {"remote", command},
                                    {{"KJIT_REMOTE", url}, {"KJIT_REMOTE_TIMEOUT_MS", "100"},
                                     {"KJIT_REMOTE_CONNECT_TIMEOUT_MS", "100"}},
                                    &ms);
       EXPECT_EQ(r.code, 2) << r.describe();
+      // An op's client sends a lost command again on a fresh connection; a command's never does,
+      // so a hung server costs it one timeout.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_EQ(hung.accepted() - connections, 1) << command << ": connections to the hung server";
       EXPECT_EQ(r.err_lines(), std::vector<std::string>{fmt::format(
                                    "kjit: error: remote {}: no answer within 100 ms from {}", command, where)})
           << r.describe();

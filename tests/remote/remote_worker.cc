@@ -3,8 +3,9 @@
 // happened, for tests/remote/fleet_test.cc to add up across processes. With --tuned it is a
 // process whose ops plan on device 0 (the simulated driver): it loads the device's tuning table
 // first (runtime/ops/tuned.cc), then compiles, all through Runtime::global(), and adds the
-// device's fingerprint id, whether a table was found and the Prometheus text.
-//   remote_worker [--slow] [--broken] [--tuned] VARIANT...
+// device's fingerprint id, whether a table was found and the Prometheus text. --depth sets how
+// long a variant takes to compile (fleet_spec).
+//   remote_worker [--slow] [--depth N] [--broken] [--tuned] VARIANT...
 #include "tests/remote/fleet_spec.hpp"
 
 #include "runtime/ops/tuned.hpp"
@@ -24,10 +25,12 @@
 
 int main(int argc, char** argv) {
   bool slow = false, broken = false, tuned = false;
+  int depth = 60;
   std::vector<std::string> variants;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--slow") slow = true;
+    else if (a == "--depth" && i + 1 < argc) depth = std::stoi(argv[++i]);
     else if (a == "--broken") broken = true;
     else if (a == "--tuned") tuned = true;
     else variants.push_back(a);
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     std::string outcome;
     try {
-      auto p = rt.compile(kjit::test::fleet_spec(v, slow, broken), kjit::test::kFleetTarget);
+      auto p = rt.compile(kjit::test::fleet_spec(v, slow, broken, depth), kjit::test::kFleetTarget);
       const char* origin = p->origin == kjit::CompiledProgram::Origin::kCompiled ? "compiled"
                            : p->origin == kjit::CompiledProgram::Origin::kRemote ? "remote"
                                                                                   : "disk";
@@ -63,10 +66,11 @@ int main(int argc, char** argv) {
   }
   const kjit::RuntimeStats s = rt.stats();
   const std::string metrics = nlohmann::json(rt.metrics_text()).dump();  // a JSON string
-  fmt::print("{{\"runs\":[{}],\"compiles\":{},\"remote_hits\":{},\"remote_misses\":{},\"remote_errors\":{},"
-             "\"lease_waits\":{},\"rejected_signatures\":{},\"publishes\":{},\"disk_hits\":{},\"round_trips\":{},"
-             "\"metrics\":{}{}}}\n",
-             results, s.compiles, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
-             s.remote_rejected_signatures, s.remote_publishes, s.disk_hits, s.remote_round_trips, metrics, extra);
+  fmt::print("{{\"runs\":[{}],\"compiles\":{},\"compile_ms\":{:.3f},\"remote_hits\":{},\"remote_misses\":{},"
+             "\"remote_errors\":{},\"lease_waits\":{},\"rejected_signatures\":{},\"oversized\":{},\"publishes\":{},"
+             "\"disk_hits\":{},\"round_trips\":{},\"metrics\":{}{}}}\n",
+             results, s.compiles, s.compile_ms, s.remote_hits, s.remote_misses, s.remote_errors, s.remote_lease_waits,
+             s.remote_rejected_signatures, s.remote_oversized, s.remote_publishes, s.disk_hits, s.remote_round_trips,
+             metrics, extra);
   return failures == 0 ? 0 : 3;
 }

@@ -60,7 +60,8 @@ std::string why_not_writable(const RemoteTier& tier) {
                "rejected by every reader";
 }
 
-/// One value of the namespace, read and checked against the trusted keys.
+/// One value of the namespace, read within KJIT_REMOTE_MAX_VALUE_BYTES (a longer one by its
+/// length alone) and checked against the trusted keys.
 struct Checked {
   cache::Key key;
   uint64_t bytes = 0;
@@ -69,14 +70,18 @@ struct Checked {
 };
 
 std::optional<Checked> read_value(RemoteTier& tier, const cache::Key& key) {
-  const std::optional<std::string> bytes = tier.read_value(key);
-  if (!bytes) return std::nullopt;  // expired since the scan
+  const std::optional<RemoteTier::Stored> stored = tier.read_value(key);
+  if (!stored) return std::nullopt;  // expired since the scan
   Checked c;
   c.key = key;
-  c.bytes = bytes->size();
-  cache::remote::Rejection why;
+  c.bytes = stored->size;
+  cache::remote::Rejection why = cache::remote::Rejection::kOversized;
   std::string note;
-  c.record = cache::remote::decode_record(*bytes, key, tier.trusted(), &why, &note);
+  if (!stored->bytes) {
+    note = tier.oversized_note(stored->size);  // refused by its length, never downloaded
+  } else {
+    c.record = cache::remote::decode_record(*stored->bytes, key, tier.trusted(), &why, &note);
+  }
   if (!c.record) c.problem = fmt::format("{}: {}", cache::remote::rejection_name(why), note);
   return c;
 }
