@@ -120,24 +120,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     kt_begin = static_cast<int>(rank) * ktiles / splits;
     kt_end = (static_cast<int>(rank) + 1) * ktiles / splits;
   }
-  // The CTA's work, as items (unit, k-tiles [kb, ke)) walked by a cursor `pos`: a unit index
-  // (first_unit, + unit_step, ...), or under stream-K a k-tile index into the units' k-tiles laid
-  // end to end, of which this CTA owns [sk_begin, sk_end) (gridDim.x equal ranges).
-  struct Item {
-    int unit, kb, ke;
-  };
-  const bool sk = p.stream_k != 0;
-  const int64_t sk_total = int64_t{num_units} * ktiles;
-  const int64_t sk_begin = sk ? blockIdx.x * sk_total / gridDim.x : 0;
-  const int64_t sk_end = sk ? (blockIdx.x + 1) * sk_total / gridDim.x : 0;
-  const int64_t pos_begin = sk ? sk_begin : first_unit;
-  auto pos_done = [&](int64_t pos) { return pos >= (sk ? sk_end : num_units); };
-  auto item_at = [&](int64_t pos) {
-    if (!sk) return Item{static_cast<int>(pos), kt_begin, kt_end};
-    const int kb = static_cast<int>(pos % ktiles);
-    return Item{static_cast<int>(pos / ktiles), kb, static_cast<int>(min(static_cast<int64_t>(ktiles), kb + (sk_end - pos)))};
-  };
-  auto pos_next = [&](int64_t pos, const Item& it) { return sk ? pos + (it.ke - it.kb) : pos + unit_step; };
   // Grouped raster, as the mma.sync kernel: groups of kGemmGroupM tile rows, column-major inside.
   auto tile_origin = [&](int unit, int& m0, int& n0) {
     const int group_rows = kGemmGroupM / cm;
@@ -184,29 +166,26 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       // DRAM stream overlaps the previous kernel's tail. Each such stage expects all its bytes
       // now; the other operand's box completes it after the wait.
       const bool early_a = p.const_a != 0, early_b = p.const_b != 0 && cm == 1;
-      int early = 0;  // stages 0 .. early-1 hold the first k-tiles of the first item
-      if ((early_a || early_b) && !pos_done(pos_begin)) {
-        const Item first = item_at(pos_begin);
+      int early = 0;  // stages 0 .. early-1 hold k-tiles kt_begin .. of the first unit
+      if ((early_a || early_b) && first_unit < num_units) {
         int m0, n0;
-        tile_origin(first.unit, m0, n0);
-        early = min(kStages, first.ke - first.kb);
+        tile_origin(first_unit, m0, n0);
+        early = min(kStages, kt_end - kt_begin);
         for (int i = 0; i < early; ++i) {
           const uint32_t a_dst = base + i * kStageBytes;
           mbarrier_arrive_expect_tx(full_bar(i), kStageBytes);
-          if (early_a) tma_load_2d(a_dst, &p.tma_a, (first.kb + i) * 128, min(m0, p.m - 1), full_bar(i));
-          if (early_b) tma_load_2d(a_dst + kABytes, &p.tma_b, (first.kb + i) * 128, n0, full_bar(i));
+          if (early_a) tma_load_2d(a_dst, &p.tma_a, (kt_begin + i) * 128, min(m0, p.m - 1), full_bar(i));
+          if (early_b) tma_load_2d(a_dst + kABytes, &p.tma_b, (kt_begin + i) * 128, n0, full_bar(i));
         }
       }
       KJIT_WAIT_PREVIOUS_GRID();
       uint32_t s = 0, phase = 0;  // the next stage to fill and the parity of its current round
       bool wrapped = false;       // the ring has been filled once: wait for "empty" from now on
       int issued = 0;             // stages issued after the wait (the first `early` are half loaded)
-      for (int64_t pos = pos_begin; !pos_done(pos);) {
-        const Item it = item_at(pos);
-        pos = pos_next(pos, it);
+      for (int unit = first_unit; unit < num_units; unit += unit_step) {
         int m0, n0;
-        tile_origin(it.unit, m0, n0);
-        for (int kt = it.kb; kt < it.ke; ++kt) {
+        tile_origin(unit, m0, n0);
+        for (int kt = kt_begin; kt < kt_end; ++kt) {
           if (wrapped) mbarrier_wait_cluster(empty_bar(s), phase ^ 1u);
           const uint32_t a_dst = base + s * kStageBytes;
           const bool half = issued++ < early;  // its constant operand is loading already
@@ -400,97 +379,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   const int r_lo = 16 * w + l / 4;
   int row0 = 0;
   float sa[2] = {0.f, 0.f};
-  // One finished group of 8 columns of the thread's fragment (its accumulators 4j .. 4j + 3
-  // summed over the split-K or stream-K partials): scaled, biased and stored, or with D
-  // transposed staged for flush_trans.
-  auto emit_group = [&](int j, float4 sum) {
-    const int col = n0 + 8 * j + 2 * (l % 4);
-    const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
-    if (kSmall && d_trans) {
-      const int jc = col - n0;
-      stage_trans(r_lo, jc, finish(sum.x, row0, col, sa[0], sb0));
-      stage_trans(r_lo, jc + 1, finish(sum.y, row0, col + 1, sa[0], sb1));
-      stage_trans(r_lo + 8, jc, finish(sum.z, row0 + 8, col, sa[1], sb0));
-      stage_trans(r_lo + 8, jc + 1, finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
-      return;
-    }
-    store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
-    store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0), finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
-  };
-  // Stream-K, a tile whose k-tiles span CTAs first .. last (consecutive: the ranges are in k
-  // order): each writes its partial to its slot and counts itself on the tile's counter; the last
-  // to arrive zeroes the counter for the next call, sums the slots of first .. last in that order
-  // (the same sum whichever CTA finishes) and stores the tile. (Large tiles of BN 256 never run
-  // stream-K: the sum's registers beside the accumulators would not fit.)
-  auto stream_k_partial = [&](int unit) {
-    constexpr int kGroups = kBN / 8;
-    constexpr int kSlotF4 = 2 * kGroups * 128;  // float4s per slot
-    const int64_t ctas = gridDim.x;
-    const int64_t t0 = int64_t{unit} * ktiles;  // the tile's first k-tile in the flattened order
-    auto owner = [&](int64_t u) { return static_cast<int>(((u + 1) * ctas + sk_total - 1) / sk_total - 1); };
-    auto slot = [&](int q) { return 2 * int64_t{q} + (q * sk_total / ctas >= t0 ? 0 : 1); };
-    const int first = owner(t0), last = owner(t0 + ktiles - 1);
-    float4* const slots = reinterpret_cast<float4*>(static_cast<char*>(p.sk_workspace) +
-                                                    sm90_stream_k_slot_offset(num_units)) + c * kGroups * 128 + t;
-    if (active) {
-      float4* const mine = slots + slot(static_cast<int>(blockIdx.x)) * kSlotF4;
-#pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
-        __stcg(mine + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
-      }
-    }
-    __threadfence();  // the partial is visible GPU-wide before the counter counts it
-    named_barrier<1, 256>();
-    const uint32_t flag = bars + kSm90FlagOffset;
-    if (threadIdx.x == 128) {
-      unsigned int* const counter = static_cast<unsigned int*>(p.sk_workspace) + unit;
-      const unsigned int count = static_cast<unsigned int>(last - first + 1);
-      const unsigned int arrived = atomicAdd(counter, 1u);
-      // A counter that was not zero: a workspace never zero-filled, or written by something else
-      // since. A trap (the launch fails) rather than a sum of foreign bytes.
-      if (arrived >= count) __trap();
-      const bool finisher = arrived == count - 1;
-      if (finisher) *counter = 0u;
-      st_shared_u32(flag, finisher ? 1u : 0u);
-    }
-    named_barrier<1, 256>();
-    if (ld_shared_u32(flag) == 0u || !active) return;
-    __threadfence();
-    if (kSmall && d_trans) wg_barrier();  // the previous tile's rows are out of the staging slice
-    // kChunk groups at a time, the loads of each contributor's chunk issued together; a rolled
-    // loop over the chunks (the accumulators stay untouched, so nothing here needs a constant
-    // index), which keeps the 128-wide tile free of spills.
-    constexpr int kChunk = kGroups < 4 ? kGroups : kSmall ? 4 : 2;
-#pragma unroll 1
-    for (int jb = 0; jb < kGroups; jb += kChunk) {
-      float4 sum[kChunk];
-#pragma unroll 1
-      for (int q = first; q <= last; ++q) {
-        const float4* const src = slots + slot(q) * kSlotF4 + jb * 128;
-        float4 v[kChunk];
-#pragma unroll
-        for (int u = 0; u < kChunk; ++u) v[u] = __ldcg(src + u * 128);
-#pragma unroll
-        for (int u = 0; u < kChunk; ++u) {
-          if (q == first) {
-            sum[u] = v[u];
-          } else {
-            sum[u].x += v[u].x, sum[u].y += v[u].y, sum[u].z += v[u].z, sum[u].w += v[u].w;
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kChunk; ++u) emit_group(jb + u, sum[u]);
-    }
-    if (kSmall && d_trans) {
-      wg_barrier();
-      flush_trans(0, kBN);
-    }
-  };
-  for (int64_t pos = pos_begin; !pos_done(pos);) {
-    const Item it = item_at(pos);
-    pos = pos_next(pos, it);
-    tile_origin(it.unit, m0, n0);
+  for (int unit = first_unit; unit < num_units; unit += unit_step) {
+    tile_origin(unit, m0, n0);
     // A warpgroup whose 64 rows all lie past M (M ≤ 64), or past the tile (BM = 64: the second
     // warpgroup), has nothing to multiply and nothing to store: it just waits for and releases
     // every stage, leaving the tensor cores to the other warpgroup. The two loops are separate
@@ -504,7 +394,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     sa[1] = row_scale(row0 + 8);
     uint32_t prev = 0;
     if (active) {
-      for (int kt = it.kb; kt < it.ke; ++kt) {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbarrier_wait(full_bar(s), phase);
         const uint32_t a_tile = base + s * kStageBytes + c * 64 * 128;
         const uint32_t b_tile = base + s * kStageBytes + kABytes;
@@ -512,32 +402,26 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
           wgmma_fp8<kBN, kFmtA, kFmtB>(acc, smem_desc_k128(a_tile + kk * 32), smem_desc_k128(b_tile + kk * 32),
-                                          (kt != it.kb || kk != 0) ? 1u : 0u);
+                                          (kt != kt_begin || kk != 0) ? 1u : 0u);
         }
         wgmma_commit();
         // Keep this k-tile's wgmmas in flight; the previous k-tile's are done, so its stage is free.
         wgmma_wait<1>();
-        if (kt != it.kb) release(prev);
+        if (kt != kt_begin) release(prev);
         prev = s;
         if (++s == kStages) s = 0, phase ^= 1u;
       }
       wgmma_wait<0>();
     } else {
-      for (int kt = it.kb; kt < it.ke; ++kt) {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbarrier_wait(full_bar(s), phase);
-        if (kt != it.kb) release(prev);
+        if (kt != kt_begin) release(prev);
         prev = s;
         if (++s == kStages) s = 0, phase ^= 1u;
       }
     }
     release(prev);
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
-    if constexpr (kBN <= 128) {
-      if (sk && (it.kb != 0 || it.ke != ktiles)) {
-        stream_k_partial(it.unit);
-        continue;
-      }
-    }
     if (!active) continue;
 
     // The large tiles' epilogue (compiled out of the small tiles, which store directly): the
@@ -715,7 +599,19 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         for (int q = 1; q < kSm90MaxSplits; ++q) {
           if (q < splits) sum.x += v[u][q].x, sum.y += v[u][q].y, sum.z += v[u][q].z, sum.w += v[u][q].w;
         }
-        emit_group(jb + u, sum);
+        const int col = n0 + 8 * (jb + u) + 2 * (l % 4);
+        const float sb0 = col_scale(col), sb1 = col_scale(col + 1);
+        if (kSmall && d_trans) {
+          const int jc = col - n0;
+          stage_trans(r_lo, jc, finish(sum.x, row0, col, sa[0], sb0));
+          stage_trans(r_lo, jc + 1, finish(sum.y, row0, col + 1, sa[0], sb1));
+          stage_trans(r_lo + 8, jc, finish(sum.z, row0 + 8, col, sa[1], sb0));
+          stage_trans(r_lo + 8, jc + 1, finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
+          continue;
+        }
+        store_pair(row0, col, finish(sum.x, row0, col, sa[0], sb0), finish(sum.y, row0, col + 1, sa[0], sb1));
+        store_pair(row0 + 8, col, finish(sum.z, row0 + 8, col, sa[1], sb0),
+                   finish(sum.w, row0 + 8, col + 1, sa[1], sb1));
       }
     }
     if (kSmall && d_trans) {

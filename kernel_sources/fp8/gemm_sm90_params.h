@@ -44,24 +44,9 @@ inline constexpr int sm90_epilogue_bytes(int bn) {
 // align the base, and the barriers (2 × 8 bytes per stage). Split-K's partial tile (BM × BN f32)
 // reuses stages + staging.
 constexpr int kSm90BarrierBytes = 256;
-// After the barriers: one word through which a stream-K CTA's arrival thread tells its consumer
-// warpgroups that they finish the tile.
-constexpr int kSm90FlagOffset = 2 * 8 * kSm90MaxStages;
-static_assert(kSm90FlagOffset + 8 <= kSm90BarrierBytes, "barriers and the flag fit");
+static_assert(2 * 8 * kSm90MaxStages <= kSm90BarrierBytes, "barriers fit");
 inline constexpr int sm90_smem_bytes(int bm, int bn, int stages) {
   return stages * sm90_stage_bytes(bm, bn) + sm90_epilogue_bytes(bn) + 1024 + kSm90BarrierBytes;
-}
-
-// Stream-K workspace (GemmSm90Params::stream_k): a u32 arrival counter per output tile at byte
-// 0, zero between calls, then from sm90_stream_k_slot_offset(tiles) two partial-tile slots per
-// CTA (slot 2b: the tile CTA b's k-range starts in, 2b + 1: the tile it ends in), each BM × BN
-// f32 written in accumulator order: float4 number ((c · BN/8) + j) · 128 + t holds accumulators
-// 4j .. 4j + 3 of thread t of consumer warpgroup c (so each thread writes and reads its own
-// fragments, 16 bytes a lane, coalesced).
-inline constexpr int64_t sm90_stream_k_slot_offset(int64_t tiles) { return (tiles * 4 + 255) / 256 * 256; }
-inline constexpr int64_t sm90_stream_k_slot_bytes(int bn) { return int64_t{2} * 64 * bn * 4; }
-inline constexpr int64_t sm90_stream_k_workspace_bytes(int64_t tiles, int64_t ctas, int bn) {
-  return sm90_stream_k_slot_offset(tiles) + 2 * ctas * sm90_stream_k_slot_bytes(bn);
 }
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
@@ -74,7 +59,6 @@ struct GemmSm90Params {
   const float* scale_a;  // [1] or [M]
   const float* scale_b;  // [1] or [N]
   const void* bias;      // [N] (or [M] with bias_rows) bf16 or f32, or null
-  void* sk_workspace;    // stream-K's workspace (layout above); null without stream-K
   int64_t ldd;
   int64_t sa_stride_m;   // 0: per tensor
   int64_t sb_stride_n;
@@ -98,11 +82,6 @@ struct GemmSm90Params {
   int32_t cluster_m;     // 1, or 2 (persistent only): clusters of 2 CTAs on m-tiles 2u, 2u + 1
                          //    of one column share B: each loads BN/2 rows (tma_b's box) and
                          //    multicasts them to both
-  // Stream-K (splits == 1, cluster_m == 1): the tiles' k-tiles, flattened tile by tile (units ×
-  // ceil(K/128)), are cut into gridDim.x equal ranges, one per CTA; a tile whose k-tiles span
-  // several CTAs is finished by the last of them to arrive, which sums the partials of all of
-  // them in k order (deterministic) and stores D. 0: every CTA finishes whole tiles.
-  int32_t stream_k;
   int32_t const_a;       // 1: A's bytes are written by no work on the stream that may still run
   int32_t const_b;       //    (a model weight, GemmArgs::b_constant); likewise B. Such an operand's
                          //    first ring of stages loads before the kernel waits for the previous

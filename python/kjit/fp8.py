@@ -6,11 +6,8 @@ quantize(x, *, y=None, format="e4m3", granularity="tensor", dynamic=False, multi
     multiplier: a float or a [1] f32 device tensor; amax is None unless given or dynamic per-tensor.
 gemm(a, b, scale_a, scale_b, *, d=None, out_dtype="bf16", bias=None, scale_mode="tensorwise",
      kernel="auto", tile="auto", stages=0, splits=0, multicast=0, b_constant=False, fp8_format="e4m3",
-     stream_k=0, workspace=None, stream=None) -> d
+     stream=None) -> d
     tile "auto" | {tiles}
-    stream_k: 0 the planner's (stream-K when whole tiles leave over 10% of the last wave idle),
-    1 off, 2 on. Its workspace is `workspace` (a u8 tensor zero-filled before its first use, used
-    by GEMMs only), else one kjit allocates zero-filled and keeps per (device, stream).
     D = (A · Bᵀ) · scales (+ bias); a [M, K], b [N, K] fp8 (uint8 tensors are read as fp8_format).
     b_constant=True: b (a weight) is written by no earlier work on the stream that may still be
     running; on sm_90 the kernel (launched with programmatic dependent launch) then loads its

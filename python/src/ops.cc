@@ -486,7 +486,7 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
                 nb::handle out_dtype, nb::handle bias, std::string_view scale_mode, std::string_view kernel,
                 std::string_view tile, int stages, int splits, int multicast, Flag b_constant, nb::handle fp8_format,
-                int stream_k, nb::handle workspace_arg, nb::handle stream) {
+                nb::handle stream) {
   OpCall call("kjit.fp8.gemm", stream);
   fp8::GemmArgs g;
   g.a = call.required(a_obj, "a");
@@ -510,20 +510,8 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   g.splits = splits;
   g.multicast = multicast;
   g.b_constant = b_constant;
-  g.stream_k = stream_k;
   const DType od = parse_dtype("kjit.fp8.gemm", "out_dtype", out_dtype);
   nb::object dout = out_or_alloc(call, d, "d", &g.d, od, {g.a.shape[0], g.b.shape[0]});
-  // Stream-K's workspace: the `workspace=` tensor, else (unless stream_k = 1) a zero-filled one
-  // cached per (device, stream) apart from the other ops' scratch, sized for this call.
-  if (!workspace_arg.is_none()) {
-    g.workspace = call.tensor(workspace_arg, "workspace");
-  } else if (stream_k != 1 && g.a.ndim == 2 && g.b.ndim == 2) {
-    const size_t bytes = fp8::gemm_workspace_bytes(g);
-    if (bytes > 0) {
-      void* w = workspace(call, g.a.device, bytes, WorkspaceKind::kZeroed);
-      g.workspace = TensorRef(w, DType::kU8, {static_cast<int64_t>(bytes)}, {}, g.a.device);
-    }
-  }
   bench::run([&] { fp8::gemm(g, call.stream()); });
   call.finish();
   return dout;
@@ -637,7 +625,8 @@ void register_ops(nb::module_& m) {
   m.def("fp8_gemm", &gemm, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, nb::kw_only(), "d"_a = nb::none(),
         "out_dtype"_a = "bf16", "bias"_a = nb::none(), "scale_mode"_a = "tensorwise", "kernel"_a = "auto",
         "tile"_a = "auto", "stages"_a = 0, "splits"_a = 0, "multicast"_a = 0, "b_constant"_a = false,
-        "fp8_format"_a = "e4m3", "stream_k"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+        "fp8_format"_a = "e4m3",
+        "stream"_a = nb::none());
   nb::class_<Linear>(m, "Linear")
       .def(nb::init<nb::handle, std::string_view, std::string_view, int64_t, nb::handle, nb::handle, int, int,
                     nb::handle>(),

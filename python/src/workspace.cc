@@ -10,7 +10,6 @@ namespace {
 
 struct Entry {
   int device;
-  WorkspaceKind kind;
   CUstream stream;
   void* ptr;
   size_t bytes;
@@ -23,23 +22,16 @@ std::vector<Entry>& g_entries = *new std::vector<Entry>;
 std::vector<Entry>& g_retired = *new std::vector<Entry>;
 size_t g_last = 0;
 
-Entry allocate(OpCall& call, int device, size_t bytes, WorkspaceKind kind) {
-  Entry e{device, kind, call.stream(), nullptr, bytes, nb::object()};
+Entry allocate(OpCall& call, int device, size_t bytes) {
   if (call.has_exchange_api()) {
     TensorRef ref;
-    e.owner = call.allocate(DType::kU8, {static_cast<int64_t>(bytes)}, &ref);
-    e.ptr = ref.data;
-  } else {
-    detail::ensure_context(device);
-    CUdeviceptr p = 0;
-    KJIT_CU(cuMemAlloc(&p, bytes));
-    e.ptr = reinterpret_cast<void*>(p);
+    nb::object owner = call.allocate(DType::kU8, {static_cast<int64_t>(bytes)}, &ref);
+    return {device, call.stream(), ref.data, bytes, std::move(owner)};
   }
-  if (kind == WorkspaceKind::kZeroed) {
-    detail::ensure_context(device);
-    KJIT_CU(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(e.ptr), 0, bytes, e.stream));
-  }
-  return e;
+  detail::ensure_context(device);
+  CUdeviceptr p = 0;
+  KJIT_CU(cuMemAlloc(&p, bytes));
+  return {device, call.stream(), reinterpret_cast<void*>(p), bytes, nb::object()};
 }
 
 void release(const Entry& e) {
@@ -50,24 +42,24 @@ void release(const Entry& e) {
 
 }  // namespace
 
-void* workspace(OpCall& call, int device, size_t bytes, WorkspaceKind kind) {
+void* workspace(OpCall& call, int device, size_t bytes) {
   if (bytes == 0) return nullptr;
   const CUstream stream = call.stream();
   if (g_last < g_entries.size()) {
     const Entry& e = g_entries[g_last];
-    if (e.device == device && e.kind == kind && e.stream == stream && e.bytes >= bytes) return e.ptr;
+    if (e.device == device && e.stream == stream && e.bytes >= bytes) return e.ptr;
   }
   for (size_t i = 0; i < g_entries.size(); ++i) {
     Entry& e = g_entries[i];
-    if (e.device != device || e.kind != kind || e.stream != stream) continue;
+    if (e.device != device || e.stream != stream) continue;
     g_last = i;
     if (e.bytes >= bytes) return e.ptr;
-    Entry grown = allocate(call, device, bytes > 2 * e.bytes ? bytes : 2 * e.bytes, kind);
+    Entry grown = allocate(call, device, bytes > 2 * e.bytes ? bytes : 2 * e.bytes);
     g_retired.push_back(std::move(e));
     e = std::move(grown);
     return e.ptr;
   }
-  g_entries.push_back(allocate(call, device, bytes, kind));
+  g_entries.push_back(allocate(call, device, bytes));
   g_last = g_entries.size() - 1;
   return g_entries.back().ptr;
 }

@@ -19,18 +19,9 @@
 
 namespace kjit::python {
 
-/// What a cached workspace holds between calls.
-enum class WorkspaceKind {
-  kScratch,  ///< anything: every op writes what it reads (split-KV partials)
-  /// zero-filled when allocated, and every op that uses it leaves it so (the FP8 GEMM's
-  /// stream-K counters); never shared with kScratch ops, whose bytes would break that
-  kZeroed,
-};
-
 /// A buffer of at least `bytes` for `call`'s ops on CUDA device `device` and the call's stream
-/// (null when `bytes` is 0). A new kZeroed buffer is zero-filled on the call's stream (a memset
-/// node when the stream is capturing). Throws DriverError when the allocation fails.
-void* workspace(OpCall& call, int device, size_t bytes, WorkspaceKind kind = WorkspaceKind::kScratch);
+/// (null when `bytes` is 0). Throws DriverError when the allocation fails.
+void* workspace(OpCall& call, int device, size_t bytes);
 
 /// Frees every cached workspace (the caller guarantees no kernel still uses one and no captured
 /// graph that refers to one will be replayed). Returns the bytes freed.

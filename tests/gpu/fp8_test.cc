@@ -32,7 +32,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace {
@@ -381,9 +380,6 @@ struct GCase {
   int splits = 0;           // wgmma split-K (0: the planner's)
   int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
   bool b_constant = false;  // GemmArgs::b_constant: the weight's first stages load before the wait
-  int stream_k = 0;         // GemmArgs::stream_k (0: the planner's, 1 off, 2 on)
-  bool workspace = false;   // give a zero-filled workspace of gemm_workspace_bytes (+ 1 KiB of poison)
-  bool expect_stream_k = false;  // the workspace query must answer > 0 (the plan runs stream-K)
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
@@ -395,7 +391,7 @@ struct GCase {
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
            (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
            " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
-           (b_constant ? " b_constant" : "") + " stream_k=" + std::to_string(stream_k) + (workspace ? " workspace" : "");
+           (b_constant ? " b_constant" : "");
   }
 };
 
@@ -482,21 +478,6 @@ void run_gemm(const GCase& c) {
   g.splits = c.splits;
   g.multicast = c.multicast;
   g.b_constant = c.b_constant;
-  g.stream_k = c.stream_k;
-  // Stream-K's workspace: zero-filled as the contract asks, with 1 KiB of poison past its end that
-  // must stay intact. The call runs twice on it: the second run (D poisoned again) must give the
-  // same bits, which it can only if the first left every arrival counter at zero.
-  size_t ws_bytes = 0;
-  kt::DeviceBuffer dws;
-  if (c.workspace) {
-    g.workspace = TensorRef(reinterpret_cast<void*>(uintptr_t{256}), DType::kU8, {0}, {}, 0);
-    ws_bytes = f8::gemm_workspace_bytes(g);
-    if (c.expect_stream_k) EXPECT_GT(ws_bytes, 0u) << "the plan does not run stream-K";
-    std::vector<uint8_t> init(ws_bytes + 1024, 0xA5);
-    std::fill(init.begin(), init.begin() + static_cast<std::ptrdiff_t>(ws_bytes), uint8_t{0});
-    dws = kt::to_device(init);
-    g.workspace = TensorRef(dws.get(), DType::kU8, {static_cast<int64_t>(ws_bytes)}, {}, 0);
-  }
   f8::gemm(g, nullptr);
   kt::synchronize();
 
@@ -528,16 +509,6 @@ void run_gemm(const GCase& c) {
   EXPECT_TRUE(cmp.ok(tol)) << cmp.describe() << " (worst at row " << cmp.worst_index / c.n << ", col "
                            << cmp.worst_index % c.n << ")";
   EXPECT_EQ(pad, 0u) << "bytes of D's padding written";
-  if (c.workspace) {
-    dd.fill(0xFF);
-    f8::gemm(g, nullptr);
-    kt::synchronize();
-    EXPECT_TRUE(dd.download<uint8_t>(raw.size()) == raw) << "a second call on the same workspace gave other bits";
-    const std::vector<uint8_t> tail = dws.download<uint8_t>(ws_bytes + 1024);
-    EXPECT_TRUE(std::all_of(tail.begin() + static_cast<std::ptrdiff_t>(ws_bytes), tail.end(),
-                            [](uint8_t b) { return b == 0xA5; }))
-        << "bytes past the workspace written";
-  }
 }
 
 TEST(Fp8GemmGpu, EveryLayoutOutputAndScaleMode) {
@@ -837,88 +808,6 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   c = GCase{300, 200, 256};
   c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x32;
   run_gemm(c);
-}
-
-// Stream-K: every CTA takes an equal range of the tiles' 128-k steps; a tile split over CTAs is
-// summed in k order by the last to arrive. Forced on the small tiles (swapped M ≤ 64, BM 128 and
-// 64) and the 128 x 128 tile, with ranges that start and end inside tiles, tiles over 2..many
-// CTAs, K not a multiple of 128, ragged M and N, scales, bias, f32 and column-major D, e5m2, a
-// constant weight; the planner's own choice where whole tiles leave a wave part idle; and the
-// rules: no workspace, a short one, with split-K, multicast or a 256-wide tile.
-TEST(Fp8GemmGpu, WgmmaStreamK) {
-  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
-  using T = f8::GemmTile;
-  struct Forced {
-    int64_t m, n, k;
-    T tile;
-  };
-  int i = 0;
-  for (const Forced& f : {Forced{1, 1000, 656, T::kAuto}, Forced{5, 4100, 2048, T::kAuto}, Forced{16, 7168, 1040, T::kAuto},
-                          Forced{33, 3000, 4096, T::kAuto}, Forced{64, 520, 8192, T::kAuto}, Forced{7, 2000, 144, T::kAuto},
-                          Forced{3, 3000, 1536, T::k64x16}, Forced{40, 1100, 2048, T::k64x64},
-                          Forced{100, 700, 1536, T::kAuto}, Forced{200, 1000, 656, T::k128x128},
-                          Forced{300, 260, 4096, T::k128x128}, Forced{129, 4000, 656, T::kAuto}}) {
-    GCase c{f.m, f.n, f.k};
-    c.kernel = f8::GemmKernel::kWgmma, c.tile = f.tile, c.stream_k = 2, c.workspace = true, c.expect_stream_k = true;
-    c.scales = i % 2 ? Scales::kChannel : Scales::kTensor;
-    c.bias = i % 3 == 0 ? DType::kBF16 : i % 3 == 1 ? DType::kF32 : DType::kU8;
-    c.out = i % 4 == 3 ? DType::kF32 : DType::kBF16;
-    c.fa = i % 5 == 4 ? DType::kE5M2 : DType::kE4M3;
-    c.padded = i % 2 == 0;
-    c.b_constant = i % 3 == 2;
-    run_gemm(c);
-    ++i;
-  }
-  GCase c{9, 3000, 1024};  // column-major D: validation swaps it, the planner swaps back
-  c.kernel = f8::GemmKernel::kWgmma, c.stream_k = 2, c.workspace = true, c.expect_stream_k = true;
-  c.d_colmajor = true, c.scales = Scales::kChannel, c.bias = DType::kF32;
-  run_gemm(c);
-  // The planner's own: whole tiles would leave part of the last wave idle (80 or 448 tiles).
-  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 10240, 2048}, {16, 57344, 512},
-                                {128, 10240, 1024}}) {
-    GCase a{m, n, k};
-    a.workspace = true, a.expect_stream_k = true, a.scales = Scales::kChannel;
-    run_gemm(a);
-  }
-  // Whole waves: no stream-K, the workspace query answers 0 (and the call runs without one).
-  GCase w{1, 8192, 2048};
-  w.workspace = true;
-  run_gemm(w);
-  // The rules.
-  c = GCase{5, 4100, 2048};
-  c.kernel = f8::GemmKernel::kWgmma, c.stream_k = 2;
-  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument) << "stream_k 2 without a workspace";
-  c.workspace = true, c.splits = 2;
-  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument) << "stream_k 2 with split-K";
-  c.splits = 0, c.tile = T::k128x256;
-  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument) << "stream_k 2 with a 256-wide tile";
-  c.tile = T::kAuto, c.stream_k = 3;
-  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument) << "stream_k 3";
-}
-
-// A workspace shorter than the plan needs names the bytes it needs.
-TEST(Fp8GemmGpu, StreamKShortWorkspace) {
-  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
-  kt::DeviceBuffer a(4100 * 2048), b(16 * 2048), d(4100 * 16 * 2), s(16), w(4096);
-  std::vector<float> one{1.f};
-  s.upload(one);
-  f8::GemmArgs g;
-  g.a = TensorRef(a.get(), DType::kE4M3, {16, 2048}, {}, 0);
-  g.b = TensorRef(b.get(), DType::kE4M3, {4100, 2048}, {}, 0);
-  g.d = TensorRef(d.get(), DType::kBF16, {16, 4100}, {}, 0);
-  g.scale_a = g.scale_b = TensorRef(s.get(), DType::kF32, {1}, {}, 0);
-  g.stream_k = 2;
-  g.workspace = TensorRef(w.get(), DType::kU8, {4096}, {}, 0);
-  const size_t need = f8::gemm_workspace_bytes(g);
-  ASSERT_GT(need, 4096u);
-  try {
-    f8::gemm(g, nullptr);
-    ADD_FAILURE() << "a short workspace was taken";
-  } catch (const kjit::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(std::to_string(need)), std::string::npos) << e.what();
-  }
 }
 
 // --- a decode step: a captured chain with programmatic dependent launch ----------------------

@@ -44,13 +44,12 @@ class Kjit:
     """kjit.fp8.gemm / quantize through the Python package on torch's current stream."""
 
     @staticmethod
-    def gemm(a, b, d, sa, sb, block=False, tile="auto", stages=0, kernel="auto", splits=0, multicast=0, stream_k=0):
+    def gemm(a, b, d, sa, sb, block=False, tile="auto", stages=0, kernel="auto", splits=0, multicast=0):
         """kernel: "auto" (the planner's choice), "mma" (mma.sync) or "wgmma" (sm_90); tile: "auto"
         or a kjit.fp8 tile name ("128x16", ...); stages: 0 the planner's; splits: 0 the planner's,
-        1..4 forced (wgmma); multicast: 0 the planner's, 1 off, 2 B shared by CTA pairs (wgmma);
-        stream_k: 0 the planner's, 1 whole tiles, 2 stream-K (wgmma)."""
+        1..4 forced (wgmma); multicast: 0 the planner's, 1 off, 2 B shared by CTA pairs (wgmma)."""
         kjit.fp8.gemm(a, b, sa, sb, d=d, scale_mode="blockwise" if block else "tensorwise", kernel=kernel, tile=tile,
-                      stages=stages, splits=splits, multicast=multicast, stream_k=stream_k)
+                      stages=stages, splits=splits, multicast=multicast)
 
     @staticmethod
     def quantize(x, y, granularity="tensor", multiplier=None, multiplier_value=1.0, dynamic=False, amax=None,

@@ -7,9 +7,6 @@ the weight (nn.Linear layout), for M = 1 … 256 and N×K 7168×2048, 4096×7168
 70B-class MLP projection). The weight dominates the bytes: the floor is N·K bytes over the DRAM
 bandwidth (--tbps; default from the device name: H200 4.8, H100 3.35 TB/s).
 
-kjit runs its planner's plan (stream-K where whole tiles leave a wave part idle) and, in the
-last column, whole-tile scheduling (stream_k=1), the plan before stream-K.
-
 alone: one call at a time, triton.testing.do_bench (L2 flushed before every call, median), as in
     bench_fp8.py. Under do_bench the flush kernel precedes every call, so programmatic dependent
     launch cannot hide anything here.
@@ -90,12 +87,8 @@ class Problem:
         self.sb = torch.tensor([0.0071], device="cuda")
         self.d = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(count)]
 
-    def kjit(self, i, stream_k=0):
-        kjit.fp8.gemm(self.a, self.w[i], self.sa, self.sb, d=self.d[i], b_constant=True, stream_k=stream_k)
-
-    def kjit_whole(self, i):
-        """kjit with whole-tile scheduling (stream_k=1): the plan before stream-K."""
-        self.kjit(i, stream_k=1)
+    def kjit(self, i):
+        kjit.fp8.gemm(self.a, self.w[i], self.sa, self.sb, d=self.d[i], b_constant=True)
 
     def cublaslt(self, i):
         return scaled_mm(self.a_t, self.w[i].t(), self.sa, self.sb)
@@ -131,7 +124,7 @@ def main():
         return None if tbps is None else n * k * calls / (tbps * 1e12) * 1e6
 
     header = f"{'mode':<6} {'M':>4} {'N x K':>12} {'calls':>5} {'kjit us':>9} {'cuBLASLt us':>11} {'ratio':>6} " \
-             f"{'floor us':>8} {'kjit %floor':>11} {'whole-tile us':>13}"
+             f"{'floor us':>8} {'kjit %floor':>11}"
     print(header)
     for n, k in shapes:
         calls = graph_calls(n, k, l2_bytes)
@@ -146,28 +139,19 @@ def main():
             failures += 0 if ok else 1
             if not ok:
                 print(f"  check {m}x{n}x{k}: kjit vs cuBLASLt rel_l2 {err:.2e} FAIL")
-            p.kjit_whole(0)
-            torch.cuda.synchronize()
-            err_whole = rel_l2(p.d[0], ref)
-            if err_whole > 1e-2:
-                failures += 1
-                print(f"  check {m}x{n}x{k}: kjit (whole tiles) vs cuBLASLt rel_l2 {err_whole:.2e} FAIL")
             t_k = do_bench_us(lambda: p.kjit(0))
             t_c = do_bench_us(lambda: p.cublaslt(0))
-            t_w = do_bench_us(lambda: p.kjit_whole(0))
             g_k = graph_time_us(p.kjit, calls)
             g_c = graph_time_us(p.cublaslt, calls)
-            g_w = graph_time_us(p.kjit_whole, calls)
             fl = floor_us(n, k)
-            for mode, tk, tc, tw in (("alone", t_k, t_c, t_w), ("graph", g_k, g_c, g_w)):
+            for mode, tk, tc in (("alone", t_k, t_c), ("graph", g_k, g_c)):
                 rows.append({"mode": mode, "m": m, "n": n, "k": k, "calls": 1 if mode == "alone" else calls,
                              "kjit_us": tk, "cublaslt_us": tc, "ratio": tc / tk, "floor_us": fl,
-                             "kjit_floor_fraction": None if fl is None else fl / tk, "kjit_whole_tile_us": tw,
+                             "kjit_floor_fraction": None if fl is None else fl / tk,
                              "rel_l2_vs_cublaslt": err, "cublaslt_padded_m16": p.padded})
                 pct = "-" if fl is None else f"{100 * fl / tk:.0f}%"
                 print(f"{mode:<6} {m:>4} {f'{n}x{k}':>12} {rows[-1]['calls']:>5} {tk:>9.2f} {tc:>11.2f} "
-                      f"{tc / tk:>6.2f} {fl or 0:>8.1f} {pct:>11} {tw:>13.2f}" +
-                      (" (cuBLASLt M padded to 16)" if p.padded else ""))
+                      f"{tc / tk:>6.2f} {fl or 0:>8.1f} {pct:>11}" + (" (cuBLASLt M padded to 16)" if p.padded else ""))
             del p
             torch.cuda.empty_cache()
 

@@ -41,8 +41,6 @@ for n, k in shapes:
         d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
         calls.append((f"cublaslt M{max(m, 16)} N{n} K{k}", lambda a=a, wt=wt, sa=sa, sb=sb: b.scaled_mm(a, wt, sa, sb)))
         calls.append((f"kjit M{m} N{n} K{k}", lambda a=a[:m], w=w, d=d, sa=sa, sb=sb: kj.gemm(a, w, d, sa, sb)))
-        calls.append((f"kjit-whole-tiles M{m} N{n} K{k}",
-                      lambda a=a[:m], w=w, d=d, sa=sa, sb=sb: kj.gemm(a, w, d, sa, sb, stream_k=1)))
         if m == 1 and not args.no_splits:
             for sp in (2, 3):
                 calls.append((f"kjit M1 N{n} K{k} 128x16 s8 split{sp}",

@@ -195,31 +195,7 @@ struct GemmArgs {
   /// every earlier kernel on the stream, not only the last one. false (the default) reads nothing
   /// before the wait. scale_b is always read after it.
   bool b_constant = false;
-  /// Stream-K scheduling of the wgmma kernel's persistent mode: the output tiles' 128-k steps,
-  /// laid end to end, are cut into one equal range per CTA, so every SM streams the same share of
-  /// the weight however the tiles divide into waves (448 tiles of 128 rows on 132 SMs: 3.4 waves,
-  /// of which whole-tile scheduling runs 4). A tile that spans several CTAs is finished by the
-  /// last of them: it sums their f32 partials in k order (the same sum whichever arrives last)
-  /// and stores D. 0 = plan: on when `workspace` is given, the tile is at most 128 wide and whole
-  /// tiles would leave over 10% of the last wave's SMs idle; 1 = off; 2 = on (needs `workspace`;
-  /// the wgmma kernel's persistent mode: not with splits > 1, multicast 2, a 256-wide tile or
-  /// the mma.sync kernel, each an InvalidArgument).
-  int stream_k = 0;
-  /// Stream-K's workspace: a 1-D contiguous u8 tensor on the operands' device, 16-byte aligned,
-  /// of at least gemm_workspace_bytes(args) bytes. Its first bytes are per-tile arrival counters
-  /// that must be zero before the first call that uses it: zero-fill the buffer once after
-  /// allocating it; every call that completes leaves them zero. Use it on one stream at a time,
-  /// for GEMMs only (another op's scratch bytes would be taken for counters: the launch then
-  /// fails rather than sum them). Empty (the default): no stream-K.
-  TensorRef workspace;
 };
-
-/// Bytes of `workspace` gemm() would use for `args` with a workspace given (0: its plan does not
-/// run stream-K, e.g. whole waves of tiles, the mma.sync kernel, or stream_k = 1): the arrival
-/// counters (4 bytes a tile, rounded up to 256) and two BM × BN f32 partial slots per CTA.
-/// Validates as gemm() does (naming kjit::fp8::gemm_workspace_bytes); DriverError without a
-/// driver.
-size_t gemm_workspace_bytes(const GemmArgs& args);
 
 /// D = (A · Bᵀ) · scales (+ bias) on `stream`, f32 accumulation on the tensor cores
 /// (mma.sync m16n8k32 e4m3/e5m2 on sm_89+, wgmma on sm_90; see GemmKernel). On the wgmma path

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string>
-#include <string_view>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -130,8 +128,6 @@ void fill_sm90_params(const GemmDims& g, const GemmPlan& plan, GemmSm90Params* o
   p.tma_store = !sm90_small_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
   p.cluster_m = plan.cluster_m;
-  p.stream_k = plan.stream_k ? 1 : 0;
-  p.sk_workspace = plan.stream_k ? g.workspace : nullptr;
   p.const_a = (swap ? g.b_const : g.a_const) ? 1 : 0;
   p.const_b = (swap ? g.a_const : g.b_const) ? 1 : 0;
 }
@@ -177,11 +173,6 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
     step.config = config;
     step.params = mma_params(g, plan);
     return l;
-  }
-  if (plan.stream_k) {
-    kjit::detail::check_workspace(kInfo.name, plan.workspace_bytes, g.workspace, g.workspace_bytes,
-                                  "stream-K's counters and partial tiles (gemm_workspace_bytes)");
-    l.workspace_bytes = plan.workspace_bytes;
   }
   auto& step = l.step<1>();
   step.kernel = &program->kernel(0);
@@ -230,7 +221,7 @@ struct GemmPlanKey {
   const void* table;
   int64_t m, n, k;
   int32_t device, fmt_a, fmt_b, flags;
-  int32_t kernel, tile, stages, splits, multicast, stream_k;
+  int32_t kernel, tile, stages, splits, multicast, zero;
 };
 
 GemmPlanKey plan_key(const GemmDims& g, const void* table) {
@@ -248,7 +239,6 @@ GemmPlanKey plan_key(const GemmDims& g, const void* table) {
   key.stages = g.force.stages;
   key.splits = g.force.splits;
   key.multicast = g.force.multicast;
-  key.stream_k = g.force.stream_k | (g.has_workspace ? 4 : 0);
   return key;
 }
 
@@ -288,24 +278,6 @@ GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, cons
 }  // namespace kjit::fp8::detail
 
 namespace kjit::fp8 {
-
-size_t gemm_workspace_bytes(const GemmArgs& args) {
-  GemmArgs with = args;
-  if (with.workspace.ndim == 0) {
-    // Sized as if given (a 16-byte aligned stand-in: only its presence plans).
-    with.workspace = TensorRef(reinterpret_cast<void*>(uintptr_t{256}), DType::kU8, {0}, {}, args.a.device);
-  }
-  detail::GemmDims g;
-  try {
-    g = detail::validate_gemm(with);
-  } catch (const InvalidArgument& e) {
-    // The query names itself: "kjit::fp8::gemm: <rule>" becomes "kjit::fp8::gemm_workspace_bytes: <rule>".
-    const std::string_view what = e.what(), op = detail::GemmOp::kInfo.name;
-    if (what.substr(0, op.size()) != op) throw;
-    throw InvalidArgument(std::string("kjit::fp8::gemm_workspace_bytes").append(what.substr(op.size())));
-  }
-  return kjit::detail::workspace_bytes_validated<detail::GemmOp>(g);
-}
 
 void gemm(const GemmArgs& args, CUstream stream, Runtime& runtime) {
   kjit::detail::run_memoized<detail::GemmOp>(args, {}, stream, runtime,

@@ -42,7 +42,6 @@ struct GemmForce {
   int stages = 0;
   int splits = 0;
   int multicast = 0;
-  int stream_k = 0;  ///< 0 plan, 1 off, 2 on
 };
 
 /// A validated GemmArgs in kernel terms: after the operand swap for a column-major D, `params`
@@ -58,9 +57,6 @@ struct GemmDims {
   bool swapped = false;         ///< D was column-major: A' = B, B' = A, scales swapped
   bool a_const = false;         ///< A' is constant: GemmArgs::b_constant with `swapped` (A' = B)
   bool b_const = false;         ///< B' is constant: GemmArgs::b_constant without `swapped`
-  bool has_workspace = false;   ///< GemmArgs::workspace given: stream-K may run
-  void* workspace = nullptr;    ///< its data
-  size_t workspace_bytes = 0;   ///< its size
   GemmParams params{};          ///< everything but tiles_m / tiles_n
   GemmForce force;
 };
@@ -79,12 +75,11 @@ inline bool is_wgmma_only_tile(GemmTile t) noexcept { return t != GemmTile::kAut
 /// Whether `g` is a problem the wgmma kernel takes: tensorwise scales, A' and B' both K-major.
 inline bool is_wgmma_layout(const GemmDims& g) noexcept { return !g.block && !g.a_trans && !g.b_trans; }
 /// The override that asks for the wgmma kernel, which alone has it ("the forced tile",
-/// "splits > 1", "multicast = 2", "stream_k = 2"; for messages), or nullptr when none does.
+/// "splits > 1", "multicast = 2"; for messages), or nullptr when none does.
 inline const char* wgmma_only_override(const GemmForce& f) noexcept {
   return is_wgmma_only_tile(f.tile) ? "the forced tile"
          : f.splits > 1             ? "splits > 1"
          : f.multicast == 2         ? "multicast = 2"
-         : f.stream_k == 2          ? "stream_k = 2"
                                     : nullptr;
 }
 
@@ -120,12 +115,7 @@ struct GemmPlan {
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
   int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B (forced only)
-  /// wgmma persistent: stream-K (GemmArgs::stream_k), each CTA over an equal range of the
-  /// tiles' 128-k steps; workspace_bytes of GemmArgs::workspace then hold its counters and
-  /// partials (sm90_stream_k_workspace_bytes).
-  bool stream_k = false;
-  size_t workspace_bytes = 0;
-  /// CTAs launched: wgmma persistent min(tiles, SMs) (stream-K: min(SMs, k-steps / 4)) (pairs: 2 · min(tile pairs, resident
+  /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
   /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
   int64_t grid = 0;
   /// The overrides this plan was made under (the caller's, or a tuned choice's): refine plans
@@ -160,12 +150,7 @@ struct GemmPlan {
 ///     docs/perf-notes.md).
 ///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
 ///     max_smem_per_block_optin), else the deepest that fits, at most 8 for the small tiles (Unsupported when two do not).
-///   stream-K (wgmma, one CTA per tile, no pairs): forced (stream_k 2), or with a workspace given
-///     when the tile is at most 128 wide and whole tiles fill under 90% of their last wave
-///     (tiles / (ceil(tiles / SMs) · SMs) < 0.9, e.g. 448 or 80 tiles on 132 SMs) and each CTA
-///     keeps at least kStreamKMinSteps 128-k steps; grid min(SMs, steps / kStreamKMinSteps).
-/// Throws Unsupported below sm_89 (naming the arch); InvalidArgument for a forced stream-K on a
-/// 256-wide tile or the mma.sync kernel.
+/// Throws Unsupported below sm_89 (naming the arch).
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});
 
 /// The largest cluster size whose capacity `plan` took as sm_count / size instead of knowing it
@@ -222,7 +207,7 @@ struct GemmOp {
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
   static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
     k.put_all(a.a, a.b, a.d, a.scale_a, a.scale_b, a.scale_mode, a.bias, a.kernel, a.tile, a.stages, a.splits, a.multicast,
-              a.b_constant, a.stream_k, a.workspace);
+              a.b_constant);
   }
 
   static Dims validate(const Args& args) { return validate_gemm(args); }

@@ -71,7 +71,7 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
 /// for the large tiles) leave more than half the SMs idle (small M): the k-slices of a tile then
 /// run on `splits` SMs, so all SMs stream the large operand (most of the bytes).
 bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
-  return g.force.splits == 0 && g.force.multicast != 2 && g.force.stream_k != 2 && fills_half_the_sms(g, bm, bn, sm_count) &&
+  return g.force.splits == 0 && g.force.multicast != 2 && fills_half_the_sms(g, bm, bn, sm_count) &&
          ceil_div(g.k, 128) >= 2;
 }
 
@@ -100,9 +100,8 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
       out[0] = {small_bm, bn};
       return 1;
     }
-    // Split-K keeps BN = 128: more, smaller tiles leave more SMs to the k-slices. A forced
-    // stream-K too: its partial tiles are at most 128 wide.
-    if (split_k || g.force.stream_k == 2) {
+    // Split-K keeps BN = 128: more, smaller tiles leave more SMs to the k-slices.
+    if (split_k) {
       out[0] = {kSm90BM, 128};
       return 1;
     }
@@ -202,28 +201,6 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
   plan.smem_bytes = smem(plan.stages);
 }
 
-/// The fewest 128-k steps a stream-K CTA takes: its fixed cost (a partial tile written and
-/// maybe read back, one counter) must stay small beside its stream.
-constexpr int64_t kStreamKMinSteps = 4;
-
-/// Whether a persistent wgmma plan (splits 1, no pairs) of `tiles` output tiles runs stream-K:
-/// forced, or (auto, a workspace given) when whole tiles fill under 90% of their last wave.
-bool choose_stream_k(const GemmDims& g, const GemmPlan& plan, int64_t tiles, int sm_count) {
-  const int f = g.force.stream_k;
-  if (f == 1 || !plan.wgmma || plan.splits != 1 || plan.cluster_m != 1) return false;
-  if (f == 2) {
-    if (plan.bn > 128) {
-      fail(kOp, fmt::format("stream_k = 2 needs a tile at most 128 wide; the plan's is {}x{} (force tile k128x128)",
-                            plan.bm, plan.bn));
-    }
-    return true;
-  }
-  if (!g.has_workspace || plan.bn > 128 || sm_count <= 0) return false;
-  const int64_t slots = ceil_div(tiles, int64_t{sm_count}) * sm_count;
-  const int64_t steps = tiles * ceil_div(g.k, int64_t{128});
-  return tiles * 10 < slots * 9 && steps >= kStreamKMinSteps * sm_count;
-}
-
 /// Whether the wgmma kernel swaps the operands (see GemmPlan::swap_ab): a small tile (forced, or
 /// the planner's for M or N ≤ 64) with M the smaller side.
 bool choose_swap(const GemmDims& g) {
@@ -288,12 +265,6 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
     plan.grid = 2 * std::min<int64_t>(pairs, capacity_of(capacity, 2, info.sm_count));
   } else {
     plan.grid = std::min<int64_t>(tiles, std::max(info.sm_count, 1));
-    plan.stream_k = choose_stream_k(g, plan, tiles, info.sm_count);
-    if (plan.stream_k) {
-      const int64_t steps = tiles * ceil_div(g.k, int64_t{128});
-      plan.grid = std::max<int64_t>(1, std::min<int64_t>(info.sm_count, steps / kStreamKMinSteps));
-      plan.workspace_bytes = static_cast<size_t>(sm90_stream_k_workspace_bytes(tiles, plan.grid, plan.bn));
-    }
   }
 
   plan.choice.family = &gemm_family();

@@ -135,17 +135,6 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
   if (f.splits < 0 || f.splits > kSm90MaxSplits) splits_failed(f.splits);
   if (f.splits > kjit::detail::ceil_div(g.k, 128)) splits_over_k_failed(f.splits, g.k);
   if (f.multicast < 0 || f.multicast > 2) multicast_failed(f.multicast);
-  if (f.stream_k < 0 || f.stream_k > 2) {
-    kjit::detail::fail(kOp, fmt::format("stream_k must be 0 (auto), 1 (off) or 2 (on), got {}", f.stream_k));
-  }
-  if (f.stream_k == 2) {
-    if (f.splits > 1) force_failed("stream_k = 2 is the persistent wgmma kernel's; split-K (splits > 1) is another schedule");
-    if (f.multicast == 2) force_failed("stream_k = 2 runs one CTA per tile; multicast = 2 pairs them");
-    if (f.tile == GemmTile::k128x256) force_failed("stream_k = 2 needs a tile at most 128 wide, got tile k128x256");
-    if (!g.has_workspace) {
-      force_failed("stream_k = 2 needs workspace (gemm_workspace_bytes(args) bytes, zero-filled before first use)");
-    }
-  }
   if (f.multicast == 2 && f.splits > 1) {
     force_failed("multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
                  "reduction");
@@ -158,7 +147,6 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
       }
       if (f.splits > 1) force_failed("splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
       if (f.multicast == 2) force_failed("multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
-      if (f.stream_k == 2) force_failed("stream_k = 2 is the wgmma kernel's; the mma.sync kernel has none");
       break;
     case GemmKernel::kWgmma:
       if (!is_wgmma_layout(g)) {
@@ -304,22 +292,7 @@ GemmDims validate_gemm(const GemmArgs& args) {
   p.bias_bf16 = bias_bf16 ? 1 : 0;
   p.bias_rows = g.swapped ? 1 : 0;
   p.vec_store = reinterpret_cast<uintptr_t>(d.data) % 16 == 0 && (ldd * elem) % 16 == 0 ? 1 : 0;
-  if (args.workspace.ndim != 0) {
-    const TensorRef& w = args.workspace;
-    if (w.dtype != DType::kU8 || w.ndim != 1 || w.strides[0] != 1) {
-      fail(kOp, fmt::format("workspace must be a 1-D contiguous u8 tensor, got {}", w.describe()));
-    }
-    if (w.device != g.device) {
-      fail(kOp, fmt::format("workspace is on device {}, the operands on device {}", w.device, g.device));
-    }
-    if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) {
-      fail(kOp, fmt::format("workspace data pointer {} must be 16-byte aligned", w.data));
-    }
-    g.has_workspace = true;
-    g.workspace = w.data;
-    g.workspace_bytes = static_cast<size_t>(w.shape[0]);
-  }
-  g.force = {args.kernel, args.tile, args.stages, args.splits, args.multicast, args.stream_k};
+  g.force = {args.kernel, args.tile, args.stages, args.splits, args.multicast};
   check_gemm_force(g.force, g);
   (g.swapped ? g.a_const : g.b_const) = args.b_constant;
   return g;
