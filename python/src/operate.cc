@@ -35,6 +35,12 @@ nb::dict metrics_dict(const RuntimeMetrics& m) {
   d["remote_lease_waits"] = s.remote_lease_waits;
   d["remote_rejected_signatures"] = s.remote_rejected_signatures;
   d["remote_publishes"] = s.remote_publishes;
+  d["fallback_launches"] = s.fallback_launches;
+  d["no_fallback"] = s.no_fallback;
+  d["background_compiles"] = s.background_compiles;
+  d["background_failures"] = s.background_failures;
+  d["background_abandoned"] = s.background_abandoned;
+  d["background_queue_full"] = s.background_queue_full;
   d["jit_mode"] = jit_mode_name(m.jit_mode);
   d["frozen"] = m.frozen;
   d["cache_entries"] = m.cache_entries ? nb::cast(*m.cache_entries) : nb::none();

@@ -241,6 +241,7 @@ TEST_F(CliTest, KernelsListsEveryFamily) {
     for (size_t p = 0; p < f.params.size(); ++p) {
       EXPECT_EQ(jf["params"][p]["name"], f.params[p].name);
       EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].texts());
+      EXPECT_EQ(jf["params"][p]["performance_only"].get<bool>(), f.params[p].performance_only);
     }
     EXPECT_EQ(jf["points"], f.enumerate().size());
   }
