@@ -21,8 +21,13 @@ constexpr uint64_t kMaxLogBytes = 64ull << 20;
 
 std::string log_path(const std::string& root) { return root + "/fallbacks.log"; }
 
-/// The next blank-separated word of `line` from `*at`, moving `*at` past it and one blank.
+/// The next blank-separated word of `line` from `*at`, moving `*at` past it and one blank (past
+/// the end of `line` when it was the last word); empty past the end.
 std::string_view word(std::string_view line, size_t* at) {
+  if (*at >= line.size()) {
+    *at = line.size() + 1;
+    return {};
+  }
   const size_t end = std::min(line.find(' ', *at), line.size());
   const std::string_view w = line.substr(*at, end - *at);
   *at = end + 1;

@@ -876,8 +876,8 @@ void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, 
     }
   } else {
     background_failures.fetch_add(1, std::memory_order_relaxed);
-    warn(fmt::format("background compile of {} {} for {} failed; its fallback keeps serving and it is not "
-                     "compiled again in this process: {}",
+    warn(fmt::format("background compile of {} {} for {} failed: {}; its calls go on as before (a fallback, or a "
+                     "compile on the calling thread where none is built) and this process does not queue it again",
                      spec.family, spec.template_args, target.str(), failure));
     detail = "failed: " + failure;
   }
