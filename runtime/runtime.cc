@@ -31,7 +31,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kjit {
 namespace detail {
@@ -304,10 +306,51 @@ class RuntimeImpl {
   void emit(EventKind kind, const ProgramSpec& spec, const Target& target, const cache::Key& key, double ms,
             int device = -1, std::string_view detail = {}) {
     if (!events.active()) return;
+    if (held_events != nullptr) {
+      held_events->push_back({kind, key.hex(), spec.family, spec.template_args, target.str(), ms, device, std::string(detail)});
+      return;
+    }
     const std::string hex = key.hex();
     const std::string t = target.str();
     events.emit(Event{kind, hex, spec.family, spec.template_args, t, ms, device, detail});
   }
+
+  // An event kept for later, owning its strings.
+  struct HeldEvent {
+    EventKind kind;
+    std::string key, family, params, target;
+    double ms;
+    int device;
+    std::string detail;
+  };
+  // On a background thread, the events of a key's owner are held until its result is published
+  // (obtain): a thread waiting for that result may hold what a listener needs (Python's GIL,
+  // whose op calls keep it while they wait), and must be released before any listener runs.
+  class HoldEvents {
+   public:
+    HoldEvents(RuntimeImpl& runtime, bool hold) : runtime_(runtime), hold_(hold && held_events == nullptr) {
+      if (hold_) held_events = &held_;
+    }
+    ~HoldEvents() { release(); }
+    HoldEvents(const HoldEvents&) = delete;
+    HoldEvents& operator=(const HoldEvents&) = delete;
+    // Sends what was held, in order; later events go out at once.
+    void release() noexcept {
+      if (!hold_) return;
+      hold_ = false;
+      held_events = nullptr;
+      for (const HeldEvent& e : held_) {
+        runtime_.events.emit(Event{e.kind, e.key, e.family, e.params, e.target, e.ms, e.device, e.detail});
+      }
+      held_.clear();
+    }
+
+   private:
+    RuntimeImpl& runtime_;
+    bool hold_;
+    std::vector<HeldEvent> held_;
+  };
+  static thread_local std::vector<HeldEvent>* held_events;
 
   ProgramPtr compile_and_publish(const Prepared& p, const ProgramSpec& spec, const Target& target) {
     cache::Entry e = compile_entry(p, spec, target);
@@ -460,6 +503,7 @@ class RuntimeImpl {
         (ready ? memory_hits : misses).fetch_add(1, std::memory_order_relaxed);
         return got;
       }
+      HoldEvents held(*this, on_background_thread);
       try {
         ProgramPtr result = obtain_owned(p, spec, target, reach);
         promise.set_value(result);
@@ -467,12 +511,16 @@ class RuntimeImpl {
           std::lock_guard lock(mutex);
           programs.erase(registered);
         }
+        held.release();
         return result;
       } catch (...) {
         // A failed compile leaves nothing behind: the next call tries again.
         promise.set_exception(std::current_exception());
-        std::lock_guard lock(mutex);
-        programs.erase(registered);
+        {
+          std::lock_guard lock(mutex);
+          programs.erase(registered);
+        }
+        held.release();
         throw;
       }
     }
@@ -615,6 +663,8 @@ class RuntimeImpl {
   BackgroundPool background;
 
 };
+
+thread_local std::vector<RuntimeImpl::HeldEvent>* RuntimeImpl::held_events = nullptr;
 
 CUresult RuntimeImpl::load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
                                    const char** failed_call) {
