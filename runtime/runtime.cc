@@ -893,6 +893,9 @@ void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, 
   const auto start = std::chrono::steady_clock::now();
   std::string failure;
   try {
+    // The device's primary context, whichever device this thread's last job was for (the
+    // library serves every context of the device, so which one is current does not matter).
+    check_driver(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
     ensure_context(ordinal);
     ProgramPtr program = obtain(spec, target, Reach::kCompile);
     RelaxedCaptureMode relaxed;
