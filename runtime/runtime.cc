@@ -656,7 +656,6 @@ class RuntimeImpl {
   std::mutex async_mutex;
   std::map<std::pair<std::string, int>, Pending> pending;  // (key, device) → its background compile
   std::set<std::pair<std::string, std::string>> fallbacks_logged;  // (missing, fallback) keys logged
-  std::set<std::string> no_fallback_warned;                       // keys warned about
   std::atomic<uint64_t> fallback_launches{0}, no_fallbacks{0}, background_compiles{0}, background_failures{0},
       background_abandoned{0}, background_queue_full{0};
   // Last: its threads use everything above (the destructor shuts it down first).
