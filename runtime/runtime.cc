@@ -1028,7 +1028,7 @@ Runtime& Runtime::global() {
   // static objects made before it are destroyed), so none runs while the process tears down.
   static Runtime* runtime = [] {
     auto* r = new Runtime(RuntimeConfig::from_env());
-    std::atexit([] { runtime->impl_->background.shutdown(); });
+    std::atexit([] { runtime->finish_background(); });
     return r;
   }();
   return *runtime;
@@ -1101,6 +1101,8 @@ JitMode Runtime::jit_mode() const noexcept { return impl_->jit_mode(); }
 bool Runtime::frozen() const noexcept {
   return impl_->frozen_mode.load(std::memory_order_acquire) != static_cast<int>(JitMode::kOn);
 }
+
+void Runtime::finish_background() noexcept { impl_->background.shutdown(); }
 
 uint64_t Runtime::add_listener(EventListener listener) { return impl_->events.add(std::move(listener)); }
 bool Runtime::remove_listener(uint64_t id) { return impl_->events.remove(id); }

@@ -375,6 +375,14 @@ class Runtime {
   /// Whether freeze() is in effect.
   bool frozen() const noexcept;
 
+  /// Under JitMode::kAsync: drops the background compiles that have not started
+  /// (RuntimeStats::background_abandoned) and waits for the running ones; later misses queue
+  /// nothing (RuntimeStats::background_queue_full): their fallbacks keep serving, and a miss
+  /// without one compiles on the calling thread. What the destructor and, for Runtime::global(),
+  /// process exit do; a host whose listeners need something of their own at exit (Python's
+  /// interpreter) calls it earlier. Idempotent; thread-safe; never from a listener.
+  void finish_background() noexcept;
+
   /// Registers `listener` for this Runtime's events (kjit/events.hpp) and returns the id that
   /// remove_listener takes. Thread-safe. Throws InvalidArgument for an empty function.
   uint64_t add_listener(EventListener listener);

@@ -4,6 +4,7 @@ another kjit.Runtime.
 """
 from __future__ import annotations
 
+import atexit
 from typing import Callable, Optional
 
 from . import _C
@@ -49,7 +50,21 @@ def add_listener(listener: Callable[[dict], None], *, runtime: Optional[_C.Runti
     through kjit itself. Returns an id for remove_listener."""
     if not callable(listener):
         raise _C.InvalidArgument("kjit.add_listener: the listener is not callable")
-    return _C._add_listener(listener, runtime)
+    listener_id = _C._add_listener(listener, runtime)
+    _finish_background_at_exit(runtime)
+    return listener_id
+
+
+_finishing = set()
+
+
+def _finish_background_at_exit(runtime):
+    """With a Python listener, KJIT_JIT=async's background compiles call into Python: they must end
+    before the interpreter finalizes, not at the C++ runtime's exit (which comes after it)."""
+    key = None if runtime is None else runtime.id
+    if key not in _finishing:
+        _finishing.add(key)
+        atexit.register(_C._finish_background, runtime)
 
 
 def remove_listener(listener_id: int, *, runtime: Optional[_C.Runtime] = None) -> bool:

@@ -115,6 +115,14 @@ void register_operate(nb::module_& m) {
     nb::object holder;
     return runtime_of(runtime, &holder).get().remove_listener(id);
   }, "id"_a, "runtime"_a.none());
+  // Before the interpreter finalizes (kjit.add_listener registers it with atexit): a background
+  // compile's listener call needs the GIL, which this releases while it waits for the compile.
+  m.def("_finish_background", [](nb::handle runtime) {
+    nb::object holder;
+    Runtime& r = runtime_of(runtime, &holder).get();
+    nb::gil_scoped_release release;
+    r.finish_background();
+  }, "runtime"_a.none());
   m.def("_stats", [](nb::handle runtime) {
     nb::object holder;
     return metrics_dict(runtime_of(runtime, &holder).get().metrics());

@@ -16,7 +16,8 @@
 //     loading thread's capture mode is relaxed), the done event says to re-capture, and a
 //     re-capture runs it; without a fallback the capture is refused and the compile queued;
 //   - destroying the Runtime during a background compile waits for it, abandons the queued
-//     one, and nothing compiles afterwards.
+//     one, and nothing compiles afterwards; after finish_background() a miss keeps its fallback
+//     and queues nothing.
 // Timings (first call under on and async, warm calls) are printed for the record; the ordering
 // checks are what must hold on any machine. Skips when the stand-in's host path is not loaded.
 #include <kjit/device.hpp>
@@ -474,6 +475,25 @@ TEST_F(AsyncJit, DestroyingTheRuntimeDuringACompileWaitsForItAndAbandonsTheQueue
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_FALSE(fs::exists(entry(key64))) << "the queued compile ran";
   EXPECT_EQ(compiles.load(), 1);
+}
+
+TEST_F(AsyncJit, AfterFinishBackgroundAMissKeepsItsFallbackAndQueuesNothing) {
+  kjit::Runtime rt(config());
+  auto args = decode_args(128);
+  kjit::attention::decode(args, nullptr, 0, nullptr, rt);
+  const std::string rows8 = kernel_name(rt, 128, 8);
+  rt.finish_background();
+  rt.finish_background();  // idempotent
+  push_rows({128}, 16);
+  kjit::attention::decode(args, nullptr, 0, nullptr, rt);
+  EXPECT_EQ(last_kernel(), rows8);
+  const kjit::RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.background_queue_full, 1u);
+  EXPECT_EQ(s.fallback_launches, 1u);
+  EXPECT_EQ(s.compiles, 0u);
+  // Without a fallback the call still compiles, on its own thread.
+  kjit::attention::decode(decode_args(256), nullptr, 0, nullptr, rt);
+  EXPECT_EQ(rt.stats().compiles, 1u);
 }
 
 }  // namespace
