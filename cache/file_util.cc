@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -233,6 +234,20 @@ void sync_parent_dir(const std::string& path) {
   split_path(path, &dir, &base);
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) (void)::fsync(dfd.get());
+}
+
+int append_line(const std::string& path, std::string_view line) {
+  int fd = -1;
+  if (const int err = open_regular(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, &fd); err != 0) return err;
+  while (::flock(fd, LOCK_SH) != 0 && errno == EINTR) {
+  }
+  ssize_t w;
+  do {
+    w = ::write(fd, line.data(), line.size());
+  } while (w < 0 && errno == EINTR);
+  const int err = w < 0 ? errno : static_cast<size_t>(w) != line.size() ? EIO : 0;
+  ::close(fd);
+  return err;
 }
 
 int write_file_atomic(const std::string& path, std::string_view data) {

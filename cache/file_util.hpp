@@ -52,6 +52,11 @@ int read_file(const std::string& path, uint64_t max_bytes, unsigned flags, std::
 /// an errno.
 int write_file_atomic(const std::string& path, std::string_view data);
 
+/// Appends `line` to the log file `path` (created when missing) in one write(), holding a shared
+/// flock meanwhile: appenders never wait for each other, only for a holder of the exclusive lock
+/// (a fold or a clear of the log). A link at `path` is not followed. Returns 0 or an errno.
+int append_line(const std::string& path, std::string_view line);
+
 /// Writes `data` to a new temp file beside `path` (see is_temp_name) and fsyncs it, so that a
 /// rename can publish it whole. Sets `*tmp` to its path. On failure nothing is left behind.
 /// Returns 0 or an errno.

@@ -113,16 +113,7 @@ void record_hit(const std::string& dir, const Key& key, int64_t now_unix) noexce
     const std::string hex = key.hex();
     const int n = std::snprintf(line, sizeof line, "%s %010lld\n", hex.c_str(), static_cast<long long>(now_unix));
     if (n <= 0 || static_cast<size_t>(n) >= sizeof line) return;
-    int fd = -1;
-    if (detail::open_regular(log_path(dir), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, &fd) != 0) return;
-    // Shared: appenders never wait for each other, only for a fold in progress.
-    while (::flock(fd, LOCK_SH) != 0 && errno == EINTR) {
-    }
-    ssize_t w;
-    do {
-      w = ::write(fd, line, static_cast<size_t>(n));
-    } while (w < 0 && errno == EINTR);
-    ::close(fd);
+    (void)detail::append_line(log_path(dir), std::string_view(line, static_cast<size_t>(n)));
   } catch (...) {
   }
 }

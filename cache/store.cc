@@ -2,6 +2,7 @@
 
 #include "cache/store.hpp"
 
+#include "cache/fallback_log.hpp"
 #include "cache/file_util.hpp"
 #include "cache/hits.hpp"
 #include "cache/le_bytes.hpp"
@@ -758,6 +759,7 @@ uint64_t DiskCache::clear() {
   uint64_t none = 0;
   usage.write(recount_and_evict(0, 0, 0, nullptr, &none), 0);
   clear_hits(root_);
+  clear_fallbacks(root_);
   return removed;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -19,6 +20,19 @@ std::string env(const char* name) {
 }
 
 bool truthy(const std::string& v) { return !v.empty() && v != "0" && v != "false" && v != "off"; }
+
+/// The whole number `name` holds, in [lo, hi]; `fallback` when unset. Throws InvalidArgument
+/// naming the variable, its text and the range otherwise.
+int env_int(const char* name, int lo, int hi, int fallback) {
+  const std::string v = env(name);
+  if (v.empty()) return fallback;
+  int64_t n = 0;
+  bool ok = v.size() <= 9;
+  for (char c : v) ok = ok && std::isdigit(static_cast<unsigned char>(c));
+  if (ok) n = std::stoll(v);
+  if (!ok || n < lo || n > hi) throw InvalidArgument(fmt::format("{}='{}' is not a whole number in {}..{}", name, v, lo, hi));
+  return static_cast<int>(n);
+}
 
 }  // namespace
 
@@ -57,14 +71,16 @@ uint64_t RuntimeConfig::parse_bytes(std::string_view text, std::string_view what
 JitMode RuntimeConfig::parse_jit_mode(std::string_view text, std::string_view what) {
   if (text == "on" || text == "1" || text == "true") return JitMode::kOn;
   if (text == "warn") return JitMode::kWarn;
+  if (text == "async") return JitMode::kAsync;
   if (text == "off" || text == "0" || text == "false") return JitMode::kOff;
-  throw InvalidArgument(fmt::format("{}='{}' is not on, warn or off", what, cache::printable(text)));
+  throw InvalidArgument(fmt::format("{}='{}' is not on, warn, async or off", what, cache::printable(text)));
 }
 
 const char* jit_mode_name(JitMode mode) noexcept {
   switch (mode) {
     case JitMode::kOn: return "on";
     case JitMode::kWarn: return "warn";
+    case JitMode::kAsync: return "async";
     case JitMode::kOff: return "off";
   }
   return "?";
@@ -96,6 +112,8 @@ RuntimeConfig RuntimeConfig::from_env() {
   c.attention_variant = env("KJIT_ATTN_VARIANT");
   c.record_path = env("KJIT_RECORD");
   if (std::string jit = env("KJIT_JIT"); !jit.empty()) c.jit = parse_jit_mode(jit, "KJIT_JIT");
+  c.background_threads = env_int("KJIT_JIT_THREADS", 1, 16, c.background_threads);
+  c.background_queue = env_int("KJIT_JIT_QUEUE", 1, 4096, c.background_queue);
   c.nvtx = truthy(env("KJIT_NVTX"));
   if (std::string tuning = env("KJIT_TUNING"); !tuning.empty()) {
     if (tuning == "off" || tuning == "0" || tuning == "false") {

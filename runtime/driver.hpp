@@ -40,6 +40,7 @@ namespace kjit::detail {
   X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000)                                  \
   X(cuTensorMapEncodeTiled, 12000)                                                         \
   X(cuStreamIsCapturing, 10000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
+  X(cuThreadExchangeStreamCaptureMode, 10010)                                              \
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000)                            \
   X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000)
 

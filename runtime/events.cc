@@ -19,6 +19,9 @@ const char* event_kind_name(EventKind kind) noexcept {
     case EventKind::kLoad: return "load";
     case EventKind::kRejected: return "rejected";
     case EventKind::kRefused: return "refused";
+    case EventKind::kFallbackLaunch: return "fallback_launch";
+    case EventKind::kBackgroundCompileDone: return "background_compile_done";
+    case EventKind::kNoFallback: return "no_fallback";
   }
   return "unknown";
 }

@@ -22,11 +22,14 @@
 ///   - the per-device target choice (runtime/target_choice.hpp): the CLI's `--arch` default;
 ///   - kjit::warn (cache/warn.hpp), the one warning channel;
 ///   - the Prometheus writer (runtime/metrics.hpp): `kjit cache stats --prometheus`;
+///   - the fallback log (cache/fallback_log.hpp): `kjit cache explain` names the fallbacks that
+///     served a key under KJIT_JIT=async;
 ///   - the canonical form of a name expression (runtime/nvrtc.hpp): `kjit cache explain`
 ///     compares an entry's kernels with a key's.
 /// Nothing here is a stable interface; the test suites may include any internal header directly.
 
 #include "cache/bundle.hpp"
+#include "cache/fallback_log.hpp"
 #include "cache/file_util.hpp"
 #include "cache/input_file.hpp"
 #include "cache/manifest.hpp"

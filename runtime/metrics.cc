@@ -101,8 +101,19 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
   counter("kjit_remote_round_trips_total", s.remote_round_trips,
           "Round trips to the fleet tier's server (lookups, leases, publishes, tuning tables; a resend counts "
           "again).");
+  counter("kjit_fallback_launches_total", s.fallback_launches,
+          "Op calls launched from a fallback while their exact program compiled in the background (KJIT_JIT=async).");
+  counter("kjit_no_fallback_total", s.no_fallback,
+          "Misses under KJIT_JIT=async with no fallback built: compiled on the calling thread (or refused in a capture).");
+  counter("kjit_background_compiles_total", s.background_compiles,
+          "Background compiles (KJIT_JIT=async) that ended with their program loaded.");
+  counter("kjit_background_failures_total", s.background_failures, "Background compiles that failed.");
+  counter("kjit_background_abandoned_total", s.background_abandoned,
+          "Queued background compiles dropped when the Runtime was destroyed before they started.");
+  counter("kjit_background_queue_full_total", s.background_queue_full,
+          "Misses whose background compile found the queue full (KJIT_JIT_QUEUE); a later call queues it.");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
-  for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kOff}) {
+  for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kAsync, JitMode::kOff}) {
     w.sample("kjit_jit_mode", static_cast<uint64_t>(mode == m.jit_mode ? 1 : 0), {{"mode", jit_mode_name(mode)}});
   }
   w.family("kjit_frozen", "gauge", "1 after Runtime::freeze.");

@@ -2,14 +2,19 @@
 // NVRTC on a miss, and programs loaded once per device as context-independent libraries
 // (cuLibraryLoadData), so no context's lifetime can leave a stale module behind: a module table
 // keyed by CUcontext served a destroyed context's module to a new context at the same address.
+// Under KJIT_JIT=async, the typed ops' probes that stop short of compiling, and the background
+// compiles that fill the same table (runtime/async_jit.hpp).
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache/fallback_log.hpp"
 #include "cache/key.hpp"
 #include "cache/publish_queue.hpp"
 #include "cache/remote/tier.hpp"
 #include "cache/store.hpp"
 #include "cache/warn.hpp"
+#include "runtime/async_jit.hpp"
+#include "runtime/background_pool.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/events.hpp"
 #include "runtime/fleet.hpp"
@@ -28,12 +33,46 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kjit {
 namespace detail {
 
 using ProgramPtr = std::shared_ptr<const CompiledProgram>;
+
+namespace {
+
+std::atomic<uint64_t> background_epoch_value{0};
+
+// Set on the background threads: their compiles are the point of KJIT_JIT=async, not a stall
+// to warn about.
+thread_local bool on_background_thread = false;
+
+// This thread's stream capture mode set to relaxed for its lifetime, so a background load never
+// disturbs (nor is refused for) another thread's global-mode capture: only the capturing thread
+// and threads in global mode are barred from such calls. Restores the previous mode.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() {
+    mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    set_ = driver().cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (set_) driver().cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_;
+  bool set_ = false;
+};
+
+}  // namespace
+
+uint64_t background_epoch() noexcept { return background_epoch_value.load(std::memory_order_acquire); }
 
 struct Module {
   CUlibrary handle = nullptr;
@@ -50,7 +89,8 @@ class RuntimeImpl {
                                : cache::DiskCache::disabled()),
         recorder(config.record_path.empty() || config.record_path == kRecordRemote ? nullptr
                                                                                    : &Recorder::for_path(config.record_path)),
-        remote(config.remote.enabled() ? std::make_unique<cache::remote::RemoteTier>(config.remote) : nullptr) {
+        remote(config.remote.enabled() ? std::make_unique<cache::remote::RemoteTier>(config.remote) : nullptr),
+        background(config.background_threads, config.background_queue) {
     if (config.verbose) {
       fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
                  !config.disk_cache   ? "disabled by KJIT_CACHE_DISABLE: memory only"
@@ -64,6 +104,9 @@ class RuntimeImpl {
   static cache::remote::RemoteTier* remote_of(const Runtime& runtime) noexcept { return runtime.impl_->remote.get(); }
 
   ~RuntimeImpl() {
+    // First, while everything a background compile uses is still alive: queued compiles are
+    // abandoned, running ones finish.
+    background.shutdown();
     // Libraries belong to no context, so unloading them is safe even after every context is gone;
     // best-effort, since at process exit the driver may be shutting down.
     if (const Driver* d = try_driver()) {
@@ -269,10 +312,51 @@ class RuntimeImpl {
   void emit(EventKind kind, const ProgramSpec& spec, const Target& target, const cache::Key& key, double ms,
             int device = -1, std::string_view detail = {}) {
     if (!events.active()) return;
+    if (held_events != nullptr) {
+      held_events->push_back({kind, key.hex(), spec.family, spec.template_args, target.str(), ms, device, std::string(detail)});
+      return;
+    }
     const std::string hex = key.hex();
     const std::string t = target.str();
     events.emit(Event{kind, hex, spec.family, spec.template_args, t, ms, device, detail});
   }
+
+  // An event kept for later, owning its strings.
+  struct HeldEvent {
+    EventKind kind;
+    std::string key, family, params, target;
+    double ms;
+    int device;
+    std::string detail;
+  };
+  // On a background thread, the events of a key's owner are held until its result is published
+  // (obtain): a thread waiting for that result may hold what a listener needs (Python's GIL,
+  // whose op calls keep it while they wait), and must be released before any listener runs.
+  class HoldEvents {
+   public:
+    HoldEvents(RuntimeImpl& runtime, bool hold) : runtime_(runtime), hold_(hold && held_events == nullptr) {
+      if (hold_) held_events = &held_;
+    }
+    ~HoldEvents() { release(); }
+    HoldEvents(const HoldEvents&) = delete;
+    HoldEvents& operator=(const HoldEvents&) = delete;
+    // Sends what was held, in order; later events go out at once.
+    void release() noexcept {
+      if (!hold_) return;
+      hold_ = false;
+      held_events = nullptr;
+      for (const HeldEvent& e : held_) {
+        runtime_.events.emit(Event{e.kind, e.key, e.family, e.params, e.target, e.ms, e.device, e.detail});
+      }
+      held_.clear();
+    }
+
+   private:
+    RuntimeImpl& runtime_;
+    bool hold_;
+    std::vector<HeldEvent> held_;
+  };
+  static thread_local std::vector<HeldEvent>* held_events;
 
   ProgramPtr compile_and_publish(const Prepared& p, const ProgramSpec& spec, const Target& target) {
     cache::Entry e = compile_entry(p, spec, target);
@@ -380,71 +464,121 @@ class RuntimeImpl {
 
   // What set `mode` in force, for messages: "KJIT_JIT=off" or "Runtime::freeze(off)".
   const char* jit_switch(JitMode mode) const noexcept {
-    if (config.jit == mode) return mode == JitMode::kOff ? "KJIT_JIT=off" : "KJIT_JIT=warn";
-    return mode == JitMode::kOff ? "Runtime::freeze(off)" : "Runtime::freeze(warn)";
+    const bool env = config.jit == mode;
+    switch (mode) {
+      case JitMode::kOff: return env ? "KJIT_JIT=off" : "Runtime::freeze(off)";
+      case JitMode::kAsync: return env ? "KJIT_JIT=async" : "Runtime::freeze(async)";
+      default: return env ? "KJIT_JIT=warn" : "Runtime::freeze(warn)";
+    }
   }
 
-  // Memory table → disk → (per-key process lock, second look) → NVRTC. One compile per key per
-  // process: the first caller compiles, the others wait on its shared_future.
-  ProgramPtr compile(const ProgramSpec& spec, const Target& target) {
-    Prepared p = prepare(spec, target);
-    const cache::Key registered = p.key;  // complete() may correct p.key
-    std::promise<ProgramPtr> promise;
-    std::shared_future<ProgramPtr> future;
-    bool owner = false;
-    {
-      std::lock_guard lock(mutex);
-      auto it = programs.find(p.key);
-      if (it != programs.end()) {
-        future = it->second;
-      } else {
-        future = promise.get_future().share();
-        programs.emplace(p.key, future);
-        owner = true;
-      }
-    }
-    if (!owner) {
-      const bool ready = future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      (ready ? memory_hits : misses).fetch_add(1, std::memory_order_relaxed);
-      return future.get();
-    }
-    try {
-      // Once per key and process (the owner), never on a memory hit: off the hot path.
-      if (recorder) recorder->record(manifest_entry(spec, target, p.key.hex()));
-      if (remote && config.record_path == kRecordRemote) record_remote(spec, target, p.key);
-      ProgramPtr result;
-      if (auto hit = from_disk(p.key, p, spec, target)) {
-        disk_hits.fetch_add(1, std::memory_order_relaxed);
-        result = *hit;
-      } else {
-        misses.fetch_add(1, std::memory_order_relaxed);
-        bool remote_bad = false;
-        if (auto fleet = remote ? from_remote(p, target, &remote_bad) : std::nullopt) {
-          result = *fleet;
+  // How far obtain() may go for a program it does not hold.
+  enum class Reach {
+    kCompile,  // compile on a miss (Runtime::compile, load, a background compile)
+    kFleet,    // stop before compiling: memory, disk, fleet tier (the exact program under async)
+    kDisk,     // stop before the fleet tier: memory and disk (a fallback under async)
+  };
+
+  // Memory table → disk → fleet tier → (per-key process lock, second look) → NVRTC, stopping at
+  // `reach`. One compile per key per process: the first caller owns the key, the others wait on
+  // its shared_future; a caller that may not compile (reach short of kCompile) never waits and
+  // gets null instead (also while the key's compile runs). An owner that stops short publishes
+  // null and unregisters, and a waiter that receives it asks again.
+  ProgramPtr obtain(const ProgramSpec& spec, const Target& target, Reach reach = Reach::kCompile) {
+    for (;;) {
+      Prepared p = prepare(spec, target);
+      const cache::Key registered = p.key;  // complete() may correct p.key
+      std::promise<ProgramPtr> promise;
+      std::shared_future<ProgramPtr> future;
+      bool owner = false;
+      {
+        std::lock_guard lock(mutex);
+        auto it = programs.find(p.key);
+        if (it != programs.end()) {
+          future = it->second;
         } else {
-          const JitMode jit = jit_mode();
-          if (jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
-          if (jit == JitMode::kWarn) warn_jit(spec, target, p.key);
-          complete(p, spec, target);
-          cache::KeyLock file_lock = disk.lock(p.key);
-          if (auto late = from_disk(p.key, p, spec, target, /*second_look=*/true)) {
-            result = *late;  // another process compiled it while we waited for the lock
-          } else if (remote && !remote_bad) {
-            result = obtain_from_fleet(p, spec, target);
-          } else {
-            result = compile_and_publish(p, spec, target);
-          }
+          future = promise.get_future().share();
+          programs.emplace(p.key, future);
+          owner = true;
         }
       }
-      promise.set_value(result);
-      return result;
-    } catch (...) {
-      // A failed compile leaves nothing behind: the next call tries again.
-      promise.set_exception(std::current_exception());
-      std::lock_guard lock(mutex);
-      programs.erase(registered);
-      throw;
+      if (!owner) {
+        const bool ready = future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        if (reach != Reach::kCompile && !ready) return nullptr;
+        ProgramPtr got;
+        try {
+          got = future.get();
+        } catch (...) {
+          if (reach != Reach::kCompile) return nullptr;
+          throw;
+        }
+        if (!got) {
+          if (reach != Reach::kCompile) return nullptr;
+          continue;  // its owner stopped short of compiling: ask again
+        }
+        (ready ? memory_hits : misses).fetch_add(1, std::memory_order_relaxed);
+        return got;
+      }
+      HoldEvents held(*this, on_background_thread);
+      try {
+        ProgramPtr result = obtain_owned(p, spec, target, reach);
+        promise.set_value(result);
+        if (!result) {
+          std::lock_guard lock(mutex);
+          programs.erase(registered);
+        }
+        held.release();
+        return result;
+      } catch (...) {
+        // A failed compile leaves nothing behind: the next call tries again.
+        promise.set_exception(std::current_exception());
+        {
+          std::lock_guard lock(mutex);
+          programs.erase(registered);
+        }
+        held.release();
+        throw;
+      }
     }
+  }
+
+  ProgramPtr compile(const ProgramSpec& spec, const Target& target) { return obtain(spec, target, Reach::kCompile); }
+
+  // The owner's part of obtain(): null when `reach` stops it before the program is found.
+  ProgramPtr obtain_owned(Prepared& p, const ProgramSpec& spec, const Target& target, Reach reach) {
+    // Once per key and process (the owner that obtains it or compiles), never on a memory hit
+    // nor for a probe that finds nothing: off the hot path.
+    auto record = [&] {
+      if (recorder) recorder->record(manifest_entry(spec, target, p.key.hex()));
+      if (remote && config.record_path == kRecordRemote) record_remote(spec, target, p.key);
+    };
+    if (auto hit = from_disk(p.key, p, spec, target)) {
+      disk_hits.fetch_add(1, std::memory_order_relaxed);
+      record();
+      return *hit;
+    }
+    if (reach == Reach::kDisk) return nullptr;
+    bool remote_bad = false;
+    if (auto fleet = remote ? from_remote(p, target, &remote_bad) : std::nullopt) {
+      misses.fetch_add(1, std::memory_order_relaxed);
+      record();
+      return *fleet;
+    }
+    if (reach == Reach::kFleet) return nullptr;
+    misses.fetch_add(1, std::memory_order_relaxed);
+    record();
+    const JitMode jit = jit_mode();
+    if (jit == JitMode::kOff) throw jit_disabled(spec, target, p.key, "is not in");
+    // Under async, a compile on the thread that asked (no fallback, or Runtime::compile/load)
+    // is the stall the mode avoids elsewhere: warned as under warn.
+    if (jit == JitMode::kWarn || (jit == JitMode::kAsync && !on_background_thread)) warn_jit(spec, target, p.key, jit);
+    complete(p, spec, target);
+    cache::KeyLock file_lock = disk.lock(p.key);
+    if (auto late = from_disk(p.key, p, spec, target, /*second_look=*/true)) {
+      return *late;  // another process compiled it while we waited for the lock
+    }
+    if (remote && !remote_bad) return obtain_from_fleet(p, spec, target);
+    return compile_and_publish(p, spec, target);
   }
 
   // KJIT_RECORD=remote: the fleet's manifest set; a fault is the tier's bounded miss.
@@ -455,25 +589,44 @@ class RuntimeImpl {
     }
   }
 
-  // Under KJIT_JIT=warn: one warning per key and process.
-  void warn_jit(const ProgramSpec& spec, const Target& target, const cache::Key& key) {
+  // Under KJIT_JIT=warn (and async, for a compile on the calling thread): one warning per key
+  // and process.
+  void warn_jit(const ProgramSpec& spec, const Target& target, const cache::Key& key, JitMode mode) {
     {
       std::lock_guard lock(mutex);
       if (!jit_warned.insert(key.hex()).second) return;
     }
     const std::string command = compile_command(manifest_entry(spec, target, key.hex()), config.cache_dir);
-    warn(fmt::format("compiling {} {} for {} at run time ({}){}", spec.family, spec.template_args, target.str(),
-                     jit_switch(JitMode::kWarn), command.empty() ? "" : "; precompile it with: " + command));
+    warn(fmt::format("compiling {} {} for {} at run time{} ({}){}", spec.family, spec.template_args, target.str(),
+                     mode == JitMode::kAsync ? " on the calling thread: no fallback is built" : "", jit_switch(mode),
+                     command.empty() ? "" : "; precompile it with: " + command));
   }
 
   // `stream`: the launch stream whose capture a miss must not disturb, or null for none.
   const LoadedProgram& load(const ProgramSpec& spec, CUcontext context, const CUstream* stream);
+  // `program` loaded for device `ordinal` (once per device; a cached binary the driver refuses is
+  // rebuilt once).
+  const LoadedProgram& load_onto(ProgramPtr program, const ProgramSpec& spec, const Target& target, int ordinal,
+                                 const DeviceInfo& info);
+  // `context`, or the current context (device 0's primary context made current when none is).
+  static CUcontext context_or_current(CUcontext context);
+  // Whether `stream` is being captured (or is the legacy stream while a capture forbids using
+  // it); `*invalidated`: the capture was already invalidated.
+  static bool capturing(CUstream stream, bool* invalidated = nullptr);
   // The program already loaded for (`ordinal`, `spec`, `target`), or null: no driver call.
   const LoadedProgram* find_loaded(const ProgramSpec& spec, const Target& target, int ordinal);
   // Loads `program` for `device`: the driver's result and, on success, the module.
   CUresult load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
                         const char** failed_call);
   ProgramPtr rebuild(const ProgramSpec& spec, const Target& target, const ProgramPtr& rejected);
+
+  // KJIT_JIT=async: RuntimeAccess's functions (runtime/async_jit.hpp), with the device resolved.
+  const LoadedProgram* at_hand(const ProgramSpec& spec, CUcontext context, bool capturing, bool exact);
+  void queue_background(const ProgramSpec& spec, CUcontext context, bool capturing);
+  void fallback_served(const ProgramSpec& exact, const LoadedProgram& fallback, CUcontext context, bool capturing);
+  void no_fallback(const ProgramSpec& exact, CUcontext context, bool capturing);
+  // The body of one background compile: obtain (compile) and load `spec`, then tell.
+  void run_background(const ProgramSpec& spec, const Target& target, int ordinal, const cache::Key& key) noexcept;
 
   void add_compile_ms(double ms) {
     std::lock_guard lock(stats_mutex);
@@ -512,7 +665,22 @@ class RuntimeImpl {
   std::mutex stats_mutex;
   double compile_ms = 0;
 
+  // KJIT_JIT=async.
+  struct Pending {
+    bool captured = false;  // a fallback was captured into a graph meanwhile
+    bool failed = false;    // the compile failed: never queued again in this process
+  };
+  std::mutex async_mutex;
+  std::map<std::pair<std::string, int>, Pending> pending;  // (key, device) → its background compile
+  std::set<std::pair<std::string, std::string>> fallbacks_logged;  // (missing, fallback) keys logged
+  std::atomic<uint64_t> fallback_launches{0}, no_fallbacks{0}, background_compiles{0}, background_failures{0},
+      background_abandoned{0}, background_queue_full{0};
+  // Last: its threads use everything above (the destructor shuts it down first).
+  BackgroundPool background;
+
 };
+
+thread_local std::vector<RuntimeImpl::HeldEvent>* RuntimeImpl::held_events = nullptr;
 
 CUresult RuntimeImpl::load_library(const ProgramPtr& program, CUdevice device, const DeviceInfo& info, Module& out,
                                    const char** failed_call) {
@@ -597,41 +765,52 @@ const LoadedProgram* RuntimeImpl::find_loaded(const ProgramSpec& spec, const Tar
       return nullptr;
     }
   }
+  if (!program) return nullptr;  // an owner that stopped short of compiling (obtain)
   std::lock_guard lock(modules_mutex);
   auto it = modules.find(std::make_pair(ordinal, program->key));
   return it == modules.end() ? nullptr : it->second.program.get();
 }
 
+CUcontext RuntimeImpl::context_or_current(CUcontext context) {
+  if (context) return context;
+  CUcontext current = nullptr;
+  check_driver(driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  return current ? current : ensure_context(0);
+}
+
+bool RuntimeImpl::capturing(CUstream stream, bool* invalidated) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = driver().cuStreamIsCapturing(stream, &status);
+  // IMPLICIT: the legacy stream, while another stream captures in a mode that forbids using it.
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) check_driver(r, "cuStreamIsCapturing");
+  if (invalidated != nullptr) *invalidated = status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  return r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext context, const CUstream* stream) {
-  if (!context) {
-    CUcontext current = nullptr;
-    check_driver(driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-    context = current ? current : ensure_context(0);
-  }
+  context = context_or_current(context);
   const int ordinal = context_device(context);
-  const CUdevice device = static_cast<CUdevice>(ordinal);
   const DeviceInfo& info = device_info(ordinal);
   const Target target = spec.target_on(info.target());
-  if (stream != nullptr) {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUresult r = driver().cuStreamIsCapturing(*stream, &status);
-    // IMPLICIT: the legacy stream, while another stream captures in a mode that forbids using it.
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) check_driver(r, "cuStreamIsCapturing");
-    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || status != CU_STREAM_CAPTURE_STATUS_NONE) {
-      if (const LoadedProgram* loaded = find_loaded(spec, target, ordinal)) return *loaded;
-      refused.fetch_add(1, std::memory_order_relaxed);
-      CaptureMiss error(fmt::format(
-          "kjit: {} {} for {} is not loaded on device {} and the launch stream is being captured into a CUDA "
-          "graph{}: kjit compiles and loads nothing during a capture (a module load invalidates a global-mode "
-          "capture, a compile stalls it); the capture is untouched: end it, run the op once outside a capture "
-          "(precompile it to make that fast), then capture again",
-          spec.family, spec.template_args, target.str(), ordinal,
-          status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (a capture already invalidated)" : ""));
-      if (events.active()) emit(EventKind::kRefused, spec, target, prepare(spec, target).key, 0, ordinal, error.what());
-      throw error;
-    }
+  bool invalidated = false;
+  if (stream != nullptr && capturing(*stream, &invalidated)) {
+    if (const LoadedProgram* loaded = find_loaded(spec, target, ordinal)) return *loaded;
+    refused.fetch_add(1, std::memory_order_relaxed);
+    CaptureMiss error(fmt::format(
+        "kjit: {} {} for {} is not loaded on device {} and the launch stream is being captured into a CUDA "
+        "graph{}: kjit compiles and loads nothing during a capture (a module load invalidates a global-mode "
+        "capture, a compile stalls it); the capture is untouched: end it, run the op once outside a capture "
+        "(precompile it to make that fast), then capture again",
+        spec.family, spec.template_args, target.str(), ordinal, invalidated ? " (a capture already invalidated)" : ""));
+    if (events.active()) emit(EventKind::kRefused, spec, target, prepare(spec, target).key, 0, ordinal, error.what());
+    throw error;
   }
-  ProgramPtr program = compile(spec, target);
+  return load_onto(compile(spec, target), spec, target, ordinal, info);
+}
+
+const LoadedProgram& RuntimeImpl::load_onto(ProgramPtr program, const ProgramSpec& spec, const Target& target,
+                                            int ordinal, const DeviceInfo& info) {
+  const CUdevice device = static_cast<CUdevice>(ordinal);
   const auto key = std::make_pair(ordinal, program->key);
   {
     std::lock_guard lock(modules_mutex);
@@ -689,6 +868,155 @@ const LoadedProgram& RuntimeImpl::load(const ProgramSpec& spec, CUcontext contex
   }
 }
 
+const LoadedProgram* RuntimeImpl::at_hand(const ProgramSpec& spec, CUcontext context, bool capturing, bool exact) {
+  const int ordinal = context_device(context);
+  const DeviceInfo& info = device_info(ordinal);
+  const Target target = spec.target_on(info.target());
+  // During a capture only what is loaded already: a module load would disturb the capture.
+  if (capturing) return find_loaded(spec, target, ordinal);
+  ProgramPtr program = obtain(spec, target, exact ? Reach::kFleet : Reach::kDisk);
+  return program ? &load_onto(std::move(program), spec, target, ordinal, info) : nullptr;
+}
+
+void RuntimeImpl::queue_background(const ProgramSpec& spec, CUcontext context, bool capturing) {
+  const int ordinal = context_device(context);
+  const Target target = spec.target_on(device_info(ordinal).target());
+  const cache::Key key = prepare(spec, target).key;
+  const std::pair<std::string, int> id(key.hex(), ordinal);
+  std::lock_guard lock(async_mutex);
+  if (auto it = pending.find(id); it != pending.end()) {
+    it->second.captured = it->second.captured || capturing;  // queued or running already (or failed)
+    return;
+  }
+  BackgroundPool::Job job;
+  job.run = [this, spec, target, ordinal, key] { run_background(spec, target, ordinal, key); };
+  job.abandon = [this, id] {
+    background_abandoned.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(async_mutex);
+    pending.erase(id);
+  };
+  // Under async_mutex: a job cannot finish (and erase its entry) before the entry exists.
+  if (!background.submit(std::move(job))) {
+    background_queue_full.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  pending[id].captured = capturing;
+}
+
+void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, int ordinal,
+                                 const cache::Key& key) noexcept {
+  on_background_thread = true;
+  const auto start = std::chrono::steady_clock::now();
+  std::string failure;
+  try {
+    // The device's primary context, whichever device this thread's last job was for (the
+    // library serves every context of the device, so which one is current does not matter).
+    check_driver(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
+    ensure_context(ordinal);
+    ProgramPtr program = obtain(spec, target, Reach::kCompile);
+    RelaxedCaptureMode relaxed;
+    load_onto(std::move(program), spec, target, ordinal, device_info(ordinal));
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "an exception that is not a std::exception";
+  }
+  const double ms = ms_since(start);
+  bool captured = false;
+  {
+    std::lock_guard lock(async_mutex);
+    auto it = pending.find(std::make_pair(key.hex(), ordinal));
+    if (it != pending.end()) {
+      captured = it->second.captured;
+      if (failure.empty()) {
+        pending.erase(it);
+      } else {
+        it->second.failed = true;  // its fallback keeps serving; compiling it again would fail again
+      }
+    }
+  }
+  std::string detail;
+  if (failure.empty()) {
+    background_compiles.fetch_add(1, std::memory_order_relaxed);
+    // After the load: a call that sees the new epoch finds the program loaded.
+    background_epoch_value.fetch_add(1, std::memory_order_acq_rel);
+    if (captured) {
+      detail = "a fallback was captured into a CUDA graph while this program compiled: re-capture the graph to use it";
+    }
+  } else {
+    background_failures.fetch_add(1, std::memory_order_relaxed);
+    warn(fmt::format("background compile of {} {} for {} failed: {}; its calls go on as before (a fallback, or a "
+                     "compile on the calling thread where none is built) and this process does not queue it again",
+                     spec.family, spec.template_args, target.str(), failure));
+    detail = "failed: " + failure;
+  }
+  try {
+    emit(EventKind::kBackgroundCompileDone, spec, target, key, ms, ordinal, detail);
+  } catch (...) {
+  }
+}
+
+void RuntimeImpl::fallback_served(const ProgramSpec& exact, const LoadedProgram& fallback, CUcontext context,
+                                  bool capturing) {
+  const int ordinal = context_device(context);
+  const Target target = exact.target_on(device_info(ordinal).target());
+  const cache::Key key = prepare(exact, target).key;
+  const CompiledProgram& fb = fallback.compiled();
+  bool first = false;
+  {
+    std::lock_guard lock(async_mutex);
+    first = fallbacks_logged.emplace(key.hex(), fb.key).second;
+    if (capturing) {
+      if (auto it = pending.find(std::make_pair(key.hex(), ordinal)); it != pending.end()) it->second.captured = true;
+    }
+  }
+  cache::Key fb_key;
+  if (first && disk.writable() && cache::Key::from_hex(fb.key, &fb_key)) {
+    cache::record_fallback(disk.root(), {key, fb_key, static_cast<int64_t>(std::time(nullptr)), fb.family, fb.template_args});
+  }
+  if (events.active()) {
+    emit(EventKind::kFallbackLaunch, exact, target, key, 0, ordinal,
+         fmt::format("served by {} {} for {} (key {}){}", fb.family, fb.template_args, fb.target.str(), fb.key,
+                     capturing ? "; captured into a CUDA graph" : ""));
+  }
+}
+
+void RuntimeImpl::no_fallback(const ProgramSpec& exact, CUcontext context, bool capturing) {
+  no_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  if (!events.active()) return;
+  const int ordinal = context_device(context);
+  const Target target = exact.target_on(device_info(ordinal).target());
+  emit(EventKind::kNoFallback, exact, target, prepare(exact, target).key, 0, ordinal,
+       capturing ? "no loaded fallback while the launch stream is captured: CaptureMiss, the compile is queued"
+                 : "no fallback is built: compiling on the calling thread");
+}
+
+bool RuntimeAccess::capturing(const CUstream* stream) {
+  return stream != nullptr && RuntimeImpl::capturing(*stream);
+}
+
+const LoadedProgram* RuntimeAccess::at_hand(Runtime& runtime, const ProgramSpec& spec, CUcontext context,
+                                            bool capturing, bool exact) {
+  return runtime.impl_->at_hand(spec, RuntimeImpl::context_or_current(context), capturing, exact);
+}
+
+void RuntimeAccess::queue(Runtime& runtime, const ProgramSpec& spec, CUcontext context, bool capturing) {
+  runtime.impl_->queue_background(spec, RuntimeImpl::context_or_current(context), capturing);
+}
+
+void RuntimeAccess::fallback_served(Runtime& runtime, const ProgramSpec& exact, const LoadedProgram& fallback,
+                                    CUcontext context, bool capturing) {
+  runtime.impl_->fallback_served(exact, fallback, RuntimeImpl::context_or_current(context), capturing);
+}
+
+void RuntimeAccess::no_fallback(Runtime& runtime, const ProgramSpec& exact, CUcontext context, bool capturing) {
+  runtime.impl_->no_fallback(exact, RuntimeImpl::context_or_current(context), capturing);
+}
+
+std::atomic<uint64_t>* RuntimeAccess::fallback_launches(Runtime& runtime) noexcept {
+  return &runtime.impl_->fallback_launches;
+}
+
 }  // namespace detail
 
 const Kernel& LoadedProgram::kernel(size_t i) const {
@@ -717,11 +1045,15 @@ cache::remote::RemoteTier* detail::fleet_tier(const Runtime& runtime) noexcept {
 
 Runtime& Runtime::global() {
   // Never destroyed: modules outlive static destruction order problems at exit, and the OS
-  // reclaims everything anyway.
+  // reclaims everything anyway. At exit (before the static objects made before it are
+  // destroyed) its background compiles are shut down, so none runs while the process tears
+  // down, and then its remote hits' disk copies are written.
   static Runtime* runtime = [] {
     auto* r = new Runtime(RuntimeConfig::from_env());
-    // Its remote hits' disk copies are written before the process exits normally.
-    std::atexit([] { global().impl_->publisher.drain(); });
+    std::atexit([] {
+      runtime->finish_background();
+      runtime->impl_->publisher.drain();
+    });
     return r;
   }();
   return *runtime;
@@ -775,6 +1107,12 @@ RuntimeStats Runtime::stats() const {
     s.remote_publishes = r.publishes;
     s.remote_round_trips = r.round_trips;
   }
+  s.fallback_launches = impl_->fallback_launches.load();
+  s.no_fallback = impl_->no_fallbacks.load();
+  s.background_compiles = impl_->background_compiles.load();
+  s.background_failures = impl_->background_failures.load();
+  s.background_abandoned = impl_->background_abandoned.load();
+  s.background_queue_full = impl_->background_queue_full.load();
   std::lock_guard lock(impl_->stats_mutex);
   s.compile_ms = impl_->compile_ms;
   return s;
@@ -790,6 +1128,8 @@ JitMode Runtime::jit_mode() const noexcept { return impl_->jit_mode(); }
 bool Runtime::frozen() const noexcept {
   return impl_->frozen_mode.load(std::memory_order_acquire) != static_cast<int>(JitMode::kOn);
 }
+
+void Runtime::finish_background() noexcept { impl_->background.shutdown(); }
 
 uint64_t Runtime::add_listener(EventListener listener) { return impl_->events.add(std::move(listener)); }
 bool Runtime::remove_listener(uint64_t id) { return impl_->events.remove(id); }

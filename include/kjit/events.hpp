@@ -1,9 +1,11 @@
 #pragma once
 /// \file events.hpp
 /// What a Runtime tells an operator as it works: one Event per compile, disk hit, load, rejected
-/// cache entry and refused JIT, handed to the listeners registered with Runtime::add_listener.
-/// Events fire only where the runtime already does slow work (a disk read, an NVRTC compile, a
-/// module load, an error); a memory hit and an op's hot path never build or send one.
+/// cache entry and refused JIT, and under KJIT_JIT=async per fallback built, background compile
+/// done and miss without a fallback, handed to the listeners registered with
+/// Runtime::add_listener. Events fire only where the runtime already does slow work (a disk
+/// read, an NVRTC compile, a module load, an op's plan on a miss, an error); a memory hit and an
+/// op's hot path never build or send one.
 
 #include <cstdint>
 #include <functional>
@@ -19,9 +21,25 @@ enum class EventKind : uint8_t {
   kRejected,  ///< a disk cache entry was not used: corrupt, not the program asked for, or refused
               ///< by the driver; a compile replaces it (unless JIT is off or frozen)
   kRefused,   ///< a miss was refused: JitDisabled (KJIT_JIT=off or Runtime::freeze) or CaptureMiss
+  /// JitMode::kAsync: a typed op built its launch from a fallback because the program named by
+  /// the event (key, family, params) is not built yet; its compile is queued. `detail` names the
+  /// fallback ("attention.decode head_dim=128 rows=8 (key …)") and says when the launch is being
+  /// captured into a CUDA graph. Once per launch value built, not per launch
+  /// (RuntimeStats::fallback_launches counts those).
+  kFallbackLaunch,
+  /// JitMode::kAsync: a background compile ended. The program is loaded on `device` and op calls
+  /// use it from their next call; `ms` is the compile (or fetch) and load time. When a fallback
+  /// was captured into a CUDA graph meanwhile, `detail` says so: re-capture the graph to use the
+  /// better program. A failed compile says "failed: " and the error in `detail`.
+  kBackgroundCompileDone,
+  /// JitMode::kAsync: a typed op missed and no fallback was at hand (a new head_dim, nothing of
+  /// its family built): it compiles on the calling thread as under KJIT_JIT=warn, or, during a
+  /// graph capture, throws CaptureMiss while the compile is queued.
+  kNoFallback,
 };
 
-/// "compile", "disk_hit", "load", "rejected", "refused".
+/// "compile", "disk_hit", "load", "rejected", "refused", "fallback_launch",
+/// "background_compile_done", "no_fallback".
 const char* event_kind_name(EventKind kind) noexcept;
 
 /// One event. The views point into the runtime's own strings and stay valid only during the
@@ -35,12 +53,15 @@ struct Event {
   /// Wall time of what the event reports, in milliseconds: the NVRTC compile, the disk read and
   /// decode, the module load; 0 for kRejected and kRefused.
   double ms = 0;
-  int device = -1;  ///< the device ordinal for kLoad (and a refused capture); -1 otherwise
-  /// kRejected: why the entry was not used; kRefused: the error's message; else empty.
+  /// The device ordinal for kLoad, a refused capture and the JitMode::kAsync events; -1 otherwise.
+  int device = -1;
+  /// kRejected: why the entry was not used; kRefused: the error's message; the JitMode::kAsync
+  /// events: see each; else empty.
   std::string_view detail;
 };
 
-/// A listener. It runs on the thread that did the work, possibly several at once, so it must be
+/// A listener. It runs on the thread that did the work (a background compile's events on the
+/// Runtime's background thread), possibly several at once, so it must be
 /// thread-safe; it should be quick (a compile waits for it, and may hold the key's cross-process
 /// lock meanwhile). It may add or remove listeners but must not compile or load through the
 /// Runtime that sent the event. An exception it throws is caught, reported once per listener on

@@ -40,6 +40,12 @@ struct FamilyParam {
   std::string name;
   std::vector<ParamValue> values;  ///< every accepted value, in a stable order
   std::string doc;
+  /// The parameter changes how the kernel runs, never what it computes: a tile shape, a split
+  /// count, pipeline stages, a kernel variant, rows per CTA. Two points that differ only in such
+  /// parameters give the same result within the op's tolerance (a different fp32 summation
+  /// order at most), so under KJIT_JIT=async one may serve while the other compiles
+  /// (Family::same_semantics). A head_dim, a format, a style, causal or a page layout is not.
+  bool performance_only = false;
 
   /// The values' texts, in order.
   std::vector<std::string> texts() const;
@@ -132,6 +138,13 @@ struct Family {
   Target compile_target(const Point& point, const Target& device) const;
   /// spec(parse(params)): throws what parse throws.
   ProgramSpec spec(const ParamMap& params) const { return spec(parse(params)); }
+  /// Whether `other_point` of `other` (this family, or another family of the same op: the
+  /// mma.sync and wgmma kernels of one prefill) computes what `point` computes: every parameter
+  /// that both families declare and that is not performance_only has the same value text in
+  /// both. A parameter only one of them declares is the op's to check against the call (its
+  /// planner only accepts a point that runs the call's arguments). The KJIT_JIT=async fallback
+  /// choice goes through this.
+  bool same_semantics(const Point& point, const Family& other, const Point& other_point) const;
   /// Why `point` is outside the space (constraint), or "".
   std::string invalid_reason(const Point& point) const;
   /// Why `point` has no kernel for `target` (below min_sm, or target_rule), or "". For a PTX

@@ -26,6 +26,7 @@ namespace kjit {
 
 namespace detail {
 class RuntimeImpl;
+struct RuntimeAccess;
 }
 
 /// What to compile: one translation unit and the template instantiations to emit from it.
@@ -178,14 +179,26 @@ class LoadedProgram {
 /// What the runtime does when a specialization is in neither its memory nor the disk cache. A
 /// disk hit is never refused: reading a precompiled entry is what a fail-closed deployment wants
 /// (EventKind::kDiskHit and kjit_disk_hits_total show each one). The modes are ordered, each
-/// stricter than the one before: KJIT_JIT and Runtime::freeze combine to the stricter of the two.
+/// stricter than the one before about compiling on the thread that asked: KJIT_JIT and
+/// Runtime::freeze combine to the stricter of the two.
 enum class JitMode {
   kOn,    ///< compile it (the default)
   kWarn,  ///< compile it, and warn once per specialization that it was compiled at run time
-  kOff,   ///< compile nothing: throw JitDisabled naming it and the command that would build it
+  /// A typed op whose program is missing from memory, the disk cache and the fleet tier launches
+  /// a fallback instead: a program of the same op whose parameters differ from the call's only
+  /// in ones its family declares performance-only (FamilyParam::performance_only), already
+  /// built (in memory or in the disk cache). The exact program compiles on the Runtime's
+  /// background threads (RuntimeConfig::background_threads), through the same cache, per-key
+  /// lock and fleet lease, is loaded there, and serves the op's calls from the next one after it
+  /// is loaded (EventKind::kBackgroundCompileDone). With no fallback at hand the op compiles on
+  /// the calling thread as under kWarn (EventKind::kNoFallback). Under CUDA graph capture a miss
+  /// captures a loaded fallback and never compiles or loads on the capturing thread.
+  /// Runtime::compile and Runtime::load, which name one exact program, compile it as under kWarn.
+  kAsync,
+  kOff,  ///< compile nothing: throw JitDisabled naming it and the command that would build it
 };
 
-/// "on", "warn", "off".
+/// "on", "warn", "async", "off".
 const char* jit_mode_name(JitMode mode) noexcept;
 
 /// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.
@@ -215,8 +228,17 @@ struct RuntimeConfig {
   /// is first obtained, never on a memory hit. Empty: no recording. "remote:" (kRecordRemote):
   /// record into the fleet tier's manifest set instead (needs KJIT_REMOTE; see kjit/remote.hpp).
   std::string record_path;
-  /// KJIT_JIT: on (default), warn or off (also 1/0, true/false). Fail-closed deployments set off.
+  /// KJIT_JIT: on (default), warn, async or off (also 1/0, true/false). Fail-closed deployments
+  /// set off; serving processes that must never stall on a compile set async.
   JitMode jit = JitMode::kOn;
+  /// KJIT_JIT_THREADS: threads compiling in the background under JitMode::kAsync, 1..16
+  /// (default 1: NVRTC is CPU-bound, and a serving process needs its cores for the host path).
+  /// Started on the first background compile.
+  int background_threads = 1;
+  /// KJIT_JIT_QUEUE: background compiles that may wait for a thread, 1..4096 (default 64). A
+  /// miss that finds the queue full runs its fallback without queuing its compile
+  /// (RuntimeStats::background_queue_full); a later call queues it.
+  int background_queue = 64;
   /// KJIT_REMOTE and the KJIT_REMOTE_* variables: the fleet tier (kjit/remote.hpp); off by default.
   RemoteConfig remote;
   /// KJIT_TUNING: on (default; also 1/true) or off (0/false). Off, the planners ignore tuning
@@ -228,7 +250,8 @@ struct RuntimeConfig {
   bool nvtx = false;
 
   /// Reads the variables above. Throws InvalidArgument for an unparsable KJIT_CACHE_MAX_BYTES,
-  /// a KJIT_JIT other than on, warn, off (a typo must not silently allow compiling), a KJIT_TUNING
+  /// a KJIT_JIT other than on, warn, async, off (a typo must not silently allow compiling), a
+  /// KJIT_JIT_THREADS / KJIT_JIT_QUEUE that is not a whole number in its range, a KJIT_TUNING
   /// other than on or off, or a malformed KJIT_REMOTE* variable (RemoteConfig::from_env).
   static RuntimeConfig from_env();
 
@@ -237,7 +260,7 @@ struct RuntimeConfig {
   /// ("512M", "2GiB", "1048576", "64KB"). Throws InvalidArgument naming `what` and the text.
   static uint64_t parse_bytes(std::string_view text, std::string_view what);
 
-  /// Parses a JIT mode as KJIT_JIT (and kjit.freeze in Python) take it: on/1/true, warn,
+  /// Parses a JIT mode as KJIT_JIT (and kjit.freeze in Python) take it: on/1/true, warn, async,
   /// off/0/false. Throws InvalidArgument naming `what` and the text for anything else.
   static JitMode parse_jit_mode(std::string_view text, std::string_view what);
 };
@@ -279,6 +302,23 @@ struct RuntimeStats {
   /// tables, AUTH and SELECT on a connect), answered or not: a pipeline of commands counts once,
   /// a command sent again after a lost reply twice.
   uint64_t remote_round_trips = 0;
+  /// JitMode::kAsync; all zero in the other modes.
+  /// Op calls launched from a fallback while their exact program compiled in the background.
+  uint64_t fallback_launches = 0;
+  /// Misses with no fallback at hand: compiled on the calling thread (or, during a graph
+  /// capture, refused with CaptureMiss).
+  uint64_t no_fallback = 0;
+  /// Background compiles that ended with their program loaded (compiled here, or found in the
+  /// disk cache or the fleet tier by the time it ran).
+  uint64_t background_compiles = 0;
+  /// Background compiles that failed (each warned once; the key is not queued again in this
+  /// process and its fallback keeps serving).
+  uint64_t background_failures = 0;
+  /// Queued background compiles dropped when the Runtime was destroyed before they started.
+  uint64_t background_abandoned = 0;
+  /// Misses whose compile found the background queue full (RuntimeConfig::background_queue):
+  /// the fallback ran, and a later call queues the compile.
+  uint64_t background_queue_full = 0;
 };
 
 /// What a Runtime reports to monitoring at one moment (Runtime::metrics; metrics_text() writes
@@ -301,6 +341,10 @@ class Runtime {
   static Runtime& global();
 
   explicit Runtime(RuntimeConfig config);
+  /// Under JitMode::kAsync, background compiles that have not started are dropped
+  /// (RuntimeStats::background_abandoned) and those running are waited for (NVRTC cannot be
+  /// interrupted): no compile or load of this Runtime runs after it returns. Runtime::global()
+  /// does the same when the process exits (std::atexit).
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -338,8 +382,10 @@ class Runtime {
 
   /// After warm-up: from now on a miss (a specialization neither in this Runtime's memory nor in
   /// the disk cache, so it would be compiled) is handled as KJIT_JIT=`mode` handles it: kWarn
-  /// compiles and warns once per specialization, kOff compiles nothing and throws JitDisabled
-  /// naming the family, parameters, target and the `kjit compile` command that builds it.
+  /// compiles and warns once per specialization, kAsync runs a typed op's fallback while the
+  /// exact program compiles in the background (JitMode::kAsync), kOff compiles nothing and
+  /// throws JitDisabled naming the family, parameters, target and the `kjit compile` command that
+  /// builds it.
   /// Programs already obtained keep running, and a disk hit is still served (and loaded): a
   /// precompiled cache is the intended way to add specializations to a frozen process. The
   /// effective mode is the stricter of KJIT_JIT and the freeze, so freezing never loosens it.
@@ -352,6 +398,14 @@ class Runtime {
   JitMode jit_mode() const noexcept;
   /// Whether freeze() is in effect.
   bool frozen() const noexcept;
+
+  /// Under JitMode::kAsync: drops the background compiles that have not started
+  /// (RuntimeStats::background_abandoned) and waits for the running ones; later misses queue
+  /// nothing (RuntimeStats::background_queue_full): their fallbacks keep serving, and a miss
+  /// without one compiles on the calling thread. What the destructor and, for Runtime::global(),
+  /// process exit do; a host whose listeners need something of their own at exit (Python's
+  /// interpreter) calls it earlier. Idempotent; thread-safe; never from a listener.
+  void finish_background() noexcept;
 
   /// Registers `listener` for this Runtime's events (kjit/events.hpp) and returns the id that
   /// remove_listener takes. Thread-safe. Throws InvalidArgument for an empty function.
@@ -382,6 +436,7 @@ class Runtime {
 
  private:
   friend class detail::RuntimeImpl;  // detail::fleet_tier reaches the runtime's tier through it
+  friend struct detail::RuntimeAccess;  // the op pipeline's side of JitMode::kAsync (runtime/async_jit.hpp)
   std::unique_ptr<detail::RuntimeImpl> impl_;
   uint64_t id_;
 };

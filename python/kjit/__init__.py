@@ -8,7 +8,7 @@ Importing kjit needs no GPU: the CUDA driver is loaded the first time something 
         .load(device=0)     -> Module; module.kernel(name).launch(grid, block, params, stream=...)
     kjit.rotary, kjit.attention.*, kjit.mla.swa_decode, kjit.fp8.*   the shipped ops
     kjit.torch                                            the ops as torch.library ops (torch.compile)
-    kjit.freeze("warn"|"off"), kjit.add_listener(fn), kjit.stats(), kjit.metrics_text()
+    kjit.freeze("warn"|"async"|"off"), kjit.add_listener(fn), kjit.stats(), kjit.metrics_text()
                                                           operating a serving process (after warm-up)
 
 On/off arguments of every call (causal=, return_lse=, b_constant=, arch_specific=, ...) take True or

@@ -37,6 +37,12 @@ nb::dict metrics_dict(const RuntimeMetrics& m) {
   d["remote_oversized"] = s.remote_oversized;
   d["remote_publishes"] = s.remote_publishes;
   d["remote_round_trips"] = s.remote_round_trips;
+  d["fallback_launches"] = s.fallback_launches;
+  d["no_fallback"] = s.no_fallback;
+  d["background_compiles"] = s.background_compiles;
+  d["background_failures"] = s.background_failures;
+  d["background_abandoned"] = s.background_abandoned;
+  d["background_queue_full"] = s.background_queue_full;
   d["jit_mode"] = jit_mode_name(m.jit_mode);
   d["frozen"] = m.frozen;
   d["cache_entries"] = m.cache_entries ? nb::cast(*m.cache_entries) : nb::none();
@@ -111,6 +117,14 @@ void register_operate(nb::module_& m) {
     nb::object holder;
     return runtime_of(runtime, &holder).get().remove_listener(id);
   }, "id"_a, "runtime"_a.none());
+  // Before the interpreter finalizes (kjit.add_listener registers it with atexit): a background
+  // compile's listener call needs the GIL, which this releases while it waits for the compile.
+  m.def("_finish_background", [](nb::handle runtime) {
+    nb::object holder;
+    Runtime& r = runtime_of(runtime, &holder).get();
+    nb::gil_scoped_release release;
+    r.finish_background();
+  }, "runtime"_a.none());
   m.def("_stats", [](nb::handle runtime) {
     nb::object holder;
     return metrics_dict(runtime_of(runtime, &holder).get().metrics());

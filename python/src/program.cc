@@ -193,7 +193,7 @@ void register_programs(nb::module_& m) {
       .def("__init__",
            [](PyRuntime* self, std::optional<std::string> cache_dir, std::optional<bool> disk_cache,
               std::optional<uint64_t> cache_max_bytes, std::optional<std::string> kernel_dir,
-              std::optional<std::string> cuda_home, std::optional<bool> verbose) {
+              std::optional<std::string> cuda_home, std::optional<bool> verbose, std::optional<std::string> jit) {
              RuntimeConfig c = RuntimeConfig::from_env();
              if (cache_dir) c.cache_dir = *cache_dir;
              if (disk_cache) c.disk_cache = *disk_cache;
@@ -201,10 +201,11 @@ void register_programs(nb::module_& m) {
              if (kernel_dir) c.kernel_dir = *kernel_dir;
              if (cuda_home) c.cuda_home = *cuda_home;
              if (verbose) c.verbose = *verbose;
+             if (jit) c.jit = RuntimeConfig::parse_jit_mode(*jit, "kjit.Runtime(jit=)");
              new (self) PyRuntime(std::move(c));
            },
            nb::kw_only(), "cache_dir"_a = nb::none(), "disk_cache"_a = nb::none(), "cache_max_bytes"_a = nb::none(),
-           "kernel_dir"_a = nb::none(), "cuda_home"_a = nb::none(), "verbose"_a = nb::none())
+           "kernel_dir"_a = nb::none(), "cuda_home"_a = nb::none(), "verbose"_a = nb::none(), "jit"_a = nb::none())
       .def("stats", [](const PyRuntime& r) { return metrics_dict(r.get().metrics()); })
       .def_prop_ro("cache_dir", [](const PyRuntime& r) { return r.get().disk_cache().root; })
       .def_prop_ro("disk_cache_enabled", [](const PyRuntime& r) { return r.get().disk_cache().enabled; })

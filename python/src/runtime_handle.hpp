@@ -16,6 +16,16 @@ class PyRuntime {
  public:
   PyRuntime() : runtime_(&Runtime::global()) {}
   explicit PyRuntime(RuntimeConfig config) : owned_(std::make_unique<Runtime>(std::move(config))), runtime_(owned_.get()) {}
+  /// Destroys an owned Runtime without the GIL: its destructor waits for a running background
+  /// compile (KJIT_JIT=async), whose events may call a Python listener, which takes the GIL.
+  ~PyRuntime() {
+    if (owned_ && Py_IsInitialized() && PyGILState_Check()) {
+      nanobind::gil_scoped_release release;
+      owned_.reset();
+    }
+  }
+  PyRuntime(const PyRuntime&) = delete;
+  PyRuntime& operator=(const PyRuntime&) = delete;
   Runtime& get() const { return *runtime_; }
 
  private:

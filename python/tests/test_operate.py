@@ -34,8 +34,23 @@ def test_freeze_off_refuses_a_new_miss_and_keeps_what_warm_up_compiled(cache_dir
     assert (s["compiles"], s["refused"], s["frozen"], s["jit_mode"]) == (1, 1, True, "off")
     kjit.unfreeze(runtime=rt)
     assert fill(2).compile("sm_90a", runtime=rt).origin == "compiled"
-    with pytest.raises(ValueError, match="warn' or 'off"):
+    with pytest.raises(ValueError, match="warn', 'async' or 'off"):
         kjit.freeze("on", runtime=rt)
+
+
+def test_async_is_a_mode_between_warn_and_off(cache_dir, capfd):
+    rt = kjit.Runtime(cache_dir=cache_dir)
+    kjit.freeze("async", runtime=rt)
+    assert kjit.jit_mode(runtime=rt) == "async"
+    # A program compiled by name has no fallback: it compiles on the calling thread, warned once.
+    assert fill(8).compile("sm_90a", runtime=rt).origin == "compiled"
+    assert "Runtime::freeze(async)" in capfd.readouterr().err
+    s = kjit.stats(runtime=rt)
+    assert (s["jit_mode"], s["fallback_launches"], s["background_compiles"], s["no_fallback"]) == ("async", 0, 0, 0)
+    assert 'kjit_jit_mode{mode="async"} 1' in kjit.metrics_text(runtime=rt)
+    kjit.freeze("off", runtime=rt)
+    assert kjit.jit_mode(runtime=rt) == "off"
+    assert kjit.jit_mode(runtime=kjit.Runtime(cache_dir=cache_dir, jit="async")) == "async"
 
 
 def test_freeze_warn_compiles_and_warns(cache_dir, capfd):

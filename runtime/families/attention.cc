@@ -15,14 +15,16 @@ FamilyParam head_dim_param(const int (&dims)[N]) {
   return p;
 }
 
+// Query rows per CTA (a tile shape): performance-only.
 FamilyParam block_m_param(const char* doc) {
-  FamilyParam p{"block_m", {}, doc};
+  FamilyParam p{"block_m", {}, doc, true};
   for (int m : kBlockMs) p.values.push_back({std::to_string(m), m, ""});
   return p;
 }
 
+// Query heads per CTA: any group runs with either (m_tiles = ceil(group / rows)), so performance-only.
 const FamilyParam kRows{"rows", {{"8", 8, ""}, {"16", 16, ""}},
-                        "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16"};
+                        "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16", true};
 
 }  // namespace
 
@@ -179,7 +181,7 @@ const Family& paged_prefill_sm90_family() {
             "with a cp.async producer warpgroup that gathers Q and K/V rows through the page table (any page size), "
             "the plan's work items of block_m rows (128: two consumer warpgroups; 192 at head_dim 64: three), causal "
             "or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a only)";
-    FamilyParam rows{"block_m", {}, "query rows per work item (the plan's tile_rows): 128, or 192 at head_dim 64"};
+    FamilyParam rows{"block_m", {}, "query rows per work item (the plan's tile_rows): 128, or 192 at head_dim 64", true};
     for (int m : kSm90PagedRows) rows.values.push_back({std::to_string(m), m, ""});
     f.params = {head_dim_param(kSm90HeadDims), rows};
     f.programs = {{"", "", "attention/prefill_sm90.cu",

@@ -21,7 +21,9 @@
 ///                             sm_90a only: paged_prefill_sm90_kernel (the wgmma prefill's
 ///                             consumers, two or three warpgroups, a page-table gather
 ///                             producer), for plans of block_m-row tiles.
-/// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families.
+/// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families. `rows` and `block_m` are
+/// performance-only (FamilyParam::performance_only): KJIT_JIT=async may run one value while
+/// another compiles; head_dim, mask and index are not.
 
 #include <kjit/families.hpp>
 

@@ -195,6 +195,17 @@ ProgramSpec Family::spec(const Point& pt) const {
   return spec;
 }
 
+bool Family::same_semantics(const Point& pt, const Family& other, const Point& other_pt) const {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].performance_only) continue;
+    const int j = other.param_index(params[i].name);
+    if (j < 0) continue;
+    if (other.params[static_cast<size_t>(j)].performance_only) continue;  // declared unlike here: not comparable
+    if (value(pt, static_cast<int>(i)).text != other.value(other_pt, j).text) return false;
+  }
+  return true;
+}
+
 std::string Family::invalid_reason(const Point& pt) const {
   for (size_t i = 0; i < params.size(); ++i) {
     if (pt.index[i] >= params[i].values.size()) return fmt::format("value index out of range for {}", params[i].name);

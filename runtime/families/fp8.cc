@@ -66,7 +66,7 @@ const Family& gemm_family() {
             "kernel for sm_90a (kernel_sources/fp8/gemm_sm90.cu)";
     f.params = {
         {"impl", {{"mma", 0, ""}, {"wgmma", 1, ""}},
-         "mma: mma.sync m16n8k32 kernel (sm_89+); wgmma: TMA + wgmma kernel (sm_90a)"},
+         "mma: mma.sync m16n8k32 kernel (sm_89+); wgmma: TMA + wgmma kernel (sm_90a)", true},
         kFormatParam("a", "format of A"),
         kFormatParam("b", "format of B"),
         {"out", {{"bf16", 0, "false"}, {"f32", 1, "true"}}, "output element type"},
@@ -82,7 +82,8 @@ const Family& gemm_family() {
           {"64x16", gemm_tile_code(64, 16), "64, 16"},
           {"64x32", gemm_tile_code(64, 32), "64, 32"}},
          "CTA tile M x N (mma: 64x64, 128x64, 128x128, scale=block: 64x64 or 128x64; wgmma: 128x128 and "
-         "128x256, and for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64)"},
+         "128x256, and for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64)",
+         true},
         {"stages",
          {{"2", 2, ""},
           {"3", 3, ""},
@@ -95,7 +96,7 @@ const Family& gemm_family() {
           {"10", 10, ""},
           {"11", 11, ""},
           {"12", 12, ""}},
-         "pipeline stages of 128 k (mma: 2..4; wgmma: 2..6, small tiles 2..12)"},
+         "pipeline stages of 128 k (mma: 2..4; wgmma: 2..6, small tiles 2..12)", true},
         {"a_major", {{"k", 0, "false"}, {"m", 1, "true"}}, "A stored [M, K] (k) or [K, M] (m)"},
         {"b_major", {{"k", 0, "false"}, {"n", 1, "true"}}, "B stored [N, K] (k) or [K, N] (n)"},
     };

@@ -11,7 +11,8 @@
 ///                 gemm_tile_code(bm, bn)), stages 2..12 (mma 2..4, wgmma 2..6, wgmma small tiles
 ///                 2..12), a_major k|m, b_major k|n. impl=mma: fp8/gemm.cu (sm_89+); impl=wgmma:
 ///                 fp8/gemm_sm90.cu (sm_90a only, tensor scales, K-major operands, 128-row tiles,
-///                 and BN 16/32/64 with 128 or 64 rows for N <= 64).
+///                 and BN 16/32/64 with 128 or 64 rows for N <= 64). impl, tile and stages are
+///                 performance-only (KJIT_JIT=async may run one while another compiles).
 
 #include <kjit/families.hpp>
 

@@ -30,8 +30,9 @@ const Family& swa_decode_family() {
         {"group",
          values_of(kSwaGroups),
          "query heads per CTA: 16 / 32 the mma.sync kernel (four warps per 16 heads share one KV slice); 64 the "
-         "sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: kv_tile 128, window <= 128)"},
-        {"kv_tile", {{"64", 64, ""}, {"128", 128, ""}}, "window positions one CTA holds in shared memory"},
+         "sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: kv_tile 128, window <= 128)",
+         true},
+        {"kv_tile", {{"64", 64, ""}, {"128", 128, ""}}, "window positions one CTA holds in shared memory", true},
         {"window", values_of(kSwaWindows),
          "window size W (length of an indices row)"},
         {"cache", {{"e4m3", kSwaCacheE4M3, ""}, {"e5m2", kSwaCacheE5M2, ""}}, "fp8 format of the cache bytes"},

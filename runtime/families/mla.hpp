@@ -7,7 +7,8 @@
 ///   (codes mla::kSwaCacheE4M3 / kSwaCacheE5M2).
 /// group 16 / 32: mla/swa_decode.cu, [0] swa_decode_kernel, [1] swa_merge_kernel (split merge),
 /// sm_80+. group 64: mla/swa_decode_sm90.cu, the sm_90a fp8 wgmma kernel (kv_tile 128, window
-/// ≤ 128, one kernel).
+/// ≤ 128, one kernel). group and kv_tile are performance-only (KJIT_JIT=async may run one while
+/// another compiles); window and cache are not.
 
 #include <kjit/families.hpp>
 

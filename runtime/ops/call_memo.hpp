@@ -8,7 +8,10 @@
 ///   - every field of the op's Args (Op::call_key writes them; tensors in the canonical form of
 ///     CallKeyWriter::put, free of padding);
 ///   - the pipeline's workspace and the Runtime's id (programs live as long as their Runtime);
-///   - the device's tuning table, compared on each hit (a table installed or removed replans).
+///   - the device's tuning table, compared on each hit (a table installed or removed replans);
+///   - under KJIT_JIT=async, for a launch value built from a fallback, whether a background
+///     compile has ended since (FallbackMark: such a call is built again, and from then on runs
+///     its exact program once that is loaded).
 ///
 /// The device's attributes are fixed per ordinal and its context is made current on every hit,
 /// as open_device does. Nothing a kernel reads from memory is keyed: a launch value holds device
@@ -23,8 +26,10 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/tensor.hpp>
 
+#include "runtime/async_jit.hpp"     // background_epoch
 #include "runtime/ops/pod_memo.hpp"  // thread_memo
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -125,12 +130,38 @@ struct CallKeyWords : std::integral_constant<size_t, sizeof(typename Op::Args) /
 template <class Op>
 struct CallKeyWords<Op, std::void_t<decltype(Op::kCallKeyWords)>> : std::integral_constant<size_t, Op::kCallKeyWords> {};
 
+/// Whether a launch value runs a fallback (KJIT_JIT=async, runtime/ops/fallback.hpp), and until
+/// when it may be launched again without planning anew.
+struct FallbackMark {
+  /// 0: built from the call's own programs. Else 1 + the background_epoch() its build began in:
+  /// once a background compile has loaded a program since, the call is built again (and runs
+  /// its exact program if that was the one), so a stored call never pins a fallback.
+  uint64_t epoch = 0;
+  /// With `epoch`: the Runtime's count of launches from a fallback (RuntimeStats::fallback_launches).
+  std::atomic<uint64_t>* launches = nullptr;
+
+  /// Whether a stored launch value may still be launched as it is: exact, or a fallback while no
+  /// background compile has ended since it was built. One compare for an exact one.
+  bool current() const noexcept { return epoch == 0 || epoch == background_epoch() + 1; }
+  /// Counts one launch from a fallback; nothing for an exact launch value.
+  void count() const noexcept {
+    if (epoch != 0) launches->fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
 /// A stored call: its launch value and what a hit checks beyond the key.
 template <class Launch>
 struct CallEntry {
   Launch launch;
   const void* table = nullptr;  ///< the device's tuning table when it was built
   int device = 0;               ///< the device the call validated to
+  FallbackMark fallback;        ///< whether `launch` runs a fallback (checked on each hit)
+
+  /// Launches `launch` on `stream`, counting it when it runs a fallback.
+  void launch_on(CUstream stream) const {
+    fallback.count();
+    launch.launch(stream);
+  }
 };
 
 /// Key words → CallEntry for one thread: kSlots slots in sets of kWays, the set picked by the

@@ -10,6 +10,7 @@
 
 #include <kjit/runtime.hpp>
 
+#include "runtime/async_jit.hpp"  // RuntimeAccess::at_hand
 #include "runtime/driver.hpp"  // context_device
 #include "runtime/ops/pod_memo.hpp"  // thread_memo
 
@@ -57,27 +58,32 @@ class KernelTable {
   template <class MakeSpec>
   const LoadedProgram& get(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec,
                            const CUstream* stream = nullptr) {
-    Entry key{};
-    key.runtime = runtime.id();
-    key.device = context_device(context);
-    key.choice = choice;
+    const Entry key = entry_of(runtime, context, choice);
     // A serving loop calls an op with the same choice over and over: remember this thread's last
     // hit so the common call takes no lock at all.
     Memo& memo = thread_memo<Memo>();
     if (memo.table == this && PodEqual<Entry>()(memo.key, key)) return *memo.program;
-    const LoadedProgram* program = nullptr;
-    {
-      std::shared_lock lock(mutex_);
-      auto it = table_.find(key);
-      if (it != table_.end()) program = it->second;
-    }
+    const LoadedProgram* program = find(key);
     if (!program) {
       program = stream != nullptr ? &runtime.load(make_spec(), context, *stream) : &runtime.load(make_spec(), context);
-      std::unique_lock lock(mutex_);
-      table_.emplace(key, program);
+      insert(key, program);
     }
     memo = Memo{this, key, program};
     return *program;
+  }
+
+  /// KJIT_JIT=async: the program for `choice` if it is at hand without compiling: in this table,
+  /// or RuntimeAccess::at_hand's (loaded, or read from memory, the disk cache and, when `exact`,
+  /// the fleet tier, and loaded unless `capturing`), which this table then holds. Null
+  /// otherwise; never compiles. `make_spec` runs only when the table lacks it.
+  template <class MakeSpec>
+  const LoadedProgram* at_hand(Runtime& runtime, CUcontext context, const Choice& choice, MakeSpec&& make_spec,
+                               bool capturing, bool exact) {
+    const Entry key = entry_of(runtime, context, choice);
+    if (const LoadedProgram* program = find(key)) return program;
+    const LoadedProgram* program = RuntimeAccess::at_hand(runtime, make_spec(), context, capturing, exact);
+    if (program) insert(key, program);
+    return program;
   }
 
  private:
@@ -91,6 +97,22 @@ class KernelTable {
     Entry key{};
     const LoadedProgram* program = nullptr;
   };
+  static Entry entry_of(const Runtime& runtime, CUcontext context, const Choice& choice) {
+    Entry key{};
+    key.runtime = runtime.id();
+    key.device = context_device(context);
+    key.choice = choice;
+    return key;
+  }
+  const LoadedProgram* find(const Entry& key) {
+    std::shared_lock lock(mutex_);
+    auto it = table_.find(key);
+    return it == table_.end() ? nullptr : it->second;
+  }
+  void insert(const Entry& key, const LoadedProgram* program) {
+    std::unique_lock lock(mutex_);
+    table_.emplace(key, program);
+  }
   std::shared_mutex mutex_;
   std::unordered_map<Entry, const LoadedProgram*, PodHash<Entry>, PodEqual<Entry>> table_;
 };

@@ -16,6 +16,10 @@
 /// thread's call memo (runtime/ops/call_memo.hpp): a repeat call is its key, one probe and the
 /// launch; only a new call takes the steps above.
 ///
+/// Under KJIT_JIT=async an op call builds through build_call (runtime/ops/fallback.hpp): when the
+/// plan's programs are not built, a fallback plan whose programs are serves while they compile
+/// in the background.
+///
 /// An op is a struct of types and static functions (see runtime/ops/rotary/rotary.hpp):
 ///
 ///   struct XOp {
@@ -138,14 +142,21 @@ inline OpDevice open_device(const OpInfo& op, int device) {
 /// the op's planner: only the kernel choice is checked here.
 void check_choice(const OpInfo& op, const Choice& choice, const Target& target);
 
+/// Op's kernel table (Op: the op, or SecondProgram<Op> for its second program's table).
+template <class Op>
+KernelTable<Choice, Op>& kernel_table() {
+  static KernelTable<Choice, Op> table;
+  return table;
+}
+
 /// The loaded program of `choice` in `context`, through Op's kernel table (Op: the op, or
 /// SecondProgram<Op> for its second program's table). `stream`: the stream
 /// the program will be launched on, when known; a miss while it is being captured into a CUDA
 /// graph throws CaptureMiss (KernelTable::get).
 template <class Op>
 const LoadedProgram& load(const Choice& choice, Runtime& runtime, CUcontext context, const CUstream* stream = nullptr) {
-  static KernelTable<Choice, Op> table;
-  return table.get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); }, stream);
+  return kernel_table<Op>().get(runtime, context, choice, [&choice] { return choice.family->spec(choice.point); },
+                                stream);
 }
 
 /// Whether Op declares a second program (see the file comment): Op::second_choice.
@@ -246,12 +257,20 @@ size_t workspace_bytes_validated(const typename Op::Dims& dims) {
   return choose_plan<Op>(dims, device_info(dims.device)).workspace_bytes;
 }
 
+/// The launch value of a planned op call: build(), or under KJIT_JIT=async, when the plan's
+/// programs are not built, a fallback's (runtime/ops/fallback.hpp), which `*mark` then records.
+template <class Op>
+typename Op::Launch build_call(const typename Op::Args& args, const Planned<Op>& p, Workspace workspace,
+                               Runtime& runtime, const CUstream* stream, FallbackMark* mark);
+
 /// The op call for `args` whose validation gave `dims` (a dispatcher that validated the call
 /// itself runs the op through this, so nothing is checked twice): plan, build, launch.
 template <class Op>
 void run_validated(const typename Op::Args& args, const typename Op::Dims& dims, Workspace workspace, CUstream stream,
                    Runtime& runtime) {
-  build<Op>(args, plan_validated<Op>(dims), workspace, runtime, &stream).launch(stream);
+  CallEntry<typename Op::Launch> call;
+  call.launch = build_call<Op>(args, plan_validated<Op>(dims), workspace, runtime, &stream, &call.fallback);
+  call.launch_on(stream);
 }
 
 /// The key of an Op call in the call memo: the Runtime's id, the workspace, then Op::call_key.
@@ -262,9 +281,10 @@ void write_call_key(const typename Op::Args& args, Workspace workspace, const Ru
 }
 
 /// The op call through the thread's call memo (an Op with call_key): a stored launch value for
-/// the same key, whose device's tuning table is still the one it was planned with, is launched
-/// on the device's context made current; otherwise `full()` (validate, open the device, read its
-/// tuning table, plan, build: a CallEntry) runs and its launch value is stored, then launched.
+/// the same key, whose device's tuning table is still the one it was planned with and which is
+/// not a fallback outdated by a background compile (FallbackMark::current), is launched on the
+/// device's context made current; otherwise `full()` (validate, open the device, read its tuning
+/// table, plan, build: a CallEntry) runs and its launch value is stored, then launched.
 template <class Op, class Full>
 void run_memoized(const typename Op::Args& args, Workspace workspace, CUstream stream, Runtime& runtime, Full&& full) {
   using Memo = CallMemo<Op>;
@@ -272,21 +292,21 @@ void run_memoized(const typename Op::Args& args, Workspace workspace, CUstream s
   typename Memo::Key key;
   write_call_key<Op>(args, workspace, runtime, key.writer);
   if (!key.writer.ok()) {
-    full().launch.launch(stream);
+    full().launch_on(stream);
     return;
   }
   CallEntry<typename Op::Launch>* stored = memo.find(key);
   if (stored != nullptr) {
-    if (stored->table == tuned_table(device_info(stored->device))) {
+    if (stored->table == tuned_table(device_info(stored->device)) && stored->fallback.current()) {
       ensure_context(stored->device);
-      stored->launch.launch(stream);
+      stored->launch_on(stream);
       return;
     }
     *stored = full();
-    stored->launch.launch(stream);
+    stored->launch_on(stream);
     return;
   }
-  memo.store(key, full()).launch.launch(stream);
+  memo.store(key, full()).launch_on(stream);
 }
 
 /// The op call: validate, plan, build, launch on `stream` (through the call memo when Op has a
@@ -298,13 +318,20 @@ void run(const typename Op::Args& args, Workspace workspace, CUstream stream, Ru
       Planned<Op> p{Op::validate(args), {}, {}};
       p.device = open_device(Op::kInfo, p.dims.device);
       // Read before planning: a table installed meanwhile makes the next call plan again.
-      const void* table = tuned_table(*p.device.info);
+      CallEntry<typename Op::Launch> call;
+      call.table = tuned_table(*p.device.info);
+      call.device = p.dims.device;
       p.plan = choose_plan<Op>(p.dims, *p.device.info);
-      return CallEntry<typename Op::Launch>{build<Op>(args, p, workspace, runtime, &stream), table, p.dims.device};
+      call.launch = build_call<Op>(args, p, workspace, runtime, &stream, &call.fallback);
+      return call;
     });
   } else {
-    build<Op>(args, plan<Op>(args), workspace, runtime, &stream).launch(stream);
+    CallEntry<typename Op::Launch> call;
+    call.launch = build_call<Op>(args, plan<Op>(args), workspace, runtime, &stream, &call.fallback);
+    call.launch_on(stream);
   }
 }
 
 }  // namespace kjit::detail
+
+#include "runtime/ops/fallback.hpp"  // build_call

@@ -6,6 +6,7 @@
 #include "tests/cli/process.hpp"
 
 #include "cache/entry.hpp"
+#include "cache/fallback_log.hpp"
 #include "tools/testing/prometheus_text.hpp"
 
 #include <kjit/device.hpp>
@@ -241,6 +242,7 @@ TEST_F(CliTest, KernelsListsEveryFamily) {
     for (size_t p = 0; p < f.params.size(); ++p) {
       EXPECT_EQ(jf["params"][p]["name"], f.params[p].name);
       EXPECT_EQ(jf["params"][p]["values"].get<std::vector<std::string>>(), f.params[p].texts());
+      EXPECT_EQ(jf["params"][p]["performance_only"].get<bool>(), f.params[p].performance_only);
     }
     EXPECT_EQ(jf["points"], f.enumerate().size());
   }
@@ -1077,6 +1079,38 @@ TEST_F(CliTest, CacheExplainNamesEveryInputAndTheOneThatDiffers) {
   expect_one_line_error(kjit({"cache", "explain", "--key", "xyz"}), "not 32 lower-case hex digits");
   expect_one_line_error(kjit({"cache", "explain"}), "name a FAMILY");
   expect_one_line_error(kjit({"cache", "explain", "rotary", "head_dim=64", "--key", key}), "takes no family");
+}
+
+TEST_F(CliTest, CacheExplainNamesTheFallbacksThatServedAKey) {
+  // What KJIT_JIT=async logs when a fallback serves a key that is not built (the runtime side is
+  // tests/runtime/async_jit_test.cc): explain names it for the key.
+  ProcessResult r = kjit({"compile", "rotary", "head_dim=64", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const std::string served_by = parse_object(r)["key"];
+  const std::string missing = Runtime(RuntimeConfig::from_env())
+                                  .key(family("rotary").spec(ParamMap{{"head_dim", "128"}, {"pos", "i32"}, {"style", "neox"}}),
+                                       Target::parse("sm_90a"));
+  cache::Key m, f;
+  ASSERT_TRUE(cache::Key::from_hex(missing, &m) && cache::Key::from_hex(served_by, &f));
+  const std::string root = (cache_dir_ / "v1").string();
+  cache::record_fallback(root, {m, f, 1700000000, "rotary", "style=neox head_dim=64 pos=i32"});
+  cache::record_fallback(root, {m, f, 1700000100, "rotary", "style=neox head_dim=64 pos=i32"});  // another process
+
+  r = kjit({"cache", "explain", "rotary", "head_dim=128", "pos=i32", "style=neox", "--arch", "sm_90a", "--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  json j = parse_object(r);
+  EXPECT_EQ(j["key"], missing);
+  ASSERT_EQ(j["fallbacks"].size(), 1u) << "one line per fallback: " << r.describe();
+  EXPECT_EQ(j["fallbacks"][0]["key"], served_by);
+  EXPECT_EQ(j["fallbacks"][0]["family"], "rotary");
+  EXPECT_EQ(j["fallbacks"][0]["params"], "style=neox head_dim=64 pos=i32");
+  EXPECT_EQ(j["fallbacks"][0]["unix"], 1700000100) << "the newest";
+  r = kjit({"cache", "explain", "rotary", "head_dim=128", "pos=i32", "style=neox", "--arch", "sm_90a"});
+  EXPECT_NE(r.out.find("served by a fallback"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find(served_by + "  rotary style=neox head_dim=64 pos=i32"), std::string::npos) << r.describe();
+  // The fallback's own key was never missing.
+  r = kjit({"cache", "explain", "--key", served_by, "--json"});
+  EXPECT_TRUE(parse_object(r)["fallbacks"].empty()) << r.describe();
 }
 
 TEST_F(CliTest, CacheExplainReadsEntriesThatRecordNoFiles) {

@@ -88,6 +88,8 @@ TEST(DeployConfig, JitModeFromTheEnvironment) {
   EXPECT_EQ(with("warn"), kjit::JitMode::kWarn);
   EXPECT_EQ(with("off"), kjit::JitMode::kOff);
   EXPECT_EQ(with("0"), kjit::JitMode::kOff);
+  EXPECT_EQ(with("async"), kjit::JitMode::kAsync);
+  EXPECT_STREQ(kjit::jit_mode_name(kjit::JitMode::kAsync), "async");
   EXPECT_EQ(kjit::RuntimeConfig::from_env().jit, kjit::JitMode::kOn);
   ::setenv("KJIT_JIT", "of", 1);
   try {
@@ -97,6 +99,26 @@ TEST(DeployConfig, JitModeFromTheEnvironment) {
     EXPECT_NE(std::string(e.what()).find("KJIT_JIT='of'"), std::string::npos) << e.what();
   }
   ::unsetenv("KJIT_JIT");
+  // The background pool's size: whole numbers in range, else an error naming the variable.
+  EXPECT_EQ(kjit::RuntimeConfig::from_env().background_threads, 1);
+  EXPECT_EQ(kjit::RuntimeConfig::from_env().background_queue, 64);
+  ::setenv("KJIT_JIT_THREADS", "2", 1);
+  ::setenv("KJIT_JIT_QUEUE", "8", 1);
+  EXPECT_EQ(kjit::RuntimeConfig::from_env().background_threads, 2);
+  EXPECT_EQ(kjit::RuntimeConfig::from_env().background_queue, 8);
+  for (const char* bad : {"0", "17", "two", "-1", "1.5"}) {
+    ::setenv("KJIT_JIT_THREADS", bad, 1);
+    try {
+      kjit::RuntimeConfig::from_env();
+      ADD_FAILURE() << "KJIT_JIT_THREADS=" << bad << " was accepted";
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("KJIT_JIT_THREADS='" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("KJIT_JIT_THREADS");
+  ::setenv("KJIT_JIT_QUEUE", "0", 1);
+  EXPECT_THROW(kjit::RuntimeConfig::from_env(), kjit::InvalidArgument);
+  ::unsetenv("KJIT_JIT_QUEUE");
   ::setenv("KJIT_RECORD", "/tmp/x.jsonl", 1);
   EXPECT_EQ(kjit::RuntimeConfig::from_env().record_path, "/tmp/x.jsonl");
   ::unsetenv("KJIT_RECORD");

@@ -346,6 +346,54 @@ TEST(Families, APointWithJunkBeyondItsParametersIsInvalid) {
   EXPECT_NE(f.invalid_reason(pt), "");
 }
 
+// KJIT_JIT=async may serve a point for another only where they differ in performance-only
+// parameters: the declarations say which, once. Pinned, since widening it would let a fallback
+// compute something else.
+TEST(Families, PerformanceOnlyParametersArePinned) {
+  std::set<std::string> declared;
+  for (const Family& f : kjit::families()) {
+    for (const kjit::FamilyParam& p : f.params) {
+      if (p.performance_only) declared.insert(f.name + "." + p.name);
+    }
+  }
+  const std::set<std::string> expected = {
+      "attention.decode.rows",         "attention.paged_decode.rows",          "attention.prefill.block_m",
+      "attention.paged_prefill.block_m", "attention.paged_prefill_sm90.block_m", "fp8.gemm.impl",
+      "fp8.gemm.tile",                 "fp8.gemm.stages",                      "mla.swa_decode.group",
+      "mla.swa_decode.kv_tile"};
+  EXPECT_EQ(declared, expected);
+}
+
+TEST(Families, SameSemanticsIgnoresOnlyPerformanceOnlyParameters) {
+  const Family& decode = kjit::family("attention.decode");
+  auto dp = [&](const char* hd, const char* rows) { return decode.parse({{"head_dim", hd}, {"rows", rows}}); };
+  EXPECT_TRUE(decode.same_semantics(dp("128", "8"), decode, dp("128", "16")));
+  EXPECT_FALSE(decode.same_semantics(dp("128", "8"), decode, dp("64", "8")));
+
+  // Across the two kernels of one op: the parameters both declare are compared; the mask only the
+  // mma.sync family declares is the op planner's to check against the call.
+  const Family& prefill = kjit::family("attention.prefill");
+  const Family& sm90 = kjit::family("attention.prefill_sm90");
+  const Point mma = prefill.parse({{"head_dim", "128"}, {"block_m", "64"}, {"mask", "none"}});
+  EXPECT_TRUE(prefill.same_semantics(mma, sm90, sm90.parse({{"head_dim", "128"}})));
+  EXPECT_FALSE(prefill.same_semantics(mma, sm90, sm90.parse({{"head_dim", "64"}})));
+  EXPECT_FALSE(prefill.same_semantics(mma, prefill,
+                                      prefill.parse({{"head_dim", "128"}, {"block_m", "64"}, {"mask", "bool"}})));
+
+  const Family& gemm = kjit::family("fp8.gemm");
+  auto gp = [&](const char* impl, const char* out, const char* tile, const char* stages) {
+    return gemm.parse({{"impl", impl}, {"a", "e4m3"}, {"b", "e4m3"}, {"out", out}, {"scale", "tensor"},
+                       {"tile", tile}, {"stages", stages}, {"a_major", "k"}, {"b_major", "k"}});
+  };
+  EXPECT_TRUE(gemm.same_semantics(gp("wgmma", "bf16", "128x256", "3"), gemm, gp("mma", "bf16", "128x64", "4")));
+  EXPECT_FALSE(gemm.same_semantics(gp("wgmma", "bf16", "128x256", "3"), gemm, gp("wgmma", "f32", "128x256", "3")));
+
+  const Family& rotary = kjit::family("rotary");
+  const Point neox = rotary.parse({{"style", "neox"}, {"head_dim", "128"}, {"pos", "i64"}});
+  EXPECT_TRUE(rotary.same_semantics(neox, rotary, neox));
+  EXPECT_FALSE(rotary.same_semantics(neox, rotary, rotary.parse({{"style", "gptj"}, {"head_dim", "128"}, {"pos", "i64"}})));
+}
+
 }  // namespace
 
 // The compile target per device comes from the family declaration: sm_XYa only for programs

@@ -160,11 +160,24 @@ TEST_F(Operate, FreezeNeverLoosensKjitJit) {
   EXPECT_EQ(warn.jit_mode(), kjit::JitMode::kOff);
   EXPECT_THROW(warn.freeze(kjit::JitMode::kOn), kjit::InvalidArgument);
   EXPECT_EQ(warn.jit_mode(), kjit::JitMode::kOff);
+  // async sits between warn and off: it compiles on the calling thread only where no fallback is
+  // built (and warns then), off never.
+  kjit::Runtime async(config(kjit::JitMode::kAsync));
+  async.freeze(kjit::JitMode::kWarn);
+  EXPECT_EQ(async.jit_mode(), kjit::JitMode::kAsync);
+  async.freeze(kjit::JitMode::kOff);
+  EXPECT_EQ(async.jit_mode(), kjit::JitMode::kOff);
+  kjit::Runtime warn2(config(kjit::JitMode::kWarn));
+  warn2.freeze(kjit::JitMode::kAsync);
+  EXPECT_EQ(warn2.jit_mode(), kjit::JitMode::kAsync);
+  warn2.unfreeze();
+  EXPECT_EQ(warn2.jit_mode(), kjit::JitMode::kWarn);
 }
 
 TEST(OperateConfig, JitModeSpellings) {
   using kjit::RuntimeConfig;
   EXPECT_EQ(RuntimeConfig::parse_jit_mode("warn", "x"), kjit::JitMode::kWarn);
+  EXPECT_EQ(RuntimeConfig::parse_jit_mode("async", "x"), kjit::JitMode::kAsync);
   EXPECT_EQ(RuntimeConfig::parse_jit_mode("false", "x"), kjit::JitMode::kOff);
   EXPECT_EQ(RuntimeConfig::parse_jit_mode("1", "x"), kjit::JitMode::kOn);
   try {

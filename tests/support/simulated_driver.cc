@@ -19,9 +19,14 @@
 //               16-byte aligned base and strides, boxes of 1..256, a swizzled box row within its
 //               span) and writes its arguments packed into the 128 bytes: a deterministic
 //               function of every argument, not the hardware's encoding
-//   the rest    clusters per device: SMs / cluster size; streams never capture; synchronizing
-//               waits for nothing
-// kjitSimLaunches() (extern "C") returns the launches accepted so far.
+//   captures    cuStreamBeginCapture / cuStreamEndCapture mark any stream handle as captured
+//               (cuStreamIsCapturing says ACTIVE meanwhile; nothing is recorded into a graph);
+//               cuThreadExchangeStreamCaptureMode keeps a mode per thread; cuLibraryLoadData
+//               refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) while a global-mode capture is
+//               open, unless the calling thread's mode is relaxed, as the driver does
+//   the rest    clusters per device: SMs / cluster size; synchronizing waits for nothing
+// kjitSimLaunches() (extern "C") returns the launches accepted so far, kjitSimLastKernel() the
+// name of the kernel the calling thread launched last (null before its first launch).
 #include "runtime/driver.hpp"
 
 #include <atomic>
@@ -30,6 +35,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -59,6 +65,8 @@ CUresult CUDAAPI get_error_name(CUresult r, const char** s) {
     case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
     case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
+    case CUDA_ERROR_ILLEGAL_STATE: *s = "CUDA_ERROR_ILLEGAL_STATE"; break;
     default: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
   }
   return CUDA_SUCCESS;
@@ -124,6 +132,7 @@ CUcontext primary_context() { return reinterpret_cast<CUcontext>(&primary_contex
 // not a __tls_get_addr each.
 __attribute__((tls_model("initial-exec"))) thread_local CUcontext current_context = nullptr;
 std::atomic<uint64_t> launches{0};
+thread_local const char* last_kernel = nullptr;  // the name of the kernel this thread launched last
 
 CUresult CUDAAPI primary_ctx_retain(CUcontext* ctx, CUdevice d) {
   if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
@@ -146,9 +155,50 @@ CUresult CUDAAPI ctx_get_device(CUdevice* d) {
 }
 CUresult CUDAAPI ctx_synchronize() { return current_context ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
 CUresult CUDAAPI stream_synchronize(CUstream) { return ctx_synchronize(); }
-CUresult CUDAAPI stream_is_capturing(CUstream, CUstreamCaptureStatus* status) {
+// The open captures (stream, mode) and each thread's capture mode.
+std::mutex capture_mutex;
+std::vector<std::pair<CUstream, CUstreamCaptureMode>> captures;
+thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult CUDAAPI stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
+  std::lock_guard lock(capture_mutex);
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  for (const auto& c : captures) {
+    if (c.first == stream) *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
   return CUDA_SUCCESS;
+}
+CUresult CUDAAPI stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
+  std::lock_guard lock(capture_mutex);
+  for (const auto& c : captures) {
+    if (c.first == stream) return CUDA_ERROR_ILLEGAL_STATE;
+  }
+  captures.emplace_back(stream, mode);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI stream_end_capture(CUstream stream, CUgraph* graph) {
+  std::lock_guard lock(capture_mutex);
+  for (auto it = captures.begin(); it != captures.end(); ++it) {
+    if (it->first == stream) {
+      captures.erase(it);
+      *graph = nullptr;  // nothing is recorded here
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_ILLEGAL_STATE;
+}
+CUresult CUDAAPI thread_exchange_capture_mode(CUstreamCaptureMode* mode) {
+  std::swap(*mode, thread_capture_mode);
+  return CUDA_SUCCESS;
+}
+// Whether this thread may make a call a capture forbids (a module load) now.
+bool capture_forbids_unsafe_calls() {
+  if (thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
+  std::lock_guard lock(capture_mutex);
+  for (const auto& c : captures) {
+    if (c.second == CU_STREAM_CAPTURE_MODE_GLOBAL) return true;
+  }
+  return false;
 }
 
 CUresult CUDAAPI mem_alloc(CUdeviceptr* ptr, size_t bytes) {
@@ -211,6 +261,7 @@ size_t elf_size(const void* code) {
 CUresult CUDAAPI library_load(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned,
                               CUlibraryOption*, void**, unsigned) {
   if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (capture_forbids_unsafe_calls()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   const size_t bytes = elf_size(code);
   if (bytes == 0) return CUDA_ERROR_INVALID_IMAGE;  // PTX: nothing here JIT-compiles it
   auto lib = std::make_unique<SimLibrary>();
@@ -268,6 +319,7 @@ CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** 
     return CUDA_ERROR_INVALID_VALUE;
   }
   launches.fetch_add(1, std::memory_order_relaxed);
+  last_kernel = kernel->name.c_str();
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI occupancy_max_active_clusters(int* clusters, CUfunction f, const CUlaunchConfig* c) {
@@ -357,6 +409,9 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       KJIT_SIM_HOST(cuCtxSynchronize, 2000, ctx_synchronize),
       KJIT_SIM_HOST(cuStreamSynchronize, 2000, stream_synchronize),
       KJIT_SIM_HOST(cuStreamIsCapturing, 10000, stream_is_capturing),
+      KJIT_SIM_HOST(cuStreamBeginCapture, 10010, stream_begin_capture),
+      KJIT_SIM_HOST(cuStreamEndCapture, 10000, stream_end_capture),
+      KJIT_SIM_HOST(cuThreadExchangeStreamCaptureMode, 10010, thread_exchange_capture_mode),
       KJIT_SIM_HOST(cuMemAlloc, 3020, mem_alloc),
       KJIT_SIM_HOST(cuMemFree, 3020, mem_free),
       KJIT_SIM_HOST(cuMemcpyHtoD, 3020, memcpy_htod),
@@ -402,5 +457,8 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
 
 /// The launches cuLaunchKernelEx accepted in this process (KJIT_SIM_HOST_PATH=1).
 __attribute__((visibility("default"))) uint64_t kjitSimLaunches() { return launches.load(); }
+
+/// The lowered name of the kernel the calling thread launched last, or null (KJIT_SIM_HOST_PATH=1).
+__attribute__((visibility("default"))) const char* kjitSimLastKernel() { return last_kernel; }
 
 }  // extern "C"

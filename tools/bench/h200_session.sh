@@ -48,7 +48,7 @@ fi_environment() {
   fi_env=1
 }
 # fp8_decode calls kjit through its Python package, so it runs after the python step installs it.
-benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention fp8_decode"}
+benches=${KJIT_BENCHES:-"decode rotary swa fp8 attention fp8_decode async_jit"}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 extra_args() {
   [ "${KJIT_SWEEP:-0}" = 1 ] || return 0
@@ -303,7 +303,7 @@ fi
 want bench && python_package && for b in $benches; do
   if [ -f "$root/tools/bench/bench_$b.py" ]; then
     step "bench $b"
-    timeout "$([ "$b" = fp8_decode ] && echo 600 || echo 300)" python3 "$root/tools/bench/bench_$b.py" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
+    timeout "$(case $b in fp8_decode|async_jit) echo 600 ;; *) echo 300 ;; esac)" python3 "$root/tools/bench/bench_$b.py" --json "$out/bench_$b.json" $(extra_args $b) 2>&1 | tee "$out/bench_$b.txt" | tail -n 30
   fi
 done
 

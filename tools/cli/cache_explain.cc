@@ -1,7 +1,8 @@
 // `kjit cache explain FAMILY key=value… [--arch T]` and `kjit cache explain --key KEY`: every
 // input of a key (Runtime::key_inputs) and whether the cache holds it; for a miss, the inputs
 // that differ from the nearest entry of the family, the one with the fewest differences. With
-// --key: what an entry records, and whether the same point still has that key here.
+// --key: what an entry records, and whether the same point still has that key here. Both: the
+// fallbacks that served the key while it was not built under KJIT_JIT=async (the fallback log).
 #include "tools/cli/common.hpp"
 
 #include <kjit/error.hpp>
@@ -111,6 +112,36 @@ void print_differences(const std::vector<Difference>& diffs, bool files_known) {
   if (!files_known) fmt::print("  (the entry records no file digests: it predates them; files not compared)\n");
 }
 
+/// What served `key` while it was not built (KJIT_JIT=async: cache/fallback_log.hpp), newest
+/// first, one record per fallback.
+std::vector<cache::FallbackRecord> fallbacks_of(const cache::DiskCache& cache, const cache::Key& key) {
+  std::vector<cache::FallbackRecord> out;
+  if (!cache.enabled()) return out;
+  std::vector<cache::FallbackRecord> all = cache::read_fallbacks(cache.root(), key);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    bool seen = false;
+    for (const cache::FallbackRecord& r : out) seen = seen || r.fallback == it->fallback;
+    if (!seen) out.push_back(std::move(*it));
+  }
+  return out;
+}
+
+json fallbacks_json(const std::vector<cache::FallbackRecord>& records) {
+  json out = json::array();
+  for (const cache::FallbackRecord& r : records) {
+    out.push_back({{"key", r.fallback.hex()}, {"family", r.family}, {"params", r.params}, {"unix", r.unix}});
+  }
+  return out;
+}
+
+void print_fallbacks(const std::vector<cache::FallbackRecord>& records) {
+  if (records.empty()) return;
+  fmt::print("served by a fallback while it was not built (KJIT_JIT=async), newest first:\n");
+  for (const cache::FallbackRecord& r : records) {
+    fmt::print("  {}  {} {}  (last logged {} s since the epoch)\n", r.fallback.hex(), r.family, r.params, r.unix);
+  }
+}
+
 /// The entry of `family` with the fewest differences from `now` (the newest among equals).
 struct Nearest {
   cache::EntryInfo entry;
@@ -151,11 +182,12 @@ int run_explain_point(const std::string& family_name, const std::vector<std::str
   const bool hit = cache.lookup(key, /*count_hit=*/false).has_value();
   std::optional<Nearest> nearest;
   if (!hit) nearest = nearest_entry(cache, family.name, from_request(k, spec.template_args));
+  const std::vector<cache::FallbackRecord> fallbacks = fallbacks_of(cache, key);
 
   if (output().json) {
     json j = {{"family", family.name}, {"params", params_json(params)}, {"target", target.str()},
               {"key", k.key},          {"hit", hit},                    {"root", cache.root()},
-              {"inputs", inputs_json(k)}};
+              {"inputs", inputs_json(k)}, {"fallbacks", fallbacks_json(fallbacks)}};
     j["nearest"] = nullptr;
     if (nearest) {
       j["nearest"] = {{"key", nearest->entry.key.hex()}, {"params", nearest->entry.meta->template_args},
@@ -168,6 +200,7 @@ int run_explain_point(const std::string& family_name, const std::vector<std::str
   fmt::print("{} {} for {}\nkey              {} ({} {})\n", family.name, spec.template_args, target.str(), k.key,
              hit ? "in" : "not in", cache.root());
   print_inputs(k);
+  print_fallbacks(fallbacks);
   if (hit) return kExitOk;
   if (!nearest) {
     fmt::print("no entry of {} in the cache to compare with\n", family.name);
@@ -211,6 +244,7 @@ int run_explain_key(const std::string& hex) {
   const std::optional<KeyInputs> now = current_inputs(m, &why);
   std::vector<Difference> diffs;
   if (now) diffs = differences(from_entry(m), from_request(*now, m.template_args));
+  const std::vector<cache::FallbackRecord> fallbacks = fallbacks_of(cache, key);
 
   if (output().json) {
     json files = json::array();
@@ -224,6 +258,7 @@ int run_explain_key(const std::string& hex) {
     j["current_key"] = now ? json(now->key) : json(nullptr);
     j["current"] = now ? json({{"same_key", now->key == hex}, {"differences", differences_json(diffs)}})
                        : json({{"why_not", why}});
+    j["fallbacks"] = fallbacks_json(fallbacks);
     print_json(j);
     return kExitOk;
   }
@@ -233,6 +268,7 @@ int run_explain_key(const std::string& hex) {
   for (const std::string& o : m.options) fmt::print("  {}\n", o);
   fmt::print("files ({})\n", m.inputs.size());
   for (const cache::InputDigest& d : m.inputs) fmt::print("  {:<6}  {}  {}\n", d.kind, d.digest, d.name);
+  print_fallbacks(fallbacks);
   if (!now) {
     fmt::print("not compared with this machine: {}\n", why);
   } else if (now->key == hex) {
@@ -257,8 +293,9 @@ void add_cache_explain_command(CLI::App& cache, std::vector<Command>& out) {
   CLI::App* explain = cache.add_subcommand(
       "explain", "Every input of a specialization's key (sources and headers with their digests, options in "
                  "NVRTC's order, target, NVRTC and CUDA headers versions) and whether the cache holds it; on a "
-                 "miss, the inputs that differ from the nearest entry of the family. --key KEY: what an entry "
-                 "records, and whether this machine still computes its key");
+                 "miss, the inputs that differ from the nearest entry of the family; the fallbacks that served it "
+                 "while it was not built (KJIT_JIT=async). --key KEY: what an entry records, and whether this "
+                 "machine still computes its key");
   explain->add_option("family", o->family, "Kernel family (see `kjit kernels`)");
   explain->add_option("params", o->params, "key=value pairs, one per parameter of the family");
   explain->add_option("--arch", o->arch, "Target, as `kjit compile` takes it (default: this machine's)")

@@ -64,7 +64,7 @@ int run_kernels(const KernelsOptions& options) {
     for (const Family& f : all) {
       nlohmann::json params = nlohmann::json::array();
       for (const FamilyParam& p : f.params) {
-        params.push_back({{"name", p.name}, {"values", p.texts()}, {"doc", p.doc}});
+        params.push_back({{"name", p.name}, {"values", p.texts()}, {"doc", p.doc}, {"performance_only", p.performance_only}});
       }
       nlohmann::json defaults = nlohmann::json::array();
       for (const ParamMap& d : f.defaults) defaults.push_back(params_json(d));
@@ -93,6 +93,7 @@ int run_kernels(const KernelsOptions& options) {
     for (const FamilyParam& p : f.params) {
       fmt::print("  {:<{}}  {}", p.name, width, fmt::join(p.texts(), " | "));
       if (!p.doc.empty()) fmt::print("   ({})", p.doc);
+      if (p.performance_only) fmt::print(" [performance-only]");
       fmt::print("\n");
     }
     if (options.defaults) {

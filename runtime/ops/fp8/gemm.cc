@@ -249,6 +249,20 @@ kjit::detail::CallEntry<GemmOp::Launch> GemmOp::call(const GemmArgs& args, Runti
   const kjit::detail::OpDevice device = kjit::detail::open_device(GemmOp::kInfo, g.device);
   const DeviceInfo& info = *device.info;
   const void* table = kjit::detail::tuned_table(info);
+  // KJIT_JIT=async: the first plan's program not built, a fallback's refined plan, never memoized.
+  if (kjit::detail::RuntimeAccess::async(runtime)) {
+    const kjit::detail::Served<GemmOp> served = kjit::detail::serve_async<GemmOp>(
+        g, device, kjit::detail::choose_plan<GemmOp>(g, info), runtime, stream,
+        [&](GemmPlan& candidate, const LoadedProgram& program) {
+          const GemmPlan refined = GemmOp::refine(g, candidate, program, info);
+          if (!kjit::detail::same_choice(refined.choice, candidate.choice)) return false;
+          candidate = refined;
+          return true;
+        });
+    if (!served.exact) {
+      return {build(args, g, served.plan, served.program, {}, info), table, g.device, served.mark};
+    }
+  }
   // The refined plan, per thread: a repeat shape plans nothing (both phases are pure functions
   // of the key; the capacities are fixed per device and point).
   using PlanMemo = kjit::detail::PodMemo<GemmPlanKey, GemmPlan, 16>;
@@ -261,9 +275,9 @@ kjit::detail::CallEntry<GemmOp::Launch> GemmOp::call(const GemmArgs& args, Runti
     // the program is looked up again below for the refined plan's point.
     return GemmOp::refine(g, first, program, info);
   });
-  if (plan.choice.family == nullptr) return {Launch{}, table, g.device};
+  if (plan.choice.family == nullptr) return {Launch{}, table, g.device, {}};
   return {build(args, g, plan, &kjit::detail::load<GemmOp>(plan.choice, runtime, device.context, stream), {}, info), table,
-          g.device};
+          g.device, {}};
 }
 
 GemmOp::Launch GemmOp::launch_value(const GemmArgs& args, Runtime& runtime, const GemmPlan* forced,

@@ -1,0 +1,76 @@
+// The background compile threads (see background_pool.hpp).
+#include "runtime/background_pool.hpp"
+
+#include <algorithm>
+#include <system_error>
+#include <utility>
+
+namespace kjit::detail {
+
+BackgroundPool::BackgroundPool(int threads, int queue)
+    : threads_(std::max(threads, 1)), capacity_(static_cast<size_t>(std::max(queue, 1))) {}
+
+BackgroundPool::~BackgroundPool() { shutdown(); }
+
+bool BackgroundPool::submit(Job job) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || queue_.size() >= capacity_) return false;
+  if (workers_.empty()) {
+    try {
+      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error&) {
+      if (workers_.empty()) return false;  // no thread at all: nothing would ever run the job
+    }
+  }
+  queue_.push_back(std::move(job));
+  ready_.notify_one();
+  return true;
+}
+
+void BackgroundPool::shutdown() noexcept {
+  std::deque<Job> dropped;
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    dropped.swap(queue_);
+    workers.swap(workers_);
+  }
+  ready_.notify_all();
+  for (Job& job : dropped) {
+    if (!job.abandon) continue;
+    try {
+      job.abandon();
+    } catch (...) {
+    }
+  }
+  for (std::thread& t : workers) {
+    if (t.joinable()) t.join();
+  }
+}
+
+size_t BackgroundPool::pending() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size() + running_;
+}
+
+void BackgroundPool::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // closed, nothing left to run
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    try {
+      job.run();
+    } catch (...) {
+    }
+    job = Job{};  // release what the job holds before counting it done
+    lock.lock();
+    --running_;
+  }
+}
+
+}  // namespace kjit::detail

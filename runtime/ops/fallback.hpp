@@ -1,0 +1,184 @@
+#pragma once
+/// \file runtime/ops/fallback.hpp
+/// KJIT_JIT=async in the op pipeline: what an op call runs when its plan's programs are not
+/// built. Only a call-memo miss (a new call, or a stored fallback outdated by a background
+/// compile) comes here; nothing here runs on a hot call.
+///
+/// The plan's programs (its own, and its second program when the op has one) are asked for
+/// without compiling: loaded, in the Runtime's memory, the disk cache or the fleet tier
+/// (KernelTable::at_hand). All at hand: the plan runs as planned. Otherwise the candidates, in
+/// this order, and the first whose programs are all at hand in memory or the disk cache (loaded
+/// ones only while the launch stream is being captured) serves:
+///   1. the op's built-in plan for the call (Op::plan: what runs without a tuning table), which
+///      computes what the call asks by construction;
+///   2. for a tunable op, each default point of the op's families (Family::defaults, what
+///      `kjit precompile` builds) that computes what the plan's point computes
+///      (Family::same_semantics: they differ only in parameters the family declares
+///      performance-only), planned for the call by Op::apply_tuned with the built-in plan's
+///      knobs (its split count). apply_tuned refuses a point that cannot run the call.
+/// The missing programs are then queued on the Runtime's background threads
+/// (RuntimeAccess::queue) and the fallback's launch value is marked (FallbackMark): the call
+/// memo builds the call again after the next background compile ends, and runs the exact
+/// programs from the call after they are loaded. With no candidate at hand the plan runs as
+/// planned and build() compiles on the calling thread as KJIT_JIT=warn does (during a capture:
+/// CaptureMiss, with the compile queued so a later capture finds it loaded).
+///
+/// A fallback changes only what cannot change the result's meaning: a tile, a split count (only
+/// the fp32 summation order), stages, a kernel variant, rows per CTA. A caller's own request of
+/// such a parameter (block_m, variant, num_splits) is honoured from the call after its program
+/// is loaded.
+
+#include "runtime/async_jit.hpp"
+#include "runtime/ops/pipeline.hpp"
+
+namespace kjit::detail {
+
+inline bool same_choice(const Choice& a, const Choice& b) noexcept { return a.family == b.family && a.point == b.point; }
+
+/// The choices of `plan`'s programs: its own, and Op's second program when it has one (no family
+/// where none is needed).
+template <class Op>
+void plan_choices(const typename Op::Dims& dims, const typename Op::Plan& plan, Choice (&out)[2]) {
+  out[0] = plan.choice;
+  out[1] = Choice{};
+  if constexpr (HasSecondProgram<Op>::value) {
+    if (plan.choice.family != nullptr) out[1] = Op::second_choice(dims, plan);
+  }
+}
+
+/// Whether plans `a` and `b` load the same programs.
+template <class Op>
+bool same_programs(const typename Op::Dims& dims, const typename Op::Plan& a, const typename Op::Plan& b) {
+  Choice ca[2], cb[2];
+  plan_choices<Op>(dims, a, ca);
+  plan_choices<Op>(dims, b, cb);
+  return same_choice(ca[0], cb[0]) && same_choice(ca[1], cb[1]);
+}
+
+/// The programs of one plan as KJIT_JIT=async finds them.
+struct PlanPrograms {
+  const LoadedProgram* first = nullptr;  ///< the plan's own program, when at hand
+  Choice missing[2];                      ///< the choices not at hand, `missing_count` of them
+  int missing_count = 0;
+  bool all() const noexcept { return missing_count == 0; }
+};
+
+/// Which of `plan`'s programs are at hand on the device of `context` without compiling
+/// (KernelTable::at_hand; `exact`: the call's own plan, which may also come from the fleet tier).
+template <class Op>
+PlanPrograms plan_at_hand(const typename Op::Dims& dims, const typename Op::Plan& plan, Runtime& runtime,
+                          CUcontext context, bool capturing, bool exact) {
+  PlanPrograms out;
+  Choice choices[2];
+  plan_choices<Op>(dims, plan, choices);
+  for (int i = 0; i < 2; ++i) {
+    const Choice& c = choices[i];
+    if (c.family == nullptr) continue;
+    auto spec = [&c] { return c.family->spec(c.point); };
+    const LoadedProgram* program =
+        i == 0 ? kernel_table<Op>().at_hand(runtime, context, c, spec, capturing, exact)
+               : kernel_table<SecondProgram<Op>>().at_hand(runtime, context, c, spec, capturing, exact);
+    if (i == 0) out.first = program;
+    if (program == nullptr) out.missing[out.missing_count++] = c;
+  }
+  return out;
+}
+
+/// Calls `visit(plan)` for each fallback candidate of `exact` (the file comment's order), other
+/// than plans that load `exact`'s programs, until it returns true; returns whether one did.
+template <class Op, class Visit>
+bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, const typename Op::Plan& exact,
+                       Visit&& visit) {
+  using Plan = typename Op::Plan;
+  Plan builtin{};
+  bool have_builtin = false;
+  try {
+    builtin = Op::plan(dims, info);
+    have_builtin = builtin.choice.family != nullptr;
+  } catch (const Error&) {
+    // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
+  }
+  if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
+  if constexpr (IsTunable<Op>::value) {
+    if (exact.choice.family == nullptr) return false;
+    const TunedChoice knobs = Op::tuned_choice(dims, have_builtin ? builtin : exact);
+    for (auto family_of : Op::kInfo.families) {
+      if (family_of == nullptr) continue;
+      const Family& f = family_of();
+      for (const Point& point : f.default_points()) {
+        if (!exact.choice.family->same_semantics(exact.choice.point, f, point)) continue;
+        TunedChoice c = knobs;
+        c.family = &f;
+        c.point = point;
+        Plan plan{};
+        if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
+        if (same_programs<Op>(dims, plan, exact) || (have_builtin && same_programs<Op>(dims, plan, builtin))) continue;
+        if (visit(plan)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+/// What KJIT_JIT=async serves for a planned call.
+template <class Op>
+struct Served {
+  /// True: run the call's own plan (its programs are at hand, the mode is not async, or no
+  /// fallback is: then build() compiles on the calling thread). False: run `plan`.
+  bool exact = true;
+  typename Op::Plan plan{};
+  const LoadedProgram* program = nullptr;  ///< `plan`'s own program (loaded)
+  FallbackMark mark;                       ///< what the launch value built from `plan` records
+};
+
+/// The answer to a planned call `exact` of Op on `device` (the file comment). `accept(plan,
+/// program)` may adjust a candidate whose programs are at hand to its loaded `program` (the FP8
+/// GEMM refines its plan with the kernel's cluster capacities) and returns whether it still
+/// serves. Queues the missing programs and reports the fallback (or its absence) to `runtime`.
+template <class Op, class Accept>
+Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, const typename Op::Plan& exact,
+                       Runtime& runtime, const CUstream* stream, Accept&& accept) {
+  Served<Op> out;
+  if (exact.choice.family == nullptr || !RuntimeAccess::async(runtime)) return out;
+  // Read before looking: a compile that ends after this makes the launch value built below stale.
+  const uint64_t epoch = background_epoch();
+  const bool capturing = RuntimeAccess::capturing(stream);
+  const PlanPrograms own = plan_at_hand<Op>(dims, exact, runtime, device.context, capturing, /*exact=*/true);
+  if (own.all()) return out;
+  const bool found = for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
+    const PlanPrograms got = plan_at_hand<Op>(dims, candidate, runtime, device.context, capturing, /*exact=*/false);
+    if (!got.all()) return false;
+    typename Op::Plan plan = candidate;
+    if (!accept(plan, *got.first)) return false;
+    out.plan = plan;
+    out.program = got.first;
+    return true;
+  });
+  const ProgramSpec missing = own.missing[0].family->spec(own.missing[0].point);
+  if (found || capturing) {
+    for (int i = 0; i < own.missing_count; ++i) {
+      RuntimeAccess::queue(runtime, own.missing[i].family->spec(own.missing[i].point), device.context, capturing);
+    }
+  }
+  if (!found) {
+    RuntimeAccess::no_fallback(runtime, missing, device.context, capturing);
+    return out;
+  }
+  RuntimeAccess::fallback_served(runtime, missing, *out.program, device.context, capturing);
+  out.exact = false;
+  out.mark.epoch = epoch + 1;
+  out.mark.launches = RuntimeAccess::fallback_launches(runtime);
+  return out;
+}
+
+template <class Op>
+typename Op::Launch build_call(const typename Op::Args& args, const Planned<Op>& p, Workspace workspace,
+                               Runtime& runtime, const CUstream* stream, FallbackMark* mark) {
+  Served<Op> served = serve_async<Op>(p.dims, p.device, p.plan, runtime, stream,
+                                      [](typename Op::Plan&, const LoadedProgram&) { return true; });
+  if (served.exact) return build<Op>(args, p, workspace, runtime, stream);
+  *mark = served.mark;
+  return build<Op>(args, Planned<Op>{p.dims, p.device, served.plan}, workspace, runtime, stream);
+}
+
+}  // namespace kjit::detail

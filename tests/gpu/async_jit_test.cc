@@ -1,0 +1,186 @@
+// KJIT_JIT=async on the GPU: a tuning table pushed into a process names a plan no one compiled;
+// the op's calls run a fallback (its built-in plan, built by a warm-up under KJIT_JIT=on) whose
+// results agree with the float64 reference within the op's tolerance, and once the background
+// compile ends the calls run the tuned plan, again within tolerance. Decode (rows and split count
+// tuned) and dense prefill (the kernel tuned). The same flow on the stand-in driver, where the
+// kernel launched is checked by name, is tests/runtime/async_jit_test.cc. Skips without a GPU.
+//
+// Tolerances as the ops' own GPU tests: out is bf16 (1e-2 relative L2), lse f32 (1e-4).
+#include <kjit/device.hpp>
+#include <kjit/ops/attention.hpp>
+
+#include "runtime/internal.hpp"
+#include "runtime/ops/attention/decode.hpp"
+#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/tuned.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_attention.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+namespace {
+
+namespace ad = kjit::attention::detail;
+namespace kd = kjit::detail;
+namespace fs = std::filesystem;
+
+constexpr double kOutTol = 1e-2;
+constexpr double kLseTol = 1e-4;
+
+class AsyncJitGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kjit::testing::has_gpu()) GTEST_SKIP() << "no CUDA device";
+    dir_ = fs::temp_directory_path() / ("kjit-async-gpu-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    kd::install_tuned_table(kjit::testing::current_device(), {});
+    kd::forget_op_calls();
+  }
+  void TearDown() override {
+    if (!kjit::testing::has_gpu()) return;
+    kd::install_tuned_table(kjit::testing::current_device(), {});
+    kd::forget_op_calls();
+    fs::remove_all(dir_);
+  }
+  kjit::RuntimeConfig config(kjit::JitMode jit) const {
+    kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
+    c.cache_dir = (dir_ / "cache").string();
+    c.kernel_dir.clear();
+    c.record_path.clear();
+    c.remote = {};
+    c.jit = jit;
+    return c;
+  }
+  /// Counts the async events of `rt`.
+  struct Counts {
+    std::atomic<int> fallback{0}, done{0}, failed{0};
+  };
+  static void listen(kjit::Runtime& rt, Counts& n) {
+    rt.add_listener([&n](const kjit::Event& e) {
+      if (e.kind == kjit::EventKind::kFallbackLaunch) n.fallback.fetch_add(1);
+      if (e.kind == kjit::EventKind::kBackgroundCompileDone) {
+        n.done.fetch_add(1);
+        if (e.detail.substr(0, 7) == "failed:") n.failed.fetch_add(1);
+      }
+    });
+  }
+  /// Waits until `rt` has no background compile left to end (at most 120 s).
+  static void wait_background(kjit::Runtime& rt, Counts& n, int expected_done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (n.done.load() < expected_done && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GE(n.done.load(), expected_done) << "the background compiles did not end";
+    EXPECT_EQ(n.failed.load(), 0);
+    (void)rt;
+  }
+  fs::path dir_;
+};
+
+TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
+  kjit::testing::DecodeCase c;
+  c.batch = 2;
+  c.max_kv_len = 3000;
+  c.q_heads = 32;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  c.lse = true;
+  {
+    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan (rows=8) and its merge
+    EXPECT_TRUE(kjit::testing::run_decode_case(c, 1, on).ok(kOutTol, kLseTol));
+  }
+  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
+  ad::DecodeDims d;
+  d.device = kjit::testing::current_device();
+  d.batch = c.batch;
+  d.max_kv_len = c.max_kv_len;
+  d.q_heads = c.q_heads;
+  d.kv_heads = c.kv_heads;
+  d.head_dim = c.head_dim;
+  d.group = c.q_heads / c.kv_heads;
+  kd::TunedKey key{};
+  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
+  kd::TunedChoice choice;
+  choice.family = &kjit::attention::decode_family();
+  choice.point = choice.family->point({128, 16});
+  choice.knobs[0] = 3;
+  kd::TunedTable table;
+  table.set(key, choice);
+  kd::install_tuned_table(d.device, table);
+
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  Counts n;
+  listen(rt, n);
+  const kjit::testing::DecodeCaseResult fallback = kjit::testing::run_decode_case(c, 2, rt);
+  EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
+  EXPECT_EQ(n.fallback.load(), 1);
+  ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
+  const kjit::testing::DecodeCaseResult exact = kjit::testing::run_decode_case(c, 3, rt);
+  EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << "the tuned plan: " << exact.describe();
+  EXPECT_EQ(n.fallback.load(), 1) << "the tuned plan's programs are built now";
+  EXPECT_EQ(rt.stats().no_fallback, 0u);
+}
+
+TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
+  kjit::testing::PrefillCase c;
+  c.batch = 2;
+  c.q_len = 300;
+  c.kv_len = 300;
+  c.q_heads = 8;
+  c.kv_heads = 2;
+  c.head_dim = 128;
+  c.causal = true;
+  c.lse = true;
+  {
+    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in kernel
+    EXPECT_TRUE(kjit::testing::run_prefill_case(c, 1, on).ok(kOutTol, kLseTol));
+  }
+  // The pushed table names an mma.sync kernel the warm-up did not build: block_m 64 where the
+  // built-in plan is the wgmma kernel (sm_90a), else the other block_m.
+  ad::PrefillDims d;
+  d.device = kjit::testing::current_device();
+  d.batch = c.batch;
+  d.q_len = c.q_len;
+  d.max_kv_len = c.kv_len;
+  d.q_heads = c.q_heads;
+  d.kv_heads = c.kv_heads;
+  d.head_dim = c.head_dim;
+  d.group = c.q_heads / c.kv_heads;
+  d.causal = c.causal;
+  d.has_lse = c.lse;
+  kd::TunedKey key{};
+  ASSERT_TRUE(ad::PrefillOp::tune_key(d, &key));
+  const kjit::DeviceInfo& info = kjit::device_info(d.device);
+  const ad::PrefillPlan builtin = ad::PrefillOp::plan(d, info);
+  const bool builtin_mma = builtin.choice.family == &kjit::attention::prefill_family();
+  kd::TunedChoice choice;
+  choice.family = &kjit::attention::prefill_family();
+  choice.point = choice.family->point({128, builtin_mma && builtin.block_m == 64 ? 128 : 64, 0});
+  ad::PrefillPlan tuned;
+  ASSERT_TRUE(ad::PrefillOp::apply_tuned(d, info, choice, &tuned));
+  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
+  kd::TunedTable table;
+  table.set(key, choice);
+  kd::install_tuned_table(d.device, table);
+
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  Counts n;
+  listen(rt, n);
+  const kjit::testing::AttentionCaseResult fallback = kjit::testing::run_prefill_case(c, 2, rt);
+  EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
+  EXPECT_EQ(n.fallback.load(), 1);
+  ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
+  const kjit::testing::AttentionCaseResult exact = kjit::testing::run_prefill_case(c, 3, rt);
+  EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << "the tuned kernel: " << exact.describe();
+  EXPECT_EQ(n.fallback.load(), 1);
+}
+
+}  // namespace
