@@ -8,6 +8,7 @@
 #include "workspace.hpp"
 
 #include "runtime/driver.hpp"
+#include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"
@@ -323,7 +324,7 @@ class PagedPrefillPlan {
   /// With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), the tile is
   /// planned for `device` (attention::plan_paged_prefill(PagedPrefillPlanArgs)): tile_rows 0 takes
   /// the device's tuning table's choice for the call's bucket. Without it only a forced tile
-  /// (64, 128, or 192 at head_dim 64) is planned, which reads no table in either overload.
+  /// (attention::paged_tile_rows_fit) is planned, which reads no table in either overload.
   PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
                    nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal)
       : device_(device) {
@@ -354,7 +355,7 @@ class PagedPrefillPlan {
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
-                            "tile_rows=64, 128, or 192 at head_dim 64)");
+                            "tile_rows=" + attention::paged_tile_rows_text() + ")");
     } else {
       plan_ = attention::plan_paged_prefill(qo.data(), batch, head_dim, tile_rows);
     }
@@ -603,6 +604,9 @@ void register_ops(nb::module_& m) {
       .def_prop_ro("variant",
                    [](const PagedPrefillPlan& p) { return attention::variant_name(p.plan().variant); })
       .def_prop_ro("device", &PagedPrefillPlan::device);
+  // The paged prefill's wide tile (attention::kWideTileRows, at kWideTileHeadDim only).
+  m.attr("attention_wide_tile_rows") = attention::kWideTileRows;
+  m.attr("attention_wide_tile_head_dim") = attention::kWideTileHeadDim;
   m.def("attention_paged_prefill", &paged_prefill, "q"_a, "qo_indptr"_a, "k_pages"_a, "v_pages"_a, "indptr"_a,
         "page_indices"_a, "last_page_len"_a, "plan"_a, nb::kw_only(), "causal"_a = false, "out"_a = nb::none(),
         "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "stream"_a = nb::none());

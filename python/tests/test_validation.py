@@ -171,6 +171,8 @@ def test_plan_paged_prefill_with_a_forced_tile_is_host_only():
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=192)
     if HAS_GPU:
         assert kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=64, tile_rows=192).num_work == 3
+    # The binding's names of that tile are the C++ planner's.
+    assert (kjit.attention.WIDE_TILE_ROWS, kjit.attention.WIDE_TILE_HEAD_DIM) == (192, 64)
 
 
 KV = dict(kv_indptr=[0, 5, 6, 15], last_page_len=[6, 10, 2], q_heads=8, page_size=16)

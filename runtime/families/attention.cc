@@ -179,30 +179,42 @@ const Family& paged_prefill_sm90_family() {
     f.name = "attention.paged_prefill_sm90";
     f.doc = "Ragged GQA prefill over a paged bf16 KV cache on Hopper: the wgmma consumers of attention.prefill_sm90 "
             "with a cp.async producer warpgroup that gathers Q and K/V rows through the page table (any page size), "
-            "the plan's work items of block_m rows (128: two consumer warpgroups; 192 at head_dim 64: three), causal "
-            "or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a only)";
-    FamilyParam rows{"block_m", {}, "query rows per work item (the plan's tile_rows): 128, or 192 at head_dim 64", true};
+            + fmt::format("the plan's work items of block_m rows (128: two consumer warpgroups; {} at head_dim {}: "
+                          "three), causal or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a only)",
+                          kWideTileRows, kWideTileHeadDim);
+    FamilyParam rows{"block_m", {},
+                     fmt::format("query rows per work item (the plan's tile_rows): 128, or {} at head_dim {}",
+                                 kWideTileRows, kWideTileHeadDim),
+                     true};
     for (int m : kSm90PagedRows) rows.values.push_back({std::to_string(m), m, ""});
     f.params = {head_dim_param(kSm90HeadDims), rows};
     f.programs = {{"", "", "attention/prefill_sm90.cu",
                    {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}, {block_m}>"}, true}};
-    // 192 rows at hd128 would need 240 KiB of shared memory (Q 48 KiB + the 192 KiB ring).
     f.constraint = [](const Family& self, const Point& pt) -> std::string {
       const int64_t hd = self.value(pt, "head_dim").code;
       const int64_t rows = self.value(pt, "block_m").code;
       if (!sm90_paged_tile(hd, static_cast<int>(rows))) {
-        return fmt::format("block_m=192 runs only at head_dim=64, got head_dim={}", hd);
+        return fmt::format("block_m={} runs only at head_dim={}, got head_dim={}", kWideTileRows, kWideTileHeadDim, hd);
       }
       return {};
     };
     f.min_sm = Target::kWgmmaSm;  // sm_90a only: target_rule asks has_wgmma
     f.target_rule = prefill_sm90_family().target_rule;
     f.defaults = {{{"head_dim", "128"}, {"block_m", "128"}},
-                  {{"head_dim", "64"}, {"block_m", "192"}},
+                  {{"head_dim", std::to_string(kWideTileHeadDim)}, {"block_m", std::to_string(kWideTileRows)}},
                   {{"head_dim", "64"}, {"block_m", "128"}}};
     return f;
   }();
   return family;
+}
+
+std::string paged_tile_rows_text() {
+  std::string out;
+  for (int m : kPagedTileRows) {
+    if (m == kWideTileRows) continue;
+    out += fmt::format("{}, ", m);
+  }
+  return fmt::format("{}or {} at head_dim {}", out, kWideTileRows, kWideTileHeadDim);
 }
 
 }  // namespace kjit::attention

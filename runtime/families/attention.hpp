@@ -27,6 +27,9 @@
 
 #include <kjit/families.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace kjit::attention {
 
 /// The floor of every attention family but the sm_90a ones (prefill_sm90, paged_prefill_sm90),
@@ -42,15 +45,33 @@ inline constexpr int kSm90HeadDims[] = {64, 128};
 /// The `block_m` values of attention.prefill and attention.paged_prefill: query rows per CTA
 /// (PrefillArgs::block_m, the paged plan's tile_rows).
 inline constexpr int kBlockMs[] = {64, 128};
+/// The paged prefill's wide tile: 192 query rows per work item (three consumer warpgroups),
+/// which only attention.paged_prefill_sm90 runs, and only at head_dim kWideTileHeadDim (at
+/// head_dim 128 it would need 240 KiB of shared memory: Q 48 KiB + the 192 KiB ring). Every
+/// other file names the wide tile through these two constants or paged_tile_rows_fit().
+inline constexpr int kWideTileRows = 192;
+/// The one head_dim of the wide tile (kWideTileRows).
+inline constexpr int kWideTileHeadDim = 64;
 /// The `block_m` values of attention.paged_prefill_sm90: query rows per work item, 128 (two
-/// consumer warpgroups) or, at head_dim 64 only, 192 (three; the dense sm_90a kernel's hd64 tile).
-inline constexpr int kSm90PagedRows[] = {128, 192};
-/// The paged plan's tile_rows values: kBlockMs, and 192 for attention.paged_prefill_sm90 at hd64.
-inline constexpr int kPagedTileRows[] = {64, 128, 192};
+/// consumer warpgroups) or, at head_dim kWideTileHeadDim only, kWideTileRows (three).
+inline constexpr int kSm90PagedRows[] = {128, kWideTileRows};
+/// The paged plan's tile_rows values: kBlockMs, and kWideTileRows for attention.paged_prefill_sm90.
+inline constexpr int kPagedTileRows[] = {64, 128, kWideTileRows};
 /// Whether a paged plan of `tile_rows`-row work items at `head_dim` has an sm_90a kernel point.
 constexpr bool sm90_paged_tile(int64_t head_dim, int tile_rows) {
-  return (head_dim == 64 || head_dim == 128) && (tile_rows == 128 || (tile_rows == 192 && head_dim == 64));
+  return (head_dim == 64 || head_dim == 128) &&
+         (tile_rows == 128 || (tile_rows == kWideTileRows && head_dim == kWideTileHeadDim));
 }
+/// The paged prefill planner's tile rule: whether a plan at `head_dim` may have `tile_rows`-row
+/// work items (a kPagedTileRows value; the wide tile only at kWideTileHeadDim). 0 (choose) is the
+/// caller's to allow.
+constexpr bool paged_tile_rows_fit(int64_t head_dim, int tile_rows) {
+  bool listed = false;
+  for (int m : kPagedTileRows) listed = listed || m == tile_rows;
+  return listed && (tile_rows != kWideTileRows || head_dim == kWideTileHeadDim);
+}
+/// The rule of paged_tile_rows_fit() for an error message: "64, 128, or 192 at head_dim 64".
+std::string paged_tile_rows_text();
 
 const Family& decode_family();
 const Family& paged_decode_family();

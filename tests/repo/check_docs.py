@@ -3,7 +3,7 @@
 
 - no file refers to documents outside the repository (a path up into a `shared` folder beside
   the checkout);
-- every repository path that README.md and docs/*.md name in backticks (`runtime/ops/tuned.hpp`,
+- every repository path that README.md, tests/README.md and docs/*.md name in backticks (`runtime/ops/tuned.hpp`,
   `tools/tune/`) exists. Paths with placeholders (`<op>`, `*`, `{...}`) and build outputs are
   not checked.
 
@@ -39,7 +39,7 @@ def main():
             if outside in line:
                 problems.append(f"{path.relative_to(ROOT)}:{n}: refers outside the repository: {line.strip()}")
 
-    docs = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    docs = [ROOT / "README.md", ROOT / "tests" / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
     for doc in docs:
         for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
             for span in re.findall(r"`([^`\s]+)`", line):

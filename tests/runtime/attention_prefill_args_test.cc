@@ -722,6 +722,59 @@ TEST(AttentionPrefillPlan, PagedPlannerTakesTheWideHopperTileAtHd64) {
   }
 }
 
+// One rule, one place: the paged prefill's tile rows are what its two kernel families declare
+// (attention.paged_prefill's block_m, attention.paged_prefill_sm90's block_m within its
+// constraint), and the planner, the kernel choice, the Hopper kernel's launch shapes
+// (kernel_sources/attention/prefill_sm90_params.h) and the messages follow exactly that. A tile
+// value added to (or dropped from) a family without teaching one of them fails here.
+std::set<int> declared_rows(const kjit::Family& f) {
+  std::set<int> out;
+  for (const kjit::ParamValue& v : f.params[f.param_index("block_m")].values) out.insert(static_cast<int>(v.code));
+  return out;
+}
+
+TEST(AttentionPrefillFamily, PagedTileRowsFollowTheDeclaredTiles) {
+  namespace at = kjit::attention;
+  using kjit::attention::AttentionVariant;
+  const kjit::Family& mma = at::paged_prefill_family();
+  const kjit::Family& wgmma = at::paged_prefill_sm90_family();
+  const std::set<int> mma_rows = declared_rows(mma), wgmma_rows = declared_rows(wgmma);
+  const std::set<int64_t> mma_dims(std::begin(at::kHeadDims), std::end(at::kHeadDims));
+  const std::set<int64_t> wgmma_dims(std::begin(at::kSm90HeadDims), std::end(at::kSm90HeadDims));
+  // The wide tile is the sm_90a family's alone.
+  EXPECT_EQ(wgmma_rows.count(at::kWideTileRows), 1u);
+  EXPECT_EQ(mma_rows.count(at::kWideTileRows), 0u);
+  const kjit::Target sm80 = kjit::Target::for_compute_capability(8, 0);
+  const kjit::Target sm90a = h200().target();
+  const std::string text = at::paged_tile_rows_text();
+  for (int64_t hd : mma_dims) {
+    for (int m = 0; m <= 512; ++m) {
+      const bool by_mma = mma_rows.count(m) == 1;
+      const bool by_wgmma = wgmma_dims.count(hd) == 1 && wgmma_rows.count(m) == 1 &&
+                            wgmma.invalid_reason(wgmma.point({hd, m})).empty();
+      const std::string where = "head_dim " + std::to_string(hd) + " tile_rows " + std::to_string(m);
+      // The planner's rule and the planner itself.
+      EXPECT_EQ(at::paged_tile_rows_fit(hd, m), by_mma || by_wgmma) << where;
+      const int32_t qo_indptr[] = {0, 100};
+      bool planned = true;
+      try {
+        at::plan_paged_prefill(qo_indptr, 1, hd, m);
+      } catch (const kjit::InvalidArgument&) {
+        planned = false;
+      }
+      EXPECT_EQ(planned, m == 0 || by_mma || by_wgmma) << where;
+      // The kernel choice: each kernel runs exactly its family's tiles.
+      EXPECT_EQ(ad::variant_runs(AttentionVariant::kMma, ad::paged_prefill_variant_call(sm80, hd, m)), by_mma) << where;
+      EXPECT_EQ(ad::variant_runs(AttentionVariant::kWgmma, ad::paged_prefill_variant_call(sm90a, hd, m)), by_wgmma)
+          << where;
+      // The kernel sources: the Hopper kernel has a launch shape for exactly the sm_90a family's tiles.
+      EXPECT_EQ(kjit::attention::prefill_sm90_launch_shape(static_cast<int>(hd), true, m).threads > 0, by_wgmma)
+          << where;
+      if (by_mma || by_wgmma) EXPECT_NE(text.find(std::to_string(m)), std::string::npos) << text << ": " << where;
+    }
+  }
+}
+
 TEST(AttentionPrefillFamily, TmaLayoutOfTheHopperKernel) {
   PrefillArgs a = valid_prefill();
   EXPECT_EQ(ad::prefill_tma_layout_reason(a), "");

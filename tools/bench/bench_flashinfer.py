@@ -36,6 +36,7 @@ import sys
 import time
 
 from bench_common import arg_parser, fmt, graph_time_us, rel_l2, require_gpu, seeded_generator  # first
+import kjit
 import torch
 
 from bench_attention import Kjit
@@ -179,7 +180,8 @@ def run_case(case, kj, fi, ws, gen):
     res.update(sets=n, flops=flops)
     caches = [KjitCache(pools, s) for s in range(n)]
     outs = {}
-    runs = [("kjit", 0, "auto"), ("kjit_mma", 0, "mma")] + ([("kjit_192", 192, "auto")] if d == 64 else [])
+    wide = [("kjit_192", kjit.attention.WIDE_TILE_ROWS, "auto")] if d == kjit.attention.WIDE_TILE_HEAD_DIM else []
+    runs = [("kjit", 0, "auto"), ("kjit_mma", 0, "mma")] + wide
     for key, tile_rows, variant in runs:
         plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant, cache=caches[0], q_heads=hq, causal=causal)
         try:

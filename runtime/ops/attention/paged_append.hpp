@@ -1,7 +1,7 @@
 #pragma once
 /// \file runtime/ops/attention/paged_append.hpp
 /// kjit::attention::append_paged_kv (include/kjit/ops/attention.hpp) as an op of the pipeline
-/// (runtime/ops/pipeline.hpp): the pure validate and plan steps (paged_plan.cc) and the launch
+/// (runtime/ops/pipeline.hpp): the pure validate and plan steps (paged_append_plan.cc) and the launch
 /// value (paged_append.cc), exposed so tests check every rejection and plan without a GPU.
 
 #include <kjit/device.hpp>

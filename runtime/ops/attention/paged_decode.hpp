@@ -1,7 +1,7 @@
 #pragma once
 /// \file runtime/ops/attention/paged_decode.hpp
 /// kjit::attention::paged_decode (include/kjit/ops/attention.hpp) as an op of the pipeline
-/// (runtime/ops/pipeline.hpp): the pure validate and plan steps (paged_plan.cc) and the launch
+/// (runtime/ops/pipeline.hpp): the pure validate and plan steps (paged_decode_plan.cc) and the launch
 /// value (paged_decode.cc), exposed so tests check every rejection and plan without a GPU. Paged decode is the decode kernel over the
 /// PagedKV source: it reuses the decode planner and merge step (decode.hpp), and the contiguous
 /// decode's merge program (attention.decode_merge) when its plan splits.
@@ -86,7 +86,7 @@ struct PagedDecodeOp {
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
-  // Tuning (runtime/ops/tuned.hpp; paged_tune.cc). Knob: splits. Point: rows (heads per CTA). Bucket: head_dim,
+  // Tuning (runtime/ops/tuned.hpp; paged_decode_tune.cc). Knob: splits. Point: rows (heads per CTA). Bucket: head_dim,
   // group, batch · kv_heads and the planned length (paged_plan_length) rounded up to powers of
   // two (the length at least 64), and page_size exactly. A call that requests a split count is
   // not tuned.

@@ -163,14 +163,14 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (args.device < -1) {
     kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
   }
-  if (d.tile_rows == 192) {
-    // Only the sm_90a kernel runs 192-row tiles: refuse the plan where the device (when there is
+  if (d.tile_rows == kWideTileRows) {
+    // Only the sm_90a kernel runs the wide tile: refuse the plan where the device (when there is
     // one to ask) cannot.
     if (const int device = table_device(args.device); device >= 0) {
       const detail::VariantCall call =
           detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
       if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
-        kjit::detail::fail(kPlanOp, fmt::format("tile_rows 192 cannot run on device {}: {}", device,
+        kjit::detail::fail(kPlanOp, fmt::format("tile_rows {} cannot run on device {}: {}", kWideTileRows, device,
                                                 detail::variant_rejects(AttentionVariant::kWgmma, call)));
       }
     }
@@ -185,8 +185,9 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
   int rows = tile.tile_rows;
-  // A forced kernel gets a tile it runs: mma.sync has no 192-row tile, the Hopper kernel no 64.
-  if ((args.variant == AttentionVariant::kMma && rows > 128) || (args.variant == AttentionVariant::kWgmma && rows < 128)) {
+  // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
+  if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
+      (args.variant == AttentionVariant::kWgmma && rows < 128)) {
     rows = 128;
   }
   PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows);

@@ -346,10 +346,10 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int6
     fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kPagedTileRows),
                               tile_rows));
   }
-  if (tile_rows == 192 && head_dim != 64) {
-    fail(kPlanOp, fmt::format("tile_rows 192 runs only at head_dim 64 (the sm_90a wgmma kernel's three-consumer "
+  if (tile_rows != 0 && !paged_tile_rows_fit(head_dim, tile_rows)) {
+    fail(kPlanOp, fmt::format("tile_rows {} runs only at head_dim {} (the sm_90a wgmma kernel's three-consumer "
                               "tile), got head_dim {}",
-                              head_dim));
+                              tile_rows, kWideTileHeadDim, head_dim));
   }
   if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
   if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));
@@ -424,13 +424,14 @@ PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, cons
   } else {
     const int64_t mean = d.nonempty > 0 ? d.total_q / d.nonempty : 0;
     const bool wide =
-        mean > 128 && variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, 192));
-    t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? 192 : 128;
+        mean > 128 &&
+        variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, kWideTileRows));
+    t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? kWideTileRows : 128;
   }
   if (d.total_q > 0) {
     const bool wgmma =
         variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
-    // A forced 192-row tile planned for a target without wgmma (or for none: the legacy
+    // A forced wide (kWideTileRows) tile planned for a target without wgmma (or for none: the legacy
     // overload) names no kernel: only the wgmma kernel has it, and the run step fails with
     // Unsupported naming both kernels' rules where that cannot run.
     if (wgmma || kjit::detail::is_one_of(t.tile_rows, kBlockMs)) {

@@ -74,9 +74,9 @@ std::string describe(Gap g, const detail::VariantCall& call) {
     case Gap::kMmaHeadDim:
       return fmt::format("mma is specialized for head_dim {}, not {}", detail::head_dims_text(), call.head_dim);
     case Gap::kMmaTile:
-      return fmt::format("mma runs paged prefill plans with tile_rows {}, the plan has {} (192-row tiles are the "
-                         "sm_90a wgmma kernel's, at head_dim 64)",
-                         kjit::detail::one_of_text(kBlockMs), call.tile_rows);
+      return fmt::format("mma runs paged prefill plans with tile_rows {}, the plan has {} ({}-row tiles are the "
+                         "sm_90a wgmma kernel's, at head_dim {})",
+                         kjit::detail::one_of_text(kBlockMs), call.tile_rows, kWideTileRows, kWideTileHeadDim);
     case Gap::kNotPrefill:
       return fmt::format("wgmma is a prefill kernel, not a {} one", detail::kind_name(call.kind));
     case Gap::kWgmmaArch:
@@ -85,9 +85,9 @@ std::string describe(Gap g, const detail::VariantCall& call) {
       return fmt::format("wgmma is specialized for head_dim {}, not {}", kjit::detail::one_of_text(kSm90HeadDims),
                          call.head_dim);
     case Gap::kWgmmaTile:
-      return fmt::format("wgmma runs paged prefill plans of 128-row tiles, or 192-row tiles at head_dim 64; the plan "
-                         "has {} at head_dim {} (plan with tile_rows 0, 128 or, at head_dim 64, 192)",
-                         call.tile_rows, call.head_dim);
+      return fmt::format("wgmma runs paged prefill plans of 128-row tiles, or {0}-row tiles at head_dim {1}; the plan "
+                         "has {2} at head_dim {3} (plan with tile_rows 0, 128 or, at head_dim {1}, {0})",
+                         kWideTileRows, kWideTileHeadDim, call.tile_rows, call.head_dim);
     case Gap::kMask:
       return "wgmma takes no bool mask (causal or full only)";
     case Gap::kKvLens:
