@@ -51,21 +51,30 @@ def rel_l2(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def graph_time_us(step, n_calls):
-    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
-    import triton.testing
+def capture_graph(fn):
+    """fn() captured into a CUDA graph after one call on a side stream (so nothing compiles,
+    builds or allocates a workspace for the first time under capture)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for i in range(n_calls):
-            step(i)
+        fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def graph_time_us(step, n_calls):
+    """Median µs per call of `step(i)` for i in range(n_calls), replayed from one CUDA graph."""
+    import triton.testing
+
+    def calls():
         for i in range(n_calls):
             step(i)
-    torch.cuda.synchronize()
+    graph = capture_graph(calls)
     ms = triton.testing.do_bench(graph.replay, warmup=25, rep=300, return_mode="median")
     return ms * 1e3 / n_calls
 

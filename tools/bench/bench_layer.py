@@ -69,7 +69,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import arg_parser, cannot_run, rel_l2, require_gpu, seeded_generator  # first
+from bench_common import arg_parser, cannot_run, capture_graph, rel_l2, require_gpu, seeded_generator  # first
 import kjit
 import torch
 import torch.nn.functional as F
@@ -112,19 +112,8 @@ class Timer:
 
     @staticmethod
     def capture(fn):
-        """fn() captured into a CUDA graph after one call on a side stream (so nothing compiles,
-        builds or allocates a workspace for the first time under capture)."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        torch.cuda.synchronize()
-        return graph
+        """fn() captured into a CUDA graph (bench_common.capture_graph)."""
+        return capture_graph(fn)
 
     def _probe_in_graph_events(self):
         """Whether events recorded inside a graph (torch.cuda.Event(external=True)) time what lies

@@ -36,7 +36,7 @@ import math
 import os
 import sys
 
-from bench_common import require_gpu  # first: a plain message without torch or kjit
+from bench_common import capture_graph, require_gpu  # first: a plain message without torch or kjit
 import kjit
 import torch
 import torch.nn.functional as F
@@ -199,17 +199,7 @@ def check_options(kj, kv, inv_scale, gen):
 
 
 def graph_us(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return bench_ms(graph.replay) * 1e3
+    return bench_ms(capture_graph(fn).replay) * 1e3
 
 
 def bench_tokens(kj, kv, inv_scale, T, gen):
