@@ -16,4 +16,10 @@ find build-run/tests -maxdepth 1 -type f -executable ! -name 'gpu_*' -delete
 # machine need not have them (h200_session.sh puts the build folder on LD_LIBRARY_PATH).
 ldd build/libkjit.so | awk '/=> \/(usr\/)?lib\/x86_64-linux-gnu\/lib(fmt|xxhash|hiredis|sodium)/ {print $3}' |
   xargs -r cp -L -t build-run
+# The CLI also links libarchive (OCI images: kjit_oci), which the device image lacks: it and the
+# libraries of its chain that the image may lack go too, except ICU's 30 MB data library (over
+# the carry limit); a device without libicudata then cannot start the CLI (the library and the
+# tests need none of them).
+ldd build/tools/kjit | awk '/=> \/(usr\/)?lib\/x86_64-linux-gnu\/lib(archive|nettle|lz4|acl|xml2|icuuc)\./ {print $3}' |
+  xargs -r cp -L -t build-run
 du -sh build-run
