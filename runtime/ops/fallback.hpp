@@ -9,13 +9,16 @@
 /// (KernelTable::at_hand). All at hand: the plan runs as planned. Otherwise the candidates, in
 /// this order, and the first whose programs are all at hand in memory or the disk cache (loaded
 /// ones only while the launch stream is being captured) serves:
-///   1. the op's built-in plan for the call (Op::plan: what runs without a tuning table), which
-///      computes what the call asks by construction;
-///   2. for a tunable op, each default point of the op's families (Family::defaults, what
+///   1. for a tunable op, each default point of the op's families (Family::defaults, what
 ///      `kjit precompile` builds) that computes what the plan's point computes
 ///      (Family::same_semantics: they differ only in parameters the family declares
-///      performance-only), planned for the call by Op::apply_tuned with the built-in plan's
-///      knobs (its split count). apply_tuned refuses a point that cannot run the call.
+///      performance-only), planned for the call by Op::apply_tuned with the plan's own knobs
+///      (its split count, so the workspace the caller sized for the plan fits);
+///   2. the op's built-in plan for the call (Op::plan: what runs without a tuning table), which
+///      computes what the call asks by construction;
+///   3. the default points of 1 planned with the built-in plan's knobs.
+/// apply_tuned refuses a point that cannot run the call; a candidate that needs more workspace
+/// than the call's own plan (Plan::workspace_bytes) is passed over.
 /// The missing programs are then queued on the Runtime's background threads
 /// (RuntimeAccess::queue) and the fallback's launch value is marked (FallbackMark): the call
 /// memo builds the call again after the next background compile ends, and runs the exact
@@ -31,9 +34,18 @@
 #include "runtime/async_jit.hpp"
 #include "runtime/ops/pipeline.hpp"
 
+#include <type_traits>
+#include <utility>
+
 namespace kjit::detail {
 
 inline bool same_choice(const Choice& a, const Choice& b) noexcept { return a.family == b.family && a.point == b.point; }
+
+/// Whether an op's Plan says how many workspace bytes it needs (Plan::workspace_bytes).
+template <class Plan, class = void>
+struct HasWorkspaceBytes : std::false_type {};
+template <class Plan>
+struct HasWorkspaceBytes<Plan, std::void_t<decltype(std::declval<const Plan&>().workspace_bytes)>> : std::true_type {};
 
 /// The choices of `plan`'s programs: its own, and Op's second program when it has one (no family
 /// where none is needed).
@@ -98,24 +110,35 @@ bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, co
   } catch (const Error&) {
     // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
   }
-  if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
-  if constexpr (IsTunable<Op>::value) {
-    if (exact.choice.family == nullptr) return false;
-    const TunedChoice knobs = Op::tuned_choice(dims, have_builtin ? builtin : exact);
-    for (auto family_of : Op::kInfo.families) {
-      if (family_of == nullptr) continue;
-      const Family& f = family_of();
-      for (const Point& point : f.default_points()) {
-        if (!exact.choice.family->same_semantics(exact.choice.point, f, point)) continue;
-        TunedChoice c = knobs;
-        c.family = &f;
-        c.point = point;
-        Plan plan{};
-        if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
-        if (same_programs<Op>(dims, plan, exact) || (have_builtin && same_programs<Op>(dims, plan, builtin))) continue;
-        if (visit(plan)) return true;
+  // The family's default points that compute what `exact` computes, planned with `knobs`.
+  auto visit_defaults = [&](const TunedChoice& knobs) {
+    if constexpr (IsTunable<Op>::value) {
+      for (auto family_of : Op::kInfo.families) {
+        if (family_of == nullptr) continue;
+        const Family& f = family_of();
+        for (const Point& point : f.default_points()) {
+          if (!exact.choice.family->same_semantics(exact.choice.point, f, point)) continue;
+          TunedChoice c = knobs;
+          c.family = &f;
+          c.point = point;
+          Plan plan{};
+          if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
+          if (same_programs<Op>(dims, plan, exact)) continue;
+          if (visit(plan)) return true;
+        }
       }
     }
+    return false;
+  };
+  const bool tunable = IsTunable<Op>::value && exact.choice.family != nullptr;
+  // First the plan's own knobs (its split count: the workspace the caller sized for the plan
+  // holds their partials), then the built-in plan, then the defaults with the built-in knobs.
+  if constexpr (IsTunable<Op>::value) {
+    if (tunable && visit_defaults(Op::tuned_choice(dims, exact))) return true;
+  }
+  if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
+  if constexpr (IsTunable<Op>::value) {
+    if (tunable && have_builtin && visit_defaults(Op::tuned_choice(dims, builtin))) return true;
   }
   return false;
 }
@@ -146,6 +169,11 @@ Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, co
   const PlanPrograms own = plan_at_hand<Op>(dims, exact, runtime, device.context, capturing, /*exact=*/true);
   if (own.all()) return out;
   const bool found = for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
+    // The caller sized its workspace for the call's own plan (the op's workspace query): a
+    // fallback that needs more cannot serve.
+    if constexpr (HasWorkspaceBytes<typename Op::Plan>::value) {
+      if (candidate.workspace_bytes > exact.workspace_bytes) return false;
+    }
     const PlanPrograms got = plan_at_hand<Op>(dims, candidate, runtime, device.context, capturing, /*exact=*/false);
     if (!got.all()) return false;
     typename Op::Plan plan = candidate;
