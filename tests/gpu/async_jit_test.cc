@@ -82,6 +82,21 @@ class AsyncJitGpu : public ::testing::Test {
     EXPECT_EQ(n.failed.load(), 0);
     (void)rt;
   }
+  /// Under KJIT_JIT=async on `rt`, with a pushed table naming an unbuilt plan: `run(seed, rt)`
+  /// first runs a fallback (one fallback launch), then, once the background compile has ended,
+  /// the tuned plan (`tuned`: what to call it); both within the op's tolerances.
+  template <class Run>
+  static void fallback_then_tuned(kjit::Runtime& rt, Run&& run, const char* tuned) {
+    Counts n;
+    listen(rt, n);
+    const auto fallback = run(2, rt);
+    EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
+    EXPECT_EQ(n.fallback.load(), 1);
+    ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
+    const auto exact = run(3, rt);
+    EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << tuned << exact.describe();
+    EXPECT_EQ(n.fallback.load(), 1) << "the tuned plan's programs are built now";
+  }
   fs::path dir_;
 };
 
@@ -117,15 +132,9 @@ TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
   kd::install_tuned_table(d.device, table);
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  Counts n;
-  listen(rt, n);
-  const kjit::testing::DecodeCaseResult fallback = kjit::testing::run_decode_case(c, 2, rt);
-  EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
-  EXPECT_EQ(n.fallback.load(), 1);
-  ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
-  const kjit::testing::DecodeCaseResult exact = kjit::testing::run_decode_case(c, 3, rt);
-  EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << "the tuned plan: " << exact.describe();
-  EXPECT_EQ(n.fallback.load(), 1) << "the tuned plan's programs are built now";
+  fallback_then_tuned(
+      rt, [&c](uint64_t seed, kjit::Runtime& r) { return kjit::testing::run_decode_case(c, seed, r); },
+      "the tuned plan: ");
   EXPECT_EQ(rt.stats().no_fallback, 0u);
 }
 
@@ -172,15 +181,9 @@ TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   kd::install_tuned_table(d.device, table);
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  Counts n;
-  listen(rt, n);
-  const kjit::testing::AttentionCaseResult fallback = kjit::testing::run_prefill_case(c, 2, rt);
-  EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
-  EXPECT_EQ(n.fallback.load(), 1);
-  ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
-  const kjit::testing::AttentionCaseResult exact = kjit::testing::run_prefill_case(c, 3, rt);
-  EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << "the tuned kernel: " << exact.describe();
-  EXPECT_EQ(n.fallback.load(), 1);
+  fallback_then_tuned(
+      rt, [&c](uint64_t seed, kjit::Runtime& r) { return kjit::testing::run_prefill_case(c, seed, r); },
+      "the tuned kernel: ");
 }
 
 }  // namespace
