@@ -34,6 +34,13 @@
 // shared memory and writes whole rows of D, 16 bytes at a time. A small tile with BM = 64 has
 // one multiplying consumer (the other only frees stages) and twice the CTAs over the weight, for
 // problems whose 128-row tiles leave SMs idle: one SM takes in only about 30 bytes a cycle.
+// Wave-fitting tiles (BN = 80, 96, 112, 160, 192, 224; BM = 128; persistent only): for M ≤ 256,
+// where the tiles are few and the weight (B) is most of the bytes, a tile height that is not a
+// power of two makes the tiles a whole number of waves (N = 10240: 128 CTAs of 80 weight rows
+// against 80 of 128, which leave 52 of 132 SMs idle). wgmma takes any N that is a multiple of 8;
+// B's TMA box is BN rows of 128-byte swizzle atoms like any other. BN is not a whole number of
+// 128-byte D boxes, so these tiles store D directly from the accumulators, as the small tiles do
+// when not swapped: at M ≤ 256 D is a few percent of the bytes.
 // Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
 // the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
 // and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
@@ -73,23 +80,25 @@ template <int kFmtA, int kFmtB, bool kOutF32, int kBM, int kBN, int kStages>
 __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS GemmSm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KJIT_EMULATE_SM90)
   using namespace sm90;
-  static_assert(kBN == 16 || kBN == 32 || kBN == 64 || kBN == 128 || kBN == 256, "BN");
   static_assert(kStages >= 2 && kStages <= kSm90MaxStages, "stages");
-  static_assert(sm90_valid_bm(kBM, kBN), "BM: 128, or 64 with a small tile");
-  constexpr bool kSmall = sm90_small_tile(kBN);  // direct stores only, no staging boxes
+  static_assert(sm90_valid_bm(kBM, kBN), "BM × BN: 128 × (16, 32, 64, 80, 96, 112, 128, 160, 192, 224, 256), 64 × (16, 32, 64)");
+  constexpr bool kSmall = sm90_small_tile(kBN);    // direct or transposed stores, no TMA boxes
+  constexpr bool kStaged = sm90_staged_tile(kBN);  // the TMA-box epilogue
+  constexpr bool kWave = sm90_wave_tile(kBN);      // direct stores; persistent only
   constexpr int kABytes = kBM * 128;
   constexpr int kStageBytes = sm90_stage_bytes(kBM, kBN);
   constexpr int kEpilogueBytes = sm90_epilogue_bytes(kBN);
   constexpr int kConsumerWarps = 8;
   constexpr int kElem = kOutF32 ? 4 : 2;
   constexpr int kBoxCols = 128 / kElem;  // D columns per 128-byte TMA box row
-  constexpr int kBoxes = kSmall ? 1 : kBN / kBoxCols;  // boxes per 64-row warpgroup slice: even
+  constexpr int kBoxes = kStaged ? kBN / kBoxCols : 1;  // boxes per 64-row warpgroup slice: even
   constexpr int kBoxJ = kBoxCols / 8;     // accumulator column groups (8 columns) per box
   constexpr int kStagingBoxes = kSm90StagingBoxes;  // per consumer warpgroup
   constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
   static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
-  // Split-K's partial tile (BM × BN f32) reuses the stages and the staging boxes.
-  static_assert(kBM * kBN * 4 <= kStages * kStageBytes + kEpilogueBytes, "split-K partials fit");
+  // Split-K's partial tile (BM × BN f32) reuses the stages and the staging boxes. The
+  // wave-fitting tiles have no split-K (the host never plans it; the kernel traps on it).
+  static_assert(kWave || kBM * kBN * 4 <= kStages * kStageBytes + kEpilogueBytes, "split-K partials fit");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle atoms must start at 1024-byte boundaries.
@@ -348,7 +357,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     }
   };
 
-  // The large tiles without TMA stores: writes kRound staged boxes (box `first_box` of the
+  // The staged tiles without TMA stores: writes kRound staged boxes (box `first_box` of the
   // warpgroup's slice onward, staged from `ring`) to D, masked to M x N, one 16-byte chunk of a box
   // row per iteration, element by element. A fallback for D that is not 16-byte aligned (or whose
   // rows overlap), so rolled and plain.
@@ -424,12 +433,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (splits > 1) break;  // one tile per CTA: the cluster reduction below is its epilogue
     if (!active) continue;
 
-    // The large tiles' epilogue (compiled out of the small tiles, which store directly): the
+    // The staged tiles' epilogue (compiled out of the others, which store directly): the
     // outputs are staged in shared memory as 64-row x 128-byte boxes, then go out as TMA stores
     // or, when D is not TMA-able (p.tma_store 0), through copy_out's rolled loop. One staged form
     // keeps a single unrolled copy of the 64 x BN outputs in the kernel: a second, direct-store
     // copy doubled the 128 x 256 tile's cold compile.
-    if constexpr (!kSmall) {
+    if constexpr (kStaged) {
       const uint32_t ring = staging + c * (kStagingBoxes * kSm90StagingBoxBytes);
       // Bias per row (swapped operands) or per column; rows ≥ M are clipped by the TMA store.
       const bool col_bias = p.bias != nullptr && !p.bias_rows;
@@ -537,8 +546,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       flush_trans(0, kBN);
       continue;
     }
-    // Small tiles with D as is (not swapped): direct stores.
-    if constexpr (kSmall) {
+    // Small tiles with D as is (not swapped), and the wave-fitting tiles: direct stores.
+    if constexpr (!kStaged) {
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
         const int col = n0 + 8 * j + 2 * (l % 4);
@@ -558,6 +567,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     if (cm > 1) cluster_sync();
     return;
   }
+  if constexpr (kWave) {
+    __trap();  // unreachable: the host plans the wave-fitting tiles persistent (splits = 1)
+  } else {
 
   // Split-K reduction. Both consumer warpgroups must be done reading the stages (their wgmmas
   // completed above) before either overwrites them with its partial: 64 × BN f32 per warpgroup,
@@ -620,6 +632,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     }
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory
+  }
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's
   // defaults build for every arch).

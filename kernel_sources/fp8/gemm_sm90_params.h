@@ -15,29 +15,46 @@ struct alignas(64) TmaDescriptor {
 // CTA tile BM × BN × 128 (k): one producer warpgroup (TMA) and two consumer warpgroups, each
 // multiplying 64 rows of A by the BN columns with wgmma m64nBNk32. A stage holds A (BM rows ×
 // 128 bytes) and B (BN rows × 128 bytes), each 1024-byte aligned (the 128-byte swizzle atom).
-// BN 128 and 256 are the large-problem tiles (BM = 128); BN 16, 32 and 64 the small ones, for a
-// problem whose N is at most 64 (the host swaps the operands of a small-M GEMM into that form):
-// their stages are mostly A, so a ring of 8–12 stages keeps 128–192 KiB of A in flight per SM.
-// A small tile may also have BM = 64 (the second consumer warpgroup then only frees stages):
-// twice the CTAs over the same A, for problems whose 128-row tiles would leave SMs idle (one SM
-// takes in about 30 bytes a cycle through TMA).
-constexpr int kSm90BM = 128;  // the large tiles' BM, and the small tiles' unless BM = 64
+// Three kinds of tile:
+// * staged (BN 128 and 256, BM = 128): the large-problem tiles; their epilogue stages D in
+//   shared memory and stores it with TMA.
+// * small (BN 16, 32 and 64): for a problem whose N is at most 64 (the host swaps the operands of
+//   a small-M GEMM into that form); their stages are mostly A, so a ring of 8–12 stages keeps
+//   128–192 KiB of A in flight per SM. A small tile may also have BM = 64 (the second consumer
+//   warpgroup then only frees stages): twice the CTAs over the same A, for problems whose 128-row
+//   tiles would leave SMs idle (one SM takes in about 30 bytes a cycle through TMA).
+// * wave-fitting (BN 80, 96, 112, 160, 192 and 224, BM = 128): for M ≤ 256 (one or two tile rows),
+//   where the output has few tiles, B (the weight) is most of the bytes and a tile height that
+//   is not a power of two makes the tiles a whole number of waves of the SMs (N = 10240: 128 tiles
+//   of 80 rows against 80 of 128). Their epilogue stores D directly from the accumulators (BN is
+//   not a whole number of 128-byte boxes); they run persistent only (no split-K, no CTA pairs).
+constexpr int kSm90BM = 128;  // the staged and wave-fitting tiles' BM, and the small tiles' unless BM = 64
 constexpr int kSm90Threads = 384;
-inline constexpr bool sm90_valid_bm(int bm, int bn) { return bm == 128 || (bm == 64 && bn < 128); }
+inline constexpr bool sm90_small_tile(int bn) { return bn == 16 || bn == 32 || bn == 64; }
+inline constexpr bool sm90_staged_tile(int bn) { return bn == 128 || bn == 256; }
+inline constexpr bool sm90_wave_tile(int bn) {
+  return bn == 80 || bn == 96 || bn == 112 || bn == 160 || bn == 192 || bn == 224;
+}
+inline constexpr bool sm90_valid_bm(int bm, int bn) {
+  return (bm == 128 && (sm90_small_tile(bn) || sm90_staged_tile(bn) || sm90_wave_tile(bn))) ||
+         (bm == 64 && sm90_small_tile(bn));
+}
+/// The wave-fitting tiles run for problems of at most this many rows of A (two 128-row tile rows).
+constexpr int kSm90WaveTileMaxM = 256;
 // Split-K: at most this many CTAs (one cluster) share an output tile.
 constexpr int kSm90MaxSplits = 4;
-// Pipeline stages: 2..6 for the large tiles (what fits), 2..12 for the small ones.
+// Pipeline stages: 2..6 for the staged and wave-fitting tiles (what fits), 2..12 for the small ones.
 constexpr int kSm90MaxStages = 12;
-inline constexpr bool sm90_small_tile(int bn) { return bn < 128; }
 inline constexpr int sm90_stage_bytes(int bm, int bn) { return (bm + bn) * 128; }
-// The large tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
+// The staged tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
 // (8 KiB): up to four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written
 // at once and its stores drain during the next tile's mainloop; f32 with BN = 256 takes two
-// rounds. The small tiles stage a transposed D as f32, 64 × BN per consumer warpgroup.
+// rounds. The small tiles stage a transposed D as f32, 64 × BN per consumer warpgroup. The
+// wave-fitting tiles stage nothing.
 constexpr int kSm90StagingBoxBytes = 8192;
 constexpr int kSm90StagingBoxes = 4;  // per consumer warpgroup
 inline constexpr int sm90_epilogue_bytes(int bn) {
-  return sm90_small_tile(bn) ? 2 * 64 * bn * 4 : 2 * kSm90StagingBoxes * kSm90StagingBoxBytes;
+  return sm90_small_tile(bn) ? 2 * 64 * bn * 4 : sm90_staged_tile(bn) ? 2 * kSm90StagingBoxes * kSm90StagingBoxBytes : 0;
 }
 // Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
 // the producer already loads the next tile while the consumers store this one), 1024 bytes to
@@ -71,7 +88,7 @@ struct GemmSm90Params {
   int32_t bias_rows;
   int32_t pair_store;    // 1: d and ldd allow storing two adjacent outputs at once
   int32_t tma_store;     // 1: the epilogue stages D in shared memory and stores it with TMA
-                         //    (large tiles; d and every row 16-byte aligned); 0: direct stores
+                         //    (staged tiles; d and every row 16-byte aligned); 0: direct stores
   int32_t d_trans;       // 1: D is stored transposed, D[m, n] at d[n * ldd + m] (small tiles:
                          //    the host swapped a small-M problem's operands)
   int32_t d_vec16;       // 1: d and ldd · element size are multiples of 16 bytes (the transposed

@@ -80,9 +80,16 @@ const Family& gemm_family() {
           {"128x16", gemm_tile_code(128, 16), "128, 16"},
           {"128x32", gemm_tile_code(128, 32), "128, 32"},
           {"64x16", gemm_tile_code(64, 16), "64, 16"},
-          {"64x32", gemm_tile_code(64, 32), "64, 32"}},
+          {"64x32", gemm_tile_code(64, 32), "64, 32"},
+          {"128x80", gemm_tile_code(128, 80), "128, 80"},
+          {"128x96", gemm_tile_code(128, 96), "128, 96"},
+          {"128x112", gemm_tile_code(128, 112), "128, 112"},
+          {"128x160", gemm_tile_code(128, 160), "128, 160"},
+          {"128x192", gemm_tile_code(128, 192), "128, 192"},
+          {"128x224", gemm_tile_code(128, 224), "128, 224"}},
          "CTA tile M x N (mma: 64x64, 128x64, 128x128, scale=block: 64x64 or 128x64; wgmma: 128x128 and "
-         "128x256, and for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64)",
+         "128x256, for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64, and the wave-fitting 128x80, 128x96, "
+         "128x112, 128x160, 128x192, 128x224 for M <= 256)",
          true},
         {"stages",
          {{"2", 2, ""},
@@ -118,13 +125,14 @@ const Family& gemm_family() {
         }
         const int bn = static_cast<int>(tile % 1000);
         if (!sm90_valid_bm(static_cast<int>(tile / 1000), bn)) {
-          return "wgmma tiles are 128x16, 128x32, 128x64, 128x128, 128x256, 64x16, 64x32 and 64x64";
+          return "wgmma tiles are 128x16, 128x32, 128x64, 128x80, 128x96, 128x112, 128x128, 128x160, 128x192, "
+                 "128x224, 128x256, 64x16, 64x32 and 64x64";
         }
-        if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with 128x128 and 128x256";
+        if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with tiles of N > 64";
         return {};
       }
-      if (tile == gemm_tile_code(128, 256) || tile % 1000 < 64) {
-        return "tile=128x256, 128x16, 128x32, 64x16 and 64x32 are wgmma tiles";
+      if (tile == gemm_tile_code(128, 256) || tile % 1000 < 64 || sm90_wave_tile(static_cast<int>(tile % 1000))) {
+        return "tile=128x256, 128x16, 128x32, 64x16, 64x32 and the wave-fitting 128x80 ... 128x224 are wgmma tiles";
       }
       if (stages > 4) return "the mma.sync kernel takes 2..4 stages";
       if (block && tile == gemm_tile_code(128, 128)) {
@@ -146,13 +154,17 @@ const Family& gemm_family() {
     };
     // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
     // and the six small ones (M <= 64, operands swapped; 64 rows when 128 would leave SMs idle) at
-    // the planner's stage counts; elsewhere (and for small M) the mma tiles at 4 stages (sm_100
+    // the planner's stage counts, the wave-fitting tiles the planner takes for the common decode
+    // shapes at M <= 256 (N = 10240 and 7168: 128x80; 10240 at M = 256: 128x160; 28672 and 57344:
+    // 128x224); elsewhere (and for small M) the mma tiles at 4 stages (sm_100
     // shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {
         p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
         p("wgmma", "tensor", "128x16", "8"),  p("wgmma", "tensor", "128x32", "8"),
         p("wgmma", "tensor", "128x64", "8"),  p("wgmma", "tensor", "64x16", "8"),
         p("wgmma", "tensor", "64x32", "8"),   p("wgmma", "tensor", "64x64", "8"),
+        p("wgmma", "tensor", "128x80", "6"),  p("wgmma", "tensor", "128x160", "6"),
+        p("wgmma", "tensor", "128x224", "5"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),

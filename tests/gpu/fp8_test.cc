@@ -383,11 +383,10 @@ struct GCase {
 
   std::string describe() const {
     static const char* sn[] = {"tensor", "channel", "block"};
-    static const char* tn[] = {"auto", "64x64", "128x64", "128x128", "128x256", "128x16", "128x32", "64x16", "64x32"};
     static const char* kn[] = {"auto", "mma", "wgmma"};
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " a_" + (a_trans ? "km" : "mk") +
            " b_" + (b_trans ? "kn" : "nk") + " " + kjit::dtype_name(fa) + "x" + kjit::dtype_name(fb) + "->" +
-           kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + tn[static_cast<int>(tile)] +
+           kjit::dtype_name(out) + " " + sn[static_cast<int>(scales)] + " tile=" + f8::gemm_tile_name(tile) +
            " stages=" + std::to_string(stages) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
            (d_colmajor ? " D-colmajor" : "") + (padded ? " padded" : "") + " kernel=" + kn[static_cast<int>(kernel)] +
            " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
@@ -808,6 +807,44 @@ TEST(Fp8GemmGpu, WgmmaSmallTiles) {
   c = GCase{300, 200, 256};
   c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x32;
   run_gemm(c);
+}
+
+// The wave-fitting tiles (BN 80 … 224, BM 128, persistent, direct stores): every tile forced
+// over ragged M, N and K (tile columns and the k-tail cut short, more tiles than CTAs so a CTA
+// takes several), both outputs, every scale and bias kind, mixed formats, unpadded and padded
+// and column-major D, a constant weight; and the planner's own choice at the decoder layer's
+// N (10240: 128x80 at M = 128, 128x160 at M = 256; 28672: 128x224) with a shorter K.
+TEST(Fp8GemmGpu, WgmmaWaveTiles) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  int i = 0;
+  for (T t : {T::k128x80, T::k128x96, T::k128x112, T::k128x160, T::k128x192, T::k128x224}) {
+    for (const GCase& shape : {GCase{200, 1000, 656}, GCase{1, 2000, 272}, GCase{65, 30000, 144}}) {
+      GCase c = shape;
+      c.kernel = f8::GemmKernel::kWgmma, c.tile = t;
+      c.scales = i % 2 ? Scales::kChannel : Scales::kTensor;
+      c.bias = i % 3 == 0 ? DType::kBF16 : i % 3 == 1 ? DType::kF32 : DType::kU8;
+      c.out = i % 4 == 3 ? DType::kF32 : DType::kBF16;
+      c.fb = i % 5 == 4 ? DType::kE5M2 : DType::kE4M3;
+      c.padded = i % 2 == 0;
+      c.b_constant = i % 3 == 2;
+      c.stages = i % 7 == 3 ? 2 : 0;
+      run_gemm(c);
+      ++i;
+    }
+  }
+  GCase c{130, 520, 400};  // column-major D: validation swaps (M' = 520), the tile runs D^T
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x96, c.d_colmajor = true, c.scales = Scales::kChannel;
+  c.bias = DType::kF32;
+  run_gemm(c);
+  for (GCase p : {GCase{128, 10240, 512}, GCase{256, 10240, 512}, GCase{100, 28672, 256}}) {
+    p.scales = Scales::kTensor, p.b_constant = true;  // the planner's tile
+    run_gemm(p);
+  }
+  c = GCase{128, 1024, 512};
+  c.tile = T::k128x80, c.splits = 2;  // persistent only
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
 }
 
 // --- a decode step: a captured chain with programmatic dependent launch ----------------------

@@ -285,7 +285,7 @@ TEST(Fp8Families, NamesTilesAndScaleShapesFollowTheDeclarations) {
 
   const kjit::Family& g = f8::gemm_family();
   const auto& tiles = g.params[g.param_index("tile")].values;
-  ASSERT_EQ(tiles.size(), static_cast<size_t>(f8::GemmTile::k64x32));  // every GemmTile but kAuto
+  ASSERT_EQ(tiles.size(), static_cast<size_t>(f8::GemmTile::k128x224));  // every GemmTile but kAuto
   for (const kjit::ParamValue& v : tiles) {
     const f8::GemmTile t = f8::parse_gemm_tile(v.text);
     EXPECT_NE(t, f8::GemmTile::kAuto) << v.text;
@@ -675,10 +675,10 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("impl"), "wgmma");
   p = gemm_plan(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
-  EXPECT_EQ(p.bn, 128);
-  EXPECT_EQ(p.stages, 5);
-  EXPECT_EQ(p.splits, 1);  // 112 tiles
-  EXPECT_EQ(p.grid, 112);
+  EXPECT_EQ(p.bn, 112);  // a wave-fitting tile: 2 x 64 tiles, where 128 x 128 made 112
+  EXPECT_EQ(p.stages, 6);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.grid, 128);
   // M ≤ 64: the swapped small tile (Fp8Plan.SmallTiles); above, split-K over clusters, BN = 128.
   p = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
@@ -859,8 +859,8 @@ TEST(Fp8Plan, SmallTiles) {
   EXPECT_EQ(tall.tiles_m, 64);
   // M = N ≤ 64: no swap.
   EXPECT_FALSE(gemm_plan(problem(40, 40, 1024), T::kAuto, 0, h200).swap_ab);
-  // M = 65: the large tiles.
-  EXPECT_EQ(gemm_plan(problem(65, 7168, 2048), T::kAuto, 0, h200).bn, 128);
+  // M = 65: the large tiles (a wave-fitting one here: 90 tiles of 80 rows against 56 of 128).
+  EXPECT_EQ(gemm_plan(problem(65, 7168, 2048), T::kAuto, 0, h200).bn, 80);
   // Forced small tiles and their stage range; k128x64 is the mma.sync tile unless kWgmma.
   const fd::GemmPlan f32 = gemm_plan(problem(8, 4096, 1024), T::k128x32, 5, h200);
   EXPECT_TRUE(f32.wgmma && f32.swap_ab);
@@ -1053,8 +1053,86 @@ TEST(Fp8Plan, ConstantWeightReachesTheKernelsOperand) {
 
 // Deliberate: a tile outside the GemmTile values is rejected whichever kernel runs (the wgmma
 // path used to take it as kAuto).
+// The wave-fitting tiles: at M ≤ 256 the planner takes the weight-side height whose tiles make
+// whole waves of the 132 SMs (the decoder layer's GEMMs, N × K), persistent, with no staging
+// boxes and the deepest ring that fits; above M = 256 and for N ≤ 64 the plan is as before.
+TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
+  using T = f8::GemmTile;
+  using K = f8::GemmKernel;
+  const kjit::DeviceInfo h = h200();
+  struct Case {
+    int64_t m, n, k;
+    int bn, grid, stages;
+  };
+  for (const Case& c : {Case{128, 10240, 8192, 80, 128, 6},    // QKV: 128 tiles, not 80 of 128 rows
+                        Case{65, 10240, 8192, 80, 128, 6},     // the first M past the small tiles
+                        Case{256, 10240, 8192, 160, 128, 6},   // two tile rows of 64 tiles
+                        Case{128, 28672, 8192, 224, 128, 5},   // 128 tiles, not 112 of 256 rows
+                        Case{128, 57344, 8192, 224, 132, 5},   // 256 tiles: 2 waves, not 448 of 128 in 4
+                        Case{256, 57344, 8192, 224, 132, 5},   // 512 tiles: 4 waves (256 rows: 448 in 4)
+                        Case{128, 7168, 2048, 80, 90, 6}}) {   // K too short to split: 90 tiles, not 56
+    SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
+    const fd::GemmPlan p = fd::plan_gemm(problem(c.m, c.n, c.k), h);
+    ASSERT_TRUE(p.wgmma);
+    EXPECT_FALSE(p.swap_ab);
+    EXPECT_EQ(p.bm, 128);
+    EXPECT_EQ(p.bn, c.bn);
+    EXPECT_EQ(p.splits, 1);
+    EXPECT_EQ(p.cluster_m, 1);
+    EXPECT_EQ(p.grid, c.grid);
+    EXPECT_EQ(p.stages, c.stages);
+    EXPECT_EQ(p.smem_bytes, f8::sm90_smem_bytes(128, c.bn, c.stages));
+    EXPECT_LE(p.smem_bytes, h.max_smem_per_block_optin);
+    // The point names the tile as the family spells it, and it round-trips through the enum.
+    const std::string name = "128x" + std::to_string(c.bn);
+    EXPECT_EQ(f8::gemm_tile_name(f8::parse_gemm_tile(name)), name);
+    EXPECT_EQ(f8::gemm_family().value(p.choice.point, "tile").text, name);
+    // Direct stores: no TMA boxes for D.
+    EXPECT_EQ(fd::sm90_params(problem(c.m, c.n, c.k), p).tma_store, 0);
+  }
+  // Above M = 256, and where split-K fills the SMs (N = 8192 at M = 128: 64 tiles of 128 x 128 in
+  // clusters of 2), and for N ≤ 64 after the swap: as before.
+  EXPECT_EQ(fd::plan_gemm(problem(4096, 10240, 8192), h).bn, 256);
+  EXPECT_FALSE(f8::sm90_wave_tile(fd::plan_gemm(problem(512, 10240, 8192), h).bn));
+  const fd::GemmPlan split = fd::plan_gemm(problem(128, 8192, 8192), h);
+  EXPECT_EQ(split.bn, 128);
+  EXPECT_EQ(split.splits, 2);
+  const fd::GemmPlan small = fd::plan_gemm(problem(16, 10240, 8192), h);
+  EXPECT_TRUE(small.swap_ab);
+  EXPECT_TRUE(f8::sm90_small_tile(small.bn));
+  // Forced: every wave-fitting tile plans at any M, persistent only.
+  for (const T t : {T::k128x80, T::k128x96, T::k128x112, T::k128x160, T::k128x192, T::k128x224}) {
+    SCOPED_TRACE(f8::gemm_tile_name(t));
+    const fd::GemmPlan p = gemm_plan(problem(1000, 1008, 1024), t, 0, h);
+    EXPECT_TRUE(p.wgmma);
+    EXPECT_EQ(p.bn, fd::gemm_tile_shape(t).bn);
+    EXPECT_EQ(p.splits, 1);
+    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kAuto, 2), kjit::InvalidArgument);
+    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kAuto, 0, 2), kjit::InvalidArgument);
+    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kMmaSync), kjit::InvalidArgument);
+    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 7, h), kjit::InvalidArgument);
+  }
+  // The family rejects a wave-fitting tile on the mma.sync kernel and more than 6 stages.
+  const kjit::Family& f = f8::gemm_family();
+  auto parse_error = [&](const kjit::ParamMap& pm) -> std::string {
+    try {
+      f.parse(pm);
+    } catch (const kjit::InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  kjit::ParamMap pm{{"impl", "mma"}, {"a", "e4m3"},      {"b", "e4m3"},    {"out", "bf16"},   {"scale", "tensor"},
+                    {"tile", "128x80"}, {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}};
+  EXPECT_NE(parse_error(pm).find("are wgmma tiles"), std::string::npos) << parse_error(pm);
+  pm["impl"] = "wgmma";
+  EXPECT_EQ(parse_error(pm), "");
+  pm["stages"] = "8";
+  EXPECT_NE(parse_error(pm).find("2..6 stages"), std::string::npos) << parse_error(pm);
+}
+
 TEST(Fp8Plan, RejectsTileOutsideTheEnum) {
-  const auto bad = static_cast<f8::GemmTile>(9);
+  const auto bad = static_cast<f8::GemmTile>(static_cast<int>(f8::GemmTile::k128x224) + 1);
   for (const kjit::DeviceInfo& info : {h200(), l40s()}) {
     try {
       gemm_plan(problem(4096, 4096, 4096), bad, 0, info);
@@ -1152,7 +1230,7 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x256", "7", "k", "k")), kjit::InvalidArgument);
   for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
-  EXPECT_LE(g.defaults.size(), 14u);
+  EXPECT_LE(g.defaults.size(), 17u);
 }
 
 // Defaults for every arch the CI compiles, plus one specialization of each layout and format

@@ -118,8 +118,27 @@ enum class ScaleMode : uint8_t {
 /// GemmKernel::kWgmma), which put the smaller of M and N on the tile's 16–64 side: when that is
 /// M, the operands are swapped (Dᵀ = B · Aᵀ, D stored transposed), so the weight fills the
 /// 128- or 64-row side. The planner takes them for M or N ≤ 64, with 64 rows when 128-row tiles
-/// would leave more than half the SMs idle.
-enum class GemmTile : uint8_t { kAuto, k64x64, k128x64, k128x128, k128x256, k128x16, k128x32, k64x16, k64x32 };
+/// would leave more than half the SMs idle. The wave-fitting wgmma tiles k128x80, k128x96,
+/// k128x112, k128x160, k128x192, k128x224 (N side not a power of two: the weight's rows when the
+/// activations are A) make whole waves of the SMs at M ≤ 256; persistent only (no split-K, no
+/// multicast); the planner takes one there when its wave count beats 128x128 and 128x256.
+enum class GemmTile : uint8_t {
+  kAuto,
+  k64x64,
+  k128x64,
+  k128x128,
+  k128x256,
+  k128x16,
+  k128x32,
+  k64x16,
+  k64x32,
+  k128x80,
+  k128x96,
+  k128x112,
+  k128x160,
+  k128x192,
+  k128x224,
+};
 
 /// The tile's name as the fp8.gemm family spells its `tile` values ("64x64", ...), "auto" for
 /// kAuto.

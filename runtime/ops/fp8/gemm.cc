@@ -125,7 +125,7 @@ void fill_sm90_params(const GemmDims& g, const GemmPlan& plan, GemmSm90Params* o
   p.pair_store = !swap && reinterpret_cast<uintptr_t>(g.params.d) % (2 * elem) == 0 && g.params.ldd % 2 == 0 ? 1 : 0;
   // TMA stores: the large tiles' persistent epilogue, with a 16-byte aligned base and row stride.
   const bool aligned = reinterpret_cast<uintptr_t>(g.params.d) % 16 == 0 && (g.params.ldd * elem) % 16 == 0;
-  p.tma_store = !sm90_small_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
+  p.tma_store = sm90_staged_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
   p.cluster_m = plan.cluster_m;
   p.const_a = (swap ? g.b_const : g.a_const) ? 1 : 0;

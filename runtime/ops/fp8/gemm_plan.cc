@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 
 namespace kjit::fp8::detail {
 namespace {
@@ -67,12 +68,21 @@ bool choose_wgmma(const GemmDims& g, const DeviceInfo& info) {
   }
 }
 
+/// The fewest 128-k tiles a split-K slice keeps: a split costs a cluster launch and the
+/// reduction (2–3 µs on the H200), which a slice must outweigh. Measured (bench_fp8.py, H200):
+/// with K = 2048 (16 k-tiles) 128x128 tiles ran 14.6 µs unsplit and 16.7 µs over 2 splits at
+/// M = 128, N = 7168, the small tiles 12.8 and 13.1 µs at M = 1; with K = 7168 (56) both gain
+/// from 2 or 3 splits (small tiles at M = 1: 25.7 → 19.3 µs).
+constexpr int kMinKtilesPerSplit = 16;
+
 /// Split-K (wgmma, splits not forced, no pairs) pays when the output tiles (bm × bn: 128 × 128
 /// for the large tiles) leave more than half the SMs idle (small M): the k-slices of a tile then
-/// run on `splits` SMs, so all SMs stream the large operand (most of the bytes).
+/// run on `splits` SMs, so all SMs stream the large operand (most of the bytes). Only where K
+/// has k-tiles for two slices of kMinKtilesPerSplit: otherwise the tile is chosen as for any
+/// other problem (choose_splits would keep one slice).
 bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
   return g.force.splits == 0 && g.force.multicast != 2 && fills_half_the_sms(g, bm, bn, sm_count) &&
-         ceil_div(g.k, 128) >= 2;
+         ceil_div(g.k, 128) >= 2 * kMinKtilesPerSplit;
 }
 
 /// The M side of the small wgmma tile of N side `bn` (a problem with N ≤ 64, after the swap):
@@ -88,8 +98,13 @@ int small_tile_rows(const GemmDims& g, int bn, int sm_count) {
 
 using Tile = GemmTileShape;
 
+/// The wave-fitting tiles' N sides (sm90_wave_tile), in the order that wins a cost tie.
+constexpr int kWaveTileBn[] = {224, 192, 160, 112, 96, 80};
+/// Most tiles a plan weighs: the two staged tiles and the wave-fitting ones.
+constexpr int kMaxCandidates = 2 + static_cast<int>(std::size(kWaveTileBn));
+
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
-int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[3]) {
+int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[kMaxCandidates]) {
   if (g.force.tile != GemmTile::kAuto) {
     out[0] = gemm_tile_shape(g.force.tile);  // k64x64 and k128x64 on the wgmma kernel: small tiles
     return 1;
@@ -107,7 +122,14 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
     }
     out[0] = {kSm90BM, 256};
     out[1] = {kSm90BM, 128};
-    return 2;
+    int count = 2;
+    // At M ≤ 256 the tiles are few (one or two rows of them) and their count against the SMs
+    // decides: a weight-side height that is not a power of two can make whole waves (the
+    // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128).
+    if (g.m <= kSm90WaveTileMaxM && g.force.multicast != 2) {
+      for (const int bn : kWaveTileBn) out[count++] = {kSm90BM, bn};
+    }
+    return count;
   }
   out[0] = {64, 64};
   out[1] = {128, 64};
@@ -124,7 +146,9 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
 double tile_cost(const GemmDims& g, Tile t, bool wgmma, int sm_count) {
   double rate = 1.0;
   if (wgmma) {
-    rate = t.bn == 256 ? 2.5 : 2.5 * 0.85;
+    // wgmma reads the 64-row A slice from shared memory once per instruction whatever its N, so
+    // narrower tiles spend more shared-memory bandwidth per MAC: 256 > 192..224 > 128..160 > 80..112.
+    rate = t.bn == 256 ? 2.5 : t.bn >= 192 ? 2.5 * 0.9 : t.bn >= 128 ? 2.5 * 0.85 : 2.5 * 0.85 * 0.9;
   } else {
     rate = t.bm == 128 && t.bn == 128 ? 1.0 : t.bm == 128 ? 0.9 : 0.75;
   }
@@ -136,13 +160,6 @@ double tile_cost(const GemmDims& g, Tile t, bool wgmma, int sm_count) {
 int capacity_of(const GemmClusterCapacity& c, int size, int sm_count) {
   return c.clusters[size] > 0 ? c.clusters[size] : std::max(sm_count / size, 1);
 }
-
-/// The fewest 128-k tiles a split-K slice keeps: a split costs a cluster launch and the
-/// reduction (2–3 µs on the H200), which a slice must outweigh. Measured (bench_fp8.py, H200):
-/// with K = 2048 (16 k-tiles) 128x128 tiles ran 14.6 µs unsplit and 16.7 µs over 2 splits at
-/// M = 128, N = 7168, the small tiles 12.8 and 13.1 µs at M = 1; with K = 7168 (56) both gain
-/// from 2 or 3 splits (small tiles at M = 1: 25.7 → 19.3 µs).
-constexpr int kMinKtilesPerSplit = 16;
 
 /// CTAs per output tile: the forced count, or under split_k the largest that leaves each slice
 /// kMinKtilesPerSplit k-tiles and whose clusters are all resident at once (a cluster that is not
@@ -231,7 +248,7 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   const int small_bm = small_bn != 0 ? small_tile_rows(g, small_bn, info.sm_count) : 0;
   const Tile split_tile = small_bn != 0 ? Tile{small_bm, small_bn} : Tile{kSm90BM, 128};
   const bool split_k = plan.wgmma && split_k_applies(g, split_tile.bm, split_tile.bn, info.sm_count);
-  Tile candidates[3];
+  Tile candidates[kMaxCandidates];
   const int count = tile_candidates(g, plan.wgmma, split_k, small_bm, candidates);
   Tile best = candidates[0];
   for (int i = 1; i < count; ++i) {

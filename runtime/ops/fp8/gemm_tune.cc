@@ -58,7 +58,8 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (multicast < 1 || multicast > 2) return fmt::format("multicast={} is outside 1..2", multicast);
   if (!v.wgmma && (splits != 1 || multicast != 1)) return "the mma.sync kernel has no split-K or multicast";
   if (splits > 1 && multicast > 1) return "multicast 2 is the persistent kernel's (splits 1)";
-  if (v.wgmma && sm90_small_tile(v.bn) && multicast > 1) return "multicast 2 is the large wgmma tiles'";
+  if (v.wgmma && !sm90_staged_tile(v.bn) && multicast > 1) return "multicast 2 is the staged wgmma tiles' (128x128, 128x256)";
+  if (v.wgmma && sm90_wave_tile(v.bn) && splits > 1) return "the wave-fitting wgmma tiles run persistent (splits 1)";
   if (std::max(splits, multicast) > 1 && !info.target().has_clusters()) {
     return fmt::format("clusters of {} CTAs need sm_90+", std::max(splits, multicast));
   }
@@ -161,6 +162,11 @@ std::vector<TunedChoice> GemmOp::tune_candidates(const GemmDims& g, const Device
       const bool deeper_fits =
           v.stages < kSm90MaxStages && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
       if (v.stages != 6 && v.stages != 8 && deeper_fits) continue;
+    }
+    // The wave-fitting tiles: for M ≤ 256 only, at the deepest ring that fits.
+    if (wgmma && sm90_wave_tile(v.bn)) {
+      if (g.m > kSm90WaveTileMaxM) continue;
+      if (v.stages < 6 && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin) continue;
     }
     for (int splits = 1; splits <= (wgmma ? kSm90MaxSplits : 1); ++splits) {
       if (splits > ktiles) break;
