@@ -1100,11 +1100,18 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   const fd::GemmPlan small = fd::plan_gemm(problem(16, 10240, 8192), h);
   EXPECT_TRUE(small.swap_ab);
   EXPECT_TRUE(f8::sm90_small_tile(small.bn));
+  // Forced splits (or CTA pairs) keep the staged tiles: the wave-fitting ones have neither.
+  const fd::GemmPlan split2 = gemm_plan(problem(190, 77, 144), T::kAuto, 0, h, K::kAuto, 2);
+  EXPECT_EQ(split2.splits, 2);
+  EXPECT_FALSE(f8::sm90_wave_tile(split2.bn));
+  EXPECT_FALSE(f8::sm90_wave_tile(gemm_plan(problem(190, 1000, 1024), T::kAuto, 0, h, K::kAuto, 0, 2).bn));
   // Forced: every wave-fitting tile plans at any M, persistent only.
   for (const T t : {T::k128x80, T::k128x96, T::k128x112, T::k128x160, T::k128x192, T::k128x224}) {
     SCOPED_TRACE(f8::gemm_tile_name(t));
     const fd::GemmPlan p = gemm_plan(problem(1000, 1008, 1024), t, 0, h);
     EXPECT_TRUE(p.wgmma);
+    EXPECT_FALSE(p.swap_ab);  // M < N: a small tile would swap; these store D as is
+    EXPECT_FALSE(gemm_plan(problem(8, 1008, 1024), t, 0, h).swap_ab);
     EXPECT_EQ(p.bn, fd::gemm_tile_shape(t).bn);
     EXPECT_EQ(p.splits, 1);
     EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kAuto, 2), kjit::InvalidArgument);

@@ -22,7 +22,13 @@ cuBLASLt time / kjit time (> 1: kjit faster). kjit runs on torch's current strea
 takes it through DLPack), which is what lets torch.cuda.graph capture it; the bench calls it once
 before capturing, so nothing compiles under capture.
 
+--vs-tiles 128x128,128x256,64x16:12: kjit is also timed, in the graph, with each of these tiles
+    (and, after a colon, stage counts) forced on the wgmma kernel: tiles with a 16/32/64 side at
+    M ≤ 64 (the small tiles, operands swapped), the others at M > 64. The row reports the fastest
+    ("forced") and plan / forced; the JSON has each.
+
 Usage: bench_fp8_decode.py [--json out.json] [--m 1,16,256] [--shapes 7168x2048,...] [--tbps 4.8]
+       [--vs-tiles 128x128,128x256]
 """
 import argparse
 import json
@@ -87,8 +93,11 @@ class Problem:
         self.sb = torch.tensor([0.0071], device="cuda")
         self.d = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(count)]
 
-    def kjit(self, i):
-        kjit.fp8.gemm(self.a, self.w[i], self.sa, self.sb, d=self.d[i], b_constant=True)
+    def kjit(self, i, tile="auto"):
+        tile, _, stages = tile.partition(":")
+        kernel = "auto" if tile == "auto" else "wgmma"  # a forced 128x128 alone would be the mma.sync kernel's
+        kjit.fp8.gemm(self.a, self.w[i], self.sa, self.sb, d=self.d[i], b_constant=True, tile=tile, kernel=kernel,
+                      stages=int(stages or 0))
 
     def cublaslt(self, i):
         return scaled_mm(self.a_t, self.w[i].t(), self.sa, self.sb)
@@ -106,7 +115,9 @@ def main():
     ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="comma-separated NxK")
     ap.add_argument("--tbps", type=float, default=None, help="DRAM bandwidth for the floor, TB/s")
     ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-shape graphs")
+    ap.add_argument("--vs-tiles", default="", help="comma-separated tiles kjit also runs forced at M > 64 (graph)")
     args = ap.parse_args()
+    vs_tiles = [t for t in args.vs_tiles.split(",") if t]
     require_gpu()
     ms = [int(x) for x in args.m.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -144,14 +155,27 @@ def main():
             g_k = graph_time_us(p.kjit, calls)
             g_c = graph_time_us(p.cublaslt, calls)
             fl = floor_us(n, k)
+            forced = {}
+            for tile in vs_tiles:
+                small = tile.split(":")[0].split("x")[1] in ("16", "32", "64")
+                if small == (m <= 64):
+                    p.kjit(0, tile)
+                    torch.cuda.synchronize()
+                    forced[tile] = graph_time_us(lambda i, tile=tile: p.kjit(i, tile), calls)
             for mode, tk, tc in (("alone", t_k, t_c), ("graph", g_k, g_c)):
                 rows.append({"mode": mode, "m": m, "n": n, "k": k, "calls": 1 if mode == "alone" else calls,
                              "kjit_us": tk, "cublaslt_us": tc, "ratio": tc / tk, "floor_us": fl,
                              "kjit_floor_fraction": None if fl is None else fl / tk,
                              "rel_l2_vs_cublaslt": err, "cublaslt_padded_m16": p.padded})
+                extra = ""
+                if mode == "graph" and forced:
+                    best = min(forced, key=forced.get)
+                    rows[-1]["kjit_forced_us"] = forced
+                    extra = f"  forced {best} {forced[best]:.2f} us: plan/forced {forced[best] / tk:.2f}"
                 pct = "-" if fl is None else f"{100 * fl / tk:.0f}%"
                 print(f"{mode:<6} {m:>4} {f'{n}x{k}':>12} {rows[-1]['calls']:>5} {tk:>9.2f} {tc:>11.2f} "
-                      f"{tc / tk:>6.2f} {fl or 0:>8.1f} {pct:>11}" + (" (cuBLASLt M padded to 16)" if p.padded else ""))
+                      f"{tc / tk:>6.2f} {fl or 0:>8.1f} {pct:>11}" + (" (cuBLASLt M padded to 16)" if p.padded else "")
+                      + extra)
             del p
             torch.cuda.empty_cache()
 

@@ -23,7 +23,7 @@ constexpr const char* kOp = GemmOp::kInfo.name;
 /// k128x64 are small tiles only on the wgmma kernel (the callers ask only there).
 int small_tile_bn(GemmTile t) {
   const int bn = gemm_tile_shape(t).bn;
-  return bn < 128 ? bn : 0;
+  return sm90_small_tile(bn) ? bn : 0;
 }
 
 /// Whether tiles of bm × bn over `g` fill at most half the SMs: what split-K and the 64-row
@@ -126,7 +126,7 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
     // At M ≤ 256 the tiles are few (one or two rows of them) and their count against the SMs
     // decides: a weight-side height that is not a power of two can make whole waves (the
     // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128).
-    if (g.m <= kSm90WaveTileMaxM && g.force.multicast != 2) {
+    if (g.m <= kSm90WaveTileMaxM && g.force.multicast != 2 && g.force.splits <= 1) {
       for (const int bn : kWaveTileBn) out[count++] = {kSm90BM, bn};
     }
     return count;
