@@ -47,6 +47,12 @@ Granularity parse_granularity(std::string_view name, const char* op) {
                                     fmt::join(granularity_param().texts(), ", "), name));
 }
 
+std::vector<const char*> granularity_names() {
+  std::vector<const char*> names;
+  for (const ParamValue& v : granularity_param().values) names.push_back(v.text.c_str());
+  return names;
+}
+
 ScaleShape scale_shape(Granularity granularity, int64_t rows, int64_t cols) noexcept {
   const int64_t col_blocks = kjit::detail::ceil_div(cols, kScaleBlock);
   switch (granularity) {
@@ -72,6 +78,12 @@ GemmTile parse_gemm_tile(std::string_view name, const char* op) {
   }
   throw InvalidArgument(fmt::format("{}: tile must be one of auto, {}, got '{}'", op, fmt::join(tile_param().texts(), ", "),
                                     name));
+}
+
+std::vector<const char*> gemm_tile_names() {
+  std::vector<const char*> names{gemm_tile_name(GemmTile::kAuto)};
+  for (const ParamValue& v : tile_param().values) names.push_back(v.text.c_str());
+  return names;
 }
 
 namespace detail {
