@@ -34,6 +34,10 @@ namespace kjit::fp8 {
 inline constexpr float kE4M3Max = 448.f;
 inline constexpr float kE5M2Max = 57344.f;
 
+/// The FP8 formats' names, as the fp8 families declare their format values: DType names
+/// ("e4m3", "e5m2"); kjit.fp8.FORMATS in Python.
+std::vector<const char*> format_names();
+
 /// Which elements share one multiplier.
 enum class Granularity : uint8_t {
   kTensor,        ///< one multiplier for the whole tensor

@@ -1,5 +1,5 @@
 // The FP8 ops' names, tiles and scale shapes, read from the family declarations
-// (runtime/families/fp8.cc): the only place a granularity or a tile is spelled.
+// (runtime/families/fp8.cc): the only place a format, a granularity or a tile is spelled.
 #include <kjit/error.hpp>
 #include <kjit/ops/fp8.hpp>
 
@@ -31,6 +31,14 @@ const FamilyParam& tile_param() {
 }
 
 }  // namespace
+
+std::vector<const char*> format_names() {
+  std::vector<const char*> names;
+  for (const ParamValue& v : quantize_family().params[quantize_family().param_index("fmt")].values) {
+    names.push_back(v.text.c_str());
+  }
+  return names;
+}
 
 const char* granularity_name(Granularity granularity) noexcept {
   for (const ParamValue& v : granularity_param().values) {
