@@ -563,6 +563,7 @@ class Linear {
 
 void register_ops(nb::module_& m) {
   // The names each string argument takes, from the C++ name tables (kjit.ROTARY_STYLES, ...).
+  m.attr("dtypes") = names_tuple(kDTypeNames);
   m.attr("rotary_styles") = names_tuple(kRotaryStyleNames);
   m.attr("attention_variants") = names_tuple(attention::kAttentionVariantNames);
   m.attr("fp8_formats") = names_tuple(fp8::format_names());
