@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -69,22 +70,20 @@ uint64_t RuntimeConfig::parse_bytes(std::string_view text, std::string_view what
 }
 
 JitMode RuntimeConfig::parse_jit_mode(std::string_view text, std::string_view what) {
-  if (text == "on" || text == "1" || text == "true") return JitMode::kOn;
-  if (text == "warn") return JitMode::kWarn;
-  if (text == "async") return JitMode::kAsync;
-  if (text == "off" || text == "0" || text == "false") return JitMode::kOff;
-  throw InvalidArgument(fmt::format("{}='{}' is not on, warn, async or off", what, cache::printable(text)));
+  if (text == "1" || text == "true") return JitMode::kOn;
+  if (text == "0" || text == "false") return JitMode::kOff;
+  for (const EnumName<JitMode>& row : kJitModeNames) {
+    if (text == row.name) return row.value;
+  }
+  std::string modes;  // "on, warn, async or off"
+  for (size_t i = 0; i < std::size(kJitModeNames); ++i) {
+    modes += i == 0 ? "" : i + 1 < std::size(kJitModeNames) ? ", " : " or ";
+    modes += kJitModeNames[i].name;
+  }
+  throw InvalidArgument(fmt::format("{}='{}' is not {}", what, cache::printable(text), modes));
 }
 
-const char* jit_mode_name(JitMode mode) noexcept {
-  switch (mode) {
-    case JitMode::kOn: return "on";
-    case JitMode::kWarn: return "warn";
-    case JitMode::kAsync: return "async";
-    case JitMode::kOff: return "off";
-  }
-  return "?";
-}
+const char* jit_mode_name(JitMode mode) noexcept { return enum_name(kJitModeNames, mode); }
 
 RuntimeConfig RuntimeConfig::from_env() {
   RuntimeConfig c;

@@ -5,21 +5,7 @@
 
 namespace kjit {
 
-const char* dtype_name(DType t) noexcept {
-  switch (t) {
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
-    case DType::kBool: return "bool";
-    case DType::kE4M3: return "e4m3";
-    case DType::kE5M2: return "e5m2";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) noexcept { return enum_name(kDTypeNames, t); }
 
 namespace {
 void set_contiguous_strides(TensorRef& t) {

@@ -10,6 +10,7 @@
 #include <kjit/remote.hpp>
 #include <kjit/events.hpp>
 #include <kjit/key_inputs.hpp>
+#include <kjit/names.hpp>
 
 #include <cuda.h>
 
@@ -198,7 +199,10 @@ enum class JitMode {
   kOff,  ///< compile nothing: throw JitDisabled naming it and the command that would build it
 };
 
-/// "on", "warn", "async", "off".
+/// JitMode's names, in enumerator order (kjit/names.hpp): kjit.JIT_MODES in Python.
+inline constexpr EnumName<JitMode> kJitModeNames[] = {
+    {JitMode::kOn, "on"}, {JitMode::kWarn, "warn"}, {JitMode::kAsync, "async"}, {JitMode::kOff, "off"}};
+/// "on", "warn", "async", "off" (kJitModeNames).
 const char* jit_mode_name(JitMode mode) noexcept;
 
 /// Settings read once from the environment (RuntimeConfig::from_env) or set by a host app.

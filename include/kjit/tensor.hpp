@@ -4,6 +4,8 @@
 /// DLPack `DLTensor` (what PyTorch, CuPy and JAX export) or directly from a pointer, dtype, shape
 /// and strides. Building one allocates nothing, so ops stay allocation-free on the hot path.
 
+#include <kjit/names.hpp>
+
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
@@ -42,7 +44,13 @@ constexpr int dtype_size(DType t) noexcept {
   }
   return 0;
 }
-/// Lower-case name ("bf16", "e4m3", ...).
+/// DType's names, in enumerator order (kjit/names.hpp).
+inline constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::kBF16, "bf16"}, {DType::kF16, "f16"}, {DType::kF32, "f32"},  {DType::kF64, "f64"},
+    {DType::kI32, "i32"},   {DType::kI64, "i64"}, {DType::kU8, "u8"},    {DType::kBool, "bool"},
+    {DType::kE4M3, "e4m3"}, {DType::kE5M2, "e5m2"},
+};
+/// Lower-case name ("bf16", "e4m3", ...: kDTypeNames).
 const char* dtype_name(DType t) noexcept;
 
 /// A strided view of device (or host) memory with at most `kMaxDims` dimensions.

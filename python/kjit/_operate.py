@@ -8,6 +8,13 @@ import atexit
 from typing import Callable, Optional
 
 from . import _C
+from ._names import alternatives
+
+#: The JIT modes, in JitMode's order: each stricter than the one before about compiling (the
+#: C++ table kJitModeNames).
+JIT_MODES = _C.jit_modes
+# freeze() takes the modes stricter than the first ("on": unfreeze() returns to KJIT_JIT).
+_FREEZE_MODES = JIT_MODES[1:]
 
 
 def freeze(mode: str = "off", *, runtime: Optional[_C.Runtime] = None) -> None:
@@ -20,9 +27,9 @@ def freeze(mode: str = "off", *, runtime: Optional[_C.Runtime] = None) -> None:
     frozen process gets new specializations). Never looser than KJIT_JIT (the order is on, warn,
     async, off). Raises ValueError (kjit.InvalidArgument) for a mode other than "warn", "async"
     or "off"."""
-    if mode not in ("warn", "async", "off"):
-        raise _C.InvalidArgument(
-            f"kjit.freeze('{mode}'): the mode is 'warn', 'async' or 'off' (kjit.unfreeze() undoes it)")
+    if mode not in _FREEZE_MODES:
+        raise _C.InvalidArgument(f"kjit.freeze('{mode}'): the mode is one of {alternatives(_FREEZE_MODES, ', ')} "
+                                 f"(kjit.unfreeze() undoes it)")
     _C._freeze(mode, runtime)
 
 

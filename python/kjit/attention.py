@@ -15,7 +15,7 @@ paged_decode(q, k_pages, v_pages, indptr, page_indices, last_page_len, *, out, l
 paged_decode_workspace_bytes(q, k_pages, v_pages, indptr, page_indices, last_page_len, *,
                              num_splits, kv_len_hint) -> int
 prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m, variant, stream)
-    lse [batch, q_heads, q_len]; variant "auto" | "mma" | "wgmma"
+    lse [batch, q_heads, q_len]; variant {variants}
 append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
                 positions, append_indptr, stream)
 plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto", kv_indptr=None,
@@ -36,6 +36,7 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     "mma" at most 128 rows, "wgmma" at least 128). Properties: batch, total_q, head_dim,
     tile_rows, num_work,
     workspace_bytes, variant, device.
+VARIANTS: the names `variant=` takes ({variants}).
 WIDE_TILE_ROWS, WIDE_TILE_HEAD_DIM: the Hopper kernel's wide tile (192 rows, at head_dim 64 only).
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
               causal, out, lse, return_lse, scale, stream)     lse [q_heads, total_q]
@@ -48,11 +49,15 @@ from ._C import attention_paged_decode as paged_decode
 from ._C import attention_paged_decode_workspace_bytes as paged_decode_workspace_bytes
 from ._C import attention_paged_prefill as paged_prefill
 from ._C import attention_prefill as prefill
+from ._C import attention_variants as VARIANTS
 from ._C import attention_wide_tile_head_dim as WIDE_TILE_HEAD_DIM
 from ._C import attention_wide_tile_rows as WIDE_TILE_ROWS
+from ._names import fill_doc
+
+__doc__ = fill_doc(__doc__, variants=VARIANTS)
 
 plan_paged_prefill = PagedPrefillPlan
 
-__all__ = ["PagedPrefillPlan", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
+__all__ = ["PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
            "decode_workspace_bytes", "paged_decode",
            "paged_decode_workspace_bytes", "paged_prefill", "plan_paged_prefill", "prefill"]

@@ -1,5 +1,6 @@
 // What an operator reaches from Python: freeze after warm-up, event listeners and metrics
 // (kjit.freeze, kjit.add_listener, kjit.stats, kjit.metrics_text in python/kjit/_operate.py).
+#include "names.hpp"
 #include "runtime_handle.hpp"
 
 #include <kjit/error.hpp>
@@ -95,6 +96,7 @@ EventListener python_listener(nb::callable fn) {
 }  // namespace
 
 void register_operate(nb::module_& m) {
+  m.attr("jit_modes") = names_tuple(kJitModeNames);
   m.def("_freeze",
         [](const std::string& mode, nb::handle runtime) {
           nb::object holder;

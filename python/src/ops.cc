@@ -1,8 +1,11 @@
 // The shipped ops on DLPack tensors: each binding converts its arguments (tensors.hpp), allocates
-// the outputs that were not passed in, sizes the workspace, calls the C++ op and returns the
-// outputs. Shapes, dtypes and rules are the C++ ops' (include/kjit/ops/*.hpp); the docstrings
-// live in python/kjit/{attention,fp8,mla}.py.
+// the outputs that were not passed in, sizes the workspace, and ends in run_op (the C++ op call
+// and the result). Shapes, dtypes and rules are the C++ ops' (include/kjit/ops/*.hpp); the names
+// a string argument takes are the C++ name tables (kjit/names.hpp, the family declarations),
+// exported as tuples (kjit.fp8.SCALE_MODES, ...); the docstrings live in
+// python/kjit/{attention,fp8,mla}.py.
 #include "bench.hpp"
+#include "names.hpp"
 #include "flag.hpp"
 #include "tensors.hpp"
 #include "workspace.hpp"
@@ -16,6 +19,7 @@
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 #include <kjit/families.hpp>
+#include <kjit/names.hpp>
 #include <kjit/ops/attention.hpp>
 #include <kjit/ops/fp8.hpp>
 #include <kjit/ops/rotary.hpp>
@@ -43,37 +47,45 @@ namespace {
 
 using namespace nanobind::literals;
 
-[[noreturn]] void bad_choice(const char* op, const char* name, std::string_view got, const char* choices) {
-  throw InvalidArgument(std::string(op) + ": " + name + " must be one of " + choices + ", got '" + std::string(got) + "'");
+/// Torch's spellings of kjit's dtypes (what str(torch.bfloat16) ends in), read beside kDTypeNames.
+constexpr EnumName<DType> kTorchDTypeNames[] = {
+    {DType::kBF16, "bfloat16"}, {DType::kF16, "float16"}, {DType::kF16, "half"},
+    {DType::kF32, "float32"},   {DType::kF32, "float"},   {DType::kF64, "float64"},
+    {DType::kI32, "int32"},     {DType::kI64, "int64"},   {DType::kU8, "uint8"},
+    {DType::kE4M3, "float8_e4m3fn"}, {DType::kE5M2, "float8_e5m2"}};
+
+/// Whether `t` is one of the FP8 formats (fp8::format_names()).
+bool is_fp8_format(DType t) {
+  static const std::vector<const char*> formats = fp8::format_names();
+  for (const char* f : formats) {
+    if (std::string_view(f) == dtype_name(t)) return true;
+  }
+  return false;
 }
 
-/// "bf16", "bfloat16", "torch.bfloat16", a dtype object whose str() is one of those, ...; with
-/// `fp8_only`, only the two FP8 formats (the others are named as not accepted).
+/// A kjit dtype name ("bf16", kDTypeNames), a torch one ("bfloat16", "torch.bfloat16"), or an
+/// object whose str() is one of those; the op checks which dtypes it takes. With `fp8_only`,
+/// only the FP8 formats. InvalidArgument "<op>: <name> must be one of ..., got '<text>'".
 DType parse_dtype(const char* op, const char* name, nb::handle obj, bool fp8_only = false) {
   std::string s = nb::cast<std::string>(nb::str(obj));
   const size_t dot = s.rfind('.');
   if (dot != std::string::npos) s = s.substr(dot + 1);
-  if (s == "e4m3" || s == "float8_e4m3fn") return DType::kE4M3;
-  if (s == "e5m2" || s == "float8_e5m2") return DType::kE5M2;
-  if (fp8_only) bad_choice(op, name, s, "e4m3, e5m2 (or the torch dtypes float8_e4m3fn, float8_e5m2)");
-  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
-  if (s == "f16" || s == "float16" || s == "half") return DType::kF16;
-  if (s == "f32" || s == "float32" || s == "float") return DType::kF32;
-  bad_choice(op, name, s, "bf16, f16, f32, e4m3, e5m2 (or the torch dtypes of those)");
-}
-
-/// The workspace of an op: the `workspace=` tensor when given (its bytes), else the cache's.
-struct Workspace {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-
-Workspace op_workspace(OpCall& call, nb::handle given, int device, size_t needed) {
-  if (!given.is_none()) {
-    const TensorRef w = call.tensor(given, "workspace");
-    return {w.data, static_cast<size_t>(w.numel()) * static_cast<size_t>(dtype_size(w.dtype))};
-  }
-  return {workspace(call, device, needed), needed};
+  // Looks `s` up in `table`; with `accepted`, lists the names it takes instead (the message).
+  const auto look_up = [&](const auto& table, std::string* accepted) -> const EnumName<DType>* {
+    for (const EnumName<DType>& row : table) {
+      if (fp8_only && !is_fp8_format(row.value)) continue;
+      if (accepted != nullptr) *accepted += (accepted->empty() ? "" : ", ") + std::string(row.name);
+      else if (s == row.name) return &row;
+    }
+    return nullptr;
+  };
+  if (const EnumName<DType>* row = look_up(kDTypeNames, nullptr)) return row->value;
+  if (const EnumName<DType>* row = look_up(kTorchDTypeNames, nullptr)) return row->value;
+  std::string ours, torch;
+  look_up(kDTypeNames, &ours);
+  look_up(kTorchDTypeNames, &torch);
+  throw InvalidArgument(std::string(op) + ": " + name + " must be one of " + ours + " (or the torch dtypes " + torch +
+                        "), got '" + s + "'");
 }
 
 nb::object out_or_alloc(OpCall& call, nb::handle given, const char* name, TensorRef* ref, DType dtype,
@@ -90,16 +102,50 @@ nb::object out_or_alloc(OpCall& call, nb::handle given, const char* name, Tensor
   return out_or_alloc(call, given, name, ref, dtype, shape.begin(), static_cast<int>(shape.size()));
 }
 
-/// An optional output: the given tensor, else allocated when `want`, else None (absent).
-nb::object optional_out(OpCall& call, nb::handle given, bool want, const char* name, TensorRef* ref, DType dtype,
-                        std::initializer_list<int64_t> shape) {
-  if (!given.is_none() || want) return out_or_alloc(call, given, name, ref, dtype, shape);
-  return nb::none();
+/// The tail of every binding: runs the op (`launch(stream)`, repeated and timed under
+/// kjit._C._bench_set_repeat), finishes the call (a JAX output is synchronized) and returns
+/// `result`, the outputs the binding hands back.
+template <class Launch>
+nb::object run_op(OpCall& call, nb::object result, Launch&& launch) {
+  bench::run([&] { launch(call.stream()); });
+  call.finish();
+  return result;
 }
 
-nb::object with_lse(nb::object out, nb::object lse, bool want) {
-  if (!want) return out;
-  return nb::make_tuple(out, lse);
+/// The outputs of an attention-style op (`Args` has q, out, lse, scale): `out` like q (bf16) and
+/// the f32 `lse` of `lse_shape`, each the given tensor or else allocated (lse only when
+/// `return_lse`). Returns what the binding returns: out, or (out, lse) when lse was asked for
+/// or passed.
+template <class Args>
+nb::object out_and_lse(OpCall& call, Args& a, float scale, nb::handle out, nb::handle lse, bool return_lse,
+                       std::initializer_list<int64_t> lse_shape) {
+  a.scale = scale;
+  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
+  if (lse.is_none() && !return_lse) return o;
+  nb::object l = out_or_alloc(call, lse, "lse", &a.lse, DType::kF32, lse_shape);
+  return nb::make_tuple(o, l);
+}
+
+/// The tail of the split ops (decode, paged decode, SWA decode): their outputs (out_and_lse),
+/// their workspace — the `workspace=` tensor when given (its bytes), else the cache's of
+/// `bytes(a)` (the op's own sizing: an argument error names the op, not the query) — then
+/// run_op with `launch(a, workspace, workspace_bytes, stream)`.
+template <class Args, class Bytes, class Launch>
+nb::object run_split_op(OpCall& call, Args& a, float scale, nb::handle out, nb::handle lse, bool return_lse,
+                        std::initializer_list<int64_t> lse_shape, nb::handle workspace_arg, Bytes&& bytes,
+                        Launch&& launch) {
+  nb::object result = out_and_lse(call, a, scale, out, lse, return_lse, lse_shape);
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  if (!workspace_arg.is_none()) {
+    const TensorRef w = call.tensor(workspace_arg, "workspace");
+    ws = w.data;
+    ws_bytes = static_cast<size_t>(w.numel()) * static_cast<size_t>(dtype_size(w.dtype));
+  } else {
+    ws_bytes = bytes(a);
+    ws = workspace(call, a.q.device, ws_bytes);
+  }
+  return run_op(call, std::move(result), [&](CUstream stream) { launch(a, ws, ws_bytes, stream); });
 }
 
 /// The output an op allocates for `q` when none is passed (q's dtype and shape, contiguous),
@@ -127,17 +173,13 @@ nb::object rotary(nb::handle q, nb::handle cos, nb::handle sin, nb::handle posit
   a.sin = call.required(sin, "sin");
   a.positions = call.required(positions, "positions");
   a.rotary_dim = rotary_dim;
-  if (style == "neox") a.style = RotaryStyle::kNeoX;
-  else if (style == "gptj") a.style = RotaryStyle::kGPTJ;
-  else bad_choice("kjit.rotary", "style", style, "'neox', 'gptj'");
+  a.style = parse_enum(kRotaryStyleNames, style, "kjit.rotary", "style");
   nb::object qr = nb::borrow(q), kr = nb::borrow(k);
   if (!q_out.is_none() || !k_out.is_none() || !inplace) {
     qr = out_or_alloc(call, q_out, "q_out", &a.q_out, DType::kBF16, a.q.shape, a.q.ndim);
     if (!k.is_none()) kr = out_or_alloc(call, k_out, "k_out", &a.k_out, DType::kBF16, a.k.shape, a.k.ndim);
   }
-  bench::run([&] { kjit::rotary(a, call.stream()); });
-  call.finish();
-  return nb::make_tuple(qr, kr);
+  return run_op(call, nb::make_tuple(qr, kr), [&](CUstream s) { kjit::rotary(a, s); });
 }
 
 // ---- attention ------------------------------------------------------------------------------------
@@ -171,16 +213,10 @@ nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, 
                   nb::handle stream) {
   OpCall call("kjit.attention.decode", stream);
   attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
-  a.scale = scale;
-  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
-  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
-  // Sized for this call: an argument error names the op, not the query.
-  const size_t bytes =
-      workspace_arg.is_none() ? attention::detail::decode_workspace_bytes(a, attention::detail::DecodeOp::kInfo.name) : 0;
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
-  bench::run([&] { attention::decode(a, ws.ptr, ws.bytes, call.stream()); });
-  call.finish();
-  return with_lse(o, l, return_lse || !lse.is_none());
+  return run_split_op(
+      call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[2]}, workspace_arg,
+      [](const auto& x) { return attention::detail::decode_workspace_bytes(x, attention::detail::DecodeOp::kInfo.name); },
+      [](const auto& x, void* ws, size_t bytes, CUstream s) { attention::decode(x, ws, bytes, s); });
 }
 
 size_t decode_workspace_bytes(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask,
@@ -210,16 +246,12 @@ nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb
   OpCall call("kjit.attention.paged_decode", stream);
   attention::PagedDecodeArgs a =
       paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
-  a.scale = scale;
-  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
-  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[2]});
-  const size_t bytes = workspace_arg.is_none() ? attention::detail::paged_decode_workspace_bytes(
-                                                     a, attention::detail::PagedDecodeOp::kInfo.name)
-                                               : 0;
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
-  bench::run([&] { attention::paged_decode(a, ws.ptr, ws.bytes, call.stream()); });
-  call.finish();
-  return with_lse(o, l, return_lse || !lse.is_none());
+  return run_split_op(
+      call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[2]}, workspace_arg,
+      [](const auto& x) {
+        return attention::detail::paged_decode_workspace_bytes(x, attention::detail::PagedDecodeOp::kInfo.name);
+      },
+      [](const auto& x, void* ws, size_t bytes, CUstream s) { attention::paged_decode(x, ws, bytes, s); });
 }
 
 size_t paged_decode_workspace_bytes(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
@@ -230,13 +262,6 @@ size_t paged_decode_workspace_bytes(nb::handle q, nb::handle k_pages, nb::handle
       paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
   a.out = contiguous_like(a.q);
   return attention::paged_decode_workspace_bytes(a);
-}
-
-attention::AttentionVariant parse_variant(const char* op, std::string_view v) {
-  if (v == "auto") return attention::AttentionVariant::kAuto;
-  if (v == "mma") return attention::AttentionVariant::kMma;
-  if (v == "wgmma") return attention::AttentionVariant::kWgmma;
-  bad_choice(op, "variant", v, "'auto', 'mma', 'wgmma'");
 }
 
 nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, Flag causal,
@@ -250,15 +275,10 @@ nb::object prefill(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens,
   a.kv_lens = call.tensor(kv_lens, "kv_lens");
   a.mask = call.tensor(mask, "mask");
   a.causal = causal;
-  a.scale = scale;
   a.block_m = block_m;
-  a.variant = parse_variant("kjit.attention.prefill", variant);
-  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
-  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32,
-                              {a.q.shape[0], a.q.shape[2], a.q.shape[1]});
-  bench::run([&] { attention::prefill(a, call.stream()); });
-  call.finish();
-  return with_lse(o, l, return_lse || !lse.is_none());
+  a.variant = parse_enum(attention::kAttentionVariantNames, variant, "kjit.attention.prefill", "variant");
+  nb::object result = out_and_lse(call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[2], a.q.shape[1]});
+  return run_op(call, std::move(result), [&](CUstream s) { attention::prefill(a, s); });
 }
 
 nb::object append_paged_kv(nb::handle k, nb::handle v, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
@@ -272,9 +292,7 @@ nb::object append_paged_kv(nb::handle k, nb::handle v, nb::handle k_pages, nb::h
   a.batch_indices = call.tensor(batch_indices, "batch_indices");
   a.positions = call.tensor(positions, "positions");
   a.append_indptr = call.tensor(append_indptr, "append_indptr");
-  bench::run([&] { attention::append_paged_kv(a, call.stream()); });
-  call.finish();
-  return nb::none();
+  return run_op(call, nb::none(), [&](CUstream s) { attention::append_paged_kv(a, s); });
 }
 
 /// A host int32 vector given as a list (or any sequence) of integers, or a CPU int32 tensor.
@@ -330,7 +348,7 @@ class PagedPrefillPlan {
       : device_(device) {
     static constexpr const char* kOp = "kjit.attention.plan_paged_prefill";
     // Parsed first: a bad name is reported before any driver call.
-    const attention::AttentionVariant forced = parse_variant(kOp, variant);
+    const attention::AttentionVariant forced = parse_enum(attention::kAttentionVariantNames, variant, kOp, "variant");
     const std::vector<int32_t> qo = host_int32s(kOp, "qo_indptr", qo_indptr);
     if (qo.empty()) throw InvalidArgument(std::string(kOp) + ": qo_indptr is empty (needs batch + 1 entries)");
     const int64_t batch = static_cast<int64_t>(qo.size()) - 1;
@@ -393,13 +411,10 @@ nb::object paged_prefill(nb::handle q, nb::handle qo_indptr, nb::handle k_pages,
   a.qo_indptr = call.required(qo_indptr, "qo_indptr");
   a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
   a.causal = causal;
-  a.scale = scale;
-  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
-  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[1], a.q.shape[0]});
+  nb::object result = out_and_lse(call, a, scale, out, lse, return_lse, {a.q.shape[1], a.q.shape[0]});
   const auto& p = plan.plan();
-  bench::run([&] { attention::paged_prefill(a, p, plan.workspace(), p.workspace_bytes, call.stream()); });
-  call.finish();
-  return with_lse(o, l, return_lse || !lse.is_none());
+  return run_op(call, std::move(result),
+                [&](CUstream s) { attention::paged_prefill(a, p, plan.workspace(), p.workspace_bytes, s); });
 }
 
 // ---- MLA sliding-window decode ----------------------------------------------------------------------
@@ -423,15 +438,10 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
                       nb::handle workspace_arg, nb::handle stream) {
   OpCall call("kjit.mla.swa_decode", stream);
   mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
-  a.scale = scale;
-  nb::object o = out_or_alloc(call, out, "out", &a.out, DType::kBF16, a.q.shape, a.q.ndim);
-  nb::object l = optional_out(call, lse, return_lse, "lse", &a.lse, DType::kF32, {a.q.shape[0], a.q.shape[1]});
-  const size_t bytes =
-      workspace_arg.is_none() ? mla::detail::swa_decode_workspace_bytes(a, mla::detail::SwaDecodeOp::kInfo.name) : 0;
-  const Workspace ws = op_workspace(call, workspace_arg, a.q.device, bytes);
-  bench::run([&] { mla::swa_decode(a, ws.ptr, ws.bytes, call.stream()); });
-  call.finish();
-  return with_lse(o, l, return_lse || !lse.is_none());
+  return run_split_op(
+      call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[1]}, workspace_arg,
+      [](const auto& x) { return mla::detail::swa_decode_workspace_bytes(x, mla::detail::SwaDecodeOp::kInfo.name); },
+      [](const auto& x, void* ws, size_t bytes, CUstream s) { mla::swa_decode(x, ws, bytes, s); });
 }
 
 /// The plan swa_decode runs for this call, as swa_decode_workspace_bytes sizes it: the device's
@@ -479,9 +489,7 @@ nb::object quantize(nb::handle x, nb::handle y, nb::handle format, std::string_v
   nb::object ao = nb::none();
   const bool need_amax = !amax.is_none() || (dynamic && a.granularity == fp8::Granularity::kTensor);
   if (need_amax) ao = out_or_alloc(call, amax, "amax", &a.amax, DType::kF32, scale_shape, scale_ndim);
-  bench::run([&] { fp8::quantize(a, call.stream()); });
-  call.finish();
-  return nb::make_tuple(yo, so, ao);
+  return run_op(call, nb::make_tuple(yo, so, ao), [&](CUstream s) { fp8::quantize(a, s); });
 }
 
 nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::handle scale_b, nb::handle d,
@@ -499,13 +507,8 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   g.scale_a = call.required(scale_a, "scale_a");
   g.scale_b = call.required(scale_b, "scale_b");
   g.bias = call.tensor(bias, "bias");
-  if (scale_mode == "tensorwise") g.scale_mode = fp8::ScaleMode::kTensorwise;
-  else if (scale_mode == "blockwise") g.scale_mode = fp8::ScaleMode::kBlockwise;
-  else bad_choice("kjit.fp8.gemm", "scale_mode", scale_mode, "'tensorwise', 'blockwise'");
-  if (kernel == "auto") g.kernel = fp8::GemmKernel::kAuto;
-  else if (kernel == "mma") g.kernel = fp8::GemmKernel::kMmaSync;
-  else if (kernel == "wgmma") g.kernel = fp8::GemmKernel::kWgmma;
-  else bad_choice("kjit.fp8.gemm", "kernel", kernel, "'auto', 'mma', 'wgmma'");
+  g.scale_mode = parse_enum(fp8::kScaleModeNames, scale_mode, "kjit.fp8.gemm", "scale_mode");
+  g.kernel = parse_enum(fp8::kGemmKernelNames, kernel, "kjit.fp8.gemm", "kernel");
   g.tile = fp8::parse_gemm_tile(tile, "kjit.fp8.gemm");
   g.stages = stages;
   g.splits = splits;
@@ -513,17 +516,7 @@ nb::object gemm(nb::handle a_obj, nb::handle b_obj, nb::handle scale_a, nb::hand
   g.b_constant = b_constant;
   const DType od = parse_dtype("kjit.fp8.gemm", "out_dtype", out_dtype);
   nb::object dout = out_or_alloc(call, d, "d", &g.d, od, {g.a.shape[0], g.b.shape[0]});
-  bench::run([&] { fp8::gemm(g, call.stream()); });
-  call.finish();
-  return dout;
-}
-
-fp8::Recipe parse_recipe(std::string_view r) {
-  if (r == "dynamic_tensor") return fp8::Recipe::kDynamicTensor;
-  if (r == "dynamic_row") return fp8::Recipe::kDynamicRow;
-  if (r == "dynamic_block") return fp8::Recipe::kDynamicBlock;
-  if (r == "delayed") return fp8::Recipe::kDelayed;
-  bad_choice("kjit.fp8.Linear", "recipe", r, "'dynamic_tensor', 'dynamic_row', 'dynamic_block', 'delayed'");
+  return run_op(call, std::move(dout), [&](CUstream s) { fp8::gemm(g, s); });
 }
 
 /// kjit::fp8::Linear: owns the quantized weight and the activation buffers.
@@ -537,7 +530,7 @@ class Linear {
     c.out_features = w.ndim == 2 ? w.shape[0] : 0;
     c.in_features = w.ndim == 2 ? w.shape[1] : 0;
     c.max_tokens = max_tokens;
-    c.recipe = parse_recipe(recipe);
+    c.recipe = parse_enum(fp8::kRecipeNames, recipe, "kjit.fp8.Linear", "recipe");
     c.weight_granularity = fp8::parse_granularity(weight_granularity, "kjit.fp8.Linear");
     c.activation_format = parse_dtype("kjit.fp8.Linear", "activation_format", activation_format);
     c.weight_format = parse_dtype("kjit.fp8.Linear", "weight_format", weight_format);
@@ -557,9 +550,7 @@ class Linear {
     TensorRef yr;
     nb::object yo = out_or_alloc(call, y, "y", &yr, parse_dtype("kjit.fp8.Linear.forward", "out_dtype", out_dtype),
                                  {xr.shape[0], linear_->config().out_features});
-    bench::run([&] { linear_->forward(xr, yr, call.stream(), br); });
-    call.finish();
-    return yo;
+    return run_op(call, std::move(yo), [&](CUstream s) { linear_->forward(xr, yr, s, br); });
   }
 
   const fp8::LinearConfig& config() const { return linear_->config(); }
@@ -571,6 +562,17 @@ class Linear {
 }  // namespace
 
 void register_ops(nb::module_& m) {
+  // The names each string argument takes, from the C++ name tables (kjit.ROTARY_STYLES, ...).
+  m.attr("dtypes") = names_tuple(kDTypeNames);
+  m.attr("rotary_styles") = names_tuple(kRotaryStyleNames);
+  m.attr("attention_variants") = names_tuple(attention::kAttentionVariantNames);
+  m.attr("fp8_formats") = names_tuple(fp8::format_names());
+  m.attr("fp8_granularities") = names_tuple(fp8::granularity_names());
+  m.attr("fp8_scale_modes") = names_tuple(fp8::kScaleModeNames);
+  m.attr("fp8_gemm_kernels") = names_tuple(fp8::kGemmKernelNames);
+  m.attr("fp8_gemm_tiles") = names_tuple(fp8::gemm_tile_names());
+  m.attr("fp8_recipes") = names_tuple(fp8::kRecipeNames);
+
   m.def("rotary", &rotary, "q"_a, "cos"_a, "sin"_a, "positions"_a, "k"_a = nb::none(), nb::kw_only(),
         "q_out"_a = nb::none(), "k_out"_a = nb::none(), "rotary_dim"_a = 0, "style"_a = "neox", "inplace"_a = true,
         "stream"_a = nb::none());

@@ -34,7 +34,7 @@ def test_freeze_off_refuses_a_new_miss_and_keeps_what_warm_up_compiled(cache_dir
     assert (s["compiles"], s["refused"], s["frozen"], s["jit_mode"]) == (1, 1, True, "off")
     kjit.unfreeze(runtime=rt)
     assert fill(2).compile("sm_90a", runtime=rt).origin == "compiled"
-    with pytest.raises(ValueError, match="warn', 'async' or 'off"):
+    with pytest.raises(ValueError, match='the mode is one of "warn", "async", "off"'):
         kjit.freeze("on", runtime=rt)
 
 

@@ -3,9 +3,15 @@
 
 #include "rotary/rotary_params.h"
 
+#include <kjit/ops/rotary.hpp>
+
 #include <string>
 
 namespace kjit {
+
+// RotaryStyle's enumerators are the kernels' style codes.
+static_assert(static_cast<int>(RotaryStyle::kNeoX) == rope::kStyleNeoX);
+static_assert(static_cast<int>(RotaryStyle::kGPTJ) == rope::kStyleGPTJ);
 
 const Family& rotary_family() {
   static const Family family = [] {
@@ -15,9 +21,10 @@ const Family& rotary_family() {
             "pairing, partial rotary_dim, in or out of place (kernel_sources/rotary/rotary.cu)";
     FamilyParam head_dim{"head_dim", {}, "head dimension (elements)"};
     for (int d : detail::kRotaryHeadDims) head_dim.values.push_back({std::to_string(d), d, ""});
+    FamilyParam style{"style", {}, "pairing: neox = (i, i + rotary_dim/2), gptj = (2i, 2i + 1)"};
+    for (const EnumName<RotaryStyle>& r : kRotaryStyleNames) style.values.push_back({r.name, static_cast<int>(r.value), ""});
     f.params = {
-        {"style", {{"neox", rope::kStyleNeoX, ""}, {"gptj", rope::kStyleGPTJ, ""}},
-         "pairing: neox = (i, i + rotary_dim/2), gptj = (2i, 2i + 1)"},
+        style,
         head_dim,
         {"pos", {{"i32", 0, "int"}, {"i64", 1, "long long"}}, "dtype of the positions tensor"},
     };

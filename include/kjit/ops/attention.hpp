@@ -30,6 +30,7 @@
 ///   kv_len(b) = (indptr[b+1] − indptr[b] − 1) · page_size + last_page_len[b]   (0 with no pages)
 /// and token j lives at slot j % page_size of page page_indices[indptr[b] + j / page_size].
 /// Pool slots past a request's length are never read.
+#include <kjit/names.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
 
@@ -183,7 +184,12 @@ enum class AttentionVariant {
   kWgmma,
 };
 
-/// "auto", "mma", "wgmma".
+/// AttentionVariant's names, in enumerator order (kjit/names.hpp): kjit.attention.VARIANTS in
+/// Python, and what KJIT_ATTN_VARIANT takes.
+inline constexpr EnumName<AttentionVariant> kAttentionVariantNames[] = {
+    {AttentionVariant::kAuto, "auto"}, {AttentionVariant::kMma, "mma"}, {AttentionVariant::kWgmma, "wgmma"}};
+
+/// "auto", "mma", "wgmma" (kAttentionVariantNames).
 const char* variant_name(AttentionVariant variant) noexcept;
 
 /// Arguments of prefill(): dense (rectangular) prefill over contiguous K/V.

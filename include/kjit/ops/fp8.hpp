@@ -17,6 +17,7 @@
 /// correctly rounded); the GEMM takes dequant scales (D = A_fp8 · B_fp8ᵀ · sa · sb). amax is
 /// always max |x| of the *input* (NaN elements are ignored by it and stay NaN in y).
 
+#include <kjit/names.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
 
@@ -25,12 +26,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace kjit::fp8 {
 
 /// Largest finite values of the formats.
 inline constexpr float kE4M3Max = 448.f;
 inline constexpr float kE5M2Max = 57344.f;
+
+/// The FP8 formats' names, as the fp8 families declare their format values: DType names
+/// ("e4m3", "e5m2"); kjit.fp8.FORMATS in Python.
+std::vector<const char*> format_names();
 
 /// Which elements share one multiplier.
 enum class Granularity : uint8_t {
@@ -46,6 +52,8 @@ const char* granularity_name(Granularity granularity) noexcept;
 /// The granularity named `name` (a granularity_name). Throws InvalidArgument "<op>: granularity
 /// must be one of ..., got '<name>'".
 Granularity parse_granularity(std::string_view name, const char* op = "kjit::fp8");
+/// Every granularity's name, in Granularity's order: kjit.fp8.GRANULARITIES in Python.
+std::vector<const char*> granularity_names();
 
 /// The shape of the f32 scale groups (scale_inv, amax) of an x of [rows, cols] at `granularity`.
 struct ScaleShape {
@@ -112,6 +120,10 @@ enum class ScaleMode : uint8_t {
   kBlockwise,
 };
 
+/// ScaleMode's names, in enumerator order (kjit/names.hpp): kjit.fp8.SCALE_MODES in Python.
+inline constexpr EnumName<ScaleMode> kScaleModeNames[] = {{ScaleMode::kTensorwise, "tensorwise"},
+                                                          {ScaleMode::kBlockwise, "blockwise"}};
+
 /// CTA tile (M × N). kAuto lets the planner choose. mma.sync kernel: k64x64, k128x64,
 /// k128x128 (not with ScaleMode::kBlockwise). Hopper wgmma kernel: k128x128, k128x256, and the
 /// small tiles k128x16, k128x32, k128x64, k64x16, k64x32, k64x64 (k128x64 and k64x64 with
@@ -146,6 +158,8 @@ const char* gemm_tile_name(GemmTile tile) noexcept;
 /// The tile named `name` ("auto" or a gemm_tile_name). Throws InvalidArgument "<op>: tile must be
 /// one of ..., got '<name>'".
 GemmTile parse_gemm_tile(std::string_view name, const char* op = "kjit::fp8::gemm");
+/// Every tile's name, in GemmTile's order ("auto" first): kjit.fp8.GEMM_TILES in Python.
+std::vector<const char*> gemm_tile_names();
 
 /// Which GEMM kernel runs.
 enum class GemmKernel : uint8_t {
@@ -163,6 +177,11 @@ enum class GemmKernel : uint8_t {
   /// InvalidArgument otherwise, Unsupported on other archs.
   kWgmma,
 };
+
+/// GemmKernel's names, in enumerator order (kjit/names.hpp): kjit.fp8.GEMM_KERNELS in Python;
+/// past kAuto, the fp8.gemm family's `impl` values.
+inline constexpr EnumName<GemmKernel> kGemmKernelNames[] = {
+    {GemmKernel::kAuto, "auto"}, {GemmKernel::kMmaSync, "mma"}, {GemmKernel::kWgmma, "wgmma"}};
 
 /// Arguments of gemm(). All tensors on one CUDA device.
 struct GemmArgs {
@@ -247,6 +266,12 @@ enum class Recipe : uint8_t {
   /// or kRow.
   kDelayed,
 };
+
+/// Recipe's names, in enumerator order (kjit/names.hpp): kjit.fp8.RECIPES in Python.
+inline constexpr EnumName<Recipe> kRecipeNames[] = {{Recipe::kDynamicTensor, "dynamic_tensor"},
+                                                    {Recipe::kDynamicRow, "dynamic_row"},
+                                                    {Recipe::kDynamicBlock, "dynamic_block"},
+                                                    {Recipe::kDelayed, "delayed"}};
 
 /// Configuration of a Linear.
 struct LinearConfig {

@@ -25,6 +25,7 @@
 /// input is handled, never with a misaligned access, only slower.
 /// Supported from sm_80 (Ampere) on; head_dim ∈ {32, 64, 80, 96, 128, 160, 192, 256, 512}.
 
+#include <kjit/names.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/tensor.hpp>
 
@@ -37,6 +38,11 @@ enum class RotaryStyle {
   kNeoX,  ///< half-split: (i, i + rotary_dim/2)  (GPT-NeoX, Llama)
   kGPTJ,  ///< interleaved: (2i, 2i + 1)          (GPT-J)
 };
+
+/// RotaryStyle's names, in enumerator order (kjit/names.hpp): the rotary family's `style`
+/// values, and kjit.ROTARY_STYLES in Python.
+inline constexpr EnumName<RotaryStyle> kRotaryStyleNames[] = {{RotaryStyle::kNeoX, "neox"},
+                                                              {RotaryStyle::kGPTJ, "gptj"}};
 
 /// Arguments of kjit::rotary. All tensors on one CUDA device (q's).
 struct RotaryArgs {

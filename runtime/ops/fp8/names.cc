@@ -1,5 +1,5 @@
 // The FP8 ops' names, tiles and scale shapes, read from the family declarations
-// (runtime/families/fp8.cc): the only place a granularity or a tile is spelled.
+// (runtime/families/fp8.cc): the only place a format, a granularity or a tile is spelled.
 #include <kjit/error.hpp>
 #include <kjit/ops/fp8.hpp>
 
@@ -32,6 +32,14 @@ const FamilyParam& tile_param() {
 
 }  // namespace
 
+std::vector<const char*> format_names() {
+  std::vector<const char*> names;
+  for (const ParamValue& v : quantize_family().params[quantize_family().param_index("fmt")].values) {
+    names.push_back(v.text.c_str());
+  }
+  return names;
+}
+
 const char* granularity_name(Granularity granularity) noexcept {
   for (const ParamValue& v : granularity_param().values) {
     if (v.code == static_cast<int64_t>(granularity)) return v.text.c_str();
@@ -45,6 +53,12 @@ Granularity parse_granularity(std::string_view name, const char* op) {
   }
   throw InvalidArgument(fmt::format("{}: granularity must be one of {}, got '{}'", op,
                                     fmt::join(granularity_param().texts(), ", "), name));
+}
+
+std::vector<const char*> granularity_names() {
+  std::vector<const char*> names;
+  for (const ParamValue& v : granularity_param().values) names.push_back(v.text.c_str());
+  return names;
 }
 
 ScaleShape scale_shape(Granularity granularity, int64_t rows, int64_t cols) noexcept {
@@ -72,6 +86,12 @@ GemmTile parse_gemm_tile(std::string_view name, const char* op) {
   }
   throw InvalidArgument(fmt::format("{}: tile must be one of auto, {}, got '{}'", op, fmt::join(tile_param().texts(), ", "),
                                     name));
+}
+
+std::vector<const char*> gemm_tile_names() {
+  std::vector<const char*> names{gemm_tile_name(GemmTile::kAuto)};
+  for (const ParamValue& v : tile_param().values) names.push_back(v.text.c_str());
+  return names;
 }
 
 namespace detail {
