@@ -8,6 +8,9 @@
 
 namespace kjit::attention {
 
+/// CUDA's limit on grid dims y and z, where the prefill kernels put their heads and requests.
+constexpr int kMaxGridYZ = 65535;
+
 /// Static shape of one prefill CTA for a head_dim and a query tile of kBlockM ∈ {64, 128} rows.
 /// A CTA owns kBlockM query rows of one (request, q head); each warp owns kWarpRows =
 /// 16 · kMTiles consecutive rows (kMTiles m16 MMA tiles that share every K/V fragment the warp

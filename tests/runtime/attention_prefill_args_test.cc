@@ -8,6 +8,7 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/prefill_params.h"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 
 #include <gtest/gtest.h>

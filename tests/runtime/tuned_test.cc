@@ -10,6 +10,7 @@
 #include "cache/tune_table.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"

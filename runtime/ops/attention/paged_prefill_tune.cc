@@ -2,7 +2,7 @@
 // (runtime/ops/tuned.hpp). The choice is the kernel point alone: attention.paged_prefill at
 // block_m (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 at block_m
 // 128 or (head_dim 64) 192; the work map and the plan's variant follow from it.
-#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 
 #include <fmt/format.h>
 

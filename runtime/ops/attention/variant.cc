@@ -172,5 +172,10 @@ AttentionVariant configured_variant(const RuntimeConfig& config) {
   return AttentionVariant::kAuto;
 }
 
+TargetKey target_key(const DeviceInfo& info) noexcept {
+  const Target& t = info.compile_target;
+  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0, info.cc_major, info.cc_minor};
+}
+
 }  // namespace detail
 }  // namespace kjit::attention
