@@ -15,17 +15,7 @@ namespace detail {
 PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d) {
   const PagedPrefillArgs& args = call.args;
   PrefillParams p{};
-  p.q = args.q.data;
-  p.out = args.out.data;
-  p.q_stride_l = args.q.strides[0];
-  p.q_stride_h = args.q.strides[1];
-  p.out_stride_l = args.out.strides[0];
-  p.out_stride_h = args.out.strides[1];
-  if (d.has_lse) {
-    p.lse = static_cast<float*>(args.lse.data);
-    p.lse_stride_h = args.lse.strides[0];
-    p.lse_stride_l = args.lse.strides[1];
-  }
+  set_prefill_io(p, args.q, args.out, d.has_lse ? &args.lse : nullptr);
   // The packed Q schedule: the requests' query rows and the plan's work map.
   p.qo_indptr = static_cast<const int32_t*>(args.qo_indptr.data);
   p.q_tile_to_batch = static_cast<const int32_t*>(call.workspace);

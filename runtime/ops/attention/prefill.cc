@@ -11,20 +11,7 @@ namespace detail {
 
 PrefillParams PrefillOp::params(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   PrefillParams p{};
-  p.q = args.q.data;
-  p.out = args.out.data;
-  p.q_stride_b = args.q.strides[0];
-  p.q_stride_l = args.q.strides[1];
-  p.q_stride_h = args.q.strides[2];
-  p.out_stride_b = args.out.strides[0];
-  p.out_stride_l = args.out.strides[1];
-  p.out_stride_h = args.out.strides[2];
-  if (d.has_lse) {
-    p.lse = static_cast<float*>(args.lse.data);
-    p.lse_stride_b = args.lse.strides[0];
-    p.lse_stride_h = args.lse.strides[1];
-    p.lse_stride_l = args.lse.strides[2];
-  }
+  set_prefill_io(p, args.q, args.out, d.has_lse ? &args.lse : nullptr);
   if (d.mask_rank != 0) {
     p.mask = static_cast<const uint8_t*>(args.mask.data);
     // A 2-D mask [batch, max_kv_len] is the same for every query row.
