@@ -26,7 +26,11 @@ PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d
   p.batch = static_cast<int32_t>(call.plan.batch);
   p.q_tiles = static_cast<int32_t>(d.num_work);
   p.causal = args.causal ? 1 : 0;
-  p.head_group = p.q_heads;  // heads fastest over the plan's work items
+  // A packed plan's CTAs take KV heads (each the group's q heads), an unpacked one's q heads;
+  // heads fastest over the plan's work items either way.
+  p.pack_group = static_cast<int32_t>(d.pack_group);
+  p.pack_div = fast_div_of(static_cast<uint32_t>(d.pack_group));
+  p.head_group = d.pack_group > 1 ? p.kv_heads : p.q_heads;
   return p;
 }
 
@@ -35,7 +39,8 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
                                              kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
   Launch l;
   if (program == nullptr) return l;
-  // Both kernels take the same Params and grid (a CTA per work item and q head).
+  // Both kernels take the same Params and grid (a CTA per work item and q head, or KV head when
+  // the plan packs: then only the wgmma kernel runs).
   auto& step = l.step<0>();
   step.params = params(call, d);
   step.kernel = &program->kernel(0);
@@ -50,7 +55,7 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
     smem_bytes = shape.smem_bytes;
   }
   step.config.grid[0] = static_cast<uint32_t>(d.num_work);
-  step.config.grid[1] = static_cast<uint32_t>(d.q_heads);
+  step.config.grid[1] = static_cast<uint32_t>(step.params.head_group);  // all heads, packed or not
   step.config.block[0] = static_cast<uint32_t>(threads);
   step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
   return l;
@@ -82,28 +87,45 @@ int table_device(int device) {
 }  // namespace
 
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
-  const detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(args);
+  detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(args);
   if (args.device < -1) {
     kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
   }
-  if (d.tile_rows == kWideTileRows) {
-    // Only the sm_90a kernel runs the wide tile: refuse the plan where the device (when there is
-    // one to ask) cannot.
-    if (const int device = table_device(args.device); device >= 0) {
-      const detail::VariantCall call =
-          detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
-      if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
-        kjit::detail::fail(kPlanOp, fmt::format("tile_rows {} cannot run on device {}: {}", kWideTileRows, device,
-                                                detail::variant_rejects(AttentionVariant::kWgmma, call)));
-      }
+  if (args.variant == AttentionVariant::kMma) {
+    // The mma.sync kernel does not pack.
+    if (d.pack_gqa == PackGqa::kOn) kjit::detail::fail(kPlanOp, "pack_gqa on runs the sm_90a wgmma kernel; variant is mma");
+    d.pack_gqa = PackGqa::kOff;
+  }
+  // The device is asked only where it decides something: the table (no forced tile), the wide
+  // tile's and packing's rule.
+  const int device = d.tile_rows == 0 || d.tile_rows == kWideTileRows || (d.group > 1 && d.pack_gqa != PackGqa::kOff)
+                         ? table_device(args.device)
+                         : -1;
+  // Only the sm_90a kernel runs the wide tile and packed plans: refuse them where the device
+  // (when there is one to ask) cannot.
+  const auto refuse = [&](const char* what, int rows, int pack) {
+    const detail::VariantCall call =
+        detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, rows, pack);
+    if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
+      kjit::detail::fail(kPlanOp, fmt::format("{} cannot run on device {}: {}", what, device,
+                                              detail::variant_rejects(AttentionVariant::kWgmma, call)));
     }
+  };
+  if (device >= 0 && d.tile_rows == kWideTileRows) {
+    refuse(fmt::format("tile_rows {}", kWideTileRows).c_str(), d.tile_rows, 1);
+  }
+  if (device >= 0 && d.pack_gqa == PackGqa::kOn) {
+    refuse("pack_gqa on", d.tile_rows != 0 ? d.tile_rows : 128, static_cast<int>(d.group));
   }
   if (d.tile_rows != 0) {
-    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
+    // A forced tile is never tuned: the built-in rule decides the packing (on the device where
+    // one is at hand).
+    const DeviceInfo info = device >= 0 ? device_info(device) : DeviceInfo{};
+    const int pack = detail::PagedPrefillPlanner::plan(d, info).pack_group;
+    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows, pack);
     plan.variant = args.variant;
     return plan;
   }
-  const int device = table_device(args.device);
   const detail::PagedPrefillOpPlan tile = device >= 0
                                             ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                                             : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
@@ -113,7 +135,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
       (args.variant == AttentionVariant::kWgmma && rows < 128)) {
     rows = 128;
   }
-  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows);
+  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
   // The forced kernel, else kAuto unless a tuning table chose the kernel.
   plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   return plan;

@@ -21,6 +21,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace kjit::attention {
@@ -42,6 +44,7 @@ struct PagedPrefillDims {
   PagedCacheDims cache;
   bool has_lse = false;
   int tile_rows = 0;      ///< PagedPrefillPlan::tile_rows
+  int pack_group = 1;     ///< PagedPrefillPlan::pack_group: 1, or `group` (checked)
   int64_t num_work = 0;   ///< PagedPrefillPlan::num_work()
   /// PagedPrefillPlan::variant, or the attention() entry's resolved request.
   AttentionVariant variant = AttentionVariant::kAuto;
@@ -53,7 +56,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
 
 /// What the variant rules see of a paged prefill of `tile_rows`-row work items at `head_dim` on a
 /// device of `target`.
-VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows);
+VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows, int pack_group = 1);
 /// The same for a validated paged prefill (its plan's tile).
 VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Target& target);
 
@@ -73,6 +76,7 @@ struct PagedPrefillOpPlan {
   /// kAuto from the built-in rule (the run step chooses), the measured kernel from a tuning table.
   AttentionVariant variant = AttentionVariant::kMma;
   int tile_rows = 0;            ///< query rows per work item: 64, 128 or (wgmma, head_dim 64) 192
+  int pack_group = 1;           ///< q heads packed per KV head (PagedPrefillPlan::pack_group)
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
 };
 
@@ -106,7 +110,7 @@ struct PagedPrefillOp {
     const PagedPrefillArgs& a = call.args;
     const PagedPrefillPlan& p = call.plan;
     k.put_all(a.q, a.qo_indptr, a.cache, a.causal, a.out, a.lse, a.scale);
-    k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.variant, p.q_tile_to_batch.size(),
+    k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.pack_group, p.variant, p.q_tile_to_batch.size(),
               p.q_tile_to_index.size(), p.workspace_bytes, p.map_index_offset, call.workspace, call.workspace_bytes);
   }
   /// The call memo's key words: Args holds references, so its size says nothing of them.
@@ -137,7 +141,16 @@ struct PagedPrefillPlanDims {
   bool causal = false;
   /// The caller's: 64, 128 or 192 (head_dim 64) forces it, 0 lets the planner (or the table) choose.
   int tile_rows = 0;
+  /// q_heads / kv_heads, or 0 where kv_heads is unknown (the legacy overload, kv_heads 0).
+  int64_t group = 0;
+  /// The caller's packing request; plan_paged_prefill makes it kOff for a forced mma kernel.
+  PackGqa pack_gqa = PackGqa::kAuto;
 };
+
+/// "auto", "on", "off".
+const char* pack_gqa_name(PackGqa pack) noexcept;
+/// Parses a pack_gqa value: "auto", "on", "off" (case-sensitive); nullopt for anything else.
+std::optional<PackGqa> parse_pack_gqa(std::string_view text);
 
 /// Checks qo_indptr (non-null, from 0, non-decreasing, total_q < 2^30), head_dim and tile_rows
 /// (0, 64, 128, or 192 at head_dim 64 only: whether the device runs it is the run step's check),
@@ -147,30 +160,40 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int6
                                              int tile_rows);
 /// The same for the tuned overload: the query side, then q_heads ≥ 1, page_size ≥ 1, the page
 /// table's host indptr (non-null, from 0, non-decreasing) and last_page_len (non-null; clamped
-/// to [0, page_size]) giving max_kv_len. Pure; no device is looked at.
+/// to [0, page_size]) giving max_kv_len, kv_heads (0, or a divisor of q_heads: the group) and
+/// pack_gqa (a PackGqa; kOn needs a group > 1 and a tile_rows other than 64). Pure; no device is
+/// looked at.
 PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& args);
-/// The host plan (work map and workspace layout) of `dims` at `tile_rows` (64, 128 or 192).
+/// The host plan (work map and workspace layout) of `dims` at `tile_rows` (64, 128 or 192) with
+/// `pack_group` q heads packed per KV head: request b gets ceil(q_len_b · pack_group / tile_rows)
+/// work items, in request order.
 PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& dims,
-                                        int tile_rows);
+                                        int tile_rows, int pack_group = 1);
 
 /// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
-/// paged_prefill_tune.cc): the choice is the kernel point alone (attention.paged_prefill at
-/// block_m 64 or 128, or attention.paged_prefill_sm90 on sm_90a at block_m 128 or, head_dim 64,
-/// 192), no knobs. Bucket: head_dim, causal (0/1), the query rows × q_heads
-/// rounded up to a power of two (≥ 64), the mean query rows of a non-empty request rounded up
-/// to a power of two (≥ 16), max_kv_len rounded up to a power of two (≥ 64), page_size exact.
-/// A plan that forces tile_rows, or comes from the legacy overload (q_heads 0), is not tuned.
+/// paged_prefill_tune.cc): the choice is the kernel point (attention.paged_prefill at block_m 64
+/// or 128, or attention.paged_prefill_sm90 on sm_90a at block_m 128 or, head_dim 64, 192) and one
+/// knob, pack_gqa (0 or 1: whether the group's q heads share a work item; 1 only for the sm_90a
+/// kernel and a group > 1). Bucket: head_dim, causal (0/1) + 2 · group (0 when unknown), the
+/// query rows × q_heads rounded up to a power of two (≥ 64), the mean query rows of a non-empty
+/// request rounded up to a power of two (≥ 16), max_kv_len rounded up to a power of two (≥ 64),
+/// page_size exact. A plan that forces tile_rows or pack_gqa, or comes from the legacy overload
+/// (q_heads 0), is not tuned.
 struct PagedPrefillPlanner {
   using Dims = PagedPrefillPlanDims;
   using Plan = PagedPrefillOpPlan;
 
-  /// The built-in rule: the requested tile, else 64 when the non-empty requests average ≤ 64
-  /// query rows (short chunks waste most of a 128-row tile), else 192 when they average > 128
-  /// and `info`'s target runs the wgmma kernel's 192-row tile (sm_90a, head_dim 64: three
-  /// consumer warpgroups; a request of 65–128 rows would run 1.5× its rows in one), else 128;
-  /// variant kAuto, and the choice names the kernel the run step's automatic variant takes on
-  /// `info`'s target (wgmma on sm_90a for head_dim 64/128 at 128 rows and hd64 at 192, else
-  /// mma.sync). Without a device (DeviceInfo{}: the legacy overload) never 192. Pure.
+  /// The built-in rule: packing (pack_group = group) where pack_gqa is kOn, or kAuto with a
+  /// group > 1, no forced 64-row tile and `info`'s target running the wgmma kernel at 128 rows.
+  /// Then the requested tile, else, counting q_len · pack_group rows per request: 64 when the
+  /// non-empty requests average ≤ 64 rows (short chunks waste most of a 128-row tile) and
+  /// nothing is packed, else 192 when they average > 128 and `info`'s target runs the wgmma
+  /// kernel's 192-row tile (sm_90a, head_dim 64: three consumer warpgroups; a request of 65–128
+  /// rows would run 1.5× its rows in one), else 128; variant kAuto, and the choice names the
+  /// kernel the run step's automatic variant takes on `info`'s target (wgmma on sm_90a for
+  /// head_dim 64/128 at 128 rows and hd64 at 192, else mma.sync; none for a packed plan that
+  /// only wgmma runs where it cannot). Without a device (DeviceInfo{}: the legacy overload)
+  /// never 192 and never packed unless kOn. Pure.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
 
   static const kjit::detail::TuneOpSpec& tune_spec();

@@ -20,7 +20,7 @@ constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
 /// Everything PagedPrefillOp::plan reads.
 struct PagedPrefillPlanKey {
   int64_t head_dim;
-  int32_t tile_rows, variant, has_work, zero;
+  int32_t tile_rows, variant, has_work, pack_group;
   detail::TargetKey target;
 };
 
@@ -61,12 +61,18 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
     check_dim(kPagedOp, "lse", args.lse, 1, d.total_q, "total_q (q dim 0)");
   }
   resolve_scale(kPagedOp, args.scale, d.head_dim, false);
+  if (plan.pack_group != 1 && (plan.pack_group != d.group || plan.tile_rows < 128)) {
+    fail(kPagedOp, fmt::format("plan packs {} q heads per KV head at tile_rows {}; the call's q {} and cache.k {} "
+                               "have group {} (plan with kv_heads = q_heads / group, or pack_gqa off)",
+                               plan.pack_group, plan.tile_rows, q.describe(), args.cache.k.describe(), d.group));
+  }
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.total_q > kMax || d.q_heads > kMaxGridYZ || plan.num_work() * d.q_heads > kMax) {
     fail(kPagedOp, fmt::format("sizes out of range (total_q < 2^30, q_heads <= {}), got q {}", kMaxGridYZ,
                                q.describe()));
   }
   d.tile_rows = plan.tile_rows;
+  d.pack_group = static_cast<int>(plan.pack_group);
   d.num_work = plan.num_work();
   d.variant = plan.variant;
   return d;
@@ -79,17 +85,18 @@ PagedPrefillDims PagedPrefillOp::validate(const Args& call) {
   return d;
 }
 
-VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows) {
+VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows, int pack_group) {
   VariantCall call;
   call.kind = AttentionKind::kPagedPrefill;
   call.target = target;
   call.head_dim = head_dim;
   call.tile_rows = tile_rows;
+  call.pack_group = pack_group;
   return call;
 }
 
 VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& target) {
-  return paged_prefill_variant_call(target, d.head_dim, d.tile_rows);
+  return paged_prefill_variant_call(target, d.head_dim, d.tile_rows, d.pack_group);
 }
 
 kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows) {
@@ -110,6 +117,7 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
   key.tile_rows = d.tile_rows;
   key.variant = static_cast<int32_t>(d.variant);
   key.has_work = d.num_work > 0 ? 1 : 0;
+  key.pack_group = d.pack_group;
   key.target = target_key(info);
   // Per thread, as PrefillOp::plan.
   using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
@@ -122,6 +130,7 @@ PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const Devic
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
   plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
   plan.tile_rows = d.tile_rows;
+  plan.pack_group = d.pack_group;
   if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
   return plan;
 }
@@ -181,17 +190,60 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
   d.q_heads = a.q_heads;
   d.page_size = a.page_size;
   d.causal = a.causal;
+  if (a.kv_heads < 0 || (a.kv_heads > 0 && a.q_heads % a.kv_heads != 0)) {
+    fail(kPlanOp, fmt::format("kv_heads must be 0 (unknown) or a divisor of q_heads = {}, got {}", a.q_heads,
+                              a.kv_heads));
+  }
+  d.group = a.kv_heads > 0 ? a.q_heads / a.kv_heads : 0;
+  if (a.pack_gqa != PackGqa::kAuto && a.pack_gqa != PackGqa::kOn && a.pack_gqa != PackGqa::kOff) {
+    fail(kPlanOp, fmt::format("pack_gqa must be auto, on or off, got {}", static_cast<int>(a.pack_gqa)));
+  }
+  if (a.pack_gqa == PackGqa::kOn) {
+    if (d.group < 2) {
+      fail(kPlanOp, fmt::format("pack_gqa on needs kv_heads giving a group q_heads / kv_heads > 1, got q_heads {} "
+                                "and kv_heads {}",
+                                a.q_heads, a.kv_heads));
+    }
+    if (d.tile_rows != 0 && d.tile_rows < 128) {
+      fail(kPlanOp, fmt::format("pack_gqa on runs the sm_90a wgmma kernel, whose tiles have 128 rows or more; got "
+                                "tile_rows {}",
+                                d.tile_rows));
+    }
+  }
+  d.pack_gqa = a.pack_gqa;
   return d;
 }
 
-PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& d, int tile_rows) {
+const char* pack_gqa_name(PackGqa pack) noexcept {
+  switch (pack) {
+    case PackGqa::kAuto:
+      return "auto";
+    case PackGqa::kOn:
+      return "on";
+    case PackGqa::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+std::optional<PackGqa> parse_pack_gqa(std::string_view text) {
+  for (PackGqa p : {PackGqa::kAuto, PackGqa::kOn, PackGqa::kOff}) {
+    if (text == pack_gqa_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& d, int tile_rows,
+                                        int pack_group) {
   PagedPrefillPlan plan;
   plan.batch = d.batch;
   plan.head_dim = d.head_dim;
   plan.total_q = d.total_q;
   plan.tile_rows = tile_rows;
+  plan.pack_group = pack_group;
   for (int64_t b = 0; b < d.batch; ++b) {
-    const int32_t len = qo_indptr_host[b + 1] - qo_indptr_host[b];
+    // The request's rows: its tokens, each `pack_group` times when packed.
+    const int64_t len = int64_t{qo_indptr_host[b + 1] - qo_indptr_host[b]} * pack_group;
     for (int32_t t = 0; int64_t{t} * plan.tile_rows < len; ++t) {
       plan.q_tile_to_batch.push_back(static_cast<int32_t>(b));
       plan.q_tile_to_index.push_back(t);
@@ -207,22 +259,27 @@ PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, cons
   PagedPrefillOpPlan t;
   t.variant = AttentionVariant::kAuto;  // the run step chooses; `choice` says what it will take here
   const Target target = info.target();
+  const bool pack =
+      d.group > 1 && (d.pack_gqa == PackGqa::kOn ||
+                      (d.pack_gqa == PackGqa::kAuto && (d.tile_rows == 0 || d.tile_rows >= 128) &&
+                       variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, 128))));
+  t.pack_group = pack ? static_cast<int>(d.group) : 1;
   if (d.tile_rows != 0) {
     t.tile_rows = d.tile_rows;
   } else {
-    const int64_t mean = d.nonempty > 0 ? d.total_q / d.nonempty : 0;
+    const int64_t mean = d.nonempty > 0 ? d.total_q * t.pack_group / d.nonempty : 0;
     const bool wide =
         mean > 128 &&
         variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, kWideTileRows));
-    t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? kWideTileRows : 128;
+    t.tile_rows = d.nonempty > 0 && mean <= 64 && !pack ? 64 : wide ? kWideTileRows : 128;
   }
   if (d.total_q > 0) {
-    const bool wgmma =
-        variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
-    // A forced wide (kWideTileRows) tile planned for a target without wgmma (or for none: the legacy
-    // overload) names no kernel: only the wgmma kernel has it, and the run step fails with
-    // Unsupported naming both kernels' rules where that cannot run.
-    if (wgmma || kjit::detail::is_one_of(t.tile_rows, kBlockMs)) {
+    const bool wgmma = variant_runs(AttentionVariant::kWgmma,
+                                    paged_prefill_variant_call(target, d.head_dim, t.tile_rows, t.pack_group));
+    // A forced wide (kWideTileRows) tile or a packed plan for a target without wgmma (or for none:
+    // the legacy overload) names no kernel: only the wgmma kernel runs it, and the run step fails
+    // with Unsupported naming both kernels' rules where that cannot run.
+    if (wgmma || (kjit::detail::is_one_of(t.tile_rows, kBlockMs) && !pack)) {
       const AttentionVariant kernel = wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma;
       t.choice = paged_prefill_choice(kernel, d.head_dim, t.tile_rows);
     }

@@ -26,6 +26,7 @@ struct VariantCall {
   /// prefill_tma_layout_reason). Viewed, not owned: it must outlive the call.
   std::string_view tma_layout;
   int tile_rows = 0;  ///< paged prefill: the plan's query rows per work item
+  int pack_group = 1;  ///< paged prefill: the plan's q heads packed per KV head (1: none)
 };
 
 /// "decode", "paged decode", "prefill", "paged prefill" (for messages).
