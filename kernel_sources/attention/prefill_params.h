@@ -8,6 +8,9 @@
 
 namespace kjit::attention {
 
+/// CUDA's limit on grid dims y and z, where the prefill kernels put their heads and requests.
+constexpr int kMaxGridYZ = 65535;
+
 /// Static shape of one prefill CTA for a head_dim and a query tile of kBlockM ∈ {64, 128} rows.
 /// A CTA owns kBlockM query rows of one (request, q head); each warp owns kWarpRows =
 /// 16 · kMTiles consecutive rows (kMTiles m16 MMA tiles that share every K/V fragment the warp
@@ -69,7 +72,8 @@ constexpr PrefillLaunchShape prefill_launch_shape(int head_dim, int block_m) {
 /// (request-local index i ∈ [0, q_len)); under `causal` query i attends keys j ≤ i + kv_len − q_len
 /// (queries aligned to the end of the KV).
 ///
-/// Grid: (q tiles, q_heads, batch) for DenseQSchedule, (num_work, q_heads, 1) for PackedQSchedule.
+/// Grid: (q tiles, q_heads, batch) for DenseQSchedule, (num_work, q_heads, 1) for PackedQSchedule
+/// ((num_work, kv_heads, 1) when the sm_90a paged kernel packs GQA heads: pack_group > 1).
 /// The kernel walks its flat CTA index (x fastest) over the heads in groups of head_group and,
 /// under `causal`, heaviest tile first (head_group_order in attention/work_order.cuh).
 ///
@@ -117,7 +121,13 @@ struct PrefillParams {
   int32_t page_size;    ///< PagedKV: tokens per page
   FastDiv page_div;     ///< PagedKV: page_size as a FastDiv (token → page without a division)
   int32_t page_rows;    ///< PagedKV: page stride / slot stride
-  int32_t head_group;   ///< q heads walked together, 1..q_heads (q_heads: heads fastest)
+  int32_t head_group;   ///< heads walked together, 1..q_heads (q_heads: heads fastest); packed: of kv_heads
+  /// Packed GQA (the sm_90a paged kernel only; 1 everywhere else): the q heads of one KV head
+  /// that share a work item's rows, 1 (a CTA per work item and q head) or `group` (a CTA per work
+  /// item and KV head, its rows token-major: row r of a request is token r / group, q head
+  /// kv_head · group + r % group; the plan's work items tile those q_len · group rows).
+  int32_t pack_group;
+  FastDiv pack_div;     ///< pack_group as a FastDiv
 };
 
 }  // namespace kjit::attention

@@ -95,13 +95,27 @@ KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src, const 
   }
 }
 
+/// The (token, q head) of each row of a paged work item (see the file comment): row r of a
+/// request's `count` = q_len · pack rows is token r / pack of q head first_head + r % pack. pack 1
+/// (unpacked) makes row r token r of the one q head first_head.
+struct PackedRows {
+  int count;       ///< rows of the request: q_len · pack
+  int pack;        ///< q heads per token (PrefillParams::pack_group; 1 unpacked)
+  FastDiv div;     ///< pack as a FastDiv
+  int first_head;  ///< the q head of a token's first row
+  KJIT_DEVICE int token(int row) const {
+    return static_cast<int>(fast_quotient(static_cast<uint32_t>(row), div));
+  }
+  KJIT_DEVICE int head(int row, int token) const { return first_head + row - token * pack; }
+};
+
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
 /// barrier through cp.async arrivals.
 template <class Shape>
-KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int kv_head, int q_first, int q_len, int q0,
-                                    int kv_len, int n_tiles, uint32_t q_smem, uint32_t k_smem, uint32_t v_smem,
-                                    uint32_t bars, uint32_t row_tables) {
+KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedRows& rows, int kv_head, int q_first,
+                                    int q0, int kv_len, int n_tiles, uint32_t q_smem, uint32_t k_smem,
+                                    uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
@@ -115,13 +129,17 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, int head, int
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
-  const char* q_head = static_cast<const char*>(p.q) +
-                       (static_cast<int64_t>(q_first) * p.q_stride_l + static_cast<int64_t>(head) * p.q_stride_h) * 2;
-  const int64_t q_row_bytes = p.q_stride_l * 2;
+  const char* q_request = static_cast<const char*>(p.q) + static_cast<int64_t>(q_first) * p.q_stride_l * 2;
   gather_rows<Shape::kBlockM, Shape::kAtoms>(
       q_smem, t,
-      [&](int r) -> const char* { return q0 + r < q_len ? q_head + static_cast<int64_t>(q0 + r) * q_row_bytes : nullptr; },
-      q_head);
+      [&](int r) -> const char* {
+        const int row = q0 + r;
+        if (row >= rows.count) return nullptr;
+        const int token = rows.token(row);
+        return q_request + (static_cast<int64_t>(token) * p.q_stride_l +
+                            static_cast<int64_t>(rows.head(row, token)) * p.q_stride_h) * 2;
+      },
+      q_request);
   cp_async_mbarrier_arrive_noinc(q_full);
 
   const PagedKV kv(p, b, kv_head);
@@ -199,28 +217,45 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 
   // The CTA's work: its flat index in head_group_order (attention/work_order.cuh); for the
   // paged kernel an index into the plan's work map.
-  int head, q_tile, b, q_len, kv_len;
+  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh) over the q heads
+  // (the dense kernel, the unpacked paged one) or the KV heads (packed); for the paged kernel an
+  // index into the plan's work map.
+  int head, q_tile, b, q_len, kv_len, kv_head;
   int q_first = 0;  // paged: the request's first row of the packed q / out
-  head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), p.q_heads, p.q_tiles, p.head_group,
+  PackedRows rows{};  // paged: the (token, q head) of each row
+  int heads = p.q_heads;
+  if constexpr (kPaged) {
+    if (p.pack_group > 1) heads = p.kv_heads;
+  }
+  head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), heads, p.q_tiles, p.head_group,
                    p.causal != 0, head, q_tile);
-  const int kv_head = head / p.group;
   if constexpr (kPaged) {
     const int item = q_tile;
+    const bool packed = p.pack_group > 1;
+    kv_head = packed ? head : head / p.group;
     b = __ldg(p.q_tile_to_batch + item);
     q_tile = __ldg(p.q_tile_to_index + item);
     q_first = __ldg(p.qo_indptr + b);
     q_len = __ldg(p.qo_indptr + b + 1) - q_first;
     kv_len = PagedKV(p, b, kv_head).length();
+    rows = PackedRows{q_len * p.pack_group, p.pack_group, p.pack_div, packed ? head * p.pack_group : head};
   } else {
+    kv_head = head / p.group;
     b = static_cast<int>(blockIdx.z);
     q_len = p.q_len;
     kv_len = p.kv_len;
   }
+  // The token of row `row` (paged: of the request's packed rows; dense: the row itself).
+  auto token_of = [&](int row) {
+    if constexpr (kPaged) return rows.token(row);
+    return row;
+  };
+  const int row_count = kPaged ? rows.count : q_len;
   const int q0 = q_tile * Shape::kBlockM;
-  const int q_rows = min(Shape::kBlockM, q_len - q0);
-  const int diag = kv_len - q_len;  // causal: row i sees keys j ≤ i + diag
+  const int q_rows = min(Shape::kBlockM, row_count - q0);
+  const int diag = kv_len - q_len;  // causal: token i sees keys j ≤ i + diag
   const bool causal = p.causal != 0;
-  const int kv_end = causal ? max(min(kv_len, q0 + q_rows + diag), 0) : kv_len;
+  const int kv_end = causal ? max(min(kv_len, token_of(q0 + q_rows - 1) + 1 + diag), 0) : kv_len;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
   // A full barrier expects the TMA thread's one arrival (plus bytes), or the paged producer's 128
@@ -249,8 +284,8 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     // ---- Producer. -------------------------------------------------------------------------
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
-      paged_sm90_produce<Shape>(p, b, head, kv_head, q_first, q_len, q0, kv_len, n_tiles, q_smem, k_smem, v_smem,
-                                bars, row_tables);
+      paged_sm90_produce<Shape>(p, b, rows, kv_head, q_first, q0, kv_len, n_tiles, q_smem, k_smem, v_smem, bars,
+                                row_tables);
     } else if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
@@ -290,6 +325,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   const int tq = lane % 4;
   const int row0 = q0 + 64 * c;
   const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
+  const int first_token = token_of(row0);   // the warpgroup's rows see at least its keys
   const float scale_log2 = p.scale_log2;
   const uint32_t q_wg = q_smem + c * (64 * 128);  // this warpgroup's rows inside each Q atom
 
@@ -323,11 +359,11 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   // which O's rows must be rescaled.
   auto softmax = [&](int tile, float (&alpha)[2]) {
     const int col0 = tile * kBlockN;
-    const bool need_mask = col0 + kBlockN > kv_len || (causal && col0 + kBlockN - 1 > row0 + diag);
+    const bool need_mask = col0 + kBlockN > kv_len || (causal && col0 + kBlockN - 1 > first_token + diag);
     if (need_mask) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int limit = causal ? min(kv_len, my_row + 8 * h + diag + 1) : kv_len;
+        const int limit = causal ? min(kv_len, token_of(my_row + 8 * h) + diag + 1) : kv_len;
 #pragma unroll
         for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -459,10 +495,16 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     const float l = quad_sum(row_l[h]);
     inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
     const int row = my_row + 8 * h;
-    if (p.lse != nullptr && tq == 0 && row < q_len) {
+    if (p.lse != nullptr && tq == 0 && row < row_count) {
       // Dense: lse [batch, q_heads, q_len]; packed: [q_heads, total_q] (lse_stride_b unused).
-      const int64_t at = kPaged ? head * p.lse_stride_h + static_cast<int64_t>(q_first + row) * p.lse_stride_l
-                                : b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l;
+      int64_t at;
+      if constexpr (kPaged) {
+        const int token = rows.token(row);
+        at = static_cast<int64_t>(rows.head(row, token)) * p.lse_stride_h +
+             static_cast<int64_t>(q_first + token) * p.lse_stride_l;
+      } else {
+        at = b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l;
+      }
       p.lse[at] = l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
     }
   }
@@ -478,18 +520,20 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   if constexpr (kPaged) {
     // 16-byte stores of the request's rows: 8 threads per 128-byte atom row, 16 rows a pass.
     named_barrier_wg(1 + c);
-    char* out_head = static_cast<char*>(p.out) + (static_cast<int64_t>(q_first) * p.out_stride_l +
-                                                  static_cast<int64_t>(head) * p.out_stride_h) * 2;
+    char* out_request = static_cast<char*>(p.out) + static_cast<int64_t>(q_first) * p.out_stride_l * 2;
     const int chunk = t % 8;
 #pragma unroll
-    for (int a = 0; a < kAtoms; ++a) {
+    for (int pass = 0; pass < 4; ++pass) {
+      const int r = 16 * pass + t / 8;
+      const int row = row0 + r;
+      if (row < row_count) {
+        const int token = rows.token(row);
+        char* dst = out_request + (static_cast<int64_t>(token) * p.out_stride_l +
+                                   static_cast<int64_t>(rows.head(row, token)) * p.out_stride_h) * 2 + chunk * 16;
 #pragma unroll
-      for (int pass = 0; pass < 4; ++pass) {
-        const int r = 16 * pass + t / 8;
-        const int row = row0 + r;
-        if (row < q_len) {
+        for (int a = 0; a < kAtoms; ++a) {
           const uint4 v = ld_shared_v4(q_wg + a * kQAtomBytes + r * 128 + ((chunk ^ (r & 7)) << 4));
-          *reinterpret_cast<uint4*>(out_head + static_cast<int64_t>(row) * p.out_stride_l * 2 + a * 128 + chunk * 16) = v;
+          *reinterpret_cast<uint4*>(dst + a * 128) = v;
         }
       }
     }

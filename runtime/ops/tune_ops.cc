@@ -3,6 +3,7 @@
 
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"

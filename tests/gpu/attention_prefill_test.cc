@@ -105,10 +105,12 @@ bool wgmma_capable(const PagedPrefillCase& c) {
 }
 
 /// Runs `c` on every capable kernel: mma.sync (strict) and, where it can run, the Hopper kernel
-/// (strict, 128-row tiles, and 192-row tiles at hd64); an entry case runs once, with the plan's
-/// own choice.
+/// (strict, 128-row tiles, and 192-row tiles at hd64), unpacked and with the group's q heads
+/// packed (pack_gqa on where the group is > 1, else auto: a no-op); then the plan's own choice
+/// for the device with the KV heads known (pack_gqa auto). An entry case runs once, with the
+/// plan's own choice.
 void check(const PagedPrefillCase& c) {
-  if (c.use_entry || c.variant != AttentionVariant::kAuto) {
+  if (c.use_entry || c.variant != AttentionVariant::kAuto || c.pack_gqa != kjit::attention::PackGqa::kOff) {
     check_one(c);
     return;
   }
@@ -117,13 +119,21 @@ void check(const PagedPrefillCase& c) {
   check_one(v);
   if (wgmma_capable(c)) {
     v.variant = AttentionVariant::kWgmma;
-    v.tile_rows = 128;
-    check_one(v);
-    if (c.head_dim == 64) {
-      v.tile_rows = 192;
+    for (kjit::attention::PackGqa pack : {kjit::attention::PackGqa::kOff,
+                                          c.q_heads > c.kv_heads ? kjit::attention::PackGqa::kOn
+                                                                 : kjit::attention::PackGqa::kAuto}) {
+      v.pack_gqa = pack;
+      v.tile_rows = 128;
       check_one(v);
+      if (c.head_dim == 64) {
+        v.tile_rows = 192;
+        check_one(v);
+      }
     }
   }
+  v = c;
+  v.pack_gqa = kjit::attention::PackGqa::kAuto;
+  check_one(v);
 }
 
 PrefillCase dense(int batch, int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, bool causal) {
@@ -390,6 +400,20 @@ TEST_F(AttentionPrefillGpu, PagedHopperWideTileAtHd64) {
   if (!is_sm90()) {
     c.variant = AttentionVariant::kAuto;
     EXPECT_THROW(kjit::testing::run_paged_prefill_case(c, fresh_seed()), kjit::Unsupported);
+  }
+}
+
+TEST_F(AttentionPrefillGpu, PagedPackedGqaUnevenGroupsAndOneTokenRequests) {
+  // Packed rows where a token's group straddles a tile edge (groups 3 and 6: 128 and 192 are not
+  // multiples), one-token requests (a group's rows only), empty requests between them, a long
+  // request over many tiles, causal rows that see no key (q 43 > kv 40); check runs each on
+  // mma.sync and, on sm_90, on the Hopper kernel unpacked and packed at 128 and (hd64) 192 rows.
+  for (int ratio : {3, 6, 8}) {
+    for (int hd : {64, 128}) {
+      for (bool causal : {false, true}) {
+        check(ragged({1, 1, 0, 1, 5, 43, 200}, {1, 90, 7, 300, 5, 40, 260}, 2 * ratio, 2, hd, 16, causal));
+      }
+    }
   }
 }
 

@@ -12,7 +12,7 @@
 
 #include "cache/tune_table.hpp"
 #include "runtime/internal.hpp"
-#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 

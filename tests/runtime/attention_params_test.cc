@@ -8,6 +8,7 @@
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_append.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 
 #include <gtest/gtest.h>

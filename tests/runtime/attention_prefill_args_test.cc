@@ -8,6 +8,7 @@
 #include <kjit/runtime.hpp>
 
 #include "attention/prefill_params.h"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 
 #include <gtest/gtest.h>
@@ -837,3 +838,150 @@ TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
 }
 
 }  // namespace
+
+TEST(AttentionPrefillPlan, PackedGqaWorkItemsRuleAndKnob) {
+  using kjit::attention::AttentionVariant;
+  using kjit::attention::PackGqa;
+  const std::vector<int32_t> qo = {0, 70, 80, 210}, kv = {0, 3, 4, 5}, last = {8, 16, 1};
+  kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, 8);
+  a.kv_heads = 2;
+  ad::PagedPrefillPlanDims d = ad::paged_prefill_plan_dims(a);
+  EXPECT_EQ(d.group, 4);
+  // On sm_90a auto packs the group: 280, 40 and 520 rows in 128-row tiles.
+  const ad::PagedPrefillOpPlan on_h200 = ad::PagedPrefillPlanner::plan(d, h200());
+  EXPECT_EQ(on_h200.pack_group, 4);
+  EXPECT_EQ(on_h200.tile_rows, 128);
+  EXPECT_EQ(on_h200.choice.family, &kjit::attention::paged_prefill_sm90_family());
+  const PagedPrefillPlan packed = ad::paged_prefill_work_map(qo.data(), d, 128, 4);
+  EXPECT_EQ(packed.pack_group, 4);
+  EXPECT_EQ(packed.q_tile_to_batch, (std::vector<int32_t>{0, 0, 0, 1, 2, 2, 2, 2, 2}));
+  EXPECT_EQ(packed.q_tile_to_index, (std::vector<int32_t>{0, 1, 2, 0, 0, 1, 2, 3, 4}));
+  // A group that does not divide the tile (3): 70 · 3 = 210 rows in 192-row tiles.
+  EXPECT_EQ(ad::paged_prefill_work_map(qo.data(), d, 192, 3).q_tile_to_batch,
+            (std::vector<int32_t>{0, 0, 1, 2, 2, 2}));
+  // Without wgmma (sm_80), off, a forced 64-row tile or group 1: never packed.
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(d, h200(8, 0)).pack_group, 1);
+  ad::PagedPrefillPlanDims off = d;
+  off.pack_gqa = PackGqa::kOff;
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(off, h200()).pack_group, 1);
+  ad::PagedPrefillPlanDims t64 = d;
+  t64.tile_rows = 64;
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(t64, h200()).pack_group, 1);
+  ad::PagedPrefillPlanDims g1 = d;
+  g1.group = 1;
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(g1, h200()).pack_group, 1);
+  // Forced on with no device: packed, naming no kernel (the run step decides where it runs).
+  ad::PagedPrefillPlanDims on = d;
+  on.pack_gqa = PackGqa::kOn;
+  const ad::PagedPrefillOpPlan on_nowhere = ad::PagedPrefillPlanner::plan(on, kjit::DeviceInfo{});
+  EXPECT_EQ(on_nowhere.pack_group, 4);
+  EXPECT_EQ(on_nowhere.choice.family, nullptr);
+  // Short requests packed count q_len · group rows: 10 · 4 = 40 ≤ 64 would take 64 rows
+  // unpacked; packed plans never do.
+  const std::vector<int32_t> short_qo = {0, 10, 20}, short_kv = {0, 1, 2}, short_last = {10, 10};
+  kjit::attention::PagedPrefillPlanArgs s = tuned_plan_args(short_qo, short_kv, short_last, 8);
+  s.kv_heads = 2;
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(ad::paged_prefill_plan_dims(s), h200()).tile_rows, 128);
+  s.kv_heads = 0;
+  EXPECT_EQ(ad::PagedPrefillPlanner::plan(ad::paged_prefill_plan_dims(s), h200()).tile_rows, 64);
+  // The plan step: forced on without a device here packs; a forced mma kernel never does.
+  a.pack_gqa = PackGqa::kOn;
+  if (!kjit::driver_available()) {
+    const PagedPrefillPlan p = kjit::attention::plan_paged_prefill(a);
+    EXPECT_EQ(p.pack_group, 4);
+    EXPECT_EQ(p.q_tile_to_batch, packed.q_tile_to_batch);
+  }
+  a.pack_gqa = PackGqa::kAuto;
+  a.variant = AttentionVariant::kMma;
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).pack_group, 1);
+  a.variant = AttentionVariant::kAuto;
+
+  auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
+    kjit::attention::PagedPrefillPlanArgs b = a;
+    edit(b);
+    try {
+      kjit::attention::plan_paged_prefill(b);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  invalid([](auto& b) { b.kv_heads = 3; }, "kv_heads must be 0 (unknown) or a divisor of q_heads = 8, got 3");
+  invalid([](auto& b) { b.kv_heads = -1; }, "kv_heads must be");
+  invalid([](auto& b) { b.pack_gqa = static_cast<PackGqa>(7); }, "pack_gqa must be auto, on or off, got 7");
+  invalid([](auto& b) { b.pack_gqa = PackGqa::kOn, b.kv_heads = 0; }, "pack_gqa on needs kv_heads");
+  invalid([](auto& b) { b.pack_gqa = PackGqa::kOn, b.kv_heads = 8; }, "pack_gqa on needs kv_heads");
+  invalid([](auto& b) { b.pack_gqa = PackGqa::kOn, b.tile_rows = 64; }, "tile_rows 64");
+  invalid([](auto& b) { b.pack_gqa = PackGqa::kOn, b.variant = AttentionVariant::kMma; }, "variant is mma");
+
+  // The knob's names.
+  for (PackGqa p : {PackGqa::kAuto, PackGqa::kOn, PackGqa::kOff}) EXPECT_EQ(ad::parse_pack_gqa(ad::pack_gqa_name(p)), p);
+  EXPECT_FALSE(ad::parse_pack_gqa("ON").has_value());
+  EXPECT_FALSE(ad::parse_pack_gqa("").has_value());
+
+  // Tuning: the group is in the bucket, packed candidates only on the sm_90a family and a group > 1,
+  // a stored packed choice applies only where it can.
+  kjit::detail::TunedKey k4, k1;
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(d, &k4));
+  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(g1, &k1));
+  EXPECT_NE(k4.bucket[1], k1.bucket[1]);
+  EXPECT_FALSE(ad::PagedPrefillPlanner::tune_key(on, &k1)) << "a forced pack_gqa is not tuned";
+  int packed_candidates = 0;
+  for (const kjit::detail::TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(d, h200())) {
+    if (c.knobs[0] == 1) {
+      ++packed_candidates;
+      EXPECT_EQ(c.family, &kjit::attention::paged_prefill_sm90_family());
+      ad::PagedPrefillOpPlan t;
+      ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, h200(), c, &t));
+      EXPECT_EQ(t.pack_group, 4);
+      EXPECT_EQ(ad::PagedPrefillPlanner::tuned_choice(d, t).knobs[0], 1);
+      EXPECT_FALSE(ad::PagedPrefillPlanner::apply_tuned(g1, h200(), c, &t));
+    }
+  }
+  EXPECT_GT(packed_candidates, 0);
+  for (const kjit::detail::TunedChoice& c : ad::PagedPrefillPlanner::tune_candidates(g1, h200())) {
+    EXPECT_EQ(c.knobs[0], 0);
+  }
+}
+
+TEST(AttentionPrefillPlan, PackedPlanAgainstTheCallAndTheKernels) {
+  using kjit::attention::AttentionVariant;
+  const std::vector<int32_t> qo = {0, 70, 80, 210}, kv = {0, 3, 4, 5}, last = {8, 16, 1};
+  kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, kHq);
+  a.kv_heads = kHkv;
+  const ad::PagedPrefillPlanDims pd = ad::paged_prefill_plan_dims(a);
+  const PagedPrefillPlan plan = ad::paged_prefill_work_map(qo.data(), pd, 128, kHq / kHkv);
+  const ad::PagedPrefillDims d = ad::validate_paged_prefill(valid_paged(plan), plan);
+  EXPECT_EQ(d.pack_group, kHq / kHkv);
+  // A plan packed for another group, or at 64 rows: InvalidArgument naming both.
+  PagedPrefillPlan other = ad::paged_prefill_work_map(qo.data(), pd, 128, 2);
+  try {
+    ad::validate_paged_prefill(valid_paged(other), other);
+    ADD_FAILURE() << "no error for a plan of another group";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("plan packs 2 q heads per KV head"), std::string::npos) << e.what();
+  }
+  PagedPrefillPlan narrow = ad::paged_prefill_work_map(qo.data(), pd, 64, kHq / kHkv);
+  EXPECT_THROW(ad::validate_paged_prefill(valid_paged(narrow), narrow), kjit::InvalidArgument);
+  // Only the sm_90a kernel runs it: mma.sync refuses, auto takes wgmma on sm_90a.
+  ad::PagedPrefillDims m = d;
+  m.variant = AttentionVariant::kMma;
+  try {
+    ad::plan_paged_prefill_run(m, h200());
+    ADD_FAILURE() << "mma ran a packed plan";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("does not pack GQA heads"), std::string::npos) << e.what();
+  }
+  const ad::PagedPrefillOpPlan run = ad::plan_paged_prefill_run(d, h200());
+  EXPECT_EQ(run.variant, AttentionVariant::kWgmma);
+  EXPECT_EQ(run.pack_group, kHq / kHkv);
+  EXPECT_THROW(ad::plan_paged_prefill_run(d, h200(8, 0)), kjit::Unsupported);
+  // The kernel's Params: CTAs over the KV heads, the group as a FastDiv.
+  const PagedPrefillArgs args = valid_paged(plan);
+  const kjit::attention::PrefillParams p = ad::PagedPrefillOp::params({args, plan, fake_ptr(), plan.workspace_bytes}, d);
+  EXPECT_EQ(p.pack_group, kHq / kHkv);
+  EXPECT_EQ(p.head_group, kHkv);
+  EXPECT_EQ(kjit::fast_quotient(13, p.pack_div), 13 / (kHq / kHkv));
+  const ad::PagedPrefillDims du = ad::validate_paged_prefill(args, kjit::attention::plan_paged_prefill(qo.data(), 3, kD, 128));
+  EXPECT_EQ(ad::PagedPrefillOp::params({args, plan, fake_ptr(), plan.workspace_bytes}, du).head_group, kHq);
+}

@@ -15,6 +15,7 @@
 #include <kjit/ops/fp8.hpp>
 
 #include "runtime/internal.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/tma_map.hpp"

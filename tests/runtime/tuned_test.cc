@@ -10,6 +10,7 @@
 #include "cache/tune_table.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"
@@ -346,8 +347,9 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   const auto& op = fd::GemmOp::tune_spec();
   EXPECT_EQ(op.planner, 3);
   EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 1);
-  // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64.
-  EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 2);
+  // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64; 3: the pack_gqa knob
+  // and the GQA group in the bucket.
+  EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 3);
   const fd::GemmDims g = gemm_dims(1, 4096, 7168);
   const TunedChoice def = fd::GemmOp::tuned_choice(g, fd::plan_gemm(g, info));
   TunedChoice win;

@@ -181,9 +181,18 @@ def run_case(case, kj, fi, ws, gen):
     caches = [KjitCache(pools, s) for s in range(n)]
     outs = {}
     wide = [("kjit_192", kjit.attention.WIDE_TILE_ROWS, "auto")] if d == kjit.attention.WIDE_TILE_HEAD_DIM else []
-    runs = [("kjit", 0, "auto"), ("kjit_mma", 0, "mma")] + wide
-    for key, tile_rows, variant in runs:
-        plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant, cache=caches[0], q_heads=hq, causal=causal)
+    runs = [("kjit", 0, "auto", None), ("kjit_mma", 0, "mma", None)] + [w + (None,) for w in wide]
+    if hq > hkv:
+        # The plan's own choice with the GQA group's q heads packed and not, side by side.
+        runs += [("kjit_pack", 0, "auto", "on"), ("kjit_nopack", 0, "auto", "off")]
+    for key, tile_rows, variant, pack in runs:
+        try:
+            plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant, cache=caches[0], q_heads=hq,
+                           causal=causal, kv_heads=hkv, pack_gqa=pack)
+        except Exception as e:
+            res[f"{key}_error"] = str(e)[:300]
+            log(f"  {key} plan failed: {e}")
+            continue
         try:
             out = torch.full_like(q, float("nan"))
             kj.paged_prefill(plan, q, caches[0], out, causal=causal)
@@ -222,6 +231,9 @@ def run_case(case, kj, fi, ws, gen):
             res["ratio_fa3_over_kjit"] = fi_us["fa3"] / res["kjit_us"]
             if "kjit_192_us" in res:
                 res["ratio_fa3_over_kjit_192"] = fi_us["fa3"] / res["kjit_192_us"]
+            for key in ("kjit_pack", "kjit_nopack"):
+                if f"{key}_us" in res:
+                    res[f"ratio_fa3_over_{key}"] = fi_us["fa3"] / res[f"{key}_us"]
     checks = [v for k, v in res.items() if k.endswith("_err") or k.startswith("kjit_vs_fi_")]
     res["agree"] = bool(checks) and all(v < TOL for v in checks)
     return res
@@ -265,16 +277,17 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(dict(seed=seed, device=torch.cuda.get_device_name(), results=results), f, indent=1)
-    log("\n| case | kjit µs (TFLOP/s) | kjit 192 | kjit mma.sync | FI fa3 | FI fa2 | FI best / kjit | "
-        "fa3 / kjit 192 | agree |")
+    log("\n| case | kjit µs (TFLOP/s) | kjit 192 | kjit mma.sync | kjit packed | kjit unpacked | FI fa3 | FI fa2 | "
+        "FI best / kjit | fa3 / kjit 192 | fa3 / packed | fa3 / unpacked | agree |")
     log("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         def cell(key):
             us, tf = r.get(f"{key}_us"), r.get(f"{key}_TFLOPs")
             return "-" if us is None else f"{us:.1f} ({tf:.0f})"
-        log(f"| {r['case']} | {cell('kjit')} | {cell('kjit_192')} | {cell('kjit_mma')} | {cell('fi_fa3')} | "
-            f"{cell('fi_fa2')} | {fmt(r.get('ratio_fi_over_kjit'), '.3f')} | "
-            f"{fmt(r.get('ratio_fa3_over_kjit_192'), '.3f')} | {'yes' if r['agree'] else 'NO'} |")
+        log(f"| {r['case']} | {cell('kjit')} | {cell('kjit_192')} | {cell('kjit_mma')} | {cell('kjit_pack')} | "
+            f"{cell('kjit_nopack')} | {cell('fi_fa3')} | {cell('fi_fa2')} | {fmt(r.get('ratio_fi_over_kjit'), '.3f')} | "
+            f"{fmt(r.get('ratio_fa3_over_kjit_192'), '.3f')} | {fmt(r.get('ratio_fa3_over_kjit_pack'), '.3f')} | "
+            f"{fmt(r.get('ratio_fa3_over_kjit_nopack'), '.3f')} | {'yes' if r['agree'] else 'NO'} |")
     return 0 if all(r["agree"] for r in results) else 1
 
 

@@ -782,6 +782,9 @@ std::string PagedPrefillCase::describe() const {
   if (lse) s += " lse";
   if (tile_rows) s += fmt::format(" tile_rows={}", tile_rows);
   if (variant != attention::AttentionVariant::kAuto) s += fmt::format(" {}", attention::variant_name(variant));
+  if (pack_gqa != attention::PackGqa::kOff) {
+    s += pack_gqa == attention::PackGqa::kOn ? " pack_gqa=on" : " pack_gqa=auto";
+  }
   if (use_entry) s += " entry";
   return s;
 }
@@ -799,7 +802,37 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
 
   std::vector<int32_t> qo_indptr{0};
   for (int len : c.q_lens) qo_indptr.push_back(qo_indptr.back() + len);
-  attention::PagedPrefillPlan plan = attention::plan_paged_prefill(qo_indptr.data(), B, D, c.tile_rows);
+  attention::PagedPrefillPlan plan;
+  if (c.pack_gqa == attention::PackGqa::kOff) {
+    plan = attention::plan_paged_prefill(qo_indptr.data(), B, D, c.tile_rows);
+  } else {
+    // The planning overload that knows the KV heads (packing needs the group): the page table's
+    // host side from the lengths, on the current device.
+    std::vector<int32_t> kv_indptr{0}, last_page_len;
+    const int ps = c.layout.page_size;
+    for (int len : c.kv_lens) {
+      const int pages = (len + ps - 1) / ps;
+      kv_indptr.push_back(kv_indptr.back() + pages);
+      last_page_len.push_back(pages == 0 ? 0 : len - (pages - 1) * ps);
+    }
+    attention::PagedPrefillPlanArgs pa;
+    pa.qo_indptr_host = qo_indptr.data();
+    pa.kv_indptr_host = kv_indptr.data();
+    pa.last_page_len_host = last_page_len.data();
+    pa.batch = B;
+    pa.q_heads = Hq;
+    pa.kv_heads = Hkv;
+    pa.head_dim = D;
+    pa.page_size = ps;
+    pa.causal = c.causal;
+    pa.tile_rows = c.tile_rows;
+    pa.variant = c.variant;
+    pa.pack_gqa = c.pack_gqa;
+    plan = attention::plan_paged_prefill(pa);
+    if (c.pack_gqa == attention::PackGqa::kOn && plan.pack_group != Hq / Hkv) {
+      throw kjit::Error(fmt::format("pack_gqa on planned pack_group {}, expected {}", plan.pack_group, Hq / Hkv));
+    }
+  }
   plan.variant = c.variant;
   DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
   ws.fill(0xFF);

@@ -249,6 +249,10 @@ struct PagedPrefillCase {
   int tile_rows = 0;  ///< the plan's choice when 0
   /// Set on the plan after planning (kAuto: the run step chooses for the device).
   attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
+  /// kOff plans with the overload that knows no KV heads (never packs); kAuto / kOn plan with
+  /// PagedPrefillPlanArgs (kv_heads given, the current device) and that packing request; kOn
+  /// fails the case unless the plan packs the whole group.
+  attention::PackGqa pack_gqa = attention::PackGqa::kOff;
   bool use_entry = false;
 
   std::string describe() const;

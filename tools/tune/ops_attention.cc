@@ -322,6 +322,7 @@ class PagedPrefillHarness : public Harness {
     a.head_dim = d_;
     a.page_size = page_;
     a.causal = causal_;
+    a.kv_heads = hkv_;
     dims_ = ad::paged_prefill_plan_dims(a);
     // The run step's rules too (GQA ratio, cache shape), host-side, before any GPU work.
     const kjit::attention::PagedPrefillPlan plan = ad::paged_prefill_work_map(qo_.data(), dims_, 64);
@@ -367,7 +368,7 @@ class PagedPrefillHarness : public Harness {
     }
     // The candidate's own work map, in a scratch workspace of its own.
     auto plan = std::make_shared<kjit::attention::PagedPrefillPlan>(
-        ad::paged_prefill_work_map(qo_.data(), dims_, tile.tile_rows));
+        ad::paged_prefill_work_map(qo_.data(), dims_, tile.tile_rows, tile.pack_group));
     plan->variant = tile.variant;
     auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan->workspace_bytes, 16));
     kjit::attention::upload_paged_prefill_plan(*plan, ws->get(), ws->bytes(), 0);

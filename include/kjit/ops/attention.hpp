@@ -234,16 +234,33 @@ void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime = Runtim
 
 // ---- Ragged paged prefill ------------------------------------------------------------------------
 
+/// Whether a ragged paged prefill packs the query heads of one KV head into a work item's rows
+/// (PagedPrefillPlanArgs::pack_gqa). Packing changes which CTA computes a row, never its value: a
+/// packed work item is (request, KV head, tile of the request's q_len · group rows, token-major:
+/// row r is token r / group, q head kv_head · group + r % group), so each K/V tile a CTA gathers
+/// serves the whole group instead of one q head. Only the sm_90a wgmma kernel runs packed plans.
+enum class PackGqa : int32_t {
+  kAuto,  ///< pack where the group (q_heads / kv_heads) is > 1 and the planned kernel is wgmma
+  kOn,    ///< pack (group > 1; paged_prefill throws Unsupported where wgmma cannot run the plan)
+  kOff,   ///< one q head per work item
+};
+
 /// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
 /// tile_rows = 64, 128 or 192 query rows; 192 at head_dim 64 only, run by the sm_90a wgmma
 /// kernel alone), built once per batch composition, outside the hot path.
 /// For Q lengths [70, 10, 130]: q_tile_to_batch = [0, 0, 1, 2, 2, 2], q_tile_to_index =
 /// [0, 1, 0, 0, 1, 2] with 64-row tiles, [0, 1, 2, 2] / [0, 0, 0, 1] with 128-row tiles.
+/// Packed (pack_group 4, 128-row tiles) the same requests have 280, 40 and 520 rows: [0, 0, 0, 1, 2,
+/// 2, 2, 2, 2] / [0, 1, 2, 0, 0, 1, 2, 3, 4].
 struct PagedPrefillPlan {
   int64_t batch = 0;
   int64_t total_q = 0;     ///< qo_indptr[batch]
   int64_t head_dim = 0;
   int tile_rows = 0;       ///< query rows per work item
+  /// Query heads packed per KV head (PackGqa): 1, a work item per (request, q tile) and q head;
+  /// else the group q_heads / kv_heads the plan was made for, a work item per (request, tile of
+  /// the request's q_len · pack_group rows) and KV head. paged_prefill checks it against the call.
+  int64_t pack_group = 1;
   /// The kernel paged_prefill runs. kAuto (what plan_paged_prefill sets unless a tuning table
   /// chose): the Hopper kernel (TMA-free wgmma, sm_90a) where it can run the plan (head_dim 64 or
   /// 128 at tile_rows 128, head_dim 64 at 192), else mma.sync (tile_rows 64 or 128 only: a
@@ -302,6 +319,15 @@ struct PagedPrefillPlanArgs {
   /// kernel gets a tile it runs where the table or the rule chose one it does not: mma.sync at
   /// most 128 rows, the Hopper kernel at least 128.
   AttentionVariant variant = AttentionVariant::kAuto;
+  /// KV heads of the cache, as paged_prefill will get it: 0 (unknown: the plan never packs) or a
+  /// divisor of q_heads.
+  int64_t kv_heads = 0;
+  /// Packing of the group's q heads (PackGqa). kAuto packs where kv_heads gives a group > 1 and
+  /// the kernel the plan names is the sm_90a wgmma one (a tuning table may choose otherwise);
+  /// then the tile rule counts q_len · group rows per request and never takes 64-row tiles.
+  /// kOn needs kv_heads with a group > 1, a tile of 128 or more rows and a variant other than
+  /// mma; kOff never packs.
+  PackGqa pack_gqa = PackGqa::kAuto;
 };
 
 /// Plans a ragged prefill as the overload above, with the tile chosen for the device (see
@@ -309,7 +335,9 @@ struct PagedPrefillPlanArgs {
 /// plan with upload_paged_prefill_plan. Throws InvalidArgument naming the field and rule (null
 /// host arrays, a decreasing indptr, head_dim not 64/128/256, q_heads or page_size < 1,
 /// tile_rows not 0/64/128/192, 192 at a head_dim other than 64 or on a device without sm_90a
-/// wgmma, a device ordinal out of range), DriverError when the driver fails.
+/// wgmma, kv_heads not 0 or a divisor of q_heads, pack_gqa kOn without a group > 1, with tile_rows
+/// 64 or with variant mma, or on a device without sm_90a wgmma, a device ordinal out of range),
+/// DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map into `workspace` (≥ plan.workspace_bytes, 16-byte aligned memory of
@@ -338,7 +366,8 @@ struct PagedPrefillArgs {
   float scale = 0.f;
 };
 
-/// Runs the ragged paged prefill of `plan` on `stream`: exactly plan.num_work() × q_heads CTAs,
+/// Runs the ragged paged prefill of `plan` on `stream`: exactly plan.num_work() × q_heads CTAs
+/// (× kv_heads for a packed plan: plan.pack_group must then be the call's q_heads / kv_heads),
 /// the work map read from `workspace` (where upload_paged_prefill_plan put it). The same kernel
 /// body as prefill() with a packed Q schedule and a page-table KV source. Never allocates or
 /// synchronizes (graph-capturable; re-plan outside the graph with the same work count to replay

@@ -1,8 +1,9 @@
 // kjit::attention::plan_paged_prefill's tuning: bucket, candidates and stored tiles
-// (runtime/ops/tuned.hpp). The choice is the kernel point alone: attention.paged_prefill at
-// block_m (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 at block_m
-// 128 or (head_dim 64) 192; the work map and the plan's variant follow from it.
-#include "runtime/ops/attention/prefill.hpp"
+// (runtime/ops/tuned.hpp). The choice is the kernel point: attention.paged_prefill at block_m
+// (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 at block_m 128 or
+// (head_dim 64) 192; and knob 0, pack_gqa (0/1: whether the sm_90a kernel's work items pack the
+// group's q heads). The work map and the plan's variant follow from them.
+#include "runtime/ops/attention/paged_prefill.hpp"
 
 #include <fmt/format.h>
 
@@ -22,6 +23,8 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   }
   if (std::string why = c.family->invalid_reason(c.point); !why.empty()) return why;
   if (std::string why = c.family->unsupported_reason(c.point, info.target()); !why.empty()) return why;
+  if (c.knobs[0] != 0 && c.knobs[0] != 1) return fmt::format("pack_gqa={} is not 0 or 1", c.knobs[0]);
+  if (c.knobs[0] == 1 && !sm90) return "pack_gqa=1 runs only on attention.paged_prefill_sm90";
   const int head_dim = static_cast<int>(c.family->value(c.point, "head_dim").code);
   const int rows = static_cast<int>(c.family->value(c.point, "block_m").code);
   int smem = 0, threads = 0;
@@ -50,22 +53,26 @@ const kjit::detail::TuneOpSpec& PagedPrefillPlanner::tune_spec() {
       kjit::detail::TuneOpId::kPagedPrefill,
       "paged_prefill",
       &PagedPrefillOp::kInfo,
-      {nullptr, nullptr, nullptr, nullptr},
-      "[head_dim, causal, pow2(max(total_q * q_heads, 64)), pow2(max(mean q rows, 16)), pow2(max(max_kv_len, 64)), "
-      "page_size]: exact head_dim, causal as 0/1 and page size; the query rows times q_heads (the grid's work before "
+      {"pack_gqa", nullptr, nullptr, nullptr},
+      "[head_dim, causal + 2 * group, pow2(max(total_q * q_heads, 64)), pow2(max(mean q rows, 16)), pow2(max(max_kv_len, 64)), "
+      "page_size]: exact head_dim, causal as 0/1 plus twice the group q_heads / kv_heads (0 where kv_heads is not "
+      "given), and page size; the query rows times q_heads (the grid's work before "
       "tiling), the mean query rows of a non-empty request and the longest request's KV length rounded up to powers "
-      "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0 are tuned",
+      "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0 and pack_gqa auto are tuned",
       "batch=4 q_len=256 kv_len=1024 q_heads=32 kv_heads=8 head_dim=128 page_size=16 causal=1 ragged=1",
       fits,
-      2};  // planner 2: the built-in rule takes the 192-row wgmma tile at hd64 (and points name block_m)
+      3};  // planner 2: the built-in rule takes the 192-row wgmma tile at hd64 (and points name block_m);
+           // 3: the pack_gqa knob, the group in the bucket
   return spec;
 }
 
 bool PagedPrefillPlanner::tune_key(const PagedPrefillPlanDims& d, TunedKey* key) {
-  if (d.tile_rows != 0 || d.q_heads <= 0 || d.total_q == 0 || d.nonempty == 0) return false;
+  if (d.tile_rows != 0 || d.pack_gqa != PackGqa::kAuto || d.q_heads <= 0 || d.total_q == 0 || d.nonempty == 0) {
+    return false;
+  }
   key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kPagedPrefill);
   key->bucket[0] = kjit::detail::bucket_exact(d.head_dim);
-  key->bucket[1] = d.causal ? 1 : 0;
+  key->bucket[1] = (d.causal ? 1 : 0) + 2 * static_cast<int32_t>(d.group);
   key->bucket[2] = kjit::detail::bucket_pow2(std::max<int64_t>(d.total_q * d.q_heads, 64));
   key->bucket[3] = kjit::detail::bucket_pow2(std::max<int64_t>((d.total_q + d.nonempty - 1) / d.nonempty, 16));
   key->bucket[4] = kjit::detail::bucket_pow2(std::max<int64_t>(d.max_kv_len, 64));
@@ -77,7 +84,7 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
                                       PagedPrefillOpPlan* out) {
   const bool sm90 = c.family == &paged_prefill_sm90_family();
   if ((c.family != &paged_prefill_family() && !sm90) || c.family->value(c.point, "head_dim").code != d.head_dim ||
-      d.total_q == 0) {
+      d.total_q == 0 || c.knobs[0] < 0 || c.knobs[0] > 1 || (c.knobs[0] == 1 && (!sm90 || d.group < 2))) {
     return false;
   }
   PagedPrefillOpPlan t;
@@ -86,6 +93,7 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
   // A measured choice is strict: the run step runs the kernel that was timed.
   t.tile_rows = static_cast<int>(c.family->value(c.point, "block_m").code);
   t.variant = sm90 ? AttentionVariant::kWgmma : AttentionVariant::kMma;
+  t.pack_group = c.knobs[0] == 1 ? static_cast<int>(d.group) : 1;
   *out = t;
   return true;
 }
@@ -94,6 +102,7 @@ TunedChoice PagedPrefillPlanner::tuned_choice(const PagedPrefillPlanDims& /*d*/,
   TunedChoice c;
   c.family = plan.choice.family;
   c.point = plan.choice.point;
+  c.knobs[0] = plan.pack_group > 1 ? 1 : 0;
   return c;
 }
 
@@ -107,7 +116,11 @@ std::vector<TunedChoice> PagedPrefillPlanner::tune_candidates(const PagedPrefill
       TunedChoice c;
       c.family = f;
       c.point = p;
-      if (fits(c, info).empty()) out.push_back(c);
+      // Unpacked, and packed where the kernel and the group allow it.
+      for (int pack = 0; pack <= (f == &paged_prefill_sm90_family() && d.group > 1 ? 1 : 0); ++pack) {
+        c.knobs[0] = pack;
+        if (fits(c, info).empty()) out.push_back(c);
+      }
     }
   }
   return out;

@@ -10,6 +10,7 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/tensor.hpp>
 
+#include "attention/prefill_params.h"
 #include "runtime/ops/attention/common.hpp"
 #include "runtime/ops/softmax_params.hpp"
 
@@ -67,6 +68,38 @@ void set_paged_kv(Params& p, const PagedKVCache& c, const PagedCacheDims& d) {
   p.page_size = static_cast<int32_t>(d.page_size);
   p.page_div = d.page_div;
   p.page_rows = d.page_rows;
+}
+
+/// The LSE output of a prefill (PrefillParams, PrefillSm90Params): null, or f32 `*lse`, dense
+/// [batch, q_heads, q_len] or packed [q_heads, total_q] (whose batch stride stays 0).
+template <class Params>
+void set_prefill_lse(Params& p, const TensorRef* lse) {
+  if (lse == nullptr) {
+    p.lse = nullptr;
+    return;
+  }
+  p.lse = static_cast<float*>(lse->data);
+  const int h = lse->ndim - 2;  // the head dim: 1 dense, 0 packed
+  if (h == 1) p.lse_stride_b = lse->strides[0];
+  p.lse_stride_h = lse->strides[h];
+  p.lse_stride_l = lse->strides[h + 1];
+}
+
+/// The query side of a prefill's PrefillParams: q and out, dense BLHD [batch, q_len, q_heads, D]
+/// or packed [total_q, q_heads, D] (whose batch strides stay 0), and the LSE (set_prefill_lse).
+inline void set_prefill_io(PrefillParams& p, const TensorRef& q, const TensorRef& out, const TensorRef* lse) {
+  p.q = q.data;
+  p.out = out.data;
+  const int l = q.ndim - 3;  // the token dim: 1 dense, 0 packed
+  if (l == 1) {
+    p.q_stride_b = q.strides[0];
+    p.out_stride_b = out.strides[0];
+  }
+  p.q_stride_l = q.strides[l];
+  p.q_stride_h = q.strides[l + 1];
+  p.out_stride_l = out.strides[l];
+  p.out_stride_h = out.strides[l + 1];
+  set_prefill_lse(p, lse);
 }
 
 }  // namespace kjit::attention::detail

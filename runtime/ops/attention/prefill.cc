@@ -1,12 +1,8 @@
-// kjit::attention::prefill and paged_prefill through the op pipeline: the launch values (the
-// split-Q mma.sync kernel, or the sm_90a kernel whose Params prefill_sm90.cc encodes; the same
-// kernel body over a packed Q schedule and the PagedKV source) and the public entry points.
+// kjit::attention::prefill through the op pipeline: the launch values (the split-Q mma.sync
+// kernel, or the sm_90a kernel whose Params prefill_sm90.cc encodes) and the public entry point.
 #include "runtime/ops/attention/prefill.hpp"
 
-#include "runtime/driver.hpp"
 #include "runtime/ops/attention/params.hpp"
-
-#include <fmt/format.h>
 
 #include <cuda.h>
 
@@ -15,20 +11,7 @@ namespace detail {
 
 PrefillParams PrefillOp::params(const PrefillArgs& args, const PrefillDims& d, const PrefillPlan& plan) {
   PrefillParams p{};
-  p.q = args.q.data;
-  p.out = args.out.data;
-  p.q_stride_b = args.q.strides[0];
-  p.q_stride_l = args.q.strides[1];
-  p.q_stride_h = args.q.strides[2];
-  p.out_stride_b = args.out.strides[0];
-  p.out_stride_l = args.out.strides[1];
-  p.out_stride_h = args.out.strides[2];
-  if (d.has_lse) {
-    p.lse = static_cast<float*>(args.lse.data);
-    p.lse_stride_b = args.lse.strides[0];
-    p.lse_stride_h = args.lse.strides[1];
-    p.lse_stride_l = args.lse.strides[2];
-  }
+  set_prefill_io(p, args.q, args.out, d.has_lse ? &args.lse : nullptr);
   if (d.mask_rank != 0) {
     p.mask = static_cast<const uint8_t*>(args.mask.data);
     // A 2-D mask [batch, max_kv_len] is the same for every query row.
@@ -75,141 +58,10 @@ PrefillOp::Launch PrefillOp::build(const PrefillArgs& args, const PrefillDims& d
   return l;
 }
 
-PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d) {
-  const PagedPrefillArgs& args = call.args;
-  PrefillParams p{};
-  p.q = args.q.data;
-  p.out = args.out.data;
-  p.q_stride_l = args.q.strides[0];
-  p.q_stride_h = args.q.strides[1];
-  p.out_stride_l = args.out.strides[0];
-  p.out_stride_h = args.out.strides[1];
-  if (d.has_lse) {
-    p.lse = static_cast<float*>(args.lse.data);
-    p.lse_stride_h = args.lse.strides[0];
-    p.lse_stride_l = args.lse.strides[1];
-  }
-  // The packed Q schedule: the requests' query rows and the plan's work map.
-  p.qo_indptr = static_cast<const int32_t*>(args.qo_indptr.data);
-  p.q_tile_to_batch = static_cast<const int32_t*>(call.workspace);
-  p.q_tile_to_index =
-      reinterpret_cast<const int32_t*>(static_cast<const char*>(call.workspace) + call.plan.map_index_offset);
-  set_heads(p, d.q_heads, d.cache.kv_heads, d.group, args.scale, d.head_dim);
-  set_paged_kv(p, args.cache, d.cache);
-  p.batch = static_cast<int32_t>(call.plan.batch);
-  p.q_tiles = static_cast<int32_t>(d.num_work);
-  p.causal = args.causal ? 1 : 0;
-  p.head_group = p.q_heads;  // heads fastest over the plan's work items
-  return p;
-}
-
-PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefillDims& d,
-                                             const PagedPrefillOpPlan& plan, const LoadedProgram* program,
-                                             kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
-  Launch l;
-  if (program == nullptr) return l;
-  // Both kernels take the same Params and grid (a CTA per work item and q head).
-  auto& step = l.step<0>();
-  step.params = params(call, d);
-  step.kernel = &program->kernel(0);
-  int threads = 0, smem_bytes = 0;
-  if (plan.variant == AttentionVariant::kWgmma) {
-    const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true, d.tile_rows);
-    threads = shape.threads;
-    smem_bytes = shape.smem_bytes;
-  } else {
-    const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
-    threads = shape.threads;
-    smem_bytes = shape.smem_bytes;
-  }
-  step.config.grid[0] = static_cast<uint32_t>(d.num_work);
-  step.config.grid[1] = static_cast<uint32_t>(d.q_heads);
-  step.config.block[0] = static_cast<uint32_t>(threads);
-  step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
-  return l;
-}
-
 }  // namespace detail
 
 void prefill(const PrefillArgs& args, CUstream stream, Runtime& runtime) {
   kjit::detail::run<detail::PrefillOp>(args, {}, stream, runtime);
-}
-
-namespace {
-
-constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
-
-/// The ordinal whose tuning table plans for PagedPrefillPlanArgs::device, or -1 when no table can
-/// be read (no driver, no device).
-int table_device(int device) {
-  if (!driver_available()) return -1;
-  const int count = device_count();
-  if (count == 0) return -1;
-  if (device >= 0) {
-    if (device >= count) {
-      kjit::detail::fail(kPlanOp, fmt::format("device {} out of range ({} CUDA devices)", device, count));
-    }
-    return device;
-  }
-  CUcontext current = nullptr;
-  KJIT_CU(cuCtxGetCurrent(&current));
-  return current != nullptr ? kjit::detail::context_device(current) : 0;
-}
-
-}  // namespace
-
-PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
-  const detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(args);
-  if (args.device < -1) {
-    kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
-  }
-  if (d.tile_rows == kWideTileRows) {
-    // Only the sm_90a kernel runs the wide tile: refuse the plan where the device (when there is
-    // one to ask) cannot.
-    if (const int device = table_device(args.device); device >= 0) {
-      const detail::VariantCall call =
-          detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, d.tile_rows);
-      if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
-        kjit::detail::fail(kPlanOp, fmt::format("tile_rows {} cannot run on device {}: {}", kWideTileRows, device,
-                                                detail::variant_rejects(AttentionVariant::kWgmma, call)));
-      }
-    }
-  }
-  if (d.tile_rows != 0) {
-    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows);
-    plan.variant = args.variant;
-    return plan;
-  }
-  const int device = table_device(args.device);
-  const detail::PagedPrefillOpPlan tile = device >= 0
-                                            ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
-                                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
-  int rows = tile.tile_rows;
-  // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
-  if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
-      (args.variant == AttentionVariant::kWgmma && rows < 128)) {
-    rows = 128;
-  }
-  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows);
-  // The forced kernel, else kAuto unless a tuning table chose the kernel.
-  plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
-  return plan;
-}
-
-void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes, int device) {
-  detail::check_workspace("kjit::attention::upload_paged_prefill_plan", plan.workspace_bytes, workspace,
-                          workspace_bytes, "the plan's work map");
-  if (plan.q_tile_to_batch.empty()) return;
-  kjit::detail::ensure_context(device);
-  const size_t bytes = plan.q_tile_to_batch.size() * sizeof(int32_t);
-  const auto base = reinterpret_cast<CUdeviceptr>(workspace);
-  KJIT_CU(cuMemcpyHtoD(base, plan.q_tile_to_batch.data(), bytes));
-  KJIT_CU(cuMemcpyHtoD(base + plan.map_index_offset, plan.q_tile_to_index.data(), bytes));
-}
-
-void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,
-                   size_t workspace_bytes, CUstream stream, Runtime& runtime) {
-  kjit::detail::run<detail::PagedPrefillOp>({args, plan, workspace, workspace_bytes}, {}, stream, runtime);
 }
 
 }  // namespace kjit::attention

@@ -1,5 +1,4 @@
-// kjit::attention::prefill and paged_prefill, the pure steps: validation, the variant and tile
-// choice, and the ragged work map (plan_paged_prefill).
+// kjit::attention::prefill, the pure steps: validation and the variant and tile choice.
 #include "runtime/ops/attention/prefill.hpp"
 
 #include "runtime/ops/pod_memo.hpp"
@@ -17,9 +16,6 @@ namespace kjit::attention {
 namespace {
 
 constexpr const char* kPrefillOp = detail::PrefillOp::kInfo.name;
-constexpr const char* kPagedOp = detail::PagedPrefillOp::kInfo.name;
-constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
-constexpr int64_t kMaxGridYZ = 65535;
 
 /// TMA's limit on a global stride (bytes), cuTensorMapEncodeTiled: below 2^40.
 constexpr int64_t kTmaMaxStrideBytes = int64_t{1} << 40;
@@ -50,31 +46,13 @@ bool tma_addressable(const PrefillArgs& args) noexcept {
   return true;
 }
 
-/// Everything DeviceInfo::target() reads (the compile target, else the compute capability), as
-/// POD: the key of a plan that looks at the target, without choosing it on every call.
-struct TargetKey {
-  int32_t major, minor, arch_specific, ptx, cc_major, cc_minor;
-};
-
-TargetKey target_key(const DeviceInfo& info) {
-  const Target& t = info.compile_target;
-  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0, info.cc_major, info.cc_minor};
-}
-
 /// Everything PrefillOp::plan reads: the Dims fields (the layout only as "TMA can address it")
 /// and the DeviceInfo fields (its target, SMs and shared memory per SM). By value, not by device:
 /// tests and tuners plan for DeviceInfos filled by hand.
 struct PrefillPlanKey {
   int64_t batch, q_len, q_heads, head_dim;
   int32_t block_m, variant, mask, kv_lens, tma_ok, sm_count, max_smem_per_sm, zero;
-  TargetKey target;
-};
-
-/// Everything PagedPrefillOp::plan reads.
-struct PagedPrefillPlanKey {
-  int64_t head_dim;
-  int32_t tile_rows, variant, has_work, zero;
-  TargetKey target;
+  detail::TargetKey target;
 };
 
 /// Row strides the kernels keep in 32 bits (ContigKV/PagedKV row bytes).
@@ -240,213 +218,6 @@ PrefillPlan PrefillOp::plan(const PrefillDims& d, const DeviceInfo& info) {
   return kjit::detail::thread_memo<Memo>().get(key, [&](const PrefillPlanKey&) { return plan_prefill(d, info); });
 }
 
-PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan) {
-  const TensorRef& q = args.q;
-  PagedPrefillDims d;
-  d.device = check_query(kPagedOp, q, 3);
-  check_query_heads(kPagedOp, q);
-  d.total_q = q.shape[0];
-  d.q_heads = q.shape[1];
-  d.head_dim = q.shape[2];
-  if (!kjit::detail::is_one_of(plan.tile_rows, kPagedTileRows)) {
-    fail(kPagedOp, fmt::format("plan has tile_rows {} (not from plan_paged_prefill?)", plan.tile_rows));
-  }
-  if (plan.head_dim != d.head_dim) {
-    fail(kPagedOp, fmt::format("plan was built for head_dim {}, q has {}", plan.head_dim, q.describe()));
-  }
-  if (plan.total_q != d.total_q) {
-    fail(kPagedOp, fmt::format("q dim 0 must be the plan's total_q = qo_indptr[batch] = {}, got {}", plan.total_q,
-                               q.describe()));
-  }
-  if (plan.q_tile_to_index.size() != plan.q_tile_to_batch.size()) fail(kPagedOp, "plan's work map is inconsistent");
-  check_i32_vector(kPagedOp, "qo_indptr", args.qo_indptr, plan.batch + 1, d.device);
-  d.cache = validate_paged_cache(kPagedOp, args.cache, d.device, plan.batch, d.head_dim);
-  d.group = check_gqa(kPagedOp, q, "cache.k", args.cache.k);
-  check_bf16_rows(kPagedOp, "out", args.out, 3, d.device);
-  check_dim(kPagedOp, "out", args.out, 0, d.total_q, "total_q (q dim 0)");
-  check_dim(kPagedOp, "out", args.out, 1, d.q_heads, "q_heads (q dim 1)");
-  check_dim(kPagedOp, "out", args.out, 2, d.head_dim, "head_dim (q dim 2)");
-  d.has_lse = args.lse.ndim != 0;
-  if (d.has_lse) {
-    check_f32(kPagedOp, "lse", args.lse, 2, d.device);
-    check_dim(kPagedOp, "lse", args.lse, 0, d.q_heads, "q_heads (q dim 1)");
-    check_dim(kPagedOp, "lse", args.lse, 1, d.total_q, "total_q (q dim 0)");
-  }
-  resolve_scale(kPagedOp, args.scale, d.head_dim, false);
-  constexpr int64_t kMax = INT32_MAX / 2;
-  if (d.total_q > kMax || d.q_heads > kMaxGridYZ || plan.num_work() * d.q_heads > kMax) {
-    fail(kPagedOp, fmt::format("sizes out of range (total_q < 2^30, q_heads <= {}), got q {}", kMaxGridYZ,
-                               q.describe()));
-  }
-  d.tile_rows = plan.tile_rows;
-  d.num_work = plan.num_work();
-  d.variant = plan.variant;
-  return d;
-}
-
-PagedPrefillDims PagedPrefillOp::validate(const Args& call) {
-  const PagedPrefillDims d = validate_paged_prefill(call.args, call.plan);
-  check_workspace(kPagedOp, call.plan.workspace_bytes, call.workspace, call.workspace_bytes,
-                  "the plan's work map (upload_paged_prefill_plan)");
-  return d;
-}
-
-VariantCall paged_prefill_variant_call(const Target& target, int64_t head_dim, int tile_rows) {
-  VariantCall call;
-  call.kind = AttentionKind::kPagedPrefill;
-  call.target = target;
-  call.head_dim = head_dim;
-  call.tile_rows = tile_rows;
-  return call;
-}
-
-VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& target) {
-  return paged_prefill_variant_call(target, d.head_dim, d.tile_rows);
-}
-
-kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows) {
-  kjit::detail::Choice choice;
-  if (kernel == AttentionVariant::kWgmma) {
-    choice.family = &paged_prefill_sm90_family();
-    choice.point = paged_prefill_sm90_family().point({head_dim, tile_rows});
-  } else {
-    choice.family = &paged_prefill_family();
-    choice.point = paged_prefill_family().point({head_dim, tile_rows});
-  }
-  return choice;
-}
-
-PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& info) {
-  PagedPrefillPlanKey key{};
-  key.head_dim = d.head_dim;
-  key.tile_rows = d.tile_rows;
-  key.variant = static_cast<int32_t>(d.variant);
-  key.has_work = d.num_work > 0 ? 1 : 0;
-  key.target = target_key(info);
-  // Per thread, as PrefillOp::plan.
-  using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
-  return kjit::detail::thread_memo<Memo>().get(key,
-                                               [&](const PagedPrefillPlanKey&) { return plan_paged_prefill_run(d, info); });
-}
-
-PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const DeviceInfo& info) {
-  PagedPrefillOpPlan plan;
-  // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
-  plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
-  plan.tile_rows = d.tile_rows;
-  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
-  return plan;
-}
-
-PagedPrefillPlanDims paged_prefill_plan_dims(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim,
-                                             int tile_rows) {
-  if (batch < 0) fail(kPlanOp, fmt::format("batch must be >= 0, got {}", batch));
-  if (!supported_head_dim(head_dim)) fail(kPlanOp, fmt::format("head_dim must be {}, got {}", head_dims_text(), head_dim));
-  if (tile_rows != 0 && !kjit::detail::is_one_of(tile_rows, kPagedTileRows)) {
-    fail(kPlanOp, fmt::format("tile_rows must be 0 (choose), {}, got {}", kjit::detail::one_of_text(kPagedTileRows),
-                              tile_rows));
-  }
-  if (tile_rows != 0 && !paged_tile_rows_fit(head_dim, tile_rows)) {
-    fail(kPlanOp, fmt::format("tile_rows {} runs only at head_dim {} (the sm_90a wgmma kernel's three-consumer "
-                              "tile), got head_dim {}",
-                              tile_rows, kWideTileHeadDim, head_dim));
-  }
-  if (qo_indptr_host == nullptr) fail(kPlanOp, "qo_indptr_host is null (the plan needs the host copy)");
-  if (qo_indptr_host[0] != 0) fail(kPlanOp, fmt::format("qo_indptr[0] must be 0, got {}", qo_indptr_host[0]));
-  PagedPrefillPlanDims d;
-  for (int64_t b = 0; b < batch; ++b) {
-    if (qo_indptr_host[b + 1] < qo_indptr_host[b]) {
-      fail(kPlanOp, fmt::format("qo_indptr must be non-decreasing, got qo_indptr[{}] = {} > qo_indptr[{}] = {}", b,
-                                qo_indptr_host[b], b + 1, qo_indptr_host[b + 1]));
-    }
-    d.nonempty += qo_indptr_host[b + 1] > qo_indptr_host[b];
-  }
-  d.batch = batch;
-  d.head_dim = head_dim;
-  d.total_q = qo_indptr_host[batch];
-  if (d.total_q > INT32_MAX / 2) fail(kPlanOp, fmt::format("total_q must stay below 2^30, got {}", d.total_q));
-  d.tile_rows = tile_rows;
-  return d;
-}
-
-PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
-  PagedPrefillPlanDims d = paged_prefill_plan_dims(a.qo_indptr_host, a.batch, a.head_dim, a.tile_rows);
-  if (a.q_heads < 1 || a.q_heads > kMaxGridYZ) {
-    fail(kPlanOp, fmt::format("q_heads must be in [1, {}], got {}", kMaxGridYZ, a.q_heads));
-  }
-  if (a.page_size < 1) fail(kPlanOp, fmt::format("page_size must be >= 1, got {}", a.page_size));
-  if (a.kv_indptr_host == nullptr) fail(kPlanOp, "kv_indptr_host is null (the plan needs the page table's host indptr)");
-  if (a.last_page_len_host == nullptr) fail(kPlanOp, "last_page_len_host is null (the plan needs its host copy)");
-  const int32_t* kv = a.kv_indptr_host;
-  if (kv[0] != 0) fail(kPlanOp, fmt::format("kv_indptr[0] must be 0, got {}", kv[0]));
-  for (int64_t b = 0; b < a.batch; ++b) {
-    if (kv[b + 1] < kv[b]) {
-      fail(kPlanOp, fmt::format("kv_indptr must be non-decreasing, got kv_indptr[{}] = {} > kv_indptr[{}] = {}", b,
-                                kv[b], b + 1, kv[b + 1]));
-    }
-    const int64_t pages = kv[b + 1] - kv[b];
-    // The length formula of the paged layout, last_page_len clamped as the device clamps it.
-    const int64_t len =
-        pages == 0 ? 0 : (pages - 1) * a.page_size + std::clamp<int64_t>(a.last_page_len_host[b], 0, a.page_size);
-    d.max_kv_len = std::max(d.max_kv_len, len);
-  }
-  d.q_heads = a.q_heads;
-  d.page_size = a.page_size;
-  d.causal = a.causal;
-  return d;
-}
-
-PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& d, int tile_rows) {
-  PagedPrefillPlan plan;
-  plan.batch = d.batch;
-  plan.head_dim = d.head_dim;
-  plan.total_q = d.total_q;
-  plan.tile_rows = tile_rows;
-  for (int64_t b = 0; b < d.batch; ++b) {
-    const int32_t len = qo_indptr_host[b + 1] - qo_indptr_host[b];
-    for (int32_t t = 0; int64_t{t} * plan.tile_rows < len; ++t) {
-      plan.q_tile_to_batch.push_back(static_cast<int32_t>(b));
-      plan.q_tile_to_index.push_back(t);
-    }
-  }
-  const size_t map_bytes = (plan.q_tile_to_batch.size() * sizeof(int32_t) + 255) / 256 * 256;
-  plan.map_index_offset = map_bytes;
-  plan.workspace_bytes = 2 * map_bytes;
-  return plan;
-}
-
-PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
-  PagedPrefillOpPlan t;
-  t.variant = AttentionVariant::kAuto;  // the run step chooses; `choice` says what it will take here
-  const Target target = info.target();
-  if (d.tile_rows != 0) {
-    t.tile_rows = d.tile_rows;
-  } else {
-    const int64_t mean = d.nonempty > 0 ? d.total_q / d.nonempty : 0;
-    const bool wide =
-        mean > 128 &&
-        variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, kWideTileRows));
-    t.tile_rows = d.nonempty > 0 && mean <= 64 ? 64 : wide ? kWideTileRows : 128;
-  }
-  if (d.total_q > 0) {
-    const bool wgmma =
-        variant_runs(AttentionVariant::kWgmma, paged_prefill_variant_call(target, d.head_dim, t.tile_rows));
-    // A forced wide (kWideTileRows) tile planned for a target without wgmma (or for none: the legacy
-    // overload) names no kernel: only the wgmma kernel has it, and the run step fails with
-    // Unsupported naming both kernels' rules where that cannot run.
-    if (wgmma || kjit::detail::is_one_of(t.tile_rows, kBlockMs)) {
-      const AttentionVariant kernel = wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma;
-      t.choice = paged_prefill_choice(kernel, d.head_dim, t.tile_rows);
-    }
-  }
-  return t;
-}
-
 }  // namespace detail
-
-PagedPrefillPlan plan_paged_prefill(const int32_t* qo_indptr_host, int64_t batch, int64_t head_dim, int tile_rows) {
-  const detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(qo_indptr_host, batch, head_dim, tile_rows);
-  return detail::paged_prefill_work_map(qo_indptr_host, d, detail::PagedPrefillPlanner::plan(d, DeviceInfo{}).tile_rows);
-}
 
 }  // namespace kjit::attention

@@ -3,6 +3,7 @@
 // probe keyed by the tensors' addresses, sizes and strides.
 #include "runtime/ops/attention/prefill.hpp"
 
+#include "runtime/ops/attention/params.hpp"
 #include "runtime/ops/softmax_params.hpp"
 #include "runtime/ops/tma_map.hpp"
 
@@ -77,12 +78,7 @@ void PrefillOp::fill_params_sm90(const PrefillArgs& args, const PrefillDims& d, 
   p.tma_k = maps.map[1];
   p.tma_v = maps.map[2];
   p.tma_out = maps.map[3];
-  p.lse = d.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  if (d.has_lse) {
-    p.lse_stride_b = args.lse.strides[0];
-    p.lse_stride_h = args.lse.strides[1];
-    p.lse_stride_l = args.lse.strides[2];
-  }
+  set_prefill_lse(p, d.has_lse ? &args.lse : nullptr);
   p.q_len = static_cast<int32_t>(d.q_len);
   p.kv_len = static_cast<int32_t>(d.max_kv_len);
   p.q_heads = static_cast<int32_t>(d.q_heads);

@@ -27,6 +27,7 @@ enum class Gap {
   kMmaArch,
   kMmaHeadDim,
   kMmaTile,
+  kMmaPacked,
   kNotPrefill,
   kWgmmaArch,
   kWgmmaHeadDim,
@@ -47,6 +48,7 @@ Gap gap(AttentionVariant variant, const detail::VariantCall& call) noexcept {
       if (call.kind == AttentionKind::kPagedPrefill && !kjit::detail::is_one_of(call.tile_rows, kBlockMs)) {
         return Gap::kMmaTile;
       }
+      if (call.pack_group > 1) return Gap::kMmaPacked;
       return Gap::kNone;
     case AttentionVariant::kWgmma:
       if (call.kind != AttentionKind::kPrefill && call.kind != AttentionKind::kPagedPrefill) return Gap::kNotPrefill;
@@ -77,6 +79,10 @@ std::string describe(Gap g, const detail::VariantCall& call) {
       return fmt::format("mma runs paged prefill plans with tile_rows {}, the plan has {} ({}-row tiles are the "
                          "sm_90a wgmma kernel's, at head_dim {})",
                          kjit::detail::one_of_text(kBlockMs), call.tile_rows, kWideTileRows, kWideTileHeadDim);
+    case Gap::kMmaPacked:
+      return fmt::format("mma does not pack GQA heads; the plan packs {} q heads per KV head (plan with pack_gqa "
+                         "off to run it)",
+                         call.pack_group);
     case Gap::kNotPrefill:
       return fmt::format("wgmma is a prefill kernel, not a {} one", detail::kind_name(call.kind));
     case Gap::kWgmmaArch:
@@ -170,6 +176,11 @@ AttentionVariant configured_variant(const RuntimeConfig& config) {
                      cache::printable(config.attention_variant)));
   }
   return AttentionVariant::kAuto;
+}
+
+TargetKey target_key(const DeviceInfo& info) noexcept {
+  const Target& t = info.compile_target;
+  return {t.major, t.minor, t.arch_specific ? 1 : 0, t.ptx ? 1 : 0, info.cc_major, info.cc_minor};
 }
 
 }  // namespace detail

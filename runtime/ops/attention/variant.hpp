@@ -26,6 +26,7 @@ struct VariantCall {
   /// prefill_tma_layout_reason). Viewed, not owned: it must outlive the call.
   std::string_view tma_layout;
   int tile_rows = 0;  ///< paged prefill: the plan's query rows per work item
+  int pack_group = 1;  ///< paged prefill: the plan's q heads packed per KV head (1: none)
 };
 
 /// "decode", "paged decode", "prefill", "paged prefill" (for messages).
@@ -48,6 +49,15 @@ std::optional<AttentionVariant> parse_variant(std::string_view text);
 ///     listing every variant's reason when none is.
 /// Builds strings only to throw.
 AttentionVariant resolve_variant(AttentionVariant requested, AttentionVariant preferred, const VariantCall& call);
+
+/// Everything DeviceInfo::target() reads (the compile target, else the compute capability), as
+/// POD: the key of a plan memo that looks at the target without choosing it on every call.
+struct TargetKey {
+  int32_t major, minor, arch_specific, ptx, cc_major, cc_minor;
+};
+
+/// The TargetKey of `info`.
+TargetKey target_key(const DeviceInfo& info) noexcept;
 
 /// RuntimeConfig::attention_variant (KJIT_ATTN_VARIANT) parsed; an unknown value warns once per
 /// process and reads as kAuto. No allocation unless it warns.

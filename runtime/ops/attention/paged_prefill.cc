@@ -1,0 +1,160 @@
+// kjit::attention::paged_prefill through the op pipeline: the launch value (either kernel takes
+// the same Params and grid) and the public entry points of both steps (plan, upload, run).
+#include "runtime/ops/attention/paged_prefill.hpp"
+
+#include "runtime/driver.hpp"
+#include "runtime/ops/attention/params.hpp"
+
+#include <fmt/format.h>
+
+#include <cuda.h>
+
+namespace kjit::attention {
+namespace detail {
+
+PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d) {
+  const PagedPrefillArgs& args = call.args;
+  PrefillParams p{};
+  set_prefill_io(p, args.q, args.out, d.has_lse ? &args.lse : nullptr);
+  // The packed Q schedule: the requests' query rows and the plan's work map.
+  p.qo_indptr = static_cast<const int32_t*>(args.qo_indptr.data);
+  p.q_tile_to_batch = static_cast<const int32_t*>(call.workspace);
+  p.q_tile_to_index =
+      reinterpret_cast<const int32_t*>(static_cast<const char*>(call.workspace) + call.plan.map_index_offset);
+  set_heads(p, d.q_heads, d.cache.kv_heads, d.group, args.scale, d.head_dim);
+  set_paged_kv(p, args.cache, d.cache);
+  p.batch = static_cast<int32_t>(call.plan.batch);
+  p.q_tiles = static_cast<int32_t>(d.num_work);
+  p.causal = args.causal ? 1 : 0;
+  // A packed plan's CTAs take KV heads (each the group's q heads), an unpacked one's q heads;
+  // heads fastest over the plan's work items either way.
+  p.pack_group = static_cast<int32_t>(d.pack_group);
+  p.pack_div = fast_div_of(static_cast<uint32_t>(d.pack_group));
+  p.head_group = d.pack_group > 1 ? p.kv_heads : p.q_heads;
+  return p;
+}
+
+PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefillDims& d,
+                                             const PagedPrefillOpPlan& plan, const LoadedProgram* program,
+                                             kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
+  Launch l;
+  if (program == nullptr) return l;
+  // Both kernels take the same Params and grid (a CTA per work item and q head, or KV head when
+  // the plan packs: then only the wgmma kernel runs).
+  auto& step = l.step<0>();
+  step.params = params(call, d);
+  step.kernel = &program->kernel(0);
+  int threads = 0, smem_bytes = 0;
+  if (plan.variant == AttentionVariant::kWgmma) {
+    const PrefillSm90LaunchShape shape = prefill_sm90_launch_shape(static_cast<int>(d.head_dim), true, d.tile_rows);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
+  } else {
+    const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
+    threads = shape.threads;
+    smem_bytes = shape.smem_bytes;
+  }
+  step.config.grid[0] = static_cast<uint32_t>(d.num_work);
+  step.config.grid[1] = static_cast<uint32_t>(step.params.head_group);  // all heads, packed or not
+  step.config.block[0] = static_cast<uint32_t>(threads);
+  step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
+  return l;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
+
+/// The ordinal whose tuning table plans for PagedPrefillPlanArgs::device, or -1 when no table can
+/// be read (no driver, no device).
+int table_device(int device) {
+  if (!driver_available()) return -1;
+  const int count = device_count();
+  if (count == 0) return -1;
+  if (device >= 0) {
+    if (device >= count) {
+      kjit::detail::fail(kPlanOp, fmt::format("device {} out of range ({} CUDA devices)", device, count));
+    }
+    return device;
+  }
+  CUcontext current = nullptr;
+  KJIT_CU(cuCtxGetCurrent(&current));
+  return current != nullptr ? kjit::detail::context_device(current) : 0;
+}
+
+}  // namespace
+
+PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
+  detail::PagedPrefillPlanDims d = detail::paged_prefill_plan_dims(args);
+  if (args.device < -1) {
+    kjit::detail::fail(kPlanOp, fmt::format("device must be an ordinal or -1 (the current context's), got {}", args.device));
+  }
+  if (args.variant == AttentionVariant::kMma) {
+    // The mma.sync kernel does not pack.
+    if (d.pack_gqa == PackGqa::kOn) kjit::detail::fail(kPlanOp, "pack_gqa on runs the sm_90a wgmma kernel; variant is mma");
+    d.pack_gqa = PackGqa::kOff;
+  }
+  // The device is asked only where it decides something: the table (no forced tile), the wide
+  // tile's and packing's rule.
+  const int device = d.tile_rows == 0 || d.tile_rows == kWideTileRows || (d.group > 1 && d.pack_gqa != PackGqa::kOff)
+                         ? table_device(args.device)
+                         : -1;
+  // Only the sm_90a kernel runs the wide tile and packed plans: refuse them where the device
+  // (when there is one to ask) cannot.
+  const auto refuse = [&](const char* what, int rows, int pack) {
+    const detail::VariantCall call =
+        detail::paged_prefill_variant_call(device_info(device).target(), d.head_dim, rows, pack);
+    if (!detail::variant_runs(AttentionVariant::kWgmma, call)) {
+      kjit::detail::fail(kPlanOp, fmt::format("{} cannot run on device {}: {}", what, device,
+                                              detail::variant_rejects(AttentionVariant::kWgmma, call)));
+    }
+  };
+  if (device >= 0 && d.tile_rows == kWideTileRows) {
+    refuse(fmt::format("tile_rows {}", kWideTileRows).c_str(), d.tile_rows, 1);
+  }
+  if (device >= 0 && d.pack_gqa == PackGqa::kOn) {
+    refuse("pack_gqa on", d.tile_rows != 0 ? d.tile_rows : 128, static_cast<int>(d.group));
+  }
+  if (d.tile_rows != 0) {
+    // A forced tile is never tuned: the built-in rule decides the packing (on the device where
+    // one is at hand).
+    const DeviceInfo info = device >= 0 ? device_info(device) : DeviceInfo{};
+    const int pack = detail::PagedPrefillPlanner::plan(d, info).pack_group;
+    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows, pack);
+    plan.variant = args.variant;
+    return plan;
+  }
+  const detail::PagedPrefillOpPlan tile = device >= 0
+                                            ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
+                                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
+  int rows = tile.tile_rows;
+  // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
+  if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
+      (args.variant == AttentionVariant::kWgmma && rows < 128)) {
+    rows = 128;
+  }
+  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
+  // The forced kernel, else kAuto unless a tuning table chose the kernel.
+  plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
+  return plan;
+}
+
+void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes, int device) {
+  detail::check_workspace("kjit::attention::upload_paged_prefill_plan", plan.workspace_bytes, workspace,
+                          workspace_bytes, "the plan's work map");
+  if (plan.q_tile_to_batch.empty()) return;
+  kjit::detail::ensure_context(device);
+  const size_t bytes = plan.q_tile_to_batch.size() * sizeof(int32_t);
+  const auto base = reinterpret_cast<CUdeviceptr>(workspace);
+  KJIT_CU(cuMemcpyHtoD(base, plan.q_tile_to_batch.data(), bytes));
+  KJIT_CU(cuMemcpyHtoD(base + plan.map_index_offset, plan.q_tile_to_index.data(), bytes));
+}
+
+void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,
+                   size_t workspace_bytes, CUstream stream, Runtime& runtime) {
+  kjit::detail::run<detail::PagedPrefillOp>({args, plan, workspace, workspace_bytes}, {}, stream, runtime);
+}
+
+}  // namespace kjit::attention
