@@ -19,7 +19,8 @@ prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m,
 append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
                 positions, append_indptr, stream)
 plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto", kv_indptr=None,
-                   last_page_len=None, q_heads=0, page_size=0, causal=False) -> PagedPrefillPlan
+                   last_page_len=None, q_heads=0, page_size=0, causal=False, kv_heads=0,
+                   pack_gqa="auto") -> PagedPrefillPlan
     qo_indptr, kv_indptr, last_page_len: host copies (lists or CPU int32 tensors) of the batch's
     layout, as paged_prefill will get it on the device; uploads the work map (synchronous).
     With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), tile_rows=0 takes
@@ -33,9 +34,15 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     variant "auto" (the Hopper wgmma kernel where it can run the plan: head_dim 64/128 at 128-row
     tiles, head_dim 64 at 192; else mma.sync), "mma" or "wgmma" (forced: paged_prefill raises
     Unsupported where that kernel cannot run the plan; with tile_rows=0 each gets a tile it runs:
-    "mma" at most 128 rows, "wgmma" at least 128). Properties: batch, total_q, head_dim,
-    tile_rows, num_work,
+    "mma" at most 128 rows, "wgmma" at least 128).
+    kv_heads (with the KV layout; 0: unknown, never packs) and pack_gqa {pack_gqa}: "auto" packs
+    the q heads of one KV head into a work item's rows (token-major: row r is token r / group,
+    head kv_head * group + r % group) where the group q_heads / kv_heads is > 1 and the Hopper
+    wgmma kernel runs the plan, so each gathered K/V tile serves the whole group; "on" forces it
+    (group > 1, 128 or more rows), "off" plans one q head per work item. The result is the same.
+    Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed),
     workspace_bytes, variant, device.
+PACK_GQA: the names `pack_gqa=` takes ({pack_gqa}).
 VARIANTS: the names `variant=` takes ({variants}).
 WIDE_TILE_ROWS, WIDE_TILE_HEAD_DIM: the Hopper kernel's wide tile (192 rows, at head_dim 64 only).
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
@@ -49,15 +56,16 @@ from ._C import attention_paged_decode as paged_decode
 from ._C import attention_paged_decode_workspace_bytes as paged_decode_workspace_bytes
 from ._C import attention_paged_prefill as paged_prefill
 from ._C import attention_prefill as prefill
+from ._C import attention_pack_gqa as PACK_GQA
 from ._C import attention_variants as VARIANTS
 from ._C import attention_wide_tile_head_dim as WIDE_TILE_HEAD_DIM
 from ._C import attention_wide_tile_rows as WIDE_TILE_ROWS
 from ._names import fill_doc
 
-__doc__ = fill_doc(__doc__, variants=VARIANTS)
+__doc__ = fill_doc(__doc__, variants=VARIANTS, pack_gqa=PACK_GQA)
 
 plan_paged_prefill = PagedPrefillPlan
 
-__all__ = ["PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
+__all__ = ["PACK_GQA", "PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
            "decode_workspace_bytes", "paged_decode",
            "paged_decode_workspace_bytes", "paged_prefill", "plan_paged_prefill", "prefill"]

@@ -344,19 +344,22 @@ class PagedPrefillPlan {
   /// the device's tuning table's choice for the call's bucket. Without it only a forced tile
   /// (attention::paged_tile_rows_fit) is planned, which reads no table in either overload.
   PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
-                   nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal)
+                   nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal,
+                   int64_t kv_heads, std::string_view pack_gqa)
       : device_(device) {
     static constexpr const char* kOp = "kjit.attention.plan_paged_prefill";
     // Parsed first: a bad name is reported before any driver call.
     const attention::AttentionVariant forced = parse_enum(attention::kAttentionVariantNames, variant, kOp, "variant");
+    const attention::PackGqa pack = parse_enum(attention::kPackGqaNames, pack_gqa, kOp, "pack_gqa");
     const std::vector<int32_t> qo = host_int32s(kOp, "qo_indptr", qo_indptr);
     if (qo.empty()) throw InvalidArgument(std::string(kOp) + ": qo_indptr is empty (needs batch + 1 entries)");
     const int64_t batch = static_cast<int64_t>(qo.size()) - 1;
     if (device < 0) throw InvalidArgument(std::string(kOp) + ": device must be an ordinal, got " + std::to_string(device));
-    if (!kv_indptr.is_none() || !last_page_len.is_none() || q_heads != 0 || page_size != 0) {
+    if (!kv_indptr.is_none() || !last_page_len.is_none() || q_heads != 0 || page_size != 0 || kv_heads != 0 ||
+        pack != attention::PackGqa::kAuto) {
       if (kv_indptr.is_none() || last_page_len.is_none()) {
         throw InvalidArgument(std::string(kOp) + ": the KV layout is kv_indptr, last_page_len, q_heads and page_size "
-                              "together; kv_indptr or last_page_len is missing");
+                              "together (kv_heads and pack_gqa plan with it); kv_indptr or last_page_len is missing");
       }
       const std::vector<int32_t> kv = host_int32s(kOp, "kv_indptr", kv_indptr);
       const std::vector<int32_t> last = host_int32s(kOp, "last_page_len", last_page_len);
@@ -369,7 +372,7 @@ class PagedPrefillPlan {
       plan_ = attention::plan_paged_prefill(attention::PagedPrefillPlanArgs{
           /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
           /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
-          /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced});
+          /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced, /*kv_heads=*/kv_heads, /*pack_gqa=*/pack});
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
@@ -566,6 +569,7 @@ void register_ops(nb::module_& m) {
   m.attr("dtypes") = names_tuple(kDTypeNames);
   m.attr("rotary_styles") = names_tuple(kRotaryStyleNames);
   m.attr("attention_variants") = names_tuple(attention::kAttentionVariantNames);
+  m.attr("attention_pack_gqa") = names_tuple(attention::kPackGqaNames);
   m.attr("fp8_formats") = names_tuple(fp8::format_names());
   m.attr("fp8_granularities") = names_tuple(fp8::granularity_names());
   m.attr("fp8_scale_modes") = names_tuple(fp8::kScaleModeNames);
@@ -593,15 +597,17 @@ void register_ops(nb::module_& m) {
         "page_indices"_a, "last_page_len"_a, nb::kw_only(), "batch_indices"_a = nb::none(),
         "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
   nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
-      .def(nb::init<nb::handle, int64_t, int, int, std::string_view, nb::handle, nb::handle, int64_t, int64_t, Flag>(),
+      .def(nb::init<nb::handle, int64_t, int, int, std::string_view, nb::handle, nb::handle, int64_t, int64_t, Flag,
+                    int64_t, std::string_view>(),
            "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto",
            "kv_indptr"_a = nb::none(), "last_page_len"_a = nb::none(), "q_heads"_a = 0, "page_size"_a = 0,
-           "causal"_a = false)
+           "causal"_a = false, "kv_heads"_a = 0, "pack_gqa"_a = "auto")
       .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
       .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
       .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })
       .def_prop_ro("tile_rows", [](const PagedPrefillPlan& p) { return p.plan().tile_rows; })
       .def_prop_ro("num_work", [](const PagedPrefillPlan& p) { return p.plan().num_work(); })
+      .def_prop_ro("pack_group", [](const PagedPrefillPlan& p) { return p.plan().pack_group; })
       .def_prop_ro("workspace_bytes", [](const PagedPrefillPlan& p) { return p.plan().workspace_bytes; })
       .def_prop_ro("variant",
                    [](const PagedPrefillPlan& p) { return attention::variant_name(p.plan().variant); })

@@ -20,6 +20,7 @@ TABLES = [
     ("include/kjit/runtime.hpp", "JitMode", kjit.JIT_MODES),
     ("include/kjit/ops/rotary.hpp", "RotaryStyle", kjit.ROTARY_STYLES),
     ("include/kjit/ops/attention.hpp", "AttentionVariant", kjit.attention.VARIANTS),
+    ("include/kjit/ops/attention.hpp", "PackGqa", kjit.attention.PACK_GQA),
     ("include/kjit/ops/fp8.hpp", "Granularity", kjit.fp8.GRANULARITIES),
     ("include/kjit/ops/fp8.hpp", "ScaleMode", kjit.fp8.SCALE_MODES),
     ("include/kjit/ops/fp8.hpp", "GemmTile", kjit.fp8.GEMM_TILES),
@@ -53,7 +54,7 @@ def test_every_enumerator_has_its_name_in_order(header, enum, names):
 def test_the_docstrings_list_every_name():
     docs = {
         kjit: [kjit.JIT_MODES, kjit.ROTARY_STYLES],
-        kjit.attention: [kjit.attention.VARIANTS],
+        kjit.attention: [kjit.attention.VARIANTS, kjit.attention.PACK_GQA],
         kjit.fp8: [kjit.fp8.FORMATS, kjit.fp8.GRANULARITIES, kjit.fp8.SCALE_MODES, kjit.fp8.GEMM_KERNELS,
                    kjit.fp8.GEMM_TILES, kjit.fp8.RECIPES],
     }

@@ -54,6 +54,7 @@ TEST(NameTables, ListTheirEnumsInOrderAndRoundTrip) {
   expect_table(kDTypeNames, "dtype");
   expect_table(kJitModeNames, "jit mode");
   expect_table(attention::kAttentionVariantNames, "variant");
+  expect_table(attention::kPackGqaNames, "pack_gqa");
   expect_table(kRotaryStyleNames, "style");
   expect_table(fp8::kScaleModeNames, "scale_mode");
   expect_table(fp8::kGemmKernelNames, "kernel");

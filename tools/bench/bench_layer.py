@@ -290,12 +290,13 @@ class KjitAttention:
         else:
             self.plan = kjit.attention.plan_paged_prefill(
                 paged.qo_indptr_host, HEAD_DIM, 0, torch.cuda.current_device(), kv_indptr=paged.indptr_host,
-                last_page_len=paged.last_host, q_heads=Q_HEADS, page_size=PAGE, causal=True)
+                last_page_len=paged.last_host, q_heads=Q_HEADS, page_size=PAGE, causal=True, kv_heads=KV_HEADS)
 
     def describe(self):
         if self.case.kind == "decode":
             return f"{self.label} (workspace {self.ws.numel()} B)"
-        return f"{self.label} (plan: {self.plan.variant}, {self.plan.tile_rows}-row tiles, {self.plan.num_work} items)"
+        return (f"{self.label} (plan: {self.plan.variant}, {self.plan.tile_rows}-row tiles, {self.plan.num_work} items, "
+                f"q heads packed by {self.plan.pack_group})")
 
     def run(self, q, kp, vp, out):
         p = self.paged

@@ -245,6 +245,9 @@ enum class PackGqa : int32_t {
   kOff,   ///< one q head per work item
 };
 
+/// PackGqa's names, in enumerator order (kjit/names.hpp): kjit.attention.PACK_GQA in Python.
+inline constexpr EnumName<PackGqa> kPackGqaNames[] = {{PackGqa::kAuto, "auto"}, {PackGqa::kOn, "on"}, {PackGqa::kOff, "off"}};
+
 /// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
 /// tile_rows = 64, 128 or 192 query rows; 192 at head_dim 64 only, run by the sm_90a wgmma
 /// kernel alone), built once per batch composition, outside the hot path.

@@ -214,21 +214,11 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
   return d;
 }
 
-const char* pack_gqa_name(PackGqa pack) noexcept {
-  switch (pack) {
-    case PackGqa::kAuto:
-      return "auto";
-    case PackGqa::kOn:
-      return "on";
-    case PackGqa::kOff:
-      return "off";
-  }
-  return "?";
-}
+const char* pack_gqa_name(PackGqa pack) noexcept { return enum_name(kPackGqaNames, pack); }
 
 std::optional<PackGqa> parse_pack_gqa(std::string_view text) {
-  for (PackGqa p : {PackGqa::kAuto, PackGqa::kOn, PackGqa::kOff}) {
-    if (text == pack_gqa_name(p)) return p;
+  for (const EnumName<PackGqa>& row : kPackGqaNames) {
+    if (text == row.name) return row.value;
   }
   return std::nullopt;
 }
