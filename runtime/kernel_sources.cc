@@ -2,6 +2,8 @@
 
 #include "runtime/toolkit_memo.hpp"
 
+#include "cache/file_util.hpp"
+
 #include <kjit/error.hpp>
 
 #include <fmt/format.h>
@@ -17,12 +19,11 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 
 namespace kjit::detail {
@@ -46,6 +47,14 @@ const EmbeddedSource* embedded(std::string_view path) {
   }();
   auto it = index->find(path);
   return it == index->end() ? nullptr : it->second;
+}
+
+// The bytes of the file at `path`, whole (a header has no size limit: one left out would leave the
+// key short of an input NVRTC reads), or nullopt when it cannot be read.
+std::optional<std::string> read_whole(const std::string& path) {
+  std::string text;
+  if (cache::read_file(path, std::numeric_limits<uint64_t>::max(), cache::kReadPlain, &text) != 0) return std::nullopt;
+  return text;
 }
 
 // The embedded standard header for include name `name` ("cstdint"), or null.
@@ -75,11 +84,7 @@ std::optional<std::string> KernelSources::read(std::string_view path) const {
   if (!live_dir_.empty()) {
     // Reject paths that climb out of the folder: a kernel source names files inside it.
     if (path.find("..") != std::string_view::npos || (!path.empty() && path.front() == '/')) return std::nullopt;
-    std::ifstream in(live_dir_ + "/" + std::string(path), std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return read_whole(live_dir_ + "/" + std::string(path));
   }
   if (const EmbeddedSource* e = embedded(path)) return std::string(reinterpret_cast<const char*>(e->data), e->size);
   return std::nullopt;
@@ -181,25 +186,6 @@ std::vector<Include> scan_includes(std::string_view text) {
 }
 
 std::string digest(std::string_view bytes) { return cache::digest_hex(bytes); }
-
-std::optional<std::string> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  struct stat st {};
-  size_t got = 0;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
-  for (;;) {
-    if (got == out.size()) out.resize(out.size() + 65536);  // grew since fstat, or no size
-    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  out.resize(got);
-  return out;
-}
 
 // "dir" + "/" + name the way a search path entry forms it; "" and "." mean the working directory.
 std::string join(std::string_view dir, std::string_view name) {
@@ -654,7 +640,7 @@ class ClosureWalk {
     }
     // A file outside the toolkit is read and digested on every call: no record vouches for it.
     if (checks_) checks_->usable = false;
-    auto text = read_file(path);
+    auto text = read_whole(path);
     if (!text) return;  // unreadable: NVRTC will fail on it too, and say so
     files_.emplace(path, digest(*text));
     for (const Include& inc : scan_includes(*text)) resolve(inc, dir);

@@ -1,9 +1,10 @@
 #pragma once
 /// \file kjit.hpp
-/// Everything a host application needs: the runtime, launching, devices, tensors, errors, the
-/// family registry and the typed ops.
+/// Everything a host application needs: the runtime, launching, devices, device buffers, tensors,
+/// errors, the family registry and the typed ops.
 
 #include <kjit/device.hpp>
+#include <kjit/device_buffer.hpp>
 #include <kjit/error.hpp>
 #include <kjit/families.hpp>
 #include <kjit/launch.hpp>

@@ -10,11 +10,7 @@
 #include "tensors.hpp"
 #include "workspace.hpp"
 
-#include "runtime/driver.hpp"
-#include "runtime/families/attention.hpp"
-#include "runtime/ops/attention/decode.hpp"
-#include "runtime/ops/attention/paged_decode.hpp"
-#include "runtime/ops/mla/swa_decode.hpp"
+#include "runtime/internal/python.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>

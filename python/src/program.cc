@@ -5,7 +5,7 @@
 #include "runtime_handle.hpp"
 #include "tensors.hpp"
 
-#include "runtime/driver.hpp"
+#include "runtime/internal/python.hpp"
 
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>

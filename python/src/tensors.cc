@@ -2,7 +2,7 @@
 
 #include "errors.hpp"
 
-#include "runtime/driver.hpp"
+#include "runtime/internal/python.hpp"
 
 #include <kjit/error.hpp>
 

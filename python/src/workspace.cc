@@ -1,7 +1,8 @@
 #include "workspace.hpp"
 
-#include "runtime/driver.hpp"
+#include <kjit/device_buffer.hpp>
 
+#include <utility>
 #include <vector>
 
 namespace kjit::python {
@@ -13,7 +14,8 @@ struct Entry {
   CUstream stream;
   void* ptr;
   size_t bytes;
-  nb::object owner;  // the framework tensor holding `ptr`; None: cuMemAlloc'd
+  nb::object owner;     // the framework tensor holding `ptr`; None: `memory` holds it
+  DeviceBuffer memory;  // cuMemAlloc'd when no framework allocates
 };
 
 // Guarded by the GIL: every caller is a binding holding it. Never destroyed: entries may hold
@@ -26,18 +28,11 @@ Entry allocate(OpCall& call, int device, size_t bytes) {
   if (call.has_exchange_api()) {
     TensorRef ref;
     nb::object owner = call.allocate(DType::kU8, {static_cast<int64_t>(bytes)}, &ref);
-    return {device, call.stream(), ref.data, bytes, std::move(owner)};
+    return {device, call.stream(), ref.data, bytes, std::move(owner), DeviceBuffer()};
   }
-  detail::ensure_context(device);
-  CUdeviceptr p = 0;
-  KJIT_CU(cuMemAlloc(&p, bytes));
-  return {device, call.stream(), reinterpret_cast<void*>(p), bytes, nb::object()};
-}
-
-void release(const Entry& e) {
-  if (e.owner.is_valid()) return;  // dropping the reference frees it
-  detail::ensure_context(e.device);
-  KJIT_CU(cuMemFree(reinterpret_cast<CUdeviceptr>(e.ptr)));
+  DeviceBuffer memory(device, bytes);
+  void* ptr = memory.data();
+  return {device, call.stream(), ptr, bytes, nb::object(), std::move(memory)};
 }
 
 }  // namespace
@@ -67,8 +62,8 @@ void* workspace(OpCall& call, int device, size_t bytes) {
 size_t clear_workspaces() {
   size_t freed = 0;
   for (std::vector<Entry>* list : {&g_entries, &g_retired}) {
-    for (const Entry& e : *list) {
-      release(e);
+    for (Entry& e : *list) {
+      e.memory.free();  // a framework's tensor goes with its reference, below
       freed += e.bytes;
     }
     list->clear();

@@ -7,9 +7,9 @@
 ///
 /// Allocation: by the framework of the call's first tensor when it has the DLPack exchange API
 /// (torch: its caching allocator, which also serves allocations during CUDA graph capture, from
-/// the graph's pool), else cuMemAlloc in the device's primary context. The driver refuses
-/// cuMemAlloc during capture: a CuPy or JAX caller that captures runs the op once on the
-/// capturing stream first, or passes `workspace=`.
+/// the graph's pool), else a kjit::DeviceBuffer (cuMemAlloc in the device's primary context). The
+/// driver refuses cuMemAlloc during capture: a CuPy or JAX caller that captures runs the op once
+/// on the capturing stream first, or passes `workspace=`.
 
 #include "tensors.hpp"
 

@@ -9,7 +9,7 @@
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/tuned.hpp"

@@ -14,7 +14,8 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/ops/attention/decode.hpp"
 #include "tests/cli/process.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"

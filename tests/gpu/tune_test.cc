@@ -11,8 +11,10 @@
 #include <kjit/ops/attention.hpp>
 
 #include "cache/tune_table.hpp"
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
+#include "runtime/internal/tuning.hpp"
 #include "runtime/ops/attention/paged_prefill.hpp"
+#include "runtime/ops/attention/prefill.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 

@@ -25,7 +25,7 @@
 #include <kjit/ops/attention.hpp>
 
 #include "cache/fallback_log.hpp"
-#include "runtime/internal.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/tuned.hpp"
 #include "tools/testing/gpu.hpp"

@@ -14,7 +14,8 @@
 #include <kjit/ops/attention.hpp>
 #include <kjit/ops/fp8.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
+#include "runtime/internal/ops.hpp"
 #include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"

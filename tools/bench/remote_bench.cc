@@ -20,7 +20,8 @@
 #include <kjit/families.hpp>
 #include <kjit/kjit.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
+#include "runtime/internal/fleet.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

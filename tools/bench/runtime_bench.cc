@@ -9,7 +9,8 @@
 #include <kjit/families.hpp>
 #include <kjit/kjit.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
+#include "runtime/internal/ops.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 

@@ -6,7 +6,8 @@
 // arguments and prints.
 #include "tools/cli/common.hpp"
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
+#include "runtime/internal/shipping.hpp"
 
 #include <kjit/error.hpp>
 

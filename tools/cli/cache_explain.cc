@@ -7,7 +7,8 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
+#include "runtime/internal/compiler.hpp"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,8 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/compiler.hpp"
+#include "runtime/internal/fleet.hpp"
 
 #include <fmt/format.h>
 

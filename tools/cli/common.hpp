@@ -8,7 +8,7 @@
 #include <kjit/families.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

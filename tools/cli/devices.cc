@@ -1,7 +1,7 @@
 // `kjit devices`: the CUDA driver and every device with the target kjit compiles for it.
 #include "tools/cli/common.hpp"
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
 
 #include <fmt/format.h>
 

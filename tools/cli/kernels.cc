@@ -2,6 +2,8 @@
 // (--points) every valid point of a family's space for a target: what a tuner sweeps.
 #include "tools/cli/common.hpp"
 
+#include <kjit/error.hpp>
+
 #include <fmt/format.h>
 
 #include <optional>

@@ -3,7 +3,7 @@
 // cache/manifest.hpp), into the disk cache, on N worker threads, so production never compiles.
 #include "tools/cli/common.hpp"
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
 
 #include <kjit/error.hpp>
 

@@ -3,7 +3,8 @@
 // parses arguments, walks the namespace's keys and prints.
 #include "tools/cli/common.hpp"
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
+#include "runtime/internal/fleet.hpp"
 
 #include <kjit/error.hpp>
 

@@ -5,7 +5,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/tuning.hpp"
 #include "tools/tune/tuner.hpp"
 
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 #include <kjit/device.hpp>
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
 
 #include <dlfcn.h>
 

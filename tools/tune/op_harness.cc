@@ -6,7 +6,6 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
 
 #include <fmt/format.h>
 

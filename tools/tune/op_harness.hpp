@@ -10,7 +10,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/ops.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 

@@ -5,7 +5,8 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/fp8.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
+#include "runtime/internal/ops.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"

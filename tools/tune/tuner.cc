@@ -4,7 +4,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/fleet.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

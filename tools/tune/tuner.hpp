@@ -21,7 +21,8 @@
 #include <kjit/device.hpp>
 #include <kjit/runtime.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/cache.hpp"
+#include "runtime/internal/tuning.hpp"
 
 #include <cuda.h>
 #include <nlohmann/json_fwd.hpp>

@@ -16,7 +16,7 @@
 
 #include <kjit/error.hpp>
 
-#include "runtime/internal.hpp"
+#include "runtime/internal/driver.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
