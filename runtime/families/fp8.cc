@@ -155,7 +155,7 @@ const Family& gemm_family() {
     // e4m3 x e4m3 -> bf16 linear layers (x [M, K] times W [N, K]): on Hopper the two wgmma tiles
     // and the six small ones (M <= 64, operands swapped; 64 rows when 128 would leave SMs idle) at
     // the planner's stage counts, the wave-fitting tiles the planner takes for the common decode
-    // shapes at M <= 256 (N = 10240 and 7168: 128x80; 10240 at M = 256: 128x160; 28672 and 57344:
+    // shapes at M <= 256 (N = 10240: 128x80, and 128x160 at M = 256; 28672 and 57344:
     // 128x224); elsewhere (and for small M) the mma tiles at 4 stages (sm_100
     // shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
     f.defaults = {

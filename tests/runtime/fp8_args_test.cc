@@ -675,10 +675,10 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("impl"), "wgmma");
   p = gemm_plan(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
-  EXPECT_EQ(p.bn, 112);  // a wave-fitting tile: 2 x 64 tiles, where 128 x 128 made 112
-  EXPECT_EQ(p.stages, 6);
-  EXPECT_EQ(p.splits, 1);
-  EXPECT_EQ(p.grid, 128);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.stages, 5);
+  EXPECT_EQ(p.splits, 1);  // 112 tiles
+  EXPECT_EQ(p.grid, 112);
   // M ≤ 64: the swapped small tile (Fp8Plan.SmallTiles); above, split-K over clusters, BN = 128.
   p = gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
@@ -859,8 +859,8 @@ TEST(Fp8Plan, SmallTiles) {
   EXPECT_EQ(tall.tiles_m, 64);
   // M = N ≤ 64: no swap.
   EXPECT_FALSE(gemm_plan(problem(40, 40, 1024), T::kAuto, 0, h200).swap_ab);
-  // M = 65: the large tiles (a wave-fitting one here: 90 tiles of 80 rows against 56 of 128).
-  EXPECT_EQ(gemm_plan(problem(65, 7168, 2048), T::kAuto, 0, h200).bn, 80);
+  // M = 65: the large tiles.
+  EXPECT_EQ(gemm_plan(problem(65, 7168, 2048), T::kAuto, 0, h200).bn, 128);
   // Forced small tiles and their stage range; k128x64 is the mma.sync tile unless kWgmma.
   const fd::GemmPlan f32 = gemm_plan(problem(8, 4096, 1024), T::k128x32, 5, h200);
   EXPECT_TRUE(f32.wgmma && f32.swap_ab);
@@ -1070,7 +1070,7 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
                         Case{128, 28672, 8192, 224, 128, 5},   // 128 tiles, not 112 of 256 rows
                         Case{128, 57344, 8192, 224, 132, 5},   // 256 tiles: 2 waves, not 448 of 128 in 4
                         Case{256, 57344, 8192, 224, 132, 5},   // 512 tiles: 4 waves (256 rows: 448 in 4)
-                        Case{128, 7168, 2048, 80, 90, 6}}) {   // K too short to split: 90 tiles, not 56
+                        }) {
     SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k);
     const fd::GemmPlan p = fd::plan_gemm(problem(c.m, c.n, c.k), h);
     ASSERT_TRUE(p.wgmma);
@@ -1093,6 +1093,9 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   // Above M = 256, and where split-K fills the SMs (N = 8192 at M = 128: 64 tiles of 128 x 128 in
   // clusters of 2), and for N ≤ 64 after the swap: as before.
   EXPECT_EQ(fd::plan_gemm(problem(4096, 10240, 8192), h).bn, 256);
+  // K = 2048 (16 k-tiles, too few for split-K's two slices): 128 x 128, not a wave-fitting tile.
+  EXPECT_EQ(fd::plan_gemm(problem(128, 7168, 2048), h).bn, 128);
+  EXPECT_EQ(fd::plan_gemm(problem(256, 7168, 2048), h).bn, 128);
   EXPECT_FALSE(f8::sm90_wave_tile(fd::plan_gemm(problem(512, 10240, 8192), h).bn));
   const fd::GemmPlan split = fd::plan_gemm(problem(128, 8192, 8192), h);
   EXPECT_EQ(split.bn, 128);

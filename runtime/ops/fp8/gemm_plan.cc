@@ -100,6 +100,12 @@ using Tile = GemmTileShape;
 
 /// The wave-fitting tiles' N sides (sm90_wave_tile), in the order that wins a cost tie.
 constexpr int kWaveTileBn[] = {224, 192, 160, 112, 96, 80};
+/// The fewest 128-k tiles for which the planner weighs the wave-fitting tiles. Measured (R76c,
+/// H100, in a graph): with K = 8192 (64 k-tiles) 128x160 ran N = 10240, M = 256 in 43.8 µs against
+/// 58.1 with 128x256 and 128x224 gate/up in 235.5 against 252.4; with K = 2048 (16 k-tiles) at
+/// N = 7168 128x80 and 128x112 lost to 128x128 (11.8 / 13.7 against 10.9 / 11.7 µs at M = 128 /
+/// 256): a short k-loop leaves too little mainloop to cover the tiles' direct-store epilogue.
+constexpr int kWaveTileMinKtiles = 32;
 /// Most tiles a plan weighs: the two staged tiles and the wave-fitting ones.
 constexpr int kMaxCandidates = 2 + static_cast<int>(std::size(kWaveTileBn));
 
@@ -125,8 +131,9 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
     int count = 2;
     // At M ≤ 256 the tiles are few (one or two rows of them) and their count against the SMs
     // decides: a weight-side height that is not a power of two can make whole waves (the
-    // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128).
-    if (g.m <= kSm90WaveTileMaxM && g.force.multicast != 2 && g.force.splits <= 1) {
+    // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128), where K is long enough.
+    if (g.m <= kSm90WaveTileMaxM && ceil_div(g.k, 128) >= kWaveTileMinKtiles && g.force.multicast != 2 &&
+        g.force.splits <= 1) {
       for (const int bn : kWaveTileBn) out[count++] = {kSm90BM, bn};
     }
     return count;
