@@ -147,13 +147,7 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));
-  plan.ctas = base * plan.num_splits;
-  if (plan.num_splits > 1) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, base, d.batch * d.q_heads, d.head_dim);
   return plan;
 }
 

@@ -13,6 +13,14 @@ namespace {
 
 constexpr const char* kDecodeOp = detail::PagedDecodeOp::kInfo.name;
 
+/// The length the planner sizes splits for: `kv_len_hint`, or (0) the mean request length
+/// nnz · page_size / batch, clamped to [1, 2^30).
+int64_t plan_length(const detail::PagedDecodeDims& d, int64_t kv_len_hint) {
+  int64_t hint = kv_len_hint;
+  if (hint == 0 && d.batch > 0) hint = detail::ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
+  return std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
+}
+
 }  // namespace
 
 namespace detail {
@@ -62,11 +70,7 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return decode_resident_ctas(head_dim, max_smem_per_sm);
 }
 
-int64_t paged_plan_length(const PagedDecodeDims& d) {
-  int64_t hint = d.kv_len_hint;
-  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
-  return std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
-}
+int64_t paged_plan_length(const PagedDecodeDims& d) { return plan_length(d, d.kv_len_hint); }
 
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
                              int ctas_per_sm, int heads_per_cta) {
@@ -77,22 +81,12 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   dd.kv_heads = d.cache.kv_heads;
   dd.head_dim = d.head_dim;
   dd.group = d.group;
-  int64_t hint = kv_len_hint;
-  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
-  dd.max_kv_len = std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
+  dd.max_kv_len = plan_length(d, kv_len_hint);
   DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta);
   if (requested_splits > 0) plan.num_splits = requested_splits;
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;
-  plan.ctas = d.batch * d.cache.kv_heads * plan.m_tiles * plan.num_splits;
-  plan.o_part_bytes = 0;
-  plan.workspace_bytes = 0;
-  if (plan.num_splits > 1) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, d.batch * d.cache.kv_heads * plan.m_tiles, d.batch * d.q_heads, d.head_dim);
   return plan;
 }
 

@@ -277,13 +277,7 @@ SwaPlan partition_swa_window(const SwaDims& d, int heads_per_cta, int tile, int 
   const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
   plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
-  plan.ctas = base * plan.num_splits;
-  if (plan.num_splits > 1 && d.tokens > 0) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, base, d.tokens * d.heads, d.head_dim);
   return plan;
 }
 
