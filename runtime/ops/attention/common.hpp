@@ -25,11 +25,21 @@ using kjit::detail::check_not_null;
 using kjit::detail::check_rows_aligned;
 using kjit::detail::check_sizes;
 
+using kjit::detail::check_at_least_one;
 using kjit::detail::check_bf16_rows;
+using kjit::detail::check_pointer_aligned;
+using kjit::detail::check_same_shape;
+using kjit::detail::check_tensor;
 /// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device);
-/// An f32 tensor of rank `rank`, 4-byte aligned, on `device`, with the given leading sizes.
+/// An f32 tensor of rank `rank`, 4-byte aligned, with a data pointer, on `device`.
 void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device);
+/// A decode's optional lse: none (false) when lse.ndim is 0, else f32 [batch, q_heads] on
+/// `device` (check_f32; true).
+bool check_decode_lse(const char* op, const TensorRef& lse, int64_t batch, int64_t q_heads, int device);
+/// A split-KV count: 0 (the planner chooses) up to `max_splits`; max_splits < 0 sets no upper
+/// bound.
+void check_num_splits(const char* op, int num_splits, int max_splits);
 /// The resolved softmax scale: `scale`, or 1 / sqrt(head_dim) when 0. Throws unless finite and
 /// (when !allow_negative) ≥ 0.
 float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative);
@@ -76,8 +86,10 @@ inline std::string head_dims_text() { return kjit::detail::one_of_text(kHeadDims
 /// The query every attention op starts from: rank `rank`, on a CUDA device, bf16 with 16-byte
 /// aligned rows (check_bf16_rows). Returns its device.
 int check_query(const char* op, const TensorRef& q, int rank);
-/// q's last dim (head_dim) is one of supported_head_dim's and q has at least one head (the dim
-/// before it).
+/// The last dim (head_dim) of tensor `name` is one of supported_head_dim's.
+void check_head_dim(const char* op, const char* name, const TensorRef& t);
+/// q's last dim (head_dim) is one of supported_head_dim's (check_head_dim) and q has at least
+/// one head (the dim before it).
 void check_query_heads(const char* op, const TensorRef& q);
 
 /// A decode query holds one token per `per` ("sequence", "request"): q dim 1 is 1.

@@ -39,16 +39,9 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* o
 
   check_decode_out(op, args.out, d.batch, d.q_heads, d.head_dim, d.device);
 
-  d.has_lse = args.lse.ndim != 0;
-  if (d.has_lse) {
-    check_f32(op, "lse", args.lse, 2, d.device);
-    check_dim(op, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(op, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
-  }
-  resolve_scale(op, args.scale, d.head_dim, true);
-  if (args.num_splits < 0 || args.num_splits > detail::kMaxPagedSplits) {
-    fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", detail::kMaxPagedSplits, args.num_splits));
-  }
+  d.has_lse = check_decode_lse(op, args.lse, d.batch, d.q_heads, d.device);
+  kjit::detail::check_finite_scale(op, args.scale);
+  check_num_splits(op, args.num_splits, kMaxPagedSplits);
   if (args.kv_len_hint < 0) fail(op, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.batch * d.q_heads > kMax || d.cache.nnz > kMax) {
