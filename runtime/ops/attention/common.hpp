@@ -94,6 +94,19 @@ void check_query_heads(const char* op, const TensorRef& q);
 
 /// A decode query holds one token per `per` ("sequence", "request"): q dim 1 is 1.
 void check_one_query_token(const char* op, const TensorRef& q, const char* per);
+/// The query of a decode (contiguous or paged): bf16 [batch, 1, q_heads, head_dim] on a device
+/// (check_query), one token per `per` (check_one_query_token), a supported head_dim and at least
+/// one head (check_query_heads). Sets dims.device, batch, q_heads and head_dim (`Dims`: any
+/// dims with those fields).
+template <class Dims>
+void check_decode_query(const char* op, const TensorRef& q, const char* per, Dims& dims) {
+  dims.device = check_query(op, q, 4);
+  check_one_query_token(op, q, per);
+  check_query_heads(op, q);
+  dims.batch = q.shape[0];
+  dims.q_heads = q.shape[2];
+  dims.head_dim = q.shape[3];
+}
 /// A decode output: bf16 [batch, 1, q_heads, head_dim] on `device`, rows as q's.
 void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
                       int device);

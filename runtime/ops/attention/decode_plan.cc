@@ -31,12 +31,7 @@ DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
   const TensorRef& out = args.out;
 
   DecodeDims d;
-  d.device = check_query(op, q, 4);
-  d.batch = q.shape[0];
-  check_one_query_token(op, q, "sequence");
-  check_query_heads(op, q);
-  d.q_heads = q.shape[2];
-  d.head_dim = q.shape[3];
+  check_decode_query(op, q, "sequence", d);
 
   const ContiguousKvDims kv = check_contiguous_kv(op, q, k, v, d.batch, d.head_dim, d.device);
   d.max_kv_len = kv.max_kv_len;
@@ -135,8 +130,8 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
     split_tokens = split_chunk(tiles, base, slots) * tile;
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
-  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));
-  kjit::detail::set_split_plan(plan, base, d.batch * d.q_heads, d.head_dim);
+  kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(len, split_tokens), base, d.batch * d.q_heads,
+                               d.head_dim);
   return plan;
 }
 

@@ -28,12 +28,7 @@ namespace detail {
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* op) {
   const TensorRef& q = args.q;
   PagedDecodeDims d;
-  d.device = check_query(op, q, 4);
-  d.batch = q.shape[0];
-  check_one_query_token(op, q, "request");
-  check_query_heads(op, q);
-  d.q_heads = q.shape[2];
-  d.head_dim = q.shape[3];
+  check_decode_query(op, q, "request", d);
   d.cache = validate_paged_cache(op, args.cache, d.device, d.batch, d.head_dim);
   d.group = check_gqa(op, q, "cache.k", args.cache.k);
 
@@ -76,10 +71,10 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   dd.group = d.group;
   dd.max_kv_len = plan_length(d, kv_len_hint);
   DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta);
-  if (requested_splits > 0) plan.num_splits = requested_splits;
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;
-  kjit::detail::set_split_plan(plan, d.batch * d.cache.kv_heads * plan.m_tiles, d.batch * d.q_heads, d.head_dim);
+  kjit::detail::set_split_plan(plan, requested_splits > 0 ? requested_splits : plan.num_splits,
+                               d.batch * d.cache.kv_heads * plan.m_tiles, d.batch * d.q_heads, d.head_dim);
   return plan;
 }
 

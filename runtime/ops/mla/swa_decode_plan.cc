@@ -252,8 +252,8 @@ SwaPlan partition_swa_window(const SwaDims& d, int heads_per_cta, int tile, int 
   const int64_t base = d.tokens * (d.heads / plan.heads_per_cta);
   const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
-  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
-  kjit::detail::set_split_plan(plan, base, d.tokens * d.heads, d.head_dim);
+  kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(d.window, split_len), base, d.tokens * d.heads,
+                               d.head_dim);
   return plan;
 }
 
