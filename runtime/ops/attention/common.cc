@@ -12,18 +12,18 @@
 namespace kjit::attention::detail {
 
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device) {
-  check_tensor(op, name, t, 1, {DType::kI32}, device);
+  kjit::detail::check_tensor(op, name, t, 1, {DType::kI32}, device);
   if (length >= 0 && t.shape[0] != length) {
     fail(op, fmt::format("{} must have {} elements, got {}", name, length, t.describe()));
   }
   kjit::detail::check_contiguous(op, name, t);
-  check_pointer_aligned(op, name, t, 4);
+  kjit::detail::check_pointer_aligned(op, name, t, 4);
   check_not_null(op, name, t);
 }
 
 void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device) {
-  check_tensor(op, name, t, rank, {DType::kF32}, device);
-  check_pointer_aligned(op, name, t, 4);
+  kjit::detail::check_tensor(op, name, t, rank, {DType::kF32}, device);
+  kjit::detail::check_pointer_aligned(op, name, t, 4);
   check_not_null(op, name, t);
 }
 
@@ -66,7 +66,7 @@ void check_head_dim(const char* op, const char* name, const TensorRef& t) {
 
 void check_query_heads(const char* op, const TensorRef& q) {
   check_head_dim(op, "q", q);
-  check_at_least_one(op, "q", q, q.ndim - 2, "head");
+  kjit::detail::check_at_least_one(op, "q", q, q.ndim - 2, "head");
 }
 
 void check_one_query_token(const char* op, const TensorRef& q, const char* per) {
@@ -103,7 +103,7 @@ ContiguousKvDims check_contiguous_kv(const char* op, const TensorRef& q, const T
   check_dim(op, "k", k, 3, head_dim, "head_dim (q dim 3)");
   d.max_kv_len = k.shape[1];
   d.kv_heads = k.shape[2];
-  check_at_least_one(op, "k", k, 2, "kv head");
+  kjit::detail::check_at_least_one(op, "k", k, 2, "kv head");
   d.group = check_gqa(op, q, "k", k);
   check_bf16_rows(op, "v", v, 4, device);
   check_dim(op, "v", v, 0, batch, "batch (q dim 0)");
@@ -126,8 +126,8 @@ PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int d
     fail(op, fmt::format("cache.k dim 3 must be head_dim = {} (q dim -1), got {}", head_dim, c.k.describe()));
   }
   if (d.page_size < 1) fail(op, fmt::format("cache.k page_size (dim 1) must be >= 1, got {}", c.k.describe()));
-  check_at_least_one(op, "cache.k", c.k, 2, "kv head");
-  check_same_shape(op, "cache.v", c.v, "cache.k", c.k);
+  kjit::detail::check_at_least_one(op, "cache.k", c.k, 2, "kv head");
+  kjit::detail::check_same_shape(op, "cache.v", c.v, "cache.k", c.k);
   for (int i = 0; i < 3; ++i) {
     if (c.v.strides[i] != c.k.strides[i] && c.k.shape[i] > 1) {
       fail(op, fmt::format("cache.v must have the strides of cache.k (one pool layout), got cache.k {} and cache.v {}",

@@ -25,11 +25,7 @@ using kjit::detail::check_not_null;
 using kjit::detail::check_rows_aligned;
 using kjit::detail::check_sizes;
 
-using kjit::detail::check_at_least_one;
 using kjit::detail::check_bf16_rows;
-using kjit::detail::check_pointer_aligned;
-using kjit::detail::check_same_shape;
-using kjit::detail::check_tensor;
 /// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device);
 /// An f32 tensor of rank `rank`, 4-byte aligned, with a data pointer, on `device`.

@@ -49,7 +49,7 @@ DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
   d.has_mask = args.mask.ndim != 0;
   if (d.has_mask) {
     const TensorRef& t = args.mask;
-    check_tensor(op, "mask", t, 2, {DType::kBool, DType::kU8}, d.device);
+    kjit::detail::check_tensor(op, "mask", t, 2, {DType::kBool, DType::kU8}, d.device);
     check_dim(op, "mask", t, 0, d.batch, "batch (q dim 0)");
     check_dim(op, "mask", t, 1, d.max_kv_len, "max_kv_len (k dim 1)");
     kjit::detail::check_not_null(op, "mask", t);

@@ -22,7 +22,7 @@ AppendDims validate_append(const AppendPagedKVArgs& args) {
   d.device = kjit::detail::check_leading(kAppendOp, "k", args.k, 3);
   check_bf16_rows(kAppendOp, "k", args.k, 3, d.device);
   check_bf16_rows(kAppendOp, "v", args.v, 3, d.device);
-  check_same_shape(kAppendOp, "v", args.v, "k", args.k);
+  kjit::detail::check_same_shape(kAppendOp, "v", args.v, "k", args.k);
   d.num_new = args.k.shape[0];
   const int64_t head_dim = args.k.shape[2];
   check_head_dim(kAppendOp, "k", args.k);
