@@ -80,6 +80,20 @@ void null_failed(const char* op, const char* name, const TensorRef& t) {
   fail(op, fmt::format("{} has a null data pointer, got {}", name, t.describe()));
 }
 
+void same_shape_failed(const char* op, const char* name, const TensorRef& t, const char* ref_name,
+                       const TensorRef& ref) {
+  fail(op, fmt::format("{} must have the shape of {}, got {} {} and {} {}", name, ref_name, ref_name, ref.describe(),
+                       name, t.describe()));
+}
+
+void count_failed(const char* op, const char* name, const TensorRef& t, int dim, const char* what) {
+  fail(op, fmt::format("{} must have at least one {} (dim {}), got {}", name, what, dim, t.describe()));
+}
+
+void scale_failed(const char* op, float scale) {
+  fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", scale));
+}
+
 void device_failed(const char* op, const char* name, const TensorRef& t, int device) {
   fail(op, fmt::format("{} is on {}, expected CUDA device {}", name,
                        t.device < 0 ? std::string("the host") : fmt::format("CUDA device {}", t.device), device));

@@ -7,6 +7,7 @@
 #include <kjit/device.hpp>
 #include <kjit/tensor.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -46,6 +47,10 @@ std::string one_of_text(const T (&values)[N]) {
 [[noreturn]] void negative_size_failed(const char* op, const char* name, const TensorRef& t);
 [[noreturn]] void null_failed(const char* op, const char* name, const TensorRef& t);
 [[noreturn]] void device_failed(const char* op, const char* name, const TensorRef& t, int device);
+[[noreturn]] void same_shape_failed(const char* op, const char* name, const TensorRef& t, const char* ref_name,
+                                    const TensorRef& ref);
+[[noreturn]] void count_failed(const char* op, const char* name, const TensorRef& t, int dim, const char* what);
+[[noreturn]] void scale_failed(const char* op, float scale);
 
 /// `t` is present (ndim > 0) and has rank `ndim`.
 inline void check_rank(const char* op, const char* name, const TensorRef& t, int ndim) {
@@ -75,10 +80,14 @@ inline void check_last_dim_contiguous(const char* op, const char* name, const Te
 inline void check_contiguous(const char* op, const char* name, const TensorRef& t) {
   if (!t.is_contiguous()) contiguous_failed(op, name, t);
 }
+/// The data pointer is a multiple of `bytes`.
+inline void check_pointer_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
+  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0) pointer_alignment_failed(op, name, t, bytes);
+}
 /// The data pointer and every stride other than a unit stride (in bytes) are multiples of
 /// `bytes`, so each row along the contiguous dimension starts aligned.
 inline void check_rows_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
-  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0) pointer_alignment_failed(op, name, t, bytes);
+  check_pointer_aligned(op, name, t, bytes);
   const int elem = dtype_size(t.dtype);
   for (int i = 0; i < t.ndim; ++i) {
     // The unit-stride (contiguous) dimension is covered by the pointer check; the others must
@@ -102,13 +111,35 @@ inline void check_not_null(const char* op, const char* name, const TensorRef& t)
 inline void check_device(const char* op, const char* name, const TensorRef& t, int device) {
   if (t.device != device) device_failed(op, name, t, device);
 }
+/// The opening checks of every tensor an op takes, in this order: present with rank `rank`, no
+/// negative size, one of `dtypes`, on CUDA device `device`.
+inline void check_tensor(const char* op, const char* name, const TensorRef& t, int rank,
+                         std::initializer_list<DType> dtypes, int device) {
+  check_rank(op, name, t, rank);
+  check_sizes(op, name, t);
+  check_dtype(op, name, t, dtypes);
+  check_device(op, name, t, device);
+}
+/// `t` has the shape of `ref` (named `ref_name`), dimension by dimension; ranks are checked
+/// before.
+inline void check_same_shape(const char* op, const char* name, const TensorRef& t, const char* ref_name,
+                             const TensorRef& ref) {
+  for (int i = 0; i < ref.ndim; ++i) {
+    if (t.shape[i] != ref.shape[i]) same_shape_failed(op, name, t, ref_name, ref);
+  }
+}
+/// t.size(dim) ≥ 1: `t` has at least one `what` ("head", "kv head") along `dim`.
+inline void check_at_least_one(const char* op, const char* name, const TensorRef& t, int dim, const char* what) {
+  if (t.size(dim) < 1) count_failed(op, name, t, dim, what);
+}
+/// A softmax scale is finite (0 stands for the op's default).
+inline void check_finite_scale(const char* op, float scale) {
+  if (!std::isfinite(scale)) scale_failed(op, scale);
+}
 /// A bf16 tensor of rank `rank` on `device` with a contiguous last dimension, 16-byte aligned
 /// rows and a data pointer: what every attention-style kernel loads with 16-byte copies.
 inline void check_bf16_rows(const char* op, const char* name, const TensorRef& t, int rank, int device) {
-  check_rank(op, name, t, rank);
-  check_sizes(op, name, t);
-  check_dtype(op, name, t, DType::kBF16);
-  check_device(op, name, t, device);
+  check_tensor(op, name, t, rank, {DType::kBF16}, device);
   check_last_dim_contiguous(op, name, t);
   check_rows_aligned(op, name, t, 16);
   check_not_null(op, name, t);

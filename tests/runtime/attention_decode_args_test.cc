@@ -175,6 +175,8 @@ TEST(AttentionDecodeArgs, QRules) {
   expect_invalid([](DecodeArgs& a) { a.q.data = fake_ptr(8); }, {"q data pointer", "16-byte aligned"});
   expect_invalid([](DecodeArgs& a) { a.q.strides[3] = 2; a.q.strides[2] = 2 * kD; }, {"q must have a contiguous last dimension"});
   expect_invalid([](DecodeArgs& a) { a.q.data = nullptr; }, {"q has a null data pointer"});
+  expect_invalid([](DecodeArgs& a) { a.q = TensorRef(fake_ptr(), DType::kBF16, {kB, 1, 0, kD}, {}, 0); },
+                 {"q must have at least one head (dim 2)"});
 }
 
 TEST(AttentionDecodeArgs, KvRules) {
@@ -202,6 +204,12 @@ TEST(AttentionDecodeArgs, KvRules) {
   expect_invalid([](DecodeArgs& a) { a.v.device = 1; }, {"v is on CUDA device 1"});
   expect_invalid([](DecodeArgs& a) { a.k.device = -1; }, {"k is on the host"});
   expect_invalid([](DecodeArgs& a) { a.k.data = nullptr; }, {"k has a null data pointer"});
+  expect_invalid(
+      [](DecodeArgs& a) {
+        a.k = TensorRef(fake_ptr(0x100000), DType::kBF16, {kB, kL, 0, kD}, {}, 0);
+        a.v = TensorRef(fake_ptr(0x200000), DType::kBF16, {kB, kL, 0, kD}, {}, 0);
+      },
+      {"k must have at least one kv head (dim 2)"});
 }
 
 TEST(AttentionDecodeArgs, OutputRules) {
@@ -216,6 +224,8 @@ TEST(AttentionDecodeArgs, OutputRules) {
   expect_invalid([](DecodeArgs& a) { a.lse = TensorRef(fake_ptr(0x500000), DType::kF32, {kB * kHq}, {}, 0); },
                  {"lse must be 2-d"});
   expect_invalid([](DecodeArgs& a) { a.lse.device = 1; }, {"lse is on CUDA device 1"});
+  expect_invalid([](DecodeArgs& a) { a.lse.data = fake_ptr(0x500000 + 2); }, {"lse data pointer", "4-byte aligned"});
+  expect_invalid([](DecodeArgs& a) { a.lse.data = nullptr; }, {"lse has a null data pointer"});
 }
 
 TEST(AttentionDecodeArgs, LensMaskAndScalars) {
@@ -225,6 +235,10 @@ TEST(AttentionDecodeArgs, LensMaskAndScalars) {
                  {"kv_lens must be 1-d"});
   expect_invalid([](DecodeArgs& a) { a.kv_lens.strides[0] = 2; }, {"kv_lens must be contiguous"});
   expect_invalid([](DecodeArgs& a) { a.kv_lens.device = 3; }, {"kv_lens is on CUDA device 3"});
+  expect_invalid([](DecodeArgs& a) { a.kv_lens.data = fake_ptr(0x300000 + 2); },
+                 {"kv_lens data pointer", "4-byte aligned"});
+  expect_invalid([](DecodeArgs& a) { a.mask.shape[0] = -1; }, {"mask has a negative size"});
+  expect_invalid([](DecodeArgs& a) { a.mask.data = nullptr; }, {"mask has a null data pointer"});
   expect_invalid([](DecodeArgs& a) { a.mask.dtype = DType::kF32; }, {"mask must be bool or u8"});
   expect_invalid([](DecodeArgs& a) { a.mask.shape[1] = kL + 1; }, {"mask dim 1", "max_kv_len"});
   expect_invalid([](DecodeArgs& a) { a.mask = TensorRef(fake_ptr(0x310000), DType::kBool, {kB, 1, kL}, {}, 0); },

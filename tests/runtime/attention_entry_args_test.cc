@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -313,6 +314,107 @@ TEST(AttentionEntry, VariantRulesBuildNoStringToSucceed) {
   EXPECT_EQ(ad::variant_rejects(AttentionVariant::kWgmma, call),
             "wgmma cannot address the tensors with TMA: out stride of dim 0 must be in [0, 2^39) elements");
   EXPECT_STREQ(ad::kind_name(AttentionKind::kPagedPrefill), "paged prefill");
+}
+
+/// Converts to any field type, so T{AnyField{}, ...} counts an aggregate's fields.
+struct AnyField {
+  template <class T>
+  operator T() const;  // NOLINT(google-explicit-constructor): only named in unevaluated contexts
+};
+template <class T, class... A>
+constexpr auto brace_initializable(int) -> decltype(void(T{std::declval<A>()...}), true) {
+  return true;
+}
+template <class T, class... A>
+constexpr bool brace_initializable(...) {
+  return false;
+}
+/// The number of fields of aggregate T.
+template <class T, class... A>
+constexpr int field_count() {
+  if constexpr (brace_initializable<T, A..., AnyField>(0)) {
+    return field_count<T, A..., AnyField>();
+  } else {
+    return static_cast<int>(sizeof...(A));
+  }
+}
+
+TEST(AttentionEntry, OpArgumentsAreFilledFromEveryField) {
+  // Every field of an op's own arguments is a shared one (the projection copies it), except
+  // PrefillArgs::variant, which the entry resolves itself. A field added to an op's arguments
+  // and to AttentionArgs but not to KJIT_ATTENTION_SHARED_FIELDS fails here.
+  EXPECT_EQ(field_count<kjit::attention::DecodeArgs>(), ad::shared_field_count<kjit::attention::DecodeArgs>());
+  EXPECT_EQ(field_count<kjit::attention::PagedDecodeArgs>(),
+            ad::shared_field_count<kjit::attention::PagedDecodeArgs>());
+  EXPECT_EQ(field_count<kjit::attention::PrefillArgs>(), ad::shared_field_count<kjit::attention::PrefillArgs>() + 1);
+  EXPECT_EQ(field_count<kjit::attention::PagedPrefillArgs>(),
+            ad::shared_field_count<kjit::attention::PagedPrefillArgs>());
+  static_assert(field_count<kjit::attention::DecodeArgs>() == 9, "the counter counts");
+
+  AttentionArgs a = contiguous(1);
+  a.kv_lens = TensorRef(fake_ptr(0x9000000), DType::kI32, {2}, {}, 0);
+  a.mask = TensorRef(fake_ptr(0x7000000), DType::kBool, {2, 1, 300}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0xa000000), DType::kF32, {2, 8, 1}, {}, 0);
+  a.cache = cache(2);
+  a.qo_indptr = TensorRef(fake_ptr(0x8000000), DType::kI32, {3}, {}, 0);
+  a.causal = true;
+  a.scale = 0.25f;
+  a.num_splits = 3;
+  a.kv_len_hint = 77;
+  a.block_m = 64;
+  a.variant = AttentionVariant::kWgmma;
+
+  const auto d = ad::op_args<kjit::attention::DecodeArgs>(a);
+  EXPECT_EQ(d.q.data, a.q.data);
+  EXPECT_EQ(d.k.data, a.k.data);
+  EXPECT_EQ(d.v.data, a.v.data);
+  EXPECT_EQ(d.kv_lens.data, a.kv_lens.data);
+  EXPECT_EQ(d.out.data, a.out.data);
+  EXPECT_EQ(d.scale, 0.25f);
+  EXPECT_EQ(d.num_splits, 3);
+  // Decode reads the [batch, 1, kv_len] mask as [batch, kv_len] and the [batch, q_heads, 1] lse
+  // as [batch, q_heads].
+  EXPECT_EQ(d.mask.data, a.mask.data);
+  EXPECT_EQ(d.mask.ndim, 2);
+  EXPECT_EQ(d.mask.shape[1], 300);
+  EXPECT_EQ(d.mask.strides[1], a.mask.strides[2]);
+  EXPECT_EQ(d.lse.data, a.lse.data);
+  EXPECT_EQ(d.lse.ndim, 2);
+  EXPECT_EQ(d.lse.shape[1], 8);
+
+  const auto pd = ad::op_args<kjit::attention::PagedDecodeArgs>(a);
+  EXPECT_EQ(pd.q.data, a.q.data);
+  EXPECT_EQ(pd.cache.k.data, a.cache.k.data);
+  EXPECT_EQ(pd.cache.indptr.data, a.cache.indptr.data);
+  EXPECT_EQ(pd.out.data, a.out.data);
+  EXPECT_EQ(pd.lse.ndim, 2);
+  EXPECT_EQ(pd.scale, 0.25f);
+  EXPECT_EQ(pd.num_splits, 3);
+  EXPECT_EQ(pd.kv_len_hint, 77);
+
+  const auto p = ad::op_args<kjit::attention::PrefillArgs>(a);
+  EXPECT_EQ(p.q.data, a.q.data);
+  EXPECT_EQ(p.k.data, a.k.data);
+  EXPECT_EQ(p.v.data, a.v.data);
+  EXPECT_EQ(p.kv_lens.data, a.kv_lens.data);
+  EXPECT_EQ(p.mask.ndim, 3);  // prefill takes the mask and lse as given
+  EXPECT_EQ(p.lse.ndim, 3);
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.out.data, a.out.data);
+  EXPECT_EQ(p.scale, 0.25f);
+  EXPECT_EQ(p.block_m, 64);
+  EXPECT_EQ(p.variant, AttentionVariant::kAuto);  // resolved by the entry, not copied
+
+  const auto pp = ad::op_args<kjit::attention::PagedPrefillArgs>(a);
+  EXPECT_EQ(pp.q.data, a.q.data);
+  EXPECT_EQ(pp.qo_indptr.data, a.qo_indptr.data);
+  EXPECT_EQ(pp.cache.v.data, a.cache.v.data);
+  EXPECT_EQ(pp.cache.page_indices.data, a.cache.page_indices.data);
+  EXPECT_EQ(pp.cache.last_page_len.data, a.cache.last_page_len.data);
+  EXPECT_TRUE(pp.causal);
+  EXPECT_EQ(pp.out.data, a.out.data);
+  EXPECT_EQ(pp.lse.ndim, 3);
+  EXPECT_EQ(pp.scale, 0.25f);
 }
 
 }  // namespace

@@ -159,6 +159,9 @@ TEST(AttentionPagedArgs, DecodeQAndOutputRules) {
   decode_invalid([](PagedDecodeArgs& a) { a.lse.dtype = DType::kBF16; }, {"lse must be f32"});
   decode_invalid([](PagedDecodeArgs& a) { a.scale = NAN; }, {"scale must be finite"});
   decode_invalid([](PagedDecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be in"});
+  decode_invalid([](PagedDecodeArgs& a) { a.num_splits = ad::kMaxPagedSplits + 1; },
+                 {"num_splits must be in [0, ", "(0 = auto)"});
+  decode_invalid([](PagedDecodeArgs& a) { a.lse.data = fake_ptr(0x80000 + 2); }, {"lse data pointer", "4-byte aligned"});
   decode_invalid([](PagedDecodeArgs& a) { a.kv_len_hint = -5; }, {"kv_len_hint must be >= 0"});
 }
 
@@ -197,6 +200,10 @@ TEST(AttentionPagedArgs, CacheRules) {
                  {"cache.last_page_len must have 3 elements"});
   decode_invalid([](PagedDecodeArgs& a) { a.cache.last_page_len = {}; }, {"cache.last_page_len is required"});
   decode_invalid([](PagedDecodeArgs& a) { a.cache.k.shape[1] = 0; a.cache.v.shape[1] = 0; }, {"page_size", ">= 1"});
+  decode_invalid([](PagedDecodeArgs& a) { a.cache.k.shape[2] = 0; a.cache.v.shape[2] = 0; },
+                 {"cache.k must have at least one kv head (dim 2)"});
+  decode_invalid([](PagedDecodeArgs& a) { a.cache.indptr.data = fake_ptr(0x2000000 + 2); },
+                 {"cache.indptr data pointer", "4-byte aligned"});
 }
 
 TEST(AttentionPagedArgs, AppendRules) {
@@ -204,6 +211,11 @@ TEST(AttentionPagedArgs, AppendRules) {
   append_invalid([](AppendPagedKVArgs& a) { a.v.shape[0] = 4; }, {"v must have the shape of k"});
   append_invalid([](AppendPagedKVArgs& a) { a.k.shape[1] = 3; a.v.shape[1] = 3; }, {"k dim 1", "kv_heads"});
   append_invalid([](AppendPagedKVArgs& a) { a.k.dtype = DType::kF32; }, {"k must be bf16"});
+  append_invalid([](AppendPagedKVArgs& a) { a.k.device = -1; }, {"k must be on a CUDA device, got host memory"});
+  append_invalid([](AppendPagedKVArgs& a) { a.k = TensorRef(fake_ptr(0x3000000), DType::kBF16, {5, kHkv}, {}, 0); },
+                 {"k must be 3-d"});
+  append_invalid([](AppendPagedKVArgs& a) { a.k.shape[2] = 96; a.v.shape[2] = 96; },
+                 {"k head_dim (dim 2) must be 64, 128 or 256"});
   append_invalid(
       [](AppendPagedKVArgs& a) {
         a.batch_indices = TensorRef(fake_ptr(0x3300000), DType::kI32, {5}, {}, 0);

@@ -11,35 +11,41 @@
 
 namespace kjit::attention::detail {
 
-
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device) {
-  kjit::detail::check_rank(op, name, t, 1);
-  check_sizes(op, name, t);
-  kjit::detail::check_dtype(op, name, t, DType::kI32);
-  kjit::detail::check_device(op, name, t, device);
+  kjit::detail::check_tensor(op, name, t, 1, {DType::kI32}, device);
   if (length >= 0 && t.shape[0] != length) {
     fail(op, fmt::format("{} must have {} elements, got {}", name, length, t.describe()));
   }
   kjit::detail::check_contiguous(op, name, t);
-  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-    fail(op, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
-  }
+  kjit::detail::check_pointer_aligned(op, name, t, 4);
   check_not_null(op, name, t);
 }
 
 void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device) {
-  kjit::detail::check_rank(op, name, t, rank);
-  check_sizes(op, name, t);
-  kjit::detail::check_dtype(op, name, t, DType::kF32);
-  kjit::detail::check_device(op, name, t, device);
-  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) {
-    fail(op, fmt::format("{} data pointer must be 4-byte aligned, got {}", name, t.describe()));
-  }
+  kjit::detail::check_tensor(op, name, t, rank, {DType::kF32}, device);
+  kjit::detail::check_pointer_aligned(op, name, t, 4);
   check_not_null(op, name, t);
 }
 
+bool check_decode_lse(const char* op, const TensorRef& lse, int64_t batch, int64_t q_heads, int device) {
+  if (lse.ndim == 0) return false;
+  check_f32(op, "lse", lse, 2, device);
+  check_dim(op, "lse", lse, 0, batch, "batch (q dim 0)");
+  check_dim(op, "lse", lse, 1, q_heads, "q_heads (q dim 2)");
+  return true;
+}
+
+void check_num_splits(const char* op, int num_splits, int max_splits) {
+  if (max_splits < 0 && num_splits < 0) {
+    fail(op, fmt::format("num_splits must be >= 0 (0 = auto), got {}", num_splits));
+  }
+  if (max_splits >= 0 && (num_splits < 0 || num_splits > max_splits)) {
+    fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", max_splits, num_splits));
+  }
+}
+
 float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative) {
-  if (!std::isfinite(scale)) fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", scale));
+  kjit::detail::check_finite_scale(op, scale);
   if (!allow_negative && scale < 0) {
     fail(op, fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", scale));
   }
@@ -47,17 +53,20 @@ float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_ne
 }
 
 int check_query(const char* op, const TensorRef& q, int rank) {
-  kjit::detail::check_rank(op, "q", q, rank);
-  if (q.device < 0) fail(op, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
-  check_bf16_rows(op, "q", q, rank, q.device);
-  return q.device;
+  const int device = kjit::detail::check_leading(op, "q", q, rank);
+  check_bf16_rows(op, "q", q, rank, device);
+  return device;
+}
+
+void check_head_dim(const char* op, const char* name, const TensorRef& t) {
+  if (!supported_head_dim(t.size(-1))) {
+    fail(op, fmt::format("{} head_dim (dim {}) must be {}, got {}", name, t.ndim - 1, head_dims_text(), t.describe()));
+  }
 }
 
 void check_query_heads(const char* op, const TensorRef& q) {
-  if (!supported_head_dim(q.shape[q.ndim - 1])) {
-    fail(op, fmt::format("q head_dim (dim {}) must be {}, got {}", q.ndim - 1, head_dims_text(), q.describe()));
-  }
-  if (q.shape[q.ndim - 2] < 1) fail(op, fmt::format("q must have at least one head, got {}", q.describe()));
+  check_head_dim(op, "q", q);
+  kjit::detail::check_at_least_one(op, "q", q, q.ndim - 2, "head");
 }
 
 void check_one_query_token(const char* op, const TensorRef& q, const char* per) {
@@ -94,7 +103,7 @@ ContiguousKvDims check_contiguous_kv(const char* op, const TensorRef& q, const T
   check_dim(op, "k", k, 3, head_dim, "head_dim (q dim 3)");
   d.max_kv_len = k.shape[1];
   d.kv_heads = k.shape[2];
-  if (d.kv_heads < 1) fail(op, fmt::format("k must have at least one kv head, got {}", k.describe()));
+  kjit::detail::check_at_least_one(op, "k", k, 2, "kv head");
   d.group = check_gqa(op, q, "k", k);
   check_bf16_rows(op, "v", v, 4, device);
   check_dim(op, "v", v, 0, batch, "batch (q dim 0)");
@@ -117,13 +126,8 @@ PagedCacheDims validate_paged_cache(const char* op, const PagedKVCache& c, int d
     fail(op, fmt::format("cache.k dim 3 must be head_dim = {} (q dim -1), got {}", head_dim, c.k.describe()));
   }
   if (d.page_size < 1) fail(op, fmt::format("cache.k page_size (dim 1) must be >= 1, got {}", c.k.describe()));
-  if (d.kv_heads < 1) fail(op, fmt::format("cache.k must have at least one kv head (dim 2), got {}", c.k.describe()));
-  for (int i = 0; i < 4; ++i) {
-    if (c.v.shape[i] != c.k.shape[i]) {
-      fail(op, fmt::format("cache.v must have the shape of cache.k, got cache.k {} and cache.v {}", c.k.describe(),
-                           c.v.describe()));
-    }
-  }
+  kjit::detail::check_at_least_one(op, "cache.k", c.k, 2, "kv head");
+  kjit::detail::check_same_shape(op, "cache.v", c.v, "cache.k", c.k);
   for (int i = 0; i < 3; ++i) {
     if (c.v.strides[i] != c.k.strides[i] && c.k.shape[i] > 1) {
       fail(op, fmt::format("cache.v must have the strides of cache.k (one pool layout), got cache.k {} and cache.v {}",

@@ -28,8 +28,14 @@ using kjit::detail::check_sizes;
 using kjit::detail::check_bf16_rows;
 /// A contiguous, 4-byte aligned int32 vector of `length` elements (−1: any) on `device`.
 void check_i32_vector(const char* op, const char* name, const TensorRef& t, int64_t length, int device);
-/// An f32 tensor of rank `rank`, 4-byte aligned, on `device`, with the given leading sizes.
+/// An f32 tensor of rank `rank`, 4-byte aligned, with a data pointer, on `device`.
 void check_f32(const char* op, const char* name, const TensorRef& t, int rank, int device);
+/// A decode's optional lse: none (false) when lse.ndim is 0, else f32 [batch, q_heads] on
+/// `device` (check_f32; true).
+bool check_decode_lse(const char* op, const TensorRef& lse, int64_t batch, int64_t q_heads, int device);
+/// A split-KV count: 0 (the planner chooses) up to `max_splits`; max_splits < 0 sets no upper
+/// bound.
+void check_num_splits(const char* op, int num_splits, int max_splits);
 /// The resolved softmax scale: `scale`, or 1 / sqrt(head_dim) when 0. Throws unless finite and
 /// (when !allow_negative) ≥ 0.
 float resolve_scale(const char* op, float scale, int64_t head_dim, bool allow_negative);
@@ -76,12 +82,27 @@ inline std::string head_dims_text() { return kjit::detail::one_of_text(kHeadDims
 /// The query every attention op starts from: rank `rank`, on a CUDA device, bf16 with 16-byte
 /// aligned rows (check_bf16_rows). Returns its device.
 int check_query(const char* op, const TensorRef& q, int rank);
-/// q's last dim (head_dim) is one of supported_head_dim's and q has at least one head (the dim
-/// before it).
+/// The last dim (head_dim) of tensor `name` is one of supported_head_dim's.
+void check_head_dim(const char* op, const char* name, const TensorRef& t);
+/// q's last dim (head_dim) is one of supported_head_dim's (check_head_dim) and q has at least
+/// one head (the dim before it).
 void check_query_heads(const char* op, const TensorRef& q);
 
 /// A decode query holds one token per `per` ("sequence", "request"): q dim 1 is 1.
 void check_one_query_token(const char* op, const TensorRef& q, const char* per);
+/// The query of a decode (contiguous or paged): bf16 [batch, 1, q_heads, head_dim] on a device
+/// (check_query), one token per `per` (check_one_query_token), a supported head_dim and at least
+/// one head (check_query_heads). Sets dims.device, batch, q_heads and head_dim (`Dims`: any
+/// dims with those fields).
+template <class Dims>
+void check_decode_query(const char* op, const TensorRef& q, const char* per, Dims& dims) {
+  dims.device = check_query(op, q, 4);
+  check_one_query_token(op, q, per);
+  check_query_heads(op, q);
+  dims.batch = q.shape[0];
+  dims.q_heads = q.shape[2];
+  dims.head_dim = q.shape[3];
+}
 /// A decode output: bf16 [batch, 1, q_heads, head_dim] on `device`, rows as q's.
 void check_decode_out(const char* op, const TensorRef& out, int64_t batch, int64_t q_heads, int64_t head_dim,
                       int device);

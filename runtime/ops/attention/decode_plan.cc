@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -26,19 +25,13 @@ constexpr int64_t kMergeCostTiles = 2;    // the merge kernel's launch and its p
 namespace detail {
 
 DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
-  using kjit::detail::check_dtype;
   const TensorRef& q = args.q;
   const TensorRef& k = args.k;
   const TensorRef& v = args.v;
   const TensorRef& out = args.out;
 
   DecodeDims d;
-  d.device = check_query(op, q, 4);
-  d.batch = q.shape[0];
-  check_one_query_token(op, q, "sequence");
-  check_query_heads(op, q);
-  d.q_heads = q.shape[2];
-  d.head_dim = q.shape[3];
+  check_decode_query(op, q, "sequence", d);
 
   const ContiguousKvDims kv = check_contiguous_kv(op, q, k, v, d.batch, d.head_dim, d.device);
   d.max_kv_len = kv.max_kv_len;
@@ -56,24 +49,15 @@ DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
   d.has_mask = args.mask.ndim != 0;
   if (d.has_mask) {
     const TensorRef& t = args.mask;
-    check_rank(op, "mask", t, 2);
-    kjit::detail::check_sizes(op, "mask", t);
-    check_dtype(op, "mask", t, {DType::kBool, DType::kU8});
-    kjit::detail::check_device(op, "mask", t, d.device);
+    kjit::detail::check_tensor(op, "mask", t, 2, {DType::kBool, DType::kU8}, d.device);
     check_dim(op, "mask", t, 0, d.batch, "batch (q dim 0)");
     check_dim(op, "mask", t, 1, d.max_kv_len, "max_kv_len (k dim 1)");
     kjit::detail::check_not_null(op, "mask", t);
   }
 
-  d.has_lse = args.lse.ndim != 0;
-  if (d.has_lse) {
-    check_f32(op, "lse", args.lse, 2, d.device);
-    check_dim(op, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(op, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
-  }
-
-  if (!std::isfinite(args.scale)) fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
-  if (args.num_splits < 0) fail(op, fmt::format("num_splits must be >= 0 (0 = auto), got {}", args.num_splits));
+  d.has_lse = check_decode_lse(op, args.lse, d.batch, d.q_heads, d.device);
+  kjit::detail::check_finite_scale(op, args.scale);
+  check_num_splits(op, args.num_splits, -1);
   d.requested_splits = args.num_splits;
 
   // The kernels index tokens, heads and rows with 32-bit integers.
@@ -146,14 +130,8 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
     split_tokens = split_chunk(tiles, base, slots) * tile;
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
-  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(len, split_tokens));
-  plan.ctas = base * plan.num_splits;
-  if (plan.num_splits > 1) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(len, split_tokens), base, d.batch * d.q_heads,
+                               d.head_dim);
   return plan;
 }
 

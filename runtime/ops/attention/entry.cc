@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kOp = "kjit::attention::attention";
 
+/// A [batch, q_heads, 1] lse seen as decode's [batch, q_heads]; 2-D passes through.
 TensorRef decode_lse(const TensorRef& lse) {
   if (lse.ndim != 3 || lse.shape[2] != 1) return lse;
   TensorRef t = lse;
@@ -31,59 +32,6 @@ TensorRef decode_mask(const TensorRef& mask) {
   t.shape[1] = mask.shape[2];
   t.strides[1] = mask.strides[2];
   return t;
-}
-
-DecodeArgs to_decode(const AttentionArgs& a) {
-  DecodeArgs d;
-  d.q = a.q;
-  d.k = a.k;
-  d.v = a.v;
-  d.kv_lens = a.kv_lens;
-  d.mask = decode_mask(a.mask);
-  d.out = a.out;
-  d.lse = decode_lse(a.lse);
-  d.scale = a.scale;
-  d.num_splits = a.num_splits;
-  return d;
-}
-
-PagedDecodeArgs to_paged_decode(const AttentionArgs& a) {
-  PagedDecodeArgs d;
-  d.q = a.q;
-  d.cache = a.cache;
-  d.out = a.out;
-  d.lse = decode_lse(a.lse);
-  d.scale = a.scale;
-  d.num_splits = a.num_splits;
-  d.kv_len_hint = a.kv_len_hint;
-  return d;
-}
-
-PrefillArgs to_prefill(const AttentionArgs& a) {
-  PrefillArgs p;
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.kv_lens = a.kv_lens;
-  p.mask = a.mask;
-  p.causal = a.causal;
-  p.out = a.out;
-  p.lse = a.lse;
-  p.scale = a.scale;
-  p.block_m = a.block_m;
-  return p;
-}
-
-PagedPrefillArgs to_paged_prefill(const AttentionArgs& a) {
-  PagedPrefillArgs p;
-  p.q = a.q;
-  p.qo_indptr = a.qo_indptr;
-  p.cache = a.cache;
-  p.causal = a.causal;
-  p.out = a.out;
-  p.lse = a.lse;
-  p.scale = a.scale;
-  return p;
 }
 
 /// Runs an op whose only kernel is mma.sync (decode, paged decode) for its arguments `a`:
@@ -104,6 +52,25 @@ void run_mma_op(AttentionKind kind, const typename Op::Args& a, AttentionVariant
 }  // namespace
 
 namespace detail {
+
+template <class OpArgs>
+OpArgs op_args(const AttentionArgs& a) {
+  OpArgs o;
+#define KJIT_ATTENTION_COPY_FIELD(name) \
+  if constexpr (has_field_##name<OpArgs>::value) o.name = a.name;
+  KJIT_ATTENTION_SHARED_FIELDS(KJIT_ATTENTION_COPY_FIELD)
+#undef KJIT_ATTENTION_COPY_FIELD
+  if constexpr (std::is_same_v<OpArgs, DecodeArgs> || std::is_same_v<OpArgs, PagedDecodeArgs>) {
+    o.lse = decode_lse(a.lse);
+    if constexpr (has_field_mask<OpArgs>::value) o.mask = decode_mask(a.mask);
+  }
+  return o;
+}
+
+template DecodeArgs op_args<DecodeArgs>(const AttentionArgs&);
+template PagedDecodeArgs op_args<PagedDecodeArgs>(const AttentionArgs&);
+template PrefillArgs op_args<PrefillArgs>(const AttentionArgs&);
+template PagedPrefillArgs op_args<PagedPrefillArgs>(const AttentionArgs&);
 
 AttentionKind classify_attention(const AttentionArgs& a) {
   if (a.q.ndim == 0) fail(kOp, "q is required");
@@ -133,14 +100,14 @@ AttentionKind attention_kind(const AttentionArgs& args) { return detail::classif
 size_t attention_workspace_bytes(const AttentionArgs& args) {
   switch (detail::classify_attention(args)) {
     case AttentionKind::kDecode:
-      return decode_workspace_bytes(to_decode(args));
+      return decode_workspace_bytes(detail::op_args<DecodeArgs>(args));
     case AttentionKind::kPagedDecode:
-      return paged_decode_workspace_bytes(to_paged_decode(args));
+      return paged_decode_workspace_bytes(detail::op_args<PagedDecodeArgs>(args));
     case AttentionKind::kPrefill:
-      detail::validate_prefill(to_prefill(args));
+      detail::validate_prefill(detail::op_args<PrefillArgs>(args));
       return 0;
     case AttentionKind::kPagedPrefill:
-      detail::validate_paged_prefill(to_paged_prefill(args), *args.plan);
+      detail::validate_paged_prefill(detail::op_args<PagedPrefillArgs>(args), *args.plan);
       return args.plan->workspace_bytes;
   }
   return 0;
@@ -155,13 +122,15 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
   // come before any driver call), resolves the variant, then runs the op from those dims.
   switch (kind) {
     case AttentionKind::kDecode:
-      run_mma_op<detail::DecodeOp>(kind, to_decode(args), args.variant, preferred, ws, stream, runtime);
+      run_mma_op<detail::DecodeOp>(kind, detail::op_args<DecodeArgs>(args), args.variant, preferred, ws, stream,
+                                   runtime);
       return;
     case AttentionKind::kPagedDecode:
-      run_mma_op<detail::PagedDecodeOp>(kind, to_paged_decode(args), args.variant, preferred, ws, stream, runtime);
+      run_mma_op<detail::PagedDecodeOp>(kind, detail::op_args<PagedDecodeArgs>(args), args.variant, preferred, ws,
+                                        stream, runtime);
       return;
     case AttentionKind::kPrefill: {
-      const PrefillArgs a = to_prefill(args);
+      const PrefillArgs a = detail::op_args<PrefillArgs>(args);
       detail::PrefillDims d = detail::validate_prefill(a);
       // The op's planner takes the resolved variant as a strict request (it re-checks, cheaply).
       d.variant = detail::resolve_variant(args.variant, preferred,
@@ -170,7 +139,7 @@ void attention(const AttentionArgs& args, void* workspace, size_t workspace_byte
       return;
     }
     case AttentionKind::kPagedPrefill: {
-      const PagedPrefillArgs a = to_paged_prefill(args);
+      const PagedPrefillArgs a = detail::op_args<PagedPrefillArgs>(args);
       const detail::PagedPrefillOp::Args call{a, *args.plan, workspace, workspace_bytes};
       detail::PagedPrefillDims d = detail::PagedPrefillOp::validate(call);
       // The call's request, else the plan's (a tuned or forced kernel), else the configured

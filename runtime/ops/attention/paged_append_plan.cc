@@ -18,22 +18,14 @@ constexpr const char* kAppendOp = detail::AppendOp::kInfo.name;
 namespace detail {
 
 AppendDims validate_append(const AppendPagedKVArgs& args) {
-  check_rank(kAppendOp, "k", args.k, 3);
-  if (args.k.device < 0) fail(kAppendOp, fmt::format("k must be on a CUDA device, got host memory {}", args.k.describe()));
   AppendDims d;
-  d.device = args.k.device;
+  d.device = kjit::detail::check_leading(kAppendOp, "k", args.k, 3);
   check_bf16_rows(kAppendOp, "k", args.k, 3, d.device);
   check_bf16_rows(kAppendOp, "v", args.v, 3, d.device);
-  for (int i = 0; i < 3; ++i) {
-    if (args.v.shape[i] != args.k.shape[i]) {
-      fail(kAppendOp, fmt::format("v must have the shape of k, got k {} and v {}", args.k.describe(), args.v.describe()));
-    }
-  }
+  kjit::detail::check_same_shape(kAppendOp, "v", args.v, "k", args.k);
   d.num_new = args.k.shape[0];
   const int64_t head_dim = args.k.shape[2];
-  if (!supported_head_dim(head_dim)) {
-    fail(kAppendOp, fmt::format("k head_dim (dim 2) must be {}, got {}", head_dims_text(), args.k.describe()));
-  }
+  check_head_dim(kAppendOp, "k", args.k);
   d.cache = validate_paged_cache(kAppendOp, args.cache, d.device, -1, head_dim);
   check_dim(kAppendOp, "k", args.k, 1, d.cache.kv_heads, "kv_heads (cache.k dim 2)");
   const bool per_token = args.batch_indices.ndim != 0 || args.positions.ndim != 0;

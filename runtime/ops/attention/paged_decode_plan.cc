@@ -13,6 +13,14 @@ namespace {
 
 constexpr const char* kDecodeOp = detail::PagedDecodeOp::kInfo.name;
 
+/// The length the planner sizes splits for: `kv_len_hint`, or (0) the mean request length
+/// nnz · page_size / batch, clamped to [1, 2^30).
+int64_t plan_length(const detail::PagedDecodeDims& d, int64_t kv_len_hint) {
+  int64_t hint = kv_len_hint;
+  if (hint == 0 && d.batch > 0) hint = detail::ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
+  return std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
+}
+
 }  // namespace
 
 namespace detail {
@@ -20,27 +28,15 @@ namespace detail {
 PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* op) {
   const TensorRef& q = args.q;
   PagedDecodeDims d;
-  d.device = check_query(op, q, 4);
-  d.batch = q.shape[0];
-  check_one_query_token(op, q, "request");
-  check_query_heads(op, q);
-  d.q_heads = q.shape[2];
-  d.head_dim = q.shape[3];
+  check_decode_query(op, q, "request", d);
   d.cache = validate_paged_cache(op, args.cache, d.device, d.batch, d.head_dim);
   d.group = check_gqa(op, q, "cache.k", args.cache.k);
 
   check_decode_out(op, args.out, d.batch, d.q_heads, d.head_dim, d.device);
 
-  d.has_lse = args.lse.ndim != 0;
-  if (d.has_lse) {
-    check_f32(op, "lse", args.lse, 2, d.device);
-    check_dim(op, "lse", args.lse, 0, d.batch, "batch (q dim 0)");
-    check_dim(op, "lse", args.lse, 1, d.q_heads, "q_heads (q dim 2)");
-  }
-  resolve_scale(op, args.scale, d.head_dim, true);
-  if (args.num_splits < 0 || args.num_splits > detail::kMaxPagedSplits) {
-    fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto), got {}", detail::kMaxPagedSplits, args.num_splits));
-  }
+  d.has_lse = check_decode_lse(op, args.lse, d.batch, d.q_heads, d.device);
+  kjit::detail::check_finite_scale(op, args.scale);
+  check_num_splits(op, args.num_splits, kMaxPagedSplits);
   if (args.kv_len_hint < 0) fail(op, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.batch * d.q_heads > kMax || d.cache.nnz > kMax) {
@@ -62,11 +58,7 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return decode_resident_ctas(head_dim, max_smem_per_sm);
 }
 
-int64_t paged_plan_length(const PagedDecodeDims& d) {
-  int64_t hint = d.kv_len_hint;
-  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
-  return std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
-}
+int64_t paged_plan_length(const PagedDecodeDims& d) { return plan_length(d, d.kv_len_hint); }
 
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
                              int ctas_per_sm, int heads_per_cta) {
@@ -77,22 +69,12 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   dd.kv_heads = d.cache.kv_heads;
   dd.head_dim = d.head_dim;
   dd.group = d.group;
-  int64_t hint = kv_len_hint;
-  if (hint == 0 && d.batch > 0) hint = ceil_div(d.cache.nnz * d.cache.page_size, d.batch);
-  dd.max_kv_len = std::clamp<int64_t>(hint, 1, INT32_MAX / 2);
+  dd.max_kv_len = plan_length(d, kv_len_hint);
   DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta);
-  if (requested_splits > 0) plan.num_splits = requested_splits;
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;
-  plan.ctas = d.batch * d.cache.kv_heads * plan.m_tiles * plan.num_splits;
-  plan.o_part_bytes = 0;
-  plan.workspace_bytes = 0;
-  if (plan.num_splits > 1) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.batch * d.q_heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, requested_splits > 0 ? requested_splits : plan.num_splits,
+                               d.batch * d.cache.kv_heads * plan.m_tiles, d.batch * d.q_heads, d.head_dim);
   return plan;
 }
 

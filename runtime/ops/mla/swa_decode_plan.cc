@@ -7,21 +7,12 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 
 namespace kjit::mla {
 namespace {
 
 constexpr const char* kOp = detail::SwaDecodeOp::kInfo.name;
-
-void check_pointer_aligned(const char* op, const char* name, const TensorRef& t, int bytes) {
-  const auto address = reinterpret_cast<uintptr_t>(t.data);
-  if (address % bytes != 0) {
-    kjit::detail::fail(op, fmt::format("{} data pointer {:#x} must be {}-byte aligned, got {}", name, address,
-                                        bytes, t.describe()));
-  }
-}
 
 void check_strides_nonnegative(const char* op, const char* name, const TensorRef& t) {
   for (int i = 0; i < t.ndim; ++i) {
@@ -41,14 +32,13 @@ using detail::swa_max_splits;
 using detail::SwaDims;
 using kjit::detail::check_dim;
 using kjit::detail::check_dtype;
-using kjit::detail::check_rank;
+using kjit::detail::check_pointer_aligned;
+using kjit::detail::check_tensor;
 using kjit::detail::fail;
 
 /// q: [T, NH, 512] bf16 on a device; sets the device, T, NH and HD.
 void check_query(const char* op, const TensorRef& q, SwaDims& d) {
-  check_rank(op, "q", q, 3);
-  if (q.device < 0) fail(op, fmt::format("q must be on a CUDA device, got host memory {}", q.describe()));
-  d.device = q.device;
+  d.device = kjit::detail::check_leading(op, "q", q, 3);
   check_bf16_rows(op, "q", q, d.device);
   d.tokens = q.shape[0];
   d.heads = q.shape[1];
@@ -68,10 +58,7 @@ void check_query(const char* op, const TensorRef& q, SwaDims& d) {
 /// sets the block shape, the cache format and whether the rows are compact.
 void check_cache(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   const TensorRef& kv = args.kv_cache;
-  check_rank(op, "kv_cache", kv, 3);
-  kjit::detail::check_sizes(op, "kv_cache", kv);
-  check_dtype(op, "kv_cache", kv, {DType::kU8, DType::kE4M3, DType::kE5M2});
-  kjit::detail::check_device(op, "kv_cache", kv, d.device);
+  check_tensor(op, "kv_cache", kv, 3, {DType::kU8, DType::kE4M3, DType::kE5M2}, d.device);
   check_dim(op, "kv_cache", kv, 2, d.head_dim, "head_dim (q dim 2)");
   kjit::detail::check_last_dim_contiguous(op, "kv_cache", kv);
   check_strides_nonnegative(op, "kv_cache", kv);
@@ -91,10 +78,7 @@ void check_cache(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   d.kv_compact = kv.shape[0] <= 1 || kv.shape[1] <= 1 || kv.strides[0] == kv.shape[1] * kv.strides[1];
 
   const TensorRef& sc = args.inv_scale;
-  check_rank(op, "inv_scale", sc, 2);
-  kjit::detail::check_sizes(op, "inv_scale", sc);
-  check_dtype(op, "inv_scale", sc, DType::kBF16);
-  kjit::detail::check_device(op, "inv_scale", sc, d.device);
+  check_tensor(op, "inv_scale", sc, 2, {DType::kBF16}, d.device);
   check_dim(op, "inv_scale", sc, 1, 1, "1 (one multiplier per slot: [max_slots, 1])");
   check_strides_nonnegative(op, "inv_scale", sc);
   check_pointer_aligned(op, "inv_scale", sc, 2);
@@ -130,10 +114,7 @@ void check_window(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   }
 
   const TensorRef& lens = args.lens;
-  check_rank(op, "lens", lens, 1);
-  kjit::detail::check_sizes(op, "lens", lens);
-  check_dtype(op, "lens", lens, {DType::kI64, DType::kI32});
-  kjit::detail::check_device(op, "lens", lens, d.device);
+  check_tensor(op, "lens", lens, 1, {DType::kI64, DType::kI32}, d.device);
   kjit::detail::check_contiguous(op, "lens", lens);
   check_pointer_aligned(op, "lens", lens, dtype_size(lens.dtype));
   kjit::detail::check_not_null(op, "lens", lens);
@@ -154,10 +135,7 @@ void check_outputs(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   d.has_lse = args.lse.ndim != 0;
   if (d.has_lse) {
     const TensorRef& t = args.lse;
-    check_rank(op, "lse", t, 2);
-    kjit::detail::check_sizes(op, "lse", t);
-    check_dtype(op, "lse", t, DType::kF32);
-    kjit::detail::check_device(op, "lse", t, d.device);
+    check_tensor(op, "lse", t, 2, {DType::kF32}, d.device);
     check_dim(op, "lse", t, 0, d.tokens, "T (q dim 0)");
     check_dim(op, "lse", t, 1, d.heads, "NH (q dim 1)");
     check_strides_nonnegative(op, "lse", t);
@@ -170,9 +148,7 @@ void check_outputs(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
 /// index range of the kernels.
 void check_options(const char* op, const SwaDecodeArgs& args, const SwaDims& d) {
   const TensorRef& q = args.q;
-  if (!std::isfinite(args.scale)) {
-    fail(op, fmt::format("scale must be finite (0 = 1/sqrt(head_dim)), got {}", args.scale));
-  }
+  kjit::detail::check_finite_scale(op, args.scale);
   const int max_splits = swa_max_splits(d.window);
   if (args.num_splits < 0 || args.num_splits > max_splits) {
     fail(op, fmt::format("num_splits must be in [0, {}] (0 = auto; at most min({}, W / {}) for W = {}), got {}",
@@ -276,14 +252,8 @@ SwaPlan partition_swa_window(const SwaDims& d, int heads_per_cta, int tile, int 
   const int64_t base = d.tokens * (d.heads / plan.heads_per_cta);
   const int64_t split_len = kjit::detail::ceil_div(kjit::detail::ceil_div(d.window, splits), kSwaStepTokens) * kSwaStepTokens;
   plan.split_len = static_cast<int>(split_len);
-  plan.num_splits = static_cast<int>(kjit::detail::ceil_div(d.window, split_len));
-  plan.ctas = base * plan.num_splits;
-  if (plan.num_splits > 1 && d.tokens > 0) {
-    const kjit::detail::SplitPartials s = kjit::detail::split_partials(
-        static_cast<size_t>(d.tokens * d.heads) * static_cast<size_t>(plan.num_splits), d.head_dim);
-    plan.o_part_bytes = s.o_bytes;
-    plan.workspace_bytes = s.bytes;
-  }
+  kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(d.window, split_len), base, d.tokens * d.heads,
+                               d.head_dim);
   return plan;
 }
 
