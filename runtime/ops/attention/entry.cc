@@ -7,6 +7,7 @@
 
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/attention/variant.hpp"
 #include "runtime/ops/pipeline.hpp"

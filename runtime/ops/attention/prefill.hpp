@@ -6,8 +6,7 @@
 /// every rejection and plan without a GPU. Dense prefill runs one of two families, chosen by the
 /// variant rules (variant.hpp): the mma.sync split-Q kernel (attention.prefill) or the TMA + wgmma
 /// kernel (attention.prefill_sm90). The ragged paged prefill, which runs the same kernel bodies
-/// over a packed Q schedule and a page table, is paged_prefill.hpp's; this header brings it along
-/// for the attention() entry, which runs both.
+/// over a packed Q schedule and a page table, is paged_prefill.hpp's.
 
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
@@ -16,7 +15,6 @@
 #include "attention/prefill_sm90_params.h"
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/common.hpp"
-#include "runtime/ops/attention/paged_prefill.hpp"
 #include "runtime/ops/attention/variant.hpp"
 #include "runtime/ops/pipeline.hpp"
 #include "runtime/ops/tma_map.hpp"
