@@ -12,16 +12,25 @@ BackgroundPool::BackgroundPool(int threads, int queue)
 
 BackgroundPool::~BackgroundPool() { shutdown(); }
 
-bool BackgroundPool::submit(Job job) {
+bool BackgroundPool::start() {
   std::lock_guard lock(mutex_);
-  if (closed_ || queue_.size() >= capacity_) return false;
+  return !closed_ && start_locked();
+}
+
+bool BackgroundPool::start_locked() {
   if (workers_.empty()) {
     try {
       for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { work(); });
     } catch (const std::system_error&) {
-      if (workers_.empty()) return false;  // no thread at all: nothing would ever run the job
     }
   }
+  return !workers_.empty();
+}
+
+bool BackgroundPool::submit(Job job) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || queue_.size() >= capacity_) return false;
+  if (!start_locked()) return false;  // no thread at all: nothing would ever run the job
   queue_.push_back(std::move(job));
   ready_.notify_one();
   return true;

@@ -1,7 +1,7 @@
 #pragma once
 /// \file runtime/background_pool.hpp
 /// The threads a Runtime compiles on in the background under KJIT_JIT=async: a fixed number of
-/// workers (RuntimeConfig::background_threads, started with the first job) taking jobs from a
+/// workers (RuntimeConfig::background_threads, started by start() or the first job) taking jobs from a
 /// queue of bounded length (RuntimeConfig::background_queue), first in, first out. A full queue
 /// refuses the job (the caller runs its fallback and tries again on a later call) rather than
 /// growing: a burst of new shapes must not queue more compiles than a serving process can absorb.
@@ -37,6 +37,9 @@ class BackgroundPool {
   BackgroundPool(const BackgroundPool&) = delete;
   BackgroundPool& operator=(const BackgroundPool&) = delete;
 
+  /// Starts the workers unless they run or shutdown() has begun, so that a first submit() does
+  /// not pay for starting threads. Whether any worker runs.
+  bool start();
   /// Queues `job`, starting the workers on the first call. False, and `job` dropped unrun, when
   /// `queue` jobs wait already, shutdown() has begun, or no worker could be started.
   bool submit(Job job);
@@ -50,6 +53,7 @@ class BackgroundPool {
 
  private:
   void work();
+  bool start_locked();
 
   const int threads_;
   const size_t capacity_;

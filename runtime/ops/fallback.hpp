@@ -75,21 +75,28 @@ struct PlanPrograms {
   bool all() const noexcept { return missing_count == 0; }
 };
 
-/// Which of `plan`'s programs are at hand on the device of `context` without compiling
-/// (KernelTable::at_hand; `exact`: the call's own plan, which may also come from the fleet tier).
+/// How far plan_programs looks for a program.
+enum class Look {
+  kLoaded,  ///< loaded: in the op's kernel table or by a background compile (KernelTable::loaded)
+  kAtHand,  ///< at hand without compiling (KernelTable::at_hand)
+};
+
+/// Which of `plan`'s programs `look` finds on the device of `context` (kAtHand: `exact`, the
+/// call's own plan, may also come from the fleet tier; `capturing`: loaded ones only).
 template <class Op>
-PlanPrograms plan_at_hand(const typename Op::Dims& dims, const typename Op::Plan& plan, Runtime& runtime,
-                          CUcontext context, bool capturing, bool exact) {
+PlanPrograms plan_programs(const typename Op::Dims& dims, const typename Op::Plan& plan, Runtime& runtime,
+                           CUcontext context, Look look, bool capturing, bool exact) {
   PlanPrograms out;
   Choice choices[2];
   plan_choices<Op>(dims, plan, choices);
   for (int i = 0; i < 2; ++i) {
     const Choice& c = choices[i];
     if (c.family == nullptr) continue;
-    auto spec = [&c] { return c.family->spec(c.point); };
-    const LoadedProgram* program =
-        i == 0 ? kernel_table<Op>().at_hand(runtime, context, c, spec, capturing, exact)
-               : kernel_table<SecondProgram<Op>>().at_hand(runtime, context, c, spec, capturing, exact);
+    auto find = [&](auto& table) {
+      if (look == Look::kLoaded) return table.loaded(runtime, context, c);
+      return table.at_hand(runtime, context, c, [&c] { return c.family->spec(c.point); }, capturing, exact);
+    };
+    const LoadedProgram* program = i == 0 ? find(kernel_table<Op>()) : find(kernel_table<SecondProgram<Op>>());
     if (i == 0) out.first = program;
     if (program == nullptr) out.missing[out.missing_count++] = c;
   }
@@ -158,6 +165,14 @@ struct Served {
 /// program)` may adjust a candidate whose programs are at hand to its loaded `program` (the FP8
 /// GEMM refines its plan with the kernel's cluster capacities) and returns whether it still
 /// serves. Queues the missing programs and reports the fallback (or its absence) to `runtime`.
+///
+/// Two passes. The first looks in memory only (Look::kLoaded): when a candidate's programs are
+/// loaded, the call runs it and queues the missing programs, and the background thread builds
+/// their keys, reads the disk cache and the fleet tier, compiles and reports; so a miss with a
+/// loaded fallback costs the call lookups and a queue push, and an exact program that was on
+/// disk serves from the call after the background thread loaded it. Otherwise the second pass
+/// looks as far as a call may without compiling (Look::kAtHand: the exact program in the disk
+/// cache and the fleet tier, candidates in the disk cache).
 template <class Op, class Accept>
 Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, const typename Op::Plan& exact,
                        Runtime& runtime, const CUstream* stream, Accept&& accept) {
@@ -165,37 +180,50 @@ Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, co
   if (exact.choice.family == nullptr || !RuntimeAccess::async(runtime)) return out;
   // Read before looking: a compile that ends after this makes the launch value built below stale.
   const uint64_t epoch = background_epoch();
+  const PlanPrograms loaded = plan_programs<Op>(dims, exact, runtime, device.context, Look::kLoaded, false, true);
+  if (loaded.all()) return out;
   const bool capturing = RuntimeAccess::capturing(stream);
-  const PlanPrograms own = plan_at_hand<Op>(dims, exact, runtime, device.context, capturing, /*exact=*/true);
-  if (own.all()) return out;
-  const bool found = for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
-    // The caller sized its workspace for the call's own plan (the op's workspace query): a
-    // fallback that needs more cannot serve.
-    if constexpr (HasWorkspaceBytes<typename Op::Plan>::value) {
-      if (candidate.workspace_bytes > exact.workspace_bytes) return false;
-    }
-    const PlanPrograms got = plan_at_hand<Op>(dims, candidate, runtime, device.context, capturing, /*exact=*/false);
-    if (!got.all()) return false;
-    typename Op::Plan plan = candidate;
-    if (!accept(plan, *got.first)) return false;
-    out.plan = plan;
-    out.program = got.first;
-    return true;
-  });
-  const ProgramSpec missing = own.missing[0].family->spec(own.missing[0].point);
-  if (found || capturing) {
+  auto serve_from = [&](Look look) {
+    return for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
+      // The caller sized its workspace for the call's own plan (the op's workspace query): a
+      // fallback that needs more cannot serve.
+      if constexpr (HasWorkspaceBytes<typename Op::Plan>::value) {
+        if (candidate.workspace_bytes > exact.workspace_bytes) return false;
+      }
+      const PlanPrograms got = plan_programs<Op>(dims, candidate, runtime, device.context, look, capturing, false);
+      if (!got.all()) return false;
+      typename Op::Plan plan = candidate;
+      if (!accept(plan, *got.first)) return false;
+      out.plan = plan;
+      out.program = got.first;
+      return true;
+    });
+  };
+  // Queues `own`'s missing programs; the first one's fallback (if any) is reported by its
+  // background compile, or here when none will.
+  auto queue = [&](const PlanPrograms& own, const LoadedProgram* fallback) {
     for (int i = 0; i < own.missing_count; ++i) {
-      RuntimeAccess::queue(runtime, own.missing[i].family->spec(own.missing[i].point), device.context, capturing);
+      const Choice& c = own.missing[i];
+      const bool reported = RuntimeAccess::queue(runtime, *c.family, c.point, device.context, capturing,
+                                                 i == 0 ? fallback : nullptr);
+      if (i == 0 && fallback != nullptr && !reported) {
+        RuntimeAccess::fallback_served(runtime, c.family->spec(c.point), *fallback, device.context, capturing);
+      }
     }
-  }
-  if (!found) {
-    RuntimeAccess::no_fallback(runtime, missing, device.context, capturing);
+  };
+  auto serve = [&](const PlanPrograms& own) {
+    queue(own, out.program);
+    out.exact = false;
+    out.mark.epoch = epoch + 1;
+    out.mark.launches = RuntimeAccess::fallback_launches(runtime);
     return out;
-  }
-  RuntimeAccess::fallback_served(runtime, missing, *out.program, device.context, capturing);
-  out.exact = false;
-  out.mark.epoch = epoch + 1;
-  out.mark.launches = RuntimeAccess::fallback_launches(runtime);
+  };
+  if (serve_from(Look::kLoaded)) return serve(loaded);
+  const PlanPrograms own = plan_programs<Op>(dims, exact, runtime, device.context, Look::kAtHand, capturing, true);
+  if (own.all()) return out;
+  if (serve_from(Look::kAtHand)) return serve(own);
+  if (capturing) queue(own, nullptr);
+  RuntimeAccess::no_fallback(runtime, own.missing[0].family->spec(own.missing[0].point), device.context, capturing);
   return out;
 }
 
