@@ -1,6 +1,9 @@
 // The background compile threads (see background_pool.hpp).
 #include "runtime/background_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <system_error>
 #include <utility>
@@ -64,6 +67,12 @@ size_t BackgroundPool::pending() const {
 }
 
 void BackgroundPool::work() {
+#ifdef __linux__
+  // Best effort: a worker woken by a job does not preempt the thread that queued it (nor any
+  // other serving thread) on a busy core; it takes its turn.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
   std::unique_lock lock(mutex_);
   for (;;) {
     ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });

@@ -5,6 +5,8 @@
 /// queue of bounded length (RuntimeConfig::background_queue), first in, first out. A full queue
 /// refuses the job (the caller runs its fallback and tries again on a later call) rather than
 /// growing: a burst of new shapes must not queue more compiles than a serving process can absorb.
+/// On Linux the workers run under SCHED_BATCH: a worker woken by submit() does not preempt the
+/// thread that submitted (a request's thread) on a busy core, it waits for its turn.
 ///
 /// Shutdown (the Runtime's destructor): the queue is closed, every job that has not started is
 /// abandoned (its `abandon` runs on the destroying thread), the running ones finish (NVRTC

@@ -4,11 +4,20 @@
 /// built. Only a call-memo miss (a new call, or a stored fallback outdated by a background
 /// compile) comes here; nothing here runs on a hot call.
 ///
-/// The plan's programs (its own, and its second program when the op has one) are asked for
-/// without compiling: loaded, in the Runtime's memory, the disk cache or the fleet tier
-/// (KernelTable::at_hand). All at hand: the plan runs as planned. Otherwise the candidates, in
-/// this order, and the first whose programs are all at hand in memory or the disk cache (loaded
-/// ones only while the launch stream is being captured) serves:
+/// The plan's programs (its own, and its second program when the op has one) are looked for in
+/// two passes, each stopping where a fallback serves:
+///   - memory only: in the op's kernel tables or loaded by a background compile
+///     (KernelTable::loaded). All there: the plan runs as planned. Otherwise a candidate (below)
+///     whose programs are all there serves, and the missing programs are queued by (family,
+///     point): their specs, keys, disk and fleet look-ups, compile and the fallback's report all
+///     run on the background thread, so the call costs lookups and a queue push. An exact
+///     program that was in the disk cache serves from the call after the background thread
+///     loaded it.
+///   - without compiling: the plan's programs in the Runtime's memory, the disk cache or the
+///     fleet tier (KernelTable::at_hand, loaded ones only while the launch stream is being
+///     captured). All at hand: the plan runs as planned. Otherwise a candidate whose programs
+///     are all at hand in memory or the disk cache serves.
+/// The candidates, in this order:
 ///   1. for a tunable op, each default point of the op's families (Family::defaults, what
 ///      `kjit precompile` builds) that computes what the plan's point computes
 ///      (Family::same_semantics: they differ only in parameters the family declares
@@ -19,8 +28,8 @@
 ///   3. the default points of 1 planned with the built-in plan's knobs.
 /// apply_tuned refuses a point that cannot run the call; a candidate that needs more workspace
 /// than the call's own plan (Plan::workspace_bytes) is passed over.
-/// The missing programs are then queued on the Runtime's background threads
-/// (RuntimeAccess::queue) and the fallback's launch value is marked (FallbackMark): the call
+/// The missing programs are queued on the Runtime's background threads (RuntimeAccess::queue)
+/// and the fallback's launch value is marked (FallbackMark): the call
 /// memo builds the call again after the next background compile ends, and runs the exact
 /// programs from the call after they are loaded. With no candidate at hand the plan runs as
 /// planned and build() compiles on the calling thread as KJIT_JIT=warn does (during a capture:
@@ -36,6 +45,7 @@
 
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace kjit::detail {
 
@@ -103,36 +113,40 @@ PlanPrograms plan_programs(const typename Op::Dims& dims, const typename Op::Pla
   return out;
 }
 
+/// Op's default choices: each default point of each of its families (Family::defaults, what
+/// `kjit precompile` builds), parsed once per process (the families are immutable statics).
+template <class Op>
+const std::vector<Choice>& default_choices() {
+  static const std::vector<Choice> choices = [] {
+    std::vector<Choice> out;
+    for (auto family_of : Op::kInfo.families) {
+      if (family_of == nullptr) continue;
+      const Family& f = family_of();
+      for (const Point& point : f.default_points()) out.push_back(Choice{&f, point});
+    }
+    return out;
+  }();
+  return choices;
+}
+
 /// Calls `visit(plan)` for each fallback candidate of `exact` (the file comment's order), other
 /// than plans that load `exact`'s programs, until it returns true; returns whether one did.
 template <class Op, class Visit>
 bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, const typename Op::Plan& exact,
                        Visit&& visit) {
   using Plan = typename Op::Plan;
-  Plan builtin{};
-  bool have_builtin = false;
-  try {
-    builtin = Op::plan(dims, info);
-    have_builtin = builtin.choice.family != nullptr;
-  } catch (const Error&) {
-    // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
-  }
   // The family's default points that compute what `exact` computes, planned with `knobs`.
   auto visit_defaults = [&](const TunedChoice& knobs) {
     if constexpr (IsTunable<Op>::value) {
-      for (auto family_of : Op::kInfo.families) {
-        if (family_of == nullptr) continue;
-        const Family& f = family_of();
-        for (const Point& point : f.default_points()) {
-          if (!exact.choice.family->same_semantics(exact.choice.point, f, point)) continue;
-          TunedChoice c = knobs;
-          c.family = &f;
-          c.point = point;
-          Plan plan{};
-          if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
-          if (same_programs<Op>(dims, plan, exact)) continue;
-          if (visit(plan)) return true;
-        }
+      for (const Choice& d : default_choices<Op>()) {
+        if (!exact.choice.family->same_semantics(exact.choice.point, *d.family, d.point)) continue;
+        TunedChoice c = knobs;
+        c.family = d.family;
+        c.point = d.point;
+        Plan plan{};
+        if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
+        if (same_programs<Op>(dims, plan, exact)) continue;
+        if (visit(plan)) return true;
       }
     }
     return false;
@@ -142,6 +156,15 @@ bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, co
   // holds their partials), then the built-in plan, then the defaults with the built-in knobs.
   if constexpr (IsTunable<Op>::value) {
     if (tunable && visit_defaults(Op::tuned_choice(dims, exact))) return true;
+  }
+  // Planned only now: the first candidates usually serve.
+  Plan builtin{};
+  bool have_builtin = false;
+  try {
+    builtin = Op::plan(dims, info);
+    have_builtin = builtin.choice.family != nullptr;
+  } catch (const Error&) {
+    // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
   }
   if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
   if constexpr (IsTunable<Op>::value) {
