@@ -72,6 +72,19 @@ Fn sim_fn(const char* name) {
 /// The stand-in's last-launched-kernel query, or null when the loaded libcuda.so.1 is not it.
 LastKernel last_kernel_fn() { return sim_fn<LastKernel>("kjitSimLastKernel"); }
 
+// A sanitizer's instrumentation slows the host path many times over: its timings bound nothing.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kInstrumented = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr bool kInstrumented = true;
+#else
+constexpr bool kInstrumented = false;
+#endif
+#else
+constexpr bool kInstrumented = false;
+#endif
+
 /// The host time of one kernel launch on the GPUs the async bound is stated for: a raw
 /// cuLaunchKernelEx took 3.0–4.4 µs of host time on H100 and H200 (docs/perf-notes.md, the hot
 /// op call against the raw launch); the low end. The stand-in's own launch takes a few ns, which
@@ -380,6 +393,7 @@ TEST_F(AsyncJit, AFirstMissTakesAtMostTwiceAWarmCall) {
   std::sort(warm.begin(), warm.end());
   figures.launch_first_ms = first[kSamples / 2];
   figures.launch_warm_ms = warm[kSamples / 2];
+  if (kInstrumented) return;  // the sequence ran; its timings are the instrumentation's
   EXPECT_LE(figures.launch_first_ms, 2 * figures.launch_warm_ms)
       << "first call under async " << figures.launch_first_ms * 1000 << " us, warm call "
       << figures.launch_warm_ms * 1000 << " us (medians over " << kSamples << " fresh Runtimes)";
