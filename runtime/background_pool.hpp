@@ -8,6 +8,9 @@
 /// On Linux the workers run under SCHED_BATCH: a worker woken by submit() does not preempt the
 /// thread that submitted (a request's thread) on a busy core, it waits for its turn.
 ///
+/// In a fork()'s child the parent's workers do not exist: the pool forgets them and the jobs the
+/// parent had queued (they are the parent's to run), and starts workers of its own when asked.
+///
 /// Shutdown (the Runtime's destructor): the queue is closed, every job that has not started is
 /// abandoned (its `abandon` runs on the destroying thread), the running ones finish (NVRTC
 /// cannot be interrupted), and the workers are joined. After shutdown() returns no job of this
@@ -15,6 +18,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -22,6 +26,11 @@
 #include <vector>
 
 namespace kjit::detail {
+
+/// How many fork()s lie between this process and the one that loaded kjit (0 there): moves on
+/// in each child (pthread_atfork), so state built by a parent's threads can be told apart.
+/// One atomic load.
+uint64_t fork_generation() noexcept;
 
 class BackgroundPool {
  public:
@@ -56,6 +65,7 @@ class BackgroundPool {
  private:
   void work();
   bool start_locked();
+  void forget_parent_locked();
 
   const int threads_;
   const size_t capacity_;
@@ -64,6 +74,7 @@ class BackgroundPool {
   std::deque<Job> queue_;
   std::vector<std::thread> workers_;
   size_t running_ = 0;
+  uint64_t generation_ = 0;  // fork_generation() when the workers started
   bool closed_ = false;
 };
 

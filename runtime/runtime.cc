@@ -32,6 +32,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <iterator>
 #include <future>
 #include <map>
 #include <mutex>
@@ -705,6 +706,7 @@ class RuntimeImpl {
   };
   std::mutex async_mutex;
   std::map<BackgroundId, Pending> pending;  // every background compile of this Runtime
+  uint64_t pending_generation = fork_generation();  // the process `pending` belongs to
   std::set<std::pair<std::string, std::string>> fallbacks_logged;  // (missing, fallback) keys logged
   std::atomic<uint64_t> fallback_launches{0}, no_fallbacks{0}, background_compiles{0}, background_failures{0},
       background_abandoned{0}, background_queue_full{0};
@@ -919,6 +921,13 @@ const LoadedProgram* RuntimeImpl::background_loaded(const BackgroundId& id) {
 
 bool RuntimeImpl::queue_background(const BackgroundId& id, bool capturing, const LoadedProgram* fallback) {
   std::lock_guard lock(async_mutex);
+  if (pending_generation != fork_generation()) {
+    // A fork()'s child: the compiles its parent had queued or running are not coming here.
+    for (auto it = pending.begin(); it != pending.end();) {
+      it = it->second.loaded != nullptr || it->second.failed ? std::next(it) : pending.erase(it);
+    }
+    pending_generation = fork_generation();
+  }
   auto [it, fresh] = pending.try_emplace(id);
   Pending& entry = it->second;
   if (!fresh) {

@@ -18,6 +18,7 @@
 //     the background (the stand-in refuses a module load during a global capture unless the
 //     loading thread's capture mode is relaxed), the done event says to re-capture, and a
 //     re-capture runs it; without a fallback the capture is refused and the compile queued;
+//   - a fork()'s child compiles on a background thread of its own;
 //   - destroying the Runtime during a background compile waits for it, abandons the queued
 //     one, and nothing compiles afterwards; after finish_background() a miss keeps its fallback
 //     and queues nothing.
@@ -35,6 +36,7 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,16 +75,21 @@ Fn sim_fn(const char* name) {
 LastKernel last_kernel_fn() { return sim_fn<LastKernel>("kjitSimLastKernel"); }
 
 // A sanitizer's instrumentation slows the host path many times over: its timings bound nothing.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kInstrumented = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kInstrumented = true;
+// TSan also refuses to start a thread in the child of a multi-threaded fork().
+#if defined(__has_feature)
+#define KJIT_TEST_HAS_FEATURE(x) __has_feature(x)
 #else
-constexpr bool kInstrumented = false;
+#define KJIT_TEST_HAS_FEATURE(x) 0
 #endif
+#if defined(__SANITIZE_THREAD__) || KJIT_TEST_HAS_FEATURE(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
 #else
-constexpr bool kInstrumented = false;
+constexpr bool kThreadSanitizer = false;
+#endif
+#if defined(__SANITIZE_ADDRESS__) || KJIT_TEST_HAS_FEATURE(address_sanitizer)
+constexpr bool kInstrumented = true;
+#else
+constexpr bool kInstrumented = kThreadSanitizer;
 #endif
 
 /// The host time of one kernel launch on the GPUs the async bound is stated for: a raw
@@ -548,6 +555,37 @@ TEST_F(AsyncJit, DestroyingTheRuntimeDuringACompileWaitsForItAndAbandonsTheQueue
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_FALSE(fs::exists(entry(key64))) << "the queued compile ran";
   EXPECT_EQ(compiles.load(), 1);
+}
+
+TEST_F(AsyncJit, AForkedChildCompilesOnThreadsOfItsOwn) {
+  if (kThreadSanitizer) GTEST_SKIP() << "TSan does not start threads in the child of a multi-threaded fork";
+  kjit::Runtime rt(config());  // async: its background thread runs in this process only
+  auto args = decode_args(128);
+  kjit::attention::decode(args, nullptr, 0, nullptr, rt);
+  const std::string rows8 = kernel_name(rt, 128, 8);
+  push_rows({128}, 16);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child misses: its fallback runs, and the exact program compiles on a thread the child
+    // starts (its parent's is not here) and serves the call after. Bits of the exit code: what failed.
+    int code = 0;
+    kjit::attention::decode(args, nullptr, 0, nullptr, rt);
+    if (last_kernel() != rows8) code |= 1;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (rt.stats().background_compiles == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (rt.stats().background_compiles != 1) code |= 2;
+    kjit::attention::decode(args, nullptr, 0, nullptr, rt);
+    if (last_kernel() != kernel_name(rt, 128, 16)) code |= 4;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the miss did not run its fallback; 2: no background compile in the "
+                                       "child; 4: the exact program did not serve after it";
 }
 
 TEST_F(AsyncJit, AfterFinishBackgroundAMissKeepsItsFallbackAndQueuesNothing) {
