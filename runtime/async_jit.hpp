@@ -4,8 +4,10 @@
 /// (JitMode::kAsync): whether a program is at hand without compiling, to queue the exact
 /// program's compile on the background threads (runtime/background_pool.hpp), and to report
 /// the fallback that serves meanwhile. Only the ops' miss paths call these; a hot call reads at
-/// most background_epoch().
+/// most background_epoch(). A miss with a loaded fallback calls only background_loaded and
+/// queue: memory lookups and a queue push, no key hashed, no file touched.
 
+#include <kjit/families.hpp>
 #include <kjit/runtime.hpp>
 
 #include <cuda.h>
@@ -37,11 +39,23 @@ struct RuntimeAccess {
   static const LoadedProgram* at_hand(Runtime& runtime, const ProgramSpec& spec, CUcontext context, bool capturing,
                                       bool exact);
 
-  /// Queues the compile and load of `spec` for the device of `context` on the background
-  /// threads, once per (program, device) at a time; a key whose background compile failed is not
-  /// queued again. `capturing`: the miss happened during a graph capture (the done event says a
-  /// re-capture picks the program up). Counts a full queue (RuntimeStats::background_queue_full).
-  static void queue(Runtime& runtime, const ProgramSpec& spec, CUcontext context, bool capturing);
+  /// The program of (`family`, `point`) on the device of `context` if a background compile of
+  /// this Runtime loaded it, else null: one lookup in memory, no key built.
+  static const LoadedProgram* background_loaded(Runtime& runtime, const Family& family, const Point& point,
+                                                CUcontext context);
+
+  /// Queues the compile and load of (`family`, `point`) for the device of `context` on the
+  /// background threads, once per program and device at a time; a program whose background
+  /// compile failed, or that one loaded already, is not queued again. The calling thread builds
+  /// neither the program's spec nor its key: the background thread does, then looks in memory,
+  /// the disk cache and the fleet tier before it compiles. `capturing`: the miss happened during
+  /// a graph capture (the done event says a re-capture picks the program up). `fallback`: the
+  /// program serving the call meanwhile (null: none), which the background thread reports
+  /// (fallback_served's event and log). True when a background compile, queued now or earlier,
+  /// will report `fallback`; false when none will (a full or shut-down queue, counted as
+  /// RuntimeStats::background_queue_full; a failed or loaded program): the caller reports it.
+  static bool queue(Runtime& runtime, const Family& family, const Point& point, CUcontext context, bool capturing,
+                    const LoadedProgram* fallback);
 
   /// Reports that `fallback` serves the call whose program `exact` is missing (the fallback_launch
   /// event, the cache's fallback log once per pair and process). `capturing`: the launch is

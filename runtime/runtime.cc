@@ -15,8 +15,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <ctime>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace kjit {
 namespace detail {
@@ -58,6 +63,8 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig c)
                                                                                  : &Recorder::for_path(config.record_path)),
       remote(config.remote.enabled() ? std::make_unique<cache::remote::RemoteTier>(config.remote) : nullptr),
       background(config.background_threads, config.background_queue) {
+  // Under async the threads wait from the start: a first miss only queues its compile.
+  if (config.jit == JitMode::kAsync) background.start();
   if (config.verbose) {
     fmt::print(stderr, "kjit: cache directory {} ({})\n", config.cache_dir,
                !config.disk_cache   ? "disabled by KJIT_CACHE_DISABLE: memory only"
@@ -257,44 +264,74 @@ const LoadedProgram* RuntimeImpl::at_hand(const ProgramSpec& spec, CUcontext con
   return program ? &load_onto(std::move(program), spec, target, ordinal, info) : nullptr;
 }
 
-void RuntimeImpl::queue_background(const ProgramSpec& spec, CUcontext context, bool capturing) {
-  const int ordinal = context_device(context);
-  const Target target = spec.target_on(device_info(ordinal).target());
-  const cache::Key key = keys.prepare(spec, target).key;
-  const std::pair<std::string, int> id(key.hex(), ordinal);
+const LoadedProgram* RuntimeImpl::background_loaded(const BackgroundId& id) {
   std::lock_guard lock(async_mutex);
-  if (auto it = pending.find(id); it != pending.end()) {
-    it->second.captured = it->second.captured || capturing;  // queued or running already (or failed)
-    return;
-  }
-  BackgroundPool::Job job;
-  job.run = [this, spec, target, ordinal, key] { run_background(spec, target, ordinal, key); };
-  job.abandon = [this, id] {
-    background_abandoned.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(async_mutex);
-    pending.erase(id);
-  };
-  // Under async_mutex: a job cannot finish (and erase its entry) before the entry exists.
-  if (!background.submit(std::move(job))) {
-    background_queue_full.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  pending[id].captured = capturing;
+  auto it = pending.find(id);
+  return it == pending.end() ? nullptr : it->second.loaded;
 }
 
-void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, int ordinal,
-                                 const cache::Key& key) noexcept {
+bool RuntimeImpl::queue_background(const BackgroundId& id, bool capturing, const LoadedProgram* fallback) {
+  std::lock_guard lock(async_mutex);
+  if (pending_generation != fork_generation()) {
+    // A fork()'s child: the compiles its parent had queued or running are not coming here.
+    for (auto it = pending.begin(); it != pending.end();) {
+      it = it->second.loaded != nullptr || it->second.failed ? std::next(it) : pending.erase(it);
+    }
+    pending_generation = fork_generation();
+  }
+  auto [it, fresh] = pending.try_emplace(id);
+  Pending& entry = it->second;
+  if (!fresh) {
+    if (entry.failed || entry.loaded != nullptr) return false;
+    entry.captured = entry.captured || capturing;  // queued or running already
+  } else {
+    BackgroundPool::Job job;
+    job.run = [this, id] { run_background(id); };
+    job.abandon = [this, id] {
+      background_abandoned.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard lock(async_mutex);
+      pending.erase(id);
+    };
+    // Under async_mutex: a job cannot finish (and update its entry) before the entry is filled.
+    if (!background.submit(std::move(job))) {
+      pending.erase(it);
+      background_queue_full.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    entry.captured = capturing;
+  }
+  if (fallback != nullptr) {
+    const Served s{fallback, capturing};
+    const bool known = std::any_of(entry.served.begin(), entry.served.end(), [&](const Served& e) {
+      return e.fallback == s.fallback && e.captured == s.captured;
+    });
+    if (!known) entry.served.push_back(s);
+  }
+  return true;
+}
+
+void RuntimeImpl::run_background(const BackgroundId& id) noexcept {
   on_background_thread = true;
   const auto start = std::chrono::steady_clock::now();
   std::string failure;
+  ProgramSpec spec;
+  Target target;
+  cache::Key key{};
+  bool keyed = false;
+  const LoadedProgram* loaded = nullptr;
   try {
+    spec = id.family->spec(id.point);
+    target = spec.target_on(device_info(id.ordinal).target());
     // The device's primary context, whichever device this thread's last job was for (the
     // library serves every context of the device, so which one is current does not matter).
     check_driver(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
-    ensure_context(ordinal);
+    ensure_context(id.ordinal);
+    key = keys.prepare(spec, target).key;
+    keyed = true;
+    report_pending_fallbacks(id, spec, target, key);
     ProgramPtr program = obtain(spec, target, Reach::kCompile);
     RelaxedCaptureMode relaxed;
-    load_onto(std::move(program), spec, target, ordinal, device_info(ordinal));
+    loaded = &load_onto(std::move(program), spec, target, id.ordinal, device_info(id.ordinal));
   } catch (const std::exception& e) {
     failure = e.what();
   } catch (...) {
@@ -304,11 +341,11 @@ void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, 
   bool captured = false;
   {
     std::lock_guard lock(async_mutex);
-    auto it = pending.find(std::make_pair(key.hex(), ordinal));
+    auto it = pending.find(id);
     if (it != pending.end()) {
       captured = it->second.captured;
       if (failure.empty()) {
-        pending.erase(it);
+        it->second.loaded = loaded;
       } else {
         it->second.failed = true;  // its fallback keeps serving; compiling it again would fail again
       }
@@ -330,24 +367,33 @@ void RuntimeImpl::run_background(const ProgramSpec& spec, const Target& target, 
     detail = "failed: " + failure;
   }
   try {
-    emit(EventKind::kBackgroundCompileDone, spec, target, key, ms, ordinal, detail);
+    if (keyed) report_pending_fallbacks(id, spec, target, key);
+    emit(EventKind::kBackgroundCompileDone, spec, target, key, ms, id.ordinal, detail);
   } catch (...) {
   }
 }
 
-void RuntimeImpl::fallback_served(const ProgramSpec& exact, const LoadedProgram& fallback, CUcontext context,
-                                  bool capturing) {
-  const int ordinal = context_device(context);
-  const Target target = exact.target_on(device_info(ordinal).target());
-  const cache::Key key = keys.prepare(exact, target).key;
+void RuntimeImpl::report_pending_fallbacks(const BackgroundId& id, const ProgramSpec& spec, const Target& target,
+                                           const cache::Key& key) {
+  std::vector<Served> todo;
+  {
+    std::lock_guard lock(async_mutex);
+    auto it = pending.find(id);
+    if (it == pending.end()) return;
+    Pending& entry = it->second;
+    todo.assign(entry.served.begin() + static_cast<std::ptrdiff_t>(entry.reported), entry.served.end());
+    entry.reported = entry.served.size();
+  }
+  for (const Served& s : todo) report_fallback(spec, target, key, *s.fallback, id.ordinal, s.captured);
+}
+
+void RuntimeImpl::report_fallback(const ProgramSpec& exact, const Target& target, const cache::Key& key,
+                                  const LoadedProgram& fallback, int ordinal, bool capturing) {
   const CompiledProgram& fb = fallback.compiled();
   bool first = false;
   {
     std::lock_guard lock(async_mutex);
     first = fallbacks_logged.emplace(key.hex(), fb.key).second;
-    if (capturing) {
-      if (auto it = pending.find(std::make_pair(key.hex(), ordinal)); it != pending.end()) it->second.captured = true;
-    }
   }
   cache::Key fb_key;
   if (first && disk.writable() && cache::Key::from_hex(fb.key, &fb_key)) {
@@ -358,6 +404,13 @@ void RuntimeImpl::fallback_served(const ProgramSpec& exact, const LoadedProgram&
          fmt::format("served by {} {} for {} (key {}){}", fb.family, fb.template_args, fb.target.str(), fb.key,
                      capturing ? "; captured into a CUDA graph" : ""));
   }
+}
+
+void RuntimeImpl::fallback_served(const ProgramSpec& exact, const LoadedProgram& fallback, CUcontext context,
+                                  bool capturing) {
+  const int ordinal = context_device(context);
+  const Target target = exact.target_on(device_info(ordinal).target());
+  report_fallback(exact, target, keys.prepare(exact, target).key, fallback, ordinal, capturing);
 }
 
 void RuntimeImpl::no_fallback(const ProgramSpec& exact, CUcontext context, bool capturing) {
@@ -379,8 +432,15 @@ const LoadedProgram* RuntimeAccess::at_hand(Runtime& runtime, const ProgramSpec&
   return runtime.impl_->at_hand(spec, RuntimeImpl::context_or_current(context), capturing, exact);
 }
 
-void RuntimeAccess::queue(Runtime& runtime, const ProgramSpec& spec, CUcontext context, bool capturing) {
-  runtime.impl_->queue_background(spec, RuntimeImpl::context_or_current(context), capturing);
+const LoadedProgram* RuntimeAccess::background_loaded(Runtime& runtime, const Family& family, const Point& point,
+                                                      CUcontext context) {
+  return runtime.impl_->background_loaded({&family, point, context_device(RuntimeImpl::context_or_current(context))});
+}
+
+bool RuntimeAccess::queue(Runtime& runtime, const Family& family, const Point& point, CUcontext context,
+                          bool capturing, const LoadedProgram* fallback) {
+  const int ordinal = context_device(RuntimeImpl::context_or_current(context));
+  return runtime.impl_->queue_background({&family, point, ordinal}, capturing, fallback);
 }
 
 void RuntimeAccess::fallback_served(Runtime& runtime, const ProgramSpec& exact, const LoadedProgram& fallback,
@@ -500,6 +560,7 @@ RuntimeStats Runtime::stats() const {
 void Runtime::freeze(JitMode mode) {
   if (mode == JitMode::kOn) throw InvalidArgument("Runtime::freeze(JitMode::kOn) freezes nothing: use unfreeze()");
   impl_->frozen_mode.store(static_cast<int>(mode), std::memory_order_release);
+  if (mode == JitMode::kAsync) impl_->background.start();
 }
 
 void Runtime::unfreeze() noexcept { impl_->frozen_mode.store(static_cast<int>(JitMode::kOn), std::memory_order_release); }

@@ -11,6 +11,7 @@
 
 #include <kjit/error.hpp>
 #include <kjit/events.hpp>
+#include <kjit/families.hpp>
 #include <kjit/runtime.hpp>
 
 #include "cache/entry.hpp"
@@ -26,6 +27,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -164,12 +168,33 @@ class RuntimeImpl {
   // ---- KJIT_JIT=async (runtime/runtime.cc) ----
 
   // RuntimeAccess's functions (runtime/async_jit.hpp), with the device resolved.
+  // A background compile is known by its (family, point, device ordinal): the calling thread
+  // never builds a program's spec or key for it.
+  struct BackgroundId {
+    const Family* family = nullptr;
+    Point point;
+    int ordinal = 0;
+    friend bool operator<(const BackgroundId& a, const BackgroundId& b) noexcept {
+      if (a.family != b.family) return std::less<const Family*>()(a.family, b.family);
+      if (a.ordinal != b.ordinal) return a.ordinal < b.ordinal;
+      return std::memcmp(a.point.index, b.point.index, sizeof(a.point.index)) < 0;
+    }
+  };
   const LoadedProgram* at_hand(const ProgramSpec& spec, CUcontext context, bool capturing, bool exact);
-  void queue_background(const ProgramSpec& spec, CUcontext context, bool capturing);
+  const LoadedProgram* background_loaded(const BackgroundId& id);
+  bool queue_background(const BackgroundId& id, bool capturing, const LoadedProgram* fallback);
   void fallback_served(const ProgramSpec& exact, const LoadedProgram& fallback, CUcontext context, bool capturing);
   void no_fallback(const ProgramSpec& exact, CUcontext context, bool capturing);
-  // The body of one background compile: obtain (compile) and load `spec`, then tell.
-  void run_background(const ProgramSpec& spec, const Target& target, int ordinal, const cache::Key& key) noexcept;
+  // The body of one background compile: report the fallbacks serving meanwhile, obtain
+  // (compile) and load the program, report the late fallbacks, then tell.
+  void run_background(const BackgroundId& id) noexcept;
+  // Reports the fallbacks `id`'s pending entry holds that are not reported yet.
+  void report_pending_fallbacks(const BackgroundId& id, const ProgramSpec& spec, const Target& target,
+                                const cache::Key& key);
+  // The fallback log (once per pair and process) and the fallback_launch event of `fallback`
+  // serving `exact` (key `key`).
+  void report_fallback(const ProgramSpec& exact, const Target& target, const cache::Key& key,
+                       const LoadedProgram& fallback, int ordinal, bool capturing);
 
   void add_compile_ms(double ms) {
     std::lock_guard lock(stats_mutex);
@@ -203,12 +228,20 @@ class RuntimeImpl {
   double compile_ms = 0;
 
   // KJIT_JIT=async.
+  struct Served {
+    const LoadedProgram* fallback = nullptr;
+    bool captured = false;  // served a launch captured into a CUDA graph
+  };
   struct Pending {
     bool captured = false;  // a fallback was captured into a graph meanwhile
     bool failed = false;    // the compile failed: never queued again in this process
+    const LoadedProgram* loaded = nullptr;  // the program, once the compile loaded it
+    std::vector<Served> served;  // the fallbacks that served its calls meanwhile
+    size_t reported = 0;         // how many of `served` the background thread reported
   };
   std::mutex async_mutex;
-  std::map<std::pair<std::string, int>, Pending> pending;  // (key, device) → its background compile
+  std::map<BackgroundId, Pending> pending;  // every background compile of this Runtime
+  uint64_t pending_generation = fork_generation();  // the process `pending` belongs to
   std::set<std::pair<std::string, std::string>> fallbacks_logged;  // (missing, fallback) keys logged
   std::atomic<uint64_t> fallback_launches{0}, no_fallbacks{0}, background_compiles{0}, background_failures{0},
       background_abandoned{0}, background_queue_full{0};

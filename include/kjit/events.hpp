@@ -24,8 +24,11 @@ enum class EventKind : uint8_t {
   /// JitMode::kAsync: a typed op built its launch from a fallback because the program named by
   /// the event (key, family, params) is not built yet; its compile is queued. `detail` names the
   /// fallback ("attention.decode head_dim=128 rows=8 (key …)") and says when the launch is being
-  /// captured into a CUDA graph. Once per launch value built, not per launch
-  /// (RuntimeStats::fallback_launches counts those).
+  /// captured into a CUDA graph. Reported by the background compile of the missing program, on
+  /// its thread (the calling thread builds no key), once per fallback and capture state while
+  /// that compile is pending; on the calling thread, once per launch value built, where no
+  /// background compile will (a full or shut-down queue, a failed compile). Not per launch:
+  /// RuntimeStats::fallback_launches counts those.
   kFallbackLaunch,
   /// JitMode::kAsync: a background compile ended. The program is loaded on `device` and op calls
   /// use it from their next call; `ms` is the compile (or fetch) and load time. When a fallback

@@ -185,13 +185,15 @@ class LoadedProgram {
 enum class JitMode {
   kOn,    ///< compile it (the default)
   kWarn,  ///< compile it, and warn once per specialization that it was compiled at run time
-  /// A typed op whose program is missing from memory, the disk cache and the fleet tier launches
-  /// a fallback instead: a program of the same op whose parameters differ from the call's only
-  /// in ones its family declares performance-only (FamilyParam::performance_only), already
-  /// built (in memory or in the disk cache). The exact program compiles on the Runtime's
-  /// background threads (RuntimeConfig::background_threads), through the same cache, per-key
-  /// lock and fleet lease, is loaded there, and serves the op's calls from the next one after it
-  /// is loaded (EventKind::kBackgroundCompileDone). With no fallback at hand the op compiles on
+  /// A typed op whose program is not loaded launches a fallback instead: a program of the same
+  /// op whose parameters differ from the call's only in ones its family declares
+  /// performance-only (FamilyParam::performance_only), already built: loaded (then the call only
+  /// looks in memory and queues), else in memory or the disk cache, when the exact program is
+  /// not in the disk cache or the fleet tier either. The exact program is looked for in the disk
+  /// cache and the fleet tier and else compiled on the Runtime's background threads
+  /// (RuntimeConfig::background_threads), through the same cache, per-key lock and fleet lease,
+  /// is loaded there, and serves the op's calls from the next one after it is loaded
+  /// (EventKind::kBackgroundCompileDone). With no fallback at hand the op compiles on
   /// the calling thread as under kWarn (EventKind::kNoFallback). Under CUDA graph capture a miss
   /// captures a loaded fallback and never compiles or loads on the capturing thread.
   /// Runtime::compile and Runtime::load, which name one exact program, compile it as under kWarn.
@@ -237,7 +239,9 @@ struct RuntimeConfig {
   JitMode jit = JitMode::kOn;
   /// KJIT_JIT_THREADS: threads compiling in the background under JitMode::kAsync, 1..16
   /// (default 1: NVRTC is CPU-bound, and a serving process needs its cores for the host path).
-  /// Started on the first background compile.
+  /// Started with a Runtime whose `jit` is kAsync (or by freeze(JitMode::kAsync), or the first
+  /// background compile), so a miss only queues; on Linux they run under SCHED_BATCH and never
+  /// preempt a request's thread when woken.
   int background_threads = 1;
   /// KJIT_JIT_QUEUE: background compiles that may wait for a thread, 1..4096 (default 64). A
   /// miss that finds the queue full runs its fallback without queuing its compile

@@ -4,11 +4,20 @@
 /// built. Only a call-memo miss (a new call, or a stored fallback outdated by a background
 /// compile) comes here; nothing here runs on a hot call.
 ///
-/// The plan's programs (its own, and its second program when the op has one) are asked for
-/// without compiling: loaded, in the Runtime's memory, the disk cache or the fleet tier
-/// (KernelTable::at_hand). All at hand: the plan runs as planned. Otherwise the candidates, in
-/// this order, and the first whose programs are all at hand in memory or the disk cache (loaded
-/// ones only while the launch stream is being captured) serves:
+/// The plan's programs (its own, and its second program when the op has one) are looked for in
+/// two passes, each stopping where a fallback serves:
+///   - memory only: in the op's kernel tables or loaded by a background compile
+///     (KernelTable::loaded). All there: the plan runs as planned. Otherwise a candidate (below)
+///     whose programs are all there serves, and the missing programs are queued by (family,
+///     point): their specs, keys, disk and fleet look-ups, compile and the fallback's report all
+///     run on the background thread, so the call costs lookups and a queue push. An exact
+///     program that was in the disk cache serves from the call after the background thread
+///     loaded it.
+///   - without compiling: the plan's programs in the Runtime's memory, the disk cache or the
+///     fleet tier (KernelTable::at_hand, loaded ones only while the launch stream is being
+///     captured). All at hand: the plan runs as planned. Otherwise a candidate whose programs
+///     are all at hand in memory or the disk cache serves.
+/// The candidates, in this order:
 ///   1. for a tunable op, each default point of the op's families (Family::defaults, what
 ///      `kjit precompile` builds) that computes what the plan's point computes
 ///      (Family::same_semantics: they differ only in parameters the family declares
@@ -19,8 +28,8 @@
 ///   3. the default points of 1 planned with the built-in plan's knobs.
 /// apply_tuned refuses a point that cannot run the call; a candidate that needs more workspace
 /// than the call's own plan (Plan::workspace_bytes) is passed over.
-/// The missing programs are then queued on the Runtime's background threads
-/// (RuntimeAccess::queue) and the fallback's launch value is marked (FallbackMark): the call
+/// The missing programs are queued on the Runtime's background threads (RuntimeAccess::queue)
+/// and the fallback's launch value is marked (FallbackMark): the call
 /// memo builds the call again after the next background compile ends, and runs the exact
 /// programs from the call after they are loaded. With no candidate at hand the plan runs as
 /// planned and build() compiles on the calling thread as KJIT_JIT=warn does (during a capture:
@@ -36,6 +45,7 @@
 
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace kjit::detail {
 
@@ -75,25 +85,48 @@ struct PlanPrograms {
   bool all() const noexcept { return missing_count == 0; }
 };
 
-/// Which of `plan`'s programs are at hand on the device of `context` without compiling
-/// (KernelTable::at_hand; `exact`: the call's own plan, which may also come from the fleet tier).
+/// How far plan_programs looks for a program.
+enum class Look {
+  kLoaded,  ///< loaded: in the op's kernel table or by a background compile (KernelTable::loaded)
+  kAtHand,  ///< at hand without compiling (KernelTable::at_hand)
+};
+
+/// Which of `plan`'s programs `look` finds on the device of `context` (kAtHand: `exact`, the
+/// call's own plan, may also come from the fleet tier; `capturing`: loaded ones only).
 template <class Op>
-PlanPrograms plan_at_hand(const typename Op::Dims& dims, const typename Op::Plan& plan, Runtime& runtime,
-                          CUcontext context, bool capturing, bool exact) {
+PlanPrograms plan_programs(const typename Op::Dims& dims, const typename Op::Plan& plan, Runtime& runtime,
+                           CUcontext context, Look look, bool capturing, bool exact) {
   PlanPrograms out;
   Choice choices[2];
   plan_choices<Op>(dims, plan, choices);
   for (int i = 0; i < 2; ++i) {
     const Choice& c = choices[i];
     if (c.family == nullptr) continue;
-    auto spec = [&c] { return c.family->spec(c.point); };
-    const LoadedProgram* program =
-        i == 0 ? kernel_table<Op>().at_hand(runtime, context, c, spec, capturing, exact)
-               : kernel_table<SecondProgram<Op>>().at_hand(runtime, context, c, spec, capturing, exact);
+    auto find = [&](auto& table) {
+      if (look == Look::kLoaded) return table.loaded(runtime, context, c);
+      return table.at_hand(runtime, context, c, [&c] { return c.family->spec(c.point); }, capturing, exact);
+    };
+    const LoadedProgram* program = i == 0 ? find(kernel_table<Op>()) : find(kernel_table<SecondProgram<Op>>());
     if (i == 0) out.first = program;
     if (program == nullptr) out.missing[out.missing_count++] = c;
   }
   return out;
+}
+
+/// Op's default choices: each default point of each of its families (Family::defaults, what
+/// `kjit precompile` builds), parsed once per process (the families are immutable statics).
+template <class Op>
+const std::vector<Choice>& default_choices() {
+  static const std::vector<Choice> choices = [] {
+    std::vector<Choice> out;
+    for (auto family_of : Op::kInfo.families) {
+      if (family_of == nullptr) continue;
+      const Family& f = family_of();
+      for (const Point& point : f.default_points()) out.push_back(Choice{&f, point});
+    }
+    return out;
+  }();
+  return choices;
 }
 
 /// Calls `visit(plan)` for each fallback candidate of `exact` (the file comment's order), other
@@ -102,30 +135,18 @@ template <class Op, class Visit>
 bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, const typename Op::Plan& exact,
                        Visit&& visit) {
   using Plan = typename Op::Plan;
-  Plan builtin{};
-  bool have_builtin = false;
-  try {
-    builtin = Op::plan(dims, info);
-    have_builtin = builtin.choice.family != nullptr;
-  } catch (const Error&) {
-    // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
-  }
   // The family's default points that compute what `exact` computes, planned with `knobs`.
   auto visit_defaults = [&](const TunedChoice& knobs) {
     if constexpr (IsTunable<Op>::value) {
-      for (auto family_of : Op::kInfo.families) {
-        if (family_of == nullptr) continue;
-        const Family& f = family_of();
-        for (const Point& point : f.default_points()) {
-          if (!exact.choice.family->same_semantics(exact.choice.point, f, point)) continue;
-          TunedChoice c = knobs;
-          c.family = &f;
-          c.point = point;
-          Plan plan{};
-          if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
-          if (same_programs<Op>(dims, plan, exact)) continue;
-          if (visit(plan)) return true;
-        }
+      for (const Choice& d : default_choices<Op>()) {
+        if (!exact.choice.family->same_semantics(exact.choice.point, *d.family, d.point)) continue;
+        TunedChoice c = knobs;
+        c.family = d.family;
+        c.point = d.point;
+        Plan plan{};
+        if (!Op::tune_spec().fits(c, info).empty() || !Op::apply_tuned(dims, info, c, &plan)) continue;
+        if (same_programs<Op>(dims, plan, exact)) continue;
+        if (visit(plan)) return true;
       }
     }
     return false;
@@ -135,6 +156,15 @@ bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, co
   // holds their partials), then the built-in plan, then the defaults with the built-in knobs.
   if constexpr (IsTunable<Op>::value) {
     if (tunable && visit_defaults(Op::tuned_choice(dims, exact))) return true;
+  }
+  // Planned only now: the first candidates usually serve.
+  Plan builtin{};
+  bool have_builtin = false;
+  try {
+    builtin = Op::plan(dims, info);
+    have_builtin = builtin.choice.family != nullptr;
+  } catch (const Error&) {
+    // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
   }
   if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
   if constexpr (IsTunable<Op>::value) {
@@ -158,6 +188,14 @@ struct Served {
 /// program)` may adjust a candidate whose programs are at hand to its loaded `program` (the FP8
 /// GEMM refines its plan with the kernel's cluster capacities) and returns whether it still
 /// serves. Queues the missing programs and reports the fallback (or its absence) to `runtime`.
+///
+/// Two passes. The first looks in memory only (Look::kLoaded): when a candidate's programs are
+/// loaded, the call runs it and queues the missing programs, and the background thread builds
+/// their keys, reads the disk cache and the fleet tier, compiles and reports; so a miss with a
+/// loaded fallback costs the call lookups and a queue push, and an exact program that was on
+/// disk serves from the call after the background thread loaded it. Otherwise the second pass
+/// looks as far as a call may without compiling (Look::kAtHand: the exact program in the disk
+/// cache and the fleet tier, candidates in the disk cache).
 template <class Op, class Accept>
 Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, const typename Op::Plan& exact,
                        Runtime& runtime, const CUstream* stream, Accept&& accept) {
@@ -165,37 +203,50 @@ Served<Op> serve_async(const typename Op::Dims& dims, const OpDevice& device, co
   if (exact.choice.family == nullptr || !RuntimeAccess::async(runtime)) return out;
   // Read before looking: a compile that ends after this makes the launch value built below stale.
   const uint64_t epoch = background_epoch();
+  const PlanPrograms loaded = plan_programs<Op>(dims, exact, runtime, device.context, Look::kLoaded, false, true);
+  if (loaded.all()) return out;
   const bool capturing = RuntimeAccess::capturing(stream);
-  const PlanPrograms own = plan_at_hand<Op>(dims, exact, runtime, device.context, capturing, /*exact=*/true);
-  if (own.all()) return out;
-  const bool found = for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
-    // The caller sized its workspace for the call's own plan (the op's workspace query): a
-    // fallback that needs more cannot serve.
-    if constexpr (HasWorkspaceBytes<typename Op::Plan>::value) {
-      if (candidate.workspace_bytes > exact.workspace_bytes) return false;
-    }
-    const PlanPrograms got = plan_at_hand<Op>(dims, candidate, runtime, device.context, capturing, /*exact=*/false);
-    if (!got.all()) return false;
-    typename Op::Plan plan = candidate;
-    if (!accept(plan, *got.first)) return false;
-    out.plan = plan;
-    out.program = got.first;
-    return true;
-  });
-  const ProgramSpec missing = own.missing[0].family->spec(own.missing[0].point);
-  if (found || capturing) {
+  auto serve_from = [&](Look look) {
+    return for_each_fallback<Op>(dims, *device.info, exact, [&](const typename Op::Plan& candidate) {
+      // The caller sized its workspace for the call's own plan (the op's workspace query): a
+      // fallback that needs more cannot serve.
+      if constexpr (HasWorkspaceBytes<typename Op::Plan>::value) {
+        if (candidate.workspace_bytes > exact.workspace_bytes) return false;
+      }
+      const PlanPrograms got = plan_programs<Op>(dims, candidate, runtime, device.context, look, capturing, false);
+      if (!got.all()) return false;
+      typename Op::Plan plan = candidate;
+      if (!accept(plan, *got.first)) return false;
+      out.plan = plan;
+      out.program = got.first;
+      return true;
+    });
+  };
+  // Queues `own`'s missing programs; the first one's fallback (if any) is reported by its
+  // background compile, or here when none will.
+  auto queue = [&](const PlanPrograms& own, const LoadedProgram* fallback) {
     for (int i = 0; i < own.missing_count; ++i) {
-      RuntimeAccess::queue(runtime, own.missing[i].family->spec(own.missing[i].point), device.context, capturing);
+      const Choice& c = own.missing[i];
+      const bool reported = RuntimeAccess::queue(runtime, *c.family, c.point, device.context, capturing,
+                                                 i == 0 ? fallback : nullptr);
+      if (i == 0 && fallback != nullptr && !reported) {
+        RuntimeAccess::fallback_served(runtime, c.family->spec(c.point), *fallback, device.context, capturing);
+      }
     }
-  }
-  if (!found) {
-    RuntimeAccess::no_fallback(runtime, missing, device.context, capturing);
+  };
+  auto serve = [&](const PlanPrograms& own) {
+    queue(own, out.program);
+    out.exact = false;
+    out.mark.epoch = epoch + 1;
+    out.mark.launches = RuntimeAccess::fallback_launches(runtime);
     return out;
-  }
-  RuntimeAccess::fallback_served(runtime, missing, *out.program, device.context, capturing);
-  out.exact = false;
-  out.mark.epoch = epoch + 1;
-  out.mark.launches = RuntimeAccess::fallback_launches(runtime);
+  };
+  if (serve_from(Look::kLoaded)) return serve(loaded);
+  const PlanPrograms own = plan_programs<Op>(dims, exact, runtime, device.context, Look::kAtHand, capturing, true);
+  if (own.all()) return out;
+  if (serve_from(Look::kAtHand)) return serve(own);
+  if (capturing) queue(own, nullptr);
+  RuntimeAccess::no_fallback(runtime, own.missing[0].family->spec(own.missing[0].point), device.context, capturing);
   return out;
 }
 

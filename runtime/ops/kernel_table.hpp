@@ -10,7 +10,7 @@
 
 #include <kjit/runtime.hpp>
 
-#include "runtime/async_jit.hpp"  // RuntimeAccess::at_hand
+#include "runtime/async_jit.hpp"  // RuntimeAccess::at_hand, background_loaded
 #include "runtime/driver.hpp"  // context_device
 #include "runtime/ops/pod_memo.hpp"  // thread_memo
 
@@ -70,6 +70,17 @@ class KernelTable {
     }
     memo = Memo{this, key, program};
     return *program;
+  }
+
+  /// KJIT_JIT=async, a miss's first look: the program for `choice` if it is in this table or a
+  /// background compile loaded it (RuntimeAccess::background_loaded; this table then holds it).
+  /// Memory only: builds no spec, hashes no key, touches no file. `Choice` has `family` and `point`.
+  const LoadedProgram* loaded(Runtime& runtime, CUcontext context, const Choice& choice) {
+    const Entry key = entry_of(runtime, context, choice);
+    if (const LoadedProgram* program = find(key)) return program;
+    const LoadedProgram* program = RuntimeAccess::background_loaded(runtime, *choice.family, choice.point, context);
+    if (program) insert(key, program);
+    return program;
   }
 
   /// KJIT_JIT=async: the program for `choice` if it is at hand without compiling: in this table,

@@ -91,8 +91,9 @@ class AsyncJitGpu : public ::testing::Test {
     listen(rt, n);
     const auto fallback = run(2, rt);
     EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
-    EXPECT_EQ(n.fallback.load(), 1);
+    EXPECT_GE(rt.stats().fallback_launches, 1u) << "the call ran a fallback";
     ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
+    EXPECT_EQ(n.fallback.load(), 1) << "reported by the background compile, before it ended";
     const auto exact = run(3, rt);
     EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << tuned << exact.describe();
     EXPECT_EQ(n.fallback.load(), 1) << "the tuned plan's programs are built now";

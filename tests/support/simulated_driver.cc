@@ -14,7 +14,8 @@
 //               image's bytes; MAX_THREADS_PER_BLOCK is the device's 1024, SHARED_SIZE_BYTES 0
 //   launches    cuLaunchKernelEx checks the config (non-empty grid, 1..1024 threads, dynamic
 //               shared memory within 48 KB or the kernel's raised limit, a kernel and its
-//               parameters) and counts the launch; no kernel runs, no output is written
+//               parameters) and counts the launch; no kernel runs, no output is written; it
+//               takes no host time unless kjitSimSetLaunchNs() asked for some
 //   TMA maps    cuTensorMapEncodeTiled checks the geometry as the driver documents it (rank,
 //               16-byte aligned base and strides, boxes of 1..256, a swizzled box row within its
 //               span) and writes its arguments packed into the 128 bytes: a deterministic
@@ -26,13 +27,16 @@
 //               open, unless the calling thread's mode is relaxed, as the driver does
 //   the rest    clusters per device: SMs / cluster size; synchronizing waits for nothing
 // kjitSimLaunches() (extern "C") returns the launches accepted so far, kjitSimLastKernel() the
-// name of the kernel the calling thread launched last (null before its first launch).
+// name of the kernel the calling thread launched last (null before its first launch), and
+// kjitSimSetLaunchNs(ns) makes each accepted launch spin for `ns` nanoseconds of the calling
+// thread's CPU time, as a real driver's launch takes some (0, the default: none).
 #include "runtime/driver.hpp"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -132,6 +136,7 @@ CUcontext primary_context() { return reinterpret_cast<CUcontext>(&primary_contex
 // not a __tls_get_addr each.
 __attribute__((tls_model("initial-exec"))) thread_local CUcontext current_context = nullptr;
 std::atomic<uint64_t> launches{0};
+std::atomic<uint64_t> launch_ns{0};  // host time each accepted launch spins (kjitSimSetLaunchNs)
 thread_local const char* last_kernel = nullptr;  // the name of the kernel this thread launched last
 
 CUresult CUDAAPI primary_ctx_retain(CUcontext* ctx, CUdevice d) {
@@ -306,6 +311,12 @@ CUresult CUDAAPI kernel_set_attribute(CUfunction_attribute a, int v, CUkernel ke
   reinterpret_cast<SimKernel*>(kernel)->max_dynamic_smem.store(v);
   return CUDA_SUCCESS;
 }
+uint64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
 CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
   if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (c == nullptr || f == nullptr || (params == nullptr && extra == nullptr)) return CUDA_ERROR_INVALID_VALUE;
@@ -320,6 +331,13 @@ CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** 
   }
   launches.fetch_add(1, std::memory_order_relaxed);
   last_kernel = kernel->name.c_str();
+  if (const uint64_t ns = launch_ns.load(std::memory_order_relaxed); ns != 0) {
+    // The thread's CPU time, not the wall clock: a launch is host work, so time the thread
+    // spends descheduled meanwhile adds to the call as it would to a driver's launch.
+    const uint64_t until = thread_cpu_ns() + ns;
+    while (thread_cpu_ns() < until) {
+    }
+  }
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI occupancy_max_active_clusters(int* clusters, CUfunction f, const CUlaunchConfig* c) {
@@ -460,5 +478,9 @@ __attribute__((visibility("default"))) uint64_t kjitSimLaunches() { return launc
 
 /// The lowered name of the kernel the calling thread launched last, or null (KJIT_SIM_HOST_PATH=1).
 __attribute__((visibility("default"))) const char* kjitSimLastKernel() { return last_kernel; }
+
+/// From now on each accepted launch spins for `ns` nanoseconds of the calling thread's CPU time
+/// (0: none).
+__attribute__((visibility("default"))) void kjitSimSetLaunchNs(uint64_t ns) { launch_ns.store(ns); }
 
 }  // extern "C"
