@@ -2,19 +2,24 @@
 // the op's calls run a fallback (its built-in plan, built by a warm-up under KJIT_JIT=on) whose
 // results agree with the float64 reference within the op's tolerance, and once the background
 // compile ends the calls run the tuned plan, again within tolerance. Decode (rows and split count
-// tuned) and dense prefill (the kernel tuned). The same flow on the stand-in driver, where the
+// tuned), dense prefill (the kernel tuned) and the FP8 GEMM (tile and stages tuned). The same flow on the stand-in driver, where the
 // kernel launched is checked by name, is tests/runtime/async_jit_test.cc. Skips without a GPU.
 //
 // Tolerances as the ops' own GPU tests: out is bf16 (1e-2 relative L2), lse f32 (1e-4).
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
+#include <kjit/ops/fp8.hpp>
 
 #include "runtime/driver.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/tuned.hpp"
+#include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
+#include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_attention.hpp"
+#include "tools/testing/reference_fp8.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,8 +27,10 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -185,6 +192,96 @@ TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   fallback_then_tuned(
       rt, [&c](uint64_t seed, kjit::Runtime& r) { return kjit::testing::run_prefill_case(c, seed, r); },
       "the tuned kernel: ");
+}
+
+/// One FP8 GEMM D = A · Bᵀ (e4m3, per-tensor scales, bf16 D) on fresh random operands, against
+/// the float64 reference: what fallback_then_tuned's `run` returns for the GEMM.
+struct GemmResult {
+  kjit::testing::Comparison cmp;
+  bool ok(double out_tol, double /*lse_tol*/) const { return cmp.ok(out_tol); }
+  std::string describe() const { return cmp.describe(); }
+};
+
+GemmResult run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtime& rt) {
+  namespace kt = kjit::testing;
+  std::mt19937_64 rng(seed);
+  kt::Fp8GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a.resize(static_cast<size_t>(m * k));
+  p.b.resize(static_cast<size_t>(n * k));
+  auto finite_e4m3 = [&rng] {
+    for (;;) {
+      const uint8_t v = static_cast<uint8_t>(rng());
+      if ((v & 0x7f) != 0x7f) return v;  // 0x7f / 0xff are e4m3's NaNs
+    }
+  };
+  for (auto& v : p.a) v = finite_e4m3();
+  for (auto& v : p.b) v = finite_e4m3();
+  p.scale_a = {0.0123f};
+  p.scale_b = {0.0071f};
+  const std::vector<double> ref = kt::fp8_gemm_reference(p);
+  kt::DeviceBuffer da = kt::to_device(p.a), db = kt::to_device(p.b);
+  kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
+  kt::DeviceBuffer dd(static_cast<size_t>(m * n * 2));
+  dd.fill(0xFF);  // poisoned: NaN bf16
+  kjit::fp8::GemmArgs g;
+  g.a = kjit::TensorRef(da.get(), kjit::DType::kE4M3, {m, k}, {k, 1}, 0);
+  g.b = kjit::TensorRef(db.get(), kjit::DType::kE4M3, {n, k}, {k, 1}, 0);
+  g.d = kjit::TensorRef(dd.get(), kjit::DType::kBF16, {m, n}, {n, 1}, 0);
+  g.scale_a = kjit::TensorRef(dsa.get(), kjit::DType::kF32, {1}, {}, 0);
+  g.scale_b = kjit::TensorRef(dsb.get(), kjit::DType::kF32, {1}, {}, 0);
+  kjit::fp8::gemm(g, nullptr, rt);
+  kjit::testing::synchronize();
+  const std::vector<uint16_t> bits = dd.download<uint16_t>(static_cast<size_t>(m * n));
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = kt::bf16_to_float(bits[i]);
+  return {kt::compare(out, ref)};
+}
+
+TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
+  if (!kjit::device_info(kjit::testing::current_device()).target().has_wgmma()) {
+    GTEST_SKIP() << "the tuned tile is the sm_90a wgmma kernel's";
+  }
+  constexpr int64_t m = 256, n = 1024, k = 4096;
+  {
+    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's program
+    EXPECT_TRUE(run_gemm(m, n, k, 1, on).ok(kOutTol, kLseTol));
+  }
+  // The pushed table names a tile and ring the warm-up did not build: 128x96 over 6 stages,
+  // persistent (or 128x112 where the built-in plan took 128x96).
+  namespace fd = kjit::fp8::detail;
+  kjit::testing::DeviceBuffer da(16), db(16), dd(16), ds(16);
+  kjit::fp8::GemmArgs g;
+  g.a = kjit::TensorRef(da.get(), kjit::DType::kE4M3, {m, k}, {k, 1}, 0);
+  g.b = kjit::TensorRef(db.get(), kjit::DType::kE4M3, {n, k}, {k, 1}, 0);
+  g.d = kjit::TensorRef(dd.get(), kjit::DType::kBF16, {m, n}, {n, 1}, 0);
+  g.scale_a = kjit::TensorRef(ds.get(), kjit::DType::kF32, {1}, {}, 0);
+  g.scale_b = kjit::TensorRef(ds.get(), kjit::DType::kF32, {1}, {}, 0);
+  const fd::GemmDims d = fd::validate_gemm(g);
+  kd::TunedKey key{};
+  ASSERT_TRUE(fd::GemmOp::tune_key(d, &key));
+  const kjit::DeviceInfo& info = kjit::device_info(kjit::testing::current_device());
+  const fd::GemmPlan builtin = fd::GemmOp::plan(d, info);
+  const kjit::Family& f = kjit::fp8::gemm_family();
+  kjit::ParamMap pm = f.params_of(builtin.choice.point);
+  pm["tile"] = pm["tile"] == "128x96" ? "128x112" : "128x96";
+  pm["stages"] = "6";
+  kd::TunedChoice choice;
+  choice.family = &f;
+  choice.point = f.parse(pm);
+  choice.knobs[0] = 1;
+  choice.knobs[1] = 1;
+  fd::GemmPlan tuned;
+  ASSERT_TRUE(fd::GemmOp::apply_tuned(d, info, choice, &tuned)) << f.describe(choice.point);
+  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
+  kd::TunedTable table;
+  table.set(key, choice);
+  kd::install_tuned_table(kjit::testing::current_device(), table);
+
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  fallback_then_tuned(
+      rt, [](uint64_t seed, kjit::Runtime& r) { return run_gemm(m, n, k, seed, r); }, "the tuned tile: ");
+  EXPECT_EQ(rt.stats().no_fallback, 0u);
 }
 
 }  // namespace
