@@ -31,7 +31,7 @@ print(json.dumps({"auto": plan(), "forced": plan(tile_rows=128), "other_bucket":
 
 
 def choice(point):
-    return {"family": "attention.paged_prefill", "point": point, "knobs": {}, "us": 10.0, "eager_us": 11.0,
+    return {"family": "attention.paged_prefill", "point": point, "knobs": {"pack_gqa": 0}, "us": 10.0, "eager_us": 11.0,
             "spread": 0.01, "threads": 128, "smem": 0, "registers": -1, "cluster": 1}
 
 
@@ -62,7 +62,7 @@ def test_a_tuned_table_for_the_device_chooses_the_tile(simulated):
              "entries": [{"op": "paged_prefill", "bucket": BUCKET, "shape": "batch=2 q_len=1000 kv_len=2000",
                           "winner": choice("head_dim=128 block_m=64"), "runner_up": None,
                           "default": choice("head_dim=128 block_m=128"), "margin": 0.1, "gain": 0.1,
-                          "tuned_unix": 1764547200, "planner": 2}]}
+                          "tuned_unix": 1764547200, "planner": 3}]}
     tuning = os.path.join(simulated["KJIT_CACHE_DIR"], "tuning")
     os.makedirs(tuning)
     with open(os.path.join(tuning, device["fingerprint_id"] + ".json"), "w") as f:
