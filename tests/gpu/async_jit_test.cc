@@ -202,6 +202,17 @@ struct GemmResult {
   std::string describe() const { return cmp.describe(); }
 };
 
+/// D [m, n] bf16 = A [m, k] · B [n, k]ᵀ, e4m3, K-major, per-tensor scales (one f32 each).
+kjit::fp8::GemmArgs gemm_args(void* a, void* b, void* d, void* scale_a, void* scale_b, int64_t m, int64_t n, int64_t k) {
+  kjit::fp8::GemmArgs g;
+  g.a = kjit::TensorRef(a, kjit::DType::kE4M3, {m, k}, {k, 1}, 0);
+  g.b = kjit::TensorRef(b, kjit::DType::kE4M3, {n, k}, {k, 1}, 0);
+  g.d = kjit::TensorRef(d, kjit::DType::kBF16, {m, n}, {n, 1}, 0);
+  g.scale_a = kjit::TensorRef(scale_a, kjit::DType::kF32, {1}, {}, 0);
+  g.scale_b = kjit::TensorRef(scale_b, kjit::DType::kF32, {1}, {}, 0);
+  return g;
+}
+
 GemmResult run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtime& rt) {
   namespace kt = kjit::testing;
   std::mt19937_64 rng(seed);
@@ -224,13 +235,7 @@ GemmResult run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtim
   kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
   kt::DeviceBuffer dd(static_cast<size_t>(m * n * 2));
   dd.fill(0xFF);  // poisoned: NaN bf16
-  kjit::fp8::GemmArgs g;
-  g.a = kjit::TensorRef(da.get(), kjit::DType::kE4M3, {m, k}, {k, 1}, 0);
-  g.b = kjit::TensorRef(db.get(), kjit::DType::kE4M3, {n, k}, {k, 1}, 0);
-  g.d = kjit::TensorRef(dd.get(), kjit::DType::kBF16, {m, n}, {n, 1}, 0);
-  g.scale_a = kjit::TensorRef(dsa.get(), kjit::DType::kF32, {1}, {}, 0);
-  g.scale_b = kjit::TensorRef(dsb.get(), kjit::DType::kF32, {1}, {}, 0);
-  kjit::fp8::gemm(g, nullptr, rt);
+  kjit::fp8::gemm(gemm_args(da.get(), db.get(), dd.get(), dsa.get(), dsb.get(), m, n, k), nullptr, rt);
   kjit::testing::synchronize();
   const std::vector<uint16_t> bits = dd.download<uint16_t>(static_cast<size_t>(m * n));
   std::vector<float> out(bits.size());
@@ -250,14 +255,8 @@ TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
   // The pushed table names a tile and ring the warm-up did not build: 128x96 over 6 stages,
   // persistent (or 128x112 where the built-in plan took 128x96).
   namespace fd = kjit::fp8::detail;
-  kjit::testing::DeviceBuffer da(16), db(16), dd(16), ds(16);
-  kjit::fp8::GemmArgs g;
-  g.a = kjit::TensorRef(da.get(), kjit::DType::kE4M3, {m, k}, {k, 1}, 0);
-  g.b = kjit::TensorRef(db.get(), kjit::DType::kE4M3, {n, k}, {k, 1}, 0);
-  g.d = kjit::TensorRef(dd.get(), kjit::DType::kBF16, {m, n}, {n, 1}, 0);
-  g.scale_a = kjit::TensorRef(ds.get(), kjit::DType::kF32, {1}, {}, 0);
-  g.scale_b = kjit::TensorRef(ds.get(), kjit::DType::kF32, {1}, {}, 0);
-  const fd::GemmDims d = fd::validate_gemm(g);
+  kjit::testing::DeviceBuffer da(16), db(16), dd(16), ds(16);  // validation reads only the shapes
+  const fd::GemmDims d = fd::validate_gemm(gemm_args(da.get(), db.get(), dd.get(), ds.get(), ds.get(), m, n, k));
   kd::TunedKey key{};
   ASSERT_TRUE(fd::GemmOp::tune_key(d, &key));
   const kjit::DeviceInfo& info = kjit::device_info(kjit::testing::current_device());
