@@ -113,8 +113,8 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
   counter("kjit_background_queue_full_total", s.background_queue_full,
           "Misses whose background compile found the queue full (KJIT_JIT_QUEUE); a later call queues it.");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");
-  for (JitMode mode : {JitMode::kOn, JitMode::kWarn, JitMode::kAsync, JitMode::kOff}) {
-    w.sample("kjit_jit_mode", static_cast<uint64_t>(mode == m.jit_mode ? 1 : 0), {{"mode", jit_mode_name(mode)}});
+  for (const EnumName<JitMode>& mode : kJitModeNames) {
+    w.sample("kjit_jit_mode", static_cast<uint64_t>(mode.value == m.jit_mode ? 1 : 0), {{"mode", mode.name}});
   }
   w.family("kjit_frozen", "gauge", "1 after Runtime::freeze.");
   w.sample("kjit_frozen", static_cast<uint64_t>(m.frozen ? 1 : 0));

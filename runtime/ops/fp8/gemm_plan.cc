@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <iterator>
 
 namespace kjit::fp8::detail {
 namespace {
@@ -98,8 +97,12 @@ int small_tile_rows(const GemmDims& g, int bn, int sm_count) {
 
 using Tile = GemmTileShape;
 
-/// The wave-fitting tiles' N sides (sm90_wave_tile), in the order that wins a cost tie.
-constexpr int kWaveTileBn[] = {224, 192, 160, 112, 96, 80};
+/// How many N sides sm90_wave_tile admits (wgmma's N is a multiple of 8, at most 256).
+constexpr int count_wave_tiles() {
+  int n = 0;
+  for (int bn = 8; bn <= 256; bn += 8) n += sm90_wave_tile(bn) ? 1 : 0;
+  return n;
+}
 /// The fewest 128-k tiles for which the planner weighs the wave-fitting tiles. Measured (R76c,
 /// H100, in a graph): with K = 8192 (64 k-tiles) 128x160 ran N = 10240, M = 256 in 43.8 µs against
 /// 58.1 with 128x256 and 128x224 gate/up in 235.5 against 252.4; with K = 2048 (16 k-tiles) at
@@ -107,7 +110,7 @@ constexpr int kWaveTileBn[] = {224, 192, 160, 112, 96, 80};
 /// 256): a short k-loop leaves too little mainloop to cover the tiles' direct-store epilogue.
 constexpr int kWaveTileMinKtiles = 32;
 /// Most tiles a plan weighs: the two staged tiles and the wave-fitting ones.
-constexpr int kMaxCandidates = 2 + static_cast<int>(std::size(kWaveTileBn));
+constexpr int kMaxCandidates = 2 + count_wave_tiles();
 
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
 int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[kMaxCandidates]) {
@@ -134,7 +137,10 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
     // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128), where K is long enough.
     if (g.m <= kSm90WaveTileMaxM && ceil_div(g.k, 128) >= kWaveTileMinKtiles && g.force.multicast != 2 &&
         g.force.splits <= 1) {
-      for (const int bn : kWaveTileBn) out[count++] = {kSm90BM, bn};
+      // Widest first: the order that wins a cost tie.
+      for (int bn = 256; bn >= 8; bn -= 8) {
+        if (sm90_wave_tile(bn)) out[count++] = {kSm90BM, bn};
+      }
     }
     return count;
   }
