@@ -3,8 +3,9 @@
 Compute sees them, kjit's beside cuBLASLt's.
 
 One call per case, meant to run under
-  ncu --clock-control none --cache-control all --csv --metrics <list> python3 fp8_ncu_probe.py
-so that each kernel's duration is measured alone, from a flushed L2, and its launch shape (grid,
+  ncu --profile-from-start off --clock-control none --cache-control all --csv --metrics <list> \
+    python3 fp8_ncu_probe.py
+(every call is made once before the profiled region: compiles and warm-up are not profiled) so that each kernel's duration is measured alone, from a flushed L2, and its launch shape (grid,
 cluster, registers, shared memory) and DRAM traffic are read from the counters. The script prints
 the order of its calls, which is the order of the kernels in ncu's report.
 
@@ -52,7 +53,10 @@ for _, fn in calls:
     fn()
 torch.cuda.synchronize()
 print(f"warm-up launches: {len(calls)} calls")
+# Under `ncu --profile-from-start off`, only the calls below are profiled.
+torch.cuda.profiler.start()
 for i, (name, fn) in enumerate(calls):
     print(f"call {i}: {name}", flush=True)
     fn()
 torch.cuda.synchronize()
+torch.cuda.profiler.stop()
