@@ -26,6 +26,8 @@ before capturing, so nothing compiles under capture.
     (and, after a colon, stage counts) forced on the wgmma kernel: tiles with a 16/32/64 side at
     M ≤ 64 (the small tiles, operands swapped), the others at M > 64. The row reports the fastest
     ("forced") and plan / forced; the JSON has each.
+--vs-any-tiles 128x64,128x32: likewise, but each at every M (a small tile at M > 64 still swaps
+    the operands: the weight fills its 128-row side and M is cut into 64- or 32-row tiles).
 
 Usage: bench_fp8_decode.py [--json out.json] [--m 1,16,256] [--shapes 7168x2048,...] [--tbps 4.8]
        [--vs-tiles 128x128,128x256]
@@ -116,8 +118,10 @@ def main():
     ap.add_argument("--tbps", type=float, default=None, help="DRAM bandwidth for the floor, TB/s")
     ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-shape graphs")
     ap.add_argument("--vs-tiles", default="", help="comma-separated tiles kjit also runs forced at M > 64 (graph)")
+    ap.add_argument("--vs-any-tiles", default="", help="comma-separated tiles kjit also runs forced at every M (graph)")
     args = ap.parse_args()
     vs_tiles = [t for t in args.vs_tiles.split(",") if t]
+    vs_any = [t for t in args.vs_any_tiles.split(",") if t]
     require_gpu()
     ms = [int(x) for x in args.m.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -156,9 +160,9 @@ def main():
             g_c = graph_time_us(p.cublaslt, calls)
             fl = floor_us(n, k)
             forced = {}
-            for tile in vs_tiles:
+            for tile in vs_tiles + vs_any:
                 small = tile.split(":")[0].split("x")[1] in ("16", "32", "64")
-                if small == (m <= 64):
+                if tile in vs_any or small == (m <= 64):
                     p.kjit(0, tile)
                     torch.cuda.synchronize()
                     forced[tile] = graph_time_us(lambda i, tile=tile: p.kjit(i, tile), calls)
