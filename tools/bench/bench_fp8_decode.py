@@ -22,10 +22,11 @@ cuBLASLt time / kjit time (> 1: kjit faster). kjit runs on torch's current strea
 takes it through DLPack), which is what lets torch.cuda.graph capture it; the bench calls it once
 before capturing, so nothing compiles under capture.
 
---vs-tiles 128x128,128x256,64x16:12: kjit is also timed, in the graph, with each of these tiles
-    (and, after a colon, stage counts) forced on the wgmma kernel: tiles with a 16/32/64 side at
-    M ≤ 64 (the small tiles, operands swapped), the others at M > 64. The row reports the fastest
-    ("forced") and plan / forced; the JSON has each.
+--vs-tiles 128x128,128x256,64x16:12,128x128:0:2: kjit is also timed, in the graph, with each of
+    these tiles (and, after colons, the stage count, CTA pairs sharing B (2), split-K count) forced
+    on the wgmma kernel: tiles with a 16/32/64 side at M ≤ 64 (the small tiles, operands swapped),
+    the others at M > 64. The row reports the fastest ("forced") and plan / forced; the JSON has
+    each; a forced plan the op refuses is reported and skipped.
 --vs-any-tiles 128x64,128x32: likewise, but each at every M (a small tile at M > 64 still swaps
     the operands: the weight fills its 128-row side and M is cut into 64- or 32-row tiles).
 
@@ -96,10 +97,13 @@ class Problem:
         self.d = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(count)]
 
     def kjit(self, i, tile="auto"):
-        tile, _, stages = tile.partition(":")
+        """tile: "auto", or TILE[:STAGES[:MULTICAST[:SPLITS]]] forced on the wgmma kernel (0: the
+        planner's; multicast 2: B shared by CTA pairs)."""
+        tile, *rest = tile.split(":")
+        stages, multicast, splits = (int(v or 0) for v in (rest + ["0", "0", "0"])[:3])
         kernel = "auto" if tile == "auto" else "wgmma"  # a forced 128x128 alone would be the mma.sync kernel's
         kjit.fp8.gemm(self.a, self.w[i], self.sa, self.sb, d=self.d[i], b_constant=True, tile=tile, kernel=kernel,
-                      stages=int(stages or 0))
+                      stages=stages, multicast=multicast, splits=splits)
 
     def cublaslt(self, i):
         return scaled_mm(self.a_t, self.w[i].t(), self.sa, self.sb)
@@ -163,7 +167,11 @@ def main():
             for tile in vs_tiles + vs_any:
                 small = tile.split(":")[0].split("x")[1] in ("16", "32", "64")
                 if tile in vs_any or small == (m <= 64):
-                    p.kjit(0, tile)
+                    try:
+                        p.kjit(0, tile)
+                    except (kjit.Error, ValueError) as e:
+                        print(f"  forced {tile} at {m}x{n}x{k}: refused: {str(e).splitlines()[0][:160]}")
+                        continue
                     torch.cuda.synchronize()
                     forced[tile] = graph_time_us(lambda i, tile=tile: p.kjit(i, tile), calls)
             for mode, tk, tc in (("alone", t_k, t_c), ("graph", g_k, g_c)):
