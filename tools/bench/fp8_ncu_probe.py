@@ -9,7 +9,7 @@ One call per case, meant to run under
 cluster, registers, shared memory) and DRAM traffic are read from the counters. The script prints
 the order of its calls, which is the order of the kernels in ncu's report.
 
-Usage: fp8_ncu_probe.py [--only SUBSTRING]... [--shapes NxK,...] [--m 1,16,...] [--no-splits]
+Usage: fp8_ncu_probe.py [--only SUBSTRING]... [--shapes NxK,...] [--m 1,16,...] [--no-splits] [--pairs]
 """
 import argparse
 import os
@@ -25,6 +25,7 @@ parser.add_argument("--only", action="append", default=[], help="run only the ca
 parser.add_argument("--shapes", default="7168x2048,4096x7168", help="comma-separated NxK (the weight)")
 parser.add_argument("--m", default="1,16,64,128,256", help="comma-separated M values")
 parser.add_argument("--no-splits", action="store_true", help="skip the forced split-K cases at M = 1")
+parser.add_argument("--pairs", action="store_true", help="add 128x128 with CTA pairs sharing B (multicast) at M > 64")
 args = parser.parse_args()
 require_gpu()
 kj = b.Kjit()
@@ -42,6 +43,10 @@ for n, k in shapes:
         d = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
         calls.append((f"cublaslt M{max(m, 16)} N{n} K{k}", lambda a=a, wt=wt, sa=sa, sb=sb: b.scaled_mm(a, wt, sa, sb)))
         calls.append((f"kjit M{m} N{n} K{k}", lambda a=a[:m], w=w, d=d, sa=sa, sb=sb: kj.gemm(a, w, d, sa, sb)))
+        if m > 64 and args.pairs:
+            calls.append((f"kjit M{m} N{n} K{k} 128x128 pairs",
+                          lambda a=a[:m], w=w, d=d, sa=sa, sb=sb:
+                          kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x128", multicast=2)))
         if m == 1 and not args.no_splits:
             for sp in (2, 3):
                 calls.append((f"kjit M1 N{n} K{k} 128x16 s8 split{sp}",

@@ -2,7 +2,8 @@
 """Probe (a diagnostic, not a published benchmark): the Hopper prefill kernel and cuDNN's as
 Nsight Compute sees them, one call each per shape of the published prefill rows.
 
-Run under `ncu --clock-control none --csv --metrics <list> python3 prefill_ncu_probe.py`; the
+Run under `ncu --profile-from-start off --clock-control none --csv --metrics <list> python3
+prefill_ncu_probe.py` (the calls are made once before the profiled region); the
 script prints the order of its calls, which is the order of the kernels in ncu's report. With
 --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
 
@@ -42,6 +43,9 @@ for B, H, L, D, causal in ((4, 32, 4096, 128, False), (4, 32, 4096, 128, True), 
 for _, fn in calls:
     fn()
 torch.cuda.synchronize()
+# Under `ncu --profile-from-start off`, only the calls below are profiled.
+if not args.time:
+    torch.cuda.profiler.start()
 for i, (name, fn) in enumerate(calls):
     if args.time:
         print(f"call {i}: {name}: {graph_time_us(lambda _, fn=fn: fn(), 3):.1f} us", flush=True)
@@ -49,3 +53,5 @@ for i, (name, fn) in enumerate(calls):
     print(f"call {i}: {name}", flush=True)
     fn()
 torch.cuda.synchronize()
+if not args.time:
+    torch.cuda.profiler.stop()
