@@ -24,7 +24,10 @@ plan_paged_prefill's variant=). The script
      body) at the same total work (B4 H32 L4096 D128 causal as four packed requests), and a
      mixed-length batch (target ≥ 0.9).
 --prefill-only runs steps 1 and 2 for the dense prefill alone, --paged-only steps 1 and 3 for the
-paged decode alone; --sweep adds step 3 at every forced split count (1-4), each output checked.
+paged decode alone; --sweep adds step 3 at every forced split count (1-4), each output checked,
+and the decoder layer's mixed-length paged decode (B8/32/128, Hq64 Hkv8, page 16, lengths
+layer_model.MIXED_PATTERN) at the planner's and every forced split count beside the contiguous
+decode of the same lengths.
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
@@ -414,6 +417,40 @@ def bench_paged_decode(kj, gen, sweep=False):
     return rows
 
 
+def bench_paged_decode_mixed(kj, gen, batch):
+    """The decoder layer's mixed-length paged decode (layer_model.MIXED_PATTERN lengths, mean
+    4096; 64 query heads, 8 KV heads, head_dim 128, page 16, kv_len_hint = the longest request),
+    at the planner's split count and every forced one, each checked against the contiguous
+    decode of the same lengths."""
+    import layer_model as lm
+    Hq, Hkv, D, ps = 64, 8, 128, 16
+    lens = [lm.MIXED_PATTERN[i % len(lm.MIXED_PATTERN)] for i in range(batch)]
+    L = max(lens)
+    q = torch.randn(batch, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(batch, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(batch, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    lens_t = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    ref, out = torch.empty_like(q), torch.empty_like(q)
+    ws = kj.decode_workspace(q, k, v)
+    kj.decode(q, k, v, lens_t, ref, ws)
+    contig_us = graph_time_us(lambda i: kj.decode(q, k, v, lens_t, out, ws), 1)
+    cache = PagedCache(k, v, lens, ps, gen, spare=0)
+    row = {"shape": f"B{batch} Hq{Hq} Hkv{Hkv} D{D} mixed (max {L}) page {ps}", "contiguous_us": contig_us,
+           "splits_us": {}, "ok": True}
+    for sp in (0, 1, 2, 3, 4, 6, 8):
+        pws = kj.paged_decode_workspace(q, cache, hint=L, splits=sp)
+        out.fill_(float("nan"))
+        kj.paged_decode(q, cache, out, pws, hint=L, splits=sp)
+        torch.cuda.synchronize()
+        row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
+        row["splits_us"][sp] = graph_time_us(lambda i, sp=sp, pws=pws: kj.paged_decode(q, cache, out, pws, hint=L,
+                                                                                       splits=sp), 1)
+    print(f"paged decode {row['shape']} (contiguous {contig_us:.1f} us): " +
+          ", ".join(f"{'planner' if sp == 0 else f'{sp} splits'} {t:.1f} us" for sp, t in row["splits_us"].items()) +
+          ("" if row["ok"] else " FAIL"))
+    return row
+
+
 def bench_ragged(kj, gen):
     rows = []
     H, D = 32, 128
@@ -456,7 +493,8 @@ def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--prefill-only", action="store_true", help="dense prefill checks and timings only")
     ap.add_argument("--paged-only", action="store_true", help="paged decode checks and timings only")
-    ap.add_argument("--sweep", action="store_true", help="also time paged decode at every forced split count")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time paged decode at every forced split count, and at mixed lengths")
     args = ap.parse_args()
     require_gpu()
     kj = Kjit()
@@ -476,6 +514,8 @@ def main():
               + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
         torch.cuda.empty_cache()
     decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen, args.sweep)
+    mixed_rows = [bench_paged_decode_mixed(kj, gen, b) for b in (8, 32, 128)] if args.sweep and not args.prefill_only \
+        else []
     ragged_rows = [] if args.prefill_only or args.paged_only else bench_ragged(kj, gen)
 
     print()
@@ -503,13 +543,14 @@ def main():
     for r in ragged_rows:
         print(f"{r['shape']:<48} {r['paged_tflops']:11.1f} {fmt(r.get('dense_tflops'), '11.1f')} "
               f"{fmt(r.get('paged_over_dense'), '12.2f')} {'yes' if r['ok'] else 'NO':>4}")
-    all_ok = all(c["ok"] for c in checks) and all(r["ok"] for r in prefill_rows + decode_rows + ragged_rows)
+    all_ok = all(c["ok"] for c in checks) and all(r["ok"] for r in prefill_rows + decode_rows + ragged_rows
+                                                  + mixed_rows)
     print(f"\nchecks: {sum(c['ok'] for c in checks)}/{len(checks)} ok")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
                        "checks": checks, "prefill": prefill_rows, "paged_decode": decode_rows,
-                       "ragged": ragged_rows, "ok": all_ok}, f, indent=2)
+                       "ragged": ragged_rows, "paged_decode_mixed": mixed_rows, "ok": all_ok}, f, indent=2)
     return 0 if all_ok else 1
 
 
