@@ -1,8 +1,8 @@
 #pragma once
-// Hopper (sm_90a) thread-block clusters: the CTAs of a cluster run concurrently on one GPC and
-// can read each other's shared memory (distributed shared memory) and arrive on each other's
-// mbarriers; the fp8 GEMM reduces its split-K partials this way. Callers compile these only for
-// sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
+// Thread-block clusters (sm_90 and newer; not arch-specific: plain sm_90 has them): the CTAs of a
+// cluster run concurrently on one GPC and can read each other's shared memory (distributed
+// shared memory) and arrive on each other's mbarriers; the fp8 GEMM reduces its split-K partials
+// this way, the SWA decode merges its window slices. Callers compile these only for sm_90+.
 #include "kjit/config.cuh"
 
 namespace kjit::sm90 {
@@ -21,6 +21,16 @@ KJIT_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+/// The first half of cluster_sync: this thread arrives without waiting. Release: its earlier
+/// memory accesses, shared-memory writes for the peers to read as well as its own reads of the
+/// peers' shared memory, are performed before the arrival can be observed. Not .aligned.
+KJIT_DEVICE void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+
+/// The second half: waits until every thread of every CTA of the cluster has arrived (acquire:
+/// what they wrote before arriving is visible after). A CTA whose shared memory its peers read
+/// passes this before it exits, so the memory stays theirs to read until then.
+KJIT_DEVICE void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+
 /// The shared::cluster address of `addr` (a shared::cta address of this CTA's layout) in the
 /// shared memory of the cluster's CTA `rank`.
 KJIT_DEVICE uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
@@ -36,6 +46,12 @@ KJIT_DEVICE void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
       "[remote];\n}\n" ::"r"(bar),
       "r"(rank)
       : "memory");
+}
+
+KJIT_DEVICE float ld_shared_cluster_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
 }
 
 KJIT_DEVICE float4 ld_shared_cluster_f32x4(uint32_t addr) {

@@ -34,6 +34,27 @@
 //    byte permutes.
 // 5. One write: bf16 out (+ LSE), or, when the window is split, an f32 partial normalized by its
 //    own sum and its log2 LSE, which swa_merge_kernel combines.
+// 6. Cluster split (kCluster = 2, 4 or 8; sm_90+), for few tokens, where the (token, head group)
+//    items leave most SMs idle and each CTA's chain of steps 1-5 is the whole latency: the
+//    kCluster CTAs of one thread-block cluster share an item, CTA rank r running steps 1-4 over
+//    the window slice [r·W/kCluster, +W/kCluster) (kTile is the smallest tile that holds it).
+//    They merge in the same launch, without a workspace, through distributed shared memory.
+//    The protocol (cluster_merge below):
+//    a. Each CTA writes its partial into its own shared memory, over the rows, P and the
+//       statistics, which a CTA barrier first shows are read for the last time: O normalized by
+//       its own row sums, f32 [kGroup heads][512] (chunks swizzled, xchg_chunk), and the log2
+//       LSE of each head (the exchange, SwaShape::kXchg*). Nothing writes it again.
+//    b. barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every CTA's exchange is
+//       written and visible cluster-wide, and every CTA of the cluster has started (reading a
+//       peer's shared memory needs both).
+//    c. CTA r merges output dims [r·512/kCluster, +512/kCluster) of all kGroup heads: for each
+//       (head, 8 dims) it reads the kCluster partials and LSEs (mapa + ld.shared::cluster, its
+//       own included) and weights partial s by 2^(lse_s − max lse), as swa_merge_kernel does;
+//       the LSE of the merge is max + log2 Σ weights, exact as in the unsplit kernel.
+//    d. barrier.cluster.arrive.release right after those reads (release: they are performed
+//       before the arrival shows), then its bf16 stores (rank 0 also the LSE), then
+//       barrier.cluster.wait: no CTA exits, which frees the shared memory its peers read,
+//       before every peer has finished reading it; the stores overlap that wait.
 //
 // Arithmetic per arch (swa_ptx.cuh):
 //  - sm_89, sm_120+: mma.sync m16n8k32 with E4M3 A and the raw cache bytes (E4M3 or E5M2) as B:
@@ -76,12 +97,15 @@
 //
 // Resources (NVRTC 13.0, ptxas -v; launch bounds (threads, 2)), registers / spill bytes:
 //              sm_80     sm_89     sm_90a    sm_100a   sm_120
-//   group 16   168 / 0   247 / 0   168 / 0   179 / 0   220 / 0
+//   group 16   163 / 0   249 / 0   163 / 0   182 / 0   220 / 0
 //   group 32   128 / 0   128 / 0   128 / 0   128 / 0   128 / 0
+//   cluster split, group 16 / tile 64: 168 / 0 (sm_90a, sm_100a; 155 with 2 CTAs on sm_100a),
+//   217 / 0 on sm_120; group 32: 128 / 0.
 //   merge kernel: 40 / 0.
 // Shared memory (dynamic): group 16 / tile 128: 86544 B, group 32 / tile 128: 107552 B, tile 64:
-// 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32). On 99 KiB parts (sm_86/89/120)
-// the planner keeps group 16.
+// 43536 / 54304 B → two CTAs per H200 SM (16 warps with group 32); a cluster split's exchange
+// (32832 / 65664 B) raises group 32 / tile 64 to 65664 B. On 99 KiB parts (sm_86/89/120) the
+// planner keeps group 16.
 #include "kjit/config.cuh"
 #include "kjit/float_bits.cuh"
 #include "kjit/fp8_format.h"
@@ -141,6 +165,14 @@ KJIT_DEVICE uint32_t v_fp8x2_to_f16x2(uint32_t a, uint32_t b) {
   return e4m3_high_bytes_to_f16x2(x);
 }
 
+/// Cluster split exchange (SwaShape::kXchgOffset): where 16-byte chunk `c` (dims 4c..4c+3) of
+/// head row `row` is stored in that row. The chunk index's low three bits are XORed with its bits
+/// 3-4 and the row's parity at bit 2, so the eight lanes of a store phase (rows g, g+1 × the
+/// quad's four t, whose chunks differ in bits 3-4 with group 16) and of a merge read (eight
+/// consecutive 8-dim pieces of one row) hit eight distinct bank groups. (Group 32's stores keep a
+/// 2-way conflict: cluster splits run at small T, where the planner takes group 16.)
+KJIT_DEVICE int xchg_chunk(int row, int c) { return c ^ (((c >> 3) & 3) | ((row & 1) << 2)); }
+
 /// fp8 path: four floats as E4M3 words (element i in byte i) of their hi and lo parts.
 KJIT_DEVICE void split_e4m3x4(float x0, float x1, float x2, float x3, uint32_t& hi, uint32_t& lo) {
   float h0, h1, h2, h3, l0, l1, l2, l3;
@@ -176,6 +208,99 @@ KJIT_DEVICE void cp_async_wait_n(int pending) {
   }
 }
 
+/// The normalization of output row `rr` (0..15) of an m-tile from its statistics block `st`
+/// (SwaShape stats): `inv` = 2^-c / Σp undoes the P scale c and the softmax sum (0 for a row
+/// that attended nothing) and `lse2` is the row's log2 LSE (−inf for such a row).
+template <int kVBiasLog2>
+KJIT_DEVICE void row_normalizer(const float* st, int rr, float& inv, float& lse2) {
+  const float* rowmax = st;
+  const float* rowsum = st + 64;
+  const float* scalemax = st + 128;
+  const float sm = fmaxf(fmaxf(scalemax[0], scalemax[1]), fmaxf(scalemax[2], scalemax[3]));
+  const int ce = sm > 0.f ? max(-126, min(126, kOperandExp - (ilog2(sm) - kVBiasLog2))) : 0;
+  const float l = (rowsum[rr] + rowsum[16 + rr]) + (rowsum[32 + rr] + rowsum[48 + rr]);
+  const float mx = fmaxf(fmaxf(rowmax[rr], rowmax[16 + rr]), fmaxf(rowmax[32 + rr], rowmax[48 + rr]));
+  inv = l > 0.f ? (1.f / l) * exp2i(-ce) : 0.f;
+  lse2 = l > 0.f ? mx + __log2f(l) : neg_inf();
+}
+
+/// Steps 6b-6d of the cluster split (file comment): after this CTA wrote its exchange, meets the
+/// cluster, merges output dims [rank·kHeadDim/kCluster, +kHeadDim/kCluster) of the kGroup heads
+/// from every CTA's exchange and stores them as bf16 (and the LSE, rank 0), then keeps its shared
+/// memory until every peer has read it. `rank` is this CTA's rank in the cluster.
+template <int kHeadDim, int kGroup, int kTile, int kCluster>
+KJIT_DEVICE void cluster_merge(const SwaDecodeParams& p, const unsigned char* smem, int token, int head_group,
+                               int rank) {
+  using Shape = SwaShape<kHeadDim, kGroup, kTile>;
+  constexpr int kSliceDims = kHeadDim / kCluster;  // output dims this CTA merges
+  constexpr int kPieces = kSliceDims / 8;          // 8-dim pieces of one head row: 2 chunks in, 16 B out
+  static_assert(kGroup * kPieces % Shape::kThreads == 0, "every thread merges whole pieces");
+  constexpr int kJobs = kGroup * kPieces / Shape::kThreads;  // pieces per thread: 8 / kCluster
+  constexpr uint32_t kRowBytes = kHeadDim * 4;
+  const uint32_t xchg = smem_u32(smem + Shape::kXchgOffset);
+
+  sm90::cluster_sync();  // b: every exchange of the cluster is written and visible
+
+  // c: consecutive threads take consecutive pieces of a row (16-byte stores side by side).
+  uint4 packed[kJobs];
+  float lse[kJobs];
+#pragma unroll
+  for (int i = 0; i < kJobs; ++i) {
+    const int job = static_cast<int>(threadIdx.x) + i * Shape::kThreads;
+    const int row = job / kPieces;
+    const int c = (rank * kSliceDims + (job % kPieces) * 8) / 4;  // the piece's first chunk
+    float l[kCluster];
+    float4 a[kCluster], b[kCluster];
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) {
+      const uint32_t peer = sm90::map_shared_rank(xchg, static_cast<uint32_t>(r));
+      l[r] = sm90::ld_shared_cluster_f32(peer + (Shape::kXchgLseOffset - Shape::kXchgOffset) + 4 * row);
+      const uint32_t xrow = peer + static_cast<uint32_t>(row) * kRowBytes;
+      a[r] = sm90::ld_shared_cluster_f32x4(xrow + (xchg_chunk(row, c) << 4));
+      b[r] = sm90::ld_shared_cluster_f32x4(xrow + (xchg_chunk(row, c + 1) << 4));
+    }
+    float m = neg_inf();
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) m = fmaxf(m, l[r]);
+    const float base = m == neg_inf() ? 0.f : m;
+    float total = 0.f;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) {
+      const float w = fast_exp2(l[r] - base);  // 0 for a slice that attended nothing
+      total += w;
+      acc[0] += w * a[r].x;
+      acc[1] += w * a[r].y;
+      acc[2] += w * a[r].z;
+      acc[3] += w * a[r].w;
+      acc[4] += w * b[r].x;
+      acc[5] += w * b[r].y;
+      acc[6] += w * b[r].z;
+      acc[7] += w * b[r].w;
+    }
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    packed[i] = make_uint4(pack_bf16x2(acc[0] * inv, acc[1] * inv), pack_bf16x2(acc[2] * inv, acc[3] * inv),
+                           pack_bf16x2(acc[4] * inv, acc[5] * inv), pack_bf16x2(acc[6] * inv, acc[7] * inv));
+    lse[i] = total > 0.f ? (m + __log2f(total)) * kLn2 : neg_inf();
+  }
+
+  sm90::cluster_arrive_release();  // d: this CTA's reads of the exchanges are done
+#pragma unroll
+  for (int i = 0; i < kJobs; ++i) {
+    const int job = static_cast<int>(threadIdx.x) + i * Shape::kThreads;
+    const int row = job / kPieces;
+    const int piece = job % kPieces;
+    const int head = head_group * kGroup + row;
+    bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+                 static_cast<int64_t>(head) * p.out_stride_h + rank * kSliceDims + piece * 8;
+    *reinterpret_cast<uint4*>(orow) = packed[i];
+    if (p.lse != nullptr && rank == 0 && piece == 0) {
+      p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head) * p.lse_stride_h] = lse[i];
+    }
+  }
+  sm90::cluster_wait_acquire();  // ... and so are the peers' reads of this CTA's exchange
+}
+
 /// The XOR applied to the low three bits of a row's 16-byte chunk index. Q·Kᵀ reads
 /// (eight lanes of a phase = rows 2p, 2p+1 × chunks 4q + t) and P·V reads (rows c + 2t, chunk
 /// 8w + g) then hit eight distinct bank groups; so do the cp.async writes.
@@ -189,8 +314,9 @@ constexpr int kCacheFormat = kCache == kSwaCacheE5M2 ? fp8::kFormatE5M2 : fp8::k
 
 /// The decode kernel; see the file comment. kHeadDim 512; kGroup 16 or 32 heads per CTA;
 /// kTile 64 or 128 window positions per CTA (the host splits longer slices); kWindow the
-/// indices row length; kCache kSwaCacheE4M3 or kSwaCacheE5M2.
-template <int kHeadDim, int kGroup, int kTile, int kWindow, int kCache>
+/// indices row length; kCache kSwaCacheE4M3 or kSwaCacheE5M2; kCluster 1, or the CTAs of a
+/// thread-block cluster that split the window (step 6; launched with that cluster size).
+template <int kHeadDim, int kGroup, int kTile, int kWindow, int kCache, int kCluster>
 __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads), 2)
     swa_decode_kernel(KJIT_PARAMS SwaDecodeParams p) {
 #if KJIT_HAS_SM80
@@ -199,6 +325,9 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   static_assert(kGroup == 16 || kGroup == 32, "group: 16 or 32 heads per CTA");
   static_assert(kTile == 64 || kTile == 128, "tile: 64 or 128 window positions per CTA");
   static_assert(kWindow % kSwaStepTokens == 0, "window: a multiple of 16");
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "cluster split: 1, 2, 4 or 8 CTAs");
+  static_assert(kCluster == 1 || (kWindow % (kSwaStepTokens * kCluster) == 0 && kWindow / kCluster <= kTile),
+                "cluster split: whole 16-position steps per CTA, within its tile");
   constexpr int kMTiles = kGroup / kSwaHeadsPerTile;
   constexpr int kSteps = kTile / kSwaStepTokens;  // token k-steps of a full slice
   constexpr int kMySteps = kSteps / 2;             // Q·Kᵀ steps of one warp (k ≡ th mod 2)
@@ -217,7 +346,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
   constexpr float kInvKBias = kKBiasLog2 == 0 ? 1.f : 256.f;  // 2^-kKBiasLog2
   constexpr float kInvVBias = kVBiasLog2 == 0 ? 1.f : 256.f;
 
-  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned char* const smem = dynamic_smem();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int mt = warp >> 2;  // m-tile of the CTA
@@ -238,17 +367,26 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 
   // ---- which token, split and heads --------------------------------------------------------
   uint32_t cta = blockIdx.x;
+  int split = 0;
+  if constexpr (kCluster > 1) {
+    split = static_cast<int>(sm90::cluster_ctarank());  // = blockIdx.x % kCluster
+    cta /= kCluster;
+  }
   const int head_group = static_cast<int>(cta % static_cast<uint32_t>(p.head_groups));
   cta /= static_cast<uint32_t>(p.head_groups);
-  const int split = static_cast<int>(cta % static_cast<uint32_t>(p.num_splits));
-  const int token = static_cast<int>(cta / static_cast<uint32_t>(p.num_splits));
+  if constexpr (kCluster == 1) {
+    split = static_cast<int>(cta % static_cast<uint32_t>(p.num_splits));
+    cta /= static_cast<uint32_t>(p.num_splits);
+  }
+  const int token = static_cast<int>(cta);
+  const int split_len = kCluster > 1 ? kWindow / kCluster : p.split_len;  // window positions of a split
   const int head0 = head_group * kGroup + mt * kSwaHeadsPerTile + g;  // this lane's rows: head0, head0 + 8
 
   // The slots of the rows this lane copies are requested before lens (each is a DRAM round trip
   // and neither depends on the other); the q rows right after the copies are issued. (Loading q
   // first as well would hold its 64 registers through the copies and spill.)
-  const int start = split * p.split_len;
-  const int avail = min(p.split_len, kWindow - start);  // window positions of this split
+  const int start = split * split_len;
+  const int avail = min(split_len, kWindow - start);  // window positions of this split
   const long long* idx_row =
       reinterpret_cast<const long long*>(p.indices) + static_cast<int64_t>(token) * kWindow + start;
   int64_t slots[kMySteps][2];
@@ -265,7 +403,7 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
                              : static_cast<int64_t>(__ldg(static_cast<const int*>(p.lens) + token));
   len64 = len64 < 0 ? 0 : (len64 > kWindow ? kWindow : len64);
   // Window positions [start, start + n_tok) count; the lens clamp makes n_tok ≤ avail.
-  const int n_tok = max(min(p.split_len, static_cast<int>(len64) - start), 0);
+  const int n_tok = max(min(split_len, static_cast<int>(len64) - start), 0);
   const int n_steps = (n_tok + kSwaStepTokens - 1) / kSwaStepTokens;
 
   // ---- 1. cp.async of the rows this lane reads in Q·Kᵀ (one commit group per own step) -----
@@ -617,54 +755,81 @@ __global__ void __launch_bounds__((SwaShape<kHeadDim, kGroup, kTile>::kThreads),
 
   // ---- 5. epilogue: rows of every m-tile, this warp's dims -----------------------------------
   const int dim0 = kPvDims * pw + 2 * kPvLane * t;
+  if constexpr (kCluster > 1) {
+    // ---- 6a. this CTA's partial into its exchange (file comment) ------------------------------
+    float inv[kMTiles][2], lse2[kMTiles][2];
 #pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
-    const float* st = reinterpret_cast<const float*>(smem + Shape::kStatsOffset + m * Shape::kStatsBytesPerTile);
-    const float* rowmax = st;
-    const float* rowsum = st + 64;
-    const float* scalemax = st + 128;
-    const float sm = fmaxf(fmaxf(scalemax[0], scalemax[1]), fmaxf(scalemax[2], scalemax[3]));
-    const int ce = sm > 0.f ? max(-126, min(126, kOperandExp - (ilog2(sm) - kVBiasLog2))) : 0;
+    for (int m = 0; m < kMTiles; ++m) {
+      const float* st = reinterpret_cast<const float*>(smem + Shape::kStatsOffset + m * Shape::kStatsBytesPerTile);
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int rr = g + 8 * hr;
-      const float l = (rowsum[rr] + rowsum[16 + rr]) + (rowsum[32 + rr] + rowsum[48 + rr]);
-      const float mx = fmaxf(fmaxf(rowmax[rr], rowmax[16 + rr]), fmaxf(rowmax[32 + rr], rowmax[48 + rr]));
-      const float inv = l > 0.f ? (1.f / l) * exp2i(-ce) : 0.f;
-      const float lse2 = l > 0.f ? mx + __log2f(l) : neg_inf();
-      const int head = head_group * kGroup + m * kSwaHeadsPerTile + rr;
-      if (p.num_splits == 1) {
-        bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
-                              static_cast<int64_t>(head) * p.out_stride_h + dim0;
-        uint32_t packed[kPvTiles];
+      for (int hr = 0; hr < 2; ++hr) row_normalizer<kVBiasLog2>(st, g + 8 * hr, inv[m][hr], lse2[m][hr]);
+    }
+    __syncthreads();  // the rows, P and the statistics have been read for the last time
+    float4* xo = reinterpret_cast<float4*>(smem + Shape::kXchgOffset);
+    float* xlse = reinterpret_cast<float*>(smem + Shape::kXchgLseOffset);
 #pragma unroll
-        for (int j = 0; j < kPvTiles / 2; ++j) {
-          packed[j] = pack_bf16x2(o[m][2 * j][2 * hr] * inv, o[m][2 * j + 1][2 * hr] * inv);
-          packed[kPvTiles / 2 + j] = pack_bf16x2(o[m][2 * j][2 * hr + 1] * inv, o[m][2 * j + 1][2 * hr + 1] * inv);
-        }
+    for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
-        for (int c = 0; c < kPvTiles / 4; ++c) {
-          reinterpret_cast<uint4*>(orow)[c] =
-              make_uint4(packed[4 * c], packed[4 * c + 1], packed[4 * c + 2], packed[4 * c + 3]);
-        }
-        if (p.lse != nullptr && pw == 0 && t == 0) {
-          p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head) * p.lse_stride_h] =
-              lse2 * kLn2;
-        }
-      } else {
-        const int64_t prow = (static_cast<int64_t>(token) * p.num_heads + head) * p.num_splits + split;
-        float* orow = p.o_part + prow * kHeadDim + dim0;
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = m * kSwaHeadsPerTile + g + 8 * hr;
+        float4* xrow = xo + row * (kHeadDim / 4);
+        const float f = inv[m][hr];
 #pragma unroll
         for (int c = 0; c < kPvTiles / 4; ++c) {
           const int j = 4 * c;
-          reinterpret_cast<float4*>(orow)[c] =
-              make_float4(o[m][j][2 * hr] * inv, o[m][j + 1][2 * hr] * inv, o[m][j + 2][2 * hr] * inv,
-                          o[m][j + 3][2 * hr] * inv);
-          reinterpret_cast<float4*>(orow + kPvTiles)[c] =
-              make_float4(o[m][j][2 * hr + 1] * inv, o[m][j + 1][2 * hr + 1] * inv, o[m][j + 2][2 * hr + 1] * inv,
-                          o[m][j + 3][2 * hr + 1] * inv);
+          xrow[xchg_chunk(row, dim0 / 4 + c)] =
+              make_float4(o[m][j][2 * hr] * f, o[m][j + 1][2 * hr] * f, o[m][j + 2][2 * hr] * f, o[m][j + 3][2 * hr] * f);
+          xrow[xchg_chunk(row, (dim0 + kPvTiles) / 4 + c)] =
+              make_float4(o[m][j][2 * hr + 1] * f, o[m][j + 1][2 * hr + 1] * f, o[m][j + 2][2 * hr + 1] * f,
+                          o[m][j + 3][2 * hr + 1] * f);
         }
-        if (pw == 0 && t == 0) p.lse_part[prow] = lse2;
+        if (pw == 0 && t == 0) xlse[row] = lse2[m][hr];
+      }
+    }
+    cluster_merge<kHeadDim, kGroup, kTile, kCluster>(p, smem, token, head_group, split);
+  } else {
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+      const float* st = reinterpret_cast<const float*>(smem + Shape::kStatsOffset + m * Shape::kStatsBytesPerTile);
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int rr = g + 8 * hr;
+        float inv, lse2;
+        row_normalizer<kVBiasLog2>(st, rr, inv, lse2);
+        const int head = head_group * kGroup + m * kSwaHeadsPerTile + rr;
+        if (p.num_splits == 1) {
+          bf16* orow = static_cast<bf16*>(p.out) + static_cast<int64_t>(token) * p.out_stride_t +
+                       static_cast<int64_t>(head) * p.out_stride_h + dim0;
+          uint32_t packed[kPvTiles];
+#pragma unroll
+          for (int j = 0; j < kPvTiles / 2; ++j) {
+            packed[j] = pack_bf16x2(o[m][2 * j][2 * hr] * inv, o[m][2 * j + 1][2 * hr] * inv);
+            packed[kPvTiles / 2 + j] = pack_bf16x2(o[m][2 * j][2 * hr + 1] * inv, o[m][2 * j + 1][2 * hr + 1] * inv);
+          }
+#pragma unroll
+          for (int c = 0; c < kPvTiles / 4; ++c) {
+            reinterpret_cast<uint4*>(orow)[c] =
+                make_uint4(packed[4 * c], packed[4 * c + 1], packed[4 * c + 2], packed[4 * c + 3]);
+          }
+          if (p.lse != nullptr && pw == 0 && t == 0) {
+            p.lse[static_cast<int64_t>(token) * p.lse_stride_t + static_cast<int64_t>(head) * p.lse_stride_h] =
+                lse2 * kLn2;
+          }
+        } else {
+          const int64_t prow = (static_cast<int64_t>(token) * p.num_heads + head) * p.num_splits + split;
+          float* orow = p.o_part + prow * kHeadDim + dim0;
+#pragma unroll
+          for (int c = 0; c < kPvTiles / 4; ++c) {
+            const int j = 4 * c;
+            reinterpret_cast<float4*>(orow)[c] =
+                make_float4(o[m][j][2 * hr] * inv, o[m][j + 1][2 * hr] * inv, o[m][j + 2][2 * hr] * inv,
+                            o[m][j + 3][2 * hr] * inv);
+            reinterpret_cast<float4*>(orow + kPvTiles)[c] =
+                make_float4(o[m][j][2 * hr + 1] * inv, o[m][j + 1][2 * hr + 1] * inv, o[m][j + 2][2 * hr + 1] * inv,
+                            o[m][j + 3][2 * hr + 1] * inv);
+          }
+          if (pw == 0 && t == 0) p.lse_part[prow] = lse2;
+        }
       }
     }
   }

@@ -28,6 +28,12 @@ constexpr int kSwaHeadDim = 512;
 ///        [th 2][step kTile/32][dh 2][n-tile 2][lane 32][4 f32]
 ///  pbuf  per m-tile: P' as mma A fragments, [step kTile/16][lane 32][4 × f16x2]
 ///  stats per m-tile: row max [4 warps][16] f32, row sum [4][16] f32, scale max [4] f32
+/// A CTA of a cluster split (kCluster > 1) then reuses the memory from offset 0, once P·V has read
+/// the rows for the last time, as the exchange its peers read:
+///  xo    [kGroup heads][kHeadDim] f32: its partial output, normalized by its own row sum;
+///        16-byte chunks XOR-swizzled (swa_detail::xchg_chunk in
+///        mla/swa_decode.cu)
+///  xlse  [kGroup] f32: its partial's log2 LSE (−inf for a head that attended nothing)
 template <int kHeadDim, int kGroup, int kTile>
 struct SwaShape {
   static constexpr int kMTiles = kGroup / kSwaHeadsPerTile;
@@ -40,6 +46,11 @@ struct SwaShape {
   static constexpr int kPbufOffset = kXbufOffset + kMTiles * kXbufBytesPerTile;
   static constexpr int kStatsOffset = kPbufOffset + kMTiles * kPbufBytesPerTile;
   static constexpr int kSmemBytes = kStatsOffset + kMTiles * kStatsBytesPerTile;
+  static constexpr int kXchgOffset = 0;
+  static constexpr int kXchgLseOffset = kXchgOffset + kGroup * kHeadDim * 4;
+  static constexpr int kXchgBytes = kXchgLseOffset + kGroup * 4;
+  /// Dynamic shared memory of a cluster-split CTA: the layout above or the exchange, the larger.
+  static constexpr int kClusterSmemBytes = kSmemBytes > kXchgBytes ? kSmemBytes : kXchgBytes;
 };
 
 /// The Hopper kernel (mla/swa_decode_sm90.cu, swa_decode_wgmma_kernel; sm_90a): one CTA per
@@ -64,25 +75,27 @@ constexpr int kSwaWgmmaMiscBytes = (256 + 256 + 64 + 128 + 128 + 8) * 4;
 /// Dynamic shared memory of a launch: the layout plus the alignment slack.
 constexpr int kSwaWgmmaSmemBytes = kSwaWgmmaMiscOffset + kSwaWgmmaMiscBytes + 1024;
 
-/// What the host needs of SwaShape for run-time (group, tile) values of the family's space
-/// (head_dim 512): threads and dynamic shared memory; {0, 0} outside the space. Group 64 is the
-/// Hopper wgmma kernel (tile 128 only).
+/// What the host needs of SwaShape for run-time (group, tile, cluster_split) values of the
+/// family's space (head_dim 512): threads and dynamic shared memory; {0, 0} outside the space.
+/// Group 64 is the Hopper wgmma kernel (tile 128, no cluster split only).
 struct SwaLaunchShape {
   int threads = 0;
   int smem_bytes = 0;
 };
 
-constexpr SwaLaunchShape swa_launch_shape(int group, int tile) {
-  using G16T64 = SwaShape<512, 16, 64>;
-  using G16T128 = SwaShape<512, 16, 128>;
-  using G32T64 = SwaShape<512, 32, 64>;
-  using G32T128 = SwaShape<512, 32, 128>;
-  return group == 16 && tile == 64    ? SwaLaunchShape{G16T64::kThreads, G16T64::kSmemBytes}
-         : group == 16 && tile == 128 ? SwaLaunchShape{G16T128::kThreads, G16T128::kSmemBytes}
-         : group == 32 && tile == 64  ? SwaLaunchShape{G32T64::kThreads, G32T64::kSmemBytes}
-         : group == 32 && tile == 128 ? SwaLaunchShape{G32T128::kThreads, G32T128::kSmemBytes}
-         : group == 64 && tile == 128 ? SwaLaunchShape{kSwaWgmmaThreads, kSwaWgmmaSmemBytes}
-                                      : SwaLaunchShape{};
+template <int kGroup, int kTile>
+constexpr SwaLaunchShape swa_launch_shape_of(int cluster_split) {
+  using S = SwaShape<512, kGroup, kTile>;
+  return SwaLaunchShape{S::kThreads, cluster_split > 1 ? S::kClusterSmemBytes : S::kSmemBytes};
+}
+
+constexpr SwaLaunchShape swa_launch_shape(int group, int tile, int cluster_split = 1) {
+  return group == 16 && tile == 64    ? swa_launch_shape_of<16, 64>(cluster_split)
+         : group == 16 && tile == 128 ? swa_launch_shape_of<16, 128>(cluster_split)
+         : group == 32 && tile == 64  ? swa_launch_shape_of<32, 64>(cluster_split)
+         : group == 32 && tile == 128 ? swa_launch_shape_of<32, 128>(cluster_split)
+         : group == 64 && tile == 128 && cluster_split == 1 ? SwaLaunchShape{kSwaWgmmaThreads, kSwaWgmmaSmemBytes}
+                                                            : SwaLaunchShape{};
 }
 
 /// Merge kernel: one warp per (token, head) row.
@@ -95,7 +108,8 @@ constexpr int kSwaMaxSplits = 32;
 /// *_bytes. The decode grid is one-dimensional:
 ///   blockIdx.x = (token · num_splits + split) · head_groups + head_group
 /// (head groups innermost, so the CTAs that read one token's KV rows run side by side and the
-/// rows come from L2 after the first of them).
+/// rows come from L2 after the first of them); with a cluster split of c CTAs (num_splits 1):
+///   blockIdx.x = (token · head_groups + head_group) · c + rank in the cluster (= window slice).
 struct SwaDecodeParams {
   const void* q;              ///< bf16 [tokens, num_heads, head_dim], head_dim contiguous
   const uint8_t* kv;          ///< fp8 [num_blocks, block_size, head_dim] (rows 16-byte aligned)
@@ -123,7 +137,7 @@ struct SwaDecodeParams {
   int32_t head_groups;   ///< num_heads / group
   int32_t block_size;
   int32_t num_splits;
-  int32_t split_len;     ///< window positions per split, a multiple of 16
+  int32_t split_len;     ///< window positions per split (per cluster CTA), a multiple of 16
   int32_t lens_i64;      ///< 1: lens is int64, 0: int32
   int32_t kv_compact;    ///< 1: block stride == block_size · row stride (slot · row stride)
   float scale_log2;      ///< softmax scale · log2(e)

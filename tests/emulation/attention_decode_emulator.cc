@@ -30,7 +30,8 @@
 #include <vector>
 
 namespace emu {
-Block g_block;
+Block g_block;  // one CTA at a time
+thread_local Block* t_cta = &g_block;
 thread_local Dim3 t_thread, t_block;
 bool g_late_copies = false;
 thread_local AsyncState t_async;

@@ -57,6 +57,7 @@ TEST(Families, EveryDefaultRoundTripsThroughItsPoint) {
         case 3: again = f.point({codes[0], codes[1], codes[2]}); break;
         case 4: again = f.point({codes[0], codes[1], codes[2], codes[3]}); break;
         case 5: again = f.point({codes[0], codes[1], codes[2], codes[3], codes[4]}); break;
+        case 6: again = f.point({codes[0], codes[1], codes[2], codes[3], codes[4], codes[5]}); break;
         case 9:
           again = f.point({codes[0], codes[1], codes[2], codes[3], codes[4], codes[5], codes[6], codes[7], codes[8]});
           break;
@@ -121,11 +122,15 @@ TEST(Families, NameExpressionsArePinned) {
         {"stages", "3"}, {"a_major", "k"}, {"b_major", "k"}},
        "fp8/gemm_sm90.cu", {"kjit::fp8::gemm_sm90_kernel<0, 0, false, 128, 256, 3>"}},
       {"mla.swa_decode",
-       {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}},
+       {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}, {"cluster_split", "1"}},
        "mla/swa_decode.cu",
-       {"kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1>", "kjit::mla::swa_merge_kernel<512>"}},
+       {"kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1, 1>", "kjit::mla::swa_merge_kernel<512>"}},
       {"mla.swa_decode",
-       {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}},
+       {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "64"}, {"window", "128"}, {"cache", "e4m3"}, {"cluster_split", "8"}},
+       "mla/swa_decode.cu",
+       {"kjit::mla::swa_decode_kernel<512, 16, 64, 128, 0, 8>", "kjit::mla::swa_merge_kernel<512>"}},
+      {"mla.swa_decode",
+       {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}, {"cluster_split", "1"}},
        "mla/swa_decode_sm90.cu", {"kjit::mla::swa_decode_wgmma_kernel<512, 128, 0>"}},
   };
   for (const Case& c : cases) {
@@ -216,8 +221,11 @@ TEST(Families, EnumerationCoversTheValidSpace) {
   } catch (const kjit::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("block_m=192 runs only at head_dim=64"), std::string::npos) << e.what();
   }
-  // mla.swa_decode: groups 16 and 32 take any tile and window; 64 only tile 128 with window <= 128.
-  EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2));
+  // mla.swa_decode: without a cluster split groups 16 and 32 take any tile and window, 64 only
+  // tile 128 with window <= 128; cluster splits (groups 16 and 32, the tile that holds a CTA's
+  // slice of whole steps <= 128) take W 64 in 2 or 4, W 128 and 256 in 2, 4 or 8, W 512 in 4
+  // or 8: each for both formats.
+  EXPECT_EQ(kjit::family("mla.swa_decode").enumerate().size(), size_t{2} * (2 * 2 * 4 + 2) + 2 * 2 * (2 + 3 + 3 + 2));
 }
 
 TEST(Families, TargetsFilterTheEnumeration) {
@@ -362,7 +370,7 @@ TEST(Families, PerformanceOnlyParametersArePinned) {
       "attention.decode.rows",         "attention.paged_decode.rows",          "attention.prefill.block_m",
       "attention.paged_prefill.block_m", "attention.paged_prefill_sm90.block_m", "fp8.gemm.impl",
       "fp8.gemm.tile",                 "fp8.gemm.stages",                      "mla.swa_decode.group",
-      "mla.swa_decode.kv_tile"};
+      "mla.swa_decode.kv_tile",        "mla.swa_decode.cluster_split"};
   EXPECT_EQ(declared, expected);
 }
 
@@ -389,6 +397,16 @@ TEST(Families, SameSemanticsIgnoresOnlyPerformanceOnlyParameters) {
   };
   EXPECT_TRUE(gemm.same_semantics(gp("wgmma", "bf16", "128x256", "3"), gemm, gp("mma", "bf16", "128x64", "4")));
   EXPECT_FALSE(gemm.same_semantics(gp("wgmma", "bf16", "128x256", "3"), gemm, gp("wgmma", "f32", "128x256", "3")));
+
+  // A cluster split computes what the unsplit kernel does (a KJIT_JIT=async fallback either way).
+  const Family& swa = kjit::family("mla.swa_decode");
+  auto sp = [&](const char* group, const char* tile, const char* window, const char* cluster) {
+    return swa.parse({{"head_dim", "512"}, {"group", group}, {"kv_tile", tile}, {"window", window}, {"cache", "e4m3"},
+                      {"cluster_split", cluster}});
+  };
+  EXPECT_TRUE(swa.same_semantics(sp("16", "64", "128", "8"), swa, sp("16", "128", "128", "1")));
+  EXPECT_TRUE(swa.same_semantics(sp("16", "64", "128", "8"), swa, sp("64", "128", "128", "1")));
+  EXPECT_FALSE(swa.same_semantics(sp("16", "64", "128", "8"), swa, sp("16", "64", "64", "4")));
 
   const Family& rotary = kjit::family("rotary");
   const Point neox = rotary.parse({{"style", "neox"}, {"head_dim", "128"}, {"pos", "i64"}});
@@ -427,10 +445,15 @@ TEST(FamilyTargets, ArchSpecificOnlyWhereTheProgramNeedsIt) {
   EXPECT_GT(generic, 0u);
   // The families that declare arch-specific programs: the wgmma ones, nothing else.
   const kjit::Family& swa = kjit::family("mla.swa_decode");
-  const kjit::Point g64 = swa.parse({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}});
-  const kjit::Point g16 = swa.parse({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}});
+  const kjit::Point g64 = swa.parse(
+      {{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}, {"cluster_split", "1"}});
+  const kjit::Point g16 = swa.parse(
+      {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}, {"cluster_split", "1"}});
+  const kjit::Point c8 = swa.parse(
+      {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "64"}, {"window", "128"}, {"cache", "e4m3"}, {"cluster_split", "8"}});
   EXPECT_EQ(swa.compile_target(g64, sm90a).str(), "sm_90a");
   EXPECT_EQ(swa.compile_target(g16, sm90a).str(), "sm_90");
+  EXPECT_EQ(swa.compile_target(c8, sm90a).str(), "sm_90");  // clusters are not arch-specific
   const kjit::Family& prefill = kjit::family("attention.prefill_sm90");
   EXPECT_EQ(prefill.compile_target(prefill.default_points()[0], sm90a).str(), "sm_90a");
   const kjit::Family& decode = kjit::family("attention.decode");

@@ -121,11 +121,25 @@ TEST(SwaDecodeArgs, ValidArgsPass) {
 // to the declaration without teaching a consumer fails here.
 TEST(SwaDecodeArgs, AcceptsExactlyTheDeclaredWindowsAndGroups) {
   const kjit::Family& f = kjit::mla::swa_decode_family();
-  std::set<int64_t> windows, groups;
+  std::set<int64_t> windows, groups, clusters;
   for (const kjit::ParamValue& v : f.params[f.param_index("window")].values) windows.insert(v.code);
   for (const kjit::ParamValue& v : f.params[f.param_index("group")].values) groups.insert(v.code);
+  for (const kjit::ParamValue& v : f.params[f.param_index("cluster_split")].values) clusters.insert(v.code);
   EXPECT_EQ(windows, std::set<int64_t>(std::begin(kjit::mla::kSwaWindows), std::end(kjit::mla::kSwaWindows)));
   EXPECT_EQ(groups, std::set<int64_t>(std::begin(kjit::mla::kSwaGroups), std::end(kjit::mla::kSwaGroups)));
+  EXPECT_EQ(clusters,
+            std::set<int64_t>(std::begin(kjit::mla::kSwaClusterSplits), std::end(kjit::mla::kSwaClusterSplits)));
+  for (int c = -1; c <= 16; ++c) {
+    SwaDecodeArgs a = valid_args();
+    a.cluster_split = c;
+    bool accepted = true;
+    try {
+      md::validate_swa_decode(a);
+    } catch (const kjit::InvalidArgument&) {
+      accepted = false;
+    }
+    EXPECT_EQ(accepted, c == 0 || clusters.count(c) == 1) << "cluster_split " << c;
+  }
   for (int64_t w = 1; w <= 2048; ++w) {
     SwaDecodeArgs a = valid_args();
     a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, w}, {}, 0);
@@ -155,11 +169,14 @@ TEST(SwaDecodeArgs, AcceptsExactlyTheDeclaredWindowsAndGroups) {
     }
     EXPECT_EQ(accepted, g == 0 || groups.count(g) == 1) << "head_group " << g;
   }
-  // Every declared (group, kv_tile) the constraint admits has a launch shape.
+  // Every declared (group, kv_tile, cluster_split) the constraint admits has a launch shape; a
+  // cluster split's tile is the one its requests plan (swa_cluster_tile).
   for (const kjit::Point& pt : f.enumerate()) {
     const int group = static_cast<int>(f.value(pt, "group").code);
     const int tile = static_cast<int>(f.value(pt, "kv_tile").code);
-    EXPECT_GT(kjit::mla::swa_launch_shape(group, tile).threads, 0) << f.describe(pt);
+    const int cluster = static_cast<int>(f.value(pt, "cluster_split").code);
+    EXPECT_GT(kjit::mla::swa_launch_shape(group, tile, cluster).threads, 0) << f.describe(pt);
+    if (cluster > 1) EXPECT_EQ(tile, kjit::mla::swa_cluster_tile(f.value(pt, "window").code, cluster)) << f.describe(pt);
   }
 }
 
@@ -277,6 +294,53 @@ TEST(SwaDecodeArgs, OutputAndScalarRules) {
         a.head_group = 32;
       },
       {"head_group 32 must divide", "NH = 48"});
+  expect_invalid([](SwaDecodeArgs& a) { a.cluster_split = 3; }, {"cluster_split must be 0 (auto) or 1, 2, 4 or 8, got 3"});
+  expect_invalid([](SwaDecodeArgs& a) { a.cluster_split = -1; }, {"cluster_split must be 0 (auto)"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.cluster_split = 2;
+        a.num_splits = 3;
+      },
+      {"cluster_split 2 merges the window inside its cluster", "num_splits must be 0 or 1, got 3"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
+        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
+        a.lse = {};
+        a.cluster_split = 4;
+        a.head_group = 64;
+      },
+      {"cluster_split 4 cannot run head_group 64", "runs the mma.sync kernel (group 16 or 32)"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.cluster_split = 8;
+        a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 64}, {}, 0);
+      },
+      {"cluster_split 8 cannot run", "indices [5, 64] i64", "whole 16-position steps per CTA (window a multiple of 128)"});
+  expect_invalid(
+      [](SwaDecodeArgs& a) {
+        a.cluster_split = 2;
+        a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 512}, {}, 0);
+      },
+      {"cluster_split 2 cannot run", "leaves 256 window positions per CTA, more than a tile holds (128)"});
+  // Accepted: with head_group 16 or 32, num_splits 0 or 1, and as 1 (no cluster) with anything.
+  for (int group : {0, 16, 32}) {
+    for (int splits : {0, 1}) {
+      SwaDecodeArgs a = valid_args();
+      a.cluster_split = 8;
+      a.head_group = group;
+      a.num_splits = splits;
+      EXPECT_NO_THROW(md::validate_swa_decode(a)) << group << " " << splits;
+    }
+  }
+  SwaDecodeArgs one = valid_args();
+  one.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
+  one.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
+  one.lse = {};
+  one.cluster_split = 1;
+  one.head_group = 64;
+  one.num_splits = 1;
+  EXPECT_NO_THROW(md::validate_swa_decode(one));
 }
 
 md::SwaDims dims(int64_t tokens, int64_t heads = 128, int64_t window = 128) {
@@ -308,10 +372,12 @@ kjit::DeviceInfo device(int sms = kH200Sms, int smem = kH200Smem, int sm = 80) {
   return info;
 }
 
-/// plan_swa_decode of `d` with the args' num_splits / head_group `splits` / `group` on `info`.
-md::SwaPlan plan(md::SwaDims d, int splits, int group, const kjit::DeviceInfo& info = device()) {
+/// plan_swa_decode of `d` with the args' num_splits / head_group / cluster_split `splits` /
+/// `group` / `cluster` on `info`.
+md::SwaPlan plan(md::SwaDims d, int splits, int group, const kjit::DeviceInfo& info = device(), int cluster = 0) {
   d.requested_splits = splits;
   d.requested_heads_per_cta = group;
+  d.requested_cluster_split = cluster;
   return md::plan_swa_decode(d, info);
 }
 
@@ -385,6 +451,67 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
   // Other archs never get it unless asked (the op then throws Unsupported).
   EXPECT_EQ(plan(dims(512), 0, 0, device(kH200Sms, kH200Smem, 100)).heads_per_cta, 32);
   EXPECT_EQ(plan(dims(64), 0, 64, device(kH200Sms, kH200Smem, 89)).heads_per_cta, 64);
+}
+
+TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
+  const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
+  // The largest cluster whose CTAs fit in one wave of two per SM (264 on 132 SMs), groups of 16:
+  // T = 1: 8 items × 8 CTAs of 16 positions; T = 8: 64 × 4 of 32; T = 16: 128 × 2 of 64.
+  struct Want {
+    int64_t tokens;
+    int cluster, tile, split_len;
+  };
+  for (const Want& w : {Want{1, 8, 64, 16}, Want{2, 8, 64, 16}, Want{4, 8, 64, 16}, Want{5, 4, 64, 32},
+                        Want{8, 4, 64, 32}, Want{9, 2, 64, 64}, Want{16, 2, 64, 64}}) {
+    SCOPED_TRACE(testing::Message() << "T" << w.tokens);
+    const md::SwaPlan p = plan(dims(w.tokens), 0, 0, h200);
+    EXPECT_EQ(p.cluster_split, w.cluster);
+    EXPECT_EQ(p.heads_per_cta, 16);
+    EXPECT_EQ(p.tile, w.tile);
+    EXPECT_EQ(p.split_len, w.split_len);
+    EXPECT_EQ(p.num_splits, 1);  // no merge kernel
+    EXPECT_EQ(p.ctas, w.tokens * 8 * w.cluster);
+    EXPECT_EQ(p.workspace_bytes, 0u);
+    EXPECT_LE(p.ctas, 2 * kH200Sms);
+  }
+  // From T = 17 the items alone fill the SMs: the plans of the other tests (groups of 16 up to
+  // T = 32, then the wgmma kernel).
+  EXPECT_EQ(plan(dims(17), 0, 0, h200).cluster_split, 1);
+  EXPECT_EQ(plan(dims(17), 0, 0, h200).heads_per_cta, 16);
+  EXPECT_EQ(plan(dims(64), 0, 0, h200).heads_per_cta, 64);
+  // Fewer SMs, fewer tokens per cluster size: 66 SMs at T = 8: 64 items × 2.
+  EXPECT_EQ(plan(dims(8), 0, 0, device(66, kH200Smem, 90)).cluster_split, 2);
+  // Other windows: each CTA's slice whole 16-position steps of at most 128.
+  EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).cluster_split, 4);  // 8 CTAs would hold 8 positions
+  EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).split_len, 16);
+  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).split_len, 64);
+  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).tile, 64);
+  EXPECT_EQ(plan(dims(16, 128, 512), 0, 0, h200).cluster_split, 1);  // 2 CTAs would hold 256
+  EXPECT_EQ(plan(dims(16, 128, 256), 0, 0, h200).tile, 128);          // 2 CTAs of 128
+  // Fewer heads, more tokens: NH 32 at T = 33 is 66 items × 4.
+  EXPECT_EQ(plan(dims(33, 32), 0, 0, h200).cluster_split, 4);
+  // Not without clusters (sm_80, sm_89), nor when a split count or a group was requested.
+  EXPECT_EQ(plan(dims(1), 0, 0, device()).cluster_split, 1);
+  EXPECT_EQ(plan(dims(1), 0, 0, device(kH200Sms, kAdaSmem, 89)).cluster_split, 1);
+  EXPECT_EQ(plan(dims(1), 1, 0, h200).cluster_split, 1);
+  EXPECT_EQ(plan(dims(1), 0, 16, h200).cluster_split, 1);
+  EXPECT_EQ(plan(dims(1), 0, 0, h200, 1).cluster_split, 1);
+  // sm_100 has clusters too.
+  EXPECT_EQ(plan(dims(1), 0, 0, device(148, kH200Smem, 100)).cluster_split, 8);
+  // Requested: honoured with the requested group (16 when none), at any T and on any device
+  // (the op checks the device), the tile the slice needs.
+  md::SwaPlan p = plan(dims(100), 0, 32, device(), 2);
+  EXPECT_EQ(p.cluster_split, 2);
+  EXPECT_EQ(p.heads_per_cta, 32);
+  EXPECT_EQ(p.tile, 64);
+  EXPECT_EQ(p.split_len, 64);
+  EXPECT_EQ(p.ctas, 100 * 4 * 2);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+  p = plan(dims(1, 128, 512), 1, 0, h200, 4);
+  EXPECT_EQ(p.heads_per_cta, 16);
+  EXPECT_EQ(p.tile, 128);
+  EXPECT_EQ(p.split_len, 128);
+  EXPECT_EQ(p.num_splits, 1);
 }
 
 TEST(SwaDecodePlan, SharedMemoryLimitsTheGroup) {
@@ -463,10 +590,31 @@ TEST(SwaDecodeOp, PlanNamesTheKernelOrSaysWhyNot) {
   using Op = md::SwaDecodeOp;
   const kjit::Family& f = kjit::mla::swa_decode_family();
   const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
-  // T = 5, NH = 32, W = 128: groups of 16 with the 128 tile, on any arch.
-  md::SwaPlan p = Op::plan(md::validate_swa_decode(valid_args()), h200);
+  // T = 5, NH = 32, W = 128: groups of 16 with the 128 tile where there are no clusters; on
+  // sm_90 the window split over clusters of 8 CTAs (10 items).
+  md::SwaPlan p = Op::plan(md::validate_swa_decode(valid_args()), device());
   ASSERT_EQ(p.choice.family, &f);
-  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=128 window=128 cache=e4m3");
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=128 window=128 cache=e4m3 cluster_split=1");
+  p = Op::plan(md::validate_swa_decode(valid_args()), h200);
+  ASSERT_EQ(p.choice.family, &f);
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=64 window=128 cache=e4m3 cluster_split=8");
+  EXPECT_EQ(f.spec(p.choice.point).name_expressions[0], "kjit::mla::swa_decode_kernel<512, 16, 64, 128, 0, 8>");
+  // A cluster split asked for where there are no clusters: Unsupported.
+  SwaDecodeArgs clustered = valid_args();
+  clustered.cluster_split = 4;
+  for (int sm : {80, 89}) {
+    try {
+      Op::plan(md::validate_swa_decode(clustered), device(kH200Sms, kAdaSmem, sm));
+      ADD_FAILURE() << "no error for cluster_split 4 on sm_" << sm;
+    } catch (const kjit::Unsupported& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("kjit::mla::swa_decode: cluster_split 4 needs thread-block clusters (sm_90+)"),
+                std::string::npos) << what;
+      EXPECT_NE(what.find("is sm_" + std::to_string(sm)), std::string::npos) << what;
+    }
+  }
+  p = Op::plan(md::validate_swa_decode(clustered), h200);
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=64 window=128 cache=e4m3 cluster_split=4");
   // Group 64 on Hopper: the wgmma kernel; E5M2 cache and W = 64 reach the point.
   SwaDecodeArgs a = valid_args();
   a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
@@ -477,7 +625,7 @@ TEST(SwaDecodeOp, PlanNamesTheKernelOrSaysWhyNot) {
   a.head_group = 64;
   p = Op::plan(md::validate_swa_decode(a), h200);
   ASSERT_EQ(p.choice.family, &f);
-  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=64 kv_tile=128 window=64 cache=e5m2");
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=64 kv_tile=128 window=64 cache=e5m2 cluster_split=1");
   EXPECT_EQ(f.spec(p.choice.point).source_name, "mla/swa_decode_sm90.cu");
   // Asked for where it cannot run: Unsupported, before any kernel is loaded.
   try {
@@ -572,6 +720,20 @@ TEST(SwaDecodeShape, SharedMemoryFitsTwoCtasPerSm) {
     }
   }
   EXPECT_EQ(kjit::mla::swa_launch_shape(8, 128).threads, 0);
+  // A cluster split's CTA also holds its exchange (f32 [group][512] + an LSE per head) over the
+  // same memory; still two CTAs per SM.
+  for (int group : {16, 32}) {
+    for (int tile : {64, 128}) {
+      const kjit::mla::SwaLaunchShape s = kjit::mla::swa_launch_shape(group, tile, 8);
+      SCOPED_TRACE(testing::Message() << "cluster: group " << group << " tile " << tile);
+      EXPECT_EQ(s.threads, 128 * group / 16);
+      EXPECT_GE(s.smem_bytes, group * 512 * 4 + group * 4);
+      EXPECT_GE(s.smem_bytes, kjit::mla::swa_launch_shape(group, tile).smem_bytes);
+      EXPECT_LE(2 * (s.smem_bytes + 1024), 228 * 1024);
+      EXPECT_EQ(s.smem_bytes % 16, 0);
+    }
+  }
+  EXPECT_EQ(kjit::mla::swa_launch_shape(64, 128, 2).threads, 0);
 }
 
 TEST(SwaDecodeFamily, SpaceAndSpecs) {
@@ -580,27 +742,53 @@ TEST(SwaDecodeFamily, SpaceAndSpecs) {
   EXPECT_EQ(f.min_sm, 80);
   ASSERT_FALSE(f.defaults.empty());
   for (const auto& d : f.defaults) EXPECT_NO_THROW(f.parse(d));
-  const kjit::ProgramSpec spec =
-      f.spec({{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}});
+  const kjit::ProgramSpec spec = f.spec(
+      {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "64"}, {"window", "256"}, {"cache", "e5m2"}, {"cluster_split", "1"}});
   ASSERT_EQ(spec.name_expressions.size(), 2u);
-  EXPECT_EQ(spec.name_expressions[0], "kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1>");
+  EXPECT_EQ(spec.name_expressions[0], "kjit::mla::swa_decode_kernel<512, 32, 64, 256, 1, 1>");
   EXPECT_EQ(spec.name_expressions[1], "kjit::mla::swa_merge_kernel<512>");
   EXPECT_EQ(spec.source_name, "mla/swa_decode.cu");
   EXPECT_EQ(spec.family, "mla.swa_decode");
-  EXPECT_THROW(f.spec({{"head_dim", "256"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}}),
-               kjit::InvalidArgument);
-  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}}),
-               kjit::InvalidArgument);
+  auto point = [](const char* group, const char* tile, const char* window, const char* cache, const char* cluster) {
+    return kjit::ParamMap{{"head_dim", "512"}, {"group", group},  {"kv_tile", tile},
+                          {"window", window},  {"cache", cache},  {"cluster_split", cluster}};
+  };
+  kjit::ParamMap bad = point("16", "128", "128", "e4m3", "1");
+  bad["head_dim"] = "256";
+  EXPECT_THROW(f.spec(bad), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}}),
+               kjit::InvalidArgument);  // no cluster_split
   // Group 64: the sm_90a wgmma kernel, its own source, one kernel, the whole window in one tile.
-  const kjit::ProgramSpec w =
-      f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "64"}, {"cache", "e5m2"}});
+  const kjit::ProgramSpec w = f.spec(point("64", "128", "64", "e5m2", "1"));
   ASSERT_EQ(w.name_expressions.size(), 1u);
   EXPECT_EQ(w.name_expressions[0], "kjit::mla::swa_decode_wgmma_kernel<512, 64, 1>");
   EXPECT_EQ(w.source_name, "mla/swa_decode_sm90.cu");
-  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}}),
-               kjit::InvalidArgument);
-  EXPECT_THROW(f.spec({{"head_dim", "512"}, {"group", "64"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e4m3"}}),
-               kjit::InvalidArgument);
+  EXPECT_THROW(f.spec(point("64", "64", "64", "e4m3", "1")), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec(point("64", "128", "256", "e4m3", "1")), kjit::InvalidArgument);
+  // Cluster splits: the mma.sync kernel with kCluster, the tile that holds a CTA's slice; the
+  // constraint names what is wrong.
+  const kjit::ProgramSpec c = f.spec(point("32", "128", "256", "e5m2", "2"));
+  EXPECT_EQ(c.name_expressions[0], "kjit::mla::swa_decode_kernel<512, 32, 128, 256, 1, 2>");
+  EXPECT_EQ(c.source_name, "mla/swa_decode.cu");
+  auto why = [&](const kjit::ParamMap& m) {
+    try {
+      f.parse(m);
+    } catch (const kjit::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(parsed)");
+  };
+  EXPECT_NE(why(point("64", "128", "128", "e4m3", "2")).find("cluster_split=2 runs the mma.sync kernel"), std::string::npos);
+  EXPECT_NE(why(point("16", "64", "64", "e4m3", "8")).find("window a multiple of 128"), std::string::npos);
+  EXPECT_NE(why(point("16", "128", "512", "e4m3", "2")).find("leaves 256 window positions per CTA"), std::string::npos);
+  EXPECT_NE(why(point("16", "128", "128", "e4m3", "2")).find("takes kv_tile=64"), std::string::npos);
+  EXPECT_NE(why(point("16", "64", "256", "e4m3", "2")).find("takes kv_tile=128"), std::string::npos);
+  // Only targets with thread-block clusters.
+  const kjit::Point cp = f.parse(point("16", "64", "128", "e4m3", "8"));
+  EXPECT_EQ(f.unsupported_reason(cp, kjit::Target::parse("sm_90")), "");
+  EXPECT_EQ(f.unsupported_reason(cp, kjit::Target::parse("sm_100a")), "");
+  EXPECT_NE(f.unsupported_reason(cp, kjit::Target::parse("sm_89")).find("needs thread-block clusters (sm_90+)"),
+            std::string::npos);
 }
 
 /// Compiles `params` for `arch`, prints registers/spills/smem and expects no spills.
@@ -614,6 +802,11 @@ void compile_and_check(kjit::Runtime& rt, const kjit::ParamMap& params, const ch
   if (wgmma && !(target.sm() == 90 && target.arch_specific)) {
     // The wgmma kernel exists for sm_90a only: the family says so instead of compiling.
     EXPECT_NE(f.unsupported_reason(params, target).find("needs sm_90a"), std::string::npos);
+    return;
+  }
+  if (params.at("cluster_split") != "1" && target.sm() < 90) {
+    // Cluster splits need thread-block clusters: likewise.
+    EXPECT_NE(f.unsupported_reason(params, target).find("needs thread-block clusters"), std::string::npos);
     return;
   }
   const auto prog = rt.compile(f.spec(params), target);
@@ -638,20 +831,25 @@ TEST(SwaDecodeFamily, DefaultsCompileWithoutSpills) {
 }
 
 // What the planner can pick beyond the defaults: both groups, both tiles (group 32 with the
-// 64-position tile is never planned), every window, both fp8 formats.
+// 64-position tile is never planned), every window, both fp8 formats; and the cluster splits
+// of both groups a request can force (sm_90a: the GPU tests' kernels), slices of 16 to 128.
 TEST(SwaDecodeFamily, PlannedSpecializationsCompileWithoutSpills) {
   kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
   c.disk_cache = false;
   kjit::Runtime rt(c);
+  auto point = [](const char* group, const char* tile, const char* window, const char* cache, const char* cluster) {
+    return kjit::ParamMap{{"head_dim", "512"}, {"group", group},  {"kv_tile", tile},
+                          {"window", window},  {"cache", cache},  {"cluster_split", cluster}};
+  };
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    compile_and_check(rt, {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "64"}, {"window", "64"}, {"cache", "e4m3"}},
-                      arch);
-    compile_and_check(rt, {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "512"}, {"cache", "e4m3"}},
-                      arch);
-    compile_and_check(rt, {{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "256"}, {"cache", "e5m2"}},
-                      arch);
-    compile_and_check(rt, {{"head_dim", "512"}, {"group", "32"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e5m2"}},
-                      arch);
+    compile_and_check(rt, point("16", "64", "64", "e4m3", "1"), arch);
+    compile_and_check(rt, point("32", "128", "512", "e4m3", "1"), arch);
+    compile_and_check(rt, point("16", "128", "256", "e5m2", "1"), arch);
+    compile_and_check(rt, point("32", "128", "128", "e5m2", "1"), arch);
+    compile_and_check(rt, point("32", "64", "128", "e5m2", "8"), arch);
+    compile_and_check(rt, point("32", "64", "128", "e4m3", "2"), arch);
+    compile_and_check(rt, point("16", "64", "512", "e5m2", "8"), arch);
+    compile_and_check(rt, point("32", "128", "256", "e4m3", "2"), arch);
   }
 }
 

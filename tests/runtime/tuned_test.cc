@@ -350,6 +350,8 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64; 3: the pack_gqa knob
   // and the GQA group in the bucket.
   EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 3);
+  // swa_decode 2: cluster splits at small T on sm_90+.
+  EXPECT_EQ(md::SwaDecodeOp::tune_spec().planner, 2);
   const fd::GemmDims g = gemm_dims(1, 4096, 7168);
   const TunedChoice def = fd::GemmOp::tuned_choice(g, fd::plan_gemm(g, info));
   TunedChoice win;
@@ -519,33 +521,55 @@ TEST(TuneCandidates, PrefillOffersTheWgmmaKernelOnlyWhereItRuns) {
 }
 
 TEST(TuneCandidates, SwaDecodeGroupsTilesAndSplitsPrunedPerDevice) {
-  const md::SwaDims d = swa_dims(64, 128, 128);
+  for (int64_t tokens : {64, 1}) {
+  const md::SwaDims d = swa_dims(tokens, 128, 128);
   for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
-    SCOPED_TRACE(info.name);
+    SCOPED_TRACE(testing::Message() << info.name << " T" << tokens);
     const std::vector<TunedChoice> c = md::SwaDecodeOp::tune_candidates(d, info);
     ASSERT_FALSE(c.empty());
-    std::set<int> groups;
+    std::set<int> groups, clusters;
     for (const TunedChoice& x : c) {
       const int group = static_cast<int>(x.family->value(x.point, "group").code);
       const int tile = static_cast<int>(x.family->value(x.point, "kv_tile").code);
+      const int cluster = static_cast<int>(x.family->value(x.point, "cluster_split").code);
       groups.insert(group);
+      clusters.insert(cluster);
       EXPECT_EQ(md::SwaDecodeOp::tune_spec().fits(x, info), "");
-      EXPECT_LE(kjit::mla::swa_launch_shape(group, tile).smem_bytes, info.max_smem_per_block_optin);
+      EXPECT_LE(kjit::mla::swa_launch_shape(group, tile, cluster).smem_bytes, info.max_smem_per_block_optin);
       md::SwaPlan p;
       ASSERT_TRUE(md::SwaDecodeOp::apply_tuned(d, info, x, &p));
       EXPECT_EQ(p.num_splits, x.knobs[0]);
-      EXPECT_GE(p.num_splits, (128 + tile - 1) / tile);
+      EXPECT_EQ(p.cluster_split, cluster);
+      if (cluster == 1) EXPECT_GE(p.num_splits, (128 + tile - 1) / tile);
       EXPECT_LE(p.num_splits, 8);  // W / 16
-      if (group == 64) EXPECT_EQ(p.num_splits, 1);
+      if (group == 64 || cluster > 1) EXPECT_EQ(p.num_splits, 1);
+      if (cluster > 1) {
+        EXPECT_EQ(p.split_len, 128 / cluster);
+        EXPECT_EQ(p.workspace_bytes, 0u);
+        EXPECT_EQ(p.ctas, tokens * (128 / group) * cluster);
+      }
     }
     EXPECT_EQ(groups.count(64), info.sm() == 90 ? 1u : 0u);
     EXPECT_TRUE(groups.count(16));
+    // Cluster splits of 2, 4 and 8 CTAs where there are clusters (sm_90).
+    EXPECT_EQ(clusters, info.sm() >= 90 ? (std::set<int>{1, 2, 4, 8}) : (std::set<int>{1}));
     // The default is among the candidates.
     const TunedChoice def = md::SwaDecodeOp::tuned_choice(d, md::SwaDecodeOp::plan(d, info));
     bool found = false;
     for (const TunedChoice& x : c) found = found || (x.point == def.point && x.knobs[0] == def.knobs[0]);
     EXPECT_TRUE(found);
   }
+  }
+  // A stored cluster split with a split count, or on a device without clusters, is refused.
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  TunedChoice clustered;
+  clustered.family = &f;
+  clustered.point = f.point({kjit::mla::kSwaHeadDim, 16, 64, 128, kjit::mla::kSwaCacheE4M3, 8});
+  clustered.knobs[0] = 1;
+  EXPECT_EQ(md::SwaDecodeOp::tune_spec().fits(clustered, h200()), "");
+  EXPECT_NE(md::SwaDecodeOp::tune_spec().fits(clustered, a100()).find("needs thread-block clusters"), std::string::npos);
+  clustered.knobs[0] = 2;
+  EXPECT_NE(md::SwaDecodeOp::tune_spec().fits(clustered, h200()).find("splits=2 is outside 1..1"), std::string::npos);
   // NH = 48: neither 32 nor 64 divides it.
   for (const TunedChoice& x : md::SwaDecodeOp::tune_candidates(swa_dims(8, 48, 128), h200())) {
     EXPECT_EQ(x.family->value(x.point, "group").code, 16);
@@ -593,6 +617,9 @@ TEST(TuneBuckets, NewOpsFollowTheDocumentedRules) {
   EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
   forced = swa_dims(5, 128, 128);
   forced.requested_splits = 2;
+  EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
+  forced = swa_dims(5, 128, 128);
+  forced.requested_cluster_split = 1;
   EXPECT_FALSE(md::SwaDecodeOp::tune_key(forced, &k));
 }
 
@@ -661,6 +688,27 @@ TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
   EXPECT_EQ(sp.split_len, 32);
   EXPECT_GT(sp.workspace_bytes, 0u);  // the partials of the plan that runs
   EXPECT_EQ(sp.choice.point, split.point);
+
+  // SWA decode at T = 1: a stored cluster of 2 where the planner takes 8, and the unsplit
+  // kernel stored where it takes a cluster.
+  const md::SwaDims one = swa_dims(1, 128, 128);
+  ASSERT_EQ(md::SwaDecodeOp::plan(one, info).cluster_split, 8);
+  TunedChoice two, none;
+  for (const TunedChoice& c : md::SwaDecodeOp::tune_candidates(one, info)) {
+    const int64_t cluster = c.family->value(c.point, "cluster_split").code;
+    if (cluster == 2 && c.family->value(c.point, "group").code == 16) two = c;
+    if (cluster == 1 && c.family->value(c.point, "group").code == 16 && c.knobs[0] == 1) none = c;
+  }
+  ASSERT_NE(two.family, nullptr);
+  ASSERT_NE(none.family, nullptr);
+  const md::SwaPlan cp = plan_with<md::SwaDecodeOp>(one, info, two);
+  EXPECT_EQ(cp.cluster_split, 2);
+  EXPECT_EQ(cp.split_len, 64);
+  EXPECT_EQ(cp.ctas, 16);
+  EXPECT_EQ(cp.workspace_bytes, 0u);
+  const md::SwaPlan np = plan_with<md::SwaDecodeOp>(one, info, none);
+  EXPECT_EQ(np.cluster_split, 1);
+  EXPECT_EQ(np.ctas, 8);
 }
 
 TEST(TunedTable, NewOpsOverLimitChoicesAreDropped) {
@@ -677,6 +725,7 @@ TEST(TunedTable, NewOpsOverLimitChoicesAreDropped) {
   kjit::cache::TuneTable file;
   kjit::cache::TuneEntry e;
   e.op = "swa_decode";
+  e.planner = op.planner;
   e.bucket = {128, 0, 512, 128};
   e.winner = stored(big, op, 256, 0);
   e.default_choice = stored(md::SwaDecodeOp::tuned_choice(sd, md::SwaDecodeOp::plan(sd, small)), op, 128, 0);

@@ -140,6 +140,7 @@ std::string SwaCase::describe() const {
   if (strided) s += " strided";
   s += num_splits == 0 ? " splits=auto" : fmt::format(" splits={}", num_splits);
   if (head_group != 0) s += fmt::format(" group={}", head_group);
+  if (cluster_split != 0) s += fmt::format(" cluster={}", cluster_split);
   return s;
 }
 
@@ -303,6 +304,7 @@ mla::SwaDecodeArgs swa_args(const SwaCase& c, const SwaProblem& p, const SwaLayo
   a.scale = c.softmax_scale == 0.f ? 0.f : static_cast<float>(p.scale);
   a.num_splits = c.num_splits;
   a.head_group = c.head_group;
+  a.cluster_split = c.cluster_split;
   return a;
 }
 

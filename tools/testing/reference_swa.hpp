@@ -106,8 +106,9 @@ struct SwaCase {
   bool strided = false;
   int num_splits = 0;  ///< SwaDecodeArgs::num_splits (0 = auto)
   int head_group = 0;  ///< SwaDecodeArgs::head_group (0 = auto)
+  int cluster_split = 0;  ///< SwaDecodeArgs::cluster_split (0 = auto)
 
-  /// "T8 NH128 W128 bs256 e4m3/u8 lens=edges inv=0.1 mixed-scales lse strided splits=3".
+  /// "T8 NH128 W128 bs256 e4m3/u8 lens=edges inv=0.1 mixed-scales lse strided splits=3 cluster=4".
   std::string describe() const;
 };
 

@@ -2,7 +2,7 @@
 /// \file ops/swa_decode.hpp
 /// Fused fp8 sliding-window decode attention for MLA models (DeepSeek-V3/V4 style: the cached
 /// latent is both K and V). In one kernel (plus a merge kernel when the window is split across
-/// CTAs) it computes what a plain PyTorch version does with one batched gather of every token's
+/// CTAs that are not one thread-block cluster) it computes what a plain PyTorch version does with one batched gather of every token's
 /// window, a dequantization and a masked scaled-dot-product attention (SDPA):
 ///
 ///   for token t, head h, over the window positions j < lens[t] whose slot s_j = indices[t, j]
@@ -65,11 +65,18 @@ struct SwaDecodeArgs {
   /// Hopper only, W ≤ 128, num_splits 0 or 1); NH must be a multiple. 0 lets the planner choose
   /// (64 on Hopper for W ≤ 128 with at least SMs / 2 items of 64 heads).
   int head_group = 0;
+  /// CTAs of one thread-block cluster that split the window of each (token, head group), 2, 4
+  /// or 8 (sm_90+), each taking W / cluster_split positions; they merge through distributed
+  /// shared memory in the same launch, with no workspace. W / cluster_split must be a multiple of
+  /// 16 and at most 128; head_group 0, 16 or 32; num_splits 0 or 1. 1 = no cluster. 0 lets the
+  /// planner choose (a split on sm_90+ when T · NH / 16 CTAs would leave most SMs idle).
+  int cluster_split = 0;
 };
 
 /// Bytes of device workspace swa_decode() needs for `args` on their device (split partials:
-/// T · NH · splits · (HD + 1) floats when the plan splits the window, else 0). Depends only on
-/// the shapes, num_splits, head_group and the device's SM count. Throws InvalidArgument for the
+/// T · NH · splits · (HD + 1) floats when the plan splits the window over CTAs merged by a
+/// second kernel, else 0; a cluster split needs none). Depends only on the shapes, num_splits,
+/// head_group, cluster_split and the device. Throws InvalidArgument for the
 /// arguments swa_decode refuses, by the same rules but naming kjit::mla::swa_decode_workspace_bytes;
 /// DriverError when the device cannot be queried.
 size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args);
@@ -77,7 +84,8 @@ size_t swa_decode_workspace_bytes(const SwaDecodeArgs& args);
 /// Runs the decode on `stream`. `workspace` must hold swa_decode_workspace_bytes(args) bytes,
 /// 16-byte aligned (null is fine when that is 0). Never allocates or synchronizes
 /// (graph-capturable). Throws InvalidArgument naming the tensor and the rule it broke (checked
-/// before any driver call), Unsupported below sm_80, DriverError for driver failures.
+/// before any driver call), Unsupported below sm_80 (and for a cluster_split > 1 below sm_90),
+/// DriverError for driver failures.
 void swa_decode(const SwaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream stream,
                 Runtime& runtime = Runtime::global());
 

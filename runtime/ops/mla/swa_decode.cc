@@ -1,6 +1,7 @@
 // kjit::mla::swa_decode through the op pipeline: the plan on the device, the launch value (the
-// decode kernel, then the merge kernel when the window is split; on Hopper the persistent wgmma
-// kernel alone) and the public entry points.
+// decode kernel, then the merge kernel when the window is split over separate CTAs; a cluster
+// split in one launch of clusters; on Hopper the persistent wgmma kernel alone) and the public
+// entry points.
 #include "runtime/ops/mla/swa_decode.hpp"
 
 #include "runtime/ops/softmax_params.hpp"
@@ -24,14 +25,19 @@ SwaPlan SwaDecodeOp::plan(const SwaDims& d, const DeviceInfo& info) {
                                   "is sm_{}",
                                   kInfo.name, d.device, info.name, info.sm()));
   }
-  const int smem = swa_launch_shape(plan.heads_per_cta, plan.tile).smem_bytes;
+  if (plan.cluster_split > 1 && info.sm() < kSwaClusterMinSm) {
+    throw Unsupported(fmt::format("{}: cluster_split {} needs thread-block clusters (sm_90+); device {} ({}) is sm_{}",
+                                  kInfo.name, plan.cluster_split, d.device, info.name, info.sm()));
+  }
+  const int smem = swa_launch_shape(plan.heads_per_cta, plan.tile, plan.cluster_split).smem_bytes;
   if (smem > info.max_smem_per_block_optin) {
     throw Unsupported(fmt::format("{}: head_group {} needs {} bytes of shared memory per CTA; device {} ({}) allows "
                                   "{} (use head_group 16 or 0)",
                                   kInfo.name, plan.heads_per_cta, smem, d.device, info.name, info.max_smem_per_block_optin));
   }
   plan.choice.family = &swa_decode_family();
-  plan.choice.point = swa_decode_family().point({kSwaHeadDim, plan.heads_per_cta, plan.tile, d.window, d.cache});
+  plan.choice.point =
+      swa_decode_family().point({kSwaHeadDim, plan.heads_per_cta, plan.tile, d.window, d.cache, plan.cluster_split});
   return plan;
 }
 
@@ -84,7 +90,7 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
     kjit::detail::fail(kInfo.name, fmt::format("{} CTAs exceed one launch; split T", plan.ctas));
   }
   const bool wgmma = plan.heads_per_cta == kSwaWgmmaHeads;
-  const SwaLaunchShape shape = swa_launch_shape(plan.heads_per_cta, plan.tile);
+  const SwaLaunchShape shape = swa_launch_shape(plan.heads_per_cta, plan.tile, plan.cluster_split);
   auto& decode = l.step<0>();
   decode.params = params(args, d, plan, workspace.data);
   decode.kernel = &program->kernel(0);
@@ -94,6 +100,8 @@ SwaDecodeOp::Launch SwaDecodeOp::build(const SwaDecodeArgs& args, const SwaDims&
   decode.config.grid[0] = static_cast<uint32_t>(grid);
   decode.config.block[0] = static_cast<uint32_t>(shape.threads);
   decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
+  // A cluster split: the cluster_split consecutive CTAs of one (token, head group) are one cluster.
+  decode.config.cluster[0] = static_cast<uint32_t>(plan.cluster_split);
   if (plan.num_splits > 1 && !wgmma) {
     // No programmatic dependent launch: the decode kernel does not signal early, so the merge
     // waits for the whole grid in stream order.

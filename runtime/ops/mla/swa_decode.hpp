@@ -43,6 +43,7 @@ struct SwaDims {
   bool kv_compact = true;  ///< block stride == block_size · row stride
   int requested_splits = 0;  ///< SwaDecodeArgs::num_splits (0 = choose)
   int requested_heads_per_cta = 0;  ///< SwaDecodeArgs::head_group (0 = choose)
+  int requested_cluster_split = 0;  ///< SwaDecodeArgs::cluster_split (0 = choose)
 };
 
 /// Checks `args` against the contract in include/kjit/ops/swa_decode.hpp. Pure host code: no
@@ -58,17 +59,30 @@ struct SwaPlan {
   kjit::detail::Choice choice;  ///< set by SwaDecodeOp::plan; no family when T = 0
   int heads_per_cta = 16;    ///< query heads per CTA (the family parameter spelled `group`)
   int tile = 128;            ///< family parameter `kv_tile`
-  int num_splits = 1;        ///< CTAs per (token, head group) along the window
-  int split_len = 0;         ///< window positions per split: a multiple of 16, ≤ tile
-  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / heads_per_cta) · num_splits.
+  int num_splits = 1;        ///< CTAs per (token, head group) along the window, merged by a second kernel
+  /// CTAs of one thread-block cluster per (token, head group) along the window, merged in the
+  /// kernel (family parameter `cluster_split`); num_splits is then 1.
+  int cluster_split = 1;
+  int split_len = 0;         ///< window positions per split (per cluster CTA): a multiple of 16, ≤ tile
+  /// Decode-kernel CTAs (work items of the wgmma kernel): T · (NH / heads_per_cta) · num_splits ·
+  /// cluster_split.
   int64_t ctas = 0;
   size_t o_part_bytes = 0;   ///< workspace offset of lse_part (o_part starts at 0)
   size_t workspace_bytes = 0;
 };
 
 /// Plans a validated decode on `info` (its SM count, opt-in shared memory per CTA, 0 = no
-/// limit, and target; pure, no choice filled in). dims.requested_splits / requested_heads_per_cta are
-/// the args' num_splits / head_group (0 = choose). Choice:
+/// limit, and target; pure, no choice filled in). dims.requested_splits / requested_heads_per_cta /
+/// requested_cluster_split are the args' num_splits / head_group / cluster_split (0 = choose).
+/// Choice:
+///  - a cluster split (swa_cluster_plan: one launch, the CTAs of a thread-block cluster share
+///    one (token, head group) and merge through distributed shared memory) when requested
+///    (> 1, with the requested group or 16), or when nothing was requested (num_splits,
+///    head_group and cluster_split all 0) on a device with clusters (sm_90+): the largest of
+///    8, 4, 2 CTAs per (token, 16 heads) whose T · NH / 16 · cluster_split CTAs fit two per SM
+///    (one wave) and whose slices are whole 16-position steps of at most 128. T = 1 at NH 128
+///    on 132 SMs: 8 CTAs of 16 positions each; T = 8: 4 of 32; T = 16: 2 of 64; from T = 17
+///    none (the other rules below);
 ///  - group 64, the sm_90a wgmma kernel (kernel_sources/mla/swa_decode_sm90.cu: persistent CTAs
 ///    over (token, 64 heads) items, the whole window, never split), when the target has wgmma,
 ///    NH is a multiple of 64, W ≤ 128, no split was requested, its shared memory fits and
@@ -93,6 +107,11 @@ SwaPlan plan_swa_decode(const SwaDims& dims, const DeviceInfo& info);
 /// The planner's last step, and what a tuned choice runs. Pure; checks nothing.
 SwaPlan partition_swa_window(const SwaDims& dims, int heads_per_cta, int tile, int splits);
 
+/// The cluster split plan for `heads_per_cta` (16 or 32) and `cluster_split` (2, 4 or 8, whose
+/// swa_cluster_split_rule the window meets): tile swa_cluster_tile, split_len W / cluster_split,
+/// T · NH / heads_per_cta · cluster_split CTAs, one launch, no workspace. Pure; checks nothing.
+SwaPlan swa_cluster_plan(const SwaDims& dims, int heads_per_cta, int cluster_split);
+
 /// Throws InvalidArgument naming the needed bytes when `workspace` cannot hold the plan's
 /// partials (too small, null, or not 16-byte aligned). Host-only.
 void check_swa_workspace(const SwaPlan& plan, const void* workspace, size_t workspace_bytes);
@@ -111,25 +130,29 @@ struct SwaDecodeOp {
   using Launch = kjit::detail::Launches<SwaDecodeParams, SwaDecodeParams>;
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
   static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
-    k.put_all(a.q, a.kv_cache, a.inv_scale, a.indices, a.lens, a.out, a.lse, a.scale, a.num_splits, a.head_group);
+    k.put_all(a.q, a.kv_cache, a.inv_scale, a.indices, a.lens, a.out, a.lse, a.scale, a.num_splits, a.head_group,
+              a.cluster_split);
   }
 
   /// validate_swa_decode.
   static Dims validate(const Args& args) { return validate_swa_decode(args, kInfo.name); }
-  /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan's group
-  /// cannot run on the device: 64 without wgmma, or a CTA above its shared memory per block.
+  /// plan_swa_decode and the family point. Throws Unsupported when T > 0 and the plan cannot run
+  /// on the device: group 64 without wgmma, a cluster split without thread-block clusters
+  /// (below sm_90), or a CTA above its shared memory per block.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
   /// The kernels' Params for `args` under `plan` with the split partials in `workspace`.
   static SwaDecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
   /// Checks the workspace and the grid, then the decode step (the wgmma kernel: one persistent
-  /// CTA per SM at most) and, when the window is split, the merge step.
+  /// CTA per SM at most; a cluster split: clusters of cluster_split CTAs) and, when the window is
+  /// split over separate CTAs, the merge step.
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       kjit::detail::Workspace workspace, const DeviceInfo& info);
 
   // Tuning (runtime/ops/tuned.hpp; swa_decode_tune.cc). Knob: splits (CTAs per (token, head
-  // group) along the window). Point: group (16, 32, or 64 = the sm_90a wgmma kernel) and
-  // kv_tile. Bucket: window, cache format, T rounded up to a power of two, NH. A call that
-  // requests num_splits or head_group is not tuned.
+  // group) along the window, merged by the second kernel). Point: group (16, 32, or 64 = the
+  // sm_90a wgmma kernel), kv_tile and cluster_split (a cluster split runs with splits 1).
+  // Bucket: window, cache format, T rounded up to a power of two, NH. A call that requests
+  // num_splits, head_group or cluster_split is not tuned.
   static const kjit::detail::TuneOpSpec& tune_spec();
   static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
   static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <string>
 
 namespace kjit::mla {
 namespace {
@@ -144,6 +145,25 @@ void check_outputs(const char* op, const SwaDecodeArgs& args, SwaDims& d) {
   }
 }
 
+/// cluster_split: 0 (auto) or a declared value; more than 1 only with the mma.sync kernel's
+/// groups, no separate splits, and a window it cuts into whole steps of at most a tile.
+void check_cluster_split(const char* op, const SwaDecodeArgs& args, const SwaDims& d) {
+  const int c = args.cluster_split;
+  if (c != 0 && !kjit::detail::is_one_of(c, kSwaClusterSplits)) {
+    fail(op, fmt::format("cluster_split must be 0 (auto) or {}, got {}", kjit::detail::one_of_text(kSwaClusterSplits), c));
+  }
+  if (c <= 1) return;
+  if (args.num_splits > 1) {
+    fail(op, fmt::format("cluster_split {} merges the window inside its cluster; num_splits must be 0 or 1, got {}", c,
+                          args.num_splits));
+  }
+  const int group = args.head_group != 0 ? args.head_group : 16;
+  if (std::string why = swa_cluster_split_rule(group, swa_cluster_tile(d.window, c), d.window, c); !why.empty()) {
+    fail(op, fmt::format("cluster_split {} cannot run head_group {} over indices {}: {}", c, args.head_group,
+                          args.indices.describe(), why));
+  }
+}
+
 /// scale, num_splits and head_group against the window and the declared groups, and the 32-bit
 /// index range of the kernels.
 void check_options(const char* op, const SwaDecodeArgs& args, const SwaDims& d) {
@@ -172,6 +192,7 @@ void check_options(const char* op, const SwaDecodeArgs& args, const SwaDims& d) 
     fail(op, fmt::format("head_group {} must divide the head count NH = {} (q dim 1), got q {}", args.head_group,
                           d.heads, q.describe()));
   }
+  check_cluster_split(op, args, d);
   // The kernels index tokens and (token, head, split) rows with 32-bit integers.
   constexpr int64_t kMax = INT32_MAX / 64;
   if (d.tokens > kMax || d.tokens * d.heads > kMax) {
@@ -192,6 +213,7 @@ SwaDims validate_swa_decode(const SwaDecodeArgs& args, const char* op) {
   check_options(op, args, d);
   d.requested_splits = args.num_splits;
   d.requested_heads_per_cta = args.head_group;
+  d.requested_cluster_split = args.cluster_split;
   return d;
 }
 
@@ -202,6 +224,26 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   const int64_t sms = std::max(info.sm_count, 1);
   const int max_smem = info.max_smem_per_block_optin > 0 ? info.max_smem_per_block_optin : INT_MAX;
   auto fits = [&](int heads_per_cta, int tile) { return swa_launch_shape(heads_per_cta, tile).smem_bytes <= max_smem; };
+  // Few tokens: each (token, head group) CTA is one latency chain (indices → rows → Q·Kᵀ →
+  // softmax → P·V → store) on an otherwise idle GPU, ≈ 13-14 µs at T = 1 on an H100 / H200.
+  // A thread-block cluster cuts that chain's window work by its size and merges in the same
+  // launch (no merge kernel, no workspace); it pays a DSMEM merge of the partials. The largest
+  // cluster whose CTAs still fit in one wave of two per SM.
+  if (d.requested_cluster_split > 1) {
+    return swa_cluster_plan(d, d.requested_heads_per_cta != 0 ? d.requested_heads_per_cta : 16,
+                            d.requested_cluster_split);
+  }
+  if (d.requested_cluster_split == 0 && d.requested_splits == 0 && d.requested_heads_per_cta == 0 &&
+      info.sm() >= kSwaClusterMinSm) {
+    const int64_t items = d.tokens * (d.heads / 16);
+    for (int c : {8, 4, 2}) {
+      const int tile = swa_cluster_tile(d.window, c);
+      if (swa_cluster_split_rule(16, tile, d.window, c).empty() && items * c <= 2 * sms &&
+          swa_launch_shape(16, tile, c).smem_bytes <= max_smem) {
+        return swa_cluster_plan(d, 16, c);
+      }
+    }
+  }
   // Hopper: the wgmma kernel (persistent CTAs over (token, 64 heads) items, the whole window,
   // no K conversion) when its shape fits, no split was asked for, and there are at least half
   // as many items as SMs. With few items each CTA is one latency chain, which the mma.sync
@@ -254,6 +296,17 @@ SwaPlan partition_swa_window(const SwaDims& d, int heads_per_cta, int tile, int 
   plan.split_len = static_cast<int>(split_len);
   kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(d.window, split_len), base, d.tokens * d.heads,
                                d.head_dim);
+  return plan;
+}
+
+SwaPlan swa_cluster_plan(const SwaDims& d, int heads_per_cta, int cluster_split) {
+  SwaPlan plan;
+  plan.heads_per_cta = heads_per_cta;
+  plan.tile = swa_cluster_tile(d.window, cluster_split);
+  plan.cluster_split = cluster_split;
+  plan.num_splits = 1;
+  plan.split_len = static_cast<int>(d.window / cluster_split);
+  plan.ctas = d.tokens * (d.heads / heads_per_cta) * cluster_split;
   return plan;
 }
 

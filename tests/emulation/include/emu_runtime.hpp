@@ -60,10 +60,12 @@ struct Block {
   WarpScratch warps[kMaxWarps];
 };
 
-extern Block g_block;
+/// The running CTA's block barrier and warp scratch: each emulated CUDA thread points at its own
+/// CTA's (several CTAs run at once when they form a cluster).
+extern thread_local Block* t_cta;
 extern thread_local Dim3 t_thread, t_block;
 
-inline WarpScratch& my_warp() { return g_block.warps[t_thread.x / 32]; }
+inline WarpScratch& my_warp() { return t_cta->warps[t_thread.x / 32]; }
 inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
 
 }  // namespace emu
@@ -71,7 +73,7 @@ inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
 #define threadIdx (::emu::t_thread)
 #define blockIdx (::emu::t_block)
 
-inline void __syncthreads() { emu::g_block.barrier.arrive_and_wait(); }
+inline void __syncthreads() { emu::t_cta->barrier.arrive_and_wait(); }
 
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   emu::WarpScratch& w = emu::my_warp();

@@ -2,15 +2,18 @@
 // std::thread, and the PTX wrappers the kernel reaches through mla/swa_ptx.cuh (mma.sync f16 and
 // fp8, cp.async, bar.sync, cvt e4m3x2) and kjit/fast_math.cuh (ex2) are replaced by emulations
 // written from the PTX ISA (include/mla/swa_ptx.cuh here, ../include/kjit/fast_math.cuh). Checks the fragment and dim permutations, the swizzle, the cp.async
-// ownership and barriers, the score exchange, masking, the P normalization and the split merge
-// against the float64 reference without a GPU. cp.async copies land either at issue or at the
+// ownership and barriers, the score exchange, masking, the P normalization, the split merge and
+// the cluster split's merge through distributed shared memory (the CTAs of a cluster run at
+// once, each with its own shared memory; the barrier.cluster protocol is checked, see
+// include/mla/swa_ptx.cuh) against the float64 reference without a GPU. cp.async copies land either at issue or at the
 // last moment a wait allows (a missing wait or barrier then reads stale bytes: shared memory
 // starts as garbage). The kernels get the Params the op builds (SwaDecodeOp: validate, plan,
 // params over host buffers), so its strides, flags and workspace offsets are checked too.
 // -DSWA_EMU_ARCH picks the arch path: 80 (f16 mma, E4M3 by bit operations),
 // 89 (fp8 mma on the raw bytes, q and P split into E4M3 hi + lo; sm_89 and sm_120), 90 (f16 mma,
 // cvt for K, bit operations for V; sm_90 and sm_100). CTest runs all three (label emulation;
-// tests/CMakeLists.txt gives them their own include order). By hand:
+// tests/CMakeLists.txt gives them their own include order). Arguments: [seed [text a case's
+// description must contain, e.g. cluster]]. By hand:
 //
 //   for arch in 80 89 90; do
 //     g++ -std=c++17 -O2 -DSWA_EMU_ARCH=$arch -Wno-unknown-pragmas -pthread \
@@ -31,24 +34,24 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace emu {
-Block g_block;
+thread_local Block* t_cta = nullptr;
 thread_local Dim3 t_thread, t_block;
 bool g_late_copies = false;
 thread_local AsyncState t_async;
 }  // namespace emu
 
-namespace kjit::mla {
-alignas(128) unsigned char smem[232448];
-namespace swa_detail::emu_detail {
-emu::Barrier g_named[16];
-int g_named_count[16];
-}  // namespace swa_detail::emu_detail
-}  // namespace kjit::mla
+namespace kjit::mla::swa_detail::emu_detail {
+thread_local Cta* t_cta = nullptr;
+thread_local Cluster* t_cluster = nullptr;
+thread_local ClusterThread t_cluster_thread;
+}  // namespace kjit::mla::swa_detail::emu_detail
 
 namespace {
 
@@ -56,36 +59,64 @@ using namespace kjit::mla;
 namespace kt = kjit::testing;
 namespace ed = kjit::mla::swa_detail::emu_detail;
 
-void launch(int grid, int threads, const std::function<void()>& kernel) {
-  for (int b = 0; b < grid; ++b) {
-    emu::g_block.barrier.reset(threads);
-    for (auto& w : emu::g_block.warps) w.barrier.reset(32);
-    for (int id = 1; id < 16; ++id) {
-      ed::g_named[id].reset(64);  // every named barrier of the kernel joins two warps
-      ed::g_named_count[id] = 64;
+/// Runs `kernel` over `grid` CTAs of `threads` threads, `cluster` CTAs at a time (a cluster
+/// launch: they run concurrently, each with its own shared memory, and meet at barrier.cluster).
+void launch(int grid, int threads, int cluster, const std::function<void()>& kernel) {
+  if (grid % cluster != 0) ed::fail("grid not a multiple of the cluster size");
+  std::vector<std::unique_ptr<ed::Cta>> ctas;
+  std::vector<unsigned char*> memory;
+  for (int r = 0; r < cluster; ++r) {
+    ctas.push_back(std::make_unique<ed::Cta>());
+    memory.push_back(static_cast<unsigned char*>(std::aligned_alloc(128, ed::kSmemBytes)));
+  }
+  for (int b0 = 0; b0 < grid; b0 += cluster) {
+    ed::Cluster group;
+    group.size = cluster;
+    group.count = cluster * threads;
+    for (int r = 0; r < cluster; ++r) {
+      ed::Cta& cta = *ctas[r];
+      cta.block.barrier.reset(threads);
+      for (auto& w : cta.block.warps) w.barrier.reset(32);
+      for (int id = 1; id < 16; ++id) {
+        cta.named[id].reset(64);  // every named barrier of the kernel joins two warps
+        cta.named_count[id] = 64;
+      }
+      cta.smem = memory[r];
+      std::memset(cta.smem, 0x7f, ed::kSmemBytes);  // stale garbage (E4M3 NaN bytes) from "a previous CTA"
+      cta.rank = r;
+      cta.exit_waits = INT64_MAX;
+      cta.read_phase = -1;
+      cta.running = threads;
+      group.ctas[r] = &cta;
     }
-    std::memset(smem, 0x7f, sizeof(smem));  // stale garbage (E4M3 NaN bytes) from "a previous CTA"
     std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([=] {
-        emu::t_thread.x = static_cast<unsigned>(t);
-        emu::t_block.x = static_cast<unsigned>(b);
-        emu::t_async = {};
-        kernel();
-        if (!emu::t_async.committed.empty() || !emu::t_async.open.empty()) {
+    for (int r = 0; r < cluster; ++r) {
+      for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([&, r, t] {
+          emu::t_thread.x = static_cast<unsigned>(t);
+          emu::t_block.x = static_cast<unsigned>(b0 + r);
+          emu::t_cta = &ctas[r]->block;
+          ed::t_cta = ctas[r].get();
+          ed::t_cluster = &group;
+          ed::t_cluster_thread = {};
+          emu::t_async = {};
+          kernel();
           // Copies still in flight at exit: harmless on the device only if nobody reads them.
           emu::t_async = {};
-        }
-      });
+          ed::thread_exits();
+        });
+      }
     }
     for (auto& t : ts) t.join();
+    ed::check_cluster(group);
   }
+  for (unsigned char* m : memory) std::free(m);
 }
 
-template <int kGroup, int kTile, int kWindow, int kCache>
+template <int kGroup, int kTile, int kWindow, int kCache, int kCluster = 1>
 void run_decode(const SwaDecodeParams& p, int ctas) {
-  launch(ctas, SwaShape<512, kGroup, kTile>::kThreads,
-         [&] { swa_decode_kernel<512, kGroup, kTile, kWindow, kCache>(p); });
+  launch(ctas, SwaShape<512, kGroup, kTile>::kThreads, kCluster,
+         [&] { swa_decode_kernel<512, kGroup, kTile, kWindow, kCache, kCluster>(p); });
 }
 
 template <int kGroup, int kTile, int kWindow>
@@ -104,7 +135,28 @@ void dispatch_window(int window, int cache, const SwaDecodeParams& p, int ctas) 
   }
 }
 
-void dispatch(int group, int tile, int window, int cache, const SwaDecodeParams& p, int ctas) {
+/// The cluster splits the cases below run (each one more instantiation of the kernel).
+struct ClusterInstance {
+  int group, tile, window, cache, cluster;
+  void (*run)(const SwaDecodeParams&, int);
+};
+constexpr int kE4 = kSwaCacheE4M3, kE5 = kSwaCacheE5M2;
+const ClusterInstance kClusterInstances[] = {
+    {16, 64, 128, kE4, 8, &run_decode<16, 64, 128, kE4, 8>},  {16, 64, 128, kE5, 4, &run_decode<16, 64, 128, kE5, 4>},
+    {16, 64, 128, kE4, 2, &run_decode<16, 64, 128, kE4, 2>},  {32, 64, 128, kE4, 2, &run_decode<32, 64, 128, kE4, 2>},
+    {32, 64, 128, kE5, 8, &run_decode<32, 64, 128, kE5, 8>},  {16, 64, 512, kE4, 8, &run_decode<16, 64, 512, kE4, 8>},
+    {16, 64, 64, kE4, 4, &run_decode<16, 64, 64, kE4, 4>},    {32, 128, 256, kE5, 2, &run_decode<32, 128, 256, kE5, 2>},
+};
+
+void dispatch(int group, int tile, int window, int cache, int cluster, const SwaDecodeParams& p, int ctas) {
+  if (cluster > 1) {
+    for (const ClusterInstance& i : kClusterInstances) {
+      if (i.group == group && i.tile == tile && i.window == window && i.cache == cache && i.cluster == cluster) {
+        return i.run(p, ctas);
+      }
+    }
+    ed::fail("a cluster split the emulator has no instance of (add it to kClusterInstances)");
+  }
   if (group == 16 && tile == 64) dispatch_window<16, 64>(window, cache, p, ctas);
   if (group == 16 && tile == 128) dispatch_window<16, 128>(window, cache, p, ctas);
   if (group == 32 && tile == 64) dispatch_window<32, 64>(window, cache, p, ctas);
@@ -121,6 +173,10 @@ struct Forced {
   /// The device's opt-in shared memory per CTA the planner sees (an H200's by default; a small
   /// value forces the 64-position tile).
   int max_smem = 232448;
+  /// The device's compute capability major the planner sees: 8 (sm_80, the mma.sync kernel's
+  /// plans), or 9 for cluster splits (planned or requested; the wgmma kernel is not emulated,
+  /// so those cases request a group or T · NH / 64 items too few for it).
+  int cc_major = 8;
 };
 
 bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
@@ -153,7 +209,7 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
                     lse.data()});
   const detail::SwaDims dims = detail::SwaDecodeOp::validate(args);
   kjit::DeviceInfo device;
-  device.cc_major = 8;
+  device.cc_major = forced.cc_major;
   device.sm_count = 132;
   device.max_smem_per_block_optin = forced.max_smem;
   const detail::SwaPlan plan = detail::plan_swa_decode(dims, device);
@@ -161,10 +217,11 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   const SwaDecodeParams p = detail::SwaDecodeOp::params(args, dims, plan, ws.data());
 
   emu::g_late_copies = late;
-  dispatch(plan.heads_per_cta, plan.tile, static_cast<int>(pr.window), static_cast<int>(pr.format), p,
-           static_cast<int>(plan.ctas));
+  if (plan.heads_per_cta == kSwaWgmmaHeads) ed::fail("the case planned the wgmma kernel, which is not emulated");
+  dispatch(plan.heads_per_cta, plan.tile, static_cast<int>(pr.window), static_cast<int>(pr.format), plan.cluster_split,
+           p, static_cast<int>(plan.ctas));
   if (plan.num_splits > 1) {
-    launch(static_cast<int>((T * NH + kSwaMergeRowsPerCta - 1) / kSwaMergeRowsPerCta), kSwaMergeThreads,
+    launch(static_cast<int>((T * NH + kSwaMergeRowsPerCta - 1) / kSwaMergeRowsPerCta), kSwaMergeThreads, 1,
            [&] { swa_merge_kernel<512>(p); });
   }
 
@@ -172,8 +229,9 @@ bool run(const kt::SwaCase& c, Forced forced, bool late, uint64_t seed) {
   r.seed = seed;
   r.num_splits = plan.num_splits;
   const bool ok = r.ok(kt::kSwaOutTol, kt::kSwaLseTol);
-  std::printf("%s %s [group %d tile %d split_len %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(), plan.heads_per_cta,
-              plan.tile, plan.split_len, late ? "late-copies" : "early-copies", r.describe().c_str());
+  std::printf("%s %s [group %d tile %d split_len %d cluster %d] %s: %s\n", ok ? "ok  " : "FAIL", c.describe().c_str(),
+              plan.heads_per_cta, plan.tile, plan.split_len, plan.cluster_split, late ? "late-copies" : "early-copies",
+              r.describe().c_str());
   std::fflush(stdout);
   std::free(qd);
   std::free(kvd);
@@ -273,8 +331,111 @@ int main(int argc, char** argv) {
         c.lse = true;
       },
       Forced{60000});
+  // Cluster splits (sm_90+): every cluster size, both groups and formats, lens 0 and 1, lens
+  // below the window, invalid indices, an empty row, LSE on and off; each CTA's slice one step
+  // (16 positions) up to a whole 128-position tile.
+  Forced sm90;
+  sm90.cc_major = 9;
+  // The planner's T = 1 plan on sm_90: 8 clusters of 8 CTAs of 16 heads × 16 positions.
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 1;
+        c.heads = 128;
+        c.lse = true;
+      },
+      sm90);
+  // 8 CTAs of 16 positions; lens 0, 1, W − 1, W, W + 5, −3; invalid indices.
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 6;
+        c.heads = 16;
+        c.cluster_split = 8;
+        c.lens = kt::SwaCase::Lens::kEdges;
+        c.invalid_fraction = 0.2;
+        c.lse = true;
+      },
+      sm90);
+  // 4 CTAs of 32 positions, E5M2 over its whole range, random lens (slices past the end attend
+  // nothing), strided views, no LSE.
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 3;
+        c.heads = 16;
+        c.cluster_split = 4;
+        c.format = kt::Fp8Format::kE5M2;
+        c.full_range = true;
+        c.scale_lo = 1e-3f;
+        c.scale_hi = 1e-2f;
+        c.lens = kt::SwaCase::Lens::kRandom;
+        c.strided = true;
+      },
+      sm90);
+  // 2 CTAs of 64 positions with groups of 16 and of 32 (two m-tiles), an empty row.
+  for (int group : {16, 32}) {
+    add(
+        [group](kt::SwaCase& c) {
+          c.tokens = 3;
+          c.heads = 32;
+          c.head_group = group;
+          c.cluster_split = 2;
+          c.all_invalid_row = true;
+          c.lens = kt::SwaCase::Lens::kEdges;
+          c.lens_i32 = true;
+          c.lse = true;
+        },
+        sm90);
+  }
+  // Groups of 32 in 8 CTAs of 16 positions, E5M2, scales far from one.
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 1;
+        c.heads = 32;
+        c.head_group = 32;
+        c.cluster_split = 8;
+        c.format = kt::Fp8Format::kE5M2;
+        c.mixed_scales = true;
+        c.lse = true;
+      },
+      sm90);
+  // W = 512 in 8 CTAs of 64 positions; W = 64 in 4 of 16; W = 256 in 2 of 128 (the 128 tile).
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 1;
+        c.heads = 16;
+        c.window = 512;
+        c.cluster_split = 8;
+        c.invalid_fraction = 0.1;
+        c.lse = true;
+      },
+      sm90);
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 6;
+        c.heads = 16;
+        c.window = 64;
+        c.cluster_split = 4;
+        c.lens = kt::SwaCase::Lens::kEdges;
+        c.repeated = true;
+      },
+      sm90);
+  add(
+      [](kt::SwaCase& c) {
+        c.tokens = 1;
+        c.heads = 32;
+        c.window = 256;
+        c.block_size = 256;
+        c.head_group = 32;
+        c.cluster_split = 2;
+        c.format = kt::Fp8Format::kE5M2;
+        c.lens = kt::SwaCase::Lens::kRandom;
+        c.lse = true;
+      },
+      sm90);
+  // An optional second argument runs only the cases whose description contains it ("cluster").
+  const std::string only = argc > 2 ? argv[2] : "";
   int failures = 0;
   for (const auto& [c, f] : cases) {
+    if (c.describe().find(only) == std::string::npos) continue;
     for (bool late : {false, true}) failures += !run(c, f, late, seed);
   }
   std::printf("%d failures\n", failures);
