@@ -420,7 +420,8 @@ nb::object paged_prefill(nb::handle q, nb::handle qo_indptr, nb::handle k_pages,
 
 /// swa_decode's inputs and requests: what the op and its plan query share.
 mla::SwaDecodeArgs swa_decode_inputs(OpCall& call, nb::handle q, nb::handle kv_cache, nb::handle inv_scale,
-                                     nb::handle indices, nb::handle lens, int num_splits, int head_group) {
+                                     nb::handle indices, nb::handle lens, int num_splits, int head_group,
+                                     int cluster_split) {
   mla::SwaDecodeArgs a;
   a.q = call.required(q, "q");
   a.kv_cache = call.required(kv_cache, "kv_cache");
@@ -429,14 +430,16 @@ mla::SwaDecodeArgs swa_decode_inputs(OpCall& call, nb::handle q, nb::handle kv_c
   a.lens = call.required(lens, "lens");
   a.num_splits = num_splits;
   a.head_group = head_group;
+  a.cluster_split = cluster_split;
   return a;
 }
 
 nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices, nb::handle lens,
                       nb::handle out, nb::handle lse, Flag return_lse, float scale, int num_splits, int head_group,
-                      nb::handle workspace_arg, nb::handle stream) {
+                      int cluster_split, nb::handle workspace_arg, nb::handle stream) {
   OpCall call("kjit.mla.swa_decode", stream);
-  mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
+  mla::SwaDecodeArgs a =
+      swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group, cluster_split);
   return run_split_op(
       call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[1]}, workspace_arg,
       [](const auto& x) { return mla::detail::swa_decode_workspace_bytes(x, mla::detail::SwaDecodeOp::kInfo.name); },
@@ -445,18 +448,20 @@ nb::object swa_decode(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, n
 
 /// The plan swa_decode runs for this call, as swa_decode_workspace_bytes sizes it: the device's
 /// tuned plan where one applies, else the built-in rule (a requested split count clamped to what
-/// the window allows). (head_group, kv_tile, num_splits, split_len, ctas, launches, workspace_bytes).
+/// the window allows). (head_group, kv_tile, num_splits, cluster_split, split_len, ctas, launches,
+/// workspace_bytes).
 nb::tuple swa_decode_plan(nb::handle q, nb::handle kv_cache, nb::handle inv_scale, nb::handle indices,
-                          nb::handle lens, int num_splits, int head_group) {
+                          nb::handle lens, int num_splits, int head_group, int cluster_split) {
   OpCall call("kjit.mla.swa_decode_plan", nb::none());
-  mla::SwaDecodeArgs a = swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group);
+  mla::SwaDecodeArgs a =
+      swa_decode_inputs(call, q, kv_cache, inv_scale, indices, lens, num_splits, head_group, cluster_split);
   a.out = contiguous_like(a.q);
   const mla::detail::SwaDims d = mla::detail::validate_swa_decode(a);
   const DeviceInfo& info = device_info(d.device);
   mla::detail::SwaPlan p;
   if (!kjit::detail::tuned_plan<mla::detail::SwaDecodeOp>(d, info, &p)) p = mla::detail::plan_swa_decode(d, info);
-  return nb::make_tuple(p.heads_per_cta, p.tile, p.num_splits, p.split_len, p.ctas, p.num_splits > 1 ? 2 : 1,
-                        p.workspace_bytes);
+  return nb::make_tuple(p.heads_per_cta, p.tile, p.num_splits, p.cluster_split, p.split_len, p.ctas,
+                        p.num_splits > 1 ? 2 : 1, p.workspace_bytes);
 }
 
 // ---- FP8 ----------------------------------------------------------------------------------------------
@@ -616,9 +621,9 @@ void register_ops(nb::module_& m) {
         "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "stream"_a = nb::none());
   m.def("mla_swa_decode", &swa_decode, "q"_a, "kv_cache"_a, "inv_scale"_a, "indices"_a, "lens"_a, nb::kw_only(),
         "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f, "num_splits"_a = 0,
-        "head_group"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+        "head_group"_a = 0, "cluster_split"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
   m.def("mla_swa_decode_plan", &swa_decode_plan, "q"_a, "kv_cache"_a, "inv_scale"_a, "indices"_a, "lens"_a,
-        nb::kw_only(), "num_splits"_a = 0, "head_group"_a = 0);
+        nb::kw_only(), "num_splits"_a = 0, "head_group"_a = 0, "cluster_split"_a = 0);
   m.def("fp8_quantize", &quantize, "x"_a, nb::kw_only(), "y"_a = nb::none(), "format"_a = "e4m3",
         "granularity"_a = "tensor", "dynamic"_a = false, "multiplier"_a = nb::none(), "amax"_a = nb::none(),
         "scale_inv"_a = nb::none(), "pow2_scale"_a = false, "stream"_a = nb::none());

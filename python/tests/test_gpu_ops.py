@@ -287,6 +287,18 @@ def test_swa_decode():
             assert rel_l2(out[t], ro[t]) < 1e-2
             assert rel_l2(out4[t], ro[t]) < 1e-2
             assert rel_l2(lse[t], rl[t]) < 1e-3
+    # A cluster split (sm_90+): 4 CTAs of 32 positions per (token, 16 heads), one launch, no workspace.
+    if SM >= (9, 0):
+        plan = kjit.mla.swa_decode_plan(q, kv, inv, idx, lens, cluster_split=4)
+        assert (plan.head_group, plan.cluster_split, plan.num_splits, plan.split_len, plan.launches) == (16, 4, 1, 32, 1)
+        assert plan.ctas == T * (NH // 16) * 4 and plan.workspace_bytes == 0
+        outc, lsec = kjit.mla.swa_decode(q, kv, inv, idx, lens, cluster_split=4, return_lse=True)
+        for t in range(T):
+            if not valid[t].any():
+                assert outc[t].abs().max() == 0 and torch.isinf(lsec[t]).all()
+            else:
+                assert rel_l2(outc[t], ro[t]) < 1e-2
+                assert rel_l2(lsec[t], rl[t]) < 1e-3
 
 
 # ---- FP8 -------------------------------------------------------------------------------------------

@@ -275,10 +275,18 @@ def test_swa_decode_plan_rules():
         kjit.mla.swa_decode_plan(*args, num_splits=3, head_group=64)
     with pytest.raises(kjit.InvalidArgument, match="swa_decode: lens"):
         kjit.mla.swa_decode_plan(*args[:4], T((4,), "f32"))
+    with pytest.raises(kjit.InvalidArgument, match=r"cluster_split must be 0 \(auto\) or 1, 2, 4 or 8, got 3"):
+        kjit.mla.swa_decode_plan(*args, cluster_split=3)
+    with pytest.raises(kjit.InvalidArgument, match="cluster_split 2 merges the window inside its cluster"):
+        kjit.mla.swa_decode_plan(*args, cluster_split=2, num_splits=4)
+    with pytest.raises(kjit.InvalidArgument, match="cluster_split 8 cannot run .*window a multiple of 128"):
+        kjit.mla.swa_decode_plan(*args[:3], T((4, 64), "i64"), args[4], cluster_split=8)
     with stops_at_the_device():  # the plan reads the device's SM count
         kjit.mla.swa_decode_plan(*args, num_splits=2, head_group=16)
-    assert kjit.mla.SwaDecodePlan._fields == ("head_group", "kv_tile", "num_splits", "split_len", "ctas", "launches",
-                                              "workspace_bytes")
+    with stops_at_the_device():
+        kjit.mla.swa_decode_plan(*args, cluster_split=4)
+    assert kjit.mla.SwaDecodePlan._fields == ("head_group", "kv_tile", "num_splits", "cluster_split", "split_len",
+                                              "ctas", "launches", "workspace_bytes")
 
 
 def test_docstrings_and_scale_shapes_come_from_the_family_declarations():

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """kjit's fused fp8 sliding-window MLA decode beside a batched PyTorch fallback, on one GPU.
 
-    python3 tools/bench/bench_swa.py [--json out.json] [--seed N] [--tokens T ...]
-    python3 tools/bench/bench_swa.py --sweep [--json sweep.json]
+    python3 tools/bench/bench_swa.py [--json out.json] [--seed N] [--tokens T ...] [--cluster-split C ...]
+    python3 tools/bench/bench_swa.py --sweep [--json sweep.json] [--tokens T ...] [--cluster-split C ...]
 
---sweep times, for each T, every (head group, split count) the op accepts, forced through the
-op's num_splits= / head_group= (the planner clamps a requested split count, so requests that give
-the same plan, as kjit.mla.swa_decode_plan reports it, are timed once), checks each against the
-float64 reference, and prints one line per T: the planner's own choice, then
-`g<group>/s<splits>x<split_len> eager/graph µs` per plan, then the fastest.
+--sweep times, for each T, every (head group, split count) the op accepts and, on sm_90+, every
+(head group, cluster split), forced through the op's num_splits= / head_group= / cluster_split=
+(the planner clamps a requested split count, so requests that give the same plan, as
+kjit.mla.swa_decode_plan reports it, are timed once), checks each against the float64 reference,
+and prints one line per T: the planner's own choice, then `g<group>/s<splits>x<split_len>` (a
+split merged by a second kernel) or `g<group>/c<cluster>x<split_len>` (a cluster split, one
+launch) with its eager/graph µs per plan, then the fastest. --cluster-split limits the sweep's
+cluster plans to those sizes; without --sweep it adds, for each T, kjit forced to each of those
+cluster splits (groups of 16) beside the planner's plan, and those plans to the correctness check.
 
 kjit runs through its Python package (kjit.mla.swa_decode on the torch tensors, torch's current
 stream). The workload is DeepSeek-V4 decode: NH 128 query heads, latent HD 512, window
@@ -80,22 +84,44 @@ class Kjit:
     def __init__(self):
         self.ws = {}
 
-    def workspace(self, q, kv, inv_scale, indices, lens, splits=0, group=0):
-        key = (tuple(q.shape), kv.shape[0], splits, group)
+    def workspace(self, q, kv, inv_scale, indices, lens, splits=0, group=0, cluster=0):
+        key = (tuple(q.shape), kv.shape[0], splits, group, cluster)
         if key not in self.ws:
-            n = self.plan(q, kv, inv_scale, indices, lens, splits, group).workspace_bytes
+            n = self.plan(q, kv, inv_scale, indices, lens, splits, group, cluster).workspace_bytes
             self.ws[key] = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
         return self.ws[key]
 
     @staticmethod
-    def plan(q, kv, inv_scale, indices, lens, splits=0, group=0):
-        """The kjit.mla.SwaDecodePlan the op runs for these requests; its first six fields (group,
-        tile, num_splits, split_len, ctas, launches) are what the tables and --json print."""
-        return kjit.mla.swa_decode_plan(q, kv, inv_scale, indices, lens, num_splits=splits, head_group=group)
+    def plan(q, kv, inv_scale, indices, lens, splits=0, group=0, cluster=0):
+        """The kjit.mla.SwaDecodePlan the op runs for these requests; its first seven fields (group,
+        tile, num_splits, cluster_split, split_len, ctas, launches) are what the tables and --json
+        print (PLAN_FIELDS)."""
+        return kjit.mla.swa_decode_plan(q, kv, inv_scale, indices, lens, num_splits=splits, head_group=group,
+                                        cluster_split=cluster)
 
-    def decode(self, q, kv, inv_scale, indices, lens, out, lse=None, scale=0.0, splits=0, group=0):
+    def decode(self, q, kv, inv_scale, indices, lens, out, lse=None, scale=0.0, splits=0, group=0, cluster=0):
         kjit.mla.swa_decode(q, kv, inv_scale, indices, lens, out=out, lse=lse, scale=scale, num_splits=splits,
-                            head_group=group, workspace=self.workspace(q, kv, inv_scale, indices, lens, splits, group))
+                            head_group=group, cluster_split=cluster,
+                            workspace=self.workspace(q, kv, inv_scale, indices, lens, splits, group, cluster))
+
+
+PLAN_FIELDS = ("group", "tile", "splits", "cluster", "split_len", "ctas", "launches")
+
+
+def plan_key(plan):
+    """The PLAN_FIELDS of a kjit.mla.SwaDecodePlan, as a tuple."""
+    return tuple(plan[:len(PLAN_FIELDS)])
+
+
+def plan_name(key):
+    """g<group>/s<splits>x<split_len>, or g<group>/c<cluster>x<split_len> for a cluster split."""
+    f = dict(zip(PLAN_FIELDS, key))
+    how = f"c{f['cluster']}" if f["cluster"] > 1 else f"s{f['splits']}"
+    return f"g{f['group']}/{how}x{f['split_len']}"
+
+
+def has_clusters():
+    return torch.cuda.get_device_capability() >= (9, 0)
 
 
 def torch_fallback(q, kv_cache, inv_scale, indices, lens, block_size, scale, window):
@@ -175,25 +201,30 @@ def make_tokens(T, gen, ragged=False):
     return q, indices, lens
 
 
-def check_options(kj, kv, inv_scale, gen):
+def check_options(kj, kv, inv_scale, gen, clusters):
     """Ragged lens (0, 1, W−1, W, random), 10% invalid indices, an all-invalid row, LSE; planned,
-    one and three splits and both head groups, against the float64 reference."""
+    one and three splits and both head groups, and on sm_90+ the cluster splits `clusters`, against
+    the float64 reference."""
     T = 37
     q, indices, lens = make_tokens(T, gen, ragged=True)
     scale = 1.0 / math.sqrt(HD)
     ref_out, ref_lse = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
     results = []
-    for splits, group in ((0, 0), (1, 16), (0, 32), (3, 32), (8, 16)):
+    cases = [(0, 0, 0), (1, 16, 0), (0, 32, 0), (3, 32, 0), (8, 16, 0)]
+    if has_clusters():
+        cases += [(0, 16, c) for c in clusters] + [(0, 32, c) for c in clusters]
+    for splits, group, cluster in cases:
         out = torch.full_like(q, float("nan"))
         lse = torch.full((T, NH), float("nan"), device="cuda")
-        kj.decode(q, kv, inv_scale, indices, lens, out, lse=lse, splits=splits, group=group)
+        kj.decode(q, kv, inv_scale, indices, lens, out, lse=lse, splits=splits, group=group, cluster=cluster)
         torch.cuda.synchronize()
         finite = ref_lse.isfinite()
         e_out = rel_l2(out, ref_out)
         e_lse = rel_l2(lse, ref_lse, rows=finite)
         empty_ok = bool((lse[~finite] == float("-inf")).all()) and bool((out[~finite] == 0).all())
         ok = e_out <= OUT_TOL and e_lse <= LSE_TOL and bool(torch.isfinite(out).all()) and empty_ok
-        results.append({"case": f"T{T} ragged+invalid+empty-row+lse splits={splits or 'auto'} group={group or 'auto'}",
+        results.append({"case": f"T{T} ragged+invalid+empty-row+lse splits={splits or 'auto'} group={group or 'auto'}"
+                                f" cluster={cluster or 'auto'}",
                         "rel_l2_out": e_out, "rel_l2_lse": e_lse, "empty_rows_ok": empty_ok, "ok": ok})
     return results
 
@@ -202,7 +233,7 @@ def graph_us(fn):
     return bench_ms(capture_graph(fn).replay) * 1e3
 
 
-def bench_tokens(kj, kv, inv_scale, T, gen):
+def bench_tokens(kj, kv, inv_scale, T, gen, clusters):
     q, indices, lens = make_tokens(T, gen)
     scale = 1.0 / math.sqrt(HD)
     out = torch.empty_like(q)
@@ -232,7 +263,19 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
         wg_fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, group=64)  # noqa: E731
         row["wgmma_us"] = bench_ms(wg_fn) * 1e3
         row["wgmma_graph_us"] = graph_us(wg_fn)
-    row["plan"] = tuple(kj.plan(q, kv, inv_scale, indices, lens)[:6])
+    # Forced cluster splits (sm_90+), groups of 16: eager / graph µs and the plan each ran.
+    row["cluster"] = {}
+    for c in clusters if has_clusters() else ():
+        fn = lambda c=c: kj.decode(q, kv, inv_scale, indices, lens, out, group=16, cluster=c)  # noqa: E731
+        fn()
+        torch.cuda.synchronize()
+        ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
+        err = rel_l2(out, ref)
+        del ref
+        row["ok"] = row["ok"] and err <= OUT_TOL and bool(torch.isfinite(out).all())
+        row["cluster"][c] = {"plan": plan_key(kj.plan(q, kv, inv_scale, indices, lens, 0, 16, c)),
+                             "rel_l2_vs_ref64": err, "eager_us": bench_ms(fn) * 1e3, "graph_us": graph_us(fn)}
+    row["plan"] = plan_key(kj.plan(q, kv, inv_scale, indices, lens))
     per_token_bytes = W * HD + W * 2 + W * 8 + 8 + 2 * NH * HD * 2
     row["bytes"] = T * per_token_bytes
     row["flops"] = T * 4 * NH * W * HD
@@ -251,63 +294,68 @@ def bench_tokens(kj, kv, inv_scale, T, gen):
     return row
 
 
-def sweep_tokens(kj, kv, inv_scale, T, gen):
+def sweep_tokens(kj, kv, inv_scale, T, gen, clusters):
     """Every distinct plan the op accepts at this T (groups 16 and 32 × requested splits
-    1..min(32, W/16); group 64, the sm_90a wgmma kernel, unsplit, on Hopper), plus the planner's
-    choice: correctness vs float64, eager and graph µs."""
+    1..min(32, W/16); on sm_90+ groups 16 and 32 × the cluster splits `clusters`; group 64, the
+    sm_90a wgmma kernel, unsplit, on Hopper), plus the planner's choice: correctness vs float64,
+    eager and graph µs."""
     q, indices, lens = make_tokens(T, gen)
     scale = 1.0 / math.sqrt(HD)
     ref, _ = reference64(q, kv, inv_scale, indices, lens, BLOCK_SIZE, scale, W)
-    auto = tuple(kj.plan(q, kv, inv_scale, indices, lens)[:6])
+    auto = plan_key(kj.plan(q, kv, inv_scale, indices, lens))
     plans = {}
     hopper = torch.cuda.get_device_capability() == (9, 0)
     for group in (16, 32, 64) if hopper else (16, 32):
         if NH % group:
             continue
         for splits in range(1, (1 if group == 64 else min(32, W // 16)) + 1):
-            key = tuple(kj.plan(q, kv, inv_scale, indices, lens, splits, group)[:6])
-            plans.setdefault(key, (splits, group))
-    plans.setdefault(auto, (0, 0))
+            key = plan_key(kj.plan(q, kv, inv_scale, indices, lens, splits, group, 1))
+            plans.setdefault(key, (splits, group, 1))
+        for cluster in clusters if group != 64 and has_clusters() else ():
+            key = plan_key(kj.plan(q, kv, inv_scale, indices, lens, 0, group, cluster))
+            plans.setdefault(key, (0, group, cluster))
+    plans.setdefault(auto, (0, 0, 0))
     rows = []
-    for key, (splits, group) in sorted(plans.items(), key=lambda kv_: (kv_[0][0], kv_[0][2])):
+    for key, (splits, group, cluster) in sorted(plans.items(), key=lambda kv_: (kv_[0][0], kv_[0][3], kv_[0][2])):
         out = torch.full_like(q, float("nan"))
-        fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, splits=splits, group=group)  # noqa: E731
+        fn = lambda: kj.decode(q, kv, inv_scale, indices, lens, out, splits=splits, group=group,  # noqa: E731
+                               cluster=cluster)
+        row = dict(zip(PLAN_FIELDS, key))
+        row.update({"name": plan_name(key), "requested_splits": splits, "requested_group": group,
+                    "requested_cluster": cluster, "auto": key == auto})
         try:
             fn()
             torch.cuda.synchronize()
         except RuntimeError as e:  # a plan the op rejects (kjit.Error says why): note it, go on
-            rows.append({"group": key[0], "tile": key[1], "splits": key[2], "split_len": key[3], "ctas": key[4],
-                         "launches": key[5], "requested_splits": splits, "requested_group": group,
-                         "auto": key == auto, "error": str(e), "ok": False,
-                         "eager_us": float("inf"), "graph_us": float("inf")})
+            row.update({"error": str(e), "ok": False, "eager_us": float("inf"), "graph_us": float("inf")})
+            rows.append(row)
             continue
         err = rel_l2(out, ref)
         ok = err <= OUT_TOL and bool(torch.isfinite(out).all())
-        rows.append({"group": key[0], "tile": key[1], "splits": key[2], "split_len": key[3], "ctas": key[4],
-                     "launches": key[5], "requested_splits": splits, "requested_group": group,
-                     "auto": key == auto, "rel_l2_vs_ref64": err, "ok": ok,
-                     "eager_us": bench_ms(fn) * 1e3, "graph_us": graph_us(fn)})
+        row.update({"rel_l2_vs_ref64": err, "ok": ok, "eager_us": bench_ms(fn) * 1e3, "graph_us": graph_us(fn)})
+        rows.append(row)
     kj.ws.clear()  # split partials reach 1 GiB at T = 512
     torch.cuda.empty_cache()
     return auto, rows
 
 
-def run_sweep(kj, kv, inv_scale, gen, tokens, json_path, seed):
+def run_sweep(kj, kv, inv_scale, gen, tokens, clusters, json_path, seed):
     results = {}
     all_ok = True
     for T in tokens:
-        auto, rows = sweep_tokens(kj, kv, inv_scale, T, gen)
+        auto, rows = sweep_tokens(kj, kv, inv_scale, T, gen, clusters)
         results[T] = {"auto": auto, "rows": rows}
         best_e = min(rows, key=lambda r: r["eager_us"])
         best_g = min(rows, key=lambda r: r["graph_us"])
         auto_row = next(r for r in rows if r["auto"])
-        cells = " ".join(f"g{r['group']}/s{r['splits']}x{r['split_len']}{'*' if r['auto'] else ''}"
+        cells = " ".join(f"{r['name']}{'*' if r['auto'] else ''}"
                          f"{'' if r['ok'] else '(WRONG)'} {r['eager_us']:.1f}/{r['graph_us']:.1f}" for r in rows)
-        print(f"sweep T={T}: auto g{auto[0]}/s{auto[2]}x{auto[3]} {auto_row['eager_us']:.1f}/{auto_row['graph_us']:.1f} us"
-              f" | {cells} | best eager g{best_e['group']}/s{best_e['splits']} {best_e['eager_us']:.1f},"
-              f" best graph g{best_g['group']}/s{best_g['splits']} {best_g['graph_us']:.1f}", flush=True)
+        print(f"sweep T={T}: auto {plan_name(auto)} {auto_row['eager_us']:.1f}/{auto_row['graph_us']:.1f} us"
+              f" | {cells} | best eager {best_e['name']} {best_e['eager_us']:.1f},"
+              f" best graph {best_g['name']} {best_g['graph_us']:.1f}", flush=True)
         all_ok = all_ok and all(r["ok"] for r in rows)
-    print("(g<group>/s<splits>x<split_len> eager/graph us; * = planner's choice; tile and CTAs in --json)")
+    print("(g<group>/s<splits>x<split_len>: window splits merged by a second kernel; g<group>/c<cluster>x<split_len>:"
+          " a cluster split in one launch; eager/graph us; * = planner's choice; tile and CTAs in --json)")
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
@@ -322,7 +370,11 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--tokens", type=int, nargs="*", default=TOKENS)
     ap.add_argument("--sweep", action="store_true",
-                    help="time every (head group, split count) plan per T instead of the default comparison")
+                    help="time every (head group, split count / cluster split) plan per T instead of the default "
+                         "comparison")
+    ap.add_argument("--cluster-split", type=int, nargs="*", default=None, metavar="C",
+                    help="cluster splits (2, 4, 8; sm_90+) to force: the sweep's cluster plans (default all), or "
+                         "extra forced runs beside the default comparison's planner (default none)")
     args = ap.parse_args()
     require_gpu()
     kj = Kjit()
@@ -331,19 +383,23 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  seed {seed}")
     kv, inv_scale = make_cache(gen)
     if args.sweep:
-        return run_sweep(kj, kv, inv_scale, gen, args.tokens, args.json, seed)
+        clusters = args.cluster_split if args.cluster_split is not None else [2, 4, 8]
+        return run_sweep(kj, kv, inv_scale, gen, args.tokens, clusters, args.json, seed)
 
-    checks = check_options(kj, kv, inv_scale, gen)
+    clusters = args.cluster_split or []
+    checks = check_options(kj, kv, inv_scale, gen, clusters)
     for c in checks:
         print(f"check {c['case']}: out rel_l2 {c['rel_l2_out']:.2e}, lse rel_l2 {c['rel_l2_lse']:.2e}, "
               f"empty rows {'ok' if c['empty_rows_ok'] else 'WRONG'}: {'ok' if c['ok'] else 'FAIL'}")
 
     rows = []
     for T in args.tokens:
-        r = bench_tokens(kj, kv, inv_scale, T, gen)
+        r = bench_tokens(kj, kv, inv_scale, T, gen, clusters)
         rows.append(r)
         wg = f"; wgmma kernel {r['wgmma_us']:.1f} / {r['wgmma_graph_us']:.1f}" if "wgmma_us" in r else ""
-        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}; planner g{r['plan'][0]}; mma.sync kernel "
+        wg += "".join(f"; {plan_name(v['plan'])} {v['eager_us']:.1f} / {v['graph_us']:.1f}"
+                      f"{'' if v['rel_l2_vs_ref64'] <= OUT_TOL else ' (WRONG)'}" for v in r["cluster"].values())
+        print(f"T={T}: kjit {r['kjit_us']:.1f} us (graph {r['kjit_graph_us']:.1f}; planner {plan_name(r['plan'])}; mma.sync kernel "
               f"g{r['mma_group']} {r['mma_us']:.1f} / {r['mma_graph_us']:.1f}{wg}), fallback {r['fallback_us']:.1f} us, "
               f"rel_l2 vs fallback {r['rel_l2_vs_fallback']:.2e}, vs float64 {r['rel_l2_vs_ref64']:.2e} "
               f"(fallback vs float64 {r['fallback_rel_l2_vs_ref64']:.2e})")
