@@ -67,6 +67,19 @@ SwaCase make(int tokens, int heads = 128, int window = 128, int block_size = 256
   return c;
 }
 
+/// Arguments of T tokens × NH heads (W 128, a 2 × 256-row cache) whose every tensor is `data`:
+/// for building launch values and sizing workspaces, never for running.
+kjit::mla::SwaDecodeArgs args_over(void* data, int64_t tokens, int64_t heads) {
+  kjit::mla::SwaDecodeArgs a;
+  a.q = kjit::TensorRef(data, kjit::DType::kBF16, {tokens, heads, 512}, {}, 0);
+  a.kv_cache = kjit::TensorRef(data, kjit::DType::kU8, {2, 256, 512}, {}, 0);
+  a.inv_scale = kjit::TensorRef(data, kjit::DType::kBF16, {512, 1}, {}, 0);
+  a.indices = kjit::TensorRef(data, kjit::DType::kI64, {tokens, 128}, {}, 0);
+  a.lens = kjit::TensorRef(data, kjit::DType::kI64, {tokens}, {}, 0);
+  a.out = kjit::TensorRef(data, kjit::DType::kBF16, {tokens, heads, 512}, {}, 0);
+  return a;
+}
+
 TEST_F(SwaDecodeGpu, TokenCountsWithPlannedSplits) {
   // T = 1 and 7 (groups of 16), 64 and 1000 (groups of 32): the planner does not split W 128.
   for (int t : {1, 7, 64}) {
@@ -335,13 +348,7 @@ TEST_F(SwaDecodeGpu, ClusterSplitLaunchValue) {
   using Op = kjit::mla::detail::SwaDecodeOp;
   constexpr int64_t kT = 3, kNH = 128;
   kjit::testing::DeviceBuffer buf(size_t{kT} * kNH * 512 * 2);
-  kjit::mla::SwaDecodeArgs a;
-  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
-  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
-  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
-  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT, 128}, {}, 0);
-  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT}, {}, 0);
-  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
+  kjit::mla::SwaDecodeArgs a = args_over(buf.get(), kT, kNH);
   for (int group : {16, 32}) {
     for (int cluster : {2, 4, 8}) {
       a.head_group = group;
@@ -423,13 +430,7 @@ TEST_F(SwaDecodeGpu, ZeroTokensIsANoOp) {
 TEST_F(SwaDecodeGpu, ShortWorkspaceIsRejected) {
   // Eight splits need a workspace; too little is an InvalidArgument.
   kjit::testing::DeviceBuffer buf(1 << 22);
-  kjit::mla::SwaDecodeArgs a;
-  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
-  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
-  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
-  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1, 128}, {}, 0);
-  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {1}, {}, 0);
-  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {1, 128, 512}, {}, 0);
+  kjit::mla::SwaDecodeArgs a = args_over(buf.get(), 1, 128);
   a.num_splits = 8;
   const size_t need = kjit::mla::swa_decode_workspace_bytes(a);
   ASSERT_GT(need, 0u);
@@ -441,13 +442,7 @@ TEST_F(SwaDecodeGpu, LaunchValueFollowsThePlan) {
   using Op = kjit::mla::detail::SwaDecodeOp;
   constexpr int64_t kT = 64, kNH = 128;
   kjit::testing::DeviceBuffer buf(size_t{kT} * kNH * 512 * 2);
-  kjit::mla::SwaDecodeArgs a;
-  a.q = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
-  a.kv_cache = kjit::TensorRef(buf.get(), kjit::DType::kU8, {2, 256, 512}, {}, 0);
-  a.inv_scale = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {512, 1}, {}, 0);
-  a.indices = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT, 128}, {}, 0);
-  a.lens = kjit::TensorRef(buf.get(), kjit::DType::kI64, {kT}, {}, 0);
-  a.out = kjit::TensorRef(buf.get(), kjit::DType::kBF16, {kT, kNH, 512}, {}, 0);
+  kjit::mla::SwaDecodeArgs a = args_over(buf.get(), kT, kNH);
   const kjit::DeviceInfo& info = kjit::device_info(0);
   const Op::Launch one = kjit::detail::launch_value<Op>(a, {}, kjit::Runtime::global());
   ASSERT_NE(one.step<0>().kernel, nullptr);

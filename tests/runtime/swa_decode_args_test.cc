@@ -41,6 +41,13 @@ SwaDecodeArgs valid_args() {
   return a;
 }
 
+/// valid_args with `heads` query heads and no LSE.
+void with_heads(SwaDecodeArgs& a, int64_t heads) {
+  a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, heads, kHD}, {}, 0);
+  a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, heads, kHD}, {}, 0);
+  a.lse = {};
+}
+
 /// Applies `edit` to valid args and expects validate_swa_decode — and the public op and its
 /// workspace query, which must validate before touching the driver — to throw InvalidArgument
 /// naming the op (the query: itself) and mentioning every `needles`.
@@ -288,9 +295,7 @@ TEST(SwaDecodeArgs, OutputAndScalarRules) {
       {"head_group 64", "does not split the window"});
   expect_invalid(
       [](SwaDecodeArgs& a) {
-        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 48, kHD}, {}, 0);
-        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 48, kHD}, {}, 0);
-        a.lse = {};
+        with_heads(a, 48);
         a.head_group = 32;
       },
       {"head_group 32 must divide", "NH = 48"});
@@ -304,9 +309,7 @@ TEST(SwaDecodeArgs, OutputAndScalarRules) {
       {"cluster_split 2 merges the window inside its cluster", "num_splits must be 0 or 1, got 3"});
   expect_invalid(
       [](SwaDecodeArgs& a) {
-        a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
-        a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
-        a.lse = {};
+        with_heads(a, 64);
         a.cluster_split = 4;
         a.head_group = 64;
       },
@@ -334,9 +337,7 @@ TEST(SwaDecodeArgs, OutputAndScalarRules) {
     }
   }
   SwaDecodeArgs one = valid_args();
-  one.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
-  one.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
-  one.lse = {};
+  with_heads(one, 64);
   one.cluster_split = 1;
   one.head_group = 64;
   one.num_splits = 1;
@@ -617,9 +618,7 @@ TEST(SwaDecodeOp, PlanNamesTheKernelOrSaysWhyNot) {
   EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=64 window=128 cache=e4m3 cluster_split=4");
   // Group 64 on Hopper: the wgmma kernel; E5M2 cache and W = 64 reach the point.
   SwaDecodeArgs a = valid_args();
-  a.q = TensorRef(fake_ptr(), DType::kBF16, {kT, 64, kHD}, {}, 0);
-  a.out = TensorRef(fake_ptr(0x5000000), DType::kBF16, {kT, 64, kHD}, {}, 0);
-  a.lse = {};
+  with_heads(a, 64);
   a.indices = TensorRef(fake_ptr(0x3000000), DType::kI64, {kT, 64}, {}, 0);
   a.kv_cache.dtype = DType::kE5M2;
   a.head_group = 64;

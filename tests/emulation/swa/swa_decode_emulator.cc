@@ -335,104 +335,67 @@ int main(int argc, char** argv) {
   // below the window, invalid indices, an empty row, LSE on and off; each CTA's slice one step
   // (16 positions) up to a whole 128-position tile. Only on the arch paths of targets with
   // clusters: 90 (sm_90, sm_100) and 89 (the fp8 path of sm_120).
-  Forced sm90;
-  sm90.cc_major = 9;
   const size_t unclustered = cases.size();
-  // The planner's T = 1 plan on sm_90: clusters of 8 CTAs of 16 heads × 16 positions.
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 1;
-        c.heads = 32;
-        c.lse = true;
-      },
-      sm90);
-  // 8 CTAs of 16 positions; lens 0, 1, W − 1, W, W + 5, −3; invalid indices.
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 6;
-        c.heads = 16;
-        c.cluster_split = 8;
-        c.lens = kt::SwaCase::Lens::kEdges;
-        c.invalid_fraction = 0.2;
-        c.lse = true;
-      },
-      sm90);
-  // 4 CTAs of 32 positions, E5M2 over its whole range, random lens (slices past the end attend
-  // nothing), strided views, no LSE.
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 3;
-        c.heads = 16;
-        c.cluster_split = 4;
-        c.format = kt::Fp8Format::kE5M2;
-        c.full_range = true;
-        c.scale_lo = 1e-3f;
-        c.scale_hi = 1e-2f;
-        c.lens = kt::SwaCase::Lens::kRandom;
-        c.strided = true;
-      },
-      sm90);
-  // 2 CTAs of 64 positions with groups of 16 and of 32 (two m-tiles), an empty row.
-  for (int group : {16, 32}) {
+  // A case on an sm_90 device: T tokens, NH heads, window W, the request head_group / cluster_split
+  // (0: the planner's), then `tweak`.
+  auto add_sm90 = [&](int tokens, int heads, int window, int group, int cluster, auto&& tweak) {
+    Forced sm90;
+    sm90.cc_major = 9;
     add(
-        [group](kt::SwaCase& c) {
-          c.tokens = 3;
-          c.heads = 32;
+        [&](kt::SwaCase& c) {
+          c.tokens = tokens;
+          c.heads = heads;
+          c.window = window;
           c.head_group = group;
-          c.cluster_split = 2;
-          c.all_invalid_row = true;
-          c.lens = kt::SwaCase::Lens::kEdges;
-          c.lens_i32 = true;
+          c.cluster_split = cluster;
           c.lse = true;
+          tweak(c);
         },
         sm90);
+  };
+  // The planner's T = 1 plan on sm_90: clusters of 8 CTAs of 16 heads × 16 positions.
+  add_sm90(1, 32, 128, 0, 0, [](kt::SwaCase&) {});
+  // 8 CTAs of 16 positions; lens 0, 1, W − 1, W, W + 5, −3; invalid indices.
+  add_sm90(6, 16, 128, 0, 8, [](kt::SwaCase& c) {
+    c.lens = kt::SwaCase::Lens::kEdges;
+    c.invalid_fraction = 0.2;
+  });
+  // 4 CTAs of 32 positions, E5M2 over its whole range, random lens (slices past the end attend
+  // nothing), strided views, no LSE.
+  add_sm90(3, 16, 128, 0, 4, [](kt::SwaCase& c) {
+    c.format = kt::Fp8Format::kE5M2;
+    c.full_range = true;
+    c.scale_lo = 1e-3f;
+    c.scale_hi = 1e-2f;
+    c.lens = kt::SwaCase::Lens::kRandom;
+    c.strided = true;
+    c.lse = false;
+  });
+  // 2 CTAs of 64 positions with groups of 16 and of 32 (two m-tiles), an empty row, i32 lens.
+  for (int group : {16, 32}) {
+    add_sm90(3, 32, 128, group, 2, [](kt::SwaCase& c) {
+      c.all_invalid_row = true;
+      c.lens = kt::SwaCase::Lens::kEdges;
+      c.lens_i32 = true;
+    });
   }
   // Groups of 32 in 8 CTAs of 16 positions, E5M2, scales far from one.
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 1;
-        c.heads = 32;
-        c.head_group = 32;
-        c.cluster_split = 8;
-        c.format = kt::Fp8Format::kE5M2;
-        c.mixed_scales = true;
-        c.lse = true;
-      },
-      sm90);
+  add_sm90(1, 32, 128, 32, 8, [](kt::SwaCase& c) {
+    c.format = kt::Fp8Format::kE5M2;
+    c.mixed_scales = true;
+  });
   // W = 512 in 8 CTAs of 64 positions; W = 64 in 4 of 16; W = 256 in 2 of 128 (the 128 tile).
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 1;
-        c.heads = 16;
-        c.window = 512;
-        c.cluster_split = 8;
-        c.invalid_fraction = 0.1;
-        c.lse = true;
-      },
-      sm90);
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 6;
-        c.heads = 16;
-        c.window = 64;
-        c.cluster_split = 4;
-        c.lens = kt::SwaCase::Lens::kEdges;
-        c.repeated = true;
-      },
-      sm90);
-  add(
-      [](kt::SwaCase& c) {
-        c.tokens = 1;
-        c.heads = 32;
-        c.window = 256;
-        c.block_size = 256;
-        c.head_group = 32;
-        c.cluster_split = 2;
-        c.format = kt::Fp8Format::kE5M2;
-        c.lens = kt::SwaCase::Lens::kRandom;
-        c.lse = true;
-      },
-      sm90);
+  add_sm90(1, 16, 512, 0, 8, [](kt::SwaCase& c) { c.invalid_fraction = 0.1; });
+  add_sm90(6, 16, 64, 0, 4, [](kt::SwaCase& c) {
+    c.lens = kt::SwaCase::Lens::kEdges;
+    c.repeated = true;
+    c.lse = false;
+  });
+  add_sm90(1, 32, 256, 32, 2, [](kt::SwaCase& c) {
+    c.block_size = 256;
+    c.format = kt::Fp8Format::kE5M2;
+    c.lens = kt::SwaCase::Lens::kRandom;
+  });
   if (SWA_EMU_ARCH == 80) cases.resize(unclustered);
   // An optional second argument runs only the cases whose description contains it ("cluster").
   const std::string only = argc > 2 ? argv[2] : "";
