@@ -8,7 +8,7 @@ swa_ncu_probe.py`: every call is made once before the profiled region (compiles,
 script prints the order of the profiled calls, which is the order of the kernels in ncu's report.
 With --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
 
-Usage: swa_ncu_probe.py [--seed N] [--time] [--tokens T ...] [--groups G ...]
+Usage: swa_ncu_probe.py [--seed N] [--time] [--tokens T ...] [--groups G ...] [--clusters C ...]
 """
 import math
 import os
@@ -23,7 +23,9 @@ ap = arg_parser(__doc__)
 ap.add_argument("--time", action="store_true", help="print CUDA-graph times instead of one call each")
 ap.add_argument("--tokens", type=int, nargs="*", default=[1, 64, 512])
 ap.add_argument("--groups", type=int, nargs="*", default=[0],
-                help="head groups to force (0: the planner's); one call per (T, group)")
+                help="head groups to force (0: the planner's); one call per (T, group, cluster)")
+ap.add_argument("--clusters", type=int, nargs="*", default=[0],
+                help="cluster splits to force (0: the planner's, 1: none; 2, 4, 8 need sm_90+)")
 args = ap.parse_args()
 require_gpu()
 gen, _ = seeded_generator(args)
@@ -34,10 +36,12 @@ for T in args.tokens:
     q, indices, lens = bs.make_tokens(T, gen)
     out = torch.empty_like(q)
     for g in args.groups:
-        plan = kj.plan(q, kv, inv_scale, indices, lens, group=g)
-        name = f"T{T} g{plan.head_group} s{plan.num_splits} ctas {plan.ctas}"
-        calls.append((name, lambda q=q, indices=indices, lens=lens, out=out, g=g:
-                      kj.decode(q, kv, inv_scale, indices, lens, out, scale=1.0 / math.sqrt(bs.HD), group=g)))
+        for c in args.clusters:
+            plan = kj.plan(q, kv, inv_scale, indices, lens, group=g, cluster=c)
+            name = f"T{T} g{plan.head_group} s{plan.num_splits} c{plan.cluster_split} ctas {plan.ctas}"
+            calls.append((name, lambda q=q, indices=indices, lens=lens, out=out, g=g, c=c:
+                          kj.decode(q, kv, inv_scale, indices, lens, out, scale=1.0 / math.sqrt(bs.HD), group=g,
+                                    cluster=c)))
 for _, fn in calls:
     fn()
 torch.cuda.synchronize()
