@@ -46,6 +46,11 @@ struct FamilyParam {
   /// order at most), so under KJIT_JIT=async one may serve while the other compiles
   /// (Family::same_semantics). A head_dim, a format, a style, causal or a page layout is not.
   bool performance_only = false;
+  /// For a parameter added after points of the family were written down (manifests, tuning
+  /// tables, command lines): the value text such a point, which does not name the parameter,
+  /// takes in Family::parse, the one that runs as the family did before. Empty: the parameter
+  /// must be named.
+  std::string absent_value = {};
 
   /// The values' texts, in order.
   std::vector<std::string> texts() const;

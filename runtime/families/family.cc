@@ -91,8 +91,15 @@ Point Family::parse(const ParamMap& map) const {
     pt.index[i] = static_cast<uint8_t>(j);
   }
   std::vector<std::string> missing;
-  for (const FamilyParam& p : params) {
-    if (!map.count(p.name)) missing.push_back(fmt::format("{} (one of {})", p.name, fmt::join(p.texts(), ", ")));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const FamilyParam& p = params[i];
+    if (map.count(p.name)) continue;
+    if (!p.absent_value.empty()) {
+      const std::vector<std::string> texts = p.texts();
+      pt.index[i] = static_cast<uint8_t>(std::find(texts.begin(), texts.end(), p.absent_value) - texts.begin());
+      continue;
+    }
+    missing.push_back(fmt::format("{} (one of {})", p.name, fmt::join(p.texts(), ", ")));
   }
   if (!missing.empty()) {
     throw InvalidArgument(
@@ -261,6 +268,12 @@ std::string Family::check() const {
         if (p.values[i].text == p.values[j].text || p.values[i].code == p.values[j].code) {
           return fmt::format("{} repeats a value ({})", p.name, p.values[i].text);
         }
+      }
+    }
+    if (!p.absent_value.empty()) {
+      const std::vector<std::string> texts = p.texts();
+      if (std::find(texts.begin(), texts.end(), p.absent_value) == texts.end()) {
+        return fmt::format("{}: absent_value {} is not one of its values", p.name, p.absent_value);
       }
     }
   }

@@ -65,7 +65,7 @@ const Family& swa_decode_family() {
          "window / cluster_split positions, and merge their partials through distributed shared memory in the "
          "same launch (no workspace, no merge kernel); 1 = no cluster. group 16 / 32 only, kv_tile the smallest "
          "tile that holds a CTA's positions",
-         true},
+         true, "1"},
     };
     f.programs = {
         {"group", "64", "mla/swa_decode_sm90.cu", {"kjit::mla::swa_decode_wgmma_kernel<{head_dim}, {window}, {cache}>"}, true},

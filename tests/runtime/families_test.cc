@@ -346,6 +346,24 @@ TEST(Families, CheckNamesWhatIsWrongInADeclaration) {
   f = kjit::family("rotary");
   f.params[0].values.push_back({"neox", 7, ""});
   EXPECT_NE(f.check().find("repeats a value"), std::string::npos) << f.check();
+  f = kjit::family("rotary");
+  f.params[0].absent_value = "nope";
+  EXPECT_NE(f.check().find("absent_value nope is not one of its values"), std::string::npos) << f.check();
+}
+
+// A parameter added after points were written down (manifests, tuning tables) declares the value
+// such a point takes; the points that name it parse as before, and no other parameter may be left out.
+TEST(Families, APointWrittenBeforeAParameterExistedTakesItsAbsentValue) {
+  const Family& f = kjit::family("mla.swa_decode");
+  const ParamMap old{{"head_dim", "512"}, {"group", "16"}, {"kv_tile", "128"}, {"window", "128"}, {"cache", "e4m3"}};
+  const kjit::Point pt = f.parse(old);
+  EXPECT_EQ(f.value(pt, "cluster_split").text, "1");
+  ParamMap named = old;
+  named["cluster_split"] = "1";
+  EXPECT_EQ(f.parse(named), pt);
+  ParamMap other = old;
+  other.erase("group");
+  EXPECT_NE(error_of([&] { f.parse(other); }).find("missing parameter group"), std::string::npos);
 }
 
 TEST(Families, APointWithJunkBeyondItsParametersIsInvalid) {
