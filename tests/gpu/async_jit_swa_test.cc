@@ -1,0 +1,95 @@
+// KJIT_JIT=async on the GPU for the fused fp8 SWA MLA decode (the fixture and its two checks:
+// tests/gpu/async_jit_fixture.hpp). Its family's group (query heads per CTA) and kv_tile are
+// performance-only, and so is the split count; window and cache format are not.
+//   - with nothing built the call compiles on its own thread and says so;
+//   - with the built-in plan built and a pushed table naming another group at kv_tile 64 and 2
+//     splits, a fallback serves (a built family default at the table's 2 splits, or the
+//     built-in plan: whichever fits the workspace sized for the tuned plan), then the tuned plan.
+// Every result against the float64 reference, at the op's tolerances (kSwaOutTol, kSwaLseTol).
+// Skips without a GPU.
+#include <kjit/device.hpp>
+#include <kjit/ops/swa_decode.hpp>
+
+#include "runtime/families/mla.hpp"
+#include "runtime/ops/fallback.hpp"
+#include "runtime/ops/mla/swa_decode.hpp"
+#include "runtime/ops/tuned.hpp"
+#include "tests/gpu/async_jit_fixture.hpp"
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_swa.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace md = kjit::mla::detail;
+namespace kd = kjit::detail;
+namespace kt = kjit::testing;
+using kt::AsyncJitGpu;
+using kt::Outcome;
+
+/// T8 NH128 W128 blocks of 256, e4m3, with lse: DeepSeek's decode shape at a small batch.
+kt::SwaCase swa_case() {
+  kt::SwaCase c;
+  c.tokens = 8;
+  c.heads = 128;
+  c.window = 128;
+  c.block_size = 256;
+  c.format = kt::Fp8Format::kE4M3;
+  c.lse = true;
+  return c;
+}
+
+Outcome run_swa(const kt::SwaCase& c, uint64_t seed, kjit::Runtime& rt) {
+  return kt::attention_outcome(kt::run_swa_case(c, seed, rt), kt::kSwaOutTol, kt::kSwaLseTol);
+}
+
+TEST_F(AsyncJitGpu, SwaDecodeWithNothingBuiltCompilesOnTheCallingThread) {
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  const kt::SwaCase c = swa_case();
+  compiles_on_the_calling_thread(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_swa(c, seed, r); });
+}
+
+TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
+  const kt::SwaCase c = swa_case();
+  {
+    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's program
+    const Outcome warm = run_swa(c, fresh_seed(), on);
+    EXPECT_TRUE(warm.ok) << warm.what;
+  }
+  // What the tuning key and the planner read of the case's arguments.
+  md::SwaDims d;
+  d.device = kt::current_device();
+  d.tokens = c.tokens;
+  d.heads = c.heads;
+  d.head_dim = kjit::mla::kSwaHeadDim;
+  d.window = c.window;
+  d.block_size = c.block_size;
+  d.cache = kjit::mla::kSwaCacheE4M3;
+  d.has_lse = c.lse;
+  const kjit::DeviceInfo& info = kjit::device_info(d.device);
+  const md::SwaPlan builtin = md::SwaDecodeOp::plan(d, info);
+  // The pushed table: another group (32 where the built-in plan takes 16, else 16) at kv_tile 64,
+  // which no warm-up built, and 2 splits.
+  const kjit::Family& f = kjit::mla::swa_decode_family();
+  kjit::ParamMap pm = f.params_of(builtin.choice.point);
+  pm["group"] = builtin.heads_per_cta == 16 ? "32" : "16";
+  pm["kv_tile"] = "64";
+  kd::TunedChoice choice;
+  choice.family = &f;
+  choice.point = f.parse(pm);
+  choice.knobs[0] = 2;
+  md::SwaPlan tuned;
+  ASSERT_TRUE(md::SwaDecodeOp::apply_tuned(d, info, choice, &tuned)) << f.describe(choice.point);
+  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
+  kd::TunedKey key{};
+  ASSERT_TRUE(md::SwaDecodeOp::tune_key(d, &key));
+  kd::TunedTable table;
+  table.set(key, choice);
+  kd::install_tuned_table(d.device, table);
+
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_swa(c, seed, r); }, "the tuned plan: ");
+}
+
+}  // namespace
