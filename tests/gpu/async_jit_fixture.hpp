@@ -1,6 +1,7 @@
 #pragma once
 /// \file tests/gpu/async_jit_fixture.hpp
-/// What the KJIT_JIT=async GPU tests (tests/gpu/async_jit*_test.cc) share: a fixture whose
+/// What the KJIT_JIT=async GPU tests (tests/gpu/async_jit*_test.cc; the stand-in driver's
+/// tests/runtime/async_jit_paged_prefill_test.cc derives from it too) share: a fixture whose
 /// Runtimes use a cache directory of the test's own (fresh: nothing built) and whose device
 /// tuning table is empty around each test, and the two checks every op gets:
 ///   - compiles_on_the_calling_thread: a call that finds nothing built of its plan and no
@@ -65,7 +66,7 @@ class AsyncJitGpu : public ::testing::Test {
     kjit::detail::forget_op_calls();
   }
   void TearDown() override {
-    if (!has_gpu()) return;
+    if (dir_.empty()) return;  // skipped before SetUp
     kjit::detail::install_tuned_table(current_device(), {});
     kjit::detail::forget_op_calls();
     std::filesystem::remove_all(dir_);
@@ -83,6 +84,14 @@ class AsyncJitGpu : public ::testing::Test {
   static uint64_t fresh_seed() {
     std::random_device device;
     return (static_cast<uint64_t>(device()) << 32) | device();
+  }
+  /// A warm-up under KJIT_JIT=on on the test's cache, as a deployment's precompile: `run` builds
+  /// its plan's programs, within tolerance.
+  template <class Run>
+  void warm_up(Run&& run) const {
+    Runtime on(config(JitMode::kOn));
+    const Outcome warm = run(fresh_seed(), on);
+    EXPECT_TRUE(warm.ok) << "the warm-up under KJIT_JIT=on: " << warm.what;
   }
   /// Whether the current device runs the sm_90a kernels (wgmma).
   static bool has_wgmma() { return device_info(current_device()).target().has_wgmma(); }

@@ -19,10 +19,9 @@
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
 #include "runtime/ops/attention/paged_prefill.hpp"
-#include "runtime/ops/fallback.hpp"
-#include "runtime/ops/tuned.hpp"
 #include "tests/gpu/async_jit_fixture.hpp"
 #include "tests/runtime/paged_prefill_tuning.hpp"
+#include "tests/runtime/tuned_table.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 
@@ -62,11 +61,8 @@ TEST_F(AsyncJitGpu, PagedDecodeWithNothingBuiltCompilesOnTheCallingThread) {
 
 TEST_F(AsyncJitGpu, PagedDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   const kt::PagedDecodeCase c = paged_decode_case();
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan (rows=8) and its merge
-    const Outcome warm = run_paged_decode(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_paged_decode(c, seed, r); };
+  warm_up(run);  // the built-in plan (rows=8) and its merge
   // What the tuning key and the planner read of the case's arguments.
   ad::PagedDecodeDims d;
   d.device = kt::current_device();
@@ -77,26 +73,17 @@ TEST_F(AsyncJitGpu, PagedDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   d.cache.kv_heads = c.kv_heads;
   d.cache.page_size = c.layout.page_size;
   d.kv_len_hint = c.kv_len_hint;
-  const kjit::DeviceInfo& info = kjit::device_info(d.device);
-  const ad::DecodePlan builtin = ad::PagedDecodeOp::plan(d, info);
-  ASSERT_GT(builtin.num_splits, 1) << "the warm-up built the merge the tuned plan needs";
+  ASSERT_GT(ad::PagedDecodeOp::plan(d, kjit::device_info(d.device)).num_splits, 1)
+      << "the warm-up built the merge the tuned plan needs";
   // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::PagedDecodeOp::tune_key(d, &key));
   kd::TunedChoice choice;
   choice.family = &kjit::attention::paged_decode_family();
   choice.point = choice.family->point({c.head_dim, 16});
   choice.knobs[0] = 3;
-  ad::DecodePlan tuned;
-  ASSERT_TRUE(ad::PagedDecodeOp::apply_tuned(d, info, choice, &tuned));
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PagedDecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_paged_decode(c, seed, r); },
-                      "the tuned plan: ");
+  fallback_then_tuned(rt, run, "the tuned plan: ");
 }
 
 Outcome run_paged_prefill(const kt::PagedPrefillCase& c, uint64_t seed, kjit::Runtime& rt) {
@@ -112,16 +99,12 @@ TEST_F(AsyncJitGpu, PagedPrefillWithNothingBuiltCompilesOnTheCallingThread) {
 TEST_F(AsyncJitGpu, PagedPrefillRunsTheBuiltKernelUntilTheTunedOneIsBuilt) {
   if (!has_wgmma()) GTEST_SKIP() << "the fallback is the sm_90a wgmma kernel: elsewhere one kernel runs each tile";
   const kt::PagedPrefillCase c = async_paged_prefill_case();
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's kernel
-    const Outcome warm = run_paged_prefill(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_paged_prefill(c, seed, r); };
+  warm_up(run);  // the built-in plan's kernel
   ASSERT_NO_FATAL_FAILURE(push_paged_prefill_mma(c, kt::current_device()));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_paged_prefill(c, seed, r); },
-                      "the tuned kernel: ");
+  fallback_then_tuned(rt, run, "the tuned kernel: ");
 }
 
 }  // namespace

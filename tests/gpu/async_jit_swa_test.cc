@@ -11,10 +11,10 @@
 #include <kjit/ops/swa_decode.hpp>
 
 #include "runtime/families/mla.hpp"
-#include "runtime/ops/fallback.hpp"
 #include "runtime/ops/mla/swa_decode.hpp"
 #include "runtime/ops/tuned.hpp"
 #include "tests/gpu/async_jit_fixture.hpp"
+#include "tests/runtime/tuned_table.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_swa.hpp"
 
@@ -52,11 +52,8 @@ TEST_F(AsyncJitGpu, SwaDecodeWithNothingBuiltCompilesOnTheCallingThread) {
 
 TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   const kt::SwaCase c = swa_case();
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's program
-    const Outcome warm = run_swa(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_swa(c, seed, r); };
+  warm_up(run);  // the built-in plan's program
   // What the tuning key and the planner read of the case's arguments.
   md::SwaDims d;
   d.device = kt::current_device();
@@ -67,8 +64,7 @@ TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   d.block_size = c.block_size;
   d.cache = kjit::mla::kSwaCacheE4M3;
   d.has_lse = c.lse;
-  const kjit::DeviceInfo& info = kjit::device_info(d.device);
-  const md::SwaPlan builtin = md::SwaDecodeOp::plan(d, info);
+  const md::SwaPlan builtin = md::SwaDecodeOp::plan(d, kjit::device_info(d.device));
   // The pushed table: another group (32 where the built-in plan takes 16, else 16) at kv_tile 64,
   // which no warm-up built, and 2 splits.
   const kjit::Family& f = kjit::mla::swa_decode_family();
@@ -79,17 +75,10 @@ TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   choice.family = &f;
   choice.point = f.parse(pm);
   choice.knobs[0] = 2;
-  md::SwaPlan tuned;
-  ASSERT_TRUE(md::SwaDecodeOp::apply_tuned(d, info, choice, &tuned)) << f.describe(choice.point);
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedKey key{};
-  ASSERT_TRUE(md::SwaDecodeOp::tune_key(d, &key));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<md::SwaDecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_swa(c, seed, r); }, "the tuned plan: ");
+  fallback_then_tuned(rt, run, "the tuned plan: ");
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "runtime/ops/tuned.hpp"
 #include "tests/gpu/async_jit_fixture.hpp"
 #include "tests/runtime/decode_dims.hpp"
+#include "tests/runtime/tuned_table.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -68,28 +69,21 @@ TEST_F(AsyncJitGpu, DecodeWithNothingBuiltCompilesOnTheCallingThread) {
 
 TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
   const kjit::testing::DecodeCase c = decode_case();
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan (rows=8) and its merge
-    const Outcome warm = run_decode(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
-  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_decode(c, seed, r); };
+  warm_up(run);  // the built-in plan (rows=8) and its merge
   ad::DecodeDims d = decode_dims(c.batch, c.max_kv_len, c.q_heads, c.kv_heads, c.head_dim);
   d.device = kjit::testing::current_device();
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
   // The built-in plan splits (so the warm-up built the merge the tuned plan needs too).
   ASSERT_GT(ad::DecodeOp::plan(d, kjit::device_info(d.device)).num_splits, 1);
+  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
   kd::TunedChoice choice;
   choice.family = &kjit::attention::decode_family();
   choice.point = choice.family->point({128, 16});
   choice.knobs[0] = 3;
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::DecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_decode(c, seed, r); }, "the tuned plan: ");
+  fallback_then_tuned(rt, run, "the tuned plan: ");
 }
 
 /// The dense prefill case of both tests: B2 q/kv 300 Hq8/Hkv2 D128, causal, with lse.
@@ -118,11 +112,8 @@ TEST_F(AsyncJitGpu, PrefillWithNothingBuiltCompilesOnTheCallingThread) {
 
 TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   const kjit::testing::PrefillCase c = prefill_case();
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in kernel
-    const Outcome warm = run_prefill(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_prefill(c, seed, r); };
+  warm_up(run);  // the built-in kernel
   // The pushed table names an mma.sync kernel the warm-up did not build: block_m 64 where the
   // built-in plan is the wgmma kernel (sm_90a), else the other block_m.
   ad::PrefillDims d;
@@ -136,23 +127,15 @@ TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   d.group = c.q_heads / c.kv_heads;
   d.causal = c.causal;
   d.has_lse = c.lse;
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::PrefillOp::tune_key(d, &key));
-  const kjit::DeviceInfo& info = kjit::device_info(d.device);
-  const ad::PrefillPlan builtin = ad::PrefillOp::plan(d, info);
+  const ad::PrefillPlan builtin = ad::PrefillOp::plan(d, kjit::device_info(d.device));
   const bool builtin_mma = builtin.choice.family == &kjit::attention::prefill_family();
   kd::TunedChoice choice;
   choice.family = &kjit::attention::prefill_family();
   choice.point = choice.family->point({128, builtin_mma && builtin.block_m == 64 ? 128 : 64, 0});
-  ad::PrefillPlan tuned;
-  ASSERT_TRUE(ad::PrefillOp::apply_tuned(d, info, choice, &tuned));
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PrefillOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_prefill(c, seed, r); }, "the tuned kernel: ");
+  fallback_then_tuned(rt, run, "the tuned kernel: ");
 }
 
 /// D [m, n] bf16 = A [m, k] · B [n, k]ᵀ, e4m3, K-major, per-tensor scales (one f32 each).
@@ -210,20 +193,14 @@ TEST_F(AsyncJitGpu, GemmWithNothingBuiltCompilesOnTheCallingThread) {
 TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
   if (!has_wgmma()) GTEST_SKIP() << "the tuned tile is the sm_90a wgmma kernel's";
   constexpr int64_t m = 256, n = 1024, k = 4096;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's program
-    const Outcome warm = run_gemm(m, n, k, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [](uint64_t seed, kjit::Runtime& r) { return run_gemm(m, n, k, seed, r); };
+  warm_up(run);  // the built-in plan's program
   // The pushed table names a tile and ring the warm-up did not build: 128x96 over 6 stages,
   // persistent (or 128x112 where the built-in plan took 128x96).
   namespace fd = kjit::fp8::detail;
   kjit::testing::DeviceBuffer da(16), db(16), dd(16), ds(16);  // validation reads only the shapes
   const fd::GemmDims d = fd::validate_gemm(gemm_args(da.get(), db.get(), dd.get(), ds.get(), ds.get(), m, n, k));
-  kd::TunedKey key{};
-  ASSERT_TRUE(fd::GemmOp::tune_key(d, &key));
-  const kjit::DeviceInfo& info = kjit::device_info(kjit::testing::current_device());
-  const fd::GemmPlan builtin = fd::GemmOp::plan(d, info);
+  const fd::GemmPlan builtin = fd::GemmOp::plan(d, kjit::device_info(kjit::testing::current_device()));
   const kjit::Family& f = kjit::fp8::gemm_family();
   kjit::ParamMap pm = f.params_of(builtin.choice.point);
   pm["tile"] = pm["tile"] == "128x96" ? "128x112" : "128x96";
@@ -233,15 +210,10 @@ TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
   choice.point = f.parse(pm);
   choice.knobs[0] = 1;
   choice.knobs[1] = 1;
-  fd::GemmPlan tuned;
-  ASSERT_TRUE(fd::GemmOp::apply_tuned(d, info, choice, &tuned)) << f.describe(choice.point);
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(kjit::testing::current_device(), table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<fd::GemmOp>(kjit::testing::current_device(), d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(rt, [](uint64_t seed, kjit::Runtime& r) { return run_gemm(m, n, k, seed, r); }, "the tuned tile: ");
+  fallback_then_tuned(rt, run, "the tuned tile: ");
 }
 
 }  // namespace

@@ -45,14 +45,11 @@ TEST_F(AsyncJitGpu, RotaryWithNothingBuiltCompilesOnTheCallingThread) {
 
 TEST_F(AsyncJitGpu, RotaryWithAnotherStyleBuiltCompilesOnTheCallingThread) {
   kt::RotaryCase c;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the NeoX program
-    const Outcome warm = run_rotary(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_rotary(c, seed, r); };
+  warm_up(run);  // the NeoX program
   c.style = kjit::RotaryStyle::kGPTJ;  // another pairing: another result
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  compiles_on_the_calling_thread(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_rotary(c, seed, r); });
+  compiles_on_the_calling_thread(rt, run);
 }
 
 TEST_F(AsyncJitGpu, QuantizeWithNothingBuiltCompilesOnTheCallingThread) {
@@ -65,14 +62,11 @@ TEST_F(AsyncJitGpu, QuantizeWithNothingBuiltCompilesOnTheCallingThread) {
 TEST_F(AsyncJitGpu, QuantizeWithAnotherFormatBuiltCompilesOnTheCallingThread) {
   if (!has_fp8()) GTEST_SKIP() << "FP8 needs sm_89+";
   kt::QuantizeCase c;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the e4m3 program
-    const Outcome warm = run_quantize(c, fresh_seed(), on);
-    EXPECT_TRUE(warm.ok) << warm.what;
-  }
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_quantize(c, seed, r); };
+  warm_up(run);  // the e4m3 program
   c.format = kt::Fp8Format::kE5M2;  // another format: other bytes
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  compiles_on_the_calling_thread(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_quantize(c, seed, r); });
+  compiles_on_the_calling_thread(rt, run);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include "runtime/families/attention.hpp"
 #include "runtime/ops/attention/paged_prefill.hpp"
-#include "runtime/ops/tuned.hpp"
+#include "tests/runtime/tuned_table.hpp"
 #include "tools/testing/reference_attention.hpp"
 
 #include <gtest/gtest.h>
@@ -58,25 +58,19 @@ inline kjit::attention::detail::PagedPrefillPlanDims paged_prefill_case_dims(con
 /// for `c`'s bucket. Call through ASSERT_NO_FATAL_FAILURE.
 inline void push_paged_prefill_mma(const kjit::testing::PagedPrefillCase& c, int device) {
   namespace ad = kjit::attention::detail;
-  namespace kd = kjit::detail;
   const ad::PagedPrefillPlanDims d = paged_prefill_case_dims(c);
   const kjit::DeviceInfo& info = kjit::device_info(device);
   const ad::PagedPrefillOpPlan builtin = ad::PagedPrefillPlanner::plan(d, info);
   ASSERT_EQ(builtin.choice.family, &kjit::attention::paged_prefill_sm90_family());
   ASSERT_EQ(builtin.tile_rows, 128);
   ASSERT_EQ(builtin.pack_group, c.q_heads / c.kv_heads) << "the built-in plan packs the group";
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::PagedPrefillPlanner::tune_key(d, &key));
-  kd::TunedChoice choice;
+  kjit::detail::TunedChoice choice;
   choice.family = &kjit::attention::paged_prefill_family();
   choice.point = choice.family->point({c.head_dim, 128});
   choice.knobs[0] = 0;
   ASSERT_EQ(ad::PagedPrefillPlanner::tune_spec().fits(choice, info), "");
   ad::PagedPrefillOpPlan tuned;
-  ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, info, choice, &tuned));
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PagedPrefillPlanner>(device, d, choice, &tuned));
   ASSERT_EQ(tuned.variant, kjit::attention::AttentionVariant::kMma);
   ASSERT_EQ(tuned.pack_group, 1);
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(device, table);
 }
