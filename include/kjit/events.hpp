@@ -26,8 +26,9 @@ enum class EventKind : uint8_t {
   /// fallback ("attention.decode head_dim=128 rows=8 (key …)") and says when the launch is being
   /// captured into a CUDA graph. Reported by the background compile of the missing program, on
   /// its thread (the calling thread builds no key), once per fallback and capture state while
-  /// that compile is pending; on the calling thread, once per launch value built, where no
-  /// background compile will (a full or shut-down queue, a failed compile). Not per launch:
+  /// that compile is pending (or, when it is abandoned before it started, on the thread that
+  /// abandons it); on the calling thread, once per launch value built, where no background
+  /// compile will (a full or shut-down queue, a failed compile). Not per launch:
   /// RuntimeStats::fallback_launches counts those.
   kFallbackLaunch,
   /// JitMode::kAsync: a background compile ended. The program is loaded on `device` and op calls
