@@ -4,9 +4,11 @@
 //     call compiles on its own thread as under KJIT_JIT=on, says so (no_fallback), and its
 //     results agree with the float64 reference;
 //   - a tuning table pushed into the process names a plan no one compiled; the op's calls run a
-//     fallback (its built-in plan, built by a warm-up under KJIT_JIT=on) whose results agree with
-//     the reference within the op's tolerance, and once the background compile ends the calls
-//     run the tuned plan, again within tolerance. Decode: rows and split count tuned; dense
+//     fallback (the built-in plan's program, built by a warm-up under KJIT_JIT=on) whose results
+//     agree with the reference within the op's tolerance, and once the background compile ends
+//     the calls run the tuned plan, again within tolerance. Decode: rows=16 and 3 splits tuned
+//     (the built-in plan, rows=8, takes 8 splits on an H100: more workspace than the tuned plan's,
+//     for which the call's workspace is sized, so rows=8 serves at the table's 3 splits); dense
 //     prefill: the kernel; the FP8 GEMM: tile and stages.
 // The paged attention ops: async_jit_paged_test.cc; the fp8 SWA MLA decode: async_jit_swa_test.cc;
 // rotary and quantize, which have no performance-only parameter: async_jit_untunable_test.cc. The
