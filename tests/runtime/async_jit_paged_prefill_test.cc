@@ -4,7 +4,8 @@
 // kernel a launch ran). The host plan fixes the work map (tile and packing) and may force a kernel
 // (a tuning table's choice, or the caller's variant); the kernel is performance-only, so while the
 // forced kernel compiles the work map runs on the other one where that is built
-// (PagedPrefillOp::fallback_plans). The case and the table (the mma.sync kernel unpacked where the
+// (PagedPrefillOp::fallback_plans, whose candidates are checked first on hand-built devices,
+// without a driver). The case and the table (the mma.sync kernel unpacked where the
 // built-in plan packs onto the wgmma kernel): tests/runtime/paged_prefill_tuning.hpp; the same
 // flow checked against the float64 reference on a GPU: tests/gpu/async_jit_paged_test.cc.
 #include <kjit/device.hpp>
@@ -12,6 +13,7 @@
 #include <kjit/runtime.hpp>
 
 #include "runtime/families/attention.hpp"
+#include "runtime/ops/attention/paged_prefill.hpp"
 #include "tests/gpu/async_jit_fixture.hpp"
 #include "tests/runtime/paged_prefill_tuning.hpp"
 #include "tools/testing/gpu.hpp"
@@ -84,6 +86,42 @@ class AsyncJitPagedPrefill : public kt::AsyncJitGpu {
     EXPECT_EQ(n.compiles_here.load(), 0) << "a call compiled on its own thread";
   }
 };
+
+TEST(PagedPrefillFallbackPlans, AreTheKernelsThatRunTheWorkMap) {
+  // Pure: a hand-built sm_90a device, no driver.
+  namespace ad = kjit::attention::detail;
+  kjit::DeviceInfo info;
+  info.cc_major = 9;
+  info.sm_count = 132;
+  info.max_smem_per_block_optin = 232448;
+  ASSERT_TRUE(info.target().has_wgmma());
+  const auto variants = [&](int64_t head_dim, int tile_rows, int pack_group, int64_t num_work) {
+    ad::PagedPrefillDims d;
+    d.head_dim = head_dim;
+    d.tile_rows = tile_rows;
+    d.pack_group = pack_group;
+    d.num_work = num_work;
+    d.variant = kjit::attention::AttentionVariant::kMma;  // what the host plan forces does not matter
+    ad::PagedPrefillOpPlan plans[kjit::detail::kMaxOpFallbackPlans];
+    const int n = ad::PagedPrefillOp::fallback_plans(d, info, plans);
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(plans[i].tile_rows, tile_rows);
+      EXPECT_EQ(plans[i].pack_group, pack_group);
+      out += plans[i].choice.family->name + " " + plans[i].choice.family->describe(plans[i].choice.point) + "; ";
+    }
+    return out;
+  };
+  EXPECT_EQ(variants(128, 128, 1, 4),
+            "attention.paged_prefill_sm90 head_dim=128 block_m=128; attention.paged_prefill head_dim=128 block_m=128; ");
+  EXPECT_EQ(variants(128, 128, 4, 4), "attention.paged_prefill_sm90 head_dim=128 block_m=128; ") << "mma does not pack";
+  EXPECT_EQ(variants(128, 64, 1, 4), "attention.paged_prefill head_dim=128 block_m=64; ") << "wgmma takes 128+ rows";
+  EXPECT_EQ(variants(64, 192, 1, 4), "attention.paged_prefill_sm90 head_dim=64 block_m=192; ");
+  EXPECT_EQ(variants(256, 128, 1, 4), "attention.paged_prefill head_dim=256 block_m=128; ") << "no wgmma at 256";
+  EXPECT_EQ(variants(128, 128, 1, 0), "") << "nothing to run";
+  info.cc_major = 8;  // sm_80: mma.sync alone
+  EXPECT_EQ(variants(128, 128, 1, 4), "attention.paged_prefill head_dim=128 block_m=128; ");
+}
 
 TEST_F(AsyncJitPagedPrefill, ATunedKernelNotBuiltRunsTheWorkMapOnTheBuiltOneUntilItIs) {
   const kt::PagedPrefillCase c = async_paged_prefill_case();
