@@ -22,6 +22,7 @@ const char* event_kind_name(EventKind kind) noexcept {
     case EventKind::kFallbackLaunch: return "fallback_launch";
     case EventKind::kBackgroundCompileDone: return "background_compile_done";
     case EventKind::kNoFallback: return "no_fallback";
+    case EventKind::kBackgroundCompileAbandoned: return "background_compile_abandoned";
   }
   return "unknown";
 }

@@ -109,7 +109,7 @@ void write_runtime_metrics(PromWriter& w, const RuntimeMetrics& m) {
           "Background compiles (KJIT_JIT=async) that ended with their program loaded.");
   counter("kjit_background_failures_total", s.background_failures, "Background compiles that failed.");
   counter("kjit_background_abandoned_total", s.background_abandoned,
-          "Queued background compiles dropped when the Runtime was destroyed before they started.");
+          "Queued background compiles dropped before they started (Runtime destroyed, or finish_background).");
   counter("kjit_background_queue_full_total", s.background_queue_full,
           "Misses whose background compile found the queue full (KJIT_JIT_QUEUE); a later call queues it.");
   w.family("kjit_jit_mode", "gauge", "The JIT mode misses follow (KJIT_JIT and freeze): 1 for the mode in force.");

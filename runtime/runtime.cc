@@ -287,11 +287,7 @@ bool RuntimeImpl::queue_background(const BackgroundId& id, bool capturing, const
   } else {
     BackgroundPool::Job job;
     job.run = [this, id] { run_background(id); };
-    job.abandon = [this, id] {
-      background_abandoned.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lock(async_mutex);
-      pending.erase(id);
-    };
+    job.abandon = [this, id] { abandon_background(id); };
     // Under async_mutex: a job cannot finish (and update its entry) before the entry is filled.
     if (!background.submit(std::move(job))) {
       pending.erase(it);
@@ -371,6 +367,26 @@ void RuntimeImpl::run_background(const BackgroundId& id) noexcept {
     emit(EventKind::kBackgroundCompileDone, spec, target, key, ms, id.ordinal, detail);
   } catch (...) {
   }
+}
+
+void RuntimeImpl::abandon_background(const BackgroundId& id) noexcept {
+  background_abandoned.fetch_add(1, std::memory_order_relaxed);
+  // The key is what the job would have built first (from the key memo as a rule: no compile, no
+  // driver call); only where someone hears of it or the fallback log can be written.
+  if (events.active() || disk.writable()) {
+    try {
+      const ProgramSpec spec = id.family->spec(id.point);
+      const Target target = spec.target_on(device_info(id.ordinal).target());
+      const cache::Key key = keys.prepare(spec, target).key;
+      report_pending_fallbacks(id, spec, target, key);
+      emit(EventKind::kBackgroundCompileAbandoned, spec, target, key, 0, id.ordinal,
+           "abandoned: the Runtime's background compiles were finished (destroyed, or finish_background) before "
+           "this one started; precompile it");
+    } catch (...) {
+    }
+  }
+  std::lock_guard lock(async_mutex);
+  pending.erase(id);
 }
 
 void RuntimeImpl::report_pending_fallbacks(const BackgroundId& id, const ProgramSpec& spec, const Target& target,

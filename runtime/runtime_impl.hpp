@@ -188,6 +188,10 @@ class RuntimeImpl {
   // The body of one background compile: report the fallbacks serving meanwhile, obtain
   // (compile) and load the program, report the late fallbacks, then tell.
   void run_background(const BackgroundId& id) noexcept;
+  // What a background compile that never started does instead (BackgroundPool::Job::abandon, on
+  // the thread that shuts the pool down): count it, report the fallbacks that served meanwhile
+  // and tell (background_compile_abandoned), then forget its pending entry.
+  void abandon_background(const BackgroundId& id) noexcept;
   // Reports the fallbacks `id`'s pending entry holds that are not reported yet.
   void report_pending_fallbacks(const BackgroundId& id, const ProgramSpec& spec, const Target& target,
                                 const cache::Key& key);

@@ -2,7 +2,7 @@
 /// \file events.hpp
 /// What a Runtime tells an operator as it works: one Event per compile, disk hit, load, rejected
 /// cache entry and refused JIT, and under KJIT_JIT=async per fallback built, background compile
-/// done and miss without a fallback, handed to the listeners registered with
+/// done or abandoned and miss without a fallback, handed to the listeners registered with
 /// Runtime::add_listener. Events fire only where the runtime already does slow work (a disk
 /// read, an NVRTC compile, a module load, an op's plan on a miss, an error); a memory hit and an
 /// op's hot path never build or send one.
@@ -26,8 +26,9 @@ enum class EventKind : uint8_t {
   /// fallback ("attention.decode head_dim=128 rows=8 (key …)") and says when the launch is being
   /// captured into a CUDA graph. Reported by the background compile of the missing program, on
   /// its thread (the calling thread builds no key), once per fallback and capture state while
-  /// that compile is pending; on the calling thread, once per launch value built, where no
-  /// background compile will (a full or shut-down queue, a failed compile). Not per launch:
+  /// that compile is pending (or, when it is abandoned before it started, on the thread that
+  /// abandons it); on the calling thread, once per launch value built, where no background
+  /// compile will (a full or shut-down queue, a failed compile). Not per launch:
   /// RuntimeStats::fallback_launches counts those.
   kFallbackLaunch,
   /// JitMode::kAsync: a background compile ended. The program is loaded on `device` and op calls
@@ -39,10 +40,17 @@ enum class EventKind : uint8_t {
   /// its family built): it compiles on the calling thread as under KJIT_JIT=warn, or, during a
   /// graph capture, throws CaptureMiss while the compile is queued.
   kNoFallback,
+  /// JitMode::kAsync: a queued background compile was dropped before it started, because the
+  /// Runtime finished its background compiles (its destructor, or Runtime::finish_background);
+  /// RuntimeStats::background_abandoned counts them. The program named by the event (key,
+  /// family, params) was not built; the fallbacks that served its calls meanwhile are reported by
+  /// kFallbackLaunch events just before this one. `detail` starts with "abandoned: ". Sent on the
+  /// thread that finished them, before the call that did so returns; `ms` is 0.
+  kBackgroundCompileAbandoned,
 };
 
 /// "compile", "disk_hit", "load", "rejected", "refused", "fallback_launch",
-/// "background_compile_done", "no_fallback".
+/// "background_compile_done", "no_fallback", "background_compile_abandoned".
 const char* event_kind_name(EventKind kind) noexcept;
 
 /// One event. The views point into the runtime's own strings and stay valid only during the

@@ -322,7 +322,8 @@ struct RuntimeStats {
   /// Background compiles that failed (each warned once; the key is not queued again in this
   /// process and its fallback keeps serving).
   uint64_t background_failures = 0;
-  /// Queued background compiles dropped when the Runtime was destroyed before they started.
+  /// Queued background compiles dropped before they started, when the Runtime was destroyed or
+  /// finish_background() was called (each one an EventKind::kBackgroundCompileAbandoned event).
   uint64_t background_abandoned = 0;
   /// Misses whose compile found the background queue full (RuntimeConfig::background_queue):
   /// the fallback ran, and a later call queues the compile.

@@ -46,13 +46,15 @@ def jit_mode(*, runtime: Optional[_C.Runtime] = None) -> str:
 
 def add_listener(listener: Callable[[dict], None], *, runtime: Optional[_C.Runtime] = None) -> int:
     """Calls `listener(event)` on every compile, disk hit, load, rejected cache entry and refused
-    JIT, and under KJIT_JIT=async on every fallback built, background compile done and miss
-    without a fallback. `event` is a dict: kind ("compile", "disk_hit", "load", "rejected",
-    "refused", "fallback_launch", "background_compile_done", "no_fallback"), key, family, params,
-    target, ms (float, wall time of the compile / disk read / load), device (-1 when none) and
-    detail (why an entry was rejected or a miss refused; which fallback served; "re-capture" when
-    a CUDA graph captured a fallback of a program now built). The listener runs on the thread
-    that did the work (a background compile's thread for its events), holding the GIL; an
+    JIT, and under KJIT_JIT=async on every fallback built, background compile done or abandoned
+    (queued when the runtime finished its background compiles) and miss without a fallback.
+    `event` is a dict: kind ("compile", "disk_hit", "load", "rejected", "refused",
+    "fallback_launch", "background_compile_done", "no_fallback", "background_compile_abandoned"),
+    key, family, params, target, ms (float, wall time of the compile / disk read / load), device
+    (-1 when none) and detail (why an entry was rejected or a miss refused; which fallback served;
+    "re-capture" when a CUDA graph captured a fallback of a program now built; "abandoned: ..."
+    for a compile that never ran). The listener runs on the thread that did the work (a background
+    compile's thread for its events, the finishing thread for an abandoned one), holding the GIL; an
     exception it raises is reported once and never reaches the op. It must not compile or load
     through kjit itself. Returns an id for remove_listener."""
     if not callable(listener):

@@ -25,7 +25,11 @@
 ///      (its split count, so the workspace the caller sized for the plan fits);
 ///   2. the op's built-in plan for the call (Op::plan: what runs without a tuning table), which
 ///      computes what the call asks by construction;
-///   3. the default points of 1 planned with the built-in plan's knobs.
+///   3. for an op that declares them (Op::fallback_plans), the call on each other value of a
+///      performance-only choice its built-in plan takes from the call as asked: the paged
+///      prefill's run step, whose work map fixes the tile, runs a forced kernel variant (from
+///      its host plan: the caller's or a tuning table's) on the other kernel;
+///   4. the default points of 1 planned with the built-in plan's knobs.
 /// apply_tuned refuses a point that cannot run the call; a candidate that needs more workspace
 /// than the call's own plan (Plan::workspace_bytes) is passed over.
 /// The missing programs are queued on the Runtime's background threads (RuntimeAccess::queue)
@@ -50,6 +54,13 @@
 namespace kjit::detail {
 
 inline bool same_choice(const Choice& a, const Choice& b) noexcept { return a.family == b.family && a.point == b.point; }
+
+/// Whether Op declares fallback candidates of its own (Op::fallback_plans, pipeline.hpp; candidate
+/// 3 of the file comment).
+template <class Op, class = void>
+struct HasFallbackPlans : std::false_type {};
+template <class Op>
+struct HasFallbackPlans<Op, std::void_t<decltype(&Op::fallback_plans)>> : std::true_type {};
 
 /// Whether an op's Plan says how many workspace bytes it needs (Plan::workspace_bytes).
 template <class Plan, class = void>
@@ -153,7 +164,8 @@ bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, co
   };
   const bool tunable = IsTunable<Op>::value && exact.choice.family != nullptr;
   // First the plan's own knobs (its split count: the workspace the caller sized for the plan
-  // holds their partials), then the built-in plan, then the defaults with the built-in knobs.
+  // holds their partials), then the built-in plan, then the op's own candidates, then the
+  // defaults with the built-in knobs.
   if constexpr (IsTunable<Op>::value) {
     if (tunable && visit_defaults(Op::tuned_choice(dims, exact))) return true;
   }
@@ -167,6 +179,20 @@ bool for_each_fallback(const typename Op::Dims& dims, const DeviceInfo& info, co
     // A built-in plan that cannot run the call (a caller's strict request): no candidate here.
   }
   if (have_builtin && !same_programs<Op>(dims, builtin, exact) && visit(builtin)) return true;
+  if constexpr (HasFallbackPlans<Op>::value) {
+    Plan own[kMaxOpFallbackPlans]{};
+    const int n = exact.choice.family != nullptr ? Op::fallback_plans(dims, info, own) : 0;
+    for (int i = 0; i < n; ++i) {
+      const Plan& plan = own[i];
+      // The op's own word, checked against its families': only performance-only parameters differ.
+      if (plan.choice.family == nullptr ||
+          !exact.choice.family->same_semantics(exact.choice.point, *plan.choice.family, plan.choice.point) ||
+          same_programs<Op>(dims, plan, exact) || (have_builtin && same_programs<Op>(dims, plan, builtin))) {
+        continue;
+      }
+      if (visit(plan)) return true;
+    }
+  }
   if constexpr (IsTunable<Op>::value) {
     if (tunable && have_builtin && visit_defaults(Op::tuned_choice(dims, builtin))) return true;
   }

@@ -45,6 +45,12 @@
 /// the first and only when the choice names a family, so a plan that does not need it never
 /// compiles it. Being derived from the plan, it follows a tuned or forced plan as well.
 ///
+/// An op whose plan takes a performance-only choice from the call as asked, where no family
+/// default can stand in for it (the paged prefill's kernel variant, forced by its host plan),
+/// may declare KJIT_JIT=async's candidates besides its plan (runtime/ops/fallback.hpp):
+///
+///     static int fallback_plans(const Dims&, const DeviceInfo&, Plan (&out)[kMaxOpFallbackPlans]);
+///
 /// Callers that are not the op itself (tests, benchmarks, the tuner) use the same pieces: ask for
 /// the plan, force any valid one, or build the launch value without launching. None of this
 /// builds a string or allocates on the hot path.
@@ -76,6 +82,9 @@ struct OpInfo {
   const char* needs;  ///< "mma.sync bf16, cp.async": said when the device is older than min_sm
   const Family& (*families[2])() = {};  ///< the op's kernel families; unused slots null
 };
+
+/// The most plans an op's fallback_plans gives (see the file comment).
+inline constexpr int kMaxOpFallbackPlans = 2;
 
 /// Caller-provided scratch memory (device pointer and size in bytes).
 struct Workspace {

@@ -1,20 +1,31 @@
-// KJIT_JIT=async on the GPU: a tuning table pushed into a process names a plan no one compiled;
-// the op's calls run a fallback (its built-in plan, built by a warm-up under KJIT_JIT=on) whose
-// results agree with the float64 reference within the op's tolerance, and once the background
-// compile ends the calls run the tuned plan, again within tolerance. Decode (rows and split count
-// tuned), dense prefill (the kernel tuned) and the FP8 GEMM (tile and stages tuned). The same flow on the stand-in driver, where the
-// kernel launched is checked by name, is tests/runtime/async_jit_test.cc. Skips without a GPU.
-//
-// Tolerances as the ops' own GPU tests: out is bf16 (1e-2 relative L2), lse f32 (1e-4).
+// KJIT_JIT=async on the GPU for decode, dense prefill and the FP8 GEMM (the fixture and its two
+// checks: tests/gpu/async_jit_fixture.hpp). For each op:
+//   - with an empty tuning table on a fresh cache nothing is built, so there is no fallback: the
+//     call compiles on its own thread as under KJIT_JIT=on, says so (no_fallback), and its
+//     results agree with the float64 reference;
+//   - a tuning table pushed into the process names a plan no one compiled; the op's calls run a
+//     fallback (the built-in plan's program, built by a warm-up under KJIT_JIT=on) whose results
+//     agree with the reference within the op's tolerance, and once the background compile ends
+//     the calls run the tuned plan, again within tolerance. Decode: rows=16 and 3 splits tuned
+//     (the built-in plan, rows=8, takes 8 splits on an H100: more workspace than the tuned plan's,
+//     for which the call's workspace is sized, so rows=8 serves at the table's 3 splits); dense
+//     prefill: the kernel; the FP8 GEMM: tile and stages.
+// The paged attention ops: async_jit_paged_test.cc; the fp8 SWA MLA decode: async_jit_swa_test.cc;
+// rotary and quantize, which have no performance-only parameter: async_jit_untunable_test.cc. The
+// same flow on the stand-in driver, where the kernel launched is checked by name, is
+// tests/runtime/async_jit_test.cc. Skips without a GPU.
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
 #include <kjit/ops/fp8.hpp>
 
-#include "runtime/driver.hpp"
+#include "runtime/families/fp8.hpp"
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/prefill.hpp"
 #include "runtime/ops/fp8/gemm.hpp"
 #include "runtime/ops/tuned.hpp"
+#include "tests/gpu/async_jit_fixture.hpp"
+#include "tests/runtime/decode_dims.hpp"
+#include "tests/runtime/tuned_table.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -22,93 +33,22 @@
 #include "tools/testing/reference_fp8.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <filesystem>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
 
 namespace ad = kjit::attention::detail;
 namespace kd = kjit::detail;
-namespace fs = std::filesystem;
 
-constexpr double kOutTol = 1e-2;
-constexpr double kLseTol = 1e-4;
+using kjit::testing::AsyncJitGpu;
+using kjit::testing::Outcome;
+using kjit::testing::attention_outcome;
 
-class AsyncJitGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!kjit::testing::has_gpu()) GTEST_SKIP() << "no CUDA device";
-    dir_ = fs::temp_directory_path() / ("kjit-async-gpu-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    kd::install_tuned_table(kjit::testing::current_device(), {});
-    kd::forget_op_calls();
-  }
-  void TearDown() override {
-    if (!kjit::testing::has_gpu()) return;
-    kd::install_tuned_table(kjit::testing::current_device(), {});
-    kd::forget_op_calls();
-    fs::remove_all(dir_);
-  }
-  kjit::RuntimeConfig config(kjit::JitMode jit) const {
-    kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
-    c.cache_dir = (dir_ / "cache").string();
-    c.kernel_dir.clear();
-    c.record_path.clear();
-    c.remote = {};
-    c.jit = jit;
-    return c;
-  }
-  /// Counts the async events of `rt`.
-  struct Counts {
-    std::atomic<int> fallback{0}, done{0}, failed{0};
-  };
-  static void listen(kjit::Runtime& rt, Counts& n) {
-    rt.add_listener([&n](const kjit::Event& e) {
-      if (e.kind == kjit::EventKind::kFallbackLaunch) n.fallback.fetch_add(1);
-      if (e.kind == kjit::EventKind::kBackgroundCompileDone) {
-        n.done.fetch_add(1);
-        if (e.detail.substr(0, 7) == "failed:") n.failed.fetch_add(1);
-      }
-    });
-  }
-  /// Waits until `rt` has no background compile left to end (at most 120 s).
-  static void wait_background(kjit::Runtime& rt, Counts& n, int expected_done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (n.done.load() < expected_done && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_GE(n.done.load(), expected_done) << "the background compiles did not end";
-    EXPECT_EQ(n.failed.load(), 0);
-    (void)rt;
-  }
-  /// Under KJIT_JIT=async on `rt`, with a pushed table naming an unbuilt plan: `run(seed, rt)`
-  /// first runs a fallback (one fallback launch), then, once the background compile has ended,
-  /// the tuned plan (`tuned`: what to call it); both within the op's tolerances.
-  template <class Run>
-  static void fallback_then_tuned(kjit::Runtime& rt, Run&& run, const char* tuned) {
-    Counts n;
-    listen(rt, n);
-    const auto fallback = run(2, rt);
-    EXPECT_TRUE(fallback.ok(kOutTol, kLseTol)) << "the fallback: " << fallback.describe();
-    EXPECT_GE(rt.stats().fallback_launches, 1u) << "the call ran a fallback";
-    ASSERT_NO_FATAL_FAILURE(wait_background(rt, n, 1));
-    EXPECT_EQ(n.fallback.load(), 1) << "reported by the background compile, before it ended";
-    const auto exact = run(3, rt);
-    EXPECT_TRUE(exact.ok(kOutTol, kLseTol)) << tuned << exact.describe();
-    EXPECT_EQ(n.fallback.load(), 1) << "the tuned plan's programs are built now";
-  }
-  fs::path dir_;
-};
-
-TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
+/// The decode case of both tests: B2 L3000 Hq32/Hkv8 D128 with lse.
+kjit::testing::DecodeCase decode_case() {
   kjit::testing::DecodeCase c;
   c.batch = 2;
   c.max_kv_len = 3000;
@@ -116,37 +56,40 @@ TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
   c.kv_heads = 8;
   c.head_dim = 128;
   c.lse = true;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan (rows=8) and its merge
-    EXPECT_TRUE(kjit::testing::run_decode_case(c, 1, on).ok(kOutTol, kLseTol));
-  }
-  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
-  ad::DecodeDims d;
+  return c;
+}
+
+Outcome run_decode(const kjit::testing::DecodeCase& c, uint64_t seed, kjit::Runtime& rt) {
+  return attention_outcome(kjit::testing::run_decode_case(c, seed, rt));
+}
+
+TEST_F(AsyncJitGpu, DecodeWithNothingBuiltCompilesOnTheCallingThread) {
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  const kjit::testing::DecodeCase c = decode_case();
+  compiles_on_the_calling_thread(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_decode(c, seed, r); });
+}
+
+TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
+  const kjit::testing::DecodeCase c = decode_case();
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_decode(c, seed, r); };
+  warm_up(run);  // the built-in plan (rows=8) and its merge
+  ad::DecodeDims d = decode_dims(c.batch, c.max_kv_len, c.q_heads, c.kv_heads, c.head_dim);
   d.device = kjit::testing::current_device();
-  d.batch = c.batch;
-  d.max_kv_len = c.max_kv_len;
-  d.q_heads = c.q_heads;
-  d.kv_heads = c.kv_heads;
-  d.head_dim = c.head_dim;
-  d.group = c.q_heads / c.kv_heads;
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::DecodeOp::tune_key(d, &key));
+  // The built-in plan splits (so the warm-up built the merge the tuned plan needs too).
+  ASSERT_GT(ad::DecodeOp::plan(d, kjit::device_info(d.device)).num_splits, 1);
+  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
   kd::TunedChoice choice;
   choice.family = &kjit::attention::decode_family();
   choice.point = choice.family->point({128, 16});
   choice.knobs[0] = 3;
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::DecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(
-      rt, [&c](uint64_t seed, kjit::Runtime& r) { return kjit::testing::run_decode_case(c, seed, r); },
-      "the tuned plan: ");
-  EXPECT_EQ(rt.stats().no_fallback, 0u);
+  fallback_then_tuned(rt, run, "the tuned plan: ");
 }
 
-TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
+/// The dense prefill case of both tests: B2 q/kv 300 Hq8/Hkv2 D128, causal, with lse.
+kjit::testing::PrefillCase prefill_case() {
   kjit::testing::PrefillCase c;
   c.batch = 2;
   c.q_len = 300;
@@ -156,10 +99,23 @@ TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   c.head_dim = 128;
   c.causal = true;
   c.lse = true;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in kernel
-    EXPECT_TRUE(kjit::testing::run_prefill_case(c, 1, on).ok(kOutTol, kLseTol));
-  }
+  return c;
+}
+
+Outcome run_prefill(const kjit::testing::PrefillCase& c, uint64_t seed, kjit::Runtime& rt) {
+  return attention_outcome(kjit::testing::run_prefill_case(c, seed, rt));
+}
+
+TEST_F(AsyncJitGpu, PrefillWithNothingBuiltCompilesOnTheCallingThread) {
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  const kjit::testing::PrefillCase c = prefill_case();
+  compiles_on_the_calling_thread(rt, [&c](uint64_t seed, kjit::Runtime& r) { return run_prefill(c, seed, r); });
+}
+
+TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
+  const kjit::testing::PrefillCase c = prefill_case();
+  const auto run = [&c](uint64_t seed, kjit::Runtime& r) { return run_prefill(c, seed, r); };
+  warm_up(run);  // the built-in kernel
   // The pushed table names an mma.sync kernel the warm-up did not build: block_m 64 where the
   // built-in plan is the wgmma kernel (sm_90a), else the other block_m.
   ad::PrefillDims d;
@@ -173,34 +129,16 @@ TEST_F(AsyncJitGpu, PrefillRunsItsBuiltInKernelUntilTheTunedOneIsBuilt) {
   d.group = c.q_heads / c.kv_heads;
   d.causal = c.causal;
   d.has_lse = c.lse;
-  kd::TunedKey key{};
-  ASSERT_TRUE(ad::PrefillOp::tune_key(d, &key));
-  const kjit::DeviceInfo& info = kjit::device_info(d.device);
-  const ad::PrefillPlan builtin = ad::PrefillOp::plan(d, info);
+  const ad::PrefillPlan builtin = ad::PrefillOp::plan(d, kjit::device_info(d.device));
   const bool builtin_mma = builtin.choice.family == &kjit::attention::prefill_family();
   kd::TunedChoice choice;
   choice.family = &kjit::attention::prefill_family();
   choice.point = choice.family->point({128, builtin_mma && builtin.block_m == 64 ? 128 : 64, 0});
-  ad::PrefillPlan tuned;
-  ASSERT_TRUE(ad::PrefillOp::apply_tuned(d, info, choice, &tuned));
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(d.device, table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PrefillOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(
-      rt, [&c](uint64_t seed, kjit::Runtime& r) { return kjit::testing::run_prefill_case(c, seed, r); },
-      "the tuned kernel: ");
+  fallback_then_tuned(rt, run, "the tuned kernel: ");
 }
-
-/// One FP8 GEMM D = A · Bᵀ (e4m3, per-tensor scales, bf16 D) on fresh random operands, against
-/// the float64 reference: what fallback_then_tuned's `run` returns for the GEMM.
-struct GemmResult {
-  kjit::testing::Comparison cmp;
-  bool ok(double out_tol, double /*lse_tol*/) const { return cmp.ok(out_tol); }
-  std::string describe() const { return cmp.describe(); }
-};
 
 /// D [m, n] bf16 = A [m, k] · B [n, k]ᵀ, e4m3, K-major, per-tensor scales (one f32 each).
 kjit::fp8::GemmArgs gemm_args(void* a, void* b, void* d, void* scale_a, void* scale_b, int64_t m, int64_t n, int64_t k) {
@@ -213,7 +151,9 @@ kjit::fp8::GemmArgs gemm_args(void* a, void* b, void* d, void* scale_a, void* sc
   return g;
 }
 
-GemmResult run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtime& rt) {
+/// One FP8 GEMM D = A · Bᵀ (e4m3, per-tensor scales, bf16 D) on random operands from `seed`,
+/// into a poisoned D, against the float64 reference (the attention tolerance: bf16 D).
+Outcome run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtime& rt) {
   namespace kt = kjit::testing;
   std::mt19937_64 rng(seed);
   kt::Fp8GemmProblem p;
@@ -240,27 +180,29 @@ GemmResult run_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed, kjit::Runtim
   const std::vector<uint16_t> bits = dd.download<uint16_t>(static_cast<size_t>(m * n));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = kt::bf16_to_float(bits[i]);
-  return {kt::compare(out, ref)};
+  const kt::Comparison cmp = kt::compare(out, ref);
+  return {cmp.ok(kt::kAsyncOutTol), cmp.describe() + "; seed " + std::to_string(seed)};
+}
+
+TEST_F(AsyncJitGpu, GemmWithNothingBuiltCompilesOnTheCallingThread) {
+  if (kjit::device_info(kjit::testing::current_device()).target().sm() < kjit::fp8::kMinSm) {
+    GTEST_SKIP() << "FP8 needs sm_89+";
+  }
+  kjit::Runtime rt(config(kjit::JitMode::kAsync));
+  compiles_on_the_calling_thread(rt, [](uint64_t seed, kjit::Runtime& r) { return run_gemm(256, 1024, 4096, seed, r); });
 }
 
 TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
-  if (!kjit::device_info(kjit::testing::current_device()).target().has_wgmma()) {
-    GTEST_SKIP() << "the tuned tile is the sm_90a wgmma kernel's";
-  }
+  if (!has_wgmma()) GTEST_SKIP() << "the tuned tile is the sm_90a wgmma kernel's";
   constexpr int64_t m = 256, n = 1024, k = 4096;
-  {
-    kjit::Runtime on(config(kjit::JitMode::kOn));  // warm-up: the built-in plan's program
-    EXPECT_TRUE(run_gemm(m, n, k, 1, on).ok(kOutTol, kLseTol));
-  }
+  const auto run = [](uint64_t seed, kjit::Runtime& r) { return run_gemm(m, n, k, seed, r); };
+  warm_up(run);  // the built-in plan's program
   // The pushed table names a tile and ring the warm-up did not build: 128x96 over 6 stages,
   // persistent (or 128x112 where the built-in plan took 128x96).
   namespace fd = kjit::fp8::detail;
   kjit::testing::DeviceBuffer da(16), db(16), dd(16), ds(16);  // validation reads only the shapes
   const fd::GemmDims d = fd::validate_gemm(gemm_args(da.get(), db.get(), dd.get(), ds.get(), ds.get(), m, n, k));
-  kd::TunedKey key{};
-  ASSERT_TRUE(fd::GemmOp::tune_key(d, &key));
-  const kjit::DeviceInfo& info = kjit::device_info(kjit::testing::current_device());
-  const fd::GemmPlan builtin = fd::GemmOp::plan(d, info);
+  const fd::GemmPlan builtin = fd::GemmOp::plan(d, kjit::device_info(kjit::testing::current_device()));
   const kjit::Family& f = kjit::fp8::gemm_family();
   kjit::ParamMap pm = f.params_of(builtin.choice.point);
   pm["tile"] = pm["tile"] == "128x96" ? "128x112" : "128x96";
@@ -270,17 +212,10 @@ TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
   choice.point = f.parse(pm);
   choice.knobs[0] = 1;
   choice.knobs[1] = 1;
-  fd::GemmPlan tuned;
-  ASSERT_TRUE(fd::GemmOp::apply_tuned(d, info, choice, &tuned)) << f.describe(choice.point);
-  ASSERT_FALSE(kd::same_choice(tuned.choice, builtin.choice));
-  kd::TunedTable table;
-  table.set(key, choice);
-  kd::install_tuned_table(kjit::testing::current_device(), table);
+  ASSERT_NO_FATAL_FAILURE(push_tuned_choice<fd::GemmOp>(kjit::testing::current_device(), d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
-  fallback_then_tuned(
-      rt, [](uint64_t seed, kjit::Runtime& r) { return run_gemm(m, n, k, seed, r); }, "the tuned tile: ");
-  EXPECT_EQ(rt.stats().no_fallback, 0u);
+  fallback_then_tuned(rt, run, "the tuned tile: ");
 }
 
 }  // namespace

@@ -60,7 +60,6 @@ using kjit::TensorRef;
 
 constexpr double kOutTol = 1e-2;   // attention: bf16 output and P rounding give ~3e-3
 constexpr double kLseTol = 1e-4;
-constexpr double kRotaryTol = 4e-3;
 constexpr double kGemmTol = 1e-2;
 
 uint64_t fresh_seed() {
@@ -82,84 +81,13 @@ struct OpRun {
 };
 
 std::string rotary_once(kjit::Runtime& rt) {
-  constexpr int64_t kTokens = 256, kQHeads = 8, kKvHeads = 2, kDim = 128, kMaxPos = 1024;
-  constexpr int kRotary = 128;
-  const uint64_t seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<uint16_t> q(kTokens * kQHeads * kDim), k(kTokens * kKvHeads * kDim);
-  for (auto& x : q) x = kt::float_to_bf16(normal(rng));
-  for (auto& x : k) x = kt::float_to_bf16(normal(rng));
-  const kt::RopeTables tables = kt::rope_tables(kMaxPos, kRotary, 500000.0);
-  std::vector<int64_t> positions(kTokens);
-  for (auto& p : positions) p = static_cast<int64_t>(rng() % kMaxPos);
-  const int device = kt::current_device();
-  kt::DeviceBuffer dq = kt::to_device(q), dk = kt::to_device(k), dcos = kt::to_device(tables.cos),
-                   dsin = kt::to_device(tables.sin), dpos = kt::to_device(positions);
-  kt::DeviceBuffer qo(q.size() * 2), ko(k.size() * 2);
-  qo.fill(0xFF);
-  ko.fill(0xFF);
-  kjit::RotaryArgs a;
-  a.q = TensorRef(dq.get(), DType::kBF16, {kTokens, kQHeads, kDim}, {}, device);
-  a.k = TensorRef(dk.get(), DType::kBF16, {kTokens, kKvHeads, kDim}, {}, device);
-  a.cos = TensorRef(dcos.get(), DType::kF32, {kMaxPos, kRotary / 2}, {}, device);
-  a.sin = TensorRef(dsin.get(), DType::kF32, {kMaxPos, kRotary / 2}, {}, device);
-  a.positions = TensorRef(dpos.get(), DType::kI64, {kTokens}, {}, device);
-  a.q_out = TensorRef(qo.get(), DType::kBF16, {kTokens, kQHeads, kDim}, {}, device);
-  a.k_out = TensorRef(ko.get(), DType::kBF16, {kTokens, kKvHeads, kDim}, {}, device);
-  a.rotary_dim = kRotary;
-  a.style = kjit::RotaryStyle::kNeoX;
-  kjit::rotary(a, nullptr, rt);
-  kt::synchronize();
-  std::vector<uint16_t> y = qo.download<uint16_t>(q.size());
-  const std::vector<uint16_t> yk = ko.download<uint16_t>(k.size());
-  y.insert(y.end(), yk.begin(), yk.end());
-  std::vector<double> ref = kt::rotary_reference(q, kTokens, kQHeads, kDim, kRotary, a.style, tables.cos,
-                                                 tables.sin, positions);
-  const std::vector<double> rk = kt::rotary_reference(k, kTokens, kKvHeads, kDim, kRotary, a.style, tables.cos,
-                                                      tables.sin, positions);
-  ref.insert(ref.end(), rk.begin(), rk.end());
-  std::vector<float> yf(y.size());
-  for (size_t i = 0; i < y.size(); ++i) yf[i] = kt::bf16_to_float(y[i]);
-  const kt::Comparison cmp = kt::compare(yf, ref);
-  const kt::UlpCheck ulps = kt::check_ulps(y, ref, 1);
-  if (cmp.ok(kRotaryTol) && ulps.over_limit == 0) return {};
-  return fmt::format("{}; {} outputs over 1 bf16 ulp; seed {}", cmp.describe(), ulps.over_limit, seed);
+  const kt::RotaryCaseResult r = kt::run_rotary_case(kt::RotaryCase{}, fresh_seed(), rt);
+  return r.ok() ? std::string() : r.describe();
 }
 
 std::string quantize_once(kjit::Runtime& rt) {
-  constexpr int64_t kRows = 128, kCols = 512;
-  const uint64_t seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<uint16_t> xb(kRows * kCols);
-  std::vector<float> x(xb.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    xb[i] = kt::float_to_bf16(normal(rng) * (1.f + static_cast<float>(i % 97)));
-    x[i] = kt::bf16_to_float(xb[i]);
-  }
-  const int device = kt::current_device();
-  kt::DeviceBuffer dx = kt::to_device(xb), dy(x.size()), damax(kRows * 4), dscale(kRows * 4);
-  dy.fill(0xFF);
-  damax.fill(0xFF);
-  dscale.fill(0xFF);
-  kjit::fp8::QuantizeArgs a;
-  a.x = TensorRef(dx.get(), DType::kBF16, {kRows, kCols}, {}, device);
-  a.y = TensorRef(dy.get(), DType::kE4M3, {kRows, kCols}, {}, device);
-  a.granularity = kjit::fp8::Granularity::kRow;
-  a.amax = TensorRef(damax.get(), DType::kF32, {kRows}, {}, device);
-  a.scale_inv = TensorRef(dscale.get(), DType::kF32, {kRows}, {}, device);
-  kjit::fp8::quantize(a, nullptr, rt);
-  kt::synchronize();
-  const kt::Fp8QuantizeReference ref =
-      kt::fp8_quantize_reference(x, kRows, kCols, kt::Fp8Format::kE4M3, kt::Fp8Granularity::kRow, false);
-  const std::vector<uint8_t> y = dy.download<uint8_t>(x.size());
-  const std::vector<float> amax = damax.download<float>(kRows), scale = dscale.download<float>(kRows);
-  size_t bad = 0;
-  for (size_t i = 0; i < y.size(); ++i) bad += y[i] != ref.y[i];
-  for (size_t r = 0; r < static_cast<size_t>(kRows); ++r) bad += amax[r] != ref.amax[r] || scale[r] != ref.scale_inv[r];
-  if (bad == 0) return {};
-  return fmt::format("{} fp8 bytes or row scales differ from the reference (bit for bit); seed {}", bad, seed);
+  const kt::QuantizeCaseResult r = kt::run_quantize_case(kt::QuantizeCase{}, fresh_seed(), rt);
+  return r.ok() ? std::string() : r.describe();
 }
 
 std::string gemm_once(kjit::Runtime& rt, kjit::fp8::GemmKernel kernel) {

@@ -229,7 +229,7 @@ TEST_P(RotaryGpu, MatchesFloat64Reference) {
     std::vector<float> yf(y.size());
     for (size_t j = 0; j < y.size(); ++j) yf[j] = kt::bf16_to_float(y[j]);
     const kt::Comparison cmp = kt::compare(yf, ref);
-    EXPECT_TRUE(cmp.ok(4e-3)) << names[i] << ": " << cmp.describe();
+    EXPECT_TRUE(cmp.ok(kt::kRotaryTol)) << names[i] << ": " << cmp.describe();
     // Pass-through dims: the input bits, untouched (in place) or copied (out of place).
     size_t tail_diffs = 0;
     for (size_t row = 0; row * c.head_dim < y.size(); ++row) {

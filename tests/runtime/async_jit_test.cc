@@ -19,9 +19,10 @@
 //     loading thread's capture mode is relaxed), the done event says to re-capture, and a
 //     re-capture runs it; without a fallback the capture is refused and the compile queued;
 //   - a fork()'s child compiles on a background thread of its own;
-//   - destroying the Runtime during a background compile waits for it, abandons the queued
-//     one, and nothing compiles afterwards; after finish_background() a miss keeps its fallback
-//     and queues nothing.
+//   - destroying the Runtime (or finish_background()) during a background compile waits for it,
+//     abandons the queued one (counted, its fallback and the abandonment reported on the
+//     finishing thread), and nothing compiles afterwards; after finish_background() a miss keeps
+//     its fallback and queues nothing.
 // Timings (first call under on and async, warm calls) are printed for the record. Skips when the
 // stand-in's host path is not loaded.
 #include <kjit/device.hpp>
@@ -46,6 +47,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -527,46 +529,113 @@ TEST_F(AsyncJit, ACaptureRunsTheLoadedFallbackAndIsToldToRecapture) {
   EXPECT_EQ(rt.stats().background_failures, 0u);
 }
 
-TEST_F(AsyncJit, DestroyingTheRuntimeDuringACompileWaitsForItAndAbandonsTheQueue) {
-  kjit::RuntimeConfig c = config();
-  c.background_threads = 1;
-  auto rt = std::make_unique<kjit::Runtime>(c);
+/// What the two shutdown tests share: an async Runtime with one background thread whose first
+/// compile (rows=16 at head_dim 128) holds on its compile event until `release` opens, while the
+/// second (rows=16 at head_dim 64) waits in the queue; both misses ran their fallbacks.
+struct HeldCompile {
+  std::unique_ptr<kjit::Runtime> rt;
+  Recorder rec;
   Gate compiling, release;
-  std::atomic<int> compiles{0}, done{0};
-  rt->add_listener([&](const kjit::Event& e) {
-    if (e.kind == EventKind::kCompile) {
-      compiles.fetch_add(1);
-      compiling.open();
-      release.wait(std::chrono::seconds(20));  // the compile is running while the Runtime goes away
+  std::atomic<int> compiles{0};
+  std::string key128, key64;
+
+  explicit HeldCompile(const kjit::RuntimeConfig& config) {
+    kjit::RuntimeConfig c = config;
+    c.background_threads = 1;
+    rt = std::make_unique<kjit::Runtime>(c);
+    rt->add_listener([this](const kjit::Event& e) {
+      rec.add(e);
+      if (e.kind == EventKind::kCompile) {
+        compiles.fetch_add(1);
+        compiling.open();
+        release.wait(std::chrono::seconds(20));  // the compile is running while the Runtime finishes
+      }
+    });
+    auto a128 = decode_args(128);
+    auto a64 = decode_args(64);
+    kjit::attention::decode(a128, nullptr, 0, nullptr, *rt);
+    kjit::attention::decode(a64, nullptr, 0, nullptr, *rt);
+    auto key_of = [&](int64_t head_dim) {
+      const kjit::ProgramSpec spec = decode_spec(head_dim, 16);
+      return rt->key(spec, spec.target_on(kjit::device_info(0).target()));
+    };
+    key128 = key_of(128);
+    key64 = key_of(64);
+    push_rows({128, 64}, 16);
+    kjit::attention::decode(a128, nullptr, 0, nullptr, *rt);  // runs on the one background thread
+    kjit::attention::decode(a64, nullptr, 0, nullptr, *rt);   // waits in the queue
+  }
+  /// Checks the one abandoned compile's report: the fallback that served it, then the event,
+  /// both sent on `finisher` (the thread that finished the background compiles).
+  void expect_abandoned_64(std::thread::id finisher) {
+    const std::vector<Seen> abandoned = rec.of(EventKind::kBackgroundCompileAbandoned);
+    ASSERT_EQ(abandoned.size(), 1u) << "one queued compile was abandoned";
+    EXPECT_EQ(abandoned[0].key, key64);
+    EXPECT_NE(abandoned[0].params.find("rows=16"), std::string::npos) << abandoned[0].params;
+    EXPECT_EQ(abandoned[0].detail.rfind("abandoned: ", 0), 0u) << abandoned[0].detail;
+    EXPECT_EQ(abandoned[0].thread, finisher);
+    std::vector<Seen> served;
+    for (const Seen& f : rec.of(EventKind::kFallbackLaunch)) {
+      if (f.key == key64) served.push_back(f);
     }
-    if (e.kind == EventKind::kBackgroundCompileDone) done.fetch_add(1);
+    ASSERT_EQ(served.size(), 1u) << "the fallback that served the abandoned key is reported";
+    EXPECT_NE(served[0].detail.find("rows=8"), std::string::npos) << served[0].detail;
+    EXPECT_EQ(served[0].thread, finisher);
+    EXPECT_LE(served[0].at, abandoned[0].at);
+    EXPECT_STREQ(kjit::event_kind_name(EventKind::kBackgroundCompileAbandoned), "background_compile_abandoned");
+  }
+};
+
+TEST_F(AsyncJit, DestroyingTheRuntimeDuringACompileWaitsForItAndAbandonsTheQueue) {
+  HeldCompile held(config());
+  ASSERT_TRUE(held.compiling.wait(std::chrono::seconds(120)));
+  const std::string root = held.rt->disk_cache().root;
+  std::thread::id destroyer;
+  std::thread destroy([&] {
+    destroyer = std::this_thread::get_id();
+    held.rt.reset();
   });
-  auto a128 = decode_args(128);
-  auto a64 = decode_args(64);
-  kjit::attention::decode(a128, nullptr, 0, nullptr, *rt);
-  kjit::attention::decode(a64, nullptr, 0, nullptr, *rt);
-  auto key_of = [&](int64_t head_dim) {
-    const kjit::ProgramSpec spec = decode_spec(head_dim, 16);
-    return rt->key(spec, spec.target_on(kjit::device_info(0).target()));
-  };
-  const std::string key128 = key_of(128), key64 = key_of(64);
-  push_rows({128, 64}, 16);
-  kjit::attention::decode(a128, nullptr, 0, nullptr, *rt);  // runs on the one background thread
-  kjit::attention::decode(a64, nullptr, 0, nullptr, *rt);   // waits in the queue
-  ASSERT_TRUE(compiling.wait(std::chrono::seconds(120)));
-  std::thread destroy([&] { rt.reset(); });
   // Let the destructor close the queue before the running compile may finish.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  release.open();
+  held.release.open();
   destroy.join();
-  EXPECT_EQ(compiles.load(), 1);
-  EXPECT_EQ(done.load(), 1) << "the running compile finished and told";
+  EXPECT_EQ(held.compiles.load(), 1);
+  const std::vector<Seen> done = held.rec.of(EventKind::kBackgroundCompileDone);
+  ASSERT_EQ(done.size(), 1u) << "the running compile finished and told";
+  EXPECT_EQ(done[0].key, held.key128);
+  held.expect_abandoned_64(destroyer);
+  // The abandoned key's fallback is on record for `kjit cache explain`.
+  kjit::cache::Key key64;
+  ASSERT_TRUE(kjit::cache::Key::from_hex(held.key64, &key64));
+  ASSERT_EQ(kjit::cache::read_fallbacks(root, key64).size(), 1u);
   auto entry = [&](const std::string& key) { return dir_ / "cache" / "v1" / key.substr(0, 2) / (key + ".kjit"); };
-  EXPECT_TRUE(fs::exists(entry(key128))) << "the running compile was published";
+  EXPECT_TRUE(fs::exists(entry(held.key128))) << "the running compile was published";
   // Nothing compiles after the destructor returned.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_FALSE(fs::exists(entry(key64))) << "the queued compile ran";
-  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_FALSE(fs::exists(entry(held.key64))) << "the queued compile ran";
+  EXPECT_EQ(held.compiles.load(), 1);
+}
+
+TEST_F(AsyncJit, FinishBackgroundCountsAndReportsTheAbandonedCompiles) {
+  HeldCompile held(config());
+  ASSERT_TRUE(held.compiling.wait(std::chrono::seconds(120)));
+  std::thread::id finisher;
+  std::thread finish([&] {
+    finisher = std::this_thread::get_id();
+    held.rt->finish_background();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  held.release.open();
+  finish.join();
+  const kjit::RuntimeStats s = held.rt->stats();
+  EXPECT_EQ(s.background_abandoned, 1u);
+  EXPECT_EQ(s.background_compiles, 1u);
+  EXPECT_NE(held.rt->metrics_text().find("kjit_background_abandoned_total 1\n"), std::string::npos);
+  held.expect_abandoned_64(finisher);
+  // Idempotent, and the destructor abandons nothing more.
+  held.rt->finish_background();
+  held.rt.reset();
+  EXPECT_EQ(held.rec.of(EventKind::kBackgroundCompileAbandoned).size(), 1u);
 }
 
 TEST_F(AsyncJit, AForkedChildCompilesOnThreadsOfItsOwn) {

@@ -19,7 +19,7 @@
 namespace kjit::selftest {
 namespace {
 
-constexpr double kTolerance = 4e-3;
+constexpr double kTolerance = kjit::testing::kRotaryTol;
 
 struct Shape {
   int64_t tokens;

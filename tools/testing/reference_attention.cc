@@ -833,7 +833,7 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
       throw kjit::Error(fmt::format("pack_gqa on planned pack_group {}, expected {}", plan.pack_group, Hq / Hkv));
     }
   }
-  plan.variant = c.variant;
+  if (c.variant != attention::AttentionVariant::kAuto) plan.variant = c.variant;  // else the plan's (a table's)
   DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
   ws.fill(0xFF);
   attention::upload_paged_prefill_plan(plan, ws.get(), plan.workspace_bytes);

@@ -247,7 +247,8 @@ struct PagedPrefillCase {
   bool causal = false;
   bool lse = false;
   int tile_rows = 0;  ///< the plan's choice when 0
-  /// Set on the plan after planning (kAuto: the run step chooses for the device).
+  /// Set on the plan after planning; kAuto keeps the plan's own (kAuto, where the run step
+  /// chooses for the device, unless a tuning table chose the kernel).
   attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
   /// kOff plans with the overload that knows no KV heads (never packs); kAuto / kOn plan with
   /// PagedPrefillPlanArgs (kv_heads given, the current device) and that packing request; kOn

@@ -1,10 +1,18 @@
 #include "tools/testing/reference_fp8.hpp"
 
+#include <kjit/ops/fp8.hpp>
+
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/host_types.hpp"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <thread>
 
 namespace kjit::testing {
@@ -226,6 +234,66 @@ std::vector<double> fp8_gemm_reference(const Fp8GemmProblem& p) {
   }
   for (auto& t : pool) t.join();
   return d;
+}
+
+std::string QuantizeCase::describe() const {
+  return fmt::format("{}x{} bf16->{} {}", rows, cols, fp8_name(format),
+                     fp8::granularity_name(static_cast<fp8::Granularity>(granularity)));
+}
+
+std::string QuantizeCaseResult::describe() const {
+  return fmt::format("{} fp8 bytes and {} groups (amax, scale_inv) differ from the reference bit for bit, {} elements "
+                     "written past the groups; seed {}",
+                     bad_bytes, bad_groups, written_past, seed);
+}
+
+QuantizeCaseResult run_quantize_case(const QuantizeCase& c, uint64_t seed, Runtime& runtime) {
+  QuantizeCaseResult result;
+  result.seed = seed;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<uint16_t> xb(static_cast<size_t>(c.rows * c.cols));
+  std::vector<float> x(xb.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    xb[i] = float_to_bf16(normal(rng) * (1.f + static_cast<float>(i % 97)));
+    x[i] = bf16_to_float(xb[i]);
+  }
+  const bool tensor = c.granularity == Fp8Granularity::kTensor;
+  const Fp8QuantizeReference ref = fp8_quantize_reference(x, c.rows, c.cols, c.format, c.granularity, false, tensor);
+  const size_t groups = ref.amax.size();
+  const auto g = static_cast<fp8::Granularity>(c.granularity);
+  const fp8::ScaleShape shape = fp8::scale_shape(g, c.rows, c.cols);
+
+  const int device = current_device();
+  DeviceBuffer dx = to_device(xb), dy(x.size()), damax((groups + 1) * 4), dscale((groups + 1) * 4);
+  dy.fill(0xFF);
+  damax.fill(0xFF);
+  dscale.fill(0xFF);
+  fp8::QuantizeArgs a;
+  a.x = TensorRef(dx.get(), DType::kBF16, {c.rows, c.cols}, {}, device);
+  a.y = TensorRef(dy.get(), c.format == Fp8Format::kE4M3 ? DType::kE4M3 : DType::kE5M2, {c.rows, c.cols}, {}, device);
+  a.granularity = g;
+  a.dynamic = tensor;
+  auto group_ref = [&](DeviceBuffer& b) {
+    if (shape.ndim == 1) return TensorRef(b.get(), DType::kF32, {shape.shape[0]}, {}, device);
+    return TensorRef(b.get(), DType::kF32, {shape.shape[0], shape.shape[1]}, {}, device);
+  };
+  a.amax = group_ref(damax);
+  a.scale_inv = group_ref(dscale);
+  fp8::quantize(a, nullptr, runtime);
+  synchronize();
+
+  const std::vector<uint8_t> y = dy.download<uint8_t>(x.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    result.bad_bytes += fp8_is_nan(ref.y[i], c.format) ? !fp8_is_nan(y[i], c.format) : y[i] != ref.y[i];
+  }
+  const std::vector<float> amax = damax.download<float>(groups + 1), scale = dscale.download<float>(groups + 1);
+  for (size_t i = 0; i < groups; ++i) result.bad_groups += !(amax[i] == ref.amax[i] && scale[i] == ref.scale_inv[i]);
+  uint32_t tail[2];
+  std::memcpy(&tail[0], &amax[groups], 4);
+  std::memcpy(&tail[1], &scale[groups], 4);
+  result.written_past = (tail[0] != 0xFFFFFFFFu) + (tail[1] != 0xFFFFFFFFu);
+  return result;
 }
 
 }  // namespace kjit::testing

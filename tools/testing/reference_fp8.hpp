@@ -5,6 +5,8 @@
 /// amax, scale_inv, fp8 bytes: bit-exact with the kernels, which do the same f32 operations) and a
 /// float64 GEMM on the dequantized operands.
 
+#include <kjit/runtime.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +59,35 @@ struct Fp8QuantizeReference {
 Fp8QuantizeReference fp8_quantize_reference(const std::vector<float>& x, int64_t rows, int64_t cols, Fp8Format f,
                                             Fp8Granularity g, bool pow2, bool dynamic = false,
                                             float multiplier = 1.f);
+
+/// One randomized quantize launch of bf16 `x` (see run_quantize_case).
+struct QuantizeCase {
+  int64_t rows = 128;
+  int64_t cols = 512;  ///< a multiple of 16
+  Fp8Format format = Fp8Format::kE4M3;
+  /// kTensor runs dynamic (the multiplier from this call's amax); the others compute theirs.
+  Fp8Granularity granularity = Fp8Granularity::kRow;
+
+  /// "128x512 bf16->e4m3 row".
+  std::string describe() const;
+};
+
+/// What run_quantize_case found: outputs that differ from fp8_quantize_reference bit for bit.
+struct QuantizeCaseResult {
+  size_t bad_bytes = 0;     ///< y bytes (NaN matches NaN of the format)
+  size_t bad_groups = 0;    ///< groups whose amax or scale_inv differs
+  size_t written_past = 0;  ///< amax / scale_inv elements past the groups that lost their poison
+  uint64_t seed = 0;
+  bool ok() const { return bad_bytes == 0 && bad_groups == 0 && written_past == 0; }
+  std::string describe() const;
+};
+
+/// Builds `c` from `seed` (x ~ N(0, 1) · (1 + i mod 97) in bf16: groups of unlike ranges), runs
+/// kjit::fp8::quantize with amax and scale_inv on the default stream of the current context's
+/// device (testing::current_device; y, amax and scale_inv 0xFF-poisoned, one poisoned element
+/// past the groups), synchronizes and compares every output with fp8_quantize_reference.
+/// Throws what quantize throws.
+QuantizeCaseResult run_quantize_case(const QuantizeCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
 /// A GEMM problem in logical layout: a [m][k], b [n][k] fp8 bytes (row-major host copies).
 struct Fp8GemmProblem {

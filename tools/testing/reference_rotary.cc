@@ -1,10 +1,14 @@
 #include "tools/testing/reference_rotary.hpp"
 
+#include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
+
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 namespace kjit::testing {
 
@@ -117,6 +121,64 @@ UlpCheck check_ulps(const std::vector<uint16_t>& out, const std::vector<double>&
   }
   if (out.size() != ref.size()) c.over_limit += std::max(out.size(), ref.size()) - n;
   return c;
+}
+
+std::string RotaryCase::describe() const {
+  return fmt::format("T{} Hq{}/Hkv{} D{} rotary_dim={} {} {}", tokens, q_heads, kv_heads, head_dim, rotary_dim,
+                     enum_name(kRotaryStyleNames, style), pos_i64 ? "i64" : "i32");
+}
+
+std::string RotaryCaseResult::describe() const {
+  return fmt::format("{}; {} outputs over 1 bf16 ulp (max {}); seed {}", cmp.describe(), ulps.over_limit, ulps.max_ulp,
+                     seed);
+}
+
+RotaryCaseResult run_rotary_case(const RotaryCase& c, uint64_t seed, Runtime& runtime) {
+  RotaryCaseResult result;
+  result.seed = seed;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<uint16_t> q(static_cast<size_t>(c.tokens * c.q_heads * c.head_dim));
+  std::vector<uint16_t> k(static_cast<size_t>(c.tokens * c.kv_heads * c.head_dim));
+  for (auto& x : q) x = float_to_bf16(normal(rng));
+  for (auto& x : k) x = float_to_bf16(normal(rng));
+  const RopeTables tables = rope_tables(c.max_position, c.rotary_dim, 500000.0);
+  std::vector<int64_t> positions(static_cast<size_t>(c.tokens));
+  for (auto& p : positions) p = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.max_position));
+  const std::vector<int32_t> positions32(positions.begin(), positions.end());
+
+  const int device = current_device();
+  DeviceBuffer dq = to_device(q), dk = to_device(k), dcos = to_device(tables.cos), dsin = to_device(tables.sin);
+  DeviceBuffer dpos = c.pos_i64 ? to_device(positions) : to_device(positions32);
+  DeviceBuffer qo(q.size() * 2), ko(k.size() * 2);
+  qo.fill(0xFF);
+  ko.fill(0xFF);
+  RotaryArgs a;
+  a.q = TensorRef(dq.get(), DType::kBF16, {c.tokens, c.q_heads, c.head_dim}, {}, device);
+  a.k = TensorRef(dk.get(), DType::kBF16, {c.tokens, c.kv_heads, c.head_dim}, {}, device);
+  a.cos = TensorRef(dcos.get(), DType::kF32, {c.max_position, c.rotary_dim / 2}, {}, device);
+  a.sin = TensorRef(dsin.get(), DType::kF32, {c.max_position, c.rotary_dim / 2}, {}, device);
+  a.positions = TensorRef(dpos.get(), c.pos_i64 ? DType::kI64 : DType::kI32, {c.tokens}, {}, device);
+  a.q_out = TensorRef(qo.get(), DType::kBF16, {c.tokens, c.q_heads, c.head_dim}, {}, device);
+  a.k_out = TensorRef(ko.get(), DType::kBF16, {c.tokens, c.kv_heads, c.head_dim}, {}, device);
+  a.rotary_dim = c.rotary_dim;
+  a.style = c.style;
+  rotary(a, nullptr, runtime);
+  synchronize();
+
+  std::vector<uint16_t> y = qo.download<uint16_t>(q.size());
+  const std::vector<uint16_t> yk = ko.download<uint16_t>(k.size());
+  y.insert(y.end(), yk.begin(), yk.end());
+  std::vector<double> ref =
+      rotary_reference(q, c.tokens, c.q_heads, c.head_dim, c.rotary_dim, c.style, tables.cos, tables.sin, positions);
+  const std::vector<double> rk =
+      rotary_reference(k, c.tokens, c.kv_heads, c.head_dim, c.rotary_dim, c.style, tables.cos, tables.sin, positions);
+  ref.insert(ref.end(), rk.begin(), rk.end());
+  std::vector<float> yf(y.size());
+  for (size_t i = 0; i < y.size(); ++i) yf[i] = bf16_to_float(y[i]);
+  result.cmp = compare(yf, ref);
+  result.ulps = check_ulps(y, ref, 1);
+  return result;
 }
 
 }  // namespace kjit::testing

@@ -4,8 +4,12 @@
 /// `kjit selftest` and benchmarks share: RoPE tables, strided bf16 gathers and a bf16 ulp metric.
 
 #include <kjit/ops/rotary.hpp>
+#include <kjit/runtime.hpp>
+
+#include "tools/testing/compare.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace kjit::testing {
@@ -50,5 +54,40 @@ struct UlpCheck {
 };
 UlpCheck check_ulps(const std::vector<uint16_t>& out, const std::vector<double>& ref,
                     int64_t limit);
+
+/// The relative L2 error a rotary output may have against rotary_reference: bf16 rounding alone
+/// gives ≈ 1.6e-3 on random data.
+constexpr double kRotaryTol = 4e-3;
+
+/// One randomized out-of-place RoPE launch of q and k (see run_rotary_case).
+struct RotaryCase {
+  int64_t tokens = 256;
+  int64_t q_heads = 8;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 128;
+  int rotary_dim = 128;
+  RotaryStyle style = RotaryStyle::kNeoX;
+  bool pos_i64 = true;  ///< positions as int64 (torch's), else int32
+  int64_t max_position = 1024;
+
+  /// "T256 Hq8/Hkv2 D128 rotary_dim=128 neox i64".
+  std::string describe() const;
+};
+
+/// What run_rotary_case found.
+struct RotaryCaseResult {
+  Comparison cmp;  ///< q's then k's outputs against the reference (poisoned = NaN is non-finite)
+  UlpCheck ulps;   ///< the same outputs, limit 1 bf16 ulp
+  uint64_t seed = 0;
+  /// True when cmp.rel_l2 ≤ tol, nothing non-finite and every output within 1 bf16 ulp.
+  bool ok(double tol = kRotaryTol) const { return cmp.ok(tol) && ulps.over_limit == 0; }
+  std::string describe() const;
+};
+
+/// Builds `c` from `seed` (q and k ~ N(0, 1) in bf16, positions uniform in [0, max_position),
+/// tables of theta 500000; q_out and k_out 0xFF-poisoned), runs kjit::rotary out of place on the
+/// default stream of the current context's device (testing::current_device), synchronizes and
+/// compares both outputs with rotary_reference. Throws what rotary throws.
+RotaryCaseResult run_rotary_case(const RotaryCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
 }  // namespace kjit::testing

@@ -120,6 +120,11 @@ struct PagedPrefillOp {
   static Dims validate(const Args& call);
   /// plan_paged_prefill_run, memoized per thread as PrefillOp::plan.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// KJIT_JIT=async's candidates besides plan() (runtime/ops/fallback.hpp): the call on each
+  /// kernel variant (mma.sync, wgmma) that runs its host plan's work map on `info`'s device,
+  /// whatever variant the host plan forces (the kernel is performance-only: both compute the
+  /// same attention over the same work items). Fills `out`, returns how many. Pure.
+  static int fallback_plans(const Dims& dims, const DeviceInfo& info, Plan (&out)[kjit::detail::kMaxOpFallbackPlans]);
   /// The kernel's Params for `call` (the work map read from call.workspace); pure.
   static PrefillParams params(const Args& call, const Dims& dims);
   /// The launch value; the pipeline's `workspace` is unused (see Args).

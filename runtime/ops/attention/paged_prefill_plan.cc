@@ -125,6 +125,18 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
                                                [&](const PagedPrefillPlanKey&) { return plan_paged_prefill_run(d, info); });
 }
 
+int PagedPrefillOp::fallback_plans(const PagedPrefillDims& d, const DeviceInfo& info,
+                                   PagedPrefillOpPlan (&out)[kjit::detail::kMaxOpFallbackPlans]) {
+  int n = 0;
+  for (AttentionVariant v : {AttentionVariant::kWgmma, AttentionVariant::kMma}) {
+    if (d.num_work == 0 || !variant_runs(v, paged_prefill_variant_call(d, info.target()))) continue;
+    PagedPrefillDims other = d;
+    other.variant = v;
+    out[n++] = plan(other, info);
+  }
+  return n;
+}
+
 PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const DeviceInfo& info) {
   PagedPrefillOpPlan plan;
   // Resolved before the empty-call shortcut: a strict request fails the same with or without work.
