@@ -66,11 +66,13 @@ TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   d.has_lse = c.lse;
   const md::SwaPlan builtin = md::SwaDecodeOp::plan(d, kjit::device_info(d.device));
   // The pushed table: another group (32 where the built-in plan takes 16, else 16) at kv_tile 64,
-  // which no warm-up built, and 2 splits.
+  // which no warm-up built, and 2 splits, without a cluster (which the built-in plan for few tokens
+  // may have on sm_90+).
   const kjit::Family& f = kjit::mla::swa_decode_family();
   kjit::ParamMap pm = f.params_of(builtin.choice.point);
   pm["group"] = builtin.heads_per_cta == 16 ? "32" : "16";
   pm["kv_tile"] = "64";
+  pm["cluster_split"] = "1";
   kd::TunedChoice choice;
   choice.family = &f;
   choice.point = f.parse(pm);

@@ -121,7 +121,10 @@ struct SwaCaseResult {
   /// The output against the reference without the bf16 rounding of dequantized values
   /// (reported, not checked: it shows how much of `out`'s error that rounding explains).
   Comparison out_exact;
-  Comparison lse;              ///< when the case asks for lse
+  /// When the case asks for lse: against the reference without the bf16 rounding of dequantized
+  /// values, which is the function the kernels compute (a row with one valid position has its one
+  /// score as lse, where that rounding alone moved it by up to 2^-9 relative).
+  Comparison lse;
   size_t padding_written = 0;  ///< out/lse padding elements that lost their poison
   uint64_t seed = 0;
   int num_splits = 0;          ///< the split count the op used (from the planner)
@@ -134,8 +137,9 @@ struct SwaCaseResult {
 /// the reference's bf16 rounding of each dequantized value that the kernel does not do
 /// (≈ 1e-3), f16 P (≈ 3e-4); 1e-2 leaves margin while any indexing bug shows as O(1).
 constexpr double kSwaOutTol = 1e-2;
-/// LSE tolerance: the scores differ from the reference's by that same per-value rounding
-/// (≈ 1e-3 of a score's typical size), and |lse| is at least that size.
+/// LSE tolerance (against the unrounded reference): the scores' f16 / fp8-split arithmetic and the
+/// f32 sums, well under 1e-3 of |lse|; 2e-3 leaves margin while a wrong weight or a lost position
+/// shows as O(1e-2) or more.
 constexpr double kSwaLseTol = 2e-3;
 
 /// How a case lays its tensors out (element strides): q and out [T, NH, HD] rows `head_stride`
