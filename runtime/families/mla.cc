@@ -101,12 +101,12 @@ const Family& swa_decode_family() {
     };
     // DeepSeek-V4 decode (HD 512, W 128, E4M3): group 16 for small batches, 32 for large ones;
     // on sm_90a the wgmma kernel (group 64); on sm_90+ the planner's cluster splits of groups of 16
-    // for T = 1, 8 and 16 (8, 4 and 2 CTAs of 16, 32 and 64 positions).
+    // for T ≤ 4 and T ≤ 8 (4 and 2 CTAs of 32 and 64 positions).
     auto p = [](const char* group, const char* tile = "128", const char* cluster = "1") {
       return ParamMap{{"head_dim", "512"}, {"group", group},  {"kv_tile", tile},
                       {"window", "128"},   {"cache", "e4m3"}, {"cluster_split", cluster}};
     };
-    f.defaults = {p("16"), p("32"), p("64"), p("16", "64", "8"), p("16", "64", "4"), p("16", "64", "2")};
+    f.defaults = {p("16"), p("32"), p("64"), p("16", "64", "4"), p("16", "64", "2")};
     return f;
   }();
   return family;

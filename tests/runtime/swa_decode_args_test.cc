@@ -456,14 +456,14 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
 
 TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
   const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
-  // The largest cluster whose CTAs fit in one wave of two per SM (264 on 132 SMs), groups of 16:
-  // T = 1: 8 items × 8 CTAs of 16 positions; T = 8: 64 × 4 of 32; T = 16: 128 × 2 of 64.
+  // The largest cluster, of at most 4, whose CTAs fit one per SM (132), groups of 16: T = 1..4:
+  // 8..32 items × 4 CTAs of 32 positions; T = 5..8: 40..64 × 2 of 64; from T = 9 none.
   struct Want {
     int64_t tokens;
     int cluster, tile, split_len;
   };
-  for (const Want& w : {Want{1, 8, 64, 16}, Want{2, 8, 64, 16}, Want{4, 8, 64, 16}, Want{5, 4, 64, 32},
-                        Want{8, 4, 64, 32}, Want{9, 2, 64, 64}, Want{16, 2, 64, 64}}) {
+  for (const Want& w : {Want{1, 4, 64, 32}, Want{2, 4, 64, 32}, Want{4, 4, 64, 32}, Want{5, 2, 64, 64},
+                        Want{8, 2, 64, 64}}) {
     SCOPED_TRACE(testing::Message() << "T" << w.tokens);
     const md::SwaPlan p = plan(dims(w.tokens), 0, 0, h200);
     EXPECT_EQ(p.cluster_split, w.cluster);
@@ -473,24 +473,27 @@ TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
     EXPECT_EQ(p.num_splits, 1);  // no merge kernel
     EXPECT_EQ(p.ctas, w.tokens * 8 * w.cluster);
     EXPECT_EQ(p.workspace_bytes, 0u);
-    EXPECT_LE(p.ctas, 2 * kH200Sms);
+    EXPECT_LE(p.ctas, kH200Sms);
   }
-  // From T = 17 the items alone fill the SMs: the plans of the other tests (groups of 16 up to
-  // T = 32, then the wgmma kernel).
+  // From T = 9 two CTAs an item would not fit one per SM: the plans of the other tests (groups
+  // of 16 up to T = 32, then the wgmma kernel).
+  EXPECT_EQ(plan(dims(9), 0, 0, h200).cluster_split, 1);
+  EXPECT_EQ(plan(dims(16), 0, 0, h200).cluster_split, 1);
   EXPECT_EQ(plan(dims(17), 0, 0, h200).cluster_split, 1);
   EXPECT_EQ(plan(dims(17), 0, 0, h200).heads_per_cta, 16);
   EXPECT_EQ(plan(dims(64), 0, 0, h200).heads_per_cta, 64);
-  // Fewer SMs, fewer tokens per cluster size: 66 SMs at T = 8: 64 items × 2.
-  EXPECT_EQ(plan(dims(8), 0, 0, device(66, kH200Smem, 90)).cluster_split, 2);
+  // Fewer SMs, fewer tokens per cluster size: 66 SMs at T = 4: 32 items × 2.
+  EXPECT_EQ(plan(dims(4), 0, 0, device(66, kH200Smem, 90)).cluster_split, 2);
+  EXPECT_EQ(plan(dims(8), 0, 0, device(66, kH200Smem, 90)).cluster_split, 1);
   // Other windows: each CTA's slice whole 16-position steps of at most 128.
-  EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).cluster_split, 4);  // 8 CTAs would hold 8 positions
+  EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).cluster_split, 4);
   EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).split_len, 16);
-  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).split_len, 64);
-  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).tile, 64);
-  EXPECT_EQ(plan(dims(16, 128, 512), 0, 0, h200).cluster_split, 1);  // 2 CTAs would hold 256
-  EXPECT_EQ(plan(dims(16, 128, 256), 0, 0, h200).tile, 128);          // 2 CTAs of 128
-  // Fewer heads, more tokens: NH 32 at T = 33 is 66 items × 4.
-  EXPECT_EQ(plan(dims(33, 32), 0, 0, h200).cluster_split, 4);
+  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).split_len, 128);
+  EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).tile, 128);
+  EXPECT_EQ(plan(dims(8, 128, 512), 0, 0, h200).cluster_split, 1);  // 2 CTAs would hold 256
+  EXPECT_EQ(plan(dims(8, 128, 256), 0, 0, h200).tile, 128);          // 2 CTAs of 128
+  // Fewer heads, more tokens: NH 32 at T = 33 is 66 items × 2.
+  EXPECT_EQ(plan(dims(33, 32), 0, 0, h200).cluster_split, 2);
   // Not without clusters (sm_80, sm_89), nor when a split count or a group was requested.
   EXPECT_EQ(plan(dims(1), 0, 0, device()).cluster_split, 1);
   EXPECT_EQ(plan(dims(1), 0, 0, device(kH200Sms, kAdaSmem, 89)).cluster_split, 1);
@@ -498,7 +501,7 @@ TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
   EXPECT_EQ(plan(dims(1), 0, 16, h200).cluster_split, 1);
   EXPECT_EQ(plan(dims(1), 0, 0, h200, 1).cluster_split, 1);
   // sm_100 has clusters too.
-  EXPECT_EQ(plan(dims(1), 0, 0, device(148, kH200Smem, 100)).cluster_split, 8);
+  EXPECT_EQ(plan(dims(1), 0, 0, device(148, kH200Smem, 100)).cluster_split, 4);
   // Requested: honoured with the requested group (16 when none), at any T and on any device
   // (the op checks the device), the tile the slice needs.
   md::SwaPlan p = plan(dims(100), 0, 32, device(), 2);
@@ -592,14 +595,14 @@ TEST(SwaDecodeOp, PlanNamesTheKernelOrSaysWhyNot) {
   const kjit::Family& f = kjit::mla::swa_decode_family();
   const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
   // T = 5, NH = 32, W = 128: groups of 16 with the 128 tile where there are no clusters; on
-  // sm_90 the window split over clusters of 8 CTAs (10 items).
+  // sm_90 the window split over clusters of 4 CTAs (10 items).
   md::SwaPlan p = Op::plan(md::validate_swa_decode(valid_args()), device());
   ASSERT_EQ(p.choice.family, &f);
   EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=128 window=128 cache=e4m3 cluster_split=1");
   p = Op::plan(md::validate_swa_decode(valid_args()), h200);
   ASSERT_EQ(p.choice.family, &f);
-  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=64 window=128 cache=e4m3 cluster_split=8");
-  EXPECT_EQ(f.spec(p.choice.point).name_expressions[0], "kjit::mla::swa_decode_kernel<512, 16, 64, 128, 0, 8>");
+  EXPECT_EQ(f.describe(p.choice.point), "head_dim=512 group=16 kv_tile=64 window=128 cache=e4m3 cluster_split=4");
+  EXPECT_EQ(f.spec(p.choice.point).name_expressions[0], "kjit::mla::swa_decode_kernel<512, 16, 64, 128, 0, 4>");
   // A cluster split asked for where there are no clusters: Unsupported.
   SwaDecodeArgs clustered = valid_args();
   clustered.cluster_split = 4;

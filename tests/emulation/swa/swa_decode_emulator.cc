@@ -146,6 +146,7 @@ const ClusterInstance kClusterInstances[] = {
     {16, 64, 128, kE4, 2, &run_decode<16, 64, 128, kE4, 2>},  {32, 64, 128, kE4, 2, &run_decode<32, 64, 128, kE4, 2>},
     {32, 64, 128, kE5, 8, &run_decode<32, 64, 128, kE5, 8>},  {16, 64, 512, kE4, 8, &run_decode<16, 64, 512, kE4, 8>},
     {16, 64, 64, kE4, 4, &run_decode<16, 64, 64, kE4, 4>},    {32, 128, 256, kE5, 2, &run_decode<32, 128, 256, kE5, 2>},
+    {16, 64, 128, kE4, 4, &run_decode<16, 64, 128, kE4, 4>},  {16, 128, 512, kE4, 4, &run_decode<16, 128, 512, kE4, 4>},
 };
 
 void dispatch(int group, int tile, int window, int cache, int cluster, const SwaDecodeParams& p, int ctas) {
