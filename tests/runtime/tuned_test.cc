@@ -689,10 +689,10 @@ TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
   EXPECT_GT(sp.workspace_bytes, 0u);  // the partials of the plan that runs
   EXPECT_EQ(sp.choice.point, split.point);
 
-  // SWA decode at T = 1: a stored cluster of 2 where the planner takes 8, and the unsplit
+  // SWA decode at T = 1: a stored cluster of 2 where the planner takes 4, and the unsplit
   // kernel stored where it takes a cluster.
   const md::SwaDims one = swa_dims(1, 128, 128);
-  ASSERT_EQ(md::SwaDecodeOp::plan(one, info).cluster_split, 8);
+  ASSERT_EQ(md::SwaDecodeOp::plan(one, info).cluster_split, 4);
   TunedChoice two, none;
   for (const TunedChoice& c : md::SwaDecodeOp::tune_candidates(one, info)) {
     const int64_t cluster = c.family->value(c.point, "cluster_split").code;
