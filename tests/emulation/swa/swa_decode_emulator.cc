@@ -38,6 +38,7 @@
 namespace emu {
 Block g_block;
 thread_local Dim3 t_thread, t_block;
+thread_local Block* t_cta = nullptr;
 bool g_late_copies = false;
 thread_local AsyncState t_async;
 }  // namespace emu
