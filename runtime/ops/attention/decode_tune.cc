@@ -51,7 +51,8 @@ const kjit::detail::TuneOpSpec& DecodeOp::tune_spec() {
       "[head_dim, group, pow2(batch * kv_heads), pow2(max(kv_len, 64))]: exact head_dim and GQA group; the CTA "
       "count per split and the KV length rounded up to powers of two",
       "batch=1 kv_len=4096 q_heads=32 kv_heads=8 head_dim=128",
-      fits};
+      fits,
+      2};  // planner 2: on sm_90+ a plan of 2..8 splits merges them in clusters (and points name merge)
   return spec;
 }
 

@@ -29,7 +29,8 @@ const kjit::detail::TuneOpSpec& PagedDecodeOp::tune_spec() {
       "page size; the CTA count per split and the planned length (kv_len_hint, else pages * page_size / batch) "
       "rounded up to powers of two",
       "batch=1 kv_len=4096 q_heads=32 kv_heads=8 head_dim=128 page_size=16",
-      fits};
+      fits,
+      2};  // planner 2: on sm_90+ a plan of 2..8 splits merges them in clusters (and points name merge)
   return spec;
 }
 
