@@ -34,21 +34,30 @@
 //   operand of P·V, with V as B via ldmatrix.trans. At hd256 two warps share a token group and
 //   split head_dim in P·V, keeping accumulators within budget.
 // * At the end the token groups' (m, l, o) are merged through shared memory (reusing the ring).
-//   With one split the CTA writes out (bf16) and lse directly; with several it writes o / l (f32)
-//   and lse (log2 domain) partials to the caller's workspace, and decode_merge_kernel
-//   (attention/decode_merge.cu: its own program, family attention.decode_merge, loaded only when
-//   a plan splits) combines them: out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M), M = max_s lse_s
-//   (FlashDecoding).
+//   With one split the CTA writes out (bf16) and lse directly. With several, each CTA has its
+//   split's partial, o / l (f32) and lse (log2 domain), and the splits are combined by
+//   out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M), M = max_s lse_s (FlashDecoding;
+//   attention/split_merge.cuh) in one of two ways, the family's `merge` parameter:
+//     merge=kernel  (kClusterMerge false) the partials go to the caller's workspace and
+//                   decode_merge_kernel (attention/decode_merge.cu: its own program, family
+//                   attention.decode_merge) combines them in a second launch;
+//     merge=cluster (kClusterMerge true, sm_90+, 2..kDecodeMaxClusterSplits splits) the splits of
+//                   one (b, kv head, M tile) run as one thread-block cluster and combine through
+//                   distributed shared memory in the same launch: no workspace, no second kernel
+//                   (the protocol is at the cluster merge below).
 // * Empty rows (kv_len 0, everything masked, a split past kv_len) end with l = 0: zeros and
 //   lse = −inf, never NaN (see softmax.cuh).
 #include "kjit/config.cuh"
 #include "kjit/fast_math.cuh"
 #include "kjit/float_bits.cuh"
 
+#include "kjit/cluster.cuh"
+
 #include "attention/decode_params.h"
 #include "attention/kv_source.cuh"
 #include "attention/mma.cuh"
 #include "attention/softmax.cuh"
+#include "attention/split_merge.cuh"
 
 namespace kjit::attention {
 
@@ -64,13 +73,15 @@ KJIT_DEVICE void store_bf16x4(void* dst, float a, float b, float c, float d) {
 
 /// Split-KV decode: see the file comment. kHeadDim ∈ {64, 128, 256}; kRows ∈ {8, 16} query heads
 /// per CTA (8 when group ≤ 8); KV = ContigKV (family attention.decode) or PagedKV
-/// (attention.paged_decode), see kv_source.cuh. Launch: grid as DecodeParams says,
+/// (attention.paged_decode), see kv_source.cuh; kClusterMerge: the splits combine in a cluster
+/// (sm_90+ only) instead of through the workspace. Launch: grid as DecodeParams says,
 /// DecodeShape<kHeadDim>::kThreads threads, DecodeShape<kHeadDim>::kSmemBytes bytes of dynamic
-/// shared memory.
-template <int kHeadDim, int kRows, class KV = ContigKV>
+/// shared memory, and under kClusterMerge with num_splits > 1 clusters of (num_splits, 1, 1).
+template <int kHeadDim, int kRows, class KV = ContigKV, bool kClusterMerge = false>
 __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     decode_kernel(KJIT_PARAMS DecodeParams p) {
 #if KJIT_HAS_SM80
+  static_assert(KJIT_HAS_SM90 || !kClusterMerge, "the cluster merge needs sm_90+ (thread-block clusters)");
   using Shape = DecodeShape<kHeadDim>;
   constexpr int kThreads = Shape::kThreads;
   constexpr int kTile = Shape::kTileTokens;
@@ -92,10 +103,14 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   static_assert(kTile * kChunks % kThreads == 0 && kThreads % kChunks == 0,
                 "copies must divide evenly over threads, each thread keeping one chunk column");
   static_assert(kKSteps % 2 == 0 && kSTiles % 2 == 0 && kOTiles % 2 == 0, "x4 ldmatrix pairs");
-  static_assert((kGroups * kRows * kRedStride + 2 * kGroups * kRows) * 4 <= Shape::kSmemBytes,
-                "the merge scratch must fit in the stage ring");
+  // The end of the CTA reuses the ring: the token groups' merge scratch, then (cluster merge)
+  // the split's partial, kRows rows of kHeadDim f32 and kRows LSEs.
+  constexpr int kScratchFloats = kGroups * kRows * kRedStride + 2 * kGroups * kRows;
+  static_assert(kScratchFloats % 4 == 0, "the partial after the scratch stays 16-byte aligned");
+  static_assert((kScratchFloats + kRows * kHeadDim + kRows) * 4 <= Shape::kSmemBytes,
+                "the merge scratch and the split's partial must fit in the stage ring");
 
-  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* const smem = dynamic_smem();
   const uint32_t smem_k = smem_u32(smem);
   const uint32_t smem_v = smem_k + kStages * kStageBytes;
 
@@ -107,17 +122,25 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  // blockIdx.x → (b, kv_head, split, m_tile), innermost last, by multiply-high divisions.
+  // blockIdx.x → (b, kv_head, split, m_tile), innermost last (the cluster merge: split
+  // innermost, see DecodeParams), by multiply-high divisions.
   uint32_t idx = blockIdx.x;
-  uint32_t q = fast_quotient(idx, p.m_tiles_div);
-  const int m_tile = static_cast<int>(idx - q * p.m_tiles);
-  idx = q;
-  q = fast_quotient(idx, p.num_splits_div);
-  const int split = static_cast<int>(idx - q * p.num_splits);
-  idx = q;
-  q = fast_quotient(idx, p.kv_heads_div);
-  const int kv_head = static_cast<int>(idx - q * p.kv_heads);
-  const int b = static_cast<int>(q);
+  auto next_digit = [&idx](FastDiv div, int radix) {
+    const uint32_t q = fast_quotient(idx, div);
+    const int digit = static_cast<int>(idx - q * static_cast<uint32_t>(radix));
+    idx = q;
+    return digit;
+  };
+  int split, m_tile;
+  if constexpr (kClusterMerge) {
+    split = next_digit(p.num_splits_div, p.num_splits);  // == the CTA's rank in its cluster
+    m_tile = next_digit(p.m_tiles_div, p.m_tiles);
+  } else {
+    m_tile = next_digit(p.m_tiles_div, p.m_tiles);
+    split = next_digit(p.num_splits_div, p.num_splits);
+  }
+  const int kv_head = next_digit(p.kv_heads_div, p.kv_heads);
+  const int b = static_cast<int>(idx);
 
   const KV kv(p, b, kv_head);
   const int kv_len = kv.length();
@@ -389,6 +412,9 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
   __syncthreads();
 
   const bool direct = p.num_splits == 1;
+  // The cluster merge's partial of this split: [kRows][kHeadDim] f32 and [kRows] LSEs (log2).
+  float* part_o = red_o + kScratchFloats;
+  float* part_lse = part_o + kRows * kHeadDim;
   constexpr int kQuads = kHeadDim / 4;
   for (int item = tid; item < rows_valid * kQuads; item += kThreads) {
     const int r = item / kQuads;
@@ -415,7 +441,9 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
                   (static_cast<int64_t>(b) * p.out_stride_b + static_cast<int64_t>(head) * p.out_stride_h + c) * 2;
       detail::store_bf16x4(dst, acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     } else {
-      float* dst = p.o_part + ((static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split) * kHeadDim + c;
+      float* dst = kClusterMerge ? part_o + r * kHeadDim + c
+                                 : p.o_part + ((static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split) *
+                                                  kHeadDim + c;
       *reinterpret_cast<float4*>(dst) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     }
   }
@@ -431,10 +459,74 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     const int head = head0 + r;
     if (direct) {
       if (p.lse != nullptr) p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = lse2 * kLn2;
+    } else if constexpr (kClusterMerge) {
+      part_lse[r] = lse2;
     } else {
       p.lse_part[(static_cast<int64_t>(b) * p.q_heads + head) * p.num_splits + split] = lse2;
     }
   }
+
+#if KJIT_HAS_SM90
+  if constexpr (kClusterMerge) {
+    // ---- The cluster merge (merge=cluster, num_splits > 1) --------------------------------------
+    // Protocol. The launch makes the num_splits CTAs of one (b, kv_head, m_tile) one cluster of
+    // (num_splits, 1, 1), so a CTA's rank in its cluster is its split. Every CTA of the cluster
+    // has just written its split's partial (part_o, part_lse) into its own shared memory.
+    //   1. Cluster barrier (arrive.release / wait.acquire): each partial is complete and visible
+    //      to the whole cluster. Every thread of every CTA passes it: nothing above returns early
+    //      (an empty split ends with l = 0, its partial zeros with lse −inf).
+    //   2. Each CTA merges its share of the output: the items (row r, 4 columns c..c+3) numbered
+    //      split · kThreads + tid, stepping by num_splits · kThreads. For each it reads every
+    //      peer's lse and o with ld.shared::cluster, in split order 0, 1, ..., and combines them
+    //      through SplitMerge (the merge kernel's arithmetic: the same bits from the same
+    //      partials), then writes out (bf16) and, at c = 0, lse (natural log).
+    //   3. Cluster barrier: no CTA exits, releasing its shared memory, while a peer may still
+    //      read it.
+    // Nothing touches global memory but q, K, V, the page table, out and lse.
+    if (!direct) {
+      sm90::cluster_sync();
+      const int n = p.num_splits;
+      const uint32_t lse_base = smem_u32(part_lse);
+      const uint32_t o_base = smem_u32(part_o);
+      for (int item = split * kThreads + tid; item < rows_valid * kQuads; item += n * kThreads) {
+        const int r = item / kQuads;
+        const int c = (item % kQuads) * 4;
+        float lse_s[kDecodeMaxClusterSplits];
+        float m_max = neg_inf();
+#pragma unroll
+        for (int s = 0; s < kDecodeMaxClusterSplits; ++s) {
+          if (s < n) {
+            lse_s[s] = sm90::ld_shared_cluster_f32(sm90::map_shared_rank(lse_base + r * 4, s));
+            m_max = fmaxf(m_max, lse_s[s]);
+          }
+        }
+        SplitMerge merge = SplitMerge::over(m_max);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int s = 0; s < kDecodeMaxClusterSplits; ++s) {
+          if (s < n) {
+            merge.next(lse_s[s]);
+            const float4 x =
+                sm90::ld_shared_cluster_f32x4(sm90::map_shared_rank(o_base + (r * kHeadDim + c) * 4, s));
+            acc.x = merge.fold(acc.x, x.x);
+            acc.y = merge.fold(acc.y, x.y);
+            acc.z = merge.fold(acc.z, x.z);
+            acc.w = merge.fold(acc.w, x.w);
+          }
+        }
+        const float inv = merge.scale();
+        const int head = head0 + r;
+        char* dst = static_cast<char*>(p.out) +
+                    (static_cast<int64_t>(b) * p.out_stride_b + static_cast<int64_t>(head) * p.out_stride_h + c) * 2;
+        detail::store_bf16x4(dst, acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        if (c == 0 && p.lse != nullptr) {
+          p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = merge.lse();
+        }
+      }
+      sm90::cluster_sync();
+    }
+  }
+#endif
 #endif
 }
 

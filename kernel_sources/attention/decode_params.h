@@ -33,6 +33,10 @@ struct DecodeShape {
   static constexpr int kSmemBytes = kStages * kTileTokens * kHeadDim * 2 * 2;
 };
 
+/// The most KV splits the cluster merge (decode_kernel<..., true>) reduces: one thread-block
+/// cluster holds a (batch, kv head, M tile)'s splits, and 8 CTAs is the portable cluster size.
+constexpr int kDecodeMaxClusterSplits = 8;
+
 /// What the host needs of DecodeShape<head_dim> for a run-time head_dim (64, 128 or 256).
 struct DecodeLaunchShape {
   int threads = 0;
@@ -53,7 +57,10 @@ constexpr DecodeLaunchShape decode_launch_shape(int head_dim) {
 
 /// Parameters of decode_kernel. Strides are in elements. The grid is one-dimensional:
 ///   blockIdx.x = ((b · kv_heads + kv_head) · num_splits + split) · m_tiles + m_tile
-/// (M tiles innermost so CTAs re-reading one KV head run side by side and share L2).
+/// (M tiles innermost so CTAs re-reading one KV head run side by side and share L2), except under
+/// the cluster merge (decode_kernel<..., true>), whose clusters of num_splits consecutive CTAs
+/// are the splits of one (b, kv_head, m_tile):
+///   blockIdx.x = ((b · kv_heads + kv_head) · m_tiles + m_tile) · num_splits + split.
 /// The KV fields are read by the kernel's KV-source policy (attention/kv_source.cuh): ContigKV
 /// uses k/v as [batch, max_kv_len, kv_heads, head_dim] and kv_lens; PagedKV uses k/v as page
 /// pools [num_pages, page_size, kv_heads, head_dim] (k_stride_b = page stride, k_stride_l = slot
@@ -67,10 +74,13 @@ struct DecodeParams {
   const int32_t* kv_page_indices;   ///< PagedKV: [nnz] page ids, each sequence's in token order
   const int32_t* kv_last_page_len;  ///< PagedKV: [batch] tokens in each sequence's last page
   const uint8_t* mask;    ///< bool [batch, max_kv_len] (nonzero = attend), or null
-  void* out;              ///< bf16 [batch, 1, q_heads, head_dim]; written when num_splits == 1
-  float* lse;             ///< f32 [batch, q_heads] natural-log LSE, or null; when num_splits == 1
-  /// Split partials, when num_splits > 1: o_part [batch · q_heads][num_splits][head_dim] f32
-  /// (normalized by its own l) and lse_part [batch · q_heads][num_splits] f32 (log2 domain).
+  /// bf16 [batch, 1, q_heads, head_dim]; written when num_splits == 1 or the kernel merges its
+  /// splits in a cluster
+  void* out;
+  float* lse;             ///< f32 [batch, q_heads] natural-log LSE, or null; written as out
+  /// Split partials, when num_splits > 1 and the merge kernel combines them (null under the
+  /// cluster merge): o_part [batch · q_heads][num_splits][head_dim] f32 (normalized by its own
+  /// l) and lse_part [batch · q_heads][num_splits] f32 (log2 domain).
   float* o_part;
   float* lse_part;
 

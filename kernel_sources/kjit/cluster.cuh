@@ -1,8 +1,11 @@
 #pragma once
-// Thread-block clusters (sm_90 and newer; not arch-specific: plain sm_90 has them): the CTAs of a
-// cluster run concurrently on one GPC and can read each other's shared memory (distributed
-// shared memory) and arrive on each other's mbarriers; the fp8 GEMM reduces its split-K partials
-// this way, the SWA decode merges its window slices. Callers compile these only for sm_90+.
+// Thread-block clusters (sm_90+): the CTAs of a cluster run concurrently on one GPC and can read
+// each other's shared memory (distributed shared memory) and arrive on each other's mbarriers;
+// the fp8 GEMM reduces its split-K partials this way, the decode kernels their KV splits, the SWA
+// decode its window slices. None of
+// these instructions is arch-specific (no sm_90a feature set): callers compile them for sm_90+
+// only (KJIT_HAS_SM90, or the fp8 GEMM's __CUDA_ARCH_FEAT_SM90_ALL). The attention decode
+// emulator (tests/emulation/include/kjit/cluster.cuh) stands in for exactly this file.
 #include "kjit/config.cuh"
 
 namespace kjit::sm90 {
@@ -48,12 +51,14 @@ KJIT_DEVICE void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
       : "memory");
 }
 
+/// One f32 at `addr`, a shared::cluster address (map_shared_rank) of any CTA of the cluster.
 KJIT_DEVICE float ld_shared_cluster_f32(uint32_t addr) {
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
   return v;
 }
 
+/// Four f32 at `addr` (16-byte aligned), a shared::cluster address of any CTA of the cluster.
 KJIT_DEVICE float4 ld_shared_cluster_f32x4(uint32_t addr) {
   float4 v;
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"

@@ -17,6 +17,13 @@
 #define KJIT_HAS_SM80 0
 #endif
 
+// Thread-block clusters and distributed shared memory (kjit/cluster.cuh): sm_90+.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KJIT_HAS_SM90 1
+#else
+#define KJIT_HAS_SM90 0
+#endif
+
 // Programmatic dependent launch (sm_90+; PTX ISA "griddepcontrol"). A kernel launched with
 // LaunchConfig::overlap_previous may start while the kernel before it in the stream is still
 // running: it must pass KJIT_WAIT_PREVIOUS_GRID() before it reads anything that kernel wrote

@@ -5,15 +5,20 @@ stream unless `stream=` is given. Outputs not passed in are allocated in q's fra
 `return_lse=True` (or `lse=` given) the call returns (out, lse). Split-KV workspaces are sized per
 call and cached per (device, stream) unless `workspace=` (a byte tensor) is given.
 
-decode(q, k, v, kv_lens=None, *, mask, out, lse, return_lse, scale, num_splits, workspace, stream)
+decode(q, k, v, kv_lens=None, *, mask, out, lse, return_lse, scale, num_splits, merge, workspace, stream)
     q/out [batch, 1, q_heads, D] bf16, k/v [batch, max_kv_len, kv_heads, D] bf16, kv_lens [batch] i32
     num_splits: 0 lets the planner choose; n > 0 forces n KV splits per (request, KV head)
-decode_workspace_bytes(q, k, v, kv_lens=None, *, mask, num_splits) -> int
+    merge {decode_merges}: how the splits combine (the same result either way). "auto" takes
+    "cluster" on sm_90+ for plans of 2 to 8 splits, else "kernel"; "kernel" writes partials to the
+    workspace and combines them in a second kernel; "cluster" (sm_90+, num_splits 0 or at most 8)
+    runs the splits of one (request, KV head) as a thread-block cluster that combines them through
+    distributed shared memory in the same launch
+decode_workspace_bytes(q, k, v, kv_lens=None, *, mask, num_splits, merge) -> int
     the bytes decode's `workspace=` must hold for this call (0: none); validates as decode does
 paged_decode(q, k_pages, v_pages, indptr, page_indices, last_page_len, *, out, lse, return_lse,
-             scale, num_splits, kv_len_hint, workspace, stream)
+             scale, num_splits, kv_len_hint, merge, workspace, stream)
 paged_decode_workspace_bytes(q, k_pages, v_pages, indptr, page_indices, last_page_len, *,
-                             num_splits, kv_len_hint) -> int
+                             num_splits, kv_len_hint, merge) -> int
 prefill(q, k, v, *, kv_lens, mask, causal, out, lse, return_lse, scale, block_m, variant, stream)
     lse [batch, q_heads, q_len]; variant {variants}
 append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, batch_indices,
@@ -42,6 +47,7 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     (group > 1, 128 or more rows), "off" plans one q head per work item. The result is the same.
     Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed),
     workspace_bytes, variant, device.
+DECODE_MERGES: the names `merge=` takes ({decode_merges}).
 PACK_GQA: the names `pack_gqa=` takes ({pack_gqa}).
 VARIANTS: the names `variant=` takes ({variants}).
 WIDE_TILE_ROWS, WIDE_TILE_HEAD_DIM: the Hopper kernel's wide tile (192 rows, at head_dim 64 only).
@@ -56,16 +62,17 @@ from ._C import attention_paged_decode as paged_decode
 from ._C import attention_paged_decode_workspace_bytes as paged_decode_workspace_bytes
 from ._C import attention_paged_prefill as paged_prefill
 from ._C import attention_prefill as prefill
+from ._C import attention_decode_merges as DECODE_MERGES
 from ._C import attention_pack_gqa as PACK_GQA
 from ._C import attention_variants as VARIANTS
 from ._C import attention_wide_tile_head_dim as WIDE_TILE_HEAD_DIM
 from ._C import attention_wide_tile_rows as WIDE_TILE_ROWS
 from ._names import fill_doc
 
-__doc__ = fill_doc(__doc__, variants=VARIANTS, pack_gqa=PACK_GQA)
+__doc__ = fill_doc(__doc__, variants=VARIANTS, pack_gqa=PACK_GQA, decode_merges=DECODE_MERGES)
 
 plan_paged_prefill = PagedPrefillPlan
 
-__all__ = ["PACK_GQA", "PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
+__all__ = ["DECODE_MERGES", "PACK_GQA", "PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
            "decode_workspace_bytes", "paged_decode",
            "paged_decode_workspace_bytes", "paged_prefill", "plan_paged_prefill", "prefill"]

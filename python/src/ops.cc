@@ -191,9 +191,9 @@ attention::PagedKVCache paged_cache(OpCall& call, nb::handle k_pages, nb::handle
   return c;
 }
 
-/// decode's inputs and split request: what the op and its workspace query share.
+/// decode's inputs and split requests: what the op and its workspace query share.
 attention::DecodeArgs decode_inputs(OpCall& call, nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens,
-                                    nb::handle mask, int num_splits) {
+                                    nb::handle mask, int num_splits, std::string_view merge) {
   attention::DecodeArgs a;
   a.q = call.required(q, "q");
   a.k = call.required(k, "k");
@@ -201,14 +201,15 @@ attention::DecodeArgs decode_inputs(OpCall& call, nb::handle q, nb::handle k, nb
   a.kv_lens = call.tensor(kv_lens, "kv_lens");
   a.mask = call.tensor(mask, "mask");
   a.num_splits = num_splits;
+  a.merge = parse_enum(attention::kDecodeMergeNames, merge, call.op(), "merge");
   return a;
 }
 
 nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask, nb::handle out,
-                  nb::handle lse, Flag return_lse, float scale, int num_splits, nb::handle workspace_arg,
-                  nb::handle stream) {
+                  nb::handle lse, Flag return_lse, float scale, int num_splits, std::string_view merge,
+                  nb::handle workspace_arg, nb::handle stream) {
   OpCall call("kjit.attention.decode", stream);
-  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
+  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits, merge);
   return run_split_op(
       call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[2]}, workspace_arg,
       [](const auto& x) { return attention::detail::decode_workspace_bytes(x, attention::detail::DecodeOp::kInfo.name); },
@@ -216,9 +217,9 @@ nb::object decode(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, 
 }
 
 size_t decode_workspace_bytes(nb::handle q, nb::handle k, nb::handle v, nb::handle kv_lens, nb::handle mask,
-                              int num_splits) {
+                              int num_splits, std::string_view merge) {
   OpCall call("kjit.attention.decode_workspace_bytes", nb::none());
-  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits);
+  attention::DecodeArgs a = decode_inputs(call, q, k, v, kv_lens, mask, num_splits, merge);
   a.out = contiguous_like(a.q);
   return attention::decode_workspace_bytes(a);
 }
@@ -226,22 +227,23 @@ size_t decode_workspace_bytes(nb::handle q, nb::handle k, nb::handle v, nb::hand
 /// paged_decode's inputs and requests: what the op and its workspace query share.
 attention::PagedDecodeArgs paged_decode_inputs(OpCall& call, nb::handle q, nb::handle k_pages, nb::handle v_pages,
                                                nb::handle indptr, nb::handle page_indices, nb::handle last_page_len,
-                                               int num_splits, int64_t kv_len_hint) {
+                                               int num_splits, int64_t kv_len_hint, std::string_view merge) {
   attention::PagedDecodeArgs a;
   a.q = call.required(q, "q");
   a.cache = paged_cache(call, k_pages, v_pages, indptr, page_indices, last_page_len);
   a.num_splits = num_splits;
   a.kv_len_hint = kv_len_hint;
+  a.merge = parse_enum(attention::kDecodeMergeNames, merge, call.op(), "merge");
   return a;
 }
 
 nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
                         nb::handle page_indices, nb::handle last_page_len, nb::handle out, nb::handle lse,
-                        Flag return_lse, float scale, int num_splits, int64_t kv_len_hint, nb::handle workspace_arg,
-                        nb::handle stream) {
+                        Flag return_lse, float scale, int num_splits, int64_t kv_len_hint, std::string_view merge,
+                        nb::handle workspace_arg, nb::handle stream) {
   OpCall call("kjit.attention.paged_decode", stream);
-  attention::PagedDecodeArgs a =
-      paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
+  attention::PagedDecodeArgs a = paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len,
+                                                     num_splits, kv_len_hint, merge);
   return run_split_op(
       call, a, scale, out, lse, return_lse, {a.q.shape[0], a.q.shape[2]}, workspace_arg,
       [](const auto& x) {
@@ -252,10 +254,10 @@ nb::object paged_decode(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb
 
 size_t paged_decode_workspace_bytes(nb::handle q, nb::handle k_pages, nb::handle v_pages, nb::handle indptr,
                                     nb::handle page_indices, nb::handle last_page_len, int num_splits,
-                                    int64_t kv_len_hint) {
+                                    int64_t kv_len_hint, std::string_view merge) {
   OpCall call("kjit.attention.paged_decode_workspace_bytes", nb::none());
-  attention::PagedDecodeArgs a =
-      paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len, num_splits, kv_len_hint);
+  attention::PagedDecodeArgs a = paged_decode_inputs(call, q, k_pages, v_pages, indptr, page_indices, last_page_len,
+                                                     num_splits, kv_len_hint, merge);
   a.out = contiguous_like(a.q);
   return attention::paged_decode_workspace_bytes(a);
 }
@@ -571,6 +573,7 @@ void register_ops(nb::module_& m) {
   m.attr("rotary_styles") = names_tuple(kRotaryStyleNames);
   m.attr("attention_variants") = names_tuple(attention::kAttentionVariantNames);
   m.attr("attention_pack_gqa") = names_tuple(attention::kPackGqaNames);
+  m.attr("attention_decode_merges") = names_tuple(attention::kDecodeMergeNames);
   m.attr("fp8_formats") = names_tuple(fp8::format_names());
   m.attr("fp8_granularities") = names_tuple(fp8::granularity_names());
   m.attr("fp8_scale_modes") = names_tuple(fp8::kScaleModeNames);
@@ -583,14 +586,16 @@ void register_ops(nb::module_& m) {
         "stream"_a = nb::none());
   m.def("attention_decode", &decode, "q"_a, "k"_a, "v"_a, "kv_lens"_a = nb::none(), nb::kw_only(),
         "mask"_a = nb::none(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false, "scale"_a = 0.f,
-        "num_splits"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+        "num_splits"_a = 0, "merge"_a = "auto", "workspace"_a = nb::none(), "stream"_a = nb::none());
   m.def("attention_decode_workspace_bytes", &decode_workspace_bytes, "q"_a, "k"_a, "v"_a, "kv_lens"_a = nb::none(),
-        nb::kw_only(), "mask"_a = nb::none(), "num_splits"_a = 0);
+        nb::kw_only(), "mask"_a = nb::none(), "num_splits"_a = 0, "merge"_a = "auto");
   m.def("attention_paged_decode_workspace_bytes", &paged_decode_workspace_bytes, "q"_a, "k_pages"_a, "v_pages"_a,
-        "indptr"_a, "page_indices"_a, "last_page_len"_a, nb::kw_only(), "num_splits"_a = 0, "kv_len_hint"_a = 0);
+        "indptr"_a, "page_indices"_a, "last_page_len"_a, nb::kw_only(), "num_splits"_a = 0, "kv_len_hint"_a = 0,
+        "merge"_a = "auto");
   m.def("attention_paged_decode", &paged_decode, "q"_a, "k_pages"_a, "v_pages"_a, "indptr"_a, "page_indices"_a,
         "last_page_len"_a, nb::kw_only(), "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false,
-        "scale"_a = 0.f, "num_splits"_a = 0, "kv_len_hint"_a = 0, "workspace"_a = nb::none(), "stream"_a = nb::none());
+        "scale"_a = 0.f, "num_splits"_a = 0, "kv_len_hint"_a = 0, "merge"_a = "auto", "workspace"_a = nb::none(),
+        "stream"_a = nb::none());
   m.def("attention_prefill", &prefill, "q"_a, "k"_a, "v"_a, nb::kw_only(), "kv_lens"_a = nb::none(),
         "mask"_a = nb::none(), "causal"_a = false, "out"_a = nb::none(), "lse"_a = nb::none(), "return_lse"_a = false,
         "scale"_a = 0.f, "block_m"_a = 0, "variant"_a = "auto", "stream"_a = nb::none());

@@ -21,6 +21,7 @@ TABLES = [
     ("include/kjit/ops/rotary.hpp", "RotaryStyle", kjit.ROTARY_STYLES),
     ("include/kjit/ops/attention.hpp", "AttentionVariant", kjit.attention.VARIANTS),
     ("include/kjit/ops/attention.hpp", "PackGqa", kjit.attention.PACK_GQA),
+    ("include/kjit/ops/attention.hpp", "DecodeMerge", kjit.attention.DECODE_MERGES),
     ("include/kjit/ops/fp8.hpp", "Granularity", kjit.fp8.GRANULARITIES),
     ("include/kjit/ops/fp8.hpp", "ScaleMode", kjit.fp8.SCALE_MODES),
     ("include/kjit/ops/fp8.hpp", "GemmTile", kjit.fp8.GEMM_TILES),
@@ -54,7 +55,7 @@ def test_every_enumerator_has_its_name_in_order(header, enum, names):
 def test_the_docstrings_list_every_name():
     docs = {
         kjit: [kjit.JIT_MODES, kjit.ROTARY_STYLES],
-        kjit.attention: [kjit.attention.VARIANTS, kjit.attention.PACK_GQA],
+        kjit.attention: [kjit.attention.VARIANTS, kjit.attention.PACK_GQA, kjit.attention.DECODE_MERGES],
         kjit.fp8: [kjit.fp8.FORMATS, kjit.fp8.GRANULARITIES, kjit.fp8.SCALE_MODES, kjit.fp8.GEMM_KERNELS,
                    kjit.fp8.GEMM_TILES, kjit.fp8.RECIPES],
     }
@@ -111,3 +112,5 @@ def test_the_families_declare_the_same_values():
     assert kjit.fp8.FORMATS == tuple(_C.family_values("fp8.quantize", "fmt"))
     assert kjit.fp8.GEMM_KERNELS[1:] == tuple(_C.family_values("fp8.gemm", "impl"))
     assert kjit.ROTARY_STYLES == tuple(_C.family_values("rotary", "style"))
+    for family in ("attention.decode", "attention.paged_decode"):
+        assert kjit.attention.DECODE_MERGES[1:] == tuple(_C.family_values(family, "merge"))

@@ -265,6 +265,24 @@ def test_workspace_queries():
         kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, kv_len_hint=4096)
 
 
+def test_decode_merge_is_checked_before_the_device():
+    q, kv = T((2, 1, 32, 128)), T((2, 256, 8, 128))
+    pages, indptr, pidx, last = T((10, 16, 8, 128)), T((3,), "i32"), T((9,), "i32"), T((2,), "i32")
+    with pytest.raises(kjit.InvalidArgument, match="kjit.attention.decode_workspace_bytes: merge must be one of "
+                                                   "'auto', 'kernel', 'cluster', got 'warp'"):
+        kjit.attention.decode_workspace_bytes(q, kv, kv, merge="warp")
+    with pytest.raises(kjit.InvalidArgument, match="merge must be one of"):
+        kjit.attention.paged_decode(q, pages, pages, indptr, pidx, last, merge="Cluster")
+    with pytest.raises(kjit.InvalidArgument, match="merge 'cluster' combines at most 8 splits.*num_splits=9"):
+        kjit.attention.decode_workspace_bytes(q, kv, kv, num_splits=9, merge="cluster")
+    with pytest.raises(kjit.InvalidArgument, match="merge 'cluster' combines at most 8 splits.*num_splits=16"):
+        kjit.attention.paged_decode_workspace_bytes(q, pages, pages, indptr, pidx, last, num_splits=16,
+                                                    merge="cluster")
+    # One split merges nothing: no workspace and no device query, whatever the merge.
+    for merge in kjit.attention.DECODE_MERGES:
+        assert kjit.attention.decode_workspace_bytes(q, kv, kv, num_splits=1, merge=merge) == 0
+
+
 def test_swa_decode_plan_rules():
     args = (T((4, 32, 512)), T((8, 256, 512), "u8"), T((2048, 1)), T((4, 128), "i64"), T((4,), "i64"))
     with pytest.raises(kjit.InvalidArgument, match="head_group must be 0 \\(auto\\), 16, 32 or 64"):

@@ -1,9 +1,14 @@
 // The attention family declarations.
 #include "runtime/families/attention.hpp"
 
+#include <kjit/ops/attention.hpp>
+
+#include "attention/decode_params.h"
+
 #include <fmt/format.h>
 
 #include <string>
+#include <utility>
 
 namespace kjit::attention {
 namespace {
@@ -26,6 +31,31 @@ FamilyParam block_m_param(const char* doc) {
 const FamilyParam kRows{"rows", {{"8", 8, ""}, {"16", 16, ""}},
                         "query heads per CTA: 8 when q_heads / kv_heads <= 8, else 16", true};
 
+// How a split plan combines its splits: DecodeMerge's names and codes but auto (the kernel's
+// kClusterMerge flag). Performance-only: both compute the same output by the same formula.
+FamilyParam merge_param() {
+  FamilyParam p{"merge", {},
+                fmt::format("how a split plan combines its KV splits: kernel (partials in the workspace, "
+                            "attention.decode_merge) or cluster (2..{} splits as one thread-block cluster, "
+                            "distributed shared memory, sm_90+)",
+                            kDecodeMaxClusterSplits),
+                true, "kernel"};
+  for (const auto& row : kDecodeMergeNames) {
+    if (row.value == DecodeMerge::kAuto) continue;
+    p.values.push_back({row.name, static_cast<int64_t>(row.value), row.value == DecodeMerge::kCluster ? "true" : "false"});
+  }
+  return p;
+}
+
+// merge=cluster needs thread-block clusters; merge=kernel runs from the family's floor.
+std::string decode_target_rule(const Family& self, const Point& point, const Target& target) {
+  if (self.value(point, "merge").code == static_cast<int64_t>(DecodeMerge::kCluster) && !target.has_clusters()) {
+    return fmt::format("{} merge=cluster needs thread-block clusters (sm_90+); the target is {}", self.name,
+                       target.str());
+  }
+  return {};
+}
+
 }  // namespace
 
 const Family& decode_family() {
@@ -33,21 +63,24 @@ const Family& decode_family() {
     Family f;
     f.name = "attention.decode";
     f.doc = "GQA decode attention over a contiguous BLHD bf16 KV cache: the split-KV mma.sync kernel "
-            "(kernel_sources/attention/decode.cu); a split plan's merge is attention.decode_merge";
-    f.params = {head_dim_param(kHeadDims), kRows};
-    // The decode kernel alone: the merge is its own family (attention.decode_merge), compiled and
-    // loaded only when a plan splits the KV, so a compile here does not pay for it.
-    f.programs = {{"", "", "attention/decode.cu", {"kjit::attention::decode_kernel<{head_dim}, {rows}>"}}};
+            "(kernel_sources/attention/decode.cu); a split plan's splits combine in attention.decode_merge "
+            "(merge=kernel) or in the decode kernel's thread-block clusters (merge=cluster)";
+    f.params = {head_dim_param(kHeadDims), kRows, merge_param()};
+    // The decode kernel alone: the merge kernel is its own family (attention.decode_merge),
+    // compiled and loaded only when a plan merges with it, so a compile here does not pay for it.
+    f.programs = {{"", "", "attention/decode.cu",
+                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::ContigKV, {merge}>"}}};
     f.companion = "attention.decode_merge";  // precompiled with every point, at its head_dim
     f.min_sm = kMinSm;
+    f.target_rule = decode_target_rule;
     // Llama-3/Mistral/Qwen (hd128, group 4–8), small models (hd64), Gemma (hd256, group 2–8),
-    // MHA-heavy or group-16 models (hd128 rows 16).
-    f.defaults = {
-        {{"head_dim", "128"}, {"rows", "8"}},
-        {{"head_dim", "64"}, {"rows", "8"}},
-        {{"head_dim", "256"}, {"rows", "8"}},
-        {{"head_dim", "128"}, {"rows", "16"}},
-    };
+    // MHA-heavy or group-16 models (hd128 rows 16); each with both merges (cluster: sm_90+ only,
+    // what split plans of 2..8 splits run there).
+    for (const char* merge : {"kernel", "cluster"}) {
+      for (const auto& [hd, rows] : {std::pair{"128", "8"}, {"64", "8"}, {"256", "8"}, {"128", "16"}}) {
+        f.defaults.push_back({{"head_dim", hd}, {"rows", rows}, {"merge", merge}});
+      }
+    }
     return f;
   }();
   return family;
@@ -60,9 +93,9 @@ const Family& paged_decode_family() {
     f.name = "attention.paged_decode";
     f.doc = "GQA decode attention over a paged bf16 KV cache (page pools + CSR page table): the split-KV "
             "mma.sync decode kernel with the PagedKV source (kernel_sources/attention/decode.cu); a split "
-            "plan's merge is attention.decode_merge";
+            "plan's splits combine as attention.decode's do";
     f.programs = {{"", "", "attention/decode.cu",
-                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::PagedKV>"}}};
+                   {"kjit::attention::decode_kernel<{head_dim}, {rows}, kjit::attention::PagedKV, {merge}>"}}};
     return f;
   }();
   return family;
@@ -73,7 +106,7 @@ const Family& decode_merge_family() {
     Family f;
     f.name = "attention.decode_merge";
     f.doc = "The split-KV merge of attention.decode and attention.paged_decode: combines the per-split "
-            "partials when a plan splits the KV (kernel_sources/attention/decode_merge.cu)";
+            "partials when a plan splits the KV with merge=kernel (kernel_sources/attention/decode_merge.cu)";
     // head_dim alone: one program serves both decode ops and both rows values.
     f.params = {head_dim_param(kHeadDims)};
     f.programs = {{"", "", "attention/decode_merge.cu", {"kjit::attention::decode_merge_kernel<{head_dim}>"}}};

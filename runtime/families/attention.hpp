@@ -3,15 +3,17 @@
 /// The attention kernel families. Parameters (in order) and programs:
 ///   attention.decode          head_dim 64|128|256, rows 8|16 (query heads per CTA, the plan's
 ///                             heads_per_cta: 8 when the GQA group q_heads / kv_heads ≤ 8,
-///                             else 16). attention/decode.cu over the contiguous KV source:
-///                             [0] decode_kernel, nothing else.
+///                             else 16), merge kernel|cluster (how a split plan combines its
+///                             splits, DecodeMerge's codes; cluster needs sm_90+).
+///                             attention/decode.cu over the contiguous KV source: [0]
+///                             decode_kernel, nothing else.
 ///   attention.paged_decode    the same space and kernel over the PagedKV source.
 ///   attention.decode_merge    head_dim 64|128|256: attention/decode_merge.cu, [0]
 ///                             decode_merge_kernel. Both decode ops load it, at the call's
-///                             head_dim, only when their plan splits the KV (num_splits > 1); it
-///                             combines the partials either decode kernel wrote. Its own program
-///                             so that neither decode program compiles the merge, nor the merge
-///                             program the decode kernel.
+///                             head_dim, only when their plan splits the KV (num_splits > 1) with
+///                             merge=kernel; it combines the partials either decode kernel wrote.
+///                             Its own program so that neither decode program compiles the
+///                             merge, nor the merge program the decode kernel.
 ///   attention.paged_append    head_dim, index positions|indptr (code 0 / 1): paged_append_kernel.
 ///   attention.prefill         head_dim, block_m 64|128, mask none|bool (code 0 / 1):
 ///                             prefill_kernel with DenseQSchedule + ContigKV.
@@ -21,9 +23,9 @@
 ///                             sm_90a only: paged_prefill_sm90_kernel (the wgmma prefill's
 ///                             consumers, two or three warpgroups, a page-table gather
 ///                             producer), for plans of block_m-row tiles.
-/// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families. `rows` and `block_m` are
-/// performance-only (FamilyParam::performance_only): KJIT_JIT=async may run one value while
-/// another compiles; head_dim, mask and index are not.
+/// min_sm 80 (mma.sync bf16, cp.async) except the two sm_90a families. `rows`, `merge` and
+/// `block_m` are performance-only (FamilyParam::performance_only): KJIT_JIT=async may run one
+/// value while another compiles; head_dim, mask and index are not.
 
 #include <kjit/families.hpp>
 

@@ -51,6 +51,16 @@
 ///
 ///     static int fallback_plans(const Dims&, const DeviceInfo&, Plan (&out)[kMaxOpFallbackPlans]);
 ///
+/// An op whose plan rests on a fact only the loaded kernel can tell (the decode ops' cluster
+/// merge: whether the device holds the kernel's clusters at all) also declares
+///
+///     static bool settle(const Dims&, const LoadedProgram& program, Plan* plan);
+///
+/// which build() calls with the plan's loaded program: true when it changed the plan to another
+/// point (the plan's programs are then loaded for that plan, and settle runs again on it), false
+/// when the plan stands. It must leave Plan::workspace_bytes alone: the caller sized the
+/// workspace for the plan before it was settled.
+///
 /// Callers that are not the op itself (tests, benchmarks, the tuner) use the same pieces: ask for
 /// the plan, force any valid one, or build the launch value without launching. None of this
 /// builds a string or allocates on the hot path.
@@ -179,6 +189,12 @@ struct HasSecondProgram<Op, std::void_t<decltype(&Op::second_choice)>> : std::tr
 template <class Op>
 struct SecondProgram {};
 
+/// Whether Op declares settle (see the file comment).
+template <class Op, class = void>
+struct HasSettle : std::false_type {};
+template <class Op>
+struct HasSettle<Op, std::void_t<decltype(&Op::settle)>> : std::true_type {};
+
 /// The device's tuned plan for already-validated `dims` into `*plan`: true when the op is
 /// tunable, `info`'s device has a table with the call's bucket and the stored choice fits the
 /// call (runtime/ops/tuned.hpp). With no table this costs one atomic load.
@@ -240,6 +256,12 @@ typename Op::Launch build(const typename Op::Args& args, const Planned<Op>& p, W
                           Runtime& runtime, const CUstream* stream = nullptr) {
   const LoadedProgram* program =
       p.plan.choice.family != nullptr ? &load<Op>(p.plan.choice, runtime, p.device.context, stream) : nullptr;
+  if constexpr (HasSettle<Op>::value) {
+    if (program != nullptr) {
+      Planned<Op> settled = p;
+      if (Op::settle(p.dims, *program, &settled.plan)) return build<Op>(args, settled, workspace, runtime, stream);
+    }
+  }
   if constexpr (HasSecondProgram<Op>::value) {
     const LoadedProgram* second = nullptr;
     if (program != nullptr) {

@@ -105,7 +105,8 @@ struct TuneOpSpec {
   std::string (*fits)(const TunedChoice& choice, const DeviceInfo& info);
   /// The revision of the op's default planner. Bumped when the plans it makes change enough that
   /// a winner measured against the old default may lose to the new one (fp8_gemm 2: the small
-  /// wgmma tiles; 3: their 64-row form; paged_prefill 2: the 192-row wgmma tile at head_dim 64);
+  /// wgmma tiles; 3: their 64-row form; paged_prefill 2: the 192-row wgmma tile at head_dim 64;
+  /// decode and paged_decode 2: the cluster merge on sm_90+);
   /// table entries of another revision are dropped with a warning.
   int planner = 1;
 

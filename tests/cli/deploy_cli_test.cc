@@ -189,10 +189,11 @@ TEST_F(DeployCli, TheRefusalsCommandPastesIntoTheShellThatRaisedIt) {
 
 TEST_F(DeployCli, ManifestDecodeLinesBringTheirMerge) {
   const fs::path manifest = work_ / "decode.jsonl";
-  std::ofstream(manifest) << R"({"family":"attention.decode","params":{"head_dim":"64","rows":"8"},"target":"sm_89"})"
-                          << "\n"
-                          << R"({"family":"attention.paged_decode","params":{"head_dim":"64","rows":"8"},"target":"sm_89"})"
-                          << "\n";
+  std::ofstream(manifest)
+      << R"({"family":"attention.decode","params":{"head_dim":"64","rows":"8","merge":"kernel"},"target":"sm_89"})"
+      << "\n"
+      << R"({"family":"attention.paged_decode","params":{"head_dim":"64","rows":"8","merge":"kernel"},"target":"sm_89"})"
+      << "\n";
   const ProcessResult r = kjit({"precompile", "--manifest", manifest.string(), "--json"}, work_ / "c");
   ASSERT_EQ(r.code, 0) << r.describe();
   const json j = json::parse(r.out);

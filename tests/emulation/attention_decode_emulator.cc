@@ -1,10 +1,14 @@
 // Runs the real kernel_sources/attention/decode.cu and decode_merge.cu text on the host: every CUDA thread is a
 // std::thread, and the PTX wrappers the kernel reaches through attention/mma.cuh (mma.sync,
-// ldmatrix, cp.async) and kjit/fast_math.cuh (ex2, lg2) are replaced by emulations written from
-// the PTX ISA's fragment definitions (include/attention/mma.cuh and include/kjit/fast_math.cuh
-// here). Checks the fragment layouts, swizzle, pipeline, masking, split merge and
-// M-tiling against the float64 reference without a GPU, over a contiguous cache (ContigKV) and a
-// page pool (PagedKV: shuffled pages of 1, 3, 16 and 64 tokens, the page table read ahead).
+// ldmatrix, cp.async), kjit/fast_math.cuh (ex2, lg2) and kjit/cluster.cuh (cluster barrier,
+// mapa, ld.shared::cluster) are replaced by emulations written from the PTX ISA's definitions
+// (include/attention/mma.cuh, include/kjit/fast_math.cuh and include/kjit/cluster.cuh here).
+// Checks the fragment layouts, swizzle, pipeline, masking, split merge and M-tiling against the
+// float64 reference without a GPU, over a contiguous cache (ContigKV) and a page pool (PagedKV:
+// shuffled pages of 1, 3, 16 and 64 tokens, the page table read ahead). Every split plan of at
+// most kDecodeMaxClusterSplits splits also runs with the cluster merge (the kernel's
+// kClusterMerge: the CTAs of each cluster run at once, each with its own shared memory) and
+// must give the merge kernel's bits exactly.
 // cp.async copies land either at issue or at the last moment a wait allows, which exposes a
 // missing wait or a stage refilled while in use.
 // CTest runs it (label emulation; tests/CMakeLists.txt gives it its own include order). By hand:
@@ -25,20 +29,32 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
+
+namespace {
+/// Shared memory of one emulated CTA (an SM's 227 KiB), and of a whole cluster.
+constexpr uint32_t kCtaSmem = 232448;
+}  // namespace
 
 namespace emu {
 Block g_block;  // one CTA at a time
 thread_local Block* t_cta = &g_block;
 thread_local Dim3 t_thread, t_block;
+thread_local Block* t_cta = nullptr;
 bool g_late_copies = false;
 thread_local AsyncState t_async;
+thread_local uint32_t t_smem_offset = 0;
+thread_local Barrier* t_cluster_barrier = nullptr;
+thread_local uint32_t t_cluster_rank = 0;
+thread_local uint32_t t_cluster_size = 1;
+uint32_t g_cluster_cta_bytes = kCtaSmem;
 }  // namespace emu
 
 namespace kjit::attention {
-alignas(128) uint8_t smem[232448];
+alignas(128) uint8_t smem[kCtaSmem * kDecodeMaxClusterSplits];
 }  // namespace kjit::attention
 
 namespace {
@@ -64,14 +80,67 @@ void launch(int grid, int threads, const std::function<void()>& kernel) {
   }
 }
 
-template <int kHeadDim, class KV>
-void run_kernels(int rows, const DecodeParams& p, int ctas, const DecodeMergeParams& m, int merge_ctas) {
-  if (rows == 8) {
-    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 8, KV>(p); });
-  } else {
-    launch(ctas, DecodeShape<kHeadDim>::kThreads, [&] { decode_kernel<kHeadDim, 16, KV>(p); });
+/// A cluster launch: the CTAs of each cluster of `cluster` consecutive ones run at once, CTA
+/// rank r in its own region [r · kCtaSmem, (r + 1) · kCtaSmem) of the shared array with its own
+/// block barrier and warp scratch, and one cluster barrier over all their threads.
+void launch_clusters(int grid, int cluster, int threads, const std::function<void()>& kernel) {
+  for (int first = 0; first < grid; first += cluster) {
+    std::vector<std::unique_ptr<emu::Block>> blocks;
+    for (int r = 0; r < cluster; ++r) {
+      blocks.push_back(std::make_unique<emu::Block>());
+      blocks.back()->barrier.reset(threads);
+      for (auto& w : blocks.back()->warps) w.barrier.reset(32);
+    }
+    emu::Barrier cluster_barrier;
+    cluster_barrier.reset(cluster * threads);
+    std::memset(smem, 0xA5, static_cast<size_t>(cluster) * kCtaSmem);  // stale garbage
+    std::vector<std::thread> ts;
+    for (int r = 0; r < cluster; ++r) {
+      for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([=, &blocks, &cluster_barrier] {
+          emu::t_thread.x = static_cast<unsigned>(t);
+          emu::t_block.x = static_cast<unsigned>(first + r);
+          emu::t_cta = blocks[r].get();
+          emu::t_smem_offset = static_cast<uint32_t>(r) * kCtaSmem;
+          emu::t_cluster_barrier = &cluster_barrier;
+          emu::t_cluster_rank = static_cast<uint32_t>(r);
+          emu::t_cluster_size = static_cast<uint32_t>(cluster);
+          emu::t_async = {};
+          kernel();
+        });
+      }
+    }
+    for (auto& t : ts) t.join();
   }
-  if (p.num_splits > 1) launch(merge_ctas, kDecodeMergeThreads, [&] { decode_merge_kernel<kHeadDim>(m); });
+}
+
+/// The decode kernel at `rows` (and, merging with the merge kernel, decode_merge_kernel), or with
+/// the cluster merge: clusters of num_splits CTAs and no merge kernel.
+template <int kHeadDim, class KV, bool kCluster>
+void run_kernels(int rows, const DecodeParams& p, int ctas, const DecodeMergeParams& m, int merge_ctas) {
+  constexpr int kThreads = DecodeShape<kHeadDim>::kThreads;
+  const std::function<void()> kernel = [&] {
+    if (rows == 8) {
+      decode_kernel<kHeadDim, 8, KV, kCluster>(p);
+    } else {
+      decode_kernel<kHeadDim, 16, KV, kCluster>(p);
+    }
+  };
+  if (kCluster && p.num_splits > 1) {
+    launch_clusters(ctas, p.num_splits, kThreads, kernel);
+    return;
+  }
+  launch(ctas, kThreads, kernel);
+  if (!kCluster && p.num_splits > 1) launch(merge_ctas, kDecodeMergeThreads, [&] { decode_merge_kernel<kHeadDim>(m); });
+}
+
+template <int kHeadDim, class KV>
+void run_merge(bool cluster, int rows, const DecodeParams& p, int ctas, const DecodeMergeParams& m, int merge_ctas) {
+  if (cluster) {
+    run_kernels<kHeadDim, KV, true>(rows, p, ctas, m, merge_ctas);
+  } else {
+    run_kernels<kHeadDim, KV, false>(rows, p, ctas, m, merge_ctas);
+  }
 }
 
 struct Case {
@@ -80,7 +149,17 @@ struct Case {
   int page = 0;  // > 0: a PagedKV pool of pages this size, in shuffled order
 };
 
-bool run(const Case& c, bool late, uint64_t seed) {
+/// What one run gave: whether it matched the reference, its split count and its raw outputs.
+struct Run {
+  bool ok = false;
+  int splits = 0;
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+};
+
+/// Runs `c` (its data from `seed`) with `cluster` the merge: the cluster merge plans as the op
+/// would for merge=cluster (an automatic count among 1..kDecodeMaxClusterSplits).
+Run run(const Case& c, bool late, uint64_t seed, bool cluster) {
   emu::g_late_copies = late;
   std::mt19937_64 rng(seed);
   const int64_t B = c.batch, L = c.len, Hq = c.q_heads, Hkv = c.kv_heads, D = c.head_dim;
@@ -147,7 +226,12 @@ bool run(const Case& c, bool late, uint64_t seed) {
     vp = aligned(vpool.data(), vpool.size() * 2);
   }
 
-  const detail::DecodePlan plan = detail::plan_decode(decode_dims(B, L, Hq, Hkv, D), c.splits, 132, 2);
+  const detail::DecodePlan plan = detail::plan_decode(decode_dims(B, L, Hq, Hkv, D), c.splits, 132, 2, 0,
+                                                      cluster ? DecodeMerge::kCluster : DecodeMerge::kKernel, true);
+  if (plan.merge != (cluster && plan.num_splits > 1 ? DecodeMerge::kCluster : DecodeMerge::kKernel)) {
+    std::printf("FAIL the plan's merge is %s\n", decode_merge_name(plan.merge));
+    return {};
+  }
   std::vector<float> ws(plan.workspace_bytes / 4 + 4, NAN);
 
   DecodeParams p{};
@@ -158,8 +242,10 @@ bool run(const Case& c, bool late, uint64_t seed) {
   p.mask = c.mask ? pr.mask.data() : nullptr;
   p.out = out.data();
   p.lse = lse.data();
-  p.o_part = ws.data();
-  p.lse_part = reinterpret_cast<float*>(reinterpret_cast<char*>(ws.data()) + plan.o_part_bytes);
+  if (!cluster) {  // the cluster merge gets no workspace
+    p.o_part = ws.data();
+    p.lse_part = reinterpret_cast<float*>(reinterpret_cast<char*>(ws.data()) + plan.o_part_bytes);
+  }
   p.q_stride_b = Hq * D;
   p.q_stride_h = D;
   p.k_stride_b = p.v_stride_b = l_cap * h_cap * D;
@@ -209,13 +295,13 @@ bool run(const Case& c, bool late, uint64_t seed) {
   const int merge_ctas = static_cast<int>((B * Hq + kDecodeMergeRowsPerCta - 1) / kDecodeMergeRowsPerCta);
   const int ctas = static_cast<int>(plan.ctas);
   if (P > 0) {
-    if (D == 64) run_kernels<64, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
-    if (D == 128) run_kernels<128, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
-    if (D == 256) run_kernels<256, PagedKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 64) run_merge<64, PagedKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 128) run_merge<128, PagedKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 256) run_merge<256, PagedKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
   } else {
-    if (D == 64) run_kernels<64, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
-    if (D == 128) run_kernels<128, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
-    if (D == 256) run_kernels<256, ContigKV>(plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 64) run_merge<64, ContigKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 128) run_merge<128, ContigKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
+    if (D == 256) run_merge<256, ContigKV>(cluster, plan.heads_per_cta, p, ctas, m, merge_ctas);
   }
 
   const kt::DecodeReference ref = kt::decode_reference(pr);
@@ -224,16 +310,17 @@ bool run(const Case& c, bool late, uint64_t seed) {
   const kt::Comparison co = kt::compare(outf, ref.out);
   const kt::Comparison cl = kt::compare(lse, ref.lse);
   const bool ok = co.ok(1e-2) && cl.ok(1e-4);
-  std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s page=%d %s: out %s | lse %s\n",
+  std::printf("%s B%d L%d Hq%d Hkv%d D%d splits=%d(%d) rows=%d m_tiles=%d%s%s%s page=%d %s merge=%s: out %s | lse %s\n",
               ok ? "ok  " : "FAIL", c.batch, c.len, c.q_heads, c.kv_heads, c.head_dim, c.splits, plan.num_splits,
               plan.heads_per_cta, plan.m_tiles, c.ragged ? " ragged" : "", c.mask ? " mask" : "", c.pad ? " padded" : "", c.page,
-              late ? "late-copies" : "early-copies", co.describe().c_str(), cl.describe().c_str());
+              late ? "late-copies" : "early-copies", decode_merge_name(plan.merge), co.describe().c_str(),
+              cl.describe().c_str());
   std::free(qd);
   std::free(kd);
   std::free(vd);
   std::free(kp);
   std::free(vp);
-  return ok;
+  return Run{ok, plan.num_splits, std::move(out), std::move(lse)};
 }
 
 }  // namespace
@@ -260,10 +347,39 @@ int main(int argc, char** argv) {
       {2, 200, 4, 1, 64, 2, true, false, true, 1},
       {2, 150, 8, 2, 256, 2, true, true, false, 64},
       {3, 1, 8, 2, 128, 0, true, false, false, 16},    // kv_len 1 and 0
+      // Cluster-merge cases: 8 splits (the largest cluster) and odd counts, empty splits (a
+      // ragged batch with a request of length 0 and short ones), two M tiles per KV head (the
+      // cluster's split-innermost grid), rows 16, every head_dim, and every split count's slice
+      // of the output over the cluster's CTAs.
+      {2, 520, 8, 2, 128, 8, true, true, false},       // 8 splits of 65 tokens, ragged + mask
+      {3, 300, 8, 2, 64, 5, true, false, true},        // 5 splits, a request of length 0
+      {1, 200, 32, 1, 128, 4, false, false, false},    // group 32: two M tiles in 4-CTA clusters
+      {2, 90, 24, 2, 256, 7, true, false, false},      // rows 16 at hd256, 7 splits
+      {3, 70, 8, 2, 128, 6, true, false, false, 16},   // paged: per-request splits, some empty
+      {2, 40, 4, 1, 64, 8, true, true, false, 3},      // paged, 8 splits of a few tokens each
   };
   int failures = 0;
   for (const Case& c : cases) {
-    for (bool late : {false, true}) failures += !run(c, late, seed);
+    for (bool late : {false, true}) {
+      const Run kernel = run(c, late, seed, false);
+      failures += !kernel.ok;
+      // The cluster merge once per case (it changes nothing before the partials: the copies'
+      // timing is the other run's to vary).
+      if (!late || kernel.splits < 2 || kernel.splits > kDecodeMaxClusterSplits) continue;
+      // The same plan's splits merged in a cluster: the merge kernel's bits exactly (the same
+      // partials through the same SplitMerge arithmetic).
+      Case same = c;
+      same.splits = kernel.splits;
+      const Run cluster = run(same, late, seed, true);
+      failures += !cluster.ok;
+      const bool out_same = cluster.out == kernel.out;
+      const bool lse_same = std::memcmp(cluster.lse.data(), kernel.lse.data(), kernel.lse.size() * 4) == 0 &&
+                            cluster.lse.size() == kernel.lse.size();
+      if (!out_same || !lse_same) {
+        std::printf("FAIL the cluster merge's %s differ from the merge kernel's\n", out_same ? "lse" : "outputs");
+        ++failures;
+      }
+    }
   }
   std::printf("%d failures\n", failures);
   return failures != 0;

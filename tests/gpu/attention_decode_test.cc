@@ -2,7 +2,8 @@
 // reference_attention.hpp). Every case uses fresh random data (the random seed is printed on failure),
 // poisons out/lse/workspace with 0xFF (NaN) and the k/v padding and dead tokens (at or past
 // kv_len, past max_kv_len in strided views) with NaN, so an unwritten output, a read past the
-// live cache or a write into padding fails the case. Skips without a GPU.
+// live cache or a write into padding fails the case. On sm_90+ the cluster merge runs every split
+// count 2..8 (forced and automatic) and must match the merge kernel's output. Skips without a GPU.
 //
 // Tolerances: out is bf16, so rounding the result alone costs up to 2^-9 relative per element,
 // and P is rounded to bf16 before P·V (FlashAttention does the same); the expected relative L2
@@ -11,6 +12,7 @@
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
+#include "tests/gpu/cluster_merge_check.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 
@@ -192,6 +194,94 @@ TEST_F(AttentionDecodeGpu, SampledGrid) {
   }
 }
 
+// ---- The cluster merge (merge=cluster: sm_90+, 2..8 splits) --------------------------------
+
+using kjit::attention::DecodeMerge;
+using kjit::testing::device_has_clusters;
+
+/// The cluster merge against the reference and the merge kernel (cluster_merge_check.hpp).
+void check_cluster_against_kernel(const DecodeCase& c, DecodeMerge merge) {
+  kjit::testing::check_cluster_against_kernel(c, merge, fresh_seed(), kOutTol, kLseTol,
+                                              [](const DecodeCase& x, uint64_t seed) {
+                                                return kjit::testing::run_decode_case(x, seed);
+                                              });
+}
+
+TEST_F(AttentionDecodeGpu, ClusterMergeEverySplitCountGqaAndHeadDim) {
+  if (!device_has_clusters()) GTEST_SKIP() << "the cluster merge needs sm_90+";
+  for (int hd : kHeadDims) {
+    for (int group : {1, 4, 8, 32}) {  // 32: rows 16, two M tiles per KV head
+      if (group == 32 && hd != 128) continue;
+      for (int splits = 2; splits <= 8; ++splits) {
+        for (DecodeMerge merge : {DecodeMerge::kCluster, DecodeMerge::kAuto}) {
+          DecodeCase c = make(3, 1000, 2 * group, 2, hd);  // ragged: request 2 is empty
+          c.ragged = true;
+          c.lse = true;
+          c.num_splits = splits;
+          check_cluster_against_kernel(c, merge);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AttentionDecodeGpu, ClusterMergeEdgeLengthsMaskAndViews) {
+  if (!device_has_clusters()) GTEST_SKIP() << "the cluster merge needs sm_90+";
+  for (int hd : kHeadDims) {
+    // Lengths 0 and 1 (every split but the first empty, or all of them), splits of one token,
+    // lengths around the 64-token tile.
+    for (int len : {0, 1, 2, 7, 63, 64, 65, 129}) {
+      for (int splits : {2, 5, 8}) {
+        DecodeCase c = make(3, len, 8, 2, hd);
+        c.ragged = true;
+        c.lse = true;
+        c.num_splits = splits;
+        check_cluster_against_kernel(c, DecodeMerge::kCluster);
+      }
+    }
+    DecodeCase c = make(4, 777, 16, 2, hd);
+    c.mask = true;  // the last request keeps nothing
+    c.lse = true;
+    c.strided = true;
+    c.num_splits = 3;
+    check_cluster_against_kernel(c, DecodeMerge::kCluster);
+    c.num_splits = 0;  // the forced cluster merge's own count (1..8)
+    c.scale = 0.3f;
+    check_cluster_against_kernel(c, DecodeMerge::kCluster);
+  }
+}
+
+TEST_F(AttentionDecodeGpu, ClusterMergeWhereThePlannerSplits) {
+  if (!device_has_clusters()) GTEST_SKIP() << "the cluster merge needs sm_90+";
+  // The planner's own split counts: hd256 B16 Hq16 Hkv4 L4096 takes 2 (a cluster); B2 L8192
+  // more than 8 under auto (the merge kernel) and at most 8 under a forced cluster merge.
+  DecodeCase c = make(16, 4096, 16, 4, 256);
+  c.ragged = true;
+  c.lse = true;
+  check_cluster_against_kernel(c, DecodeMerge::kAuto);
+  c = make(2, 8192, 32, 8, 128);
+  c.lse = true;
+  check(c);
+  c.merge = DecodeMerge::kCluster;
+  check(c);
+  // One split merges nothing: a forced cluster merge runs the plain kernel.
+  c = make(3, 1000, 32, 8, 128);
+  c.num_splits = 1;
+  c.merge = DecodeMerge::kCluster;
+  c.lse = true;
+  check(c);
+}
+
+TEST_F(AttentionDecodeGpu, ClusterMergeBelowSm90IsUnsupported) {
+  if (device_has_clusters()) GTEST_SKIP() << "the device has clusters";
+  DecodeCase c = make(3, 1000, 32, 8, 128);
+  c.num_splits = 4;
+  c.merge = DecodeMerge::kCluster;
+  EXPECT_THROW(kjit::testing::run_decode_case(c, fresh_seed()), kjit::Unsupported);
+  c.merge = DecodeMerge::kAuto;  // the merge kernel
+  check(c);
+}
+
 TEST_F(AttentionDecodeGpu, WorkspaceTooSmallNamesTheBytes) {
   kjit::testing::DeviceBuffer q(16 * 32 * 128 * 2), k(16 * 4096 * 8 * 128 * 2), v(16 * 4096 * 8 * 128 * 2),
       out(16 * 32 * 128 * 2);
@@ -211,6 +301,15 @@ TEST_F(AttentionDecodeGpu, WorkspaceTooSmallNamesTheBytes) {
     EXPECT_NE(std::string(e.what()).find("needs " + std::to_string(need) + " bytes"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(kjit::attention::decode(a, ws.get(), need, nullptr));
+  // Whatever the merge, the same bytes (a cluster plan may fall back to the merge kernel).
+  for (DecodeMerge merge : {DecodeMerge::kKernel, DecodeMerge::kCluster}) {
+    a.merge = merge;
+    if (merge == DecodeMerge::kCluster && !device_has_clusters()) continue;
+    EXPECT_EQ(kjit::attention::decode_workspace_bytes(a), need);
+    EXPECT_THROW(kjit::attention::decode(a, ws.get(), need - 1, nullptr), kjit::InvalidArgument);
+    EXPECT_NO_THROW(kjit::attention::decode(a, ws.get(), need, nullptr));
+  }
+  a.merge = DecodeMerge::kAuto;
   // One split needs none.
   a.num_splits = 1;
   EXPECT_EQ(kjit::attention::decode_workspace_bytes(a), 0u);

@@ -3,13 +3,15 @@
 // through 64 (and 7), lengths 1, page − 1, page, page + 1 and 0, pool slots past each request
 // and spare pages (also reachable through the page table's spare capacity) filled with NaN, and
 // a decode loop driven only through kjit's API (append one token per request, decode, repeat)
-// checked step by step against both the reference and kjit's contiguous decode. Skips without a
-// GPU. Tolerances as in attention_decode_test.cc (bf16 output: 1e-2 relative L2; LSE 1e-4).
+// checked step by step against both the reference and kjit's contiguous decode. On sm_90+ the
+// cluster merge runs every split count 2..8 and must match the merge kernel's output. Skips
+// without a GPU. Tolerances as in attention_decode_test.cc (bf16 output: 1e-2 relative L2; LSE 1e-4).
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 
 #include "runtime/ops/attention/decode.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "tests/gpu/cluster_merge_check.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -75,6 +77,19 @@ std::vector<int> edge_lengths(int page_size) {
   return {1, std::max(page_size - 1, 1), page_size, page_size + 1, 5 * page_size + 3, 0};
 }
 
+/// Requests of edge_lengths(page_size), Hq8 / Hkv2 at `head_dim`, with lse, `splits` splits.
+PagedDecodeCase edge_case(int page_size, int head_dim, int splits) {
+  PagedDecodeCase c;
+  c.kv_lens = edge_lengths(page_size);
+  c.q_heads = 8;
+  c.kv_heads = 2;
+  c.head_dim = head_dim;
+  c.layout.page_size = page_size;
+  c.lse = true;
+  c.num_splits = splits;
+  return c;
+}
+
 // ---- append_paged_kv ------------------------------------------------------------------------
 
 TEST_F(AttentionPagedGpu, AppendPlacesEveryTokenAndTouchesNothingElse) {
@@ -111,17 +126,7 @@ TEST_F(AttentionPagedGpu, AppendPlacesEveryTokenAndTouchesNothingElse) {
 TEST_F(AttentionPagedGpu, DecodePageSizesAndLengthsAroundPages) {
   for (int ps : {1, 16, 64}) {
     for (int hd : kHeadDims) {
-      for (int splits : {1, 3, 0}) {
-        PagedDecodeCase c;
-        c.kv_lens = edge_lengths(ps);
-        c.q_heads = 8;
-        c.kv_heads = 2;
-        c.head_dim = hd;
-        c.layout.page_size = ps;
-        c.lse = true;
-        c.num_splits = splits;
-        check(c);
-      }
+      for (int splits : {1, 3, 0}) check(edge_case(ps, hd, splits));
     }
   }
   PagedDecodeCase c;  // a page size that is not a power of two
@@ -179,6 +184,85 @@ TEST_F(AttentionPagedGpu, DecodeLayoutsHintsAndTheEntry) {
   c.kv_lens.assign(16, 4096);
   c.layout.page_size = 1;
   check(c);
+}
+
+// ---- The cluster merge (merge=cluster: sm_90+, 2..8 splits) ----------------------------------
+
+using kjit::attention::DecodeMerge;
+using kjit::testing::device_has_clusters;
+
+/// The cluster merge against the reference and the merge kernel (cluster_merge_check.hpp).
+void check_cluster_against_kernel(const PagedDecodeCase& c, DecodeMerge merge) {
+  kjit::testing::check_cluster_against_kernel(c, merge, fresh_seed(), kOutTol, kLseTol,
+                                              [](const PagedDecodeCase& x, uint64_t seed) {
+                                                return kjit::testing::run_paged_decode_case(x, seed);
+                                              });
+}
+
+TEST_F(AttentionPagedGpu, ClusterMergeEverySplitCountPageSizeGqaAndHeadDim) {
+  if (!device_has_clusters()) GTEST_SKIP() << "the cluster merge needs sm_90+";
+  for (int ps : {1, 16, 64}) {
+    for (int hd : kHeadDims) {
+      for (int splits = 2; splits <= 8; ++splits) {
+        PagedDecodeCase c = edge_case(ps, hd, splits);  // 1, page − 1, page, page + 1, a long one, 0
+        c.kv_lens.push_back(300);
+        check_cluster_against_kernel(c, splits % 2 ? DecodeMerge::kCluster : DecodeMerge::kAuto);
+      }
+    }
+  }
+  for (int group : {1, 4, 8, 32}) {  // 32: rows 16, two M tiles per KV head
+    for (int hd : kHeadDims) {
+      if (group == 32 && hd != 128) continue;
+      for (int splits : {2, 3, 8}) {
+        for (DecodeMerge merge : {DecodeMerge::kCluster, DecodeMerge::kAuto}) {
+          PagedDecodeCase c;
+          c.kv_lens = {300, 17, 64, 1, 0};
+          c.q_heads = 2 * group;
+          c.kv_heads = 2;
+          c.head_dim = hd;
+          c.layout.page_size = 16;
+          c.lse = true;
+          c.num_splits = splits;
+          check_cluster_against_kernel(c, merge);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AttentionPagedGpu, ClusterMergeLayoutsTheEntryAndThePlannersSplits) {
+  if (!device_has_clusters()) GTEST_SKIP() << "the cluster merge needs sm_90+";
+  PagedDecodeCase c;
+  c.kv_lens = {1000, 33, 0, 517};
+  c.layout.page_size = 7;
+  c.layout.interleaved = true;
+  c.lse = true;
+  c.num_splits = 4;
+  check_cluster_against_kernel(c, DecodeMerge::kCluster);
+  c.layout.interleaved = false;
+  c.use_entry = true;
+  check_cluster_against_kernel(c, DecodeMerge::kCluster);
+  // The Llama-like batch at page 16 the cluster merge is for: the planner takes 2 splits.
+  c = PagedDecodeCase();
+  c.kv_lens.assign(16, 4096);
+  c.q_heads = 32;
+  c.kv_heads = 8;
+  c.layout.page_size = 16;
+  c.lse = true;
+  check_cluster_against_kernel(c, DecodeMerge::kAuto);
+  // A forced cluster merge with the planner's count, over a hint that would take more than 8.
+  c.kv_lens = {8000, 3, 1, 40};
+  c.kv_len_hint = 1 << 16;
+  check_cluster_against_kernel(c, DecodeMerge::kCluster);
+}
+
+TEST_F(AttentionPagedGpu, ClusterMergeBelowSm90IsUnsupported) {
+  if (device_has_clusters()) GTEST_SKIP() << "the device has clusters";
+  PagedDecodeCase c;
+  c.kv_lens = {300, 17};
+  c.num_splits = 2;
+  c.merge = DecodeMerge::kCluster;
+  EXPECT_THROW(kjit::testing::run_paged_decode_case(c, fresh_seed()), kjit::Unsupported);
 }
 
 // ---- The merge program ------------------------------------------------------------------------

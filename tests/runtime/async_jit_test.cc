@@ -121,7 +121,8 @@ kjit::attention::DecodeArgs decode_args(int64_t head_dim) {
 }
 
 kjit::ProgramSpec decode_spec(int64_t head_dim, int rows) {
-  return kjit::attention::decode_family().spec(kjit::attention::decode_family().point({head_dim, rows}));
+  return kjit::attention::decode_family().spec(kjit::attention::decode_family().point(
+      {head_dim, rows, static_cast<int64_t>(kjit::attention::DecodeMerge::kKernel)}));
 }
 
 /// Installs a tuning table naming `rows` for the decode bucket of each head_dim (one split).
@@ -132,7 +133,8 @@ void push_rows(std::initializer_list<int64_t> head_dims, int rows) {
     ASSERT_TRUE(ad::DecodeOp::tune_key(ad::validate_decode(decode_args(hd)), &key));
     kd::TunedChoice choice;
     choice.family = &kjit::attention::decode_family();
-    choice.point = kjit::attention::decode_family().point({hd, rows});
+    choice.point = kjit::attention::decode_family().point(
+        {hd, rows, static_cast<int64_t>(kjit::attention::DecodeMerge::kKernel)});
     choice.knobs[0] = 1;
     table.set(key, choice);
   }
@@ -357,7 +359,7 @@ TEST_F(AsyncJit, AMissRunsTheFallbackAndTheNextCallAfterTheCompileRunsTheExactPr
   const std::vector<kjit::cache::FallbackRecord> log = kjit::cache::read_fallbacks(rt.disk_cache().root, missing);
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].family, "attention.decode");
-  EXPECT_EQ(log[0].params, "head_dim=128 rows=8");
+  EXPECT_EQ(log[0].params, "head_dim=128 rows=8 merge=kernel");
   EXPECT_EQ(log[0].fallback.hex(), rt.load(decode_spec(128, 8)).compiled().key);
 
   // The first call returned long before a compile could: generous bounds, the ordering above is

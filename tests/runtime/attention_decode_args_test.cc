@@ -1,6 +1,7 @@
 // Host-only checks of kjit::attention::decode: every validation rule fires with a message naming
-// the tensor (before any driver call), the split planner's partitions, the workspace check, and
-// that every specialization of the family compiles without spills. No GPU needed.
+// the tensor (before any driver call), the split planner's partitions and merges, the workspace
+// check, and that every specialization of the family (both merges on sm_90a) compiles without
+// spills. No GPU needed.
 #include <kjit/error.hpp>
 #include <kjit/ops/attention.hpp>
 #include <kjit/runtime.hpp>
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -247,6 +249,22 @@ TEST(AttentionDecodeArgs, LensMaskAndScalars) {
   expect_invalid([](DecodeArgs& a) { a.scale = NAN; }, {"scale must be finite"});
   expect_invalid([](DecodeArgs& a) { a.scale = INFINITY; }, {"scale must be finite"});
   expect_invalid([](DecodeArgs& a) { a.num_splits = -1; }, {"num_splits must be >= 0"});
+  expect_invalid([](DecodeArgs& a) { a.merge = static_cast<kjit::attention::DecodeMerge>(3); },
+                 {"merge must be one of 'auto', 'kernel', 'cluster'", "DecodeMerge(3)"});
+  expect_invalid([](DecodeArgs& a) { a.merge = static_cast<kjit::attention::DecodeMerge>(-1); }, {"merge must be one of"});
+  expect_invalid(
+      [](DecodeArgs& a) {
+        a.merge = kjit::attention::DecodeMerge::kCluster;
+        a.num_splits = 9;
+      },
+      {"merge 'cluster' combines at most 8 splits", "num_splits=9"});
+  // 1..8 splits (and 0: choose among them) pass with a forced cluster merge.
+  for (int splits = 0; splits <= 8; ++splits) {
+    DecodeArgs a = valid_args();
+    a.merge = kjit::attention::DecodeMerge::kCluster;
+    a.num_splits = splits;
+    EXPECT_EQ(ad::validate_decode(a).requested_merge, kjit::attention::DecodeMerge::kCluster) << splits;
+  }
 }
 
 constexpr int kH200Sms = 132;
@@ -280,6 +298,239 @@ TEST(AttentionDecodePlan, PeerShapesTakeTheMeasuredBestSplits) {
   EXPECT_EQ(h200_plan(decode_dims(16, 4096, 16, 4, 256)).num_splits, 2);
 }
 
+using kjit::attention::DecodeMerge;
+
+/// plan_decode on the H200 for a device with thread-block clusters (sm_90+) or without.
+ad::DecodePlan h200_plan_merge(const ad::DecodeDims& d, int splits, DecodeMerge merge, bool clusters) {
+  return ad::plan_decode(d, splits, kH200Sms, ad::decode_ctas_per_sm(d.head_dim, kH200SmemPerSm), 0, merge, clusters);
+}
+
+TEST(AttentionDecodePlan, ClusterMergeOnSm90ForTwoToEightSplits) {
+  // Auto: cluster exactly where the device has clusters and the plan has 2..8 splits.
+  for (int splits = 1; splits <= 20; ++splits) {
+    const ad::DecodePlan with = h200_plan_merge(decode_dims(2, 8192, 32, 8, 128), splits, DecodeMerge::kAuto, true);
+    const ad::DecodePlan without = h200_plan_merge(decode_dims(2, 8192, 32, 8, 128), splits, DecodeMerge::kAuto, false);
+    ASSERT_EQ(with.num_splits, splits);
+    EXPECT_EQ(with.merge, splits >= 2 && splits <= 8 ? DecodeMerge::kCluster : DecodeMerge::kKernel) << splits;
+    EXPECT_EQ(without.merge, DecodeMerge::kKernel) << splits;
+    // The same splits, ctas and workspace whatever the merge (a cluster plan may fall back).
+    EXPECT_EQ(with.ctas, without.ctas);
+    EXPECT_EQ(with.workspace_bytes, without.workspace_bytes);
+    EXPECT_EQ(with.o_part_bytes, without.o_part_bytes);
+    EXPECT_EQ(with.workspace_bytes == 0, splits == 1);
+    // A forced merge kernel stays one.
+    EXPECT_EQ(h200_plan_merge(decode_dims(2, 8192, 32, 8, 128), splits, DecodeMerge::kKernel, true).merge,
+              DecodeMerge::kKernel);
+  }
+  // The planner's own counts: B16 L4096 runs one split (nothing to merge); B1 L8192 16 (above a
+  // cluster: the merge kernel); B16 L4096 at hd256 two (a cluster of 2).
+  EXPECT_EQ(h200_plan_merge(decode_dims(16, 4096, 32, 8, 128), 0, DecodeMerge::kAuto, true).merge, DecodeMerge::kKernel);
+  ad::DecodePlan p = h200_plan_merge(decode_dims(1, 8192, 32, 8, 128), 0, DecodeMerge::kAuto, true);
+  EXPECT_EQ(p.num_splits, 16);
+  EXPECT_EQ(p.merge, DecodeMerge::kKernel);
+  p = h200_plan_merge(decode_dims(16, 4096, 16, 4, 256), 0, DecodeMerge::kAuto, true);
+  EXPECT_EQ(p.num_splits, 2);
+  EXPECT_EQ(p.merge, DecodeMerge::kCluster);
+  // A forced cluster merge chooses among 1..8 splits: B1 L8192's best count there is 8.
+  p = h200_plan_merge(decode_dims(1, 8192, 32, 8, 128), 0, DecodeMerge::kCluster, true);
+  EXPECT_EQ(p.num_splits, 8);
+  EXPECT_EQ(p.merge, DecodeMerge::kCluster);
+  EXPECT_EQ(p.workspace_bytes, h200_plan_merge(decode_dims(1, 8192, 32, 8, 128), 8, DecodeMerge::kKernel, true).workspace_bytes);
+  // ... and a plan that needs one split merges nothing: the merge=kernel point.
+  p = h200_plan_merge(decode_dims(64, 4096, 32, 8, 128), 0, DecodeMerge::kCluster, true);
+  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_EQ(p.merge, DecodeMerge::kKernel);
+  for (int len : {1, 2, 63, 64, 65, 1000, 4097, 32768}) {
+    for (int batch : {1, 3, 16}) {
+      const ad::DecodePlan c = h200_plan_merge(decode_dims(batch, len, 32, 8, 64), 0, DecodeMerge::kCluster, true);
+      EXPECT_LE(c.num_splits, 8) << batch << " " << len;
+      EXPECT_EQ(c.merge, c.num_splits > 1 ? DecodeMerge::kCluster : DecodeMerge::kKernel);
+    }
+  }
+  EXPECT_EQ(ad::plan_merge(DecodeMerge::kCluster, 1, true), DecodeMerge::kKernel);
+  EXPECT_EQ(ad::plan_merge(DecodeMerge::kAuto, 9, true), DecodeMerge::kKernel);
+  EXPECT_EQ(ad::plan_merge(DecodeMerge::kAuto, 8, true), DecodeMerge::kCluster);
+}
+
+TEST(AttentionDecodePlan, TheOpPlansTheMergeForTheDevice) {
+  const kjit::DeviceInfo h100 = planner_device(9, 0);
+  const kjit::DeviceInfo a100 = planner_device(8, 0);
+  ad::DecodeDims d = decode_dims(2, 8192, 32, 8, 128);
+  d.requested_splits = 4;
+  ad::DecodePlan p = ad::DecodeOp::plan(d, h100);
+  EXPECT_EQ(p.merge, DecodeMerge::kCluster);
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 rows=8 merge=cluster");
+  EXPECT_EQ(ad::DecodeOp::second_choice(d, p).family, nullptr) << "a cluster plan loads no merge program";
+  p = ad::DecodeOp::plan(d, a100);
+  EXPECT_EQ(p.merge, DecodeMerge::kKernel);
+  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 rows=8 merge=kernel");
+  EXPECT_EQ(ad::DecodeOp::second_choice(d, p).family, &kjit::attention::decode_merge_family());
+  // A forced cluster merge below sm_90 is Unsupported, naming the device's target.
+  d.requested_merge = DecodeMerge::kCluster;
+  try {
+    ad::DecodeOp::plan(d, a100);
+    ADD_FAILURE() << "no error for merge=cluster on sm_80";
+  } catch (const kjit::Unsupported& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kjit::attention::decode: merge 'cluster' needs thread-block clusters (sm_90+)"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("sm_80"), std::string::npos) << what;
+  }
+  EXPECT_EQ(ad::DecodeOp::plan(d, h100).merge, DecodeMerge::kCluster);
+  d.requested_merge = DecodeMerge::kKernel;
+  EXPECT_EQ(ad::DecodeOp::plan(d, h100).merge, DecodeMerge::kKernel);
+}
+
+// A cluster plan's Params carry no workspace (its partials stay in shared memory); a
+// merge-kernel plan of the same splits writes its partials to the workspace. (The launch's
+// cluster dimension is checked on the stand-in driver: runtime/host_path_test.cc.)
+TEST(AttentionDecodePlan, ClusterPlansGiveTheKernelNoWorkspace) {
+  const ad::DecodeDims d = decode_dims(3, 1000, 32, 8, 128);
+  DecodeArgs a = valid_args();
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {3, 1, 32, 128}, {}, 0);
+  a.out = a.q;
+  a.k = a.v = TensorRef(fake_ptr(0x100000), DType::kBF16, {3, 1000, 8, 128}, {}, 0);
+  a.lse = TensorRef(fake_ptr(0x500000), DType::kF32, {3, 32}, {}, 0);
+  for (int splits = 2; splits <= 8; ++splits) {
+    const ad::DecodePlan cluster = h200_plan_merge(d, splits, DecodeMerge::kAuto, true);
+    ASSERT_EQ(cluster.merge, DecodeMerge::kCluster);
+    EXPECT_EQ(cluster.ctas % cluster.num_splits, 0);
+    const kjit::attention::DecodeParams p = ad::DecodeOp::params(a, d, cluster, fake_ptr(0x900000));
+    EXPECT_EQ(p.o_part, nullptr);
+    EXPECT_EQ(p.lse_part, nullptr);
+    EXPECT_EQ(p.num_splits, splits);
+    const ad::DecodePlan kernel = h200_plan_merge(d, splits, DecodeMerge::kKernel, true);
+    const kjit::attention::DecodeParams pk = ad::DecodeOp::params(a, d, kernel, fake_ptr(0x900000));
+    EXPECT_EQ(pk.o_part, static_cast<float*>(fake_ptr(0x900000)));
+    EXPECT_NE(pk.lse_part, nullptr);
+  }
+}
+
+/// The decode kernel's Params for `plan` of `d` over fake tensors of d's shape (head_dim 128).
+kjit::attention::DecodeParams params_of(const ad::DecodeDims& d, const ad::DecodePlan& plan) {
+  DecodeArgs a = valid_args();
+  a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {d.batch, 1, d.q_heads, 128}, {}, 0);
+  a.out = a.q;
+  a.k = a.v = TensorRef(fake_ptr(0x100000), DType::kBF16, {d.batch, d.max_kv_len, d.kv_heads, 128}, {}, 0);
+  return ad::DecodeOp::params(a, d, plan, fake_ptr());
+}
+
+/// A decode CTA's (b, kv head, split, M tile).
+struct CtaCoords {
+  int b, kv_head, split, m_tile;
+  bool operator==(const CtaCoords& o) const {
+    return b == o.b && kv_head == o.kv_head && split == o.split && m_tile == o.m_tile;
+  }
+};
+std::ostream& operator<<(std::ostream& os, const CtaCoords& c) {
+  return os << "(b " << c.b << ", kv head " << c.kv_head << ", split " << c.split << ", m tile " << c.m_tile << ")";
+}
+
+/// CTA `cta`'s coordinates as decode_kernel splits blockIdx.x with p's FastDivs: M tiles
+/// innermost, or (`cluster`: the cluster merge) splits innermost.
+CtaCoords cta_coords(const kjit::attention::DecodeParams& p, uint32_t cta, bool cluster) {
+  uint32_t idx = cta;
+  auto digit = [&idx](kjit::FastDiv div, int radix) {
+    const uint32_t q = kjit::fast_quotient(idx, div);
+    const int d = static_cast<int>(idx - q * static_cast<uint32_t>(radix));
+    idx = q;
+    return d;
+  };
+  CtaCoords c{};
+  if (cluster) {
+    c.split = digit(p.num_splits_div, p.num_splits);
+    c.m_tile = digit(p.m_tiles_div, p.m_tiles);
+  } else {
+    c.m_tile = digit(p.m_tiles_div, p.m_tiles);
+    c.split = digit(p.num_splits_div, p.num_splits);
+  }
+  c.kv_head = digit(p.kv_heads_div, p.kv_heads);
+  c.b = static_cast<int>(idx);
+  return c;
+}
+
+// Under the cluster merge the kernel splits blockIdx.x = ((b · kv_heads + kv_head) · m_tiles +
+// m_tile) · num_splits + split: a cluster of num_splits consecutive CTAs is one split group.
+TEST(AttentionDecodePlan, ClusterGridPutsTheSplitsOfAGroupSideBySide) {
+  for (int64_t group : {1, 8, 32}) {
+    const int64_t batch = 2, hkv = 3;
+    const ad::DecodeDims d = decode_dims(batch, 2000, hkv * group, hkv, 128);
+    for (int splits = 2; splits <= 8; ++splits) {
+      const ad::DecodePlan plan = h200_plan_merge(d, splits, DecodeMerge::kAuto, true);
+      ASSERT_EQ(plan.merge, DecodeMerge::kCluster);
+      const kjit::attention::DecodeParams p = params_of(d, plan);
+      uint32_t cta = 0;
+      for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < hkv; ++h)
+          for (int m = 0; m < p.m_tiles; ++m)
+            for (int s = 0; s < p.num_splits; ++s, ++cta) {
+              ASSERT_EQ(cta_coords(p, cta, true), (CtaCoords{b, h, s, m})) << cta;
+              ASSERT_EQ(cta % static_cast<uint32_t>(p.num_splits), static_cast<uint32_t>(s)) << "the cluster rank";
+            }
+      EXPECT_EQ(cta, static_cast<uint32_t>(plan.ctas));
+    }
+  }
+}
+
+// The tuner's view of the merge: a point parameter, so `kjit tune decode` measures both on
+// sm_90+; a stored cluster choice fits only a device with clusters and 2..8 splits; a call that
+// forces a merge is not tuned.
+TEST(AttentionDecodeTune, ClusterChoicesNeedClustersAndTwoToEightSplits) {
+  const kjit::DeviceInfo h100 = planner_device(9, 0);
+  const kjit::DeviceInfo a100 = planner_device(8, 0);
+  const kjit::Family& f = kjit::attention::decode_family();
+  kjit::detail::TunedChoice c;
+  c.family = &f;
+  c.point = f.parse({{"head_dim", "128"}, {"rows", "8"}, {"merge", "cluster"}});
+  for (int splits = 1; splits <= 12; ++splits) {
+    c.knobs[0] = splits;
+    const std::string why = ad::DecodeOp::tune_spec().fits(c, h100);
+    if (splits >= 2 && splits <= 8) {
+      EXPECT_EQ(why, "") << splits;
+    } else {
+      EXPECT_NE(why.find("merge=cluster combines 2..8 splits"), std::string::npos) << why;
+    }
+    if (splits >= 2 && splits <= 8) {
+      EXPECT_NE(ad::DecodeOp::tune_spec().fits(c, a100).find("merge=cluster needs thread-block clusters"),
+                std::string::npos);
+    }
+  }
+  // apply_tuned runs the choice's merge; a length the choice's count cannot split runs one
+  // split and merges nothing (the merge=kernel point).
+  c.knobs[0] = 4;
+  ad::DecodePlan plan;
+  ASSERT_TRUE(ad::DecodeOp::apply_tuned(decode_dims(2, 4096, 32, 8, 128), h100, c, &plan));
+  EXPECT_EQ(plan.num_splits, 4);
+  EXPECT_EQ(plan.merge, DecodeMerge::kCluster);
+  EXPECT_EQ(plan.choice.point, c.point);
+  ASSERT_TRUE(ad::DecodeOp::apply_tuned(decode_dims(2, 1, 32, 8, 128), h100, c, &plan));
+  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_EQ(plan.merge, DecodeMerge::kKernel);
+  EXPECT_EQ(f.describe(plan.choice.point), "head_dim=128 rows=8 merge=kernel");
+  // A merge=kernel choice keeps the merge kernel on sm_90.
+  c.point = f.parse({{"head_dim", "128"}, {"rows", "8"}, {"merge", "kernel"}});
+  ASSERT_TRUE(ad::DecodeOp::apply_tuned(decode_dims(2, 4096, 32, 8, 128), h100, c, &plan));
+  EXPECT_EQ(plan.merge, DecodeMerge::kKernel);
+  // The candidates on sm_90 hold both merges, clusters only at 2..8 splits; none below sm_90.
+  const ad::DecodeDims d = decode_dims(1, 8192, 32, 8, 128);
+  int clusters = 0;
+  for (const kjit::detail::TunedChoice& x : ad::DecodeOp::tune_candidates(d, h100)) {
+    if (ad::merge_of(x) != DecodeMerge::kCluster) continue;
+    ++clusters;
+    EXPECT_GE(x.knobs[0], 2);
+    EXPECT_LE(x.knobs[0], 8);
+  }
+  EXPECT_GT(clusters, 0);
+  for (const kjit::detail::TunedChoice& x : ad::DecodeOp::tune_candidates(d, a100)) {
+    EXPECT_EQ(ad::merge_of(x), DecodeMerge::kKernel);
+  }
+  kjit::detail::TunedKey key{};
+  EXPECT_TRUE(ad::DecodeOp::tune_key(d, &key));
+  ad::DecodeDims forced = d;
+  forced.requested_merge = DecodeMerge::kKernel;
+  EXPECT_FALSE(ad::DecodeOp::tune_key(forced, &key));
+}
+
 TEST(AttentionDecodePlan, RowsAndMTiles) {
   EXPECT_EQ(h200_plan(decode_dims(2, 64, 8, 8, 128)).heads_per_cta, 8);    // group 1
   EXPECT_EQ(h200_plan(decode_dims(2, 64, 64, 8, 128)).heads_per_cta, 8);   // group 8
@@ -301,26 +552,14 @@ TEST(AttentionDecodePlan, GridDivisorsSplitEveryCtaIndex) {
         const int64_t batch = 3;
         const ad::DecodeDims d = decode_dims(batch, 300, hkv * group, hkv, 128);
         const ad::DecodePlan plan = h200_plan(d, req);
-        DecodeArgs a = valid_args();
-        a.q = TensorRef(fake_ptr(0x0), DType::kBF16, {batch, 1, hkv * group, 128}, {}, 0);
-        a.out = a.q;
-        a.k = a.v = TensorRef(fake_ptr(0x100000), DType::kBF16, {batch, 300, hkv, 128}, {}, 0);
-        const kjit::attention::DecodeParams p = ad::DecodeOp::params(a, d, plan, fake_ptr());
+        const kjit::attention::DecodeParams p = params_of(d, plan);
         SCOPED_TRACE(testing::Message() << "Hkv " << hkv << " group " << group << " splits " << p.num_splits);
         uint32_t cta = 0;
         for (int b = 0; b < batch; ++b)
           for (int h = 0; h < hkv; ++h)
             for (int s = 0; s < p.num_splits; ++s)
               for (int m = 0; m < p.m_tiles; ++m, ++cta) {
-                uint32_t q = kjit::fast_quotient(cta, p.m_tiles_div);
-                ASSERT_EQ(cta - q * p.m_tiles, static_cast<uint32_t>(m)) << cta;
-                const uint32_t idx = q;
-                q = kjit::fast_quotient(idx, p.num_splits_div);
-                ASSERT_EQ(idx - q * p.num_splits, static_cast<uint32_t>(s)) << cta;
-                const uint32_t bh = q;
-                q = kjit::fast_quotient(bh, p.kv_heads_div);
-                ASSERT_EQ(bh - q * p.kv_heads, static_cast<uint32_t>(h)) << cta;
-                ASSERT_EQ(q, static_cast<uint32_t>(b)) << cta;
+                ASSERT_EQ(cta_coords(p, cta, false), (CtaCoords{b, h, s, m})) << cta;
               }
         EXPECT_EQ(cta, static_cast<uint32_t>(plan.ctas));
       }
@@ -383,13 +622,53 @@ TEST(AttentionDecodeFamily, SpaceAndSpecs) {
   EXPECT_EQ(f.name, "attention.decode");
   EXPECT_EQ(f.min_sm, 80);
   EXPECT_FALSE(f.defaults.empty());
-  const kjit::ProgramSpec spec = f.spec({{"head_dim", "256"}, {"rows", "16"}});
-  // The decode kernel alone: the merge is attention.decode_merge's program.
+  const kjit::ProgramSpec spec = f.spec({{"head_dim", "256"}, {"rows", "16"}, {"merge", "kernel"}});
+  // The decode kernel alone: the merge kernel is attention.decode_merge's program.
   ASSERT_EQ(spec.name_expressions.size(), 1u);
-  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<256, 16>");
+  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<256, 16, kjit::attention::ContigKV, false>");
   EXPECT_EQ(spec.source_name, "attention/decode.cu");
-  EXPECT_THROW(f.spec({{"head_dim", "96"}, {"rows", "8"}}), kjit::InvalidArgument);
-  EXPECT_THROW(f.spec({{"head_dim", "128"}}), kjit::InvalidArgument);
+  EXPECT_EQ(f.spec({{"head_dim", "64"}, {"rows", "8"}, {"merge", "cluster"}}).name_expressions[0],
+            "kjit::attention::decode_kernel<64, 8, kjit::attention::ContigKV, true>");
+  EXPECT_EQ(kjit::attention::paged_decode_family()
+                .spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "cluster"}})
+                .name_expressions[0],
+            "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV, true>");
+  EXPECT_THROW(f.spec({{"head_dim", "96"}, {"rows", "8"}, {"merge", "kernel"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "128"}, {"rows", "8"}}), kjit::InvalidArgument);
+  EXPECT_THROW(f.spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "auto"}}), kjit::InvalidArgument);
+}
+
+// merge is performance-only (a KJIT_JIT=async fallback may run the other value), its values are
+// DecodeMerge's names and codes, and merge=cluster has a kernel from sm_90 only.
+TEST(AttentionDecodeFamily, MergeParameter) {
+  for (const kjit::Family* f : {&kjit::attention::decode_family(), &kjit::attention::paged_decode_family()}) {
+    SCOPED_TRACE(f->name);
+    const int i = f->param_index("merge");
+    ASSERT_GE(i, 0);
+    const kjit::FamilyParam& param = f->params[static_cast<size_t>(i)];
+    EXPECT_TRUE(param.performance_only);
+    ASSERT_EQ(param.values.size(), 2u);
+    EXPECT_EQ(param.values[0].text, "kernel");
+    EXPECT_EQ(param.values[0].code, static_cast<int64_t>(DecodeMerge::kKernel));
+    EXPECT_EQ(param.values[1].text, "cluster");
+    EXPECT_EQ(param.values[1].code, static_cast<int64_t>(DecodeMerge::kCluster));
+    const kjit::Point kernel = f->parse({{"head_dim", "128"}, {"rows", "8"}, {"merge", "kernel"}});
+    const kjit::Point cluster = f->parse({{"head_dim", "128"}, {"rows", "8"}, {"merge", "cluster"}});
+    EXPECT_TRUE(f->same_semantics(cluster, *f, kernel));
+    for (const char* t : {"sm_80", "sm_89"}) {
+      EXPECT_EQ(f->unsupported_reason(kernel, kjit::Target::parse(t)), "") << t;
+      EXPECT_NE(f->unsupported_reason(cluster, kjit::Target::parse(t)).find("merge=cluster needs thread-block clusters"),
+                std::string::npos)
+          << t;
+    }
+    for (const char* t : {"sm_90", "sm_90a", "sm_100a", "compute_90"}) {
+      EXPECT_EQ(f->unsupported_reason(cluster, kjit::Target::parse(t)), "") << t;
+    }
+    // Every default in both merges.
+    size_t clusters = 0;
+    for (const kjit::ParamMap& m : f->defaults) clusters += m.at("merge") == "cluster";
+    EXPECT_EQ(2 * clusters, f->defaults.size());
+  }
 }
 
 TEST(AttentionDecodeFamily, MergeIsItsOwnProgram) {
@@ -410,8 +689,8 @@ TEST(AttentionDecodeFamily, MergeIsItsOwnProgram) {
   // Neither program's text holds the other kernel or its params header.
   const kjit::detail::KernelSources sources("");
   const std::optional<std::string> merge_text = sources.read(spec.source_name);
-  const std::optional<std::string> decode_text =
-      sources.read(kjit::attention::decode_family().spec({{"head_dim", "128"}, {"rows", "8"}}).source_name);
+  const std::optional<std::string> decode_text = sources.read(
+      kjit::attention::decode_family().spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "kernel"}}).source_name);
   ASSERT_TRUE(merge_text && decode_text);
   EXPECT_EQ(merge_text->find("decode_kernel("), std::string::npos);
   EXPECT_EQ(merge_text->find("attention/decode_params.h"), std::string::npos);
@@ -442,25 +721,40 @@ TEST(AttentionDecodeFamily, MergeChoiceOnlyWhenSplit) {
   const kjit::detail::Choice pc = ad::PagedDecodeOp::second_choice(pd, split);
   EXPECT_EQ(pc.family, c.family);
   EXPECT_EQ(pc.point, c.point);
+  // A cluster plan merges in the decode kernel: no second program.
+  const ad::DecodePlan cluster = ad::plan_decode(d, 4, kH200Sms, 1, 0, DecodeMerge::kAuto, true);
+  ASSERT_EQ(cluster.merge, DecodeMerge::kCluster);
+  EXPECT_EQ(ad::DecodeOp::second_choice(d, cluster).family, nullptr);
+  EXPECT_EQ(ad::PagedDecodeOp::second_choice(pd, cluster).family, nullptr);
 }
 
-// Every specialization compiles for the oldest and the H200 arch, and ptxas reports no spills.
+// Every specialization compiles for the oldest and the H200 arch (the cluster merge on the
+// H200's only: it has no kernel below sm_90, where the family refuses it), and ptxas reports no
+// spills. (attention_paged_args_test compiles the paged family's.)
 TEST(AttentionDecodeFamily, EverySpecializationCompilesWithoutSpills) {
   kjit::RuntimeConfig c = kjit::RuntimeConfig::from_env();
   c.disk_cache = false;
   kjit::Runtime rt(c);
   const kjit::Family& f = kjit::attention::decode_family();
   for (const char* arch : {"sm_80", "sm_90a"}) {
+    const kjit::Target target = kjit::Target::parse(arch);
     for (const char* hd : {"64", "128", "256"}) {
       for (const char* rows : {"8", "16"}) {
-        SCOPED_TRACE(testing::Message() << arch << " head_dim=" << hd << " rows=" << rows);
-        const auto prog = rt.compile(f.spec({{"head_dim", hd}, {"rows", rows}}), kjit::Target::parse(arch));
-        ASSERT_EQ(prog->kernels.size(), 1u);
-        for (const auto& k : prog->kernels) {
-          std::printf("%s %s: %d registers, %d spill bytes\n", arch, k.name_expression.c_str(), k.registers,
-                      k.spill_bytes);
-          EXPECT_LE(k.spill_bytes, 0) << k.name_expression;
-          EXPECT_LE(k.registers, 255) << k.name_expression;
+        for (const char* merge : {"kernel", "cluster"}) {
+          const kjit::ParamMap params{{"head_dim", hd}, {"rows", rows}, {"merge", merge}};
+          SCOPED_TRACE(testing::Message() << arch << " " << f.describe(f.parse(params)));
+          if (std::string why = f.unsupported_reason(params, target); !why.empty()) {
+            EXPECT_TRUE(std::string(merge) == "cluster" && target.sm() < 90) << why;
+            continue;
+          }
+          const auto prog = rt.compile(f.spec(params), f.compile_target(f.parse(params), target));
+          ASSERT_EQ(prog->kernels.size(), 1u);
+          for (const auto& k : prog->kernels) {
+            std::printf("%s %s: %d registers, %d spill bytes\n", arch, k.name_expression.c_str(), k.registers,
+                        k.spill_bytes);
+            EXPECT_LE(k.spill_bytes, 0) << k.name_expression;
+            EXPECT_LE(k.registers, 255) << k.name_expression;
+          }
         }
       }
       SCOPED_TRACE(testing::Message() << arch << " attention.decode_merge head_dim=" << hd);

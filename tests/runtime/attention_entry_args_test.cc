@@ -349,7 +349,7 @@ TEST(AttentionEntry, OpArgumentsAreFilledFromEveryField) {
   EXPECT_EQ(field_count<kjit::attention::PrefillArgs>(), ad::shared_field_count<kjit::attention::PrefillArgs>() + 1);
   EXPECT_EQ(field_count<kjit::attention::PagedPrefillArgs>(),
             ad::shared_field_count<kjit::attention::PagedPrefillArgs>());
-  static_assert(field_count<kjit::attention::DecodeArgs>() == 9, "the counter counts");
+  static_assert(field_count<kjit::attention::DecodeArgs>() == 10, "the counter counts");
 
   AttentionArgs a = contiguous(1);
   a.kv_lens = TensorRef(fake_ptr(0x9000000), DType::kI32, {2}, {}, 0);
@@ -361,6 +361,7 @@ TEST(AttentionEntry, OpArgumentsAreFilledFromEveryField) {
   a.scale = 0.25f;
   a.num_splits = 3;
   a.kv_len_hint = 77;
+  a.merge = kjit::attention::DecodeMerge::kCluster;
   a.block_m = 64;
   a.variant = AttentionVariant::kWgmma;
 
@@ -372,6 +373,7 @@ TEST(AttentionEntry, OpArgumentsAreFilledFromEveryField) {
   EXPECT_EQ(d.out.data, a.out.data);
   EXPECT_EQ(d.scale, 0.25f);
   EXPECT_EQ(d.num_splits, 3);
+  EXPECT_EQ(d.merge, kjit::attention::DecodeMerge::kCluster);
   // Decode reads the [batch, 1, kv_len] mask as [batch, kv_len] and the [batch, q_heads, 1] lse
   // as [batch, q_heads].
   EXPECT_EQ(d.mask.data, a.mask.data);
@@ -391,6 +393,7 @@ TEST(AttentionEntry, OpArgumentsAreFilledFromEveryField) {
   EXPECT_EQ(pd.scale, 0.25f);
   EXPECT_EQ(pd.num_splits, 3);
   EXPECT_EQ(pd.kv_len_hint, 77);
+  EXPECT_EQ(pd.merge, kjit::attention::DecodeMerge::kCluster);
 
   const auto p = ad::op_args<kjit::attention::PrefillArgs>(a);
   EXPECT_EQ(p.q.data, a.q.data);

@@ -8,6 +8,7 @@
 
 #include "runtime/ops/attention/paged_append.hpp"
 #include "runtime/ops/attention/paged_decode.hpp"
+#include "tests/runtime/decode_dims.hpp"
 #include "kjit/fast_div.h"
 
 #include <gtest/gtest.h>
@@ -163,6 +164,14 @@ TEST(AttentionPagedArgs, DecodeQAndOutputRules) {
                  {"num_splits must be in [0, ", "(0 = auto)"});
   decode_invalid([](PagedDecodeArgs& a) { a.lse.data = fake_ptr(0x80000 + 2); }, {"lse data pointer", "4-byte aligned"});
   decode_invalid([](PagedDecodeArgs& a) { a.kv_len_hint = -5; }, {"kv_len_hint must be >= 0"});
+  decode_invalid(
+      [](PagedDecodeArgs& a) {
+        a.merge = kjit::attention::DecodeMerge::kCluster;
+        a.num_splits = 12;
+      },
+      {"merge 'cluster' combines at most 8 splits", "num_splits=12"});
+  decode_invalid([](PagedDecodeArgs& a) { a.merge = static_cast<kjit::attention::DecodeMerge>(5); },
+                 {"merge must be one of 'auto', 'kernel', 'cluster'"});
 }
 
 TEST(AttentionPagedArgs, CacheRules) {
@@ -294,14 +303,7 @@ TEST(AttentionPagedPlan, FillsEveryResidentSlotOnH200) {
   constexpr int kH200SmemPerSm = 233472;
   for (int hd : {64, 128, 256}) EXPECT_EQ(ad::paged_ctas_per_sm(hd, kH200SmemPerSm), 2) << hd;
   EXPECT_EQ(ad::paged_ctas_per_sm(128, 10 * 1024), 1);  // never zero, even when nothing fits
-  ad::PagedDecodeDims d;
-  d.batch = 16;
-  d.q_heads = 32;
-  d.head_dim = 128;
-  d.group = 4;
-  d.cache.kv_heads = 8;
-  d.cache.page_size = 16;
-  d.cache.nnz = 16 * 256;
+  const ad::PagedDecodeDims d = paged_decode_dims(16, 4096, 32, 8, 128, 16);
   const ad::DecodePlan p =
       ad::plan_paged_decode(d, 0, 0, kH200Sms, ad::paged_ctas_per_sm(d.head_dim, kH200SmemPerSm));
   EXPECT_EQ(p.num_splits, 2);
@@ -329,7 +331,8 @@ TEST(AttentionPagedPlan, OpPlansTheFamilyPointOnTheDevice) {
   EXPECT_EQ(p.num_splits, expected.num_splits);
   EXPECT_EQ(p.ctas, expected.ctas);
   ASSERT_EQ(p.choice.family, &kjit::attention::paged_decode_family());
-  EXPECT_EQ(p.choice.family->describe(p.choice.point), "head_dim=128 rows=8");
+  EXPECT_EQ(p.choice.family->describe(p.choice.point),
+            p.num_splits > 1 ? "head_dim=128 rows=8 merge=cluster" : "head_dim=128 rows=8 merge=kernel");
   // The call's num_splits and kv_len_hint reach the planner through the dims.
   a.num_splits = 5;
   a.kv_len_hint = 64;
@@ -342,6 +345,55 @@ TEST(AttentionPagedPlan, OpPlansTheFamilyPointOnTheDevice) {
   p = Op::plan(d, h200());
   EXPECT_EQ(p.choice.family, nullptr);
   EXPECT_EQ(p.workspace_bytes, 0u);
+}
+
+// The case the cluster merge is for: B16 Hq32 Hkv8 D128 L4096 at page 16 plans two splits on
+// the H200 (two resident CTAs per SM), which on sm_90+ combine in clusters of 2 instead of a
+// second kernel; below sm_90 (and when forced) through the merge kernel. Same splits and
+// workspace either way.
+TEST(AttentionPagedPlan, TwoSplitsAtPage16MergeInClustersOnSm90) {
+  using Op = ad::PagedDecodeOp;
+  using kjit::attention::DecodeMerge;
+  ad::PagedDecodeDims d = paged_decode_dims(16, 4096, 32, 8, 128, 16);
+  const kjit::DeviceInfo h100 = planner_device(9, 0);
+  const kjit::DeviceInfo a100 = planner_device(8, 0);
+  const ad::DecodePlan cluster = Op::plan(d, h100);
+  EXPECT_EQ(cluster.num_splits, 2);
+  EXPECT_EQ(cluster.merge, DecodeMerge::kCluster);
+  EXPECT_EQ(cluster.choice.family->describe(cluster.choice.point), "head_dim=128 rows=8 merge=cluster");
+  EXPECT_EQ(Op::second_choice(d, cluster).family, nullptr);
+  const ad::DecodePlan kernel = Op::plan(d, a100);
+  EXPECT_EQ(kernel.num_splits, 2);
+  EXPECT_EQ(kernel.merge, DecodeMerge::kKernel);
+  EXPECT_EQ(Op::second_choice(d, kernel).family, &kjit::attention::decode_merge_family());
+  EXPECT_EQ(cluster.workspace_bytes, kernel.workspace_bytes);
+  EXPECT_GT(cluster.workspace_bytes, 0u);
+  d.requested_merge = DecodeMerge::kKernel;
+  EXPECT_EQ(Op::plan(d, h100).merge, DecodeMerge::kKernel);
+  // Forced cluster: every request count 2..8 clusters on sm_90, and sm_80 refuses.
+  d.requested_merge = DecodeMerge::kCluster;
+  for (int splits = 2; splits <= 8; ++splits) {
+    d.requested_splits = splits;
+    const ad::DecodePlan p = Op::plan(d, h100);
+    EXPECT_EQ(p.num_splits, splits);
+    EXPECT_EQ(p.merge, DecodeMerge::kCluster);
+    EXPECT_EQ(p.ctas, 16 * 8 * splits);
+  }
+  EXPECT_THROW(Op::plan(d, a100), kjit::Unsupported);
+  // A hint long enough for more than 8 splits: auto keeps the merge kernel, a forced cluster
+  // merge chooses among 1..8.
+  d.requested_splits = 0;
+  d.batch = 1;
+  d.kv_len_hint = 1 << 16;
+  d.cache.nnz = 4096;
+  d.requested_merge = DecodeMerge::kAuto;
+  const ad::DecodePlan many = Op::plan(d, h100);
+  EXPECT_GT(many.num_splits, 8);
+  EXPECT_EQ(many.merge, DecodeMerge::kKernel);
+  d.requested_merge = DecodeMerge::kCluster;
+  const ad::DecodePlan capped = Op::plan(d, h100);
+  EXPECT_EQ(capped.num_splits, 8);
+  EXPECT_EQ(capped.merge, DecodeMerge::kCluster);
 }
 
 TEST(AttentionPagedPlan, AppendGridAndPoint) {
@@ -370,10 +422,10 @@ TEST(AttentionPagedFamily, SpaceAndSpecs) {
   const kjit::Family& f = kjit::attention::paged_decode_family();
   EXPECT_EQ(f.name, "attention.paged_decode");
   EXPECT_EQ(f.min_sm, 80);
-  const kjit::ProgramSpec spec = f.spec({{"head_dim", "128"}, {"rows", "8"}});
-  // The decode kernel alone: a split plan's merge is attention.decode_merge's program.
+  const kjit::ProgramSpec spec = f.spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "kernel"}});
+  // The decode kernel alone: a split plan's merge kernel is attention.decode_merge's program.
   ASSERT_EQ(spec.name_expressions.size(), 1u);
-  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV>");
+  EXPECT_EQ(spec.name_expressions[0], "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV, false>");
   EXPECT_EQ(spec.source_name, "attention/decode.cu");
   const kjit::Family& g = kjit::attention::paged_append_family();
   EXPECT_EQ(g.name, "attention.paged_append");
@@ -399,7 +451,14 @@ TEST(AttentionPagedFamily, EverySpecializationCompiles) {
   std::vector<Job> jobs;
   for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
     for (const char* hd : {"64", "128", "256"}) {
-      for (const char* rows : {"8", "16"}) jobs.push_back({&kjit::attention::paged_decode_family(), {{"head_dim", hd}, {"rows", rows}}, arch});
+      for (const char* rows : {"8", "16"}) {
+        jobs.push_back({&kjit::attention::paged_decode_family(), {{"head_dim", hd}, {"rows", rows}, {"merge", "kernel"}}, arch});
+        // The cluster merge (sm_90+ only) on the H200's arch.
+        if (std::string(arch) == "sm_90a") {
+          jobs.push_back(
+              {&kjit::attention::paged_decode_family(), {{"head_dim", hd}, {"rows", rows}, {"merge", "cluster"}}, arch});
+        }
+      }
       for (const char* index : {"positions", "indptr"}) {
         jobs.push_back({&kjit::attention::paged_append_family(), {{"head_dim", hd}, {"index", index}}, arch});
       }

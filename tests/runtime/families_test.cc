@@ -86,10 +86,10 @@ TEST(Families, NameExpressionsArePinned) {
        {"kjit::rope::rotary_kernel<80, 1, int>", "kjit::rope::rotary_scalar_kernel<80, 1, int>"}},
       {"rotary", {{"style", "neox"}, {"head_dim", "128"}, {"pos", "i64"}}, "rotary/rotary.cu",
        {"kjit::rope::rotary_kernel<128, 0, long long>", "kjit::rope::rotary_scalar_kernel<128, 0, long long>"}},
-      {"attention.decode", {{"head_dim", "128"}, {"rows", "16"}}, "attention/decode.cu",
-       {"kjit::attention::decode_kernel<128, 16>"}},
-      {"attention.paged_decode", {{"head_dim", "64"}, {"rows", "8"}}, "attention/decode.cu",
-       {"kjit::attention::decode_kernel<64, 8, kjit::attention::PagedKV>"}},
+      {"attention.decode", {{"head_dim", "128"}, {"rows", "16"}, {"merge", "kernel"}}, "attention/decode.cu",
+       {"kjit::attention::decode_kernel<128, 16, kjit::attention::ContigKV, false>"}},
+      {"attention.paged_decode", {{"head_dim", "64"}, {"rows", "8"}, {"merge", "cluster"}}, "attention/decode.cu",
+       {"kjit::attention::decode_kernel<64, 8, kjit::attention::PagedKV, true>"}},
       {"attention.decode_merge", {{"head_dim", "256"}}, "attention/decode_merge.cu",
        {"kjit::attention::decode_merge_kernel<256>"}},
       {"attention.paged_append", {{"head_dim", "256"}, {"index", "indptr"}}, "attention/paged_append.cu",
@@ -161,7 +161,8 @@ TEST(Families, CompanionsNameAPointOfARegisteredFamily) {
   EXPECT_EQ(kjit::family("attention.decode").companion, "attention.decode_merge");
   EXPECT_EQ(kjit::family("attention.paged_decode").companion, "attention.decode_merge");
   const Family& d = kjit::family("attention.paged_decode");
-  EXPECT_EQ(d.companion_params(d.parse({{"head_dim", "256"}, {"rows", "16"}})), (ParamMap{{"head_dim", "256"}}));
+  EXPECT_EQ(d.companion_params(d.parse({{"head_dim", "256"}, {"rows", "16"}, {"merge", "cluster"}})),
+            (ParamMap{{"head_dim", "256"}}));
 }
 
 TEST(Families, ParseNamesWhatIsWrong) {
@@ -370,7 +371,7 @@ TEST(Families, APointWithJunkBeyondItsParametersIsInvalid) {
   const kjit::Family& f = kjit::family("attention.decode");
   kjit::Point pt = f.default_points()[0];
   EXPECT_EQ(f.invalid_reason(pt), "");
-  pt.index[5] = 1;  // decode has two parameters
+  pt.index[5] = 1;  // decode has three parameters
   EXPECT_NE(f.invalid_reason(pt), "");
 }
 
@@ -386,6 +387,7 @@ TEST(Families, PerformanceOnlyParametersArePinned) {
   }
   const std::set<std::string> expected = {
       "attention.decode.rows",         "attention.paged_decode.rows",          "attention.prefill.block_m",
+      "attention.decode.merge",        "attention.paged_decode.merge",
       "attention.paged_prefill.block_m", "attention.paged_prefill_sm90.block_m", "fp8.gemm.impl",
       "fp8.gemm.tile",                 "fp8.gemm.stages",                      "mla.swa_decode.group",
       "mla.swa_decode.kv_tile",        "mla.swa_decode.cluster_split"};
@@ -394,8 +396,11 @@ TEST(Families, PerformanceOnlyParametersArePinned) {
 
 TEST(Families, SameSemanticsIgnoresOnlyPerformanceOnlyParameters) {
   const Family& decode = kjit::family("attention.decode");
-  auto dp = [&](const char* hd, const char* rows) { return decode.parse({{"head_dim", hd}, {"rows", rows}}); };
+  auto dp = [&](const char* hd, const char* rows, const char* merge = "kernel") {
+    return decode.parse({{"head_dim", hd}, {"rows", rows}, {"merge", merge}});
+  };
   EXPECT_TRUE(decode.same_semantics(dp("128", "8"), decode, dp("128", "16")));
+  EXPECT_TRUE(decode.same_semantics(dp("128", "8"), decode, dp("128", "16", "cluster")));
   EXPECT_FALSE(decode.same_semantics(dp("128", "8"), decode, dp("64", "8")));
 
   // Across the two kernels of one op: the parameters both declare are compared; the mask only the

@@ -7,7 +7,8 @@
 // ops take: a repeat call probes the call memo once; a changed stride or address misses and gets
 // its own maps; a memoized GEMM or prefill plan is the one the planner gives afresh, also after
 // the device's tuning table changes or another input of the plan does; a hd64 ragged paged
-// prefill plans 192-row tiles and launches the three-consumer kernel. No kernel runs here
+// prefill plans 192-row tiles and launches the three-consumer kernel; a split decode merges in
+// clusters (or, where the device cannot hold them, through the merge kernel). No kernel runs here
 // (the stand-in computes nothing), so outputs are not checked: tests/gpu covers them. Skips when
 // the stand-in's host path is not the loaded driver.
 #include <kjit/device.hpp>
@@ -177,6 +178,108 @@ struct Gemm {
     return fd::GemmOp::launch_value(args, kjit::Runtime::global(), &refined);
   }
 };
+
+/// A contiguous decode B4 L2048 Hq32 Hkv8 D128 over its own buffers (nothing is read on the
+/// stand-in), with its workspace as the op's query sizes it.
+struct Decode {
+  static constexpr int64_t kB = 4, kL = 2048, kHq = 32, kHkv = 8, kD = 128;
+  DeviceBuffer q{kB * kHq * kD * 2}, k{kB * kL * kHkv * kD * 2}, v{kB * kL * kHkv * kD * 2}, out{kB * kHq * kD * 2};
+  kjit::attention::DecodeArgs args;
+  Decode(int splits, kjit::attention::DecodeMerge merge) {
+    args.q = TensorRef(q.get(), DType::kBF16, {kB, 1, kHq, kD});
+    args.k = TensorRef(k.get(), DType::kBF16, {kB, kL, kHkv, kD});
+    args.v = TensorRef(v.get(), DType::kBF16, {kB, kL, kHkv, kD});
+    args.out = TensorRef(out.get(), DType::kBF16, {kB, 1, kHq, kD});
+    args.num_splits = splits;
+    args.merge = merge;
+  }
+};
+
+/// Expects the decode step of `l` to launch `kernel` in clusters of `cluster` CTAs (1: none) and
+/// the merge step to launch the merge kernel exactly when `merge_kernel`.
+template <class Launch>
+void expect_decode_launch(const Launch& l, const std::string& kernel, uint32_t cluster, bool merge_kernel) {
+  ASSERT_NE(l.template step<0>().kernel, nullptr);
+  EXPECT_EQ(l.template step<0>().kernel->info().name_expression, kernel);
+  EXPECT_EQ(l.template step<0>().config.cluster[0], cluster);
+  EXPECT_EQ(l.template step<1>().kernel != nullptr, merge_kernel);
+}
+
+// On sm_90 a plan of 2..8 splits merges them in the decode kernel's clusters: one launch with
+// the cluster dimension, no merge program, no partials in the workspace (whose size does not
+// depend on the merge). A forced merge kernel launches twice.
+TEST_F(HostPath, SplitDecodesMergeInClustersOnSm90) {
+  using kjit::attention::DecodeMerge;
+  Decode a(4, DecodeMerge::kAuto);
+  const size_t need = kjit::attention::decode_workspace_bytes(a.args);
+  ASSERT_GT(need, 0u);
+  Decode forced(4, DecodeMerge::kKernel);
+  EXPECT_EQ(kjit::attention::decode_workspace_bytes(forced.args), need);
+  DeviceBuffer ws(need);
+  const auto l = kd::launch_value<ad::DecodeOp>(a.args, {ws.get(), need}, kjit::Runtime::global());
+  expect_decode_launch(l, "kjit::attention::decode_kernel<128, 8, kjit::attention::ContigKV, true>", 4, false);
+  EXPECT_EQ(l.step<0>().config.grid[0], 4u * 8 * 4);
+  EXPECT_EQ(l.step<0>().params.o_part, nullptr);
+  uint64_t before = launches();
+  kjit::attention::decode(a.args, ws.get(), need, nullptr);
+  EXPECT_EQ(launches(), before + 1) << "the decode kernel alone";
+  const auto lk = kd::launch_value<ad::DecodeOp>(forced.args, {ws.get(), need}, kjit::Runtime::global());
+  expect_decode_launch(lk, "kjit::attention::decode_kernel<128, 8, kjit::attention::ContigKV, false>", 1, true);
+  EXPECT_EQ(lk.step<1>().kernel->info().name_expression, "kjit::attention::decode_merge_kernel<128>");
+  before = launches();
+  kjit::attention::decode(forced.args, ws.get(), need, nullptr);
+  EXPECT_EQ(launches(), before + 2) << "decode, then merge";
+
+  // The paged decode the cluster merge is for: B16 Hq32 Hkv8 D128 L4096 at page 16 plans two
+  // splits, which merge in clusters of 2.
+  constexpr int64_t kB = 16, kPs = 16, kPages = kB * 4096 / kPs;
+  DeviceBuffer pool(kPages * kPs * 8 * 128 * 2), table(4 * (kB + 1 + kPages + kB)), out(kB * 32 * 128 * 2);
+  kjit::attention::PagedDecodeArgs p;
+  p.q = TensorRef(out.get(), DType::kBF16, {kB, 1, 32, 128});  // nothing reads it on the stand-in
+  p.out = p.q;
+  p.cache.k = TensorRef(pool.get(), DType::kBF16, {kPages, kPs, 8, 128});
+  p.cache.v = p.cache.k;
+  auto* t = static_cast<int32_t*>(table.get());
+  p.cache.indptr = TensorRef(t, DType::kI32, {kB + 1});
+  p.cache.page_indices = TensorRef(t + kB + 1, DType::kI32, {kPages});
+  p.cache.last_page_len = TensorRef(t + kB + 1 + kPages, DType::kI32, {kB});
+  const size_t paged_need = kjit::attention::paged_decode_workspace_bytes(p);
+  DeviceBuffer pws(std::max<size_t>(paged_need, 16));
+  const auto pl = kd::launch_value<ad::PagedDecodeOp>(p, {pws.get(), paged_need}, kjit::Runtime::global());
+  expect_decode_launch(pl, "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV, true>", 2, false);
+  EXPECT_EQ(pl.step<0>().config.grid[0], 256u);
+  before = launches();
+  kjit::attention::paged_decode(p, pws.get(), paged_need, nullptr);
+  EXPECT_EQ(launches(), before + 1);
+}
+
+// Where cuOccupancyMaxActiveClusters says the device cannot hold the plan's clusters at all
+// (the stand-in's KJIT_SIM_MAX_CLUSTER), an automatic cluster merge falls back to the merge
+// kernel over the same splits and the workspace the query sized; a forced one is Unsupported.
+TEST_F(HostPath, AClusterTheDeviceCannotHoldFallsBackToTheMergeKernel) {
+  using kjit::attention::DecodeMerge;
+  ASSERT_EQ(setenv("KJIT_SIM_MAX_CLUSTER", "4", 1), 0);
+  Decode a(6, DecodeMerge::kAuto);  // clusters of 6: not asked about before in this process
+  const size_t need = kjit::attention::decode_workspace_bytes(a.args);
+  DeviceBuffer ws(need);
+  const auto l = kd::launch_value<ad::DecodeOp>(a.args, {ws.get(), need}, kjit::Runtime::global());
+  expect_decode_launch(l, "kjit::attention::decode_kernel<128, 8, kjit::attention::ContigKV, false>", 1, true);
+  EXPECT_EQ(l.step<0>().params.num_splits, 6);
+  EXPECT_EQ(l.step<0>().params.o_part, static_cast<float*>(ws.get()));
+  const uint64_t before = launches();
+  kjit::attention::decode(a.args, ws.get(), need, nullptr);
+  EXPECT_EQ(launches(), before + 2);
+  Decode forced(7, DecodeMerge::kCluster);
+  try {
+    kjit::attention::decode(forced.args, ws.get(), kjit::attention::decode_workspace_bytes(forced.args), nullptr);
+    ADD_FAILURE() << "no error for a forced cluster merge the device cannot hold";
+  } catch (const kjit::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("merge 'cluster': device 0 cannot hold a thread-block cluster of 7 decode CTAs"),
+              std::string::npos)
+        << e.what();
+  }
+  ASSERT_EQ(unsetenv("KJIT_SIM_MAX_CLUSTER"), 0);
+}
 
 /// Field by field: a LaunchConfig has padding, which a copy need not carry.
 bool same_config(const kjit::LaunchConfig& a, const kjit::LaunchConfig& b) {

@@ -55,6 +55,7 @@ TEST(NameTables, ListTheirEnumsInOrderAndRoundTrip) {
   expect_table(kJitModeNames, "jit mode");
   expect_table(attention::kAttentionVariantNames, "variant");
   expect_table(attention::kPackGqaNames, "pack_gqa");
+  expect_table(attention::kDecodeMergeNames, "merge");
   expect_table(kRotaryStyleNames, "style");
   expect_table(fp8::kScaleModeNames, "scale_mode");
   expect_table(fp8::kGemmKernelNames, "kernel");
@@ -67,6 +68,7 @@ TEST(NameTables, TheNameFunctionsReadThem) {
     EXPECT_STREQ(jit_mode_name(row.value), row.name);
     EXPECT_EQ(RuntimeConfig::parse_jit_mode(row.name, "KJIT_JIT"), row.value);
   }
+  for (const auto& row : attention::kDecodeMergeNames) EXPECT_STREQ(attention::decode_merge_name(row.value), row.name);
   for (const auto& row : attention::kAttentionVariantNames) {
     EXPECT_STREQ(attention::variant_name(row.value), row.name);
     EXPECT_EQ(attention::detail::parse_variant(row.name), row.value) << "KJIT_ATTN_VARIANT=" << row.name;
@@ -81,6 +83,16 @@ TEST(NameTables, TheNameFunctionsReadThem) {
 }
 
 TEST(NameTables, TheFamiliesSpellTheSameValues) {
+  // The decode families' merge values are the table's but auto, codes included.
+  for (const char* name : {"attention.decode", "attention.paged_decode"}) {
+    const Family& f = kjit::family(name);
+    const auto& merges = f.params[static_cast<size_t>(f.param_index("merge"))].values;
+    ASSERT_EQ(merges.size() + 1, std::size(attention::kDecodeMergeNames)) << name;
+    for (size_t i = 0; i < merges.size(); ++i) {
+      EXPECT_EQ(merges[i].text, attention::kDecodeMergeNames[i + 1].name) << name;
+      EXPECT_EQ(merges[i].code, static_cast<int64_t>(attention::kDecodeMergeNames[i + 1].value)) << name;
+    }
+  }
   // The rotary family's style values are the table, codes included (the kernels' kStyle).
   const Family& rotary = kjit::family("rotary");
   const auto& styles = rotary.params[static_cast<size_t>(rotary.param_index("style"))].values;

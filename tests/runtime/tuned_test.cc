@@ -190,6 +190,7 @@ kjit::cache::TuneEntry decode_entry(const TunedChoice& winner, const TunedChoice
   const auto& op = ad::DecodeOp::tune_spec();
   kjit::cache::TuneEntry e;
   e.op = "decode";
+  e.planner = op.planner;
   e.bucket = std::move(bucket);
   e.winner = stored(winner, op, 128, 40000);
   e.default_choice = stored(def, op, 128, 40000);
@@ -201,7 +202,13 @@ TEST(TunedTable, StoredChoicesAreCheckedAgainstTheDevice) {
   const ad::DecodeDims d = decode_dims(1, 4096, 32, 8, 128);
   const std::vector<TunedChoice> c = ad::DecodeOp::tune_candidates(d, info);
   const TunedChoice def = ad::DecodeOp::tuned_choice(d, ad::DecodeOp::plan(d, info));
-  TunedChoice win = c.back();
+  // The last merge-kernel candidate: a cluster one would be dropped on the sm_80 below for its
+  // clusters before its shared memory.
+  TunedChoice win;
+  for (const TunedChoice& x : c) {
+    if (ad::merge_of(x) == kjit::attention::DecodeMerge::kKernel) win = x;
+  }
+  ASSERT_NE(win.family, nullptr);
   kjit::cache::TuneTable file;
   file.entries.push_back(decode_entry(win, def, {128, 4, 8, 4096}));
   // Where the default won there is nothing to load.
@@ -346,7 +353,9 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   const DeviceInfo info = h200();
   const auto& op = fd::GemmOp::tune_spec();
   EXPECT_EQ(op.planner, 3);
-  EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 1);
+  // decode and paged_decode 2: the cluster merge on sm_90+ (and points name merge).
+  EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 2);
+  EXPECT_EQ(ad::PagedDecodeOp::tune_spec().planner, 2);
   // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64; 3: the pack_gqa knob
   // and the GQA group in the bucket.
   EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 3);
@@ -396,22 +405,6 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
 
 // ---- paged decode, prefill, SWA decode ---------------------------------------------------------
 
-ad::PagedDecodeDims paged_dims(int64_t batch, int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                               int64_t page) {
-  ad::PagedDecodeDims d;
-  d.batch = batch;
-  d.q_heads = q_heads;
-  d.head_dim = head_dim;
-  d.group = q_heads / kv_heads;
-  d.cache.batch = batch;
-  d.cache.kv_heads = kv_heads;
-  d.cache.head_dim = head_dim;
-  d.cache.page_size = page;
-  d.cache.nnz = batch * ((len + page - 1) / page);
-  d.cache.num_pages = d.cache.nnz;
-  return d;
-}
-
 ad::PrefillDims prefill_dims(int64_t batch, int64_t q_len, int64_t kv_len, int64_t q_heads, int64_t kv_heads,
                              int64_t head_dim) {
   ad::PrefillDims d;
@@ -441,7 +434,7 @@ md::SwaDims swa_dims(int64_t tokens, int64_t heads, int64_t window) {
 TEST(TuneCandidates, PagedDecodeEnumeratesRowsAndSplitsOfThePagedFamily) {
   for (const DeviceInfo& info : {a100(), l40s(), h100_pcie(), h200()}) {
     SCOPED_TRACE(info.name);
-    const ad::PagedDecodeDims d = paged_dims(4, 4096, 32, 8, 128, 16);
+    const ad::PagedDecodeDims d = paged_decode_dims(4, 4096, 32, 8, 128, 16);
     const std::vector<TunedChoice> c = ad::PagedDecodeOp::tune_candidates(d, info);
     ASSERT_FALSE(c.empty());
     std::set<int> rows, splits;
@@ -466,7 +459,7 @@ TEST(TuneCandidates, PagedDecodeEnumeratesRowsAndSplitsOfThePagedFamily) {
   const TunedChoice contiguous = ad::DecodeOp::tune_candidates(cd, h200()).front();
   EXPECT_NE(ad::PagedDecodeOp::tune_spec().fits(contiguous, h200()), "");
   ad::DecodePlan p;
-  EXPECT_FALSE(ad::PagedDecodeOp::apply_tuned(paged_dims(1, 4096, 32, 8, 128, 16), h200(), contiguous, &p));
+  EXPECT_FALSE(ad::PagedDecodeOp::apply_tuned(paged_decode_dims(1, 4096, 32, 8, 128, 16), h200(), contiguous, &p));
 }
 
 TEST(TuneCandidates, PrefillOffersTheWgmmaKernelOnlyWhereItRuns) {
@@ -582,11 +575,11 @@ TEST(TuneCandidates, SwaDecodeGroupsTilesAndSplitsPrunedPerDevice) {
 
 TEST(TuneBuckets, NewOpsFollowTheDocumentedRules) {
   TunedKey k{};
-  ASSERT_TRUE(ad::PagedDecodeOp::tune_key(paged_dims(3, 1000, 32, 8, 128, 16), &k));
+  ASSERT_TRUE(ad::PagedDecodeOp::tune_key(paged_decode_dims(3, 1000, 32, 8, 128, 16), &k));
   EXPECT_EQ(k.op, static_cast<int32_t>(kjit::detail::TuneOpId::kPagedDecode));
   // 3 requests of 63 pages of 16: 1008 tokens each planned.
   EXPECT_EQ(std::vector<int32_t>(k.bucket, k.bucket + 6), (std::vector<int32_t>{128, 4, 32, 1024, 16, 0}));
-  ad::PagedDecodeDims hinted = paged_dims(3, 1000, 32, 8, 128, 16);
+  ad::PagedDecodeDims hinted = paged_decode_dims(3, 1000, 32, 8, 128, 16);
   hinted.kv_len_hint = 3000;
   ASSERT_TRUE(ad::PagedDecodeOp::tune_key(hinted, &k));
   EXPECT_EQ(k.bucket[3], 4096);
@@ -640,7 +633,7 @@ TEST(TunedTable, NewOpsPlanPathsTakeAStoredChoice) {
   DeviceInfo info = h200();
   info.ordinal = 9;
   // Paged decode: rows 16 and 6 splits where the planner picks otherwise.
-  const ad::PagedDecodeDims pd = paged_dims(2, 4096, 32, 8, 128, 16);
+  const ad::PagedDecodeDims pd = paged_decode_dims(2, 4096, 32, 8, 128, 16);
   TunedChoice paged;
   for (const TunedChoice& c : ad::PagedDecodeOp::tune_candidates(pd, info)) {
     if (c.knobs[0] == 6 && c.family->value(c.point, "rows").code == 16) paged = c;
@@ -941,7 +934,7 @@ void expect_split_candidates_run_as_stored(const typename Op::Dims& d, const Dev
 TEST(TuneCandidates, SplitKvOpsOfferEachCountTheyRunOnce) {
   for (const DeviceInfo& info : {a100(), l40s(), h200()}) {
     expect_split_candidates_run_as_stored<ad::DecodeOp>(decode_dims(2, 3000, 32, 8, 128), info);
-    expect_split_candidates_run_as_stored<ad::PagedDecodeOp>(paged_dims(2, 3000, 32, 8, 128, 16), info);
+    expect_split_candidates_run_as_stored<ad::PagedDecodeOp>(paged_decode_dims(2, 3000, 32, 8, 128, 16), info);
     expect_split_candidates_run_as_stored<md::SwaDecodeOp>(swa_dims(64, 128, 128), info);
   }
 }

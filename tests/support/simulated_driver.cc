@@ -14,8 +14,9 @@
 //               image's bytes; MAX_THREADS_PER_BLOCK is the device's 1024, SHARED_SIZE_BYTES 0
 //   launches    cuLaunchKernelEx checks the config (non-empty grid, 1..1024 threads, dynamic
 //               shared memory within 48 KB or the kernel's raised limit, a kernel and its
-//               parameters) and counts the launch; no kernel runs, no output is written; it
-//               takes no host time unless kjitSimSetLaunchNs() asked for some
+//               parameters, a cluster of at most 8 CTAs that divides the grid) and counts the
+//               launch; no kernel runs, no output is written; it takes no host time unless
+//               kjitSimSetLaunchNs() asked for some
 //   TMA maps    cuTensorMapEncodeTiled checks the geometry as the driver documents it (rank,
 //               16-byte aligned base and strides, boxes of 1..256, a swizzled box row within its
 //               span) and writes its arguments packed into the 128 bytes: a deterministic
@@ -25,7 +26,9 @@
 //               cuThreadExchangeStreamCaptureMode keeps a mode per thread; cuLibraryLoadData
 //               refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) while a global-mode capture is
 //               open, unless the calling thread's mode is relaxed, as the driver does
-//   the rest    clusters per device: SMs / cluster size; synchronizing waits for nothing
+//   the rest    clusters per device: SMs / cluster size, or 0 for clusters larger than
+//               KJIT_SIM_MAX_CLUSTER when that is set (read at each query: a device that cannot
+//               hold such clusters); synchronizing waits for nothing
 // kjitSimLaunches() (extern "C") returns the launches accepted so far, kjitSimLastKernel() the
 // name of the kernel the calling thread launched last (null before its first launch), and
 // kjitSimSetLaunchNs(ns) makes each accepted launch spin for `ns` nanoseconds of the calling
@@ -329,6 +332,14 @@ CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** 
   if (static_cast<int>(c->sharedMemBytes) > kernel->max_dynamic_smem.load(std::memory_order_relaxed)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    const auto& d = c->attrs[i].value.clusterDim;
+    if (d.x == 0 || d.y == 0 || d.z == 0 || uint64_t{d.x} * d.y * d.z > 8 || c->gridDimX % d.x != 0 ||
+        c->gridDimY % d.y != 0 || c->gridDimZ % d.z != 0) {
+      return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+  }
   launches.fetch_add(1, std::memory_order_relaxed);
   last_kernel = kernel->name.c_str();
   if (const uint64_t ns = launch_ns.load(std::memory_order_relaxed); ns != 0) {
@@ -347,6 +358,9 @@ CUresult CUDAAPI occupancy_max_active_clusters(int* clusters, CUfunction f, cons
     if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) size = c->attrs[i].value.clusterDim.x;
   }
   *clusters = 132 / static_cast<int>(size == 0 ? 1 : size);
+  if (const char* max = std::getenv("KJIT_SIM_MAX_CLUSTER"); max != nullptr && size > std::strtoul(max, nullptr, 10)) {
+    *clusters = 0;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -2,7 +2,7 @@
 """kjit prefill, paged decode and ragged paged prefill beside their peers, in one process on one GPU.
 
     python3 tools/bench/bench_attention.py [--json out.json] [--seed N] [--prefill-only | --paged-only]
-                                           [--sweep]
+                                           [--sweep] [--merge MODE [MODE ...]]
 
 kjit runs through its Python package (kjit.attention.* on the torch tensors, torch's current
 stream; forced kernels and split counts are the ops' variant= / num_splits= arguments and
@@ -19,7 +19,7 @@ plan_paged_prefill's variant=). The script
      (4 · B · H · Lq · Lkv · D for full);
   3. times paged decode at page sizes 1, 16 and 64 against kjit's contiguous decode at B16 Hq32 Hkv8
      D128 L4096, the pools a random permutation of pages, rotating K/V sets so every call streams
-     from DRAM (target: page 16 ≥ 0.95, page 1 ≥ 0.85 of contiguous);
+     from DRAM (target: page 16 ≥ 0.97, page 1 ≥ 0.85 of contiguous);
   4. times the ragged paged prefill (page 16) against the dense prefill (the same mma.sync kernel
      body) at the same total work (B4 H32 L4096 D128 causal as four packed requests), and a
      mixed-length batch (target ≥ 0.9).
@@ -28,6 +28,9 @@ paged decode alone; --sweep adds step 3 at every forced split count (1-4), each 
 and the decoder layer's mixed-length paged decode (B8/32/128, Hq64 Hkv8, page 16, lengths
 layer_model.MIXED_PATTERN) at the planner's and every forced split count beside the contiguous
 decode of the same lengths.
+--merge forces how the decodes combine their KV splits (the ops' merge=: "auto", "kernel" (the
+merge kernel) or "cluster" (thread-block clusters, sm_90+)); with several modes step 3 times each
+page size under each, in this process, so the modes compare on one GPU and one set of inputs.
 Every timing is a CUDA graph of the calls replayed with triton.testing.do_bench (median), so host
 launch cost is excluded for everyone. A compact table is printed last.
 """
@@ -108,21 +111,21 @@ class Kjit:
         """variant: "auto", "mma" (mma.sync kernel) or "wgmma" (the Hopper kernel)."""
         kjit.attention.prefill(q, k, v, mask=mask, causal=causal, out=out, lse=lse, block_m=block_m, variant=variant)
 
-    def paged_decode_workspace(self, q, cache, hint=0, splits=0):
+    def paged_decode_workspace(self, q, cache, hint=0, splits=0, merge="auto"):
         n = kjit.attention.paged_decode_workspace_bytes(q, cache.k, cache.v, cache.indptr, cache.indices, cache.last,
-                                                        num_splits=splits, kv_len_hint=hint)
+                                                        num_splits=splits, kv_len_hint=hint, merge=merge)
         return torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
 
-    def paged_decode(self, q, cache, out, ws, lse=None, hint=0, splits=0):
+    def paged_decode(self, q, cache, out, ws, lse=None, hint=0, splits=0, merge="auto"):
         kjit.attention.paged_decode(q, cache.k, cache.v, cache.indptr, cache.indices, cache.last, out=out, lse=lse,
-                                    num_splits=splits, kv_len_hint=hint, workspace=ws)
+                                    num_splits=splits, kv_len_hint=hint, merge=merge, workspace=ws)
 
-    def decode_workspace(self, q, k, v):
-        n = kjit.attention.decode_workspace_bytes(q, k, v)
+    def decode_workspace(self, q, k, v, merge="auto"):
+        n = kjit.attention.decode_workspace_bytes(q, k, v, merge=merge)
         return torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
 
-    def decode(self, q, k, v, lens, out, ws):
-        kjit.attention.decode(q, k, v, lens, out=out, workspace=ws)
+    def decode(self, q, k, v, lens, out, ws, merge="auto"):
+        kjit.attention.decode(q, k, v, lens, out=out, merge=merge, workspace=ws)
 
     def plan(self, q_lens, D, tile_rows=0, variant="auto", cache=None, q_heads=0, causal=False, kv_heads=0,
              pack_gqa=None):
@@ -370,7 +373,8 @@ def bench_prefill(kj, B, H, L, D, causal, gen):
     return row
 
 
-def bench_paged_decode(kj, gen, sweep=False):
+def bench_paged_decode(kj, gen, sweep=False, merges=("auto",)):
+    """Step 3 under each merge of `merges` (the contiguous baseline under the first)."""
     B, Hq, Hkv, D, L = DECODE_SHAPE
     kv_bytes = 2 * B * L * Hkv * D * 2
     io_bytes = kv_bytes + 2 * B * Hq * D * 2
@@ -380,48 +384,56 @@ def bench_paged_decode(kj, gen, sweep=False):
     vs = [torch.randn(B, L, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(n_sets)]
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
     out = torch.empty_like(q)
-    ws = kj.decode_workspace(q, ks[0], vs[0])
+    ws = kj.decode_workspace(q, ks[0], vs[0], merges[0])
     rows = []
-    contig_us = graph_time_us(lambda i: kj.decode(q, ks[i], vs[i], lens, out, ws), n_sets)
+    contig_us = graph_time_us(lambda i: kj.decode(q, ks[i], vs[i], lens, out, ws, merges[0]), n_sets)
     ref = torch.empty_like(q)
-    kj.decode(q, ks[0], vs[0], lens, ref, ws)
-    rows.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} contiguous", "us": contig_us,
-                 "gbps": io_bytes / (contig_us * 1e-6) / 1e9, "vs_contiguous": 1.0, "ok": True})
+    kj.decode(q, ks[0], vs[0], lens, ref, ws, merges[0])
+    named = len(merges) > 1 or merges[0] != "auto"  # name the merge in the rows
+    rows.append({"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} contiguous" + (f" merge={merges[0]}" if named else ""),
+                 "us": contig_us, "gbps": io_bytes / (contig_us * 1e-6) / 1e9, "vs_contiguous": 1.0, "ok": True})
     for ps in PAGE_SIZES:
         caches = []
         for i in range(n_sets):
             caches.append(PagedCache(ks[i], vs[i], [L] * B, ps, gen, spare=0))
-        pws = kj.paged_decode_workspace(q, caches[0])
-        kj.paged_decode(q, caches[0], out, pws)
-        torch.cuda.synchronize()
-        err = rel_l2(out, ref)
-        us = graph_time_us(lambda i: kj.paged_decode(q, caches[i], out, pws), n_sets)
-        target = 0.85 if ps == 1 else 0.95
-        row = {"shape": f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} page {ps}", "us": us,
-               "gbps": io_bytes / (us * 1e-6) / 1e9, "vs_contiguous": contig_us / us, "target": target,
-               "rel_l2_vs_contiguous": err, "ok": err <= TOL}
-        if sweep:  # every forced split count, each checked against the contiguous output
-            row["splits_us"] = {}
-            for sp in (1, 2, 3, 4):
-                sws = kj.paged_decode_workspace(q, caches[0], splits=sp)
-                kj.paged_decode(q, caches[0], out, sws, splits=sp)
-                torch.cuda.synchronize()
-                row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
-                row["splits_us"][sp] = graph_time_us(lambda i, sp=sp, sws=sws: kj.paged_decode(q, caches[i], out, sws,
-                                                                                               splits=sp), n_sets)
-            print(f"paged decode page {ps} (contiguous {contig_us:.1f} us, planner {us:.1f} us): " +
-                  ", ".join(f"{sp} splits {t:.1f} us" for sp, t in row["splits_us"].items()))
-        rows.append(row)
+        for merge in merges:
+            shape = f"B{B} Hq{Hq} Hkv{Hkv} D{D} L{L} page {ps}" + (f" merge={merge}" if named else "")
+            try:
+                pws = kj.paged_decode_workspace(q, caches[0], merge=merge)
+                kj.paged_decode(q, caches[0], out, pws, merge=merge)
+            except kjit.Unsupported as e:  # merge="cluster" below sm_90
+                print(f"paged decode {shape}: {str(e).splitlines()[0]}")
+                continue
+            torch.cuda.synchronize()
+            err = rel_l2(out, ref)
+            us = graph_time_us(lambda i, pws=pws, merge=merge: kj.paged_decode(q, caches[i], out, pws, merge=merge),
+                               n_sets)
+            target = 0.85 if ps == 1 else 0.97
+            row = {"shape": shape, "merge": merge, "us": us, "gbps": io_bytes / (us * 1e-6) / 1e9,
+                   "vs_contiguous": contig_us / us, "target": target, "rel_l2_vs_contiguous": err, "ok": err <= TOL}
+            if sweep:  # every forced split count, each checked against the contiguous output
+                row["splits_us"] = {}
+                for sp in (1, 2, 3, 4):
+                    sws = kj.paged_decode_workspace(q, caches[0], splits=sp, merge=merge)
+                    kj.paged_decode(q, caches[0], out, sws, splits=sp, merge=merge)
+                    torch.cuda.synchronize()
+                    row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
+                    row["splits_us"][sp] = graph_time_us(
+                        lambda i, sp=sp, sws=sws, merge=merge: kj.paged_decode(q, caches[i], out, sws, splits=sp,
+                                                                               merge=merge), n_sets)
+                print(f"paged decode page {ps} merge={merge} (contiguous {contig_us:.1f} us, planner {us:.1f} us): "
+                      + ", ".join(f"{sp} splits {t:.1f} us" for sp, t in row["splits_us"].items()))
+            rows.append(row)
         del caches
         torch.cuda.empty_cache()
     return rows
 
 
-def bench_paged_decode_mixed(kj, gen, batch):
+def bench_paged_decode_mixed(kj, gen, batch, merge="auto"):
     """The decoder layer's mixed-length paged decode (layer_model.MIXED_PATTERN lengths, mean
     4096; 64 query heads, 8 KV heads, head_dim 128, page 16, kv_len_hint = the longest request),
-    at the planner's split count and every forced one, each checked against the contiguous
-    decode of the same lengths."""
+    at the planner's split count and every forced one under `merge`, each checked against the
+    contiguous decode of the same lengths."""
     import layer_model as lm
     Hq, Hkv, D, ps = 64, 8, 128, 16
     lens = [lm.MIXED_PATTERN[i % len(lm.MIXED_PATTERN)] for i in range(batch)]
@@ -435,16 +447,16 @@ def bench_paged_decode_mixed(kj, gen, batch):
     kj.decode(q, k, v, lens_t, ref, ws)
     contig_us = graph_time_us(lambda i: kj.decode(q, k, v, lens_t, out, ws), 1)
     cache = PagedCache(k, v, lens, ps, gen, spare=0)
-    row = {"shape": f"B{batch} Hq{Hq} Hkv{Hkv} D{D} mixed (max {L}) page {ps}", "contiguous_us": contig_us,
-           "splits_us": {}, "ok": True}
+    row = {"shape": f"B{batch} Hq{Hq} Hkv{Hkv} D{D} mixed (max {L}) page {ps} merge {merge}",
+           "contiguous_us": contig_us, "splits_us": {}, "ok": True}
     for sp in (0, 1, 2, 3, 4, 6, 8):
-        pws = kj.paged_decode_workspace(q, cache, hint=L, splits=sp)
+        pws = kj.paged_decode_workspace(q, cache, hint=L, splits=sp, merge=merge)
         out.fill_(float("nan"))
-        kj.paged_decode(q, cache, out, pws, hint=L, splits=sp)
+        kj.paged_decode(q, cache, out, pws, hint=L, splits=sp, merge=merge)
         torch.cuda.synchronize()
         row["ok"] = row["ok"] and rel_l2(out, ref) <= TOL
         row["splits_us"][sp] = graph_time_us(lambda i, sp=sp, pws=pws: kj.paged_decode(q, cache, out, pws, hint=L,
-                                                                                       splits=sp), 1)
+                                                                                       splits=sp, merge=merge), 1)
     print(f"paged decode {row['shape']} (contiguous {contig_us:.1f} us): " +
           ", ".join(f"{'planner' if sp == 0 else f'{sp} splits'} {t:.1f} us" for sp, t in row["splits_us"].items()) +
           ("" if row["ok"] else " FAIL"))
@@ -495,6 +507,9 @@ def main():
     ap.add_argument("--paged-only", action="store_true", help="paged decode checks and timings only")
     ap.add_argument("--sweep", action="store_true",
                     help="also time paged decode at every forced split count, and at mixed lengths")
+    ap.add_argument("--merge", nargs="+", default=["auto"], choices=kjit.attention.DECODE_MERGES, metavar="MODE",
+                    help="how the decodes of step 3 combine their splits: " + ", ".join(kjit.attention.DECODE_MERGES)
+                    + " (several: each page size under each; the contiguous baseline under the first)")
     args = ap.parse_args()
     require_gpu()
     kj = Kjit()
@@ -513,9 +528,9 @@ def main():
         print(f"prefill {r['shape']}: kjit {r['kjit_us']:.0f} us, rel_l2 {r['rel_l2']:.2e}"
               + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
         torch.cuda.empty_cache()
-    decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen, args.sweep)
-    mixed_rows = [bench_paged_decode_mixed(kj, gen, b) for b in (8, 32, 128)] if args.sweep and not args.prefill_only \
-        else []
+    decode_rows = [] if args.prefill_only else bench_paged_decode(kj, gen, args.sweep, tuple(args.merge))
+    mixed_rows = [bench_paged_decode_mixed(kj, gen, b, m) for b in (8, 32, 128) for m in args.merge] \
+        if args.sweep and not args.prefill_only else []
     ragged_rows = [] if args.prefill_only or args.paged_only else bench_ragged(kj, gen)
 
     print()
@@ -530,11 +545,11 @@ def main():
               f"{fmt(wg / r['cudnn_tflops'] if wg and r.get('cudnn_tflops') else None, '12.2f')} "
               f"{fmt(r['mma_over_fa2'], '8.2f')} {'yes' if r['ok'] else 'NO':>4}")
     print()
-    head = f"{'paged decode':<42} {'us':>8} {'GB/s':>7} {'vs contig':>10} {'target':>7} {'ok':>4}"
+    head = f"{'paged decode':<56} {'us':>8} {'GB/s':>7} {'vs contig':>10} {'target':>7} {'ok':>4}"
     print(head)
     print("-" * len(head))
     for r in decode_rows:
-        print(f"{r['shape']:<42} {r['us']:8.1f} {r['gbps']:7.0f} {r['vs_contiguous']:10.2f} "
+        print(f"{r['shape']:<56} {r['us']:8.1f} {r['gbps']:7.0f} {r['vs_contiguous']:10.2f} "
               f"{fmt(r.get('target'), '7.2f')} {'yes' if r['ok'] else 'NO':>4}")
     print()
     head = f"{'ragged paged prefill (page 16)':<48} {'paged TF/s':>11} {'dense TF/s':>11} {'paged/dense':>12} {'ok':>4}"

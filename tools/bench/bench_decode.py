@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kjit GQA decode attention beside its peers on one GPU, in one process, on the same tensors.
 
-    python3 tools/bench/bench_decode.py [--json out.json] [--seed N] [--sweep-splits]
+    python3 tools/bench/bench_decode.py [--json out.json] [--seed N] [--sweep-splits] [--merge MODE [MODE ...]]
 
 kjit runs through its Python package (kjit.attention.decode on the torch tensors, torch's current
 stream, a workspace of the size kjit.attention.decode_workspace_bytes gives). For each shape the
@@ -17,6 +17,12 @@ script
      is divided by the number of calls. kjit's eager (Python call + launch) time is reported too.
 
 GB/s counts q + K + V bytes read plus out written.
+
+--merge forces how kjit combines its KV splits (kjit.attention.decode's merge=: "auto", "kernel"
+(the merge kernel) or "cluster" (thread-block clusters, sm_90+)) in every kjit call: the checks,
+the table (the first mode) and --sweep-splits. With several modes each shape is also timed under
+each (kjit_<mode>_us), and the split sweep runs under each (cluster: at most 8 splits), in this
+process, so the modes compare on one GPU and one set of inputs.
 """
 import json
 import math
@@ -44,25 +50,28 @@ MAX_SETS = 128
 TOL = 1e-2
 
 class Kjit:
-    """kjit's decode with a workspace per (shape, split count), sized by the package's query."""
+    """kjit's decode with a workspace per (shape, split count, merge), sized by the package's query;
+    `merge` is the split merge of every call that names none."""
 
-    def __init__(self):
+    def __init__(self, merge="auto"):
         self.ws = {}
+        self.merge = merge
 
-    def workspace(self, q, k, v, splits):
-        key = (tuple(q.shape), tuple(k.shape), splits)
+    def workspace(self, q, k, v, splits, merge=None):
+        merge = merge or self.merge
+        key = (tuple(q.shape), tuple(k.shape), splits, merge)
         if key not in self.ws:
-            n = kjit.attention.decode_workspace_bytes(q, k, v, num_splits=splits)
+            n = kjit.attention.decode_workspace_bytes(q, k, v, num_splits=splits, merge=merge)
             self.ws[key] = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
         return self.ws[key]
 
     def decode(self, q, k, v, lens, out, mask=None, lse=None, scale=0.0, splits=0):
         kjit.attention.decode(q, k, v, lens, mask=mask, out=out, lse=lse, scale=scale, num_splits=splits,
-                              workspace=self.workspace(q, k, v, splits))
+                              merge=self.merge, workspace=self.workspace(q, k, v, splits))
 
-    def decode_fast(self, q, k, v, lens, out, ws):
+    def decode_fast(self, q, k, v, lens, out, ws, merge=None):
         """The benchmarked call: per-sequence lengths, no mask, no lse, default scale, auto splits."""
-        kjit.attention.decode(q, k, v, lens, out=out, workspace=ws)
+        kjit.attention.decode(q, k, v, lens, out=out, merge=merge or self.merge, workspace=ws)
 
 
 def reference(q, k, v, lens, mask=None, scale=None):
@@ -117,7 +126,8 @@ def check_options(kj, B, Hq, Hkv, D, L, gen):
     return results
 
 
-def bench_shape(kj, B, Hq, Hkv, D, L, gen):
+def bench_shape(kj, B, Hq, Hkv, D, L, gen, merges=()):
+    """The shape's row (kjit under kj.merge), and kjit under each of `merges` as kjit_<mode>_us."""
     kv_bytes = 2 * B * L * Hkv * D * 2
     io_bytes = kv_bytes + 2 * B * Hq * D * 2
     n_sets = int(min(MAX_SETS, max(2, math.ceil(ROTATE_BYTES / kv_bytes))))
@@ -138,6 +148,17 @@ def bench_shape(kj, B, Hq, Hkv, D, L, gen):
     row["ok"] = row["rel_l2"] <= TOL and bool(torch.isfinite(out).all())
 
     row["kjit_us"] = graph_time_us(lambda i: kj.decode_fast(q, ks[i], vs[i], lens, out, ws), n_sets)
+    for merge in merges:
+        try:
+            mws = kj.workspace(q, ks[0], vs[0], 0, merge)
+            kj.decode_fast(q, ks[0], vs[0], lens, out, mws, merge)
+        except kjit.Unsupported as e:  # merge="cluster" below sm_90
+            row[f"kjit_{merge}_error"] = str(e).splitlines()[0][:200]
+            continue
+        torch.cuda.synchronize()
+        row["ok"] = row["ok"] and rel_l2(out, ref_out) <= TOL
+        row[f"kjit_{merge}_us"] = graph_time_us(
+            lambda i, mws=mws, merge=merge: kj.decode_fast(q, ks[i], vs[i], lens, out, mws, merge), n_sets)
     counter = [0]
 
     def eager():
@@ -170,8 +191,10 @@ def bench_shape(kj, B, Hq, Hkv, D, L, gen):
     return row
 
 
-def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)):
-    """Graph-replayed µs of kjit decode for each forced split count (the planner's tuning data)."""
+def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), merge=None):
+    """Graph-replayed µs of kjit decode for each forced split count (the planner's tuning data) under
+    `merge` (kj.merge when None; "cluster" takes at most 8 splits)."""
+    merge = merge or kj.merge
     kv_bytes = 2 * B * L * Hkv * D * 2
     n_sets = int(min(MAX_SETS, max(2, math.ceil(ROTATE_BYTES / kv_bytes))))
     q = torch.randn(B, 1, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -181,12 +204,16 @@ def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24
     out = torch.empty_like(q)
     times = {}
     for s in (0,) + tuple(splits):
-        if s and (L + s - 1) // s < 16:
+        if s and (L + s - 1) // s < 16 or (merge == "cluster" and s > 8):
             continue
-        ws = kj.workspace(q, ks[0], vs[0], s)
+        try:
+            ws = kj.workspace(q, ks[0], vs[0], s, merge)
+            kjit.attention.decode(q, ks[0], vs[0], lens, out=out, num_splits=s, merge=merge, workspace=ws)
+        except kjit.Unsupported:  # merge="cluster" below sm_90
+            break
 
         def step(i, s=s, ws=ws):
-            kjit.attention.decode(q, ks[i], vs[i], lens, out=out, num_splits=s, workspace=ws)
+            kjit.attention.decode(q, ks[i], vs[i], lens, out=out, num_splits=s, merge=merge, workspace=ws)
         times[s] = graph_time_us(step, n_sets)
     del ks, vs
     torch.cuda.empty_cache()
@@ -196,9 +223,13 @@ def sweep_splits(kj, B, Hq, Hkv, D, L, gen, splits=(1, 2, 3, 4, 6, 8, 12, 16, 24
 def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--sweep-splits", action="store_true", help="also time every forced split count")
+    ap.add_argument("--merge", nargs="+", default=["auto"], choices=kjit.attention.DECODE_MERGES, metavar="MODE",
+                    help="how kjit combines its KV splits: " + ", ".join(kjit.attention.DECODE_MERGES)
+                    + " (several: the table under the first, each shape and split sweep under each)")
     args = ap.parse_args()
     require_gpu()
-    kj = Kjit()
+    kj = Kjit(args.merge[0])
+    extra_merges = tuple(args.merge) if len(args.merge) > 1 else ()
     gen, seed = seeded_generator(args)
 
     checks = []
@@ -211,9 +242,11 @@ def main():
 
     rows = []
     for shape in SHAPES:
-        rows.append(bench_shape(kj, *shape, gen))
+        rows.append(bench_shape(kj, *shape, gen, extra_merges))
         r = rows[-1]
         print(f"{r['shape']}: kjit {r['kjit_us']:.1f} us (eager {r['kjit_eager_us']:.1f}), rel_l2 {r['rel_l2']:.2e}"
+              + "".join(f"; merge={m} {r[f'kjit_{m}_us']:.1f} us" for m in extra_merges if r.get(f"kjit_{m}_us"))
+              + "".join(f"; merge={m}: {r[f'kjit_{m}_error']}" for m in extra_merges if r.get(f"kjit_{m}_error"))
               + "".join(f"; {n} error: {r[n + '_error']}" for n in ("cudnn", "fa2") if r.get(n + "_error")))
 
     head = f"{'shape':<28} {'kjit us':>9} {'kjit GB/s':>10} {'cuDNN GB/s':>11} {'FA2 GB/s':>9} {'kjit/cuDNN':>11} {'ok':>4}"
@@ -224,19 +257,24 @@ def main():
         print(f"{r['shape']:<28} {fmt(r['kjit_us'], '9.1f')} {fmt(r['kjit_gbps'], '10.0f')} "
               f"{fmt(r['cudnn_gbps'], '11.0f')} {fmt(r['fa2_gbps'], '9.0f')} {fmt(r['kjit_over_cudnn'], '11.2f')} "
               f"{'yes' if r['ok'] else 'NO':>4}")
-    sweeps = {}
+    sweeps, sweeps_by_merge = {}, {}
     if args.sweep_splits:
         print()
         for shape in SHAPES:
-            t = sweep_splits(kj, *shape, gen)
-            sweeps["B{} Hq{} Hkv{} D{} L{}".format(*shape)] = t
-            print("splits B{} Hq{} Hkv{} D{} L{}: ".format(*shape)
-                  + " ".join(f"{k or 'auto'}={v:.1f}" for k, v in t.items()))
+            name = "B{} Hq{} Hkv{} D{} L{}".format(*shape)
+            for merge in args.merge:
+                t = sweep_splits(kj, *shape, gen, merge=merge)
+                if merge == args.merge[0]:
+                    sweeps[name] = t
+                sweeps_by_merge.setdefault(name, {})[merge] = t
+                print(f"splits {name}" + (f" merge={merge}" if extra_merges or merge != "auto" else "") + ": "
+                      + " ".join(f"{k or 'auto'}={v:.1f}" for k, v in t.items()))
     all_ok = all(r["ok"] for r in rows) and all(c["ok"] for c in checks)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seed": seed,
-                       "checks": checks, "rows": rows, "split_sweeps": sweeps, "ok": all_ok}, f, indent=2)
+                       "merge": args.merge, "checks": checks, "rows": rows, "split_sweeps": sweeps,
+                       "split_sweeps_by_merge": sweeps_by_merge, "ok": all_ok}, f, indent=2)
     return 0 if all_ok else 1
 
 

@@ -1,7 +1,11 @@
 // `kjit selftest` checks of kjit::attention::decode on Llama-3-8B-like shapes (32 q heads, 8 kv
-// heads, head_dim 128, batch 4) against the float64 reference.
+// heads, head_dim 128, batch 4) against the float64 reference, with the splits combined by the
+// merge kernel and, on a device with thread-block clusters, in clusters.
 #include "tools/selftest/selftest.hpp"
 
+#include <kjit/device.hpp>
+
+#include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 
 #include <exception>
@@ -38,6 +42,20 @@ std::vector<Result> attention_decode(Runtime& runtime) {
     c.lse = true;
   });
   add(8192, [](testing::DecodeCase& c) { c.ragged = true; });
+  add(4096, [](testing::DecodeCase& c) {
+    c.num_splits = 4;
+    c.merge = attention::DecodeMerge::kKernel;
+    c.ragged = true;
+    c.lse = true;
+  });
+  if (device_info(testing::current_device()).target().has_clusters()) {
+    add(4096, [](testing::DecodeCase& c) {
+      c.num_splits = 4;
+      c.merge = attention::DecodeMerge::kCluster;
+      c.ragged = true;
+      c.lse = true;
+    });
+  }
 
   std::vector<Result> results;
   std::random_device device;

@@ -236,9 +236,21 @@ std::string DecodeCase::describe() const {
   if (lse) s += " lse";
   if (strided) s += " strided";
   s += num_splits == 0 ? " splits=auto" : fmt::format(" splits={}", num_splits);
+  if (merge != attention::DecodeMerge::kAuto) s += fmt::format(" merge={}", attention::decode_merge_name(merge));
   if (scale != 0.f) s += fmt::format(" scale={}", scale);
   if (q_range != 2.f) s += fmt::format(" q_range={}", q_range);
   return s;
+}
+
+DecodeCaseResult compare_runs(const DecodeCaseResult& run, const DecodeCaseResult& baseline) {
+  DecodeCaseResult r;
+  r.seed = run.seed;
+  r.out = compare(run.out_values, std::vector<double>(baseline.out_values.begin(), baseline.out_values.end()));
+  if (!run.lse_values.empty() || !baseline.lse_values.empty()) {
+    r.lse = compare(run.lse_values, std::vector<double>(baseline.lse_values.begin(), baseline.lse_values.end()));
+  }
+  r.padding_written = run.padding_written + baseline.padding_written;
+  return r;
 }
 
 bool DecodeCaseResult::ok(double out_tol, double lse_tol) const {
@@ -330,6 +342,7 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
   if (c.lse) args.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {lse_cap, 1}, current_device());
   args.scale = c.scale;
   args.num_splits = c.num_splits;
+  args.merge = c.merge;
 
   const size_t ws_bytes = attention::decode_workspace_bytes(args);
   DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
@@ -351,6 +364,7 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
         }
       }
   result.out = compare(out, ref.out);
+  result.out_values = std::move(out);
 
   const auto lse_bits = dlse.download<uint32_t>(static_cast<size_t>(B * lse_cap));
   if (c.lse) {
@@ -367,6 +381,7 @@ DecodeCaseResult run_decode_case(const DecodeCase& c, uint64_t seed, Runtime& ru
         }
       }
     result.lse = compare(lse, ref.lse);
+    result.lse_values = std::move(lse);
   } else {
     // No lse requested: the buffer must be untouched.
     for (uint32_t bits : lse_bits) result.padding_written += bits != 0xFFFFFFFFu;
@@ -679,6 +694,7 @@ std::string PagedDecodeCase::describe() const {
   if (layout.via_append) s += " via_append";
   if (lse) s += " lse";
   s += num_splits == 0 ? " splits=auto" : fmt::format(" splits={}", num_splits);
+  if (merge != attention::DecodeMerge::kAuto) s += fmt::format(" merge={}", attention::decode_merge_name(merge));
   if (kv_len_hint) s += fmt::format(" hint={}", kv_len_hint);
   if (use_entry) s += " entry";
   return s;
@@ -730,6 +746,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq, 1}, {}, current_device());
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
+    a.merge = c.merge;
     const size_t ws_bytes = attention::attention_workspace_bytes(a);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
     ws.fill(0xFF);
@@ -743,6 +760,7 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
     if (c.lse) a.lse = TensorRef(dlse.get(), DType::kF32, {B, Hq}, {}, current_device());
     a.num_splits = c.num_splits;
     a.kv_len_hint = c.kv_len_hint;
+    a.merge = c.merge;
     const size_t ws_bytes = attention::paged_decode_workspace_bytes(a);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
     ws.fill(0xFF);
@@ -754,11 +772,13 @@ AttentionCaseResult run_paged_decode_case(const PagedDecodeCase& c, uint64_t see
   std::vector<float> got(out_bits.size());
   for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(out_bits[i]);
   result.out = compare(got, ref.out);
+  result.out_values = std::move(got);
   const auto lse_bits = dlse.download<uint32_t>(static_cast<size_t>(B * Hq));
   if (c.lse) {
     std::vector<float> lse(lse_bits.size());
     for (size_t i = 0; i < lse.size(); ++i) lse[i] = bits_to_float(lse_bits[i]);
     result.lse = compare(lse, ref.lse);
+    result.lse_values = std::move(lse);
   } else {
     for (uint32_t bits : lse_bits) result.padding_written += bits != kPoison32;
   }

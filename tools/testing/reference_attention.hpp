@@ -74,10 +74,11 @@ struct DecodeCase {
   /// the padding is poisoned and must stay unread (k/v) and unwritten (out/lse).
   bool strided = false;
   int num_splits = 0;  ///< DecodeArgs::num_splits (0 = auto)
+  attention::DecodeMerge merge = attention::DecodeMerge::kAuto;  ///< DecodeArgs::merge
   float scale = 0.f;   ///< DecodeArgs::scale (0 = 1/sqrt(head_dim))
   float q_range = 2.f; ///< q ~ U(−q_range, q_range); k, v ~ U(−1, 1)
 
-  /// "B3 L65 Hq32/Hkv8 D128 ragged mask lse strided splits=3 scale=0.5".
+  /// "B3 L65 Hq32/Hkv8 D128 ragged mask lse strided splits=3 merge=cluster scale=0.5".
   std::string describe() const;
 };
 
@@ -87,10 +88,19 @@ struct DecodeCaseResult {
   Comparison lse;           ///< when the case asks for lse
   size_t padding_written = 0;  ///< out/lse padding elements that lost their poison
   uint64_t seed = 0;
+  /// What the op wrote, in the reference's order: out [batch][q_heads][head_dim] and (when the
+  /// case asks for it) lse [batch][q_heads], for comparing two runs of one case (compare_runs).
+  std::vector<float> out_values;
+  std::vector<float> lse_values;
   /// True when out.rel_l2 ≤ out_tol, lse.rel_l2 ≤ lse_tol, nothing non-finite, no padding written.
   bool ok(double out_tol, double lse_tol) const;
   std::string describe() const;
 };
+
+/// Two runs of one case and seed (e.g. the two split merges): `run`'s out and lse compared with
+/// `baseline`'s as compare() does, the baseline as the reference (an lse of −inf in both
+/// matches); padding_written is the sum of both runs'.
+DecodeCaseResult compare_runs(const DecodeCaseResult& run, const DecodeCaseResult& baseline);
 
 /// Builds `c` from `seed` (k/v tokens at or past each kv_len, and all padding, hold NaN; outputs
 /// and the workspace are 0xFF-poisoned), runs kjit::attention::decode on the default stream,
@@ -228,6 +238,7 @@ struct PagedDecodeCase {
   bool lse = false;
   int num_splits = 0;
   int64_t kv_len_hint = 0;
+  attention::DecodeMerge merge = attention::DecodeMerge::kAuto;
   bool use_entry = false;
 
   std::string describe() const;

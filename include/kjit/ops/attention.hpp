@@ -6,6 +6,7 @@
 /// (a page-table gather):
 ///
 ///   decode          q [batch, 1, q_heads, D] over a contiguous BLHD KV cache, split-KV + merge
+///                   (a second kernel, or on sm_90+ a thread-block cluster per split group)
 ///   paged_decode    the same over a paged KV cache (page pools + CSR page table)
 ///   prefill         q [batch, q_len, q_heads, D] over contiguous BLHD K/V; causal, non-causal or a
 ///                   bool mask; split-Q (FlashAttention-2 style)
@@ -42,6 +43,30 @@
 
 namespace kjit::attention {
 
+/// How a split-KV decode (decode(), paged_decode()) combines the partial results of its KV splits.
+/// Performance only: every mode computes the same output, by the same formula (FlashDecoding:
+/// out = Σ_s 2^(lse_s − M) o_s / Σ_s 2^(lse_s − M) over the splits s in order), and needs the
+/// same workspace. A plan of one split merges nothing and runs as kKernel.
+enum class DecodeMerge : int32_t {
+  /// kCluster where it can run (a device with thread-block clusters, sm_90+, and a plan of 2 to 8
+  /// splits whose clusters the device can hold), else kKernel.
+  kAuto,
+  /// Each split writes its partial (f32 o and lse) to the workspace; a second kernel combines them.
+  kKernel,
+  /// The splits of one (request, KV head) run as one thread-block cluster and combine through
+  /// distributed shared memory in the same launch: no second kernel, the workspace untouched.
+  /// sm_90+ only, at most 8 splits (an automatic split count is then chosen among 1..8).
+  kCluster,
+};
+
+/// DecodeMerge's names, in enumerator order (kjit/names.hpp): kjit.attention.DECODE_MERGES in
+/// Python, and the decode families' `merge` parameter values (without "auto").
+inline constexpr EnumName<DecodeMerge> kDecodeMergeNames[] = {
+    {DecodeMerge::kAuto, "auto"}, {DecodeMerge::kKernel, "kernel"}, {DecodeMerge::kCluster, "cluster"}};
+
+/// "auto", "kernel", "cluster" (kDecodeMergeNames).
+const char* decode_merge_name(DecodeMerge merge) noexcept;
+
 /// Arguments of decode(). All tensors on one CUDA device.
 struct DecodeArgs {
   /// [batch, 1, q_heads, head_dim] bf16, head_dim contiguous, 16-byte aligned rows (pointer and
@@ -70,13 +95,19 @@ struct DecodeArgs {
   /// (filling ~1–2 waves of CTAs). A positive count splits max_kv_len into that many equal
   /// ranges (fewer when max_kv_len is shorter); 1 writes out/lse directly and needs no workspace.
   int num_splits = 0;
+  /// How the splits combine (DecodeMerge). kCluster takes num_splits 0 or 1..8 and throws
+  /// Unsupported on a device without clusters (below sm_90) or that cannot hold the clusters.
+  DecodeMerge merge = DecodeMerge::kAuto;
 };
 
 /// Bytes of device workspace decode() needs for `args` on the device of `args.q` (split-KV
 /// partials: f32 o and lse per split; 0 when one split suffices). Depends only on the shapes,
-/// num_splits and the device's SM count, so a caller can size it once per shape bucket. Throws
-/// InvalidArgument for the arguments decode() refuses, by the same rules but naming
-/// kjit::attention::decode_workspace_bytes; DriverError without a driver (unless
+/// num_splits, merge and the device's SM count and arch, so a caller can size it once per shape
+/// bucket. A plan whose splits combine in a cluster (DecodeMerge::kCluster) writes none of it,
+/// but the answer is the same as for the merge kernel: the call may still run the merge kernel
+/// (on a device that cannot hold the clusters, or under KJIT_JIT=async while the cluster kernel
+/// compiles). Throws InvalidArgument for the arguments decode() refuses, by the same rules but
+/// naming kjit::attention::decode_workspace_bytes; DriverError without a driver (unless
 /// num_splits == 1, which needs no device query).
 size_t decode_workspace_bytes(const DecodeArgs& args);
 
@@ -156,12 +187,16 @@ struct PagedDecodeArgs {
   /// host does not know the paged lengths); 0 means nnz · page_size / batch. Results never depend
   /// on it.
   int64_t kv_len_hint = 0;
+  /// How the splits combine (DecodeMerge), as DecodeArgs::merge.
+  DecodeMerge merge = DecodeMerge::kAuto;
 };
 
-/// Bytes of workspace paged_decode() needs (split partials; 0 for one split). Depends on the
-/// shapes, num_splits, kv_len_hint and the SM count. Throws InvalidArgument for the arguments
-/// paged_decode refuses, by the same rules but naming kjit::attention::paged_decode_workspace_bytes;
-/// DriverError without a driver (unless num_splits == 1).
+/// Bytes of workspace paged_decode() needs (split partials; 0 for one split; a cluster merge
+/// writes none of it but sizes it as decode_workspace_bytes says). Depends on the shapes,
+/// num_splits, kv_len_hint, merge and the SM count and arch. Throws InvalidArgument for the
+/// arguments paged_decode refuses, by the same rules but naming
+/// kjit::attention::paged_decode_workspace_bytes; DriverError without a driver (unless
+/// num_splits == 1).
 size_t paged_decode_workspace_bytes(const PagedDecodeArgs& args);
 
 /// Runs paged decode on `stream` (the decode kernel with a page-table KV source: the same
@@ -409,9 +444,10 @@ struct AttentionArgs {
   /// Softmax scale as the chosen call takes it (≥ 0 for prefill; any finite value for decode);
   /// 0 means 1 / sqrt(head_dim).
   float scale = 0.f;
-  /// Decode: split-KV count (0 = auto) and the paged planner's length hint.
+  /// Decode: split-KV count (0 = auto), the paged planner's length hint and the split merge.
   int num_splits = 0;
   int64_t kv_len_hint = 0;
+  DecodeMerge merge = DecodeMerge::kAuto;
   /// Dense prefill: query rows per CTA (0 = choose; see PrefillArgs::block_m).
   int block_m = 0;
   /// kAuto: the runtime's RuntimeConfig::attention_variant (KJIT_ATTN_VARIANT: "auto", "mma" or

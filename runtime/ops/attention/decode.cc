@@ -1,9 +1,10 @@
 // kjit::attention::decode through the op pipeline: the plan on the device, the launch value
-// (decode kernel, then the merge kernel of the attention.decode_merge program when split) and the
-// public entry points.
+// (decode kernel, in clusters under the cluster merge, then the merge kernel of the
+// attention.decode_merge program when the plan merges with it) and the public entry points.
 #include "runtime/ops/attention/decode.hpp"
 
 #include "runtime/ops/attention/params.hpp"
+#include "runtime/ops/cluster_occupancy.hpp"
 
 #include <kjit/error.hpp>
 
@@ -13,15 +14,41 @@
 #include <climits>
 
 namespace kjit::attention {
+
+const char* decode_merge_name(DecodeMerge merge) noexcept { return enum_name(kDecodeMergeNames, merge); }
+
 namespace detail {
 
 DecodePlan DecodeOp::plan(const DecodeDims& d, const DeviceInfo& info) {
-  DecodePlan plan = plan_decode(d, d.requested_splits, info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
+  check_decode_merge_request(kInfo.name, d.requested_merge, info);
+  DecodePlan plan = plan_decode(d, d.requested_splits, info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm),
+                                0, d.requested_merge, info.target().has_clusters());
   if (d.batch > 0) {
     plan.choice.family = &decode_family();
-    plan.choice.point = decode_family().point({d.head_dim, plan.heads_per_cta});
+    plan.choice.point = decode_point(decode_family(), d.head_dim, plan);
   }
   return plan;
+}
+
+Point decode_point(const Family& family, int64_t head_dim, const DecodePlan& plan) {
+  return family.point({head_dim, plan.heads_per_cta, static_cast<int64_t>(plan.merge)});
+}
+
+bool settle_decode_merge(const char* op, const Family& family, int64_t head_dim, DecodeMerge requested, int device,
+                         const LoadedProgram& program, DecodePlan* plan) {
+  if (plan->merge != DecodeMerge::kCluster || plan->num_splits <= 1) return false;
+  const DecodeLaunchShape shape = decode_launch_shape(static_cast<int>(head_dim));
+  const int clusters = kjit::detail::max_active_clusters(program.kernel(0), device, family, plan->choice.point,
+                                                         plan->num_splits, shape.threads, shape.smem_bytes);
+  if (clusters > 0) return false;
+  const std::string why =
+      fmt::format("device {} cannot hold a thread-block cluster of {} decode CTAs ({} bytes of shared memory each)",
+                  device, plan->num_splits, shape.smem_bytes);
+  if (requested == DecodeMerge::kCluster) throw Unsupported(fmt::format("{}: merge 'cluster': {}", op, why));
+  // The same splits through the merge kernel: the workspace was sized for its partials.
+  plan->merge = DecodeMerge::kKernel;
+  plan->choice.point = decode_point(family, head_dim, *plan);
+  return true;
 }
 
 DecodeParams decode_query_params(const TensorRef& q, const TensorRef& out, const TensorRef* lse, int64_t batch,
@@ -38,7 +65,8 @@ DecodeParams decode_query_params(const TensorRef& q, const TensorRef& out, const
     p.lse_stride_b = lse->strides[0];
     p.lse_stride_h = lse->strides[1];
   }
-  kjit::detail::set_split_partials(p, plan.num_splits, plan.o_part_bytes, workspace);
+  // The cluster merge keeps its partials in shared memory: the kernel gets no workspace.
+  if (plan.merge == DecodeMerge::kKernel) kjit::detail::set_split_partials(p, plan.num_splits, plan.o_part_bytes, workspace);
   p.batch = static_cast<int32_t>(batch);
   p.num_splits = plan.num_splits;
   p.m_tiles = plan.m_tiles;
@@ -68,7 +96,7 @@ void set_grid_divisors(DecodeParams& p) {
 
 kjit::detail::Choice decode_merge_choice(int64_t head_dim, const DecodePlan& plan) {
   kjit::detail::Choice choice;
-  if (plan.num_splits > 1) {
+  if (plan.num_splits > 1 && plan.merge == DecodeMerge::kKernel) {
     choice.family = &decode_merge_family();
     choice.point = decode_merge_family().point({head_dim});
   }
@@ -109,7 +137,11 @@ void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launc
   decode.config.grid[0] = static_cast<uint32_t>(plan.ctas);
   decode.config.block[0] = static_cast<uint32_t>(shape.threads);
   decode.config.dynamic_smem_bytes = static_cast<uint32_t>(shape.smem_bytes);
-  if (plan.num_splits > 1) {
+  if (plan.num_splits <= 1) return;
+  if (plan.merge == DecodeMerge::kCluster) {
+    // The splits of one (b, kv head, M tile) are consecutive CTAs (split innermost): one cluster.
+    decode.config.cluster[0] = static_cast<uint32_t>(plan.num_splits);
+  } else {
     if (merge == nullptr) {
       kjit::detail::fail(op, fmt::format("the plan splits the KV {} ways but no attention.decode_merge program was "
                                          "loaded (build the launch through the pipeline)",
@@ -137,6 +169,7 @@ size_t decode_workspace_bytes(const DecodeArgs& args, const char* op) {
   const DecodeDims d = validate_decode(args, op);
   // One split needs no partials: answer without the device (and without a driver).
   if (args.num_splits == 1) return 0;
+  // The plan the call makes (Plan::workspace_bytes is the same whatever its merge).
   return kjit::detail::workspace_bytes_validated<DecodeOp>(d);
 }
 

@@ -4,9 +4,13 @@
 /// (runtime/ops/pipeline.hpp): the pure validate and split-KV plan steps (decode_plan.cc) and the
 /// launch value (decode.cc), exposed so tests check every rejection and plan without a GPU. The
 /// paged decode reuses the planner and the merge step. Two programs: the plan's decode program
-/// (attention.decode, or attention.paged_decode) and, only when the plan splits the KV, the merge
-/// program (attention.decode_merge at the call's head_dim: decode_merge_choice), which the
-/// pipeline loads as the op's second program (runtime/ops/pipeline.hpp) and both ops share.
+/// (attention.decode, or attention.paged_decode) and, only when the plan splits the KV and
+/// combines the splits with the merge kernel (merge=kernel), the merge program
+/// (attention.decode_merge at the call's head_dim: decode_merge_choice), which the pipeline loads
+/// as the op's second program (runtime/ops/pipeline.hpp) and both ops share. On sm_90+ a plan of
+/// 2..kDecodeMaxClusterSplits splits combines them in the decode kernel instead (merge=cluster:
+/// one thread-block cluster per split group, launched with the cluster dimension), unless the
+/// device cannot hold such clusters (settle_decode_merge, after the program is loaded).
 
 #include <kjit/device.hpp>
 #include <kjit/ops/attention.hpp>
@@ -39,6 +43,7 @@ struct DecodeDims {
   bool has_mask = false;
   bool has_lse = false;
   int requested_splits = 0;  ///< DecodeArgs::num_splits (0 = choose)
+  DecodeMerge requested_merge = DecodeMerge::kAuto;  ///< DecodeArgs::merge
 };
 
 /// Checks `args` against the contract in include/kjit/ops/attention.hpp. Pure host code: no
@@ -54,12 +59,48 @@ struct DecodePlan {
   kjit::detail::Choice choice;  ///< the decode family and point; no family for an empty batch
   int heads_per_cta = 8;   ///< query heads per CTA (the family parameter spelled `rows`)
   int m_tiles = 1;         ///< ceil(group / heads_per_cta)
-  int num_splits = 1;      ///< KV splits per sequence (1: no merge kernel, no workspace)
+  int num_splits = 1;      ///< KV splits per sequence (1: no merge, no workspace)
   int split_tokens = 1;    ///< tokens per split
   int64_t ctas = 0;        ///< decode-kernel CTAs: batch · kv_heads · num_splits · m_tiles
+  /// How the splits combine (the family parameter `merge`): kKernel (also every one-split plan,
+  /// which merges nothing) or kCluster (then 2..kDecodeMaxClusterSplits splits, one cluster of
+  /// num_splits CTAs each); never kAuto.
+  DecodeMerge merge = DecodeMerge::kKernel;
   size_t o_part_bytes = 0; ///< workspace offset of lse_part (o_part starts at 0)
+  /// The merge kernel's partials for num_splits > 1, whatever the merge: a cluster plan writes
+  /// none of it, but may turn into the merge-kernel plan of the same splits (settle_decode_merge,
+  /// or a KJIT_JIT=async fallback), which must find its workspace in what the caller sized.
   size_t workspace_bytes = 0;
 };
+
+/// The merge a plan of `num_splits` splits runs for `requested` (DecodeArgs::merge) on a device
+/// that has thread-block clusters or not (`clusters`): kKernel for one split (nothing to merge);
+/// kAuto takes kCluster where `clusters` and num_splits ≤ kDecodeMaxClusterSplits, else kKernel;
+/// kKernel and kCluster are taken as they are (the op checks a forced kCluster first:
+/// check_decode_merge_request).
+DecodeMerge plan_merge(DecodeMerge requested, int num_splits, bool clusters);
+
+/// The checks of a merge request that need no device (validate_decode and
+/// validate_paged_decode run them): `merge` is a DecodeMerge enumerator, and kCluster takes
+/// `num_splits` 0 or 1..kDecodeMaxClusterSplits. Throws InvalidArgument naming `op`.
+void check_decode_merge_args(const char* op, DecodeMerge merge, int num_splits);
+
+/// The check of a merge request on `info`'s device (both ops' plan steps): kCluster needs
+/// thread-block clusters. Throws Unsupported naming `op` and the device's target.
+void check_decode_merge_request(const char* op, DecodeMerge merge, const DeviceInfo& info);
+
+/// The decode family point (`family`: attention.decode or attention.paged_decode) of a plan at
+/// `head_dim`: its rows (heads_per_cta) and merge.
+Point decode_point(const Family& family, int64_t head_dim, const DecodePlan& plan);
+
+/// After `program` (the plan's decode program) is loaded: a cluster plan whose clusters of
+/// num_splits CTAs the device cannot hold at all (cuOccupancyMaxActiveClusters says 0: too few
+/// SMs per GPC for the CTA's shared memory, or a partitioned device) becomes the merge-kernel
+/// plan of the same splits and workspace (its point in `family`), and true is returned: the
+/// pipeline then builds from that plan's programs. A forced cluster merge (`requested` kCluster)
+/// throws Unsupported naming `op` instead. Any other plan: false, unchanged.
+bool settle_decode_merge(const char* op, const Family& family, int64_t head_dim, DecodeMerge requested,
+                         int device, const LoadedProgram& program, DecodePlan* plan);
 
 /// The DecodeParams fields both decode ops fill alike: q and out ([batch, 1, q_heads, head_dim])
 /// and lse ([batch, q_heads]; null: none) with their batch and head strides, batch, the plan's
@@ -85,43 +126,46 @@ inline constexpr int kMaxDecodeSplits = 256;
 
 /// The split search of plan_decode, run every time: the KV tiles per split (chunk) minimizing
 ///   ceil(base · s / slots) · (chunk + kCtaOverheadTiles) + (s > 1) · kMergeCostTiles
-/// over the partitions of `tiles` KV tiles into s = ceil(tiles / chunk) ≤ kMaxDecodeSplits splits, with
+/// over the partitions of `tiles` KV tiles into s = ceil(tiles / chunk) ≤ max_splits splits, with
 /// `base` CTAs per split and `slots` CTA slots on the device; the smallest s wins a tie. Up to
-/// kMaxDecodeSplits rounds of 64-bit divisions: what split_chunk saves repeat calls.
-int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots);
+/// max_splits (≤ kMaxDecodeSplits) rounds of 64-bit divisions: what split_chunk saves repeat calls.
+int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots, int64_t max_splits = kMaxDecodeSplits);
 
 /// Everything search_split_chunk reads. Zero-initialized, no padding.
 struct SplitSearchKey {
   int64_t tiles;
   int64_t base;
   int64_t slots;
+  int64_t max_splits;
 };
 /// The thread's memo of search_split_chunk (64 slots).
 using SplitChunkMemo = kjit::detail::PodMemo<SplitSearchKey, int64_t, 64>;
 SplitChunkMemo& split_chunk_memo();
 
-/// search_split_chunk(tiles, base, slots) through the thread's memo: the same chunk, searched
-/// once per thread and key. Its key is the search's whole input, so the memo needs no
+/// search_split_chunk(tiles, base, slots, max_splits) through the thread's memo: the same chunk,
+/// searched once per thread and key. Its key is the search's whole input, so the memo needs no
 /// invalidation: a tuned plan (runtime/ops/tuned.hpp) is chosen before the planner runs, and a
 /// tuned split count never reaches the search (the paged planner searches for the rows and
 /// m_tiles, then takes the tuned count).
-int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots);
+int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots, int64_t max_splits = kMaxDecodeSplits);
 
 /// Plans a validated decode. `requested_splits` is DecodeArgs::num_splits (0 = choose). When
 /// choosing, the planner takes the split count s minimizing
 ///   ceil(base · s / slots) · (ceil(tiles / s) + kCtaOverheadTiles) + (s > 1) · kMergeCostTiles
 /// with base = batch · kv_heads · m_tiles CTAs per split, slots = sm_count · ctas_per_sm and
 /// tiles = ceil(max_kv_len / tile_tokens): full waves of equal-length CTAs, each paying a fixed
-/// pipeline fill, plus one merge launch when split. A requested count is honoured up to
-/// max_kv_len (each split gets ceil(max_kv_len / s) tokens; trailing empty splits are dropped).
-/// `heads_per_cta` (8 or 16) forces the query heads per CTA (a tuned plan); 0 takes 8 for groups up to 8,
-/// else 16.
-DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count,
-                       int ctas_per_sm, int heads_per_cta = 0);
+/// pipeline fill, plus one merge launch when split; s ≤ kDecodeMaxClusterSplits when `merge` is
+/// kCluster. A requested count is honoured up to max_kv_len (each split gets
+/// ceil(max_kv_len / s) tokens; trailing empty splits are dropped). `heads_per_cta` (8 or 16)
+/// forces the query heads per CTA (a tuned plan); 0 takes 8 for groups up to 8, else 16. The
+/// plan's merge is plan_merge(merge, num_splits, clusters): `clusters` says whether the device
+/// has thread-block clusters (sm_90+).
+DecodePlan plan_decode(const DecodeDims& dims, int requested_splits, int sm_count, int ctas_per_sm,
+                       int heads_per_cta = 0, DecodeMerge merge = DecodeMerge::kAuto, bool clusters = false);
 
 /// The merge program a decode plan needs: attention.decode_merge at `head_dim` when `plan` splits
-/// the KV (num_splits > 1), else no family. What DecodeOp and PagedDecodeOp::second_choice give
-/// the pipeline; no strings, no allocation.
+/// the KV (num_splits > 1) and combines the splits with it (merge kKernel), else no family. What
+/// DecodeOp and PagedDecodeOp::second_choice give the pipeline; no strings, no allocation.
 kjit::detail::Choice decode_merge_choice(int64_t head_dim, const DecodePlan& plan);
 
 /// The merge step over the split partials the decode kernel wrote for `p` (p.o_part, p.lse_part,
@@ -131,10 +175,11 @@ kjit::detail::Step<DecodeMergeParams> decode_merge_step(const Kernel& merge_kern
                                                          const DeviceInfo& info);
 
 /// The decode kernels' launches (contiguous or paged KV, as `program` and `p` say) into `launch`:
-/// the decode step (plan.ctas CTAs of head_dim's launch shape) and, when split, the merge step
-/// from `merge` (the attention.decode_merge program of decode_merge_choice). Checks nothing else:
-/// the ops check the workspace and the grid first. Throws InvalidArgument naming `op` when the
-/// plan splits and `merge` is null (a caller that built the launch without loading it).
+/// the decode step (plan.ctas CTAs of head_dim's launch shape; a cluster plan's in clusters of
+/// num_splits CTAs) and, when the merge kernel combines the splits, the merge step from `merge`
+/// (the attention.decode_merge program of decode_merge_choice). Checks nothing else: the ops
+/// check the workspace and the grid first. Throws InvalidArgument naming `op` when the plan needs
+/// the merge kernel and `merge` is null (a caller that built the launch without loading it).
 void decode_steps(kjit::detail::Launches<DecodeParams, DecodeMergeParams>& launch, const char* op,
                   const LoadedProgram& program, const LoadedProgram* merge, const DecodeParams& p,
                   const DecodePlan& plan, int64_t head_dim, const DeviceInfo& info);
@@ -154,8 +199,12 @@ inline constexpr int kDecodeSplitGrid[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48,
 
 /// Why a decode choice (`family`: the contiguous or the paged decode family; knob 0: splits in
 /// 1..256) cannot run on `info`'s device: another family, a point outside the space or without
-/// a kernel for the target, a CTA above the device's shared memory or threads; "" when it can.
+/// a kernel for the target (merge=cluster below sm_90), a CTA above the device's shared memory or
+/// threads, merge=cluster with a split count outside 2..kDecodeMaxClusterSplits; "" when it can.
 std::string decode_choice_fits(const Family& family, const kjit::detail::TunedChoice& choice, const DeviceInfo& info);
+
+/// The merge of a decode choice's point (attention.decode or attention.paged_decode).
+DecodeMerge merge_of(const kjit::detail::TunedChoice& choice);
 
 /// kjit::attention::decode in the op pipeline.
 struct DecodeOp {
@@ -165,11 +214,19 @@ struct DecodeOp {
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
-  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.k, a.v, a.kv_lens, a.mask, a.out, a.lse, a.scale, a.num_splits); }
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.q, a.k, a.v, a.kv_lens, a.mask, a.out, a.lse, a.scale, a.num_splits, a.merge);
+  }
 
   static Dims validate(const Args& args) { return validate_decode(args, kInfo.name); }
-  /// plan_decode on the device's SMs (decode_ctas_per_sm slots each), and the family point.
+  /// plan_decode on the device's SMs (decode_ctas_per_sm slots each) and clusters, and the family
+  /// point. Throws Unsupported for a forced cluster merge on a device without clusters.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// settle_decode_merge over the contiguous decode family (the pipeline's hook after loading).
+  static bool settle(const Dims& dims, const LoadedProgram& program, Plan* plan) {
+    return settle_decode_merge(kInfo.name, decode_family(), dims.head_dim, dims.requested_merge, dims.device, program,
+                               plan);
+  }
   /// The decode kernel's Params for `args` under `plan` with the split partials in `workspace`.
   static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
   /// The merge program when `plan` splits (decode_merge_choice): the pipeline's second program.
@@ -181,9 +238,10 @@ struct DecodeOp {
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
-  // Tuning (runtime/ops/tuned.hpp; decode_tune.cc). Knob: splits (the KV split count). Bucket:
-  // head_dim, group, batch · kv_heads and max_kv_len, the last two rounded up to powers of two
-  // (max_kv_len at least 64). A call that requests a split count is not tuned.
+  // Tuning (runtime/ops/tuned.hpp; decode_tune.cc). Knob: splits (the KV split count). Point:
+  // rows and merge. Bucket: head_dim, group, batch · kv_heads and max_kv_len, the last two
+  // rounded up to powers of two (max_kv_len at least 64). A call that requests a split count or
+  // a merge is not tuned.
   static const kjit::detail::TuneOpSpec& tune_spec();
   static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
   static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);

@@ -58,7 +58,9 @@ DecodeDims validate_decode(const DecodeArgs& args, const char* op) {
   d.has_lse = check_decode_lse(op, args.lse, d.batch, d.q_heads, d.device);
   kjit::detail::check_finite_scale(op, args.scale);
   check_num_splits(op, args.num_splits, -1);
+  check_decode_merge_args(op, args.merge, args.num_splits);
   d.requested_splits = args.num_splits;
+  d.requested_merge = args.merge;
 
   // The kernels index tokens, heads and rows with 32-bit integers.
   constexpr int64_t kMax = INT32_MAX / 2;
@@ -87,10 +89,10 @@ int decode_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
   return std::min(decode_resident_ctas(head_dim, max_smem_per_sm), 1);
 }
 
-int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots) {
+int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots, int64_t max_splits) {
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   int64_t best_chunk = tiles;
-  for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxDecodeSplits); ++s) {
+  for (int64_t s = 1; s <= std::min<int64_t>(tiles, std::clamp<int64_t>(max_splits, 1, kMaxDecodeSplits)); ++s) {
     const int64_t chunk = kjit::detail::ceil_div(tiles, s);
     if (kjit::detail::ceil_div(tiles, chunk) != s) continue;  // same partition as a smaller s
     const int64_t waves = kjit::detail::ceil_div(base * s, slots);
@@ -105,15 +107,44 @@ int64_t search_split_chunk(int64_t tiles, int64_t base, int64_t slots) {
 
 SplitChunkMemo& split_chunk_memo() { return kjit::detail::thread_memo<SplitChunkMemo>(); }
 
-int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots) {
+int64_t split_chunk(int64_t tiles, int64_t base, int64_t slots, int64_t max_splits) {
   SplitSearchKey key{};
   key.tiles = tiles;
   key.base = base;
   key.slots = slots;
-  return split_chunk_memo().get(key, [](const SplitSearchKey& k) { return search_split_chunk(k.tiles, k.base, k.slots); });
+  key.max_splits = max_splits;
+  return split_chunk_memo().get(
+      key, [](const SplitSearchKey& k) { return search_split_chunk(k.tiles, k.base, k.slots, k.max_splits); });
 }
 
-DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int heads_per_cta) {
+DecodeMerge plan_merge(DecodeMerge requested, int num_splits, bool clusters) {
+  if (num_splits <= 1) return DecodeMerge::kKernel;
+  if (requested != DecodeMerge::kAuto) return requested;
+  return clusters && num_splits <= kDecodeMaxClusterSplits ? DecodeMerge::kCluster : DecodeMerge::kKernel;
+}
+
+void check_decode_merge_args(const char* op, DecodeMerge merge, int num_splits) {
+  const auto code = static_cast<size_t>(static_cast<uint32_t>(merge));
+  if (code >= std::size(kDecodeMergeNames)) {
+    fail(op, fmt::format("merge must be one of {}, got DecodeMerge({})", enum_choices(kDecodeMergeNames),
+                         static_cast<int32_t>(merge)));
+  }
+  if (merge == DecodeMerge::kCluster && num_splits > kDecodeMaxClusterSplits) {
+    fail(op, fmt::format("merge 'cluster' combines at most {} splits (one thread-block cluster per split group), "
+                         "got num_splits={}",
+                         kDecodeMaxClusterSplits, num_splits));
+  }
+}
+
+void check_decode_merge_request(const char* op, DecodeMerge merge, const DeviceInfo& info) {
+  if (merge == DecodeMerge::kCluster && !info.target().has_clusters()) {
+    throw Unsupported(fmt::format("{}: merge 'cluster' needs thread-block clusters (sm_90+); device {} is {}", op,
+                                  info.ordinal, info.target().str()));
+  }
+}
+
+DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, int ctas_per_sm, int heads_per_cta,
+                       DecodeMerge merge, bool clusters) {
   DecodePlan plan;
   plan.heads_per_cta = heads_per_cta > 0 ? heads_per_cta : d.group <= 8 ? 8 : 16;
   plan.m_tiles = static_cast<int>(kjit::detail::ceil_div(d.group, plan.heads_per_cta));
@@ -127,11 +158,13 @@ DecodePlan plan_decode(const DecodeDims& d, int requested_splits, int sm_count, 
   } else if (tile > 0 && base > 0) {
     const int64_t tiles = kjit::detail::ceil_div(len, tile);
     const int64_t slots = std::max<int64_t>(1, int64_t{sm_count} * std::max(ctas_per_sm, 1));
-    split_tokens = split_chunk(tiles, base, slots) * tile;
+    const int64_t max_splits = merge == DecodeMerge::kCluster ? kDecodeMaxClusterSplits : kMaxDecodeSplits;
+    split_tokens = split_chunk(tiles, base, slots, max_splits) * tile;
   }
   plan.split_tokens = static_cast<int>(std::min<int64_t>(split_tokens, INT32_MAX));
   kjit::detail::set_split_plan(plan, kjit::detail::ceil_div(len, split_tokens), base, d.batch * d.q_heads,
                                d.head_dim);
+  plan.merge = plan_merge(merge, plan.num_splits, clusters);
   return plan;
 }
 

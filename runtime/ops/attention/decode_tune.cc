@@ -33,8 +33,14 @@ std::string decode_choice_fits(const Family& family, const TunedChoice& c, const
     return fmt::format("{} threads per CTA, the device allows {}", shape.threads, info.max_threads_per_block);
   }
   if (c.knobs[0] < 1 || c.knobs[0] > kMaxDecodeSplits) return fmt::format("splits={} is outside 1..{}", c.knobs[0], kMaxDecodeSplits);
+  if (merge_of(c) == DecodeMerge::kCluster && (c.knobs[0] < 2 || c.knobs[0] > kDecodeMaxClusterSplits)) {
+    return fmt::format("merge=cluster combines 2..{} splits (one cluster each), not splits={}", kDecodeMaxClusterSplits,
+                       c.knobs[0]);
+  }
   return {};
 }
+
+DecodeMerge merge_of(const TunedChoice& c) { return static_cast<DecodeMerge>(c.family->value(c.point, "merge").code); }
 
 const kjit::detail::TuneOpSpec& DecodeOp::tune_spec() {
   static const kjit::detail::TuneOpSpec spec{
@@ -45,12 +51,13 @@ const kjit::detail::TuneOpSpec& DecodeOp::tune_spec() {
       "[head_dim, group, pow2(batch * kv_heads), pow2(max(kv_len, 64))]: exact head_dim and GQA group; the CTA "
       "count per split and the KV length rounded up to powers of two",
       "batch=1 kv_len=4096 q_heads=32 kv_heads=8 head_dim=128",
-      fits};
+      fits,
+      2};  // planner 2: on sm_90+ a plan of 2..8 splits merges them in clusters (and points name merge)
   return spec;
 }
 
 bool DecodeOp::tune_key(const DecodeDims& d, TunedKey* key) {
-  if (d.requested_splits != 0 || d.batch == 0) return false;
+  if (d.requested_splits != 0 || d.requested_merge != DecodeMerge::kAuto || d.batch == 0) return false;
   key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kDecode);
   key->bucket[0] = kjit::detail::bucket_exact(d.head_dim);
   key->bucket[1] = kjit::detail::bucket_exact(d.group);
@@ -62,9 +69,11 @@ bool DecodeOp::tune_key(const DecodeDims& d, TunedKey* key) {
 bool DecodeOp::apply_tuned(const DecodeDims& d, const DeviceInfo& info, const TunedChoice& c, DecodePlan* out) {
   if (c.family != &decode_family() || head_dim_of(c) != d.head_dim || c.knobs[0] < 1) return false;
   DecodePlan plan = plan_decode(d, c.knobs[0], info.sm_count, decode_ctas_per_sm(d.head_dim, info.max_smem_per_sm),
-                                heads_per_cta_of(c));
+                                heads_per_cta_of(c), merge_of(c), info.target().has_clusters());
   plan.choice.family = c.family;
-  plan.choice.point = c.point;
+  // The choice's rows and merge (a cluster choice whose count the call's length cuts to one
+  // split merges nothing: the merge=kernel point).
+  plan.choice.point = decode_point(decode_family(), d.head_dim, plan);
   *out = plan;
   return true;
 }

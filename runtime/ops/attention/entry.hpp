@@ -16,7 +16,7 @@
 /// PrefillArgs::variant: the entry resolves the variant itself and hands the op the result.
 #define KJIT_ATTENTION_SHARED_FIELDS(X) \
   X(q) X(k) X(v) X(kv_lens) X(cache) X(qo_indptr) X(mask) X(causal) X(out) X(lse) X(scale) X(num_splits) \
-  X(kv_len_hint) X(block_m)
+  X(kv_len_hint) X(merge) X(block_m)
 
 namespace kjit::attention::detail {
 

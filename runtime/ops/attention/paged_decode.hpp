@@ -32,6 +32,7 @@ struct PagedDecodeDims {
   bool has_lse = false;
   int requested_splits = 0;  ///< PagedDecodeArgs::num_splits (0 = choose)
   int64_t kv_len_hint = 0;   ///< PagedDecodeArgs::kv_len_hint (0 = nnz · page_size / batch)
+  DecodeMerge requested_merge = DecodeMerge::kAuto;  ///< PagedDecodeArgs::merge
 };
 
 /// Checks `args` against the contract. Pure host code: no driver call, no allocation unless it
@@ -51,9 +52,11 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm);
 /// The split plan of a paged decode: plan_decode over the hint length (kv_len_hint, or
 /// nnz · page_size / batch), or exactly `requested_splits` when positive. The kernels split each
 /// request's own length into num_splits ranges (DecodeParams::split_tokens = 0). `heads_per_cta` (8 or
-/// 16) forces the query heads per CTA (a tuned plan); 0 lets plan_decode choose.
+/// 16) forces the query heads per CTA (a tuned plan); 0 lets plan_decode choose. `merge` and
+/// `clusters` as plan_decode takes them (plan_merge of the final split count).
 DecodePlan plan_paged_decode(const PagedDecodeDims& dims, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm, int heads_per_cta = 0);
+                             int ctas_per_sm, int heads_per_cta = 0, DecodeMerge merge = DecodeMerge::kAuto,
+                             bool clusters = false);
 
 /// The length the paged planner plans for: kv_len_hint, or nnz · page_size / batch, in
 /// [1, 2^30).
@@ -68,12 +71,20 @@ struct PagedDecodeOp {
   using Plan = DecodePlan;
   using Launch = kjit::detail::Launches<DecodeParams, DecodeMergeParams>;
   /// Every field of Args, for the call memo (runtime/ops/call_memo.hpp).
-  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) { k.put_all(a.q, a.cache, a.out, a.lse, a.scale, a.num_splits, a.kv_len_hint); }
+  static void call_key(const Args& a, kjit::detail::CallKeyWriter& k) {
+    k.put_all(a.q, a.cache, a.out, a.lse, a.scale, a.num_splits, a.kv_len_hint, a.merge);
+  }
 
   static Dims validate(const Args& args) { return validate_paged_decode(args, kInfo.name); }
-  /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each), and the family point;
-  /// no family for an empty batch. Pure.
+  /// plan_paged_decode on the device's SMs (paged_ctas_per_sm slots each) and clusters, and the
+  /// family point; no family for an empty batch. Pure. Throws Unsupported for a forced cluster
+  /// merge on a device without clusters.
   static Plan plan(const Dims& dims, const DeviceInfo& info);
+  /// settle_decode_merge over the paged decode family (the pipeline's hook after loading).
+  static bool settle(const Dims& dims, const LoadedProgram& program, Plan* plan) {
+    return settle_decode_merge(kInfo.name, paged_decode_family(), dims.head_dim, dims.requested_merge, dims.device,
+                               program, plan);
+  }
   /// The decode kernel's Params (PagedKV source) for `args` under `plan`, partials in `workspace`.
   static DecodeParams params(const Args& args, const Dims& dims, const Plan& plan, void* workspace);
   /// The merge program when `plan` splits (decode_merge_choice, the same program as the
@@ -86,10 +97,10 @@ struct PagedDecodeOp {
   static Launch build(const Args& args, const Dims& dims, const Plan& plan, const LoadedProgram* program,
                       const LoadedProgram* merge, kjit::detail::Workspace workspace, const DeviceInfo& info);
 
-  // Tuning (runtime/ops/tuned.hpp; paged_decode_tune.cc). Knob: splits. Point: rows (heads per CTA). Bucket: head_dim,
-  // group, batch · kv_heads and the planned length (paged_plan_length) rounded up to powers of
-  // two (the length at least 64), and page_size exactly. A call that requests a split count is
-  // not tuned.
+  // Tuning (runtime/ops/tuned.hpp; paged_decode_tune.cc). Knob: splits. Point: rows (heads per
+  // CTA) and merge. Bucket: head_dim, group, batch · kv_heads and the planned length
+  // (paged_plan_length) rounded up to powers of two (the length at least 64), and page_size
+  // exactly. A call that requests a split count or a merge is not tuned.
   static const kjit::detail::TuneOpSpec& tune_spec();
   static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
   static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);

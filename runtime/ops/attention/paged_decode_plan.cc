@@ -37,6 +37,7 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* o
   d.has_lse = check_decode_lse(op, args.lse, d.batch, d.q_heads, d.device);
   kjit::detail::check_finite_scale(op, args.scale);
   check_num_splits(op, args.num_splits, kMaxPagedSplits);
+  check_decode_merge_args(op, args.merge, args.num_splits);
   if (args.kv_len_hint < 0) fail(op, fmt::format("kv_len_hint must be >= 0, got {}", args.kv_len_hint));
   constexpr int64_t kMax = INT32_MAX / 2;
   if (d.batch * d.q_heads > kMax || d.cache.nnz > kMax) {
@@ -44,6 +45,7 @@ PagedDecodeDims validate_paged_decode(const PagedDecodeArgs& args, const char* o
   }
   d.requested_splits = args.num_splits;
   d.kv_len_hint = args.kv_len_hint;
+  d.requested_merge = args.merge;
   return d;
 }
 
@@ -61,7 +63,7 @@ int paged_ctas_per_sm(int64_t head_dim, int max_smem_per_sm) {
 int64_t paged_plan_length(const PagedDecodeDims& d) { return plan_length(d, d.kv_len_hint); }
 
 DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int64_t kv_len_hint, int sm_count,
-                             int ctas_per_sm, int heads_per_cta) {
+                             int ctas_per_sm, int heads_per_cta, DecodeMerge merge, bool clusters) {
   DecodeDims dd;
   dd.device = d.device;
   dd.batch = d.batch;
@@ -70,20 +72,23 @@ DecodePlan plan_paged_decode(const PagedDecodeDims& d, int requested_splits, int
   dd.head_dim = d.head_dim;
   dd.group = d.group;
   dd.max_kv_len = plan_length(d, kv_len_hint);
-  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta);
+  DecodePlan plan = plan_decode(dd, 0, sm_count, ctas_per_sm, heads_per_cta, merge, clusters);
   // Each request divides its own length into num_splits ranges on the device.
   plan.split_tokens = 0;
   kjit::detail::set_split_plan(plan, requested_splits > 0 ? requested_splits : plan.num_splits,
                                d.batch * d.cache.kv_heads * plan.m_tiles, d.batch * d.q_heads, d.head_dim);
+  plan.merge = plan_merge(merge, plan.num_splits, clusters);
   return plan;
 }
 
 DecodePlan PagedDecodeOp::plan(const PagedDecodeDims& d, const DeviceInfo& info) {
+  check_decode_merge_request(kInfo.name, d.requested_merge, info);
   DecodePlan plan = plan_paged_decode(d, d.requested_splits, d.kv_len_hint, info.sm_count,
-                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm));
+                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm), 0, d.requested_merge,
+                                      info.target().has_clusters());
   if (d.batch > 0) {
     plan.choice.family = &paged_decode_family();
-    plan.choice.point = paged_decode_family().point({d.head_dim, plan.heads_per_cta});
+    plan.choice.point = decode_point(paged_decode_family(), d.head_dim, plan);
   }
   return plan;
 }

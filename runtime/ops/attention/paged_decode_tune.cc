@@ -29,12 +29,13 @@ const kjit::detail::TuneOpSpec& PagedDecodeOp::tune_spec() {
       "page size; the CTA count per split and the planned length (kv_len_hint, else pages * page_size / batch) "
       "rounded up to powers of two",
       "batch=1 kv_len=4096 q_heads=32 kv_heads=8 head_dim=128 page_size=16",
-      fits};
+      fits,
+      2};  // planner 2: on sm_90+ a plan of 2..8 splits merges them in clusters (and points name merge)
   return spec;
 }
 
 bool PagedDecodeOp::tune_key(const PagedDecodeDims& d, TunedKey* key) {
-  if (d.requested_splits != 0 || d.batch == 0) return false;
+  if (d.requested_splits != 0 || d.requested_merge != DecodeMerge::kAuto || d.batch == 0) return false;
   key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kPagedDecode);
   key->bucket[0] = kjit::detail::bucket_exact(d.head_dim);
   key->bucket[1] = kjit::detail::bucket_exact(d.group);
@@ -52,9 +53,10 @@ bool PagedDecodeOp::apply_tuned(const PagedDecodeDims& d, const DeviceInfo& info
   }
   const int heads_per_cta = static_cast<int>(c.family->value(c.point, "rows").code);
   DecodePlan plan = plan_paged_decode(d, c.knobs[0], d.kv_len_hint, info.sm_count,
-                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm), heads_per_cta);
+                                      paged_ctas_per_sm(d.head_dim, info.max_smem_per_sm), heads_per_cta, merge_of(c),
+                                      info.target().has_clusters());
   plan.choice.family = c.family;
-  plan.choice.point = c.point;
+  plan.choice.point = decode_point(paged_decode_family(), d.head_dim, plan);
   *out = plan;
   return true;
 }

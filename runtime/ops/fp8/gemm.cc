@@ -2,65 +2,21 @@
 // the launch value (Params, TMA descriptors, clusters) and the public entry.
 #include "runtime/ops/fp8/gemm.hpp"
 
-#include "runtime/driver.hpp"
+#include "runtime/ops/cluster_occupancy.hpp"
 #include "runtime/ops/kernel_table.hpp"
 #include "runtime/ops/tma_map.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 
 namespace kjit::fp8::detail {
 namespace {
 
 /// How many clusters of `size` CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic
-/// shared memory) device `device` holds at once, from cuOccupancyMaxActiveClusters; asked once
-/// per device, kernel (its fp8.gemm point) and size, because the answer depends on the kernel's
-/// footprint and the device's GPCs, neither of which changes while the process runs.
+/// shared memory, the fp8.gemm point `point`) device `device` holds at once (at least 1: the
+/// planner takes a cluster that cannot be scheduled as one at a time).
 int cluster_capacity(const Kernel& kernel, int device, const Point& point, int size, int threads, int smem) {
-  struct Key {
-    int device;
-    int size;
-    Point point;
-  };
-  static std::shared_mutex mutex;
-  static std::unordered_map<Key, int, kjit::detail::PodHash<Key>, kjit::detail::PodEqual<Key>> known;
-  Key key{};
-  key.device = device;
-  key.size = size;
-  key.point = point;
-  // A split-K call asks for every cluster size up to its own: the thread's memo answers the
-  // repeats without the shared lock.
-  using Memo = kjit::detail::PodMemo<Key, int, 16>;
-  return kjit::detail::thread_memo<Memo>().get(key, [&](const Key&) {
-    {
-      std::shared_lock lock(mutex);
-      const auto it = known.find(key);
-      if (it != known.end()) return it->second;
-    }
-    kernel.reserve_dynamic_smem(static_cast<uint32_t>(smem));
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = static_cast<unsigned>(size);
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = static_cast<unsigned>(size);
-    config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = static_cast<unsigned>(threads);
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = static_cast<unsigned>(smem);
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    int clusters = 0;
-    KJIT_CU(cuOccupancyMaxActiveClusters(&clusters, kernel.function(), &config));
-    clusters = std::max(clusters, 1);
-    std::unique_lock lock(mutex);
-    known.emplace(key, clusters);
-    return clusters;
-  });
+  return std::max(kjit::detail::max_active_clusters(kernel, device, gemm_family(), point, size, threads, smem), 1);
 }
 
 }  // namespace

@@ -64,8 +64,12 @@ struct Block {
 /// CTA's (several CTAs run at once when they form a cluster).
 extern thread_local Block* t_cta;
 extern thread_local Dim3 t_thread, t_block;
+/// The block state of this CUDA thread's CTA when several CTAs run at once (a cluster launch of
+/// the decode emulator); null: g_block, the one CTA running.
+extern thread_local Block* t_cta;
 
-inline WarpScratch& my_warp() { return t_cta->warps[t_thread.x / 32]; }
+inline Block& my_block() { return t_cta != nullptr ? *t_cta : g_block; }
+inline WarpScratch& my_warp() { return my_block().warps[t_thread.x / 32]; }
 inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
 
 }  // namespace emu
@@ -73,7 +77,7 @@ inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
 #define threadIdx (::emu::t_thread)
 #define blockIdx (::emu::t_block)
 
-inline void __syncthreads() { emu::t_cta->barrier.arrive_and_wait(); }
+inline void __syncthreads() { emu::my_block().barrier.arrive_and_wait(); }
 
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   emu::WarpScratch& w = emu::my_warp();

@@ -43,6 +43,7 @@
 namespace emu {
 thread_local Block* t_cta = nullptr;
 thread_local Dim3 t_thread, t_block;
+thread_local Block* t_cta = nullptr;
 bool g_late_copies = false;
 thread_local AsyncState t_async;
 }  // namespace emu

@@ -4,14 +4,23 @@
 // own swizzle, implemented from the PTX ISA's fragment definitions as warp collectives over
 // emu::WarpScratch.
 // Shared memory is the array kjit::attention::smem; a "shared address" is a byte offset into it.
+// A CTA's own shared memory starts at its offset emu::t_smem_offset (0 unless several CTAs of a
+// cluster run at once, each then with its own region: kjit/cluster.cuh's emulation maps between
+// them).
 #include "kjit/config.cuh"
 #include "emu_cp_async.hpp"
 
 #include <vector>
 
+namespace emu {
+extern thread_local uint32_t t_smem_offset;  ///< this CUDA thread's CTA's region of kjit::attention::smem
+}  // namespace emu
+
 namespace kjit::attention {
 
 extern uint8_t smem[];
+
+inline uint8_t* dynamic_smem() { return smem + ::emu::t_smem_offset; }
 
 namespace emu_detail {
 inline uint16_t to_bf16(float f) {

@@ -9,6 +9,8 @@
 #define KJIT_DEVICE inline
 #define KJIT_PARAMS const
 #define KJIT_HAS_SM80 1
+// The cluster merge runs too: kjit/cluster.cuh's emulation holds a cluster's CTAs at once.
+#define KJIT_HAS_SM90 1
 // Programmatic dependent launch has nothing to overlap on the host: the merge runs after the
 // decode grid anyway.
 #define KJIT_WAIT_PREVIOUS_GRID() ((void)0)
