@@ -41,7 +41,6 @@ constexpr uint32_t kCtaSmem = 232448;
 
 namespace emu {
 Block g_block;  // one CTA at a time
-thread_local Block* t_cta = &g_block;
 thread_local Dim3 t_thread, t_block;
 thread_local Block* t_cta = nullptr;
 bool g_late_copies = false;

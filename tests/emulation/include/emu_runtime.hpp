@@ -60,12 +60,11 @@ struct Block {
   WarpScratch warps[kMaxWarps];
 };
 
-/// The running CTA's block barrier and warp scratch: each emulated CUDA thread points at its own
-/// CTA's (several CTAs run at once when they form a cluster).
-extern thread_local Block* t_cta;
+/// The block state of the one CTA running when the emulator runs one at a time.
+extern Block g_block;
 extern thread_local Dim3 t_thread, t_block;
-/// The block state of this CUDA thread's CTA when several CTAs run at once (a cluster launch of
-/// the decode emulator); null: g_block, the one CTA running.
+/// The block barrier and warp scratch of this CUDA thread's CTA when several CTAs run at once (a
+/// cluster launch: each emulated CUDA thread points at its own CTA's); null: g_block.
 extern thread_local Block* t_cta;
 
 inline Block& my_block() { return t_cta != nullptr ? *t_cta : g_block; }

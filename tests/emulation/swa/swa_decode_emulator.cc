@@ -41,7 +41,7 @@
 #include <vector>
 
 namespace emu {
-thread_local Block* t_cta = nullptr;
+Block g_block;  // unused: every CTA runs with its own (t_cta)
 thread_local Dim3 t_thread, t_block;
 thread_local Block* t_cta = nullptr;
 bool g_late_copies = false;
