@@ -296,6 +296,36 @@ TEST(AttentionPagedPlan, SplitsFromTheHintOrTheRequest) {
   EXPECT_EQ(ad::plan_paged_decode(d, 0, 0, kH200Sms, 2).num_splits, 1);
 }
 
+TEST(AttentionPagedPlan, RaggedBatchesSplitTheLongestRequests) {
+  // 32 requests of 4096 tokens on average (the pages' count) whose longest has 8191 (the hint):
+  // each request splits its own length, so ceil(2 · 8191 / 4096) = 4 splits keep the longest
+  // requests' CTAs near half the mean, where the waves' plan for equal CTAs would take 1.
+  ad::PagedDecodeDims d;
+  d.batch = 32;
+  d.q_heads = 64;
+  d.head_dim = 128;
+  d.group = 8;
+  d.cache.kv_heads = 8;
+  d.cache.page_size = 16;
+  d.cache.nnz = 32 * 256;
+  ad::DecodeDims even;
+  even.batch = 32;
+  even.q_heads = 64;
+  even.kv_heads = 8;
+  even.head_dim = 128;
+  even.group = 8;
+  even.max_kv_len = 8191;
+  ASSERT_EQ(ad::plan_decode(even, 0, kH200Sms, 2).num_splits, 1);
+  EXPECT_EQ(ad::plan_paged_decode(d, 0, 8191, kH200Sms, 2).num_splits, 4);
+  // Within 1.5× of the mean: the waves' plan.
+  even.max_kv_len = 6000;
+  EXPECT_EQ(ad::plan_paged_decode(d, 0, 6000, kH200Sms, 2).num_splits, ad::plan_decode(even, 0, kH200Sms, 2).num_splits);
+  // Far longer than the mean: at most kDecodeMaxClusterSplits, so a cluster can still merge them.
+  EXPECT_EQ(ad::plan_paged_decode(d, 0, 100000, kH200Sms, 2).num_splits, kjit::attention::kDecodeMaxClusterSplits);
+  // A requested count is exact.
+  EXPECT_EQ(ad::plan_paged_decode(d, 2, 8191, kH200Sms, 2).num_splits, 2);
+}
+
 TEST(AttentionPagedPlan, FillsEveryResidentSlotOnH200) {
   // Two decode CTAs are resident per SM at every head dim, and the paged planner counts both
   // (measured: 2 splits of B16 Hkv8 L4096 run 0.92x the contiguous kernel at page 1/16/64
