@@ -101,7 +101,7 @@ const Family& swa_decode_family() {
     };
     // DeepSeek-V4 decode (HD 512, W 128, E4M3): group 16 for small batches, 32 for large ones;
     // on sm_90a the wgmma kernel (group 64); on sm_90+ the planner's cluster splits of groups of 16
-    // for T ≤ 4 and T ≤ 8 (4 and 2 CTAs of 32 and 64 positions).
+    // for T ≤ 2 and T ≤ 8 (4 and 2 CTAs of 32 and 64 positions).
     auto p = [](const char* group, const char* tile = "128", const char* cluster = "1") {
       return ParamMap{{"head_dim", "512"}, {"group", group},  {"kv_tile", tile},
                       {"window", "128"},   {"cache", "e4m3"}, {"cluster_split", cluster}};

@@ -73,12 +73,15 @@ TEST_F(AsyncJitGpu, PagedDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   d.cache.kv_heads = c.kv_heads;
   d.cache.page_size = c.layout.page_size;
   d.kv_len_hint = c.kv_len_hint;
-  ASSERT_GT(ad::PagedDecodeOp::plan(d, kjit::device_info(d.device)).num_splits, 1)
-      << "the warm-up built the merge the tuned plan needs";
-  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
+  const ad::DecodePlan builtin = ad::PagedDecodeOp::plan(d, kjit::device_info(d.device));
+  ASSERT_GT(builtin.num_splits, 1) << "the warm-up built the merge the tuned plan needs";
+  // The pushed table: rows=16 (not built; the built-in plan's merge) and 3 splits for this
+  // call's bucket.
   kd::TunedChoice choice;
   choice.family = &kjit::attention::paged_decode_family();
-  choice.point = choice.family->point({c.head_dim, 16});
+  kjit::ParamMap pm = choice.family->params_of(builtin.choice.point);
+  pm["rows"] = "16";
+  choice.point = choice.family->parse(pm);
   choice.knobs[0] = 3;
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PagedDecodeOp>(d.device, d, choice));
 

@@ -76,11 +76,15 @@ TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
   ad::DecodeDims d = decode_dims(c.batch, c.max_kv_len, c.q_heads, c.kv_heads, c.head_dim);
   d.device = kjit::testing::current_device();
   // The built-in plan splits (so the warm-up built the merge the tuned plan needs too).
-  ASSERT_GT(ad::DecodeOp::plan(d, kjit::device_info(d.device)).num_splits, 1);
-  // The pushed table: rows=16 (not built) and 3 splits for this call's bucket.
+  const ad::DecodePlan builtin = ad::DecodeOp::plan(d, kjit::device_info(d.device));
+  ASSERT_GT(builtin.num_splits, 1);
+  // The pushed table: rows=16 (not built; the built-in plan's merge) and 3 splits for this call's
+  // bucket.
   kd::TunedChoice choice;
   choice.family = &kjit::attention::decode_family();
-  choice.point = choice.family->point({128, 16});
+  kjit::ParamMap pm = choice.family->params_of(builtin.choice.point);
+  pm["rows"] = "16";
+  choice.point = choice.family->parse(pm);
   choice.knobs[0] = 3;
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::DecodeOp>(d.device, d, choice));
 

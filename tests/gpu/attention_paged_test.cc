@@ -268,8 +268,9 @@ TEST_F(AttentionPagedGpu, ClusterMergeBelowSm90IsUnsupported) {
 // ---- The merge program ------------------------------------------------------------------------
 
 // The split merge is its own program (attention.decode_merge): a plan that does not split never
-// compiles it, and the contiguous and the paged decode share it at one head_dim. Launch values
-// only, over fake addresses: nothing is launched.
+// compiles it, and the contiguous and the paged decode share it at one head_dim (merge=kernel:
+// on sm_90+ a split plan would otherwise merge in a cluster, without it). Launch values only,
+// over fake addresses: nothing is launched.
 TEST_F(AttentionPagedGpu, MergeProgramOnlyWhenSplitSharedByBothOps) {
   namespace ad = kjit::attention::detail;
   kjit::RuntimeConfig config = kjit::RuntimeConfig::from_env();
@@ -283,6 +284,7 @@ TEST_F(AttentionPagedGpu, MergeProgramOnlyWhenSplitSharedByBothOps) {
   a.k = TensorRef(fake(2), DType::kBF16, {kB, kL, kHkv, kD});
   a.v = TensorRef(fake(3), DType::kBF16, {kB, kL, kHkv, kD});
   a.out = TensorRef(fake(4), DType::kBF16, {kB, 1, kHq, kD});
+  a.merge = kjit::attention::DecodeMerge::kKernel;
   a.num_splits = 1;
   const auto one = kjit::detail::launch_value<ad::DecodeOp>(a, ws, rt);
   ASSERT_NE(one.step<0>().kernel, nullptr);
@@ -304,6 +306,7 @@ TEST_F(AttentionPagedGpu, MergeProgramOnlyWhenSplitSharedByBothOps) {
   p.cache.page_indices = TensorRef(fake(8), DType::kI32, {kPages});
   p.cache.last_page_len = TensorRef(fake(9), DType::kI32, {kB});
   p.num_splits = 4;
+  p.merge = kjit::attention::DecodeMerge::kKernel;
   const auto paged = kjit::detail::launch_value<ad::PagedDecodeOp>(p, ws, rt);
   ASSERT_NE(paged.step<0>().kernel, nullptr);
   EXPECT_EQ(paged.step<1>().kernel, split.step<1>().kernel) << "one merge program for both ops";

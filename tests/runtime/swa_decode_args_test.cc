@@ -456,13 +456,14 @@ TEST(SwaDecodePlan, HopperTakesTheWgmmaKernel) {
 
 TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
   const kjit::DeviceInfo h200 = device(kH200Sms, kH200Smem, 90);
-  // The largest cluster, of at most 4, whose CTAs fit one per SM (132), groups of 16: T = 1..4:
-  // 8..32 items × 4 CTAs of 32 positions; T = 5..8: 40..64 × 2 of 64; from T = 9 none.
+  // Clusters of 4 while their CTAs fill at most half the SMs (66 of 132), else of 2 while theirs
+  // fit one per SM, groups of 16: T = 1..2: 8..16 items × 4 CTAs of 32 positions; T = 3..8:
+  // 24..64 × 2 of 64; from T = 9 none.
   struct Want {
     int64_t tokens;
     int cluster, tile, split_len;
   };
-  for (const Want& w : {Want{1, 4, 64, 32}, Want{2, 4, 64, 32}, Want{4, 4, 64, 32}, Want{5, 2, 64, 64},
+  for (const Want& w : {Want{1, 4, 64, 32}, Want{2, 4, 64, 32}, Want{3, 2, 64, 64}, Want{4, 2, 64, 64},
                         Want{8, 2, 64, 64}}) {
     SCOPED_TRACE(testing::Message() << "T" << w.tokens);
     const md::SwaPlan p = plan(dims(w.tokens), 0, 0, h200);
@@ -482,8 +483,9 @@ TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
   EXPECT_EQ(plan(dims(17), 0, 0, h200).cluster_split, 1);
   EXPECT_EQ(plan(dims(17), 0, 0, h200).heads_per_cta, 16);
   EXPECT_EQ(plan(dims(64), 0, 0, h200).heads_per_cta, 64);
-  // Fewer SMs, fewer tokens per cluster size: 66 SMs at T = 4: 32 items × 2.
+  // Fewer SMs, fewer tokens per cluster size: 66 SMs at T = 4: 32 items × 2; T = 1: 8 × 4.
   EXPECT_EQ(plan(dims(4), 0, 0, device(66, kH200Smem, 90)).cluster_split, 2);
+  EXPECT_EQ(plan(dims(1), 0, 0, device(66, kH200Smem, 90)).cluster_split, 4);
   EXPECT_EQ(plan(dims(8), 0, 0, device(66, kH200Smem, 90)).cluster_split, 1);
   // Other windows: each CTA's slice whole 16-position steps of at most 128.
   EXPECT_EQ(plan(dims(1, 128, 64), 0, 0, h200).cluster_split, 4);
@@ -492,7 +494,7 @@ TEST(SwaDecodePlan, FewTokensOnSm90SplitTheWindowOverACluster) {
   EXPECT_EQ(plan(dims(1, 128, 512), 0, 0, h200).tile, 128);
   EXPECT_EQ(plan(dims(8, 128, 512), 0, 0, h200).cluster_split, 1);  // 2 CTAs would hold 256
   EXPECT_EQ(plan(dims(8, 128, 256), 0, 0, h200).tile, 128);          // 2 CTAs of 128
-  // Fewer heads, more tokens: NH 32 at T = 33 is 66 items × 2.
+  // Fewer heads, more tokens: NH 32 at T = 33 is 66 items × 2 (× 4 would fill all the SMs).
   EXPECT_EQ(plan(dims(33, 32), 0, 0, h200).cluster_split, 2);
   // Not without clusters (sm_80, sm_89), nor when a split count or a group was requested.
   EXPECT_EQ(plan(dims(1), 0, 0, device()).cluster_split, 1);

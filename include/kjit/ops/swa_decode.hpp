@@ -69,8 +69,8 @@ struct SwaDecodeArgs {
   /// or 8 (sm_90+), each taking W / cluster_split positions; they merge through distributed
   /// shared memory in the same launch, with no workspace. W / cluster_split must be a multiple of
   /// 16 and at most 128; head_group 0, 16 or 32; num_splits 0 or 1. 1 = no cluster. 0 lets the
-  /// planner choose (on sm_90+, 4 or 2 CTAs for each (token, 16 heads) while they fit one per SM:
-  /// T ≤ 4 and T ≤ 8 at NH 128 on 132 SMs).
+  /// planner choose (on sm_90+, 4 CTAs for each (token, 16 heads) while they fill at most half
+  /// the SMs, else 2 while they fit one per SM: T ≤ 2 and T ≤ 8 at NH 128 on 132 SMs).
   int cluster_split = 0;
 };
 

@@ -227,11 +227,12 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
   // Few tokens: each (token, head group) CTA is one latency chain (indices → rows → Q·Kᵀ →
   // softmax → P·V → store) on an otherwise idle GPU, ≈ 13-14 µs at T = 1 on an H100 / H200.
   // A thread-block cluster cuts that chain's window work by its size and merges in the same
-  // launch (no merge kernel, no workspace); it pays a DSMEM merge of the partials. The largest
-  // cluster, of at most 4, whose CTAs fit one per SM. Measured on an H100 (ncu kernel µs, NH 128,
-  // W 128; cluster 1 / 2 / 4 / 8): T = 1 11.3 / 10.6 / 9.8 / 10.1, T = 8 12.2 / 11.2 / 15.2 / 28.5,
-  // T = 16 13.0 / 14.0 / 26.1 / 43.8: past one CTA per SM the cluster's CTAs queue behind each
-  // other and the split costs more than it saves.
+  // launch (no merge kernel, no workspace); it pays a DSMEM merge of the partials. Clusters of 4
+  // while their CTAs fill at most half the SMs, else of 2 while theirs fit one per SM. Measured on
+  // an H100 (ncu kernel µs, NH 128, W 128; cluster 1 / 2 / 4 / 8): T = 1 11.3 / 10.6 / 9.8 / 10.1,
+  // T = 8 12.2 / 11.2 / 15.2 / 28.5, T = 16 13.0 / 14.0 / 26.1 / 43.8; graph µs at T = 2 / 4:
+  // 13.8 / 14.4, 12.7 / 13.3, 12.2 / 15.1: past that the cluster's CTAs queue behind each other
+  // and the split costs more than it saves.
   if (d.requested_cluster_split > 1) {
     return swa_cluster_plan(d, d.requested_heads_per_cta != 0 ? d.requested_heads_per_cta : 16,
                             d.requested_cluster_split);
@@ -241,7 +242,7 @@ SwaPlan plan_swa_decode(const SwaDims& d, const DeviceInfo& info) {
     const int64_t items = d.tokens * (d.heads / 16);
     for (int c : {4, 2}) {
       const int tile = swa_cluster_tile(d.window, c);
-      if (swa_cluster_split_rule(16, tile, d.window, c).empty() && items * c <= sms &&
+      if (swa_cluster_split_rule(16, tile, d.window, c).empty() && items * c <= (c == 4 ? sms / 2 : sms) &&
           swa_launch_shape(16, tile, c).smem_bytes <= max_smem) {
         return swa_cluster_plan(d, 16, c);
       }
