@@ -183,9 +183,10 @@ struct PagedDecodeArgs {
   /// Split-KV count: 0 lets the planner choose; a positive count splits every request's own
   /// length into that many ranges of whole KV tiles. 1 needs no workspace.
   int num_splits = 0;
-  /// A typical (e.g. the largest) request length, in tokens, used only by the split planner (the
-  /// host does not know the paged lengths); 0 means nnz · page_size / batch. Results never depend
-  /// on it.
+  /// The largest request length, in tokens, used only by the split planner (the host does not
+  /// know the paged lengths); 0 means nnz · page_size / batch. Where it is 1.5× that mean or
+  /// more (a ragged batch), the planner takes at least ceil(2 · hint / mean) splits, at most 8,
+  /// so the longest requests' CTAs do not hold up the rest. Results never depend on it.
   int64_t kv_len_hint = 0;
   /// How the splits combine (DecodeMerge), as DecodeArgs::merge.
   DecodeMerge merge = DecodeMerge::kAuto;
