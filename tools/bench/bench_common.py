@@ -79,6 +79,29 @@ def graph_time_us(step, n_calls):
     return ms * 1e3 / n_calls
 
 
+def profile_calls(calls, time_graphs=False):
+    """The ncu probes' last step over `calls`, a list of (name, fn): make every call once (compiles,
+    loads, first touches), then make each once more inside the profiled region (what `ncu
+    --profile-from-start off` records), printing `call i: name` in the report's kernel order; with
+    `time_graphs`, profile nothing and print each call's CUDA-graph time in µs instead."""
+    import torch
+
+    for _, fn in calls:
+        fn()
+    torch.cuda.synchronize()
+    if not time_graphs:
+        torch.cuda.profiler.start()
+    for i, (name, fn) in enumerate(calls):
+        if time_graphs:
+            print(f"call {i}: {name}: {graph_time_us(lambda _, fn=fn: fn(), 3):.1f} us", flush=True)
+            continue
+        print(f"call {i}: {name}", flush=True)
+        fn()
+        torch.cuda.synchronize()
+    if not time_graphs:
+        torch.cuda.profiler.stop()
+
+
 def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 

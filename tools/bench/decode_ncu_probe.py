@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import arg_parser, graph_time_us, require_gpu, seeded_generator  # noqa: E402  (first)
+from bench_common import arg_parser, profile_calls, require_gpu, seeded_generator  # noqa: E402  (first)
 import bench_attention as ba  # noqa: E402
 import torch  # noqa: E402
 
@@ -39,17 +39,4 @@ for ps in ba.PAGE_SIZES:
     pws = kj.paged_decode_workspace(q, cache, splits=args.splits)
     calls.append((f"paged page {ps}", lambda cache=cache, pws=pws:
                   kj.paged_decode(q, cache, out, pws, splits=args.splits)))
-for _, fn in calls:
-    fn()
-torch.cuda.synchronize()
-if not args.time:
-    torch.cuda.profiler.start()
-for i, (name, fn) in enumerate(calls):
-    if args.time:
-        print(f"call {i}: {name}: {graph_time_us(lambda _, fn=fn: fn(), 3):.1f} us", flush=True)
-        continue
-    print(f"call {i}: {name}", flush=True)
-    fn()
-    torch.cuda.synchronize()
-if not args.time:
-    torch.cuda.profiler.stop()
+profile_calls(calls, args.time)

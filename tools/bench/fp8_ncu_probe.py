@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import require_gpu  # noqa: E402  (first: a plain message without torch or kjit)
+from bench_common import profile_calls, require_gpu  # noqa: E402  (first: a plain message without torch or kjit)
 import bench_fp8 as b  # noqa: E402
 import torch  # noqa: E402
 
@@ -53,15 +53,4 @@ for n, k in shapes:
                               lambda a=a[:1], w=w, d=d, sa=sa, sb=sb, sp=sp:
                               kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x16", stages=8, splits=sp)))
 calls = [c for c in calls if not args.only or any(o in c[0] for o in args.only)]
-# Compile and warm everything first: the report's second half is the timed calls.
-for _, fn in calls:
-    fn()
-torch.cuda.synchronize()
-print(f"warm-up launches: {len(calls)} calls")
-# Under `ncu --profile-from-start off`, only the calls below are profiled.
-torch.cuda.profiler.start()
-for i, (name, fn) in enumerate(calls):
-    print(f"call {i}: {name}", flush=True)
-    fn()
-torch.cuda.synchronize()
-torch.cuda.profiler.stop()
+profile_calls(calls)

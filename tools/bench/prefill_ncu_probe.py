@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import arg_parser, graph_time_us, require_gpu, seeded_generator  # noqa: E402  (first)
+from bench_common import arg_parser, profile_calls, require_gpu, seeded_generator  # noqa: E402  (first)
 import bench_attention as ba  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -40,18 +40,4 @@ for B, H, L, D, causal in ((4, 32, 4096, 128, False), (4, 32, 4096, 128, True), 
     calls.append((f"kjit wgmma {shape}", lambda q=q, k=k, v=v, out=out, causal=causal:
                   kj.prefill(q, k, v, out, causal=causal, variant="wgmma")))
     calls.append((f"cudnn {shape}", cudnn))
-for _, fn in calls:
-    fn()
-torch.cuda.synchronize()
-# Under `ncu --profile-from-start off`, only the calls below are profiled.
-if not args.time:
-    torch.cuda.profiler.start()
-for i, (name, fn) in enumerate(calls):
-    if args.time:
-        print(f"call {i}: {name}: {graph_time_us(lambda _, fn=fn: fn(), 3):.1f} us", flush=True)
-        continue
-    print(f"call {i}: {name}", flush=True)
-    fn()
-torch.cuda.synchronize()
-if not args.time:
-    torch.cuda.profiler.stop()
+profile_calls(calls, args.time)
