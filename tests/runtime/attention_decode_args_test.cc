@@ -634,7 +634,10 @@ TEST(AttentionDecodeFamily, SpaceAndSpecs) {
                 .name_expressions[0],
             "kjit::attention::decode_kernel<128, 8, kjit::attention::PagedKV, true>");
   EXPECT_THROW(f.spec({{"head_dim", "96"}, {"rows", "8"}, {"merge", "kernel"}}), kjit::InvalidArgument);
-  EXPECT_THROW(f.spec({{"head_dim", "128"}, {"rows", "8"}}), kjit::InvalidArgument);
+  // A point written before merge existed runs as it did then: merge=kernel.
+  EXPECT_EQ(f.spec({{"head_dim", "128"}, {"rows", "8"}}).name_expressions,
+            f.spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "kernel"}}).name_expressions);
+  EXPECT_THROW(f.spec({{"head_dim", "128"}, {"merge", "kernel"}}), kjit::InvalidArgument);  // no rows
   EXPECT_THROW(f.spec({{"head_dim", "128"}, {"rows", "8"}, {"merge", "auto"}}), kjit::InvalidArgument);
 }
 
