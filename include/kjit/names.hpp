@@ -47,6 +47,16 @@ constexpr const char* enum_name(const EnumName<Enum> (&table)[N], Enum value) no
   return "?";
 }
 
+/// Whether `table` names `value`: false for a code cast into the enum that no enumerator has
+/// (what an op checks before it reads an enum field of its arguments).
+template <class Enum, size_t N>
+constexpr bool enum_named(const EnumName<Enum> (&table)[N], Enum value) noexcept {
+  for (const EnumName<Enum>& row : table) {
+    if (row.value == value) return true;
+  }
+  return false;
+}
+
 /// The enumerator `table` names `text` (exact, case-sensitive). Throws InvalidArgument
 /// "<op>: <what> must be one of 'a', 'b', got '<text>'".
 template <class Enum, size_t N>

@@ -77,12 +77,8 @@ TEST_F(AsyncJitGpu, PagedDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   ASSERT_GT(builtin.num_splits, 1) << "the warm-up built the merge the tuned plan needs";
   // The pushed table: rows=16 (not built; the built-in plan's merge) and 3 splits for this
   // call's bucket.
-  kd::TunedChoice choice;
-  choice.family = &kjit::attention::paged_decode_family();
-  kjit::ParamMap pm = choice.family->params_of(builtin.choice.point);
-  pm["rows"] = "16";
-  choice.point = choice.family->parse(pm);
-  choice.knobs[0] = 3;
+  const kd::TunedChoice choice =
+      varied_choice(kjit::attention::paged_decode_family(), builtin.choice.point, {{"rows", "16"}}, {3});
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::PagedDecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));

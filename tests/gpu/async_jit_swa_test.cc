@@ -68,15 +68,9 @@ TEST_F(AsyncJitGpu, SwaDecodeRunsAFallbackUntilTheTunedPlanIsBuilt) {
   // The pushed table: another group (32 where the built-in plan takes 16, else 16) at kv_tile 64,
   // which no warm-up built, and 2 splits, without a cluster (which the built-in plan for few tokens
   // may have on sm_90+).
-  const kjit::Family& f = kjit::mla::swa_decode_family();
-  kjit::ParamMap pm = f.params_of(builtin.choice.point);
-  pm["group"] = builtin.heads_per_cta == 16 ? "32" : "16";
-  pm["kv_tile"] = "64";
-  pm["cluster_split"] = "1";
-  kd::TunedChoice choice;
-  choice.family = &f;
-  choice.point = f.parse(pm);
-  choice.knobs[0] = 2;
+  const kd::TunedChoice choice = varied_choice(
+      kjit::mla::swa_decode_family(), builtin.choice.point,
+      {{"group", builtin.heads_per_cta == 16 ? "32" : "16"}, {"kv_tile", "64"}, {"cluster_split", "1"}}, {2});
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<md::SwaDecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));

@@ -80,12 +80,8 @@ TEST_F(AsyncJitGpu, DecodeRunsItsBuiltInPlanUntilTheTunedOneIsBuilt) {
   ASSERT_GT(builtin.num_splits, 1);
   // The pushed table: rows=16 (not built; the built-in plan's merge) and 3 splits for this call's
   // bucket.
-  kd::TunedChoice choice;
-  choice.family = &kjit::attention::decode_family();
-  kjit::ParamMap pm = choice.family->params_of(builtin.choice.point);
-  pm["rows"] = "16";
-  choice.point = choice.family->parse(pm);
-  choice.knobs[0] = 3;
+  const kd::TunedChoice choice =
+      varied_choice(kjit::attention::decode_family(), builtin.choice.point, {{"rows", "16"}}, {3});
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<ad::DecodeOp>(d.device, d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));
@@ -208,14 +204,9 @@ TEST_F(AsyncJitGpu, GemmRunsItsBuiltInTileUntilTheTunedOneIsBuilt) {
   const fd::GemmDims d = fd::validate_gemm(gemm_args(da.get(), db.get(), dd.get(), ds.get(), ds.get(), m, n, k));
   const fd::GemmPlan builtin = fd::GemmOp::plan(d, kjit::device_info(kjit::testing::current_device()));
   const kjit::Family& f = kjit::fp8::gemm_family();
-  kjit::ParamMap pm = f.params_of(builtin.choice.point);
-  pm["tile"] = pm["tile"] == "128x96" ? "128x112" : "128x96";
-  pm["stages"] = "6";
-  kd::TunedChoice choice;
-  choice.family = &f;
-  choice.point = f.parse(pm);
-  choice.knobs[0] = 1;
-  choice.knobs[1] = 1;
+  const bool was_96 = f.value(builtin.choice.point, "tile").text == "128x96";
+  const kd::TunedChoice choice =
+      varied_choice(f, builtin.choice.point, {{"tile", was_96 ? "128x112" : "128x96"}, {"stages", "6"}}, {1, 1});
   ASSERT_NO_FATAL_FAILURE(push_tuned_choice<fd::GemmOp>(kjit::testing::current_device(), d, choice));
 
   kjit::Runtime rt(config(kjit::JitMode::kAsync));

@@ -8,6 +8,22 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+
+/// A choice to push: the built-in plan's `point` of `family` with the parameters in `changes`
+/// set to their texts, and `knobs` (the op's knobs in its TuneOpSpec order; the rest 0).
+inline kjit::detail::TunedChoice varied_choice(const kjit::Family& family, const kjit::Point& point,
+                                               const kjit::ParamMap& changes, std::initializer_list<int> knobs) {
+  kjit::ParamMap params = family.params_of(point);
+  for (const auto& [name, text] : changes) params[name] = text;
+  kjit::detail::TunedChoice choice;
+  choice.family = &family;
+  choice.point = family.parse(params);
+  int i = 0;
+  for (int k : knobs) choice.knobs[i++] = k;
+  return choice;
+}
+
 /// Installs for `device` a tuning table holding `choice` for the bucket of `dims` (Op::tune_key),
 /// after checking that Op runs the call with it (Op::apply_tuned: the plan into `*tuned` when
 /// given) and that it names another program than Op's built-in plan. Call through

@@ -124,8 +124,7 @@ DecodeMerge plan_merge(DecodeMerge requested, int num_splits, bool clusters) {
 }
 
 void check_decode_merge_args(const char* op, DecodeMerge merge, int num_splits) {
-  const auto code = static_cast<size_t>(static_cast<uint32_t>(merge));
-  if (code >= std::size(kDecodeMergeNames)) {
+  if (!enum_named(kDecodeMergeNames, merge)) {
     fail(op, fmt::format("merge must be one of {}, got DecodeMerge({})", enum_choices(kDecodeMergeNames),
                          static_cast<int32_t>(merge)));
   }

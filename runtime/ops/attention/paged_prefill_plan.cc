@@ -207,7 +207,7 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
                               a.kv_heads));
   }
   d.group = a.kv_heads > 0 ? a.q_heads / a.kv_heads : 0;
-  if (a.pack_gqa != PackGqa::kAuto && a.pack_gqa != PackGqa::kOn && a.pack_gqa != PackGqa::kOff) {
+  if (!enum_named(kPackGqaNames, a.pack_gqa)) {
     fail(kPlanOp, fmt::format("pack_gqa must be auto, on or off, got {}", static_cast<int>(a.pack_gqa)));
   }
   if (a.pack_gqa == PackGqa::kOn) {
