@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         int m0, n0;
         tile_origin(unit, m0, n0);
         for (int kt = kt_begin; kt < kt_end; ++kt) {
-          if (wrapped) mbarrier_wait_cluster(empty_bar(s), phase ^ 1u);
+          if (wrapped) mbarrier_wait(empty_bar(s), phase ^ 1u);
           const uint32_t a_dst = base + s * kStageBytes;
           const bool half = issued++ < early;  // its constant operand is loading already
           // Both B halves (this CTA's and the peer's multicast) complete on this barrier.

@@ -42,10 +42,15 @@ KJIT_DEVICE uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
   return r;
 }
 
-/// One arrival on the barrier at `bar` (this CTA's shared::cta layout) of the cluster's CTA `rank`.
+/// One arrival on the barrier at `bar` (this CTA's shared::cta layout) of the cluster's CTA `rank`,
+/// with the default (CTA-scope release) semantics. For a consumer that frees a stage the peer's
+/// TMA refills: its reads of the stage were wgmma's (async proxy), complete by wgmma.wait_group,
+/// so no fence is needed before the peer's writes. A `.release.cluster` arrival compiles (sm_90,
+/// CUDA 13) to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU + ERRBAR before the arrive: paid per stage and
+/// warp, it serialized the GEMM's CTA-pair ring (3.1–3.5× slower, docs/perf-notes.md R78a).
 KJIT_DEVICE void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
   asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, "
       "[remote];\n}\n" ::"r"(bar),
       "r"(rank)
       : "memory");

@@ -49,11 +49,10 @@ KJIT_DEVICE void mbarrier_arrive(uint32_t bar) {
       : "memory")
 
 /// Spins until the phase of parity `parity` of the barrier has completed (traps on a deadlock).
+/// CTA-scope acquire (the default), also for barriers the cluster's other CTAs arrive on
+/// (mbarrier_arrive_cluster): a `.acquire.cluster` wait compiles to an L1 invalidation
+/// (CCTL.IVALL) after every completed wait.
 KJIT_DEVICE void mbarrier_wait(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(""); }
-
-/// mbarrier_wait with cluster-scope acquire: for barriers that CTAs of the cluster arrive on
-/// remotely (mbarrier_arrive_cluster), before writing what they released.
-KJIT_DEVICE void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) { KJIT_MBARRIER_WAIT(".acquire.cluster"); }
 
 #undef KJIT_MBARRIER_WAIT
 

@@ -671,6 +671,14 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
       run_gemm(m);
     }
   }
+  // Pairs over the wave-fitting tiles (BN / 2 rows of B a CTA: 40 ... 112), odd tile rows and
+  // N not a whole number of tiles; the last two with a constant weight loaded early.
+  for (T t : {T::k128x80, T::k128x112, T::k128x160, T::k128x224}) {
+    GCase m{333, 1000, 4224};
+    m.kernel = f8::GemmKernel::kWgmma, m.multicast = 2, m.tile = t, m.scales = Scales::kChannel;
+    m.b_constant = t == T::k128x160 || t == T::k128x224;
+    run_gemm(m);
+  }
   c = GCase{64, 64, 256};
   c.multicast = 2, c.splits = 2;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);

@@ -591,7 +591,7 @@ TEST(Fp8GemmArgs, RejectsOverridesWithoutADevice) {
   expect_gemm_invalid(false, [](auto& a) { a.tile = T::k64x64; a.splits = 2; },
                       {"splits > 1 is the wgmma kernel's", "k64x64 and k128x64 select the mma.sync kernel"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k128x32; a.multicast = 2; },
-                      {"multicast = 2 is the large wgmma tiles'"});
+                      {"multicast = 2 is the 128-row wgmma tiles'"});
   expect_gemm_invalid(true, [](auto& a) { a.tile = T::k128x128; }, {"tile 128x128 is not available with kBlockwise"});
   expect_gemm_invalid(true, [](auto& a) { a.splits = 2; }, {"splits > 1 is the wgmma kernel's", "tensorwise"});
   expect_gemm_invalid(false, [](auto& a) { a.tile = static_cast<T>(99); }, {"tile is not a GemmTile value"});
@@ -1108,7 +1108,7 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   EXPECT_EQ(split2.splits, 2);
   EXPECT_FALSE(f8::sm90_wave_tile(split2.bn));
   EXPECT_FALSE(f8::sm90_wave_tile(gemm_plan(problem(190, 1000, 1024), T::kAuto, 0, h, K::kAuto, 0, 2).bn));
-  // Forced: every wave-fitting tile plans at any M, persistent only.
+  // Forced: every wave-fitting tile plans at any M, persistent only (no split-K).
   for (const T t : {T::k128x80, T::k128x96, T::k128x112, T::k128x160, T::k128x192, T::k128x224}) {
     SCOPED_TRACE(f8::gemm_tile_name(t));
     const fd::GemmPlan p = gemm_plan(problem(1000, 1008, 1024), t, 0, h);
@@ -1118,7 +1118,11 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
     EXPECT_EQ(p.bn, fd::gemm_tile_shape(t).bn);
     EXPECT_EQ(p.splits, 1);
     EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kAuto, 2), kjit::InvalidArgument);
-    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kAuto, 0, 2), kjit::InvalidArgument);
+    // CTA pairs share B over them: each CTA loads BN / 2 rows, whole swizzle atoms.
+    const fd::GemmPlan paired = gemm_plan(problem(256, 10240, 8192), t, 0, h, K::kAuto, 0, 2);
+    EXPECT_EQ(paired.cluster_m, 2);
+    EXPECT_EQ(paired.bn, fd::gemm_tile_shape(t).bn);
+    EXPECT_EQ(fd::gemm_tile_shape(t).bn / 2 % 8, 0);
     EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kMmaSync), kjit::InvalidArgument);
     EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 7, h), kjit::InvalidArgument);
   }

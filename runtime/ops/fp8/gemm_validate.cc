@@ -174,8 +174,8 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
     force_failed("tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
                  "not fit the register file); use k128x64, k64x64 or kAuto");
   }
-  if (f.multicast == 2 && f.tile != GemmTile::kAuto && f.tile != GemmTile::k128x128 && f.tile != GemmTile::k128x256) {
-    force_failed("multicast = 2 is the large wgmma tiles' (k128x128, k128x256)");
+  if (f.multicast == 2 && f.tile != GemmTile::kAuto && (gemm_tile_shape(f.tile).bm != 128 || !sm90_pair_tile(gemm_tile_shape(f.tile).bn))) {
+    force_failed("multicast = 2 is the 128-row wgmma tiles' (k128x128, k128x256, k128x80 ... k128x224)");
   }
 }
 
