@@ -28,6 +28,10 @@ struct alignas(64) TmaDescriptor {
 //   is not a power of two makes the tiles a whole number of waves of the SMs (N = 10240: 128 tiles
 //   of 80 rows against 80 of 128). Their epilogue stores D directly from the accumulators (BN is
 //   not a whole number of 128-byte boxes); they run persistent only (no split-K).
+// The staged and wave-fitting tiles also come 64 rows high (one consumer warpgroup multiplies,
+// the other only frees stages), for problems of one 128-row tile row (64 < M ≤ 128): two CTAs
+// of a pair take the two 64-row halves of M and share each B (weight) tile by multicast, so
+// twice the CTAs stream the weight from L2 once.
 constexpr int kSm90BM = 128;  // the staged and wave-fitting tiles' BM, and the small tiles' unless BM = 64
 constexpr int kSm90Threads = 384;
 inline constexpr bool sm90_small_tile(int bn) { return bn == 16 || bn == 32 || bn == 64; }
@@ -35,12 +39,12 @@ inline constexpr bool sm90_staged_tile(int bn) { return bn == 128 || bn == 256; 
 inline constexpr bool sm90_wave_tile(int bn) {
   return bn == 80 || bn == 96 || bn == 112 || bn == 160 || bn == 192 || bn == 224;
 }
-/// The tiles CTA pairs may share B over (cluster_m == 2): the staged and wave-fitting ones. Each
-/// CTA loads BN / 2 rows of B; BN is a multiple of 16, so each half is whole 8-row swizzle atoms.
+/// The tiles CTA pairs may share B over (cluster_m == 2): the staged and wave-fitting ones, 128 or
+/// 64 rows high. Each CTA loads BN / 2 rows of B; BN is a multiple of 16, so each half is whole
+/// 8-row swizzle atoms.
 inline constexpr bool sm90_pair_tile(int bn) { return sm90_staged_tile(bn) || sm90_wave_tile(bn); }
 inline constexpr bool sm90_valid_bm(int bm, int bn) {
-  return (bm == 128 && (sm90_small_tile(bn) || sm90_staged_tile(bn) || sm90_wave_tile(bn))) ||
-         (bm == 64 && sm90_small_tile(bn));
+  return (bm == 128 || bm == 64) && (sm90_small_tile(bn) || sm90_pair_tile(bn));
 }
 /// The wave-fitting tiles run for problems of at most this many rows of A (two 128-row tile rows).
 constexpr int kSm90WaveTileMaxM = 256;

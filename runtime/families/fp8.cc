@@ -86,10 +86,18 @@ const Family& gemm_family() {
           {"128x112", gemm_tile_code(128, 112), "128, 112"},
           {"128x160", gemm_tile_code(128, 160), "128, 160"},
           {"128x192", gemm_tile_code(128, 192), "128, 192"},
-          {"128x224", gemm_tile_code(128, 224), "128, 224"}},
+          {"128x224", gemm_tile_code(128, 224), "128, 224"},
+          {"64x80", gemm_tile_code(64, 80), "64, 80"},
+          {"64x96", gemm_tile_code(64, 96), "64, 96"},
+          {"64x112", gemm_tile_code(64, 112), "64, 112"},
+          {"64x128", gemm_tile_code(64, 128), "64, 128"},
+          {"64x160", gemm_tile_code(64, 160), "64, 160"},
+          {"64x192", gemm_tile_code(64, 192), "64, 192"},
+          {"64x224", gemm_tile_code(64, 224), "64, 224"},
+          {"64x256", gemm_tile_code(64, 256), "64, 256"}},
          "CTA tile M x N (mma: 64x64, 128x64, 128x128, scale=block: 64x64 or 128x64; wgmma: 128x128 and "
-         "128x256, for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64, and the wave-fitting 128x80, 128x96, "
-         "128x112, 128x160, 128x192, 128x224 for M <= 256)",
+         "128x256, for N <= 64 128x16, 128x32, 128x64, 64x16, 64x32, 64x64, the wave-fitting 128x80, 128x96, "
+         "128x112, 128x160, 128x192, 128x224 for M <= 256, and 64x80 ... 64x256 for CTA pairs at M <= 128)",
          true},
         {"stages",
          {{"2", 2, ""},
@@ -125,14 +133,13 @@ const Family& gemm_family() {
         }
         const int bn = static_cast<int>(tile % 1000);
         if (!sm90_valid_bm(static_cast<int>(tile / 1000), bn)) {
-          return "wgmma tiles are 128x16, 128x32, 128x64, 128x80, 128x96, 128x112, 128x128, 128x160, 128x192, "
-                 "128x224, 128x256, 64x16, 64x32 and 64x64";
+          return "wgmma tiles are 128 or 64 rows by 16, 32, 64, 80, 96, 112, 128, 160, 192, 224 or 256";
         }
         if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with tiles of N > 64";
         return {};
       }
-      if (tile == gemm_tile_code(128, 256) || tile % 1000 < 64 || sm90_wave_tile(static_cast<int>(tile % 1000))) {
-        return "tile=128x256, 128x16, 128x32, 64x16, 64x32 and the wave-fitting 128x80 ... 128x224 are wgmma tiles";
+      if (tile != gemm_tile_code(64, 64) && tile != gemm_tile_code(128, 64) && tile != gemm_tile_code(128, 128)) {
+        return "the mma.sync kernel's tiles are 64x64, 128x64 and 128x128; the others are wgmma tiles";
       }
       if (stages > 4) return "the mma.sync kernel takes 2..4 stages";
       if (block && tile == gemm_tile_code(128, 128)) {

@@ -679,6 +679,19 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
     m.b_constant = t == T::k128x160 || t == T::k128x224;
     run_gemm(m);
   }
+  // The 64-row tiles, paired over the halves of M ≤ 128 (and over more rows, forced): a full
+  // pair, a pair whose second half is short, one whose second CTA has no rows; the staged tiles'
+  // TMA-store and copy-out epilogues, the wave-fitting tiles' direct stores, unpaired too.
+  for (T t : {T::k64x128, T::k64x256, T::k64x80, T::k64x224}) {
+    for (const int64_t m_rows : {128, 100, 40, 333}) {
+      GCase m{m_rows, 1000, 2176};
+      m.kernel = f8::GemmKernel::kWgmma, m.multicast = m_rows == 333 ? 1 : 2, m.tile = t;
+      m.padded = m_rows == 100;
+      m.scales = m_rows == 40 ? Scales::kTensor : Scales::kChannel;
+      m.b_constant = m_rows == 128;
+      run_gemm(m);
+    }
+  }
   c = GCase{64, 64, 256};
   c.multicast = 2, c.splits = 2;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);

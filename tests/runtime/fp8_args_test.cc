@@ -285,7 +285,7 @@ TEST(Fp8Families, NamesTilesAndScaleShapesFollowTheDeclarations) {
 
   const kjit::Family& g = f8::gemm_family();
   const auto& tiles = g.params[g.param_index("tile")].values;
-  ASSERT_EQ(tiles.size(), static_cast<size_t>(f8::GemmTile::k128x224));  // every GemmTile but kAuto
+  ASSERT_EQ(tiles.size(), static_cast<size_t>(f8::GemmTile::k64x256));  // every GemmTile but kAuto
   for (const kjit::ParamValue& v : tiles) {
     const f8::GemmTile t = f8::parse_gemm_tile(v.text);
     EXPECT_NE(t, f8::GemmTile::kAuto) << v.text;
@@ -591,7 +591,7 @@ TEST(Fp8GemmArgs, RejectsOverridesWithoutADevice) {
   expect_gemm_invalid(false, [](auto& a) { a.tile = T::k64x64; a.splits = 2; },
                       {"splits > 1 is the wgmma kernel's", "k64x64 and k128x64 select the mma.sync kernel"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k128x32; a.multicast = 2; },
-                      {"multicast = 2 is the 128-row wgmma tiles'"});
+                      {"multicast = 2 is the wgmma tiles' of N side 80 ... 256"});
   expect_gemm_invalid(true, [](auto& a) { a.tile = T::k128x128; }, {"tile 128x128 is not available with kBlockwise"});
   expect_gemm_invalid(true, [](auto& a) { a.splits = 2; }, {"splits > 1 is the wgmma kernel's", "tensorwise"});
   expect_gemm_invalid(false, [](auto& a) { a.tile = static_cast<T>(99); }, {"tile is not a GemmTile value"});
@@ -1103,7 +1103,7 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   const fd::GemmPlan small = fd::plan_gemm(problem(16, 10240, 8192), h);
   EXPECT_TRUE(small.swap_ab);
   EXPECT_TRUE(f8::sm90_small_tile(small.bn));
-  // Forced splits (or CTA pairs) keep the staged tiles: the wave-fitting ones have neither.
+  // Forced splits keep the staged tiles (the wave-fitting ones have none); so do pairs at K = 1024.
   const fd::GemmPlan split2 = gemm_plan(problem(190, 77, 144), T::kAuto, 0, h, K::kAuto, 2);
   EXPECT_EQ(split2.splits, 2);
   EXPECT_FALSE(f8::sm90_wave_tile(split2.bn));
@@ -1146,7 +1146,7 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
 }
 
 TEST(Fp8Plan, RejectsTileOutsideTheEnum) {
-  const auto bad = static_cast<f8::GemmTile>(static_cast<int>(f8::GemmTile::k128x224) + 1);
+  const auto bad = static_cast<f8::GemmTile>(static_cast<int>(f8::GemmTile::k64x256) + 1);
   for (const kjit::DeviceInfo& info : {h200(), l40s()}) {
     try {
       gemm_plan(problem(4096, 4096, 4096), bad, 0, info);

@@ -80,7 +80,8 @@ constexpr int kMinKtilesPerSplit = 16;
 /// has k-tiles for two slices of kMinKtilesPerSplit: otherwise the tile is chosen as for any
 /// other problem (choose_splits would keep one slice).
 bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
-  return g.force.splits == 0 && g.force.multicast != 2 && fills_half_the_sms(g, bm, bn, sm_count) &&
+  const bool wave_forced = sm90_wave_tile(gemm_tile_shape(g.force.tile).bn);  // persistent only
+  return g.force.splits == 0 && g.force.multicast != 2 && !wave_forced && fills_half_the_sms(g, bm, bn, sm_count) &&
          ceil_div(g.k, 128) >= 2 * kMinKtilesPerSplit;
 }
 
@@ -129,17 +130,18 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
       out[0] = {kSm90BM, 128};
       return 1;
     }
-    out[0] = {kSm90BM, 256};
-    out[1] = {kSm90BM, 128};
+    // CTA pairs over one 128-row tile row (M ≤ 128) take its two 64-row halves.
+    const int bm = g.force.multicast == 2 && g.m <= kSm90BM ? 64 : kSm90BM;
+    out[0] = {bm, 256};
+    out[1] = {bm, 128};
     int count = 2;
     // At M ≤ 256 the tiles are few (one or two rows of them) and their count against the SMs
     // decides: a weight-side height that is not a power of two can make whole waves (the
     // layer's QKV, N = 10240: 128 tiles of 80 against 80 of 128), where K is long enough.
-    if (g.m <= kSm90WaveTileMaxM && ceil_div(g.k, 128) >= kWaveTileMinKtiles && g.force.multicast != 2 &&
-        g.force.splits <= 1) {
+    if (g.m <= kSm90WaveTileMaxM && ceil_div(g.k, 128) >= kWaveTileMinKtiles && g.force.splits <= 1) {
       // Widest first: the order that wins a cost tie.
       for (int bn = 256; bn >= 8; bn -= 8) {
-        if (sm90_wave_tile(bn)) out[count++] = {kSm90BM, bn};
+        if (sm90_wave_tile(bn)) out[count++] = {bm, bn};
       }
     }
     return count;

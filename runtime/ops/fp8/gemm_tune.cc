@@ -58,7 +58,7 @@ std::string fits(const TunedChoice& c, const DeviceInfo& info) {
   if (multicast < 1 || multicast > 2) return fmt::format("multicast={} is outside 1..2", multicast);
   if (!v.wgmma && (splits != 1 || multicast != 1)) return "the mma.sync kernel has no split-K or multicast";
   if (splits > 1 && multicast > 1) return "multicast 2 is the persistent kernel's (splits 1)";
-  if (v.wgmma && !sm90_pair_tile(v.bn) && multicast > 1) return "multicast 2 is the 128-row wgmma tiles' (128x80 ... 128x256)";
+  if (v.wgmma && !sm90_pair_tile(v.bn) && multicast > 1) return "multicast 2 is the wgmma tiles' of N side 80 ... 256";
   if (v.wgmma && sm90_wave_tile(v.bn) && splits > 1) return "the wave-fitting wgmma tiles run persistent (splits 1)";
   if (std::max(splits, multicast) > 1 && !info.target().has_clusters()) {
     return fmt::format("clusters of {} CTAs need sm_90+", std::max(splits, multicast));

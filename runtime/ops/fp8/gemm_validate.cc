@@ -130,14 +130,14 @@ Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d
 }  // namespace
 
 void check_gemm_force(const GemmForce& f, const GemmDims& g) {
-  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k128x224)) force_failed("tile is not a GemmTile value");
+  if (static_cast<int>(f.tile) > static_cast<int>(GemmTile::k64x256)) force_failed("tile is not a GemmTile value");
   if (f.stages != 0 && (f.stages < 2 || f.stages > kSm90MaxStages)) stages_failed(f.stages);
   if (f.splits < 0 || f.splits > kSm90MaxSplits) splits_failed(f.splits);
   if (f.splits > kjit::detail::ceil_div(g.k, 128)) splits_over_k_failed(f.splits, g.k);
   if (f.multicast < 0 || f.multicast > 2) multicast_failed(f.multicast);
   if (f.splits > 1 && sm90_wave_tile(gemm_tile_shape(f.tile).bn)) {
-    force_failed("the wave-fitting tiles (k128x80 ... k128x224) run persistent only; split-K (splits > 1) takes "
-                 "k128x128 or a small tile");
+    force_failed("the wave-fitting tiles (k128x80 ... k128x224, k64x80 ... k64x224) run persistent only; split-K "
+                 "(splits > 1) takes k128x128 or a small tile");
   }
   if (f.multicast == 2 && f.splits > 1) {
     force_failed("multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
@@ -146,8 +146,8 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
   switch (f.kernel) {
     case GemmKernel::kMmaSync:
       if (is_wgmma_only_tile(f.tile)) {
-        force_failed("k128x256, k128x16, k128x32, k64x16, k64x32 and k128x80 ... k128x224 are wgmma tiles; the "
-                     "mma.sync kernel's are 64x64, 128x64, 128x128");
+        force_failed("k128x256, k128x16, k128x32, k64x16, k64x32, k128x80 ... k128x224 and k64x80 ... k64x256 are "
+                     "wgmma tiles; the mma.sync kernel's are 64x64, 128x64, 128x128");
       }
       if (f.splits > 1) force_failed("splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
       if (f.multicast == 2) force_failed("multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
@@ -174,8 +174,8 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
     force_failed("tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
                  "not fit the register file); use k128x64, k64x64 or kAuto");
   }
-  if (f.multicast == 2 && f.tile != GemmTile::kAuto && (gemm_tile_shape(f.tile).bm != 128 || !sm90_pair_tile(gemm_tile_shape(f.tile).bn))) {
-    force_failed("multicast = 2 is the 128-row wgmma tiles' (k128x128, k128x256, k128x80 ... k128x224)");
+  if (f.multicast == 2 && f.tile != GemmTile::kAuto && !sm90_pair_tile(gemm_tile_shape(f.tile).bn)) {
+    force_failed("multicast = 2 is the wgmma tiles' of N side 80 ... 256 (k128x80 ... k128x256, k64x80 ... k64x256)");
   }
 }
 
