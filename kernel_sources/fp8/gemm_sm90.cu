@@ -41,10 +41,13 @@
 // B's TMA box is BN rows of 128-byte swizzle atoms like any other. BN is not a whole number of
 // 128-byte D boxes, so these tiles store D directly from the accumulators, as the small tiles do
 // when not swapped: at M ≤ 256 D is a few percent of the bytes.
-// Pairs (cluster_m == 2, persistent, only when the caller asks: measured slower on the H200):
-// the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
-// and half of the common B tile, multicast into both CTAs' stage, and each consumer warp frees a
-// stage in both CTAs (remote mbarrier arrivals), since the peer's TMA writes it too.
+// Pairs (cluster_m == 2, persistent; the planner's for M ≤ 128 with 64-row tiles, see
+// runtime/ops/fp8/gemm_plan.cc): the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile
+// column; each loads its own A and half of the common B tile, multicast into both CTAs' stage,
+// and each consumer warp frees a stage in both CTAs (remote mbarrier arrivals with the default,
+// CTA-scope release: the stage's reads were wgmma's, complete at wgmma.wait_group), since the
+// peer's TMA writes it too. Before exiting, the producer waits for every stage's last release,
+// so no peer still arrives on this CTA's barriers; no cluster barrier ends the kernel.
 //
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
 // out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
@@ -150,9 +153,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     prefetch_tensormap(&p.tma_b);
     if (p.tma_store) prefetch_tensormap(&p.tma_d);
   }
-  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first.
+  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first
+  // (fence_barrier_init released them; the cluster barrier itself orders nothing else: relaxed).
   if (cm > 1) {
-    cluster_sync();
+    cluster_sync_relaxed();
   } else {
     __syncthreads();
   }
@@ -215,15 +219,24 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }
       }
+      // Pairs: the peer's consumers arrive on this CTA's "empty" barriers (and its TMA writes
+      // this CTA's stages, which the consumers here waited for). Before the CTA may exit, every
+      // stage's last round must have been released by all 16 consumer warps: wait for it as a
+      // next fill would. A stage never filled is in its first phase, whose preceding parity
+      // (phase ^ 1 = 1) counts as complete, so its wait returns at once.
+      if (cm > 1) {
+        for (int i = 0; i < kStages; ++i) {
+          mbarrier_wait(empty_bar(s), phase ^ 1u);
+          if (++s == kStages) s = 0, phase ^= 1u;
+        }
+      }
     }
-    // Split-K: the consumers' two cluster barriers count every thread of the cluster. Multicast:
-    // one at the end, so no CTA exits while its peer may still signal its barriers.
+    // Split-K: the consumers' two cluster barriers count every thread of the cluster (the
+    // producer releases no data: relaxed). Pairs need none at the end: see the wait above.
     __syncwarp();
     if (splits > 1) {
-      cluster_sync();
-      cluster_sync();
-    } else if (cm > 1) {
-      cluster_sync();
+      cluster_sync_relaxed();
+      cluster_sync_relaxed();
     }
     return;
   }
@@ -564,7 +577,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 
   if (splits == 1) {
     if (p.tma_store && t == 0) bulk_wait_all();
-    if (cm > 1) cluster_sync();
     return;
   }
   if constexpr (kWave) {
@@ -631,7 +643,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       flush_trans(8 * j0, 8 * j1);
     }
   }
-  cluster_sync();  // no CTA leaves while another still reads its shared memory
+  cluster_sync_relaxed();  // no CTA leaves while another still reads its shared memory (its reads are done)
   }
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's

@@ -24,6 +24,15 @@ KJIT_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+/// cluster_sync without the release: for a barrier that orders no data, only that every peer has
+/// finished reading this CTA's shared memory (values it used are loaded) before the CTA exits, or
+/// that every CTA's mbarriers exist (fence_barrier_init released them). The release form compiles
+/// (sm_90, CUDA 13) to MEMBAR.ALL.GPU before the arrive, which waits for the thread's global
+/// stores to complete; the relaxed one to the arrive alone.
+KJIT_DEVICE void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 /// The first half of cluster_sync: this thread arrives without waiting. Release: its earlier
 /// memory accesses, shared-memory writes for the peers to read as well as its own reads of the
 /// peers' shared memory, are performed before the arrival can be observed. Not .aligned.

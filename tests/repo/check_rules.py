@@ -26,6 +26,8 @@ ALLOWED = {
     ("runtime/families/rotary.hpp", "kRotaryHeadDims"),
     # The FP8 GEMM's wave-fitting tile of 192 weight rows (an N side, not query rows).
     ("runtime/families/fp8.cc", '{"128x192", gemm_tile_code(128, 192), "128, 192"}'),
+    ("runtime/families/fp8.cc", '{"64x192", gemm_tile_code(64, 192), "64, 192"}'),
+    ("runtime/families/fp8.cc", '"wgmma tiles are 128 or 64 rows by 16, 32, 64, 80, 96, 112, 128, 160, 192, 224 or 256"'),
     ("runtime/ops/fp8/gemm_plan.cc", "t.bn >= 192"),
 }
 

@@ -1090,16 +1090,16 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
     // Direct stores: no TMA boxes for D.
     EXPECT_EQ(fd::sm90_params(problem(c.m, c.n, c.k), p).tma_store, 0);
   }
-  // Above M = 256, and where split-K fills the SMs (N = 8192 at M = 128: 64 tiles of 128 x 128 in
-  // clusters of 2), and for N ≤ 64 after the swap: as before.
+  // Above M = 256, and where split-K fills the SMs (N = 8192, K = 28672 at M = 128: 64 tiles of
+  // 128 x 128 in clusters of 2), and for N ≤ 64 after the swap: as before.
   EXPECT_EQ(fd::plan_gemm(problem(4096, 10240, 8192), h).bn, 256);
   // K = 2048 (16 k-tiles, too few for split-K's two slices): 128 x 128, not a wave-fitting tile.
-  EXPECT_EQ(fd::plan_gemm(problem(128, 7168, 2048), h).bn, 128);
   EXPECT_EQ(fd::plan_gemm(problem(256, 7168, 2048), h).bn, 128);
   EXPECT_FALSE(f8::sm90_wave_tile(fd::plan_gemm(problem(512, 10240, 8192), h).bn));
-  const fd::GemmPlan split = fd::plan_gemm(problem(128, 8192, 8192), h);
+  const fd::GemmPlan split = fd::plan_gemm(problem(128, 8192, 28672), h);
   EXPECT_EQ(split.bn, 128);
   EXPECT_EQ(split.splits, 2);
+  EXPECT_EQ(split.cluster_m, 1);
   const fd::GemmPlan small = fd::plan_gemm(problem(16, 10240, 8192), h);
   EXPECT_TRUE(small.swap_ab);
   EXPECT_TRUE(f8::sm90_small_tile(small.bn));
@@ -1143,6 +1143,47 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   EXPECT_EQ(parse_error(pm), "");
   pm["stages"] = "8";
   EXPECT_NE(parse_error(pm).find("2..6 stages"), std::string::npos) << parse_error(pm);
+}
+
+// One 128-row tile row (64 < M ≤ 128) in CTA pairs of 64-row halves sharing each 128-row weight
+// tile, where 2 · ceil(N / 128) CTAs fill between half and all the SMs over at most 64 k-tiles;
+// elsewhere the plans of before (split-K, the wave-fitting tiles, the small tiles).
+TEST(Fp8Plan, PairsOfHalfTilesAtOneTileRow) {
+  using T = f8::GemmTile;
+  using K = f8::GemmKernel;
+  const kjit::DeviceInfo h = h200();
+  for (const int64_t m : {65, 100, 128}) {
+    SCOPED_TRACE(m);
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {7168, 2048}}) {
+      const fd::GemmPlan p = fd::plan_gemm(problem(m, n, k), h);
+      EXPECT_TRUE(p.wgmma);
+      EXPECT_FALSE(p.swap_ab);
+      EXPECT_EQ(p.bm, 64);
+      EXPECT_EQ(p.bn, 128);
+      EXPECT_EQ(p.cluster_m, 2);
+      EXPECT_EQ(p.splits, 1);
+      EXPECT_EQ(p.tiles_m, 2);
+      EXPECT_EQ(p.grid, 2 * ((n + 127) / 128));  // one pair per weight tile, all resident
+      EXPECT_EQ(fd::gemm_assumed_cluster_size(p, p.force), 2);  // refined with the real capacity
+      EXPECT_EQ(f8::gemm_family().value(p.choice.point, "tile").text, "64x128");
+    }
+  }
+  // Fewer pairs than half the SMs (N = 4096), more than the SMs (N = 10240, 57344), K past 64
+  // k-tiles (28672), M = 256 or ≤ 64, a forced tile, split count or multicast = 1: no pairs.
+  EXPECT_EQ(fd::plan_gemm(problem(128, 4096, 7168), h).cluster_m, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(128, 10240, 8192), h).cluster_m, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(128, 57344, 8192), h).cluster_m, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(128, 8192, 28672), h).cluster_m, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(256, 8192, 8192), h).cluster_m, 1);
+  EXPECT_EQ(fd::plan_gemm(problem(64, 8192, 8192), h).cluster_m, 1);
+  EXPECT_EQ(gemm_plan(problem(128, 8192, 8192), T::k128x128, 0, h).cluster_m, 1);
+  EXPECT_EQ(gemm_plan(problem(128, 8192, 8192), T::kAuto, 0, h, K::kAuto, 2).cluster_m, 1);
+  EXPECT_EQ(gemm_plan(problem(128, 8192, 8192), T::kAuto, 0, h, K::kAuto, 0, 1).splits, 2);
+  // Forced pairs at one tile row take the same 64-row tile; a forced 64-row tile pairs as asked.
+  EXPECT_EQ(gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h, K::kAuto, 0, 2).bm, 64);
+  EXPECT_EQ(gemm_plan(problem(333, 4096, 7168), T::k64x224, 0, h, K::kAuto, 0, 2).tiles_m, 6);
+  // A device without clusters (sm_89) has no wgmma and no pairs.
+  EXPECT_EQ(fd::plan_gemm(problem(128, 8192, 8192), l40s()).cluster_m, 1);
 }
 
 TEST(Fp8Plan, RejectsTileOutsideTheEnum) {

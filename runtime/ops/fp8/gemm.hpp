@@ -114,7 +114,7 @@ struct GemmPlan {
   int smem_bytes = 0;  ///< dynamic shared memory, bytes
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
-  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B (forced only)
+  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B
   /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
   /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
   int64_t grid = 0;
@@ -130,7 +130,8 @@ struct GemmPlan {
 ///     multicast 2 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
 ///     sm_90a.
 ///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
-///     128x128 when split-K applies, see below), and for M or N ≤ 64 (no CTA pairs) the small
+///     128x128 when split-K applies, see below; only 64x128 for CTA pairs at M ≤ 128, see
+///     below), and for M or N ≤ 64 (no CTA pairs) the small
 ///     tile of N side 16, 32 or 64 that covers the smaller side, with the operands swapped
 ///     when that is M (GemmPlan::swap_ab; the steps below see the swapped problem), of 64 rows
 ///     when 128-row tiles would fill at most half the SMs (ceil(M/128) · tiles_n · 2 ≤ SMs),
@@ -145,9 +146,11 @@ struct GemmPlan {
 ///     fit at once (tiles ≤ capacity.clusters[s]; else 1), e.g. M = 128, N = 7168, K = 2048:
 ///     56 tiles × 1; M = 1 there: 112 tiles (64 × 16) × 1; M = 128, N = 4096, K = 7168: 32
 ///     tiles × 3; M = 1 there: 64 tiles (64 × 16) × 2. A forced split count is taken as
-///     it is. Multicast (CTA pairs sharing B)
-///     only when forced (measured slower than unpaired persistent CTAs on the H200, see
-///     docs/perf-notes.md).
+///     it is. CTA pairs sharing B (multicast): forced, or for 64 < M ≤ 128 when
+///     2 · ceil(N / 128) CTAs fill more than half and at most all the SMs and K has at most 64
+///     128-k tiles (no split-K then): 64x128 tiles, the pair on the two 64-row halves of M (e.g.
+///     M = 128, N = 8192, K = 8192: 128 CTAs; N = 7168, K = 2048: 112). Measured where pairs
+///     win and lose: choose_pairs in gemm_plan.cc, docs/perf-notes.md R78a.
 ///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
 ///     max_smem_per_block_optin), else the deepest that fits, at most 8 for the small tiles (Unsupported when two do not).
 /// Throws Unsupported below sm_89 (naming the arch).

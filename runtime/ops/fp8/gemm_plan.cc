@@ -79,10 +79,32 @@ constexpr int kMinKtilesPerSplit = 16;
 /// run on `splits` SMs, so all SMs stream the large operand (most of the bytes). Only where K
 /// has k-tiles for two slices of kMinKtilesPerSplit: otherwise the tile is chosen as for any
 /// other problem (choose_splits would keep one slice).
-bool split_k_applies(const GemmDims& g, int bm, int bn, int sm_count) {
+bool split_k_applies(const GemmDims& g, bool pairs, int bm, int bn, int sm_count) {
   const bool wave_forced = sm90_wave_tile(gemm_tile_shape(g.force.tile).bn);  // persistent only
-  return g.force.splits == 0 && g.force.multicast != 2 && !wave_forced && fills_half_the_sms(g, bm, bn, sm_count) &&
+  return g.force.splits == 0 && !pairs && !wave_forced && fills_half_the_sms(g, bm, bn, sm_count) &&
          ceil_div(g.k, 128) >= 2 * kMinKtilesPerSplit;
+}
+
+/// The most 128-k tiles for which the planner pairs 64-row tiles (choose_pairs).
+constexpr int kPairMaxKtiles = 64;
+
+/// Whether the wgmma kernel's CTAs go in pairs on adjacent tile rows that share each B (weight)
+/// tile, each loading half and multicasting it to both (GemmPlan::cluster_m = 2): forced, or
+/// unforced for one 128-row tile row (64 < M ≤ 128) split into the pair's two 64-row halves,
+/// where that makes between half and all the SMs' worth of CTAs (2 · ceil(N / 128)) over at most
+/// kPairMaxKtiles k-tiles. Measured (R78a, H100, in a graph, µs, plan before → 64x128 pairs):
+/// 8192 × 8192 32.4 (split-K 2) → 30.3, 7168 × 2048 10.5 (56 CTAs) → 10.2; not paired because
+/// they lost: K = 28672 90.3 → 99.8 (a pair's CTA takes in 24 KB a k-tile against split-K's 16
+/// per k-slice), N = 4096 (64 CTAs) 19.7 → 22.1, N = 10240 and 57344 (more than a wave; the
+/// wave-fitting tiles 36.3 → 50.5, 177 → 193). At M = 256, pairs of 128-row tiles ran level
+/// (8192 × 8192: 36.5 against 36.8) or at most 3% ahead (8192 × 28672) and lost on the other
+/// shapes, so the planner does not pair them.
+bool choose_pairs(const GemmDims& g, const DeviceInfo& info) {
+  if (g.force.multicast != 0) return g.force.multicast == 2;
+  if (g.force.splits > 1 || g.force.tile != GemmTile::kAuto || !info.target().has_clusters()) return false;
+  const int64_t pair_ctas = 2 * ceil_div(g.n, int64_t{128});
+  return g.m > 64 && g.m <= kSm90BM && ceil_div(g.k, int64_t{128}) <= kPairMaxKtiles && 2 * pair_ctas > info.sm_count &&
+         pair_ctas <= info.sm_count;
 }
 
 /// The M side of the small wgmma tile of N side `bn` (a problem with N ≤ 64, after the swap):
@@ -114,7 +136,7 @@ constexpr int kWaveTileMinKtiles = 32;
 constexpr int kMaxCandidates = 2 + count_wave_tiles();
 
 /// The tiles the plan may take, in the order that wins a cost tie. Returns their count.
-int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, Tile out[kMaxCandidates]) {
+int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, bool pairs, int small_bm, Tile out[kMaxCandidates]) {
   if (g.force.tile != GemmTile::kAuto) {
     out[0] = gemm_tile_shape(g.force.tile);  // k64x64 and k128x64 on the wgmma kernel: small tiles
     return 1;
@@ -130,10 +152,14 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
       out[0] = {kSm90BM, 128};
       return 1;
     }
-    // CTA pairs over one 128-row tile row (M ≤ 128) take its two 64-row halves.
-    const int bm = g.force.multicast == 2 && g.m <= kSm90BM ? 64 : kSm90BM;
-    out[0] = {bm, 256};
-    out[1] = {bm, 128};
+    // CTA pairs over one 128-row tile row (M ≤ 128) take its two 64-row halves, 128 weight rows
+    // a pair (the tile choose_pairs measured; the others are forced only).
+    if (pairs && g.m <= kSm90BM) {
+      out[0] = {64, 128};
+      return 1;
+    }
+    out[0] = {kSm90BM, 256};
+    out[1] = {kSm90BM, 128};
     int count = 2;
     // At M ≤ 256 the tiles are few (one or two rows of them) and their count against the SMs
     // decides: a weight-side height that is not a power of two can make whole waves (the
@@ -141,7 +167,7 @@ int tile_candidates(const GemmDims& g, bool wgmma, bool split_k, int small_bm, T
     if (g.m <= kSm90WaveTileMaxM && ceil_div(g.k, 128) >= kWaveTileMinKtiles && g.force.splits <= 1) {
       // Widest first: the order that wins a cost tie.
       for (int bn = 256; bn >= 8; bn -= 8) {
-        if (sm90_wave_tile(bn)) out[count++] = {bm, bn};
+        if (sm90_wave_tile(bn)) out[count++] = {kSm90BM, bn};
       }
     }
     return count;
@@ -239,7 +265,7 @@ bool choose_swap(const GemmDims& g) {
   const bool forced_small = small_tile_bn(g.force.tile) != 0;
   if (g.force.tile != GemmTile::kAuto && !forced_small) return false;
   if (g.force.multicast == 2) return false;  // never with a small tile (check_gemm_force)
-  if (!forced_small && std::min(g.m, g.n) > 64) return false;
+  if (!forced_small && std::min(g.m, g.n) > 64) return false;  // (and so never with auto pairs)
   return small_tile_swaps(g);
 }
 
@@ -262,9 +288,10 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   const int small_bn = plan.wgmma ? wgmma_small_bn(g) : 0;
   const int small_bm = small_bn != 0 ? small_tile_rows(g, small_bn, info.sm_count) : 0;
   const Tile split_tile = small_bn != 0 ? Tile{small_bm, small_bn} : Tile{kSm90BM, 128};
-  const bool split_k = plan.wgmma && split_k_applies(g, split_tile.bm, split_tile.bn, info.sm_count);
+  const bool pairs = plan.wgmma && small_bn == 0 && choose_pairs(g, info);
+  const bool split_k = plan.wgmma && split_k_applies(g, pairs, split_tile.bm, split_tile.bn, info.sm_count);
   Tile candidates[kMaxCandidates];
-  const int count = tile_candidates(g, plan.wgmma, split_k, small_bm, candidates);
+  const int count = tile_candidates(g, plan.wgmma, split_k, pairs, small_bm, candidates);
   Tile best = candidates[0];
   for (int i = 1; i < count; ++i) {
     if (tile_cost(g, candidates[i], plan.wgmma, info.sm_count) < tile_cost(g, best, plan.wgmma, info.sm_count)) {
@@ -288,10 +315,7 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
     plan.grid = tiles;
   } else if (plan.splits > 1) {
     plan.grid = tiles * plan.splits;
-  } else if (g.force.multicast == 2) {
-    // B multicast between CTA pairs on adjacent tile rows only when asked for: on the H200 it
-    // measured 1.4-1.5x slower than unpaired CTAs with 128x256 tiles (2-2.4x with 128x128) at
-    // every large shape of bench_fp8.py (docs/perf-notes.md), so the planner does not pair.
+  } else if (pairs) {
     plan.cluster_m = 2;
     const int64_t pairs = ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
     plan.grid = 2 * std::min<int64_t>(pairs, capacity_of(capacity, 2, info.sm_count));
