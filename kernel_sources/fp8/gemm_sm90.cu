@@ -175,10 +175,25 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     // Producer.
     setmaxnreg_dec<40>();
     if (t == 0) {
+      // B's box of k-tile kt for the tile column at n0 into the stage at `stage`: the whole box,
+      // or with pairs this CTA's half, multicast into both CTAs' stage (both halves complete on
+      // each CTA's barrier). With pairs, a box can start past the tensor (the second half of B
+      // in the last tile column): its start is clamped into the tensor so every box has
+      // in-bounds elements; what it then loads lands in rows past N, which are never stored.
+      auto load_b = [&](uint32_t stage, int kt, int n0, uint32_t bar) {
+        if (cm == 1) {
+          tma_load_2d(stage + kABytes, &p.tma_b, kt * 128, n0, bar);
+        } else {
+          constexpr int kHalf = kBN / 2;
+          tma_load_2d_multicast(stage + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
+                                min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), bar, uint16_t{0x3});
+        }
+      };
       // The first unit's first ring of a constant operand (a weight) loads before the wait: its
       // DRAM stream overlaps the previous kernel's tail. Each such stage expects all its bytes
-      // now; the other operand's box completes it after the wait.
-      const bool early_a = p.const_a != 0, early_b = p.const_b != 0 && cm == 1;
+      // now; the other operand's box completes it after the wait. Both CTAs of a pair take the
+      // same first unit, so each multicasts its half of B early, as the other expects.
+      const bool early_a = p.const_a != 0, early_b = p.const_b != 0;
       int early = 0;  // stages 0 .. early-1 hold k-tiles kt_begin .. of the first unit
       if ((early_a || early_b) && first_unit < num_units) {
         int m0, n0;
@@ -188,7 +203,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           const uint32_t a_dst = base + i * kStageBytes;
           mbarrier_arrive_expect_tx(full_bar(i), kStageBytes);
           if (early_a) tma_load_2d(a_dst, &p.tma_a, (kt_begin + i) * 128, min(m0, p.m - 1), full_bar(i));
-          if (early_b) tma_load_2d(a_dst + kABytes, &p.tma_b, (kt_begin + i) * 128, n0, full_bar(i));
+          if (early_b) load_b(a_dst, kt_begin + i, n0, full_bar(i));
         }
       }
       KJIT_WAIT_PREVIOUS_GRID();
@@ -204,18 +219,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           const bool half = issued++ < early;  // its constant operand is loading already
           // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
           if (!half) mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
-          // With pairs, a box can start past the tensor (the second CTA of a pair on the last,
-          // odd tile row; the second half of B in the last tile column): clamp its start into
-          // the tensor so every box has in-bounds elements. What it then loads lands in rows of
-          // the tile that lie past M or N, which are never stored.
+          // The second CTA of a pair on the last, odd tile row has no rows: its A box starts
+          // clamped into the tensor (rows past M, never stored), as load_b's B halves do.
           if (!(half && early_a)) tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
-          if (cm == 1) {
-            if (!(half && early_b)) tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
-          } else {
-            constexpr int kHalf = kBN / 2;
-            tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
-                                  min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), full_bar(s), uint16_t{0x3});
-          }
+          if (!(half && early_b)) load_b(a_dst, kt, n0, full_bar(s));
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }
       }
