@@ -150,6 +150,26 @@ TEST(TuneCandidates, GemmIsPrunedByEachDevicesLimits) {
   }
   // K = 256 has two 128-k tiles: at most two splits.
   for (const TunedChoice& c : fd::GemmOp::tune_candidates(gemm_dims(64, 7168, 256), h200())) EXPECT_LE(c.knobs[0], 2);
+  // The 64-row tiles of N side 80..256: at one 128-row tile row only, paired, at the deepest ring.
+  auto half_rows = [](const fd::GemmForce& f) {
+    const fd::GemmTileShape t = fd::gemm_tile_shape(f.tile);
+    return t.bm == 64 && t.bn >= 80;
+  };
+  size_t paired_halves = 0;
+  for (const TunedChoice& c : fd::GemmOp::tune_candidates(gemm_dims(128, 8192, 8192), h200())) {
+    const fd::GemmForce f = fd::GemmOp::force_of(c);
+    if (!half_rows(f)) continue;
+    ++paired_halves;
+    EXPECT_EQ(f.multicast, 2);
+    EXPECT_EQ(f.splits, 1);
+    const int bn = fd::gemm_tile_shape(f.tile).bn;
+    EXPECT_TRUE(f.stages == 6 || kjit::fp8::sm90_smem_bytes(64, bn, f.stages + 1) > h200().max_smem_per_block_optin)
+        << fd::GemmOp::tune_spec().describe(c);
+  }
+  EXPECT_EQ(paired_halves, 8u * 1);  // 64x80 ... 64x256, one format pair and output per dims
+  for (const TunedChoice& c : fd::GemmOp::tune_candidates(gemm_dims(256, 8192, 8192), h200())) {
+    EXPECT_FALSE(half_rows(fd::GemmOp::force_of(c))) << fd::GemmOp::tune_spec().describe(c);
+  }
 }
 
 TEST(TuneBuckets, FollowTheDocumentedRules) {
