@@ -38,6 +38,10 @@ KJIT_DEVICE void cluster_sync_relaxed() {
 /// peers' shared memory, are performed before the arrival can be observed. Not .aligned.
 KJIT_DEVICE void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
 
+/// cluster_arrive_release without the release, for an arrival that orders no data: "my reads of
+/// the peers' shared memory are done" (the values are loaded). No MEMBAR precedes it.
+KJIT_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory"); }
+
 /// The second half: waits until every thread of every CTA of the cluster has arrived (acquire:
 /// what they wrote before arriving is visible after). A CTA whose shared memory its peers read
 /// passes this before it exits, so the memory stays theirs to read until then.
