@@ -163,15 +163,16 @@ const Family& gemm_family() {
     // and the six small ones (M <= 64, operands swapped; 64 rows when 128 would leave SMs idle) at
     // the planner's stage counts, the wave-fitting tiles the planner takes for the common decode
     // shapes at M <= 256 (N = 10240: 128x80, and 128x160 at M = 256; 28672 and 57344:
-    // 128x224); elsewhere (and for small M) the mma tiles at 4 stages (sm_100
-    // shared memory) and 128x128 at 3 (sm_89's 99 KiB); the two blockwise tiles.
+    // 128x224) and the 64-row pair tile at M <= 128 (N = 7168 and 8192: 64x128); elsewhere (and
+    // for small M) the mma tiles at 4 stages (sm_100 shared memory) and 128x128 at 3 (sm_89's 99
+    // KiB); the two blockwise tiles.
     f.defaults = {
         p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
         p("wgmma", "tensor", "128x16", "8"),  p("wgmma", "tensor", "128x32", "8"),
         p("wgmma", "tensor", "128x64", "8"),  p("wgmma", "tensor", "64x16", "8"),
         p("wgmma", "tensor", "64x32", "8"),   p("wgmma", "tensor", "64x64", "8"),
         p("wgmma", "tensor", "128x80", "6"),  p("wgmma", "tensor", "128x160", "6"),
-        p("wgmma", "tensor", "128x224", "5"),
+        p("wgmma", "tensor", "128x224", "5"), p("wgmma", "tensor", "64x128", "6"),
         p("mma", "tensor", "128x128", "3"),   p("mma", "tensor", "128x64", "4"),
         p("mma", "tensor", "64x64", "4"),     p("mma", "block", "128x64", "4"),
         p("mma", "block", "64x64", "4"),      p("mma", "tensor", "128x128", "4"),

@@ -1285,7 +1285,7 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x256", "7", "k", "k")), kjit::InvalidArgument);
   for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
-  EXPECT_LE(g.defaults.size(), 17u);
+  EXPECT_LE(g.defaults.size(), 18u);  // bounded: `kjit precompile` compiles each per arch
 }
 
 // Defaults for every arch the CI compiles, plus one specialization of each layout and format

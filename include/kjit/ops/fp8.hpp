@@ -134,8 +134,10 @@ inline constexpr EnumName<ScaleMode> kScaleModeNames[] = {{ScaleMode::kTensorwis
 /// k128x112, k128x160, k128x192, k128x224 (N side not a power of two: the weight's rows when the
 /// activations are A) make whole waves of the SMs at M ≤ 256; persistent only (no split-K); the
 /// planner takes one there when its wave count beats 128x128 and 128x256. The 64-row tiles
-/// k64x80, k64x96, k64x112, k64x128, k64x160, k64x192, k64x224, k64x256 are for CTA pairs (GemmArgs::multicast = 2) at 64 < M ≤ 128: the two CTAs
-/// of a pair take the two 64-row halves of M and share each weight tile, loaded once from L2.
+/// k64x80, k64x96, k64x112, k64x128, k64x160, k64x192, k64x224, k64x256 are for CTA pairs
+/// (GemmArgs::multicast = 2) at 64 < M ≤ 128: the two CTAs of a pair take the two 64-row halves
+/// of M and share each weight tile, loaded once from L2; the planner pairs k64x128 tiles there
+/// when that makes half to all the SMs' worth of CTAs over K ≤ 8192.
 enum class GemmTile : uint8_t {
   kAuto,
   k64x64,

@@ -317,8 +317,8 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
     plan.grid = tiles * plan.splits;
   } else if (pairs) {
     plan.cluster_m = 2;
-    const int64_t pairs = ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
-    plan.grid = 2 * std::min<int64_t>(pairs, capacity_of(capacity, 2, info.sm_count));
+    const int64_t pair_count = ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
+    plan.grid = 2 * std::min<int64_t>(pair_count, capacity_of(capacity, 2, info.sm_count));
   } else {
     plan.grid = std::min<int64_t>(tiles, std::max(info.sm_count, 1));
   }
