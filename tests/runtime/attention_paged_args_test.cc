@@ -253,28 +253,14 @@ TEST(AttentionPagedArgs, AppendRules) {
 constexpr int kH200Sms = 132;
 
 TEST(AttentionPagedPlan, SplitsFromTheHintOrTheRequest) {
-  ad::PagedDecodeDims d;
-  d.batch = 16;
-  d.q_heads = 32;
-  d.head_dim = 128;
-  d.group = 4;
-  d.cache.kv_heads = 8;
-  d.cache.page_size = 16;
-  d.cache.nnz = 16 * 256;  // 4096 tokens a request on average
+  ad::PagedDecodeDims d = paged_decode_dims(16, 4096, 32, 8, 128, 16);  // 256 pages a request
   const ad::DecodePlan p = ad::plan_paged_decode(d, 0, 0, kH200Sms, 2);
   EXPECT_EQ(p.split_tokens, 0);  // each request splits its own length on the device
   EXPECT_GT(p.num_splits, 1);
   EXPECT_EQ(p.ctas, 16 * 8 * p.num_splits);
   EXPECT_GE(p.ctas, kH200Sms);
   // The same plan as the contiguous decode's for the same length.
-  ad::DecodeDims dd;
-  dd.batch = 16;
-  dd.q_heads = 32;
-  dd.kv_heads = 8;
-  dd.head_dim = 128;
-  dd.group = 4;
-  dd.max_kv_len = 4096;
-  EXPECT_EQ(p.num_splits, ad::plan_decode(dd, 0, kH200Sms, 2).num_splits);
+  EXPECT_EQ(p.num_splits, ad::plan_decode(decode_dims(16, 4096, 32, 8, 128), 0, kH200Sms, 2).num_splits);
   // A hint overrides the average; a request is exact.
   EXPECT_EQ(ad::plan_paged_decode(d, 0, 64, kH200Sms, 2).num_splits, 1);
   const ad::DecodePlan forced = ad::plan_paged_decode(d, 7, 0, kH200Sms, 2);
@@ -300,21 +286,8 @@ TEST(AttentionPagedPlan, RaggedBatchesSplitTheLongestRequests) {
   // 32 requests of 4096 tokens on average (the pages' count) whose longest has 8191 (the hint):
   // each request splits its own length, so ceil(2 · 8191 / 4096) = 4 splits keep the longest
   // requests' CTAs near half the mean, where the waves' plan for equal CTAs would take 1.
-  ad::PagedDecodeDims d;
-  d.batch = 32;
-  d.q_heads = 64;
-  d.head_dim = 128;
-  d.group = 8;
-  d.cache.kv_heads = 8;
-  d.cache.page_size = 16;
-  d.cache.nnz = 32 * 256;
-  ad::DecodeDims even;
-  even.batch = 32;
-  even.q_heads = 64;
-  even.kv_heads = 8;
-  even.head_dim = 128;
-  even.group = 8;
-  even.max_kv_len = 8191;
+  ad::PagedDecodeDims d = paged_decode_dims(32, 4096, 64, 8, 128, 16);
+  ad::DecodeDims even = decode_dims(32, 8191, 64, 8, 128);
   ASSERT_EQ(ad::plan_decode(even, 0, kH200Sms, 2).num_splits, 1);
   EXPECT_EQ(ad::plan_paged_decode(d, 0, 8191, kH200Sms, 2).num_splits, 4);
   // Within 1.5× of the mean: the waves' plan.
