@@ -480,7 +480,8 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
     //      peer's lse and o with ld.shared::cluster, in split order 0, 1, ..., and combines them
     //      through SplitMerge (the merge kernel's arithmetic: the same bits from the same
     //      partials), then writes out (bf16) and, at c = 0, lse (natural log).
-    //   3. Cluster barrier: no CTA exits, releasing its shared memory, while a peer may still
+    //   3. Cluster barrier (relaxed: it orders no data, and a release would wait for the stores
+    //      of out and lse): no CTA exits, releasing its shared memory, while a peer may still
     //      read it.
     // Nothing touches global memory but q, K, V, the page table, out and lse.
     if (!direct) {
@@ -523,7 +524,7 @@ __global__ void __launch_bounds__(DecodeShape<kHeadDim>::kThreads, 2)
           p.lse[static_cast<int64_t>(b) * p.lse_stride_b + static_cast<int64_t>(head) * p.lse_stride_h] = merge.lse();
         }
       }
-      sm90::cluster_sync();
+      sm90::cluster_sync_relaxed();
     }
   }
 #endif

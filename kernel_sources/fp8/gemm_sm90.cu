@@ -46,7 +46,8 @@
 // column; each loads its own A and half of the common B tile, multicast into both CTAs' stage,
 // and each consumer warp frees a stage in both CTAs (remote mbarrier arrivals with the default,
 // CTA-scope release: the stage's reads were wgmma's, complete at wgmma.wait_group), since the
-// peer's TMA writes it too. A cluster barrier at the end keeps each CTA until its peer is done.
+// peer's TMA writes it too. Before exiting, the producer waits for every stage's last release,
+// so no peer still arrives on this CTA's barriers; no cluster barrier ends the kernel.
 //
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
 // out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
@@ -152,9 +153,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     prefetch_tensormap(&p.tma_b);
     if (p.tma_store) prefetch_tensormap(&p.tma_d);
   }
-  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first.
+  // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first
+  // (fence_barrier_init released them; the cluster barrier itself orders nothing else: relaxed).
   if (cm > 1) {
-    cluster_sync();
+    cluster_sync_relaxed();
   } else {
     __syncthreads();
   }
@@ -173,10 +175,25 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     // Producer.
     setmaxnreg_dec<40>();
     if (t == 0) {
+      // B's box of k-tile kt for the tile column at n0 into the stage at `stage`: the whole box,
+      // or with pairs this CTA's half, multicast into both CTAs' stage (both halves complete on
+      // each CTA's barrier). With pairs, a box can start past the tensor (the second half of B
+      // in the last tile column): its start is clamped into the tensor so every box has
+      // in-bounds elements; what it then loads lands in rows past N, which are never stored.
+      auto load_b = [&](uint32_t stage, int kt, int n0, uint32_t bar) {
+        if (cm == 1) {
+          tma_load_2d(stage + kABytes, &p.tma_b, kt * 128, n0, bar);
+        } else {
+          constexpr int kHalf = kBN / 2;
+          tma_load_2d_multicast(stage + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
+                                min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), bar, uint16_t{0x3});
+        }
+      };
       // The first unit's first ring of a constant operand (a weight) loads before the wait: its
       // DRAM stream overlaps the previous kernel's tail. Each such stage expects all its bytes
-      // now; the other operand's box completes it after the wait.
-      const bool early_a = p.const_a != 0, early_b = p.const_b != 0 && cm == 1;
+      // now; the other operand's box completes it after the wait. Both CTAs of a pair take the
+      // same first unit, so each multicasts its half of B early, as the other expects.
+      const bool early_a = p.const_a != 0, early_b = p.const_b != 0;
       int early = 0;  // stages 0 .. early-1 hold k-tiles kt_begin .. of the first unit
       if ((early_a || early_b) && first_unit < num_units) {
         int m0, n0;
@@ -186,7 +203,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           const uint32_t a_dst = base + i * kStageBytes;
           mbarrier_arrive_expect_tx(full_bar(i), kStageBytes);
           if (early_a) tma_load_2d(a_dst, &p.tma_a, (kt_begin + i) * 128, min(m0, p.m - 1), full_bar(i));
-          if (early_b) tma_load_2d(a_dst + kABytes, &p.tma_b, (kt_begin + i) * 128, n0, full_bar(i));
+          if (early_b) load_b(a_dst, kt_begin + i, n0, full_bar(i));
         }
       }
       KJIT_WAIT_PREVIOUS_GRID();
@@ -202,30 +219,31 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           const bool half = issued++ < early;  // its constant operand is loading already
           // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
           if (!half) mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
-          // With pairs, a box can start past the tensor (the second CTA of a pair on the last,
-          // odd tile row; the second half of B in the last tile column): clamp its start into
-          // the tensor so every box has in-bounds elements. What it then loads lands in rows of
-          // the tile that lie past M or N, which are never stored.
+          // The second CTA of a pair on the last, odd tile row has no rows: its A box starts
+          // clamped into the tensor (rows past M, never stored), as load_b's B halves do.
           if (!(half && early_a)) tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
-          if (cm == 1) {
-            if (!(half && early_b)) tma_load_2d(a_dst + kABytes, &p.tma_b, kt * 128, n0, full_bar(s));
-          } else {
-            constexpr int kHalf = kBN / 2;
-            tma_load_2d_multicast(a_dst + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
-                                  min(n0 + static_cast<int>(crank) * kHalf, p.n - 1), full_bar(s), uint16_t{0x3});
-          }
+          if (!(half && early_b)) load_b(a_dst, kt, n0, full_bar(s));
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }
       }
+      // Pairs: the peer's consumers arrive on this CTA's "empty" barriers (and its TMA writes
+      // this CTA's stages, which the consumers here waited for). Before the CTA may exit, every
+      // stage's last round must have been released by all 16 consumer warps: wait for it as a
+      // next fill would. A stage never filled is in its first phase, whose preceding parity
+      // (phase ^ 1 = 1) counts as complete, so its wait returns at once.
+      if (cm > 1) {
+        for (int i = 0; i < kStages; ++i) {
+          mbarrier_wait(empty_bar(s), phase ^ 1u);
+          if (++s == kStages) s = 0, phase ^= 1u;
+        }
+      }
     }
-    // Split-K: the consumers' two cluster barriers count every thread of the cluster. Multicast:
-    // one at the end, so no CTA exits while its peer may still signal its barriers.
+    // Split-K: the consumers' two cluster barriers count every thread of the cluster (the
+    // producer releases no data: relaxed). Pairs need none at the end: see the wait above.
     __syncwarp();
     if (splits > 1) {
-      cluster_sync();
-      cluster_sync();
-    } else if (cm > 1) {
-      cluster_sync();
+      cluster_sync_relaxed();
+      cluster_sync_relaxed();
     }
     return;
   }
@@ -566,7 +584,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
 
   if (splits == 1) {
     if (p.tma_store && t == 0) bulk_wait_all();
-    if (cm > 1) cluster_sync();
     return;
   }
   if constexpr (kWave) {
@@ -633,7 +650,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       flush_trans(8 * j0, 8 * j1);
     }
   }
-  cluster_sync();  // no CTA leaves while another still reads its shared memory
+  cluster_sync_relaxed();  // no CTA leaves while another still reads its shared memory (its reads are done)
   }
 #else
   // Not sm_90a: the host never launches this kernel here (it compiles so that the family's

@@ -109,8 +109,8 @@ struct GemmSm90Params {
   int32_t const_a;       // 1: A's bytes are written by no work on the stream that may still run
   int32_t const_b;       //    (a model weight, GemmArgs::b_constant); likewise B. Such an operand's
                          //    first ring of stages loads before the kernel waits for the previous
-                         //    grid (programmatic dependent launch). B only with cluster_m == 1
-                         //    (a multicast B loads after the wait). 0: nothing before the wait.
+                         //    grid (programmatic dependent launch); with pairs, each CTA's
+                         //    multicast half of B. 0: nothing before the wait.
 };
 
 }  // namespace kjit::fp8

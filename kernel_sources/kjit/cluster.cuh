@@ -24,10 +24,23 @@ KJIT_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+/// cluster_sync without the release: for a barrier that orders no data, only that every peer has
+/// finished reading this CTA's shared memory (values it used are loaded) before the CTA exits, or
+/// that every CTA's mbarriers exist (fence_barrier_init released them). The release form compiles
+/// (sm_90, CUDA 13) to MEMBAR.ALL.GPU before the arrive, which waits for the thread's global
+/// stores to complete; the relaxed one to the arrive alone.
+KJIT_DEVICE void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 /// The first half of cluster_sync: this thread arrives without waiting. Release: its earlier
 /// memory accesses, shared-memory writes for the peers to read as well as its own reads of the
 /// peers' shared memory, are performed before the arrival can be observed. Not .aligned.
 KJIT_DEVICE void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+
+/// cluster_arrive_release without the release, for an arrival that orders no data: "my reads of
+/// the peers' shared memory are done" (the values are loaded). No MEMBAR precedes it.
+KJIT_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory"); }
 
 /// The second half: waits until every thread of every CTA of the cluster has arrived (acquire:
 /// what they wrote before arriving is visible after). A CTA whose shared memory its peers read

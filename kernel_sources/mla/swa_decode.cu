@@ -51,8 +51,9 @@
 //       (head, 8 dims) it reads the kCluster partials and LSEs (mapa + ld.shared::cluster, its
 //       own included) and weights partial s by 2^(lse_s − max lse), as swa_merge_kernel does;
 //       the LSE of the merge is max + log2 Σ weights, exact as in the unsplit kernel.
-//    d. barrier.cluster.arrive.release right after those reads (release: they are performed
-//       before the arrival shows), then its bf16 stores (rank 0 also the LSE), then
+//    d. barrier.cluster.arrive.relaxed right after those reads (their values are loaded and
+//       used: nothing is left to order, and a release arrive compiles to MEMBAR.ALL.GPU), then
+//       its bf16 stores (rank 0 also the LSE), then
 //       barrier.cluster.wait: no CTA exits, which frees the shared memory its peers read,
 //       before every peer has finished reading it; the stores overlap that wait.
 //
@@ -284,7 +285,7 @@ KJIT_DEVICE void cluster_merge(const SwaDecodeParams& p, const unsigned char* sm
     lse[i] = total > 0.f ? (m + __log2f(total)) * kLn2 : neg_inf();
   }
 
-  sm90::cluster_arrive_release();  // d: this CTA's reads of the exchanges are done
+  sm90::cluster_arrive_relaxed();  // d: this CTA's reads of the exchanges are done (loaded: no release)
 #pragma unroll
   for (int i = 0; i < kJobs; ++i) {
     const int job = static_cast<int>(threadIdx.x) + i * Shape::kThreads;

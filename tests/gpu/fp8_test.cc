@@ -707,10 +707,10 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   run_gemm(c);
   // A constant weight (b_constant): the first unit's first ring of B loads before the kernel's
   // wait, the rest after it. 144 tiles of 128x128 over 132 CTAs (some take a second unit) with 8
-  // k-tiles over 5 stages; 3 k-tiles (all of a unit early); CTA pairs, whose multicast B loads
-  // after the wait; pairs over 8 k-tiles of 5 stages with units past the first; column-major D
-  // with pairs (validation swaps: the weight is the kernel's A, loaded early beside the
-  // multicast).
+  // k-tiles over 5 stages; 3 k-tiles (all of a unit early); CTA pairs, each multicasting its
+  // half of B's first ring early; pairs over 8 k-tiles of 5 stages with units past the first;
+  // column-major D with pairs (validation swaps: the weight is the kernel's A, loaded early
+  // beside the multicast).
   c = GCase{1100, 2048, 1024};
   c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x128, c.b_constant = true, c.scales = Scales::kChannel;
   run_gemm(c);

@@ -36,6 +36,8 @@ inline void cluster_sync() {
   ::emu::t_cluster_barrier->arrive_and_wait();
 }
 
+inline void cluster_sync_relaxed() { cluster_sync(); }
+
 inline uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
   const uint32_t bytes = ::emu::g_cluster_cta_bytes;
   if (rank >= ::emu::t_cluster_size || addr / bytes != ::emu::t_cluster_rank) {

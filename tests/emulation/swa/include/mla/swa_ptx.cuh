@@ -308,6 +308,9 @@ inline void cluster_sync() {
   cluster_wait_acquire();
 }
 
+inline void cluster_sync_relaxed() { cluster_sync(); }
+inline void cluster_arrive_relaxed() { cluster_arrive_release(); }
+
 /// The target CTA's rank + 1 in bits 24 and up, the offset below.
 inline uint32_t map_shared_rank(uint32_t addr, uint32_t rank) {
   namespace ed = mla::swa_detail::emu_detail;
