@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   constexpr int kBoxCols = 128 / kElem;  // D columns per 128-byte TMA box row
   constexpr int kBoxes = kStaged ? kBN / kBoxCols : 1;  // boxes per 64-row warpgroup slice: even
   constexpr int kBoxJ = kBoxCols / 8;     // accumulator column groups (8 columns) per box
-  constexpr int kStagingBoxes = kSm90StagingBoxes;  // per consumer warpgroup
+  constexpr int kStagingBoxes = kStaged ? sm90_staging_boxes(kBN) : 1;  // per consumer warpgroup
   constexpr int kRound = kBoxes < kStagingBoxes ? kBoxes : kStagingBoxes;  // boxes stored at once
   static_assert(kBoxes % kRound == 0, "whole rounds of boxes");
   // Split-K's partial tile (BM × BN f32) reuses the stages and the staging boxes. The
@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         rb[1] = bias_at(min(row0 + 8, p.m - 1));
       }
       const float s_tensor[2] = {sa[0] * sb_tensor, sa[1] * sb_tensor};
-      // The warpgroup's boxes go out in rounds of kRound (all of them for bf16 and for f32 with
-      // BN = 128): before a round overwrites the staging buffers, the issuing thread waits until
+      // The warpgroup's boxes go out in rounds of kRound (all of them for bf16, two rounds for
+      // f32): before a round overwrites the staging buffers, the issuing thread waits until
       // the stores that last read them (the previous round, or the previous tile's: a whole
       // mainloop ago, so this rarely waits) are done reading; the rest wait at the barrier.
 #pragma unroll

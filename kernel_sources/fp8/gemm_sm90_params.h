@@ -50,18 +50,23 @@ inline constexpr bool sm90_valid_bm(int bm, int bn) {
 constexpr int kSm90WaveTileMaxM = 256;
 // Split-K: at most this many CTAs (one cluster) share an output tile.
 constexpr int kSm90MaxSplits = 4;
-// Pipeline stages: 2..6 for the staged and wave-fitting tiles (what fits), 2..12 for the small ones.
+// Pipeline stages: 2..8 for the staged and wave-fitting tiles (what fits), 2..12 for the small ones.
 constexpr int kSm90MaxStages = 12;
+constexpr int kSm90LargeTileMaxStages = 8;
+/// The staged and wave-fitting tiles' planned and tuned ring depth: the deepest that fits up to
+/// this (deeper ones run when forced).
+constexpr int kSm90LargeTileStages = 6;
 inline constexpr int sm90_stage_bytes(int bm, int bn) { return (bm + bn) * 128; }
 // The staged tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
-// (8 KiB): up to four per consumer warpgroup, so a bf16 tile (64 × 256 per warpgroup) is written
-// at once and its stores drain during the next tile's mainloop; f32 with BN = 256 takes two
-// rounds. The small tiles stage a transposed D as f32, 64 × BN per consumer warpgroup. The
-// wave-fitting tiles stage nothing.
+// (8 KiB): BN / 64 per consumer warpgroup (two at BN = 128, four at BN = 256), so a bf16 tile is
+// written at once and its stores drain during the next tile's mainloop; f32 takes two rounds.
+// Two boxes at BN = 128 leave room for a sixth stage (6 × 32 KiB + 32 KiB): with a weight stream
+// from L2 the ring's depth is what keeps the SM's intake busy. The small tiles stage a transposed
+// D as f32, 64 × BN per consumer warpgroup. The wave-fitting tiles stage nothing.
 constexpr int kSm90StagingBoxBytes = 8192;
-constexpr int kSm90StagingBoxes = 4;  // per consumer warpgroup
+inline constexpr int sm90_staging_boxes(int bn) { return bn / 64; }  // per consumer warpgroup, staged tiles
 inline constexpr int sm90_epilogue_bytes(int bn) {
-  return sm90_small_tile(bn) ? 2 * 64 * bn * 4 : sm90_staged_tile(bn) ? 2 * kSm90StagingBoxes * kSm90StagingBoxBytes : 0;
+  return sm90_small_tile(bn) ? 2 * 64 * bn * 4 : sm90_staged_tile(bn) ? 2 * sm90_staging_boxes(bn) * kSm90StagingBoxBytes : 0;
 }
 // Dynamic shared memory: the stages, the epilogue's staging boxes (kept apart from the stages:
 // the producer already loads the next tile while the consumers store this one), 1024 bytes to

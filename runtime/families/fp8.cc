@@ -135,7 +135,9 @@ const Family& gemm_family() {
         if (!sm90_valid_bm(static_cast<int>(tile / 1000), bn)) {
           return "wgmma tiles are 128 or 64 rows by 16, 32, 64, 80, 96, 112, 128, 160, 192, 224 or 256";
         }
-        if (!sm90_small_tile(bn) && stages > 6) return "the wgmma kernel takes 2..6 stages with tiles of N > 64";
+        if (!sm90_small_tile(bn) && stages > kSm90LargeTileMaxStages) {
+          return "the wgmma kernel takes 2..8 stages with tiles of N > 64";
+        }
         return {};
       }
       if (tile != gemm_tile_code(64, 64) && tile != gemm_tile_code(128, 64) && tile != gemm_tile_code(128, 128)) {
@@ -167,7 +169,7 @@ const Family& gemm_family() {
     // for small M) the mma tiles at 4 stages (sm_100 shared memory) and 128x128 at 3 (sm_89's 99
     // KiB); the two blockwise tiles.
     f.defaults = {
-        p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "5"),
+        p("wgmma", "tensor", "128x256", "3"), p("wgmma", "tensor", "128x128", "6"),
         p("wgmma", "tensor", "128x16", "8"),  p("wgmma", "tensor", "128x32", "8"),
         p("wgmma", "tensor", "128x64", "8"),  p("wgmma", "tensor", "64x16", "8"),
         p("wgmma", "tensor", "64x32", "8"),   p("wgmma", "tensor", "64x64", "8"),

@@ -208,11 +208,11 @@ TEST(Families, EnumerationCoversTheValidSpace) {
     for (const Point& d : f.default_points()) EXPECT_TRUE(distinct.count(f.describe(d))) << f.name;
   }
   // fp8.gemm: mma takes 3 tiles x 3 stages x 4 majors x 2 scales less 128x128 with block scales
-  // (3 stages x 4 majors), wgmma 2 tiles x 5 stages, 6 small tiles (BN 16/32/64, 128 or 64
-  // rows) x 11 stages, 6 wave-fitting tiles (BN 80..224) x 5 stages and the 8 64-row pair tiles
-  // (BN 80..256) x 5 stages, each for 2 x 2 formats x 2 outputs.
+  // (3 stages x 4 majors), wgmma 2 tiles x 7 stages (2..8), 6 small tiles (BN 16/32/64, 128 or
+  // 64 rows) x 11 stages, 6 wave-fitting tiles (BN 80..224) x 7 stages and the 8 64-row pair
+  // tiles (BN 80..256) x 7 stages, each for 2 x 2 formats x 2 outputs.
   EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(),
-            size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 5 + 6 * 11 + 6 * 5 + 8 * 5));
+            size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 7 + 6 * 11 + 6 * 7 + 8 * 7));
   // attention.paged_prefill_sm90: 128-row tiles at hd64 and hd128, 192-row tiles at hd64 only.
   const Family& paged = kjit::family("attention.paged_prefill_sm90");
   EXPECT_EQ(paged.enumerate().size(), 3u);

@@ -676,7 +676,7 @@ TEST(Fp8Plan, KernelChoice) {
   p = gemm_plan(problem(256, 7168, 2048), T::kAuto, 0, h200);
   EXPECT_TRUE(p.wgmma);
   EXPECT_EQ(p.bn, 128);
-  EXPECT_EQ(p.stages, 5);
+  EXPECT_EQ(p.stages, 6);  // two staging boxes a warpgroup at BN = 128 leave room for six
   EXPECT_EQ(p.splits, 1);  // 112 tiles
   EXPECT_EQ(p.grid, 112);
   // M ≤ 64: the swapped small tile (Fp8Plan.SmallTiles); above, split-K over clusters, BN = 128.
@@ -1124,9 +1124,20 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
     EXPECT_EQ(paired.bn, fd::gemm_tile_shape(t).bn);
     EXPECT_EQ(fd::gemm_tile_shape(t).bn / 2 % 8, 0);
     EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 0, h, K::kMmaSync), kjit::InvalidArgument);
-    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 7, h), kjit::InvalidArgument);
+    // Planned: the deepest ring up to kSm90LargeTileStages that fits; deeper ones (up to
+    // kSm90LargeTileMaxStages) when forced and they fit.
+    const int bn = fd::gemm_tile_shape(t).bn, optin = h.max_smem_per_block_optin;
+    const int planned = gemm_plan(problem(128, 10240, 8192), t, 0, h).stages;
+    EXPECT_LE(planned, f8::kSm90LargeTileStages);
+    EXPECT_TRUE(planned == f8::kSm90LargeTileStages || f8::sm90_smem_bytes(128, bn, planned + 1) > optin);
+    if (f8::sm90_smem_bytes(128, bn, 7) <= optin) {
+      EXPECT_EQ(gemm_plan(problem(128, 10240, 8192), t, 7, h).stages, 7);
+    } else {
+      EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 7, h), kjit::InvalidArgument);
+    }
+    EXPECT_THROW(gemm_plan(problem(128, 10240, 8192), t, 9, h), kjit::InvalidArgument);
   }
-  // The family rejects a wave-fitting tile on the mma.sync kernel and more than 6 stages.
+  // The family rejects a wave-fitting tile on the mma.sync kernel and more than 8 stages.
   const kjit::Family& f = f8::gemm_family();
   auto parse_error = [&](const kjit::ParamMap& pm) -> std::string {
     try {
@@ -1142,7 +1153,9 @@ TEST(Fp8Plan, WaveFittingTilesAtDecodeM) {
   pm["impl"] = "wgmma";
   EXPECT_EQ(parse_error(pm), "");
   pm["stages"] = "8";
-  EXPECT_NE(parse_error(pm).find("2..6 stages"), std::string::npos) << parse_error(pm);
+  EXPECT_EQ(parse_error(pm), "");
+  pm["stages"] = "9";
+  EXPECT_NE(parse_error(pm).find("2..8 stages"), std::string::npos) << parse_error(pm);
 }
 
 // One 128-row tile row (64 < M ≤ 128) in CTA pairs of 64-row halves sharing each 128-row weight
@@ -1282,7 +1295,7 @@ TEST(Fp8Family, SpecsNameTheKernels) {
   EXPECT_THROW(g.spec(gp("mma", "e4m3", "f32", "tensor", "64x16", "4", "k", "k")), kjit::InvalidArgument);
   s = g.spec(gp("wgmma", "e4m3", "f32", "tensor", "64x64", "4", "k", "k"));  // a small wgmma tile
   EXPECT_EQ(s.name_expressions.at(0), "kjit::fp8::gemm_sm90_kernel<0, 0, true, 64, 64, 4>");
-  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x256", "7", "k", "k")), kjit::InvalidArgument);
+  EXPECT_THROW(g.spec(gp("wgmma", "e4m3", "f32", "tensor", "128x256", "9", "k", "k")), kjit::InvalidArgument);
   for (const auto& d : g.defaults) EXPECT_NO_THROW(g.spec(d));
   EXPECT_GE(g.defaults.size(), 2u);
   EXPECT_LE(g.defaults.size(), 18u);  // bounded: `kjit precompile` compiles each per arch

@@ -228,7 +228,7 @@ constexpr int kSm90SmallTileStages = 8;
 void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan& plan) {
   const int optin = info.max_smem_per_block_optin;
   const GemmLaunchShape shape = gemm_launch_shape(plan.bm, plan.bn, g.block);
-  const int max_stages = !wgmma ? 4 : sm90_small_tile(plan.bn) ? kSm90MaxStages : 6;
+  const int max_stages = !wgmma ? 4 : sm90_small_tile(plan.bn) ? kSm90MaxStages : kSm90LargeTileMaxStages;
   auto smem = [&](int stages) {
     return wgmma ? sm90_smem_bytes(plan.bm, plan.bn, stages) : stages * shape.stage_bytes;
   };
@@ -246,7 +246,7 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
     }
     plan.stages = g.force.stages;
   } else {
-    const int deepest = wgmma && sm90_small_tile(plan.bn) ? kSm90SmallTileStages : max_stages;
+    const int deepest = !wgmma ? max_stages : sm90_small_tile(plan.bn) ? kSm90SmallTileStages : kSm90LargeTileStages;
     for (int s = deepest; s >= 2 && plan.stages == 0; --s) {
       if (smem(s) <= optin) plan.stages = s;
     }

@@ -163,12 +163,16 @@ std::vector<TunedChoice> GemmOp::tune_candidates(const GemmDims& g, const Device
           v.stages < kSm90MaxStages && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin;
       if (v.stages != 6 && v.stages != 8 && deeper_fits) continue;
     }
-    // The wave-fitting tiles: for M ≤ 256 only, at the deepest ring that fits. The 64-row tiles
-    // of N side 80..256: for one 128-row tile row (M ≤ 128) only, in pairs, at the deepest ring.
+    // The wave-fitting tiles: for M ≤ 256 only, at the deepest ring that fits up to
+    // kSm90LargeTileStages. The 64-row tiles of N side 80..256: for one 128-row tile row
+    // (M ≤ 128) only, in pairs, likewise.
     const bool half_rows = wgmma && v.bm == 64 && sm90_pair_tile(v.bn);
     if (wgmma && (sm90_wave_tile(v.bn) || half_rows)) {
       if (g.m > (half_rows ? kSm90BM : kSm90WaveTileMaxM)) continue;
-      if (v.stages < 6 && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin) continue;
+      if (v.stages > kSm90LargeTileStages) continue;
+      if (v.stages < kSm90LargeTileStages && sm90_smem_bytes(v.bm, v.bn, v.stages + 1) <= info.max_smem_per_block_optin) {
+        continue;
+      }
     }
     for (int splits = 1; splits <= (wgmma ? kSm90MaxSplits : 1); ++splits) {
       if (splits > ktiles) break;
