@@ -151,8 +151,9 @@ struct GemmPlan {
 ///     128-k tiles (no split-K then): 64x128 tiles, the pair on the two 64-row halves of M (e.g.
 ///     M = 128, N = 8192, K = 8192: 128 CTAs; N = 7168, K = 2048: 112). Measured where pairs
 ///     win and lose: choose_pairs in gemm_plan.cc, docs/perf-notes.md R78a.
-///   fit: the forced stage count (2..4 mma, 2..6 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
-///     max_smem_per_block_optin), else the deepest that fits, at most 8 for the small tiles (Unsupported when two do not).
+///   fit: the forced stage count (2..4 mma, 2..8 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
+///     max_smem_per_block_optin), else the deepest that fits, at most 6 for the wgmma staged and wave-fitting tiles and 8
+///     for the small ones (Unsupported when two do not).
 /// Throws Unsupported below sm_89 (naming the arch).
 GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClusterCapacity& capacity = {});
 
