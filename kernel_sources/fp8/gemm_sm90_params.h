@@ -60,9 +60,9 @@ inline constexpr int sm90_stage_bytes(int bm, int bn) { return (bm + bn) * 128; 
 // The staged tiles' epilogue stages D through shared memory in TMA boxes of 64 rows × 128 bytes
 // (8 KiB): BN / 64 per consumer warpgroup (two at BN = 128, four at BN = 256), so a bf16 tile is
 // written at once and its stores drain during the next tile's mainloop; f32 takes two rounds.
-// Two boxes at BN = 128 leave room for a sixth stage (6 × 32 KiB + 32 KiB): with a weight stream
-// from L2 the ring's depth is what keeps the SM's intake busy. The small tiles stage a transposed
-// D as f32, 64 × BN per consumer warpgroup. The wave-fitting tiles stage nothing.
+// Two boxes at BN = 128 leave room for a sixth stage (6 × 32 KiB + 32 KiB; measured 1–3% faster
+// than five at M = 256, docs/perf-notes.md R79b). The small tiles stage a transposed D as f32,
+// 64 × BN per consumer warpgroup. The wave-fitting tiles stage nothing.
 constexpr int kSm90StagingBoxBytes = 8192;
 inline constexpr int sm90_staging_boxes(int bn) { return bn / 64; }  // per consumer warpgroup, staged tiles
 inline constexpr int sm90_epilogue_bytes(int bn) {

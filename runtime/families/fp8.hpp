@@ -10,7 +10,7 @@
 ///                 tile 64x64|128x64|128x128|128x256|128x16|128x32|64x16|64x32|128x80|128x96|
 ///                 128x112|128x160|128x192|128x224|64x80|64x96|64x112|64x128|64x160|64x192|
 ///                 64x224|64x256 (code gemm_tile_code(bm, bn)), stages 2..12 (mma 2..4, wgmma
-///                 2..6, wgmma small tiles 2..12), a_major k|m, b_major k|n. impl=mma:
+///                 2..8, wgmma small tiles 2..12), a_major k|m, b_major k|n. impl=mma:
 ///                 fp8/gemm.cu (sm_89+); impl=wgmma: fp8/gemm_sm90.cu (sm_90a only, tensor
 ///                 scales, K-major operands, 128-row tiles, BN 16/32/64 with 128 or 64 rows for
 ///                 N <= 64, BN 80..224 for M <= 256, 64-row tiles of BN 80..256 for CTA pairs at

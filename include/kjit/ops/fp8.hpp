@@ -216,8 +216,9 @@ struct GemmArgs {
   TensorRef bias;
   /// Planner overrides for tests and tuning: kernel, tile (kAuto = plan) and pipeline stages
   /// (0 = the deepest that fits the device's shared memory: up to 4 for mma.sync, 6 for wgmma,
-  /// 8 for its 16/32/64-wide tiles; else 2..4 resp. 2..8, 2..12 for those tiles). A forced tile of the mma.sync kind (k64x64, k128x64, k128x128)
-  /// selects the mma.sync kernel unless `kernel` is kWgmma. Every override's range (stages 0 or
+  /// 8 for its 16/32/64-wide tiles; else 2..4 resp. 2..8, 2..12 for those tiles). A forced tile
+  /// of the mma.sync kind (k64x64, k128x64, k128x128) selects the mma.sync kernel unless
+  /// `kernel` is kWgmma. Every override's range (stages 0 or
   /// 2..12, splits 0..4, multicast 0..2) and every combination below that is an InvalidArgument
   /// is checked with the tensors, before the device is queried; what depends on the device (the
   /// chosen tile's own stage limit, shared memory, wgmma there) is checked when planning.
