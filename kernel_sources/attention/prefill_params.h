@@ -101,6 +101,12 @@ struct PrefillParams {
   const int32_t* qo_indptr;        ///< PackedQSchedule: [batch + 1]
   const int32_t* q_tile_to_batch;  ///< PackedQSchedule: [num_work] request of each work item
   const int32_t* q_tile_to_index;  ///< PackedQSchedule: [num_work] request-local q tile
+  /// The sm_90a paged kernel's persistent schedule, or both null (a CTA per grid position): CTA c
+  /// runs the units cta_work[cta_work_indptr[c] .. cta_work_indptr[c + 1]) in order, unit =
+  /// work item · heads + head (heads: q_heads, or kv_heads when pack_group > 1). Other kernels
+  /// ignore it.
+  const int32_t* cta_work_indptr;
+  const int32_t* cta_work;
 
   int64_t q_stride_b, q_stride_l, q_stride_h;  ///< packed: q_stride_b unused, l = token stride
   int64_t k_stride_b, k_stride_l, k_stride_h;

@@ -77,13 +77,13 @@ namespace detail {
 
 /// Copies kRows rows into a kRows-row swizzled tile at shared address `tile` (the atom of columns
 /// 64a.. at a · kRows · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
-/// rows t / 8 + 16 · i of every atom (kRows / 16 passes); row r's source is row_src(r), or zeros
-/// when it returns null.
-template <int kRows, int kAtoms, class RowSrc>
+/// rows t / 8 + 16 · i of every atom (kRows / 16 passes, unrolled kUnroll at a time); row r's
+/// source is row_src(r), or zeros when it returns null.
+template <int kRows, int kAtoms, int kUnroll, class RowSrc>
 KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src, const char* any_mapped) {
   static_assert(kRows % 16 == 0, "16 rows a pass");
   const int chunk = t % 8;
-#pragma unroll
+#pragma unroll kUnroll
   for (int i = 0; i < kRows / 16; ++i) {
     const int r = t / 8 + 16 * i;
     const char* src = row_src(r);
@@ -109,13 +109,79 @@ struct PackedRows {
   KJIT_DEVICE int head(int row, int token) const { return first_head + row - token * pack; }
 };
 
+/// One work unit of a CTA (see the file comment): a q tile of kBlockM rows of one (batch or
+/// request, head) and the KV tiles its rows attend. kPaged false: a dense tile, rows = tokens.
+template <bool kPaged>
+struct Sm90Work {
+  int head;         ///< q head, or (packed) KV head
+  int kv_head;
+  int b;            ///< batch index, or (paged) request
+  int q_len;        ///< query tokens of the request (dense: of every batch)
+  int kv_len;       ///< its keys
+  int diag;         ///< kv_len − q_len: under causal, token i sees keys j ≤ i + diag
+  int q_first;      ///< paged: the request's first row of the packed q / out
+  int row_count;    ///< rows of the request: q_len, or (packed) q_len · pack_group
+  int q0;           ///< the tile's first row
+  int n_tiles;      ///< KV tiles its rows attend (from the last, see the file comment)
+  PackedRows rows;  ///< paged: the (token, q head) of each row
+  KJIT_DEVICE int token(int row) const {
+    if constexpr (kPaged) return rows.token(row);
+    return row;
+  }
+};
+
+/// Work unit `u` of this CTA: for the paged kernel with a persistent schedule the unit
+/// cta_work[u] = item · heads + head (heads: q heads, or KV heads when packed), else this CTA's
+/// grid position in head_group_order (attention/work_order.cuh) over the (q tile or work item,
+/// head) pairs; then the paged kernel's item through the plan's work map.
+template <bool kPaged, class Shape, class Params>
+KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
+  Sm90Work<kPaged> w{};
+  const bool causal = p.causal != 0;
+  const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+  int q_tile = 0;
+  if constexpr (kPaged) {
+    const bool packed = p.pack_group > 1;
+    const int heads = packed ? p.kv_heads : p.q_heads;
+    int item = 0;
+    if (p.cta_work != nullptr) {
+      const int unit = __ldg(p.cta_work + u);
+      item = unit / heads;
+      w.head = unit - item * heads;
+    } else {
+      head_group_order(flat, heads, p.q_tiles, p.head_group, causal, w.head, item);
+    }
+    w.kv_head = packed ? w.head : w.head / p.group;
+    w.b = __ldg(p.q_tile_to_batch + item);
+    q_tile = __ldg(p.q_tile_to_index + item);
+    w.q_first = __ldg(p.qo_indptr + w.b);
+    w.q_len = __ldg(p.qo_indptr + w.b + 1) - w.q_first;
+    w.kv_len = PagedKV(p, w.b, w.kv_head).length();
+    w.rows = PackedRows{w.q_len * p.pack_group, p.pack_group, p.pack_div, packed ? w.head * p.pack_group : w.head};
+    w.row_count = w.rows.count;
+  } else {
+    head_group_order(flat, p.q_heads, p.q_tiles, p.head_group, causal, w.head, q_tile);
+    w.kv_head = w.head / p.group;
+    w.b = static_cast<int>(blockIdx.z);
+    w.q_len = p.q_len;
+    w.kv_len = p.kv_len;
+    w.row_count = w.q_len;
+  }
+  w.q0 = q_tile * Shape::kBlockM;
+  w.diag = w.kv_len - w.q_len;
+  const int q_rows = min(Shape::kBlockM, w.row_count - w.q0);
+  const int kv_end = causal ? max(min(w.kv_len, w.token(w.q0 + q_rows - 1) + 1 + w.diag), 0) : w.kv_len;
+  w.n_tiles = (kv_end + Shape::kBlockN - 1) / Shape::kBlockN;
+  return w;
+}
+
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
 /// barrier through cp.async arrivals.
 template <class Shape>
 KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedRows& rows, int kv_head, int q_first,
-                                    int q0, int kv_len, int n_tiles, uint32_t q_smem, uint32_t k_smem,
-                                    uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
+                                    int q0, int kv_len, int n_tiles, int tiles_before, uint32_t q_smem,
+                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
@@ -130,7 +196,8 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
   const char* q_request = static_cast<const char*>(p.q) + static_cast<int64_t>(q_first) * p.q_stride_l * 2;
-  gather_rows<Shape::kBlockM, Shape::kAtoms>(
+  // Q once per unit, its passes not unrolled: the producer's 24 registers hold no more.
+  gather_rows<Shape::kBlockM, Shape::kAtoms, 1>(
       q_smem, t,
       [&](int r) -> const char* {
         const int row = q0 + r;
@@ -145,17 +212,19 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   const PagedKV kv(p, b, kv_head);
   for (int it = 0; it < n_tiles; ++it) {
     const int tile = n_tiles - 1 - it;
-    const int s = it % kStages;
-    const int round = it / kStages;
-    // Each thread looks up one token; the table of tile it − 2 (same buffer) was read before
-    // every thread passed the previous tile's barrier.
-    const uint32_t table = row_tables + (it & 1) * (kBlockN * 4);
+    // The ring position counts the CTA's tiles over all its work units.
+    const int g = tiles_before + it;
+    const int s = g % kStages;
+    const int round = g / kStages;
+    // Each thread looks up one token; the table of the tile two before (same buffer) was read
+    // before every thread passed the previous tile's barrier.
+    const uint32_t table = row_tables + (g & 1) * (kBlockN * 4);
     const int token = tile * kBlockN + t;
     st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
     named_barrier(kProducerBarrier, 128);
     auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
     if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows<kBlockN, Shape::kAtoms>(
+    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
         k_smem + s * Shape::kKvBytes, t,
         [&](int r) -> const char* {
           const int row = row_of(r);
@@ -164,7 +233,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
         kv.k_row(0));
     cp_async_mbarrier_arrive_noinc(k_full(s));
     if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows<kBlockN, Shape::kAtoms>(
+    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
         v_smem + s * Shape::kKvBytes, t,
         [&](int r) -> const char* {
           const int row = row_of(r);
@@ -173,9 +242,6 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
         kv.v_row(0));
     cp_async_mbarrier_arrive_noinc(v_full(s));
   }
-  // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
-  cp_async_commit();
-  cp_async_wait<0>();
 }
 
 }  // namespace detail
@@ -213,56 +279,25 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto v_full = [&](int s) { return bars + 8u * (1 + kStages + s); };
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
+  const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the consumers are done with Q
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
-  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh); for the
-  // paged kernel an index into the plan's work map.
-  // The CTA's work: its flat index in head_group_order (attention/work_order.cuh) over the q heads
-  // (the dense kernel, the unpacked paged one) or the KV heads (packed); for the paged kernel an
-  // index into the plan's work map.
-  int head, q_tile, b, q_len, kv_len, kv_head;
-  int q_first = 0;  // paged: the request's first row of the packed q / out
-  PackedRows rows{};  // paged: the (token, q head) of each row
-  int heads = p.q_heads;
+  // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
+  // (PrefillParams::cta_work), else the one unit of its grid position.
+  int u_begin = 0, u_end = 1;
   if constexpr (kPaged) {
-    if (p.pack_group > 1) heads = p.kv_heads;
+    if (p.cta_work_indptr != nullptr) {
+      u_begin = __ldg(p.cta_work_indptr + blockIdx.x);
+      u_end = __ldg(p.cta_work_indptr + blockIdx.x + 1);
+    }
   }
-  head_group_order(static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x), heads, p.q_tiles, p.head_group,
-                   p.causal != 0, head, q_tile);
-  if constexpr (kPaged) {
-    const int item = q_tile;
-    const bool packed = p.pack_group > 1;
-    kv_head = packed ? head : head / p.group;
-    b = __ldg(p.q_tile_to_batch + item);
-    q_tile = __ldg(p.q_tile_to_index + item);
-    q_first = __ldg(p.qo_indptr + b);
-    q_len = __ldg(p.qo_indptr + b + 1) - q_first;
-    kv_len = PagedKV(p, b, kv_head).length();
-    rows = PackedRows{q_len * p.pack_group, p.pack_group, p.pack_div, packed ? head * p.pack_group : head};
-  } else {
-    kv_head = head / p.group;
-    b = static_cast<int>(blockIdx.z);
-    q_len = p.q_len;
-    kv_len = p.kv_len;
-  }
-  // The token of row `row` (paged: of the request's packed rows; dense: the row itself).
-  auto token_of = [&](int row) {
-    if constexpr (kPaged) return rows.token(row);
-    return row;
-  };
-  const int row_count = kPaged ? rows.count : q_len;
-  const int q0 = q_tile * Shape::kBlockM;
-  const int q_rows = min(Shape::kBlockM, row_count - q0);
-  const int diag = kv_len - q_len;  // causal: token i sees keys j ≤ i + diag
-  const bool causal = p.causal != 0;
-  const int kv_end = causal ? max(min(kv_len, token_of(q0 + q_rows - 1) + 1 + diag), 0) : kv_len;
-  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
   // A full barrier expects the TMA thread's one arrival (plus bytes), or the paged producer's 128
   // cp.async arrivals.
   constexpr uint32_t kFullArrivals = kPaged ? 128 : 1;
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, kFullArrivals);
+    mbarrier_init(q_empty, 4 * kConsumers);  // one arrival per consumer warp
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), kFullArrivals);
       mbarrier_init(v_full(s), kFullArrivals);
@@ -284,14 +319,26 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     // ---- Producer. -------------------------------------------------------------------------
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
-      paged_sm90_produce<Shape>(p, b, rows, kv_head, q_first, q0, kv_len, n_tiles, q_smem, k_smem, v_smem, bars,
-                                row_tables);
+      // Unit i's Q overwrites unit i − 1's once every consumer warp has issued and waited for
+      // its last Q·Kᵀ; its K/V tiles continue the ring where the unit before left it.
+      int tiles_before = 0;
+      for (int u = u_begin; u < u_end; ++u) {
+        const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
+        if (u > u_begin) mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
+        paged_sm90_produce<Shape>(p, w.b, w.rows, w.kv_head, w.q_first, w.q0, w.kv_len, w.n_tiles, tiles_before,
+                                  q_smem, k_smem, v_smem, bars, row_tables);
+        tiles_before += w.n_tiles;
+      }
+      // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
+      cp_async_commit();
+      cp_async_wait<0>();
     } else if (threadIdx.x == 0) {
+      const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, 0);
       mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
 #pragma unroll
-      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, q0, head, b, q_full);
-      for (int it = 0; it < n_tiles; ++it) {
-        const int tile = n_tiles - 1 - it;
+      for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, w.q0, w.head, w.b, q_full);
+      for (int it = 0; it < w.n_tiles; ++it) {
+        const int tile = w.n_tiles - 1 - it;
         const int s = it % kStages;
         const int round = it / kStages;
         const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
@@ -302,20 +349,20 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
         mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
-          tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, kv_head, b, k_full(s));
+          tma_load_4d(k_dst + a * (kBlockN * 128), &p.tma_k, a * 64, tile * kBlockN, w.kv_head, w.b, k_full(s));
         }
         if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
         mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
-          tma_load_4d(v_dst + a * (kBlockN * 128), &p.tma_v, a * 64, tile * kBlockN, kv_head, b, v_full(s));
+          tma_load_4d(v_dst + a * (kBlockN * 128), &p.tma_v, a * 64, tile * kBlockN, w.kv_head, w.b, v_full(s));
         }
       }
     }
     return;
   }
 
-  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of the request. -----------
+  // ---- Consumers: warpgroup c = wg − 1 owns rows [row0, row0 + 64) of each unit. --------------
   setmaxnreg_inc<Shape::kConsumerRegs>();
   const int c = wg - 1;
   const int t = threadIdx.x % 128;
@@ -323,100 +370,20 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   const int lane = t % 32;
   const int g = lane / 4;
   const int tq = lane % 4;
-  const int row0 = q0 + 64 * c;
-  const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
-  const int first_token = token_of(row0);   // the warpgroup's rows see at least its keys
   const float scale_log2 = p.scale_log2;
+  const bool causal = p.causal != 0;
   const uint32_t q_wg = q_smem + c * (64 * 128);  // this warpgroup's rows inside each Q atom
 
   float s_acc[kSRegs];
   float o_acc[kORegs];
   uint32_t p_frag[kPSteps][4];
-  float row_m[2] = {neg_inf(), neg_inf()};
-  float row_l[2] = {0.f, 0.f};
 
-  // S = Q · K_stageᵀ (issued, not waited for).
-  auto issue_qk = [&](int s) {
-    const uint32_t k_tile = k_smem + s * Shape::kKvBytes;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      const uint32_t a_off = (kk / 4) * kQAtomBytes + (kk % 4) * 32;
-      const uint32_t b_off = (kk / 4) * (kBlockN * 128) + (kk % 4) * 32;
-      wgmma_bf16_ss<kBlockN>(s_acc, smem_desc_k128(q_wg + a_off), smem_desc_k128(k_tile + b_off), kk > 0 ? 1u : 0u);
-    }
-  };
-  // O (+)= P · V_stage (issued, not waited for); accumulate = false overwrites O.
-  auto issue_pv = [&](int s, bool accumulate) {
-    const uint32_t v_tile = v_smem + s * Shape::kKvBytes;
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk) {
-      wgmma_bf16_rs_tb<kHeadDim>(o_acc, p_frag[kk], smem_desc_mn128(v_tile + kk * 16 * 128, kBlockN * 128),
-                                 (accumulate || kk > 0) ? 1u : 0u);
-    }
-  };
-  // Masks (only on tiles that cross the causal diagonal or the kv_len tail of these rows), then
-  // the online-softmax update of s_acc into unnormalized probabilities; returns the factors by
-  // which O's rows must be rescaled.
-  auto softmax = [&](int tile, float (&alpha)[2]) {
-    const int col0 = tile * kBlockN;
-    const bool need_mask = col0 + kBlockN > kv_len || (causal && col0 + kBlockN - 1 > first_token + diag);
-    if (need_mask) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int limit = causal ? min(kv_len, token_of(my_row + 8 * h) + diag + 1) : kv_len;
-#pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (col0 + 8 * j + 2 * tq + e >= limit) s_acc[4 * j + 2 * h + e] = neg_inf();
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = neg_inf();
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * h], s_acc[4 * j + 2 * h + 1]));
-      mx = quad_max(mx);
-      const float m_new = fmaxf(row_m[h], mx * scale_log2);
-      const float base_m = m_new == neg_inf() ? 0.f : m_new;  // keeps −inf − (−inf) out
-      alpha[h] = fast_exp2(row_m[h] - base_m);
-      row_m[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pr = fast_exp2(fmaf(s_acc[4 * j + 2 * h + e], scale_log2, -base_m));
-          s_acc[4 * j + 2 * h + e] = pr;
-          sum += pr;
-        }
-      }
-      row_l[h] = row_l[h] * alpha[h] + sum;
-    }
-  };
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk) {
-      p_frag[kk][0] = pack_bf16x2(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);
-      p_frag[kk][1] = pack_bf16x2(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);
-      p_frag[kk][2] = pack_bf16x2(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);
-      p_frag[kk][3] = pack_bf16x2(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
-    }
-  };
-  auto release_k = [&](int s) {
-    if (lane == 0) mbarrier_arrive(k_empty(s));
-  };
-  auto release_v = [&](int s) {
-    if (lane == 0) mbarrier_arrive(v_empty(s));
-  };
   // Pingpong (FlashAttention-3): the consumer warpgroups take turns issuing their wgmmas, round
   // robin, so one's softmax runs while the others' GEMMs own the tensor cores. Named barrier
   // kTurn + c means "warpgroup c may issue": it completes when c's 128 threads sync and warpgroup
-  // c − 1's 128 arrive (after its own issue). The last warpgroup opens the first turn for
-  // warpgroup 0 and skips the arrival after its last issue, so every arrival is matched by a sync.
-  // Barriers 1..kConsumers are the warpgroups' own (epilogue).
+  // c − 1's 128 arrive (after its own issue). In each unit the last warpgroup opens the first turn
+  // for warpgroup 0 and skips the arrival after its last issue, so every arrival is matched by a
+  // sync. Barriers 1..kConsumers are the warpgroups' own (epilogue).
   constexpr int kTurn = 1 + kConsumers;
   bool pingpong = true;  // paged: always (the dense kernel's measured choice at both head dims)
   if constexpr (!kPaged) pingpong = p.pingpong != 0;
@@ -426,125 +393,222 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto pass_turn = [&](bool last) {
     if (pingpong && !(last && c == kConsumers - 1)) named_barrier_arrive(kTurn + (c + 1) % kConsumers, 256);
   };
-  if (pingpong && c == kConsumers - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
-
   // The paged producer's cp.async writes are generic-proxy stores; wgmma reads through the async
   // proxy, so each consumer thread orders the two after its wait.
   auto wait_full = [&](uint32_t bar, uint32_t parity) {
     mbarrier_wait(bar, parity);
     if constexpr (kPaged) fence_proxy_async();
   };
-  wait_full(q_full, 0);
-  if (n_tiles > 0) {
-    // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
-    {
-      wait_full(k_full(0), 0);
-      wait_turn();
-      wgmma_fence();
-      issue_qk(0);
-      wgmma_commit();
-      pass_turn(false);
-      wgmma_wait<0>();
-      release_k(0);
-      float alpha[2];
-      softmax(n_tiles - 1, alpha);
-      pack_p();
-    }
-    for (int it = 1; it < n_tiles; ++it) {
-      const int s = it % kStages;
-      const int sp = (it - 1) % kStages;
-      wait_full(k_full(s), static_cast<uint32_t>((it / kStages) & 1));
-      wait_full(v_full(sp), static_cast<uint32_t>(((it - 1) / kStages) & 1));
-      wait_turn();
-      wgmma_fence();
-      issue_qk(s);
-      wgmma_commit();
-      issue_pv(sp, it > 1);
-      wgmma_commit();
-      pass_turn(false);
-      wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
-      release_k(s);
-      float alpha[2];
-      softmax(n_tiles - 1 - it, alpha);
-      wgmma_wait<0>();
-      release_v(sp);
-#pragma unroll
-      for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
-      pack_p();
-    }
-    const int sl = (n_tiles - 1) % kStages;
-    wait_full(v_full(sl), static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
-    wait_turn();
-    wgmma_fence();
-    issue_pv(sl, n_tiles > 1);
-    wgmma_commit();
-    pass_turn(true);
-    wgmma_wait<0>();
-    release_v(sl);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
-  }
+  auto release = [&](uint32_t bar) {
+    if (lane == 0) mbarrier_arrive(bar);
+  };
 
-  // ---- Epilogue: O / l as bf16 over this warpgroup's Q rows (its own wgmmas, the only readers,
-  // are complete once all four warps get here), then one TMA store per 64-column atom. ---------
-  named_barrier_wg(1 + c);
-  float inv[2];
+  int tiles_before = 0;
+  for (int u = u_begin; u < u_end; ++u) {
+    const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
+    const int n_tiles = w.n_tiles;
+    const int row0 = w.q0 + 64 * c;
+    const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
+    // Keys from limit[h] on are masked in row my_row + 8h, so a thread masks only the tiles that
+    // reach past the smaller of its two limits.
+    int limit[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = quad_sum(row_l[h]);
-    inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
-    const int row = my_row + 8 * h;
-    if (p.lse != nullptr && tq == 0 && row < row_count) {
-      // Dense: lse [batch, q_heads, q_len]; packed: [q_heads, total_q] (lse_stride_b unused).
-      int64_t at;
-      if constexpr (kPaged) {
-        const int token = rows.token(row);
-        at = static_cast<int64_t>(rows.head(row, token)) * p.lse_stride_h +
-             static_cast<int64_t>(q_first + token) * p.lse_stride_l;
-      } else {
-        at = b * p.lse_stride_b + head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l;
+    for (int h = 0; h < 2; ++h) limit[h] = causal ? min(w.kv_len, w.token(my_row + 8 * h) + w.diag + 1) : w.kv_len;
+    float row_m[2] = {neg_inf(), neg_inf()};
+    float row_l[2] = {0.f, 0.f};
+
+    // S = Q · K_stageᵀ (issued, not waited for).
+    auto issue_qk = [&](int s) {
+      const uint32_t k_tile = k_smem + s * Shape::kKvBytes;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        const uint32_t a_off = (kk / 4) * kQAtomBytes + (kk % 4) * 32;
+        const uint32_t b_off = (kk / 4) * (kBlockN * 128) + (kk % 4) * 32;
+        wgmma_bf16_ss<kBlockN>(s_acc, smem_desc_k128(q_wg + a_off), smem_desc_k128(k_tile + b_off), kk > 0 ? 1u : 0u);
       }
-      p.lse[at] = l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
-    }
-  }
+    };
+    // O (+)= P · V_stage (issued, not waited for); accumulate = false overwrites O.
+    auto issue_pv = [&](int s, bool accumulate) {
+      const uint32_t v_tile = v_smem + s * Shape::kKvBytes;
 #pragma unroll
-  for (int j = 0; j < kHeadDim / 8; ++j) {
+      for (int kk = 0; kk < kPSteps; ++kk) {
+        wgmma_bf16_rs_tb<kHeadDim>(o_acc, p_frag[kk], smem_desc_mn128(v_tile + kk * 16 * 128, kBlockN * 128),
+                                   (accumulate || kk > 0) ? 1u : 0u);
+      }
+    };
+    // Masks (only on tiles that cross the causal diagonal or the kv_len tail of these rows), then
+    // the online-softmax update of s_acc into unnormalized probabilities; returns the factors by
+    // which O's rows must be rescaled.
+    auto softmax = [&](int tile, float (&alpha)[2]) {
+      const int col0 = tile * kBlockN;
+      if (col0 + kBlockN > min(limit[0], limit[1])) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * warp + g + 8 * h;  // row within the warpgroup's 64
-      const uint32_t addr = q_wg + (j / 8) * kQAtomBytes + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
-      st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
-    }
-  }
-  if constexpr (kPaged) {
-    // 16-byte stores of the request's rows: 8 threads per 128-byte atom row, 16 rows a pass.
-    named_barrier_wg(1 + c);
-    char* out_request = static_cast<char*>(p.out) + static_cast<int64_t>(q_first) * p.out_stride_l * 2;
-    const int chunk = t % 8;
+        for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int pass = 0; pass < 4; ++pass) {
-      const int r = 16 * pass + t / 8;
-      const int row = row0 + r;
-      if (row < row_count) {
-        const int token = rows.token(row);
-        char* dst = out_request + (static_cast<int64_t>(token) * p.out_stride_l +
-                                   static_cast<int64_t>(rows.head(row, token)) * p.out_stride_h) * 2 + chunk * 16;
+          for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
-        for (int a = 0; a < kAtoms; ++a) {
-          const uint4 v = ld_shared_v4(q_wg + a * kQAtomBytes + r * 128 + ((chunk ^ (r & 7)) << 4));
-          *reinterpret_cast<uint4*>(dst + a * 128) = v;
+            for (int e = 0; e < 2; ++e) {
+              if (col0 + 8 * j + 2 * tq + e >= limit[h]) s_acc[4 * j + 2 * h + e] = neg_inf();
+            }
+          }
         }
       }
-    }
-  } else {
-    fence_proxy_async();
-    named_barrier_wg(1 + c);
-    if (t == 0 && row0 < q_len) {
 #pragma unroll
-      for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, head, b, q_wg + a * kQAtomBytes);
-      bulk_commit();
-      bulk_wait_read<0>();
+      for (int h = 0; h < 2; ++h) {
+        float mx = neg_inf();
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[4 * j + 2 * h], s_acc[4 * j + 2 * h + 1]));
+        mx = quad_max(mx);
+        const float m_new = fmaxf(row_m[h], mx * scale_log2);
+        const float base_m = m_new == neg_inf() ? 0.f : m_new;  // keeps −inf − (−inf) out
+        alpha[h] = fast_exp2(row_m[h] - base_m);
+        row_m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pr = fast_exp2(fmaf(s_acc[4 * j + 2 * h + e], scale_log2, -base_m));
+            s_acc[4 * j + 2 * h + e] = pr;
+            sum += pr;
+          }
+        }
+        row_l[h] = row_l[h] * alpha[h] + sum;
+      }
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; ++kk) {
+        p_frag[kk][0] = pack_bf16x2(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);
+        p_frag[kk][1] = pack_bf16x2(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);
+        p_frag[kk][2] = pack_bf16x2(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);
+        p_frag[kk][3] = pack_bf16x2(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);
+      }
+    };
+    // Ring position, parity of the CTA's tile g (counted over all its units).
+    auto stage = [&](int it) { return (tiles_before + it) % kStages; };
+    auto parity = [&](int it) { return static_cast<uint32_t>(((tiles_before + it) / kStages) & 1); };
+    // The producer may gather the next unit's Q once every warp's last Q·Kᵀ is complete.
+    auto release_q = [&]() {
+      if constexpr (kPaged) release(q_empty);
+    };
+
+    if (pingpong && c == kConsumers - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
+    wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
+    if (n_tiles > 0) {
+      // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
+      {
+        wait_full(k_full(stage(0)), parity(0));
+        wait_turn();
+        wgmma_fence();
+        issue_qk(stage(0));
+        wgmma_commit();
+        pass_turn(false);
+        wgmma_wait<0>();
+        release(k_empty(stage(0)));
+        if (n_tiles == 1) release_q();
+        float alpha[2];
+        softmax(n_tiles - 1, alpha);
+        pack_p();
+      }
+      for (int it = 1; it < n_tiles; ++it) {
+        const int s = stage(it);
+        const int sp = stage(it - 1);
+        wait_full(k_full(s), parity(it));
+        wait_full(v_full(sp), parity(it - 1));
+        wait_turn();
+        wgmma_fence();
+        issue_qk(s);
+        wgmma_commit();
+        issue_pv(sp, it > 1);
+        wgmma_commit();
+        pass_turn(false);
+        wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
+        release(k_empty(s));
+        if (it == n_tiles - 1) release_q();
+        float alpha[2];
+        softmax(n_tiles - 1 - it, alpha);
+        wgmma_wait<0>();
+        release(v_empty(sp));
+#pragma unroll
+        for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
+        pack_p();
+      }
+      const int sl = stage(n_tiles - 1);
+      wait_full(v_full(sl), parity(n_tiles - 1));
+      wait_turn();
+      wgmma_fence();
+      issue_pv(sl, n_tiles > 1);
+      wgmma_commit();
+      pass_turn(true);
+      wgmma_wait<0>();
+      release(v_empty(sl));
+    } else {
+      release_q();
+#pragma unroll
+      for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
+    }
+    tiles_before += n_tiles;
+
+    // ---- Epilogue: O / l as bf16 and the LSE. --------------------------------------------------
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(row_l[h]);
+      inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
+      const int row = my_row + 8 * h;
+      if (p.lse != nullptr && tq == 0 && row < w.row_count) {
+        // Dense: lse [batch, q_heads, q_len]; packed: [q_heads, total_q] (lse_stride_b unused).
+        int64_t at;
+        if constexpr (kPaged) {
+          const int token = w.rows.token(row);
+          at = static_cast<int64_t>(w.rows.head(row, token)) * p.lse_stride_h +
+               static_cast<int64_t>(w.q_first + token) * p.lse_stride_l;
+        } else {
+          at = w.b * p.lse_stride_b + w.head * p.lse_stride_h + static_cast<int64_t>(row) * p.lse_stride_l;
+        }
+        p.lse[at] = l > 0.f ? (row_m[h] + fast_log2(l)) * kLn2 : neg_inf();
+      }
+    }
+    if constexpr (kPaged) {
+      // Straight from registers (Q's shared memory already holds the next unit's rows): a quad's
+      // four 4-byte stores fill 16 contiguous bytes of its row, the request's rows only.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = my_row + 8 * h;
+        if (row < w.row_count) {
+          const int token = w.rows.token(row);
+          char* dst = static_cast<char*>(p.out) +
+                      (static_cast<int64_t>(w.q_first + token) * p.out_stride_l +
+                       static_cast<int64_t>(w.rows.head(row, token)) * p.out_stride_h) * 2 + 4 * tq;
+#pragma unroll
+          for (int j = 0; j < kHeadDim / 8; ++j) {
+            *reinterpret_cast<uint32_t*>(dst + 16 * j) =
+                pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]);
+          }
+        }
+      }
+    } else {
+      // Over this warpgroup's Q rows (its own wgmmas, the only readers, are complete once all
+      // four warps get here), then one TMA store per 64-column atom.
+      named_barrier_wg(1 + c);
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * warp + g + 8 * h;  // row within the warpgroup's 64
+          const uint32_t addr = q_wg + (j / 8) * kQAtomBytes + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * tq;
+          st_shared_u32(addr, pack_bf16x2(o_acc[4 * j + 2 * h] * inv[h], o_acc[4 * j + 2 * h + 1] * inv[h]));
+        }
+      }
+      fence_proxy_async();
+      named_barrier_wg(1 + c);
+      if (t == 0 && row0 < w.q_len) {
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) tma_store_4d(&p.tma_out, a * 64, row0, w.head, w.b, q_wg + a * kQAtomBytes);
+        bulk_commit();
+        bulk_wait_read<0>();
+      }
     }
   }
 #else

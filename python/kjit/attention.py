@@ -25,7 +25,7 @@ append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, 
                 positions, append_indptr, stream)
 plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto", kv_indptr=None,
                    last_page_len=None, q_heads=0, page_size=0, causal=False, kv_heads=0,
-                   pack_gqa="auto") -> PagedPrefillPlan
+                   pack_gqa="auto", persistent=True, max_ctas=0) -> PagedPrefillPlan
     qo_indptr, kv_indptr, last_page_len: host copies (lists or CPU int32 tensors) of the batch's
     layout, as paged_prefill will get it on the device; uploads the work map (synchronous).
     With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), tile_rows=0 takes
@@ -45,8 +45,12 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     head kv_head * group + r % group) where the group q_heads / kv_heads is > 1 and the Hopper
     wgmma kernel runs the plan, so each gathered K/V tile serves the whole group; "on" forces it
     (group > 1, 128 or more rows), "off" plans one q head per work item. The result is the same.
-    Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed),
-    workspace_bytes, variant, device.
+    persistent (with the KV layout, where `device` runs the Hopper wgmma kernel and variant is not
+    "mma"): True gives the plan a persistent schedule (`ctas` CTAs, each running a list of work
+    items balanced by their KV tiles; max_ctas > 0 caps them, leaving SMs to other streams); False
+    keeps a CTA per work item and head. The result is the same.
+    Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed), ctas
+    (0: no persistent schedule), workspace_bytes, variant, device.
 DECODE_MERGES: the names `merge=` takes ({decode_merges}).
 PACK_GQA: the names `pack_gqa=` takes ({pack_gqa}).
 VARIANTS: the names `variant=` takes ({variants}).

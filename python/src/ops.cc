@@ -343,7 +343,7 @@ class PagedPrefillPlan {
   /// (attention::paged_tile_rows_fit) is planned, which reads no table in either overload.
   PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
                    nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal,
-                   int64_t kv_heads, std::string_view pack_gqa)
+                   int64_t kv_heads, std::string_view pack_gqa, Flag persistent, int max_ctas)
       : device_(device) {
     static constexpr const char* kOp = "kjit.attention.plan_paged_prefill";
     // Parsed first: a bad name is reported before any driver call.
@@ -354,7 +354,7 @@ class PagedPrefillPlan {
     const int64_t batch = static_cast<int64_t>(qo.size()) - 1;
     if (device < 0) throw InvalidArgument(std::string(kOp) + ": device must be an ordinal, got " + std::to_string(device));
     if (!kv_indptr.is_none() || !last_page_len.is_none() || q_heads != 0 || page_size != 0 || kv_heads != 0 ||
-        pack != attention::PackGqa::kAuto) {
+        pack != attention::PackGqa::kAuto || !persistent || max_ctas != 0) {
       if (kv_indptr.is_none() || last_page_len.is_none()) {
         throw InvalidArgument(std::string(kOp) + ": the KV layout is kv_indptr, last_page_len, q_heads and page_size "
                               "together (kv_heads and pack_gqa plan with it); kv_indptr or last_page_len is missing");
@@ -370,7 +370,8 @@ class PagedPrefillPlan {
       plan_ = attention::plan_paged_prefill(attention::PagedPrefillPlanArgs{
           /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
           /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
-          /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced, /*kv_heads=*/kv_heads, /*pack_gqa=*/pack});
+          /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced, /*kv_heads=*/kv_heads, /*pack_gqa=*/pack,
+          /*persistent=*/static_cast<bool>(persistent), /*max_ctas=*/max_ctas});
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
@@ -604,16 +605,17 @@ void register_ops(nb::module_& m) {
         "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
   nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
       .def(nb::init<nb::handle, int64_t, int, int, std::string_view, nb::handle, nb::handle, int64_t, int64_t, Flag,
-                    int64_t, std::string_view>(),
+                    int64_t, std::string_view, Flag, int>(),
            "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto",
            "kv_indptr"_a = nb::none(), "last_page_len"_a = nb::none(), "q_heads"_a = 0, "page_size"_a = 0,
-           "causal"_a = false, "kv_heads"_a = 0, "pack_gqa"_a = "auto")
+           "causal"_a = false, "kv_heads"_a = 0, "pack_gqa"_a = "auto", "persistent"_a = true, "max_ctas"_a = 0)
       .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
       .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
       .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })
       .def_prop_ro("tile_rows", [](const PagedPrefillPlan& p) { return p.plan().tile_rows; })
       .def_prop_ro("num_work", [](const PagedPrefillPlan& p) { return p.plan().num_work(); })
       .def_prop_ro("pack_group", [](const PagedPrefillPlan& p) { return p.plan().pack_group; })
+      .def_prop_ro("ctas", [](const PagedPrefillPlan& p) { return p.plan().ctas(); })
       .def_prop_ro("workspace_bytes", [](const PagedPrefillPlan& p) { return p.plan().workspace_bytes; })
       .def_prop_ro("variant",
                    [](const PagedPrefillPlan& p) { return attention::variant_name(p.plan().variant); })

@@ -25,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -106,9 +107,10 @@ bool wgmma_capable(const PagedPrefillCase& c) {
 
 /// Runs `c` on every capable kernel: mma.sync (strict) and, where it can run, the Hopper kernel
 /// (strict, 128-row tiles, and 192-row tiles at hd64), unpacked and with the group's q heads
-/// packed (pack_gqa on where the group is > 1, else auto: a no-op); then the plan's own choice
-/// for the device with the KV heads known (pack_gqa auto). An entry case runs once, with the
-/// plan's own choice.
+/// packed (pack_gqa on where the group is > 1, else auto: a no-op), each with the persistent
+/// schedule and with a CTA per work item and head; then the plan's own choice for the device with
+/// the KV heads known (pack_gqa auto, persistent). An entry case runs once, with the plan's own
+/// choice.
 void check(const PagedPrefillCase& c) {
   if (c.use_entry || c.variant != AttentionVariant::kAuto || c.pack_gqa != kjit::attention::PackGqa::kOff) {
     check_one(c);
@@ -122,17 +124,21 @@ void check(const PagedPrefillCase& c) {
     for (kjit::attention::PackGqa pack : {kjit::attention::PackGqa::kOff,
                                           c.q_heads > c.kv_heads ? kjit::attention::PackGqa::kOn
                                                                  : kjit::attention::PackGqa::kAuto}) {
-      v.pack_gqa = pack;
-      v.tile_rows = 128;
-      check_one(v);
-      if (c.head_dim == 64) {
-        v.tile_rows = 192;
+      for (bool persistent : {true, false}) {
+        v.pack_gqa = pack;
+        v.persistent = persistent;
+        v.tile_rows = 128;
         check_one(v);
+        if (c.head_dim == 64) {
+          v.tile_rows = 192;
+          check_one(v);
+        }
       }
     }
   }
   v = c;
   v.pack_gqa = kjit::attention::PackGqa::kAuto;
+  v.persistent = true;
   check_one(v);
 }
 
@@ -419,10 +425,57 @@ TEST_F(AttentionPrefillGpu, PagedPackedGqaUnevenGroupsAndOneTokenRequests) {
 
 TEST_F(AttentionPrefillGpu, PagedHopperMoreItemsThanSms) {
   // More work items (plan tiles × q heads: 17 × 32 = 544) than an H100/H200 has SMs: several
-  // waves of CTAs, heaviest first; both kernels, both masks.
-  for (bool causal : {true, false}) {
-    check(ragged({384, 300, 200, 129, 256, 50, 384, 1}, {500, 300, 700, 129, 256, 80, 384, 1}, 32, 8, 64, 16,
-                 causal));
+  // waves of CTAs, heaviest first, or several units per persistent CTA (each unit's Q gathered
+  // while the unit before finishes, the K/V ring carried across units); both kernels, both masks.
+  const std::vector<int> q = {384, 300, 200, 129, 256, 50, 384, 1}, kv = {500, 300, 700, 129, 256, 80, 384, 1};
+  for (bool causal : {true, false}) check(ragged(q, kv, 32, 8, 64, 16, causal));
+  if (!is_sm90()) return;
+  // The Hopper plan here has the persistent schedule: every SM a CTA, every unit once.
+  std::vector<int32_t> qo{0}, kv_indptr{0}, last;
+  for (size_t b = 0; b < q.size(); ++b) {
+    qo.push_back(qo.back() + q[b]);
+    kv_indptr.push_back(kv_indptr.back() + (kv[b] + 15) / 16);
+    last.push_back(kv[b] - (kv[b] - 1) / 16 * 16);
+  }
+  kjit::attention::PagedPrefillPlanArgs pa;
+  pa.qo_indptr_host = qo.data();
+  pa.kv_indptr_host = kv_indptr.data();
+  pa.last_page_len_host = last.data();
+  pa.batch = static_cast<int64_t>(q.size());
+  pa.q_heads = 32;
+  pa.kv_heads = 8;
+  pa.head_dim = 64;
+  pa.page_size = 16;
+  pa.causal = true;
+  pa.tile_rows = 128;
+  pa.pack_gqa = kjit::attention::PackGqa::kOff;
+  const kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(pa);
+  EXPECT_EQ(plan.num_work(), 17);
+  EXPECT_EQ(plan.schedule_heads, 32);
+  EXPECT_EQ(plan.ctas(), std::min<int64_t>(kjit::device_info(0).sm_count, 17 * 32));
+  EXPECT_EQ(plan.cta_work.size(), 17u * 32);
+}
+
+TEST_F(AttentionPrefillGpu, PagedHopperPersistentFewCtasManyUnits) {
+  // The persistent schedule on 1, 3 and 7 CTAs: each CTA runs many units back to back, so the
+  // K/V ring's phases, the Q buffer's handover and the pingpong turns carry across units, among
+  // them units that attend no key (q_len > kv_len under causal, an empty KV) and one-token
+  // requests; packed and not, both head dims, both masks, LSE.
+  if (!is_sm90()) GTEST_SKIP() << "the persistent schedule is the sm_90a kernel's";
+  const std::vector<int> q = {1, 300, 0, 40, 129, 7, 1};
+  const std::vector<int> kv = {1, 400, 9, 20, 129, 0, 300};
+  for (int ctas : {1, 3, 7}) {
+    for (int hd : {64, 128}) {
+      for (bool causal : {false, true}) {
+        for (kjit::attention::PackGqa pack : {kjit::attention::PackGqa::kOff, kjit::attention::PackGqa::kOn}) {
+          PagedPrefillCase c = ragged(q, kv, 8, 2, hd, 16, causal);
+          c.lse = true;
+          c.pack_gqa = pack;
+          c.max_ctas = ctas;
+          check_one(c);
+        }
+      }
+    }
   }
 }
 

@@ -602,13 +602,31 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
   EXPECT_EQ(l.step<0>().config.block[0], 512u);
   EXPECT_EQ(l.step<0>().config.block[0], static_cast<uint32_t>(shape.threads));
   EXPECT_EQ(l.step<0>().config.dynamic_smem_bytes, static_cast<uint32_t>(shape.smem_bytes));
-  EXPECT_EQ(l.step<0>().config.grid[0], 4u);
-  EXPECT_EQ(l.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
+  // The persistent schedule: min(SMs, 4 work items × 8 q heads) CTAs, read from the workspace.
+  ASSERT_EQ(plan.schedule_heads, kHq);
+  ASSERT_EQ(plan.ctas(), std::min<int64_t>(kjit::device_info(0).sm_count, 4 * kHq));
+  EXPECT_EQ(l.step<0>().config.grid[0], static_cast<uint32_t>(plan.ctas()));
+  EXPECT_EQ(l.step<0>().config.grid[1], 1u);
   EXPECT_EQ(l.step<0>().params.q_tiles, 4);
+  const char* base = static_cast<const char*>(ws.get());
+  EXPECT_EQ(static_cast<const void*>(l.step<0>().params.cta_work_indptr), base + plan.schedule_indptr_offset);
+  EXPECT_EQ(static_cast<const void*>(l.step<0>().params.cta_work), base + plan.schedule_work_offset);
   // Through the public call: one launch on the stand-in (checked there against the kernel).
   const uint64_t before = launches();
   kjit::attention::paged_prefill(a, plan, ws.get(), ws.bytes(), nullptr);
   EXPECT_EQ(launches(), before + 1);
+
+  // Without the schedule: a CTA per work item and q head.
+  pa.persistent = false;
+  const kjit::attention::PagedPrefillPlan grid_plan = kjit::attention::plan_paged_prefill(pa);
+  EXPECT_EQ(grid_plan.ctas(), 0);
+  EXPECT_EQ(grid_plan.q_tile_to_batch, plan.q_tile_to_batch);
+  const ad::PagedPrefillOp::Launch g =
+      kd::launch_value<ad::PagedPrefillOp>({a, grid_plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
+  EXPECT_EQ(g.step<0>().config.grid[0], 4u);
+  EXPECT_EQ(g.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
+  EXPECT_EQ(g.step<0>().params.cta_work_indptr, nullptr);
+  EXPECT_EQ(g.step<0>().params.cta_work, nullptr);
 }
 
 /// The launch value of `args` with the plan made afresh (forced: no memo consulted).

@@ -128,20 +128,23 @@ class Kjit:
         kjit.attention.decode(q, k, v, lens, out=out, merge=merge, workspace=ws)
 
     def plan(self, q_lens, D, tile_rows=0, variant="auto", cache=None, q_heads=0, causal=False, kv_heads=0,
-             pack_gqa=None):
+             pack_gqa=None, persistent=None):
         """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict). tile_rows 0 plans
         for the device (its tuning table), from `cache`'s layout, q_heads and causal. kv_heads and
         pack_gqa ("auto", "on", "off"), when given, are passed to plan_paged_prefill (packing the
-        group's q heads needs the KV heads)."""
+        group's q heads needs the KV heads); so is persistent (True or False: the wgmma kernel's
+        persistent schedule or a CTA per work item and head; with the layout, the default True)."""
         indptr = [0]
         for n in q_lens:
             indptr.append(indptr[-1] + int(n))
         layout = {}
-        if tile_rows == 0:
+        if tile_rows == 0 or persistent is not None:
             layout = dict(kv_indptr=cache.indptr.cpu(), last_page_len=cache.last.cpu(), q_heads=q_heads,
                           page_size=cache.page_size, causal=causal)
         if pack_gqa is not None:
             layout.update(kv_heads=kv_heads, pack_gqa=pack_gqa)
+        if persistent is not None:
+            layout.update(persistent=persistent)
         p = kjit.attention.plan_paged_prefill(indptr, D, tile_rows, torch.cuda.current_device(), variant=variant,
                                               **layout)
         return {"plan": p, "bytes": p.workspace_bytes, "work": p.num_work,

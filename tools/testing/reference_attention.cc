@@ -805,6 +805,8 @@ std::string PagedPrefillCase::describe() const {
   if (pack_gqa != attention::PackGqa::kOff) {
     s += pack_gqa == attention::PackGqa::kOn ? " pack_gqa=on" : " pack_gqa=auto";
   }
+  s += persistent ? " persistent" : " grid";
+  if (max_ctas) s += fmt::format(" max_ctas={}", max_ctas);
   if (use_entry) s += " entry";
   return s;
 }
@@ -823,11 +825,11 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
   std::vector<int32_t> qo_indptr{0};
   for (int len : c.q_lens) qo_indptr.push_back(qo_indptr.back() + len);
   attention::PagedPrefillPlan plan;
-  if (c.pack_gqa == attention::PackGqa::kOff) {
+  if (c.pack_gqa == attention::PackGqa::kOff && !c.persistent) {
     plan = attention::plan_paged_prefill(qo_indptr.data(), B, D, c.tile_rows);
   } else {
-    // The planning overload that knows the KV heads (packing needs the group): the page table's
-    // host side from the lengths, on the current device.
+    // The planning overload that knows the KV heads (packing needs the group, the schedule the
+    // KV lengths): the page table's host side from the lengths, on the current device.
     std::vector<int32_t> kv_indptr{0}, last_page_len;
     const int ps = c.layout.page_size;
     for (int len : c.kv_lens) {
@@ -848,6 +850,8 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
     pa.tile_rows = c.tile_rows;
     pa.variant = c.variant;
     pa.pack_gqa = c.pack_gqa;
+    pa.persistent = c.persistent;
+    pa.max_ctas = c.max_ctas;
     plan = attention::plan_paged_prefill(pa);
     if (c.pack_gqa == attention::PackGqa::kOn && plan.pack_group != Hq / Hkv) {
       throw kjit::Error(fmt::format("pack_gqa on planned pack_group {}, expected {}", plan.pack_group, Hq / Hkv));

@@ -261,10 +261,13 @@ struct PagedPrefillCase {
   /// Set on the plan after planning; kAuto keeps the plan's own (kAuto, where the run step
   /// chooses for the device, unless a tuning table chose the kernel).
   attention::AttentionVariant variant = attention::AttentionVariant::kAuto;
-  /// kOff plans with the overload that knows no KV heads (never packs); kAuto / kOn plan with
-  /// PagedPrefillPlanArgs (kv_heads given, the current device) and that packing request; kOn
+  /// The packing request of a PagedPrefillPlanArgs plan (kv_heads given, the current device); kOn
   /// fails the case unless the plan packs the whole group.
   attention::PackGqa pack_gqa = attention::PackGqa::kOff;
+  /// PagedPrefillPlanArgs::persistent (a schedule where the device runs the wgmma kernel). false
+  /// with pack_gqa kOff plans with the overload that knows no KV layout (no schedule, no packing).
+  bool persistent = true;
+  int max_ctas = 0;  ///< PagedPrefillPlanArgs::max_ctas: few CTAs run many units each
   bool use_entry = false;
 
   std::string describe() const;

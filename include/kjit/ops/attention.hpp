@@ -309,12 +309,29 @@ struct PagedPrefillPlan {
   /// [num_work] request of each work item, and its request-local q tile.
   std::vector<int32_t> q_tile_to_batch;
   std::vector<int32_t> q_tile_to_index;
+  /// The sm_90a wgmma kernel's persistent schedule, or empty: a CTA per work item and head (what
+  /// the mma.sync kernel always runs). CTA c runs the units cta_work[cta_work_indptr[c] ..
+  /// cta_work_indptr[c + 1]) in order, unit = work item · schedule_heads + head, where
+  /// schedule_heads is the q_heads (or, packed, the kv_heads) the plan was made for: paged_prefill
+  /// checks it against the call. Built by plan_paged_prefill(PagedPrefillPlanArgs) where the
+  /// device runs the wgmma kernel: min(SMs, units) CTAs; the units in order (each request's last
+  /// q tile first, heads fastest), each to the CTA that frees up first by its estimated cost (its
+  /// KV tiles of 128 keys, plus one), so the CTAs end within about one unit of each other and each
+  /// gathers its next unit's Q and K/V while it finishes the last.
+  std::vector<int32_t> cta_work_indptr;
+  std::vector<int32_t> cta_work;
+  int64_t schedule_heads = 0;
   /// Device workspace the run step reads the map from: q_tile_to_batch at byte 0,
-  /// q_tile_to_index at map_index_offset.
+  /// q_tile_to_index at map_index_offset, and with a schedule cta_work_indptr at
+  /// schedule_indptr_offset and cta_work at schedule_work_offset (each 256-byte aligned).
   size_t workspace_bytes = 0;
   size_t map_index_offset = 0;
+  size_t schedule_indptr_offset = 0;
+  size_t schedule_work_offset = 0;
 
   int64_t num_work() const { return static_cast<int64_t>(q_tile_to_batch.size()); }
+  /// CTAs of the persistent schedule; 0 without one.
+  int64_t ctas() const { return cta_work_indptr.empty() ? 0 : static_cast<int64_t>(cta_work_indptr.size()) - 1; }
 };
 
 /// Plans a ragged prefill from the host copy of qo_indptr ([batch + 1], non-decreasing from 0)
@@ -367,6 +384,13 @@ struct PagedPrefillPlanArgs {
   /// kOn needs kv_heads with a group > 1, a tile of 128 or more rows and a variant other than
   /// mma; kOff never packs.
   PackGqa pack_gqa = PackGqa::kAuto;
+  /// Where the device runs the sm_90a wgmma kernel and the variant is not mma: true gives the
+  /// plan a persistent schedule (PagedPrefillPlan::cta_work), false a CTA per work item and head.
+  /// Results never depend on it.
+  bool persistent = true;
+  /// The persistent schedule's CTAs at most: 0 for one per SM of the device; fewer leave SMs to
+  /// kernels on other streams. ≥ 0.
+  int max_ctas = 0;
 };
 
 /// Plans a ragged prefill as the overload above, with the tile chosen for the device (see
@@ -379,11 +403,11 @@ struct PagedPrefillPlanArgs {
 /// DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
-/// Copies the plan's work map into `workspace` (≥ plan.workspace_bytes, 16-byte aligned memory of
-/// CUDA device `device`; the current context is used when one is current). A synchronous
-/// host-to-device copy: part of the plan step, not to be captured in a CUDA graph. A caller that
-/// prefers its own (asynchronous) copy writes q_tile_to_batch at byte 0 and q_tile_to_index at
-/// plan.map_index_offset instead. Throws InvalidArgument for a short or misaligned workspace,
+/// Copies the plan's work map and schedule into `workspace` (≥ plan.workspace_bytes, 16-byte
+/// aligned memory of CUDA device `device`; the current context is used when one is current). A
+/// synchronous host-to-device copy: part of the plan step, not to be captured in a CUDA graph. A
+/// caller that prefers its own (asynchronous) copy writes the arrays at the plan's offsets instead
+/// (PagedPrefillPlan::workspace_bytes). Throws InvalidArgument for a short or misaligned workspace,
 /// DriverError.
 void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, size_t workspace_bytes,
                                int device = 0);
@@ -405,9 +429,10 @@ struct PagedPrefillArgs {
   float scale = 0.f;
 };
 
-/// Runs the ragged paged prefill of `plan` on `stream`: exactly plan.num_work() × q_heads CTAs
-/// (× kv_heads for a packed plan: plan.pack_group must then be the call's q_heads / kv_heads),
-/// the work map read from `workspace` (where upload_paged_prefill_plan put it). The same kernel
+/// Runs the ragged paged prefill of `plan` on `stream`: plan.num_work() × q_heads CTAs (×
+/// kv_heads for a packed plan: plan.pack_group must then be the call's q_heads / kv_heads), or
+/// plan.ctas() persistent CTAs on the wgmma kernel when the plan has a schedule, the work map read
+/// from `workspace` (where upload_paged_prefill_plan put it). The same kernel
 /// body as prefill() with a packed Q schedule and a page-table KV source. Never allocates or
 /// synchronizes (graph-capturable; re-plan outside the graph with the same work count to replay
 /// it for another batch). Throws InvalidArgument / Unsupported / DriverError.

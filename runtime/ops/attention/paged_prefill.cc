@@ -9,6 +9,8 @@
 
 #include <cuda.h>
 
+#include <algorithm>
+
 namespace kjit::attention {
 namespace detail {
 
@@ -40,7 +42,8 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
   Launch l;
   if (program == nullptr) return l;
   // Both kernels take the same Params and grid (a CTA per work item and q head, or KV head when
-  // the plan packs: then only the wgmma kernel runs).
+  // the plan packs: then only the wgmma kernel runs), unless the wgmma kernel runs the plan's
+  // persistent schedule.
   auto& step = l.step<0>();
   step.params = params(call, d);
   step.kernel = &program->kernel(0);
@@ -56,6 +59,14 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
   }
   step.config.grid[0] = static_cast<uint32_t>(d.num_work);
   step.config.grid[1] = static_cast<uint32_t>(step.params.head_group);  // all heads, packed or not
+  if (plan.variant == AttentionVariant::kWgmma && !call.plan.cta_work.empty()) {
+    // The persistent schedule (validated against the call): a CTA per list.
+    const char* ws = static_cast<const char*>(call.workspace);
+    step.params.cta_work_indptr = reinterpret_cast<const int32_t*>(ws + call.plan.schedule_indptr_offset);
+    step.params.cta_work = reinterpret_cast<const int32_t*>(ws + call.plan.schedule_work_offset);
+    step.config.grid[0] = static_cast<uint32_t>(call.plan.ctas());
+    step.config.grid[1] = 1;
+  }
   step.config.block[0] = static_cast<uint32_t>(threads);
   step.config.dynamic_smem_bytes = static_cast<uint32_t>(smem_bytes);
   return l;
@@ -97,8 +108,10 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     d.pack_gqa = PackGqa::kOff;
   }
   // The device is asked only where it decides something: the table (no forced tile), the wide
-  // tile's and packing's rule.
-  const int device = d.tile_rows == 0 || d.tile_rows == kWideTileRows || (d.group > 1 && d.pack_gqa != PackGqa::kOff)
+  // tile's and packing's rule, the persistent schedule.
+  const int device = d.tile_rows == 0 || d.tile_rows == kWideTileRows ||
+                             (d.group > 1 && d.pack_gqa != PackGqa::kOff) ||
+                             (args.persistent && args.variant != AttentionVariant::kMma)
                          ? table_device(args.device)
                          : -1;
   // Only the sm_90a kernel runs the wide tile and packed plans: refuse them where the device
@@ -117,27 +130,39 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (device >= 0 && d.pack_gqa == PackGqa::kOn) {
     refuse("pack_gqa on", d.tile_rows != 0 ? d.tile_rows : 128, static_cast<int>(d.group));
   }
+  PagedPrefillPlan plan;
   if (d.tile_rows != 0) {
     // A forced tile is never tuned: the built-in rule decides the packing (on the device where
     // one is at hand).
     const DeviceInfo info = device >= 0 ? device_info(device) : DeviceInfo{};
     const int pack = detail::PagedPrefillPlanner::plan(d, info).pack_group;
-    PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows, pack);
+    plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, d.tile_rows, pack);
     plan.variant = args.variant;
-    return plan;
+  } else {
+    const detail::PagedPrefillOpPlan tile =
+        device >= 0 ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
+                    : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
+    int rows = tile.tile_rows;
+    // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
+    if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
+        (args.variant == AttentionVariant::kWgmma && rows < 128)) {
+      rows = 128;
+    }
+    plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
+    // The forced kernel, else kAuto unless a tuning table chose the kernel.
+    plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   }
-  const detail::PagedPrefillOpPlan tile = device >= 0
-                                            ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
-                                            : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
-  int rows = tile.tile_rows;
-  // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
-  if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
-      (args.variant == AttentionVariant::kWgmma && rows < 128)) {
-    rows = 128;
+  // The persistent schedule, for the wgmma kernel where this device runs the plan on it.
+  if (args.persistent && device >= 0 && plan.variant != AttentionVariant::kMma) {
+    const DeviceInfo& info = device_info(device);
+    const detail::VariantCall call = detail::paged_prefill_variant_call(
+        info.target(), d.head_dim, plan.tile_rows, static_cast<int>(plan.pack_group));
+    if (detail::variant_runs(AttentionVariant::kWgmma, call)) {
+      const int64_t heads = plan.pack_group > 1 ? args.q_heads / plan.pack_group : args.q_heads;
+      const int ctas = args.max_ctas > 0 ? std::min(args.max_ctas, info.sm_count) : info.sm_count;
+      detail::paged_prefill_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal, heads, ctas);
+    }
   }
-  PagedPrefillPlan plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
-  // The forced kernel, else kAuto unless a tuning table chose the kernel.
-  plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   return plan;
 }
 
@@ -150,6 +175,11 @@ void upload_paged_prefill_plan(const PagedPrefillPlan& plan, void* workspace, si
   const auto base = reinterpret_cast<CUdeviceptr>(workspace);
   KJIT_CU(cuMemcpyHtoD(base, plan.q_tile_to_batch.data(), bytes));
   KJIT_CU(cuMemcpyHtoD(base + plan.map_index_offset, plan.q_tile_to_index.data(), bytes));
+  if (!plan.cta_work.empty()) {
+    KJIT_CU(cuMemcpyHtoD(base + plan.schedule_indptr_offset, plan.cta_work_indptr.data(),
+                         plan.cta_work_indptr.size() * sizeof(int32_t)));
+    KJIT_CU(cuMemcpyHtoD(base + plan.schedule_work_offset, plan.cta_work.data(), plan.cta_work.size() * sizeof(int32_t)));
+  }
 }
 
 void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,

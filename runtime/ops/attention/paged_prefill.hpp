@@ -112,9 +112,11 @@ struct PagedPrefillOp {
     k.put_all(a.q, a.qo_indptr, a.cache, a.causal, a.out, a.lse, a.scale);
     k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.pack_group, p.variant, p.q_tile_to_batch.size(),
               p.q_tile_to_index.size(), p.workspace_bytes, p.map_index_offset, call.workspace, call.workspace_bytes);
+    k.put_all(p.cta_work_indptr.size(), p.cta_work.size(), p.schedule_heads, p.schedule_indptr_offset,
+              p.schedule_work_offset);
   }
   /// The call memo's key words: Args holds references, so its size says nothing of them.
-  static constexpr size_t kCallKeyWords = sizeof(PagedPrefillArgs) / 8 + 32;
+  static constexpr size_t kCallKeyWords = sizeof(PagedPrefillArgs) / 8 + 40;
 
   /// validate_paged_prefill, then the work map's workspace (InvalidArgument naming the bytes).
   static Dims validate(const Args& call);
@@ -174,6 +176,19 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& args);
 /// work items, in request order.
 PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const PagedPrefillPlanDims& dims,
                                         int tile_rows, int pack_group = 1);
+
+/// KV tokens of each request of a validated PagedPrefillPlanArgs ([batch]; last_page_len clamped to
+/// [0, page_size] as on the device).
+std::vector<int64_t> paged_kv_lens(const PagedPrefillPlanArgs& args);
+
+/// Gives `plan` (a work map of paged_prefill_work_map) the persistent schedule of
+/// PagedPrefillPlan::cta_work for `heads` heads per work item (q_heads, or kv_heads when packed)
+/// on `sm_count` SMs: each unit's cost is its KV tiles of 128 keys (under `causal`, up to its last
+/// row's limit; from qo_indptr_host and kv_lens) plus one, and the units, in the order the
+/// one-CTA-per-unit grid walks them, go each to the CTA with the least cost so far (the lowest
+/// index on a tie). Extends the workspace layout. No work, no schedule. Pure.
+void paged_prefill_schedule(PagedPrefillPlan& plan, const int32_t* qo_indptr_host, const std::vector<int64_t>& kv_lens,
+                            bool causal, int64_t heads, int sm_count);
 
 /// plan_paged_prefill's tile choice as a tunable planner (runtime/ops/tuned.hpp;
 /// paged_prefill_tune.cc): the choice is the kernel point (attention.paged_prefill at block_m 64

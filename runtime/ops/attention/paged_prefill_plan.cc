@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
+#include <queue>
+#include <utility>
 
 namespace kjit::attention {
 namespace {
@@ -70,6 +73,21 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
   if (d.total_q > kMax || d.q_heads > kMaxGridYZ || plan.num_work() * d.q_heads > kMax) {
     fail(kPagedOp, fmt::format("sizes out of range (total_q < 2^30, q_heads <= {}), got q {}", kMaxGridYZ,
                                q.describe()));
+  }
+  if (!plan.cta_work_indptr.empty() || !plan.cta_work.empty()) {
+    const int64_t heads = plan.pack_group > 1 ? d.cache.kv_heads : d.q_heads;
+    if (plan.schedule_heads != heads) {
+      fail(kPagedOp, fmt::format("plan's persistent schedule was made for {} heads per work item, the call has {} "
+                                 "({}; re-plan with this call's q_heads and kv_heads)",
+                                 plan.schedule_heads, heads, plan.pack_group > 1 ? "kv_heads" : "q_heads"));
+    }
+    if (plan.cta_work_indptr.size() < 2 || plan.cta_work_indptr.front() != 0 ||
+        plan.cta_work_indptr.back() != static_cast<int64_t>(plan.cta_work.size()) ||
+        static_cast<int64_t>(plan.cta_work.size()) != plan.num_work() * heads) {
+      fail(kPagedOp, fmt::format("plan's persistent schedule is inconsistent: {} CTAs over {} units for {} work items "
+                                 "× {} heads (not from plan_paged_prefill?)",
+                                 plan.ctas(), plan.cta_work.size(), plan.num_work(), heads));
+    }
   }
   d.tile_rows = plan.tile_rows;
   d.pack_group = static_cast<int>(plan.pack_group);
@@ -193,12 +211,8 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
       fail(kPlanOp, fmt::format("kv_indptr must be non-decreasing, got kv_indptr[{}] = {} > kv_indptr[{}] = {}", b,
                                 kv[b], b + 1, kv[b + 1]));
     }
-    const int64_t pages = kv[b + 1] - kv[b];
-    // The length formula of the paged layout, last_page_len clamped as the device clamps it.
-    const int64_t len =
-        pages == 0 ? 0 : (pages - 1) * a.page_size + std::clamp<int64_t>(a.last_page_len_host[b], 0, a.page_size);
-    d.max_kv_len = std::max(d.max_kv_len, len);
   }
+  for (int64_t len : paged_kv_lens(a)) d.max_kv_len = std::max(d.max_kv_len, len);
   d.q_heads = a.q_heads;
   d.page_size = a.page_size;
   d.causal = a.causal;
@@ -210,6 +224,7 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
   if (!enum_named(kPackGqaNames, a.pack_gqa)) {
     fail(kPlanOp, fmt::format("pack_gqa must be auto, on or off, got {}", static_cast<int>(a.pack_gqa)));
   }
+  if (a.max_ctas < 0) fail(kPlanOp, fmt::format("max_ctas must be >= 0 (0: one per SM), got {}", a.max_ctas));
   if (a.pack_gqa == PackGqa::kOn) {
     if (d.group < 2) {
       fail(kPlanOp, fmt::format("pack_gqa on needs kv_heads giving a group q_heads / kv_heads > 1, got q_heads {} "
@@ -255,6 +270,61 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
   plan.map_index_offset = map_bytes;
   plan.workspace_bytes = 2 * map_bytes;
   return plan;
+}
+
+std::vector<int64_t> paged_kv_lens(const PagedPrefillPlanArgs& a) {
+  std::vector<int64_t> lens(static_cast<size_t>(a.batch));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const int64_t pages = a.kv_indptr_host[b + 1] - a.kv_indptr_host[b];
+    // The length formula of the paged layout, last_page_len clamped as the device clamps it.
+    lens[b] = pages == 0 ? 0 : (pages - 1) * a.page_size + std::clamp<int64_t>(a.last_page_len_host[b], 0, a.page_size);
+  }
+  return lens;
+}
+
+void paged_prefill_schedule(PagedPrefillPlan& plan, const int32_t* qo_indptr_host, const std::vector<int64_t>& kv_lens,
+                            bool causal, int64_t heads, int sm_count) {
+  const int64_t units = plan.num_work() * heads;
+  if (units == 0 || sm_count < 1) return;
+  constexpr int64_t kKeysPerTile = PrefillSm90Shape<128, true>::kBlockN;
+  const int64_t ctas = std::min<int64_t>(sm_count, units);
+  // The CTAs by the cost given them so far: (cost, CTA), least first.
+  using Load = std::pair<int64_t, int32_t>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_first;
+  for (int32_t c = 0; c < ctas; ++c) free_first.push({0, c});
+  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(ctas));
+  // The one-CTA-per-unit grid's order (attention/work_order.cuh with every head in one group):
+  // work items from the last (a request's heaviest q tile under causal), heads fastest, so the
+  // CTAs at work at once share the K/V of one or two requests.
+  for (int64_t t = 0; t < plan.num_work(); ++t) {
+    const int64_t item = plan.num_work() - 1 - t;
+    const int64_t b = plan.q_tile_to_batch[item];
+    const int64_t q_len = qo_indptr_host[b + 1] - qo_indptr_host[b];
+    const int64_t rows = q_len * plan.pack_group;
+    const int64_t last_row = std::min<int64_t>(rows, (plan.q_tile_to_index[item] + 1) * int64_t{plan.tile_rows}) - 1;
+    const int64_t kv_len = kv_lens[b];
+    const int64_t kv_end =
+        causal ? std::clamp<int64_t>(last_row / plan.pack_group + 1 + kv_len - q_len, 0, kv_len) : kv_len;
+    const int64_t cost = (kv_end + kKeysPerTile - 1) / kKeysPerTile + 1;
+    for (int64_t head = 0; head < heads; ++head) {
+      const Load least = free_first.top();
+      free_first.pop();
+      lists[least.second].push_back(static_cast<int32_t>(item * heads + head));
+      free_first.push({least.first + cost, least.second});
+    }
+  }
+  plan.schedule_heads = heads;
+  plan.cta_work_indptr.assign(1, 0);
+  plan.cta_work.clear();
+  plan.cta_work.reserve(static_cast<size_t>(units));
+  for (const std::vector<int32_t>& list : lists) {
+    plan.cta_work.insert(plan.cta_work.end(), list.begin(), list.end());
+    plan.cta_work_indptr.push_back(static_cast<int32_t>(plan.cta_work.size()));
+  }
+  const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  plan.schedule_indptr_offset = plan.workspace_bytes;
+  plan.schedule_work_offset = plan.schedule_indptr_offset + aligned(plan.cta_work_indptr.size() * sizeof(int32_t));
+  plan.workspace_bytes = plan.schedule_work_offset + aligned(plan.cta_work.size() * sizeof(int32_t));
 }
 
 PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
