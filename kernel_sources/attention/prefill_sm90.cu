@@ -35,20 +35,25 @@
 //   a row that attends nothing.
 //
 // ── The ragged paged variant (paged_prefill_sm90_kernel, family attention.paged_prefill_sm90) ──
-// The same consumers over the work of kjit::attention::paged_prefill: a CTA owns one work item of
-// the plan (request b, its q tile of kBlockM rows: 128 with two consumers, or 192 with three at
-// hd64; PrefillParams::q_tile_to_batch / q_tile_to_index) and one q head. The producer warpgroup
-// gathers instead of issuing TMA: per KV tile each of its 128 threads looks up one token's pool
-// row through the page table (PagedKV, attention/kv_source.cuh) into a shared row table, then all
-// 128 copy the tile's rows with 16-byte cp.async straight into the swizzled layout (8 threads per
-// 128-byte atom row), zero-filling tokens past the request's kv_len, and arrive on the stage's
-// full barrier when their copies land (cp.async.mbarrier.arrive.noinc: the barrier expects 128
-// arrivals). Q is gathered the same way from the packed [total_q, q_heads, D] rows (kBlockM / 16
-// passes, into the layout the dense kernel's TMA box writes; rows past the request's end
-// zero-filled), and each consumer's epilogue writes its 64 rows of O with 16-byte stores of the
-// request's rows only (a TMA store would clip at total_q, not at the request's end). Consumers
-// fence the generic-proxy writes of cp.async against their wgmma reads (fence.proxy.async) after
-// each wait. Any page size works: the gather is per token.
+// The same consumers over the work of kjit::attention::paged_prefill. A work unit is one work item
+// of the plan (request b, its q tile of kBlockM rows: 128 with two consumers, or 192 with three at
+// hd64; PrefillParams::q_tile_to_batch / q_tile_to_index) and one q head (or, packed, one KV head
+// and its group's q heads). A CTA runs one unit (grid = units), or with the plan's persistent
+// schedule (PrefillParams::cta_work) its list of units back to back: the K/V ring's stages and
+// phases continue across units, each unit's Q is gathered once every consumer warp has waited for
+// its last Q·Kᵀ of the unit before (the q_empty barrier), and O goes straight from registers to
+// global memory, so the next unit's Q and first K/V tiles load while the CTA finishes the last
+// P·V and the epilogue. The producer warpgroup gathers instead of issuing TMA: per KV tile each
+// of its 128 threads looks up one token's pool row through the page table (PagedKV,
+// attention/kv_source.cuh) into a shared row table, then all 128 copy the tile's rows with 16-byte
+// cp.async straight into the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens
+// past the request's kv_len, and arrive on the stage's full barrier when their copies land
+// (cp.async.mbarrier.arrive.noinc: the barrier expects 128 arrivals). Q is gathered the same way
+// from the packed [total_q, q_heads, D] rows (kBlockM / 16 passes, into the layout the dense
+// kernel's TMA box writes; rows past the request's end zero-filled); a quad's four 4-byte stores of
+// O fill 16 contiguous bytes of one of the request's rows. Consumers fence the generic-proxy writes
+// of cp.async against their wgmma reads (fence.proxy.async) after each wait. Any page size works:
+// the gather is per token.
 //
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
@@ -175,6 +180,42 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
   return w;
 }
 
+/// A unit's Sm90Work in shared memory (kWorkWords 32-bit words at `slot`): the paged producer
+/// decodes each unit (a chain of dependent global loads) well before the consumers start it and
+/// hands it over here.
+constexpr int kWorkWords = 15;
+template <bool kPaged>
+KJIT_DEVICE void store_work(uint32_t slot, const Sm90Work<kPaged>& w) {
+  const int words[kWorkWords] = {w.head, w.kv_head, w.b, w.q_len, w.kv_len, w.diag, w.q_first, w.row_count, w.q0,
+                                 w.n_tiles, w.rows.count, w.rows.pack, static_cast<int>(w.rows.div.magic),
+                                 static_cast<int>(w.rows.div.shift), w.rows.first_head};
+#pragma unroll
+  for (int k = 0; k < kWorkWords; ++k) st_shared_u32(slot + 4 * k, static_cast<uint32_t>(words[k]));
+}
+template <bool kPaged>
+KJIT_DEVICE Sm90Work<kPaged> load_work(uint32_t slot) {
+  int x[kWorkWords];
+#pragma unroll
+  for (int k = 0; k < kWorkWords; ++k) x[k] = static_cast<int>(ld_shared_u32(slot + 4 * k));
+  Sm90Work<kPaged> w;
+  w.head = x[0];
+  w.kv_head = x[1];
+  w.b = x[2];
+  w.q_len = x[3];
+  w.kv_len = x[4];
+  w.diag = x[5];
+  w.q_first = x[6];
+  w.row_count = x[7];
+  w.q0 = x[8];
+  w.n_tiles = x[9];
+  w.rows.count = x[10];
+  w.rows.pack = x[11];
+  w.rows.div.magic = static_cast<uint32_t>(x[12]);
+  w.rows.div.shift = static_cast<uint32_t>(x[13]);
+  w.rows.first_head = x[14];
+  return w;
+}
+
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
 /// barrier through cp.async arrivals.
@@ -280,6 +321,10 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
   const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the consumers are done with Q
+  // Paged: unit i's Sm90Work is in work slot i % 2 once work_full completes its phase i.
+  const uint32_t work_full = q_empty + 8;
+  auto work_slot = [&](int i) { return bars + 128u + 64u * static_cast<uint32_t>(i & 1); };
+  static_assert(8 * (3 + 4 * kStages) <= 128 && 4 * kWorkWords <= 64, "barriers and work slots in 256 bytes");
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
   // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
@@ -298,6 +343,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, kFullArrivals);
     mbarrier_init(q_empty, 4 * kConsumers);  // one arrival per consumer warp
+    mbarrier_init(work_full, 1);             // the producer's thread 0
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), kFullArrivals);
       mbarrier_init(v_full(s), kFullArrivals);
@@ -320,11 +366,16 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
       // Unit i's Q overwrites unit i − 1's once every consumer warp has issued and waited for
-      // its last Q·Kᵀ; its K/V tiles continue the ring where the unit before left it.
+      // its last Q·Kᵀ (after reading unit i − 1's work, and long after unit i − 2's, whose slot
+      // unit i's work then takes); its K/V tiles continue the ring where the unit before left it.
       int tiles_before = 0;
       for (int u = u_begin; u < u_end; ++u) {
         const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
         if (u > u_begin) mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
+        if (threadIdx.x == 0) {
+          store_work(work_slot(u - u_begin), w);
+          mbarrier_arrive(work_full);  // release: the slot's stores before the phase completes
+        }
         paged_sm90_produce<Shape>(p, w.b, w.rows, w.kv_head, w.q_first, w.q0, w.kv_len, w.n_tiles, tiles_before,
                                   q_smem, k_smem, v_smem, bars, row_tables);
         tiles_before += w.n_tiles;
@@ -405,7 +456,13 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 
   int tiles_before = 0;
   for (int u = u_begin; u < u_end; ++u) {
-    const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
+    Sm90Work<kPaged> w;
+    if constexpr (kPaged) {
+      mbarrier_wait(work_full, static_cast<uint32_t>((u - u_begin) & 1));
+      w = load_work<kPaged>(work_slot(u - u_begin));
+    } else {
+      w = sm90_work<kPaged, Shape>(p, u);
+    }
     const int n_tiles = w.n_tiles;
     const int row0 = w.q0 + 64 * c;
     const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
