@@ -242,6 +242,28 @@ def test_paged_prefill(variant):
     r.check(out)
 
 
+# The persistent schedule (where the device runs the Hopper kernel): the plan's CTAs, capped by
+# max_ctas, give the same result as a CTA per work item and head.
+def test_paged_prefill_persistent_schedule():
+    r = RaggedBatch([70, 10, 130, 1], [100, 10, 130, 40], 16, 128)
+    # 128-row tiles forced (these short requests would get the mma.sync kernel's 64).
+    kv = dict(tile_rows=128, kv_indptr=r.indptr.cpu(), last_page_len=r.last.cpu(), q_heads=8, page_size=r.ps,
+              causal=True)
+    dev = torch.cuda.current_device()
+    grid = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, device=dev, persistent=False, **kv)
+    assert grid.ctas == 0
+    r.check(r.run(grid))
+    for cap in (0, 3):
+        plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, device=dev, max_ctas=cap, **kv)
+        if SM != (9, 0) or plan.variant == "mma":
+            assert plan.ctas == 0
+            continue
+        units = plan.num_work * 8
+        assert plan.ctas == (min(cap, units) if cap else min(torch.cuda.get_device_properties(dev).multi_processor_count,
+                                                             units))
+        r.check(r.run(plan))
+
+
 # The Hopper kernel's 192-row tiles at head_dim 64 (three consumer warpgroups); no mma.sync kernel
 # runs them, so elsewhere the call raises Unsupported.
 def test_paged_prefill_192_row_tiles():

@@ -200,6 +200,11 @@ def test_plan_paged_prefill_chooses_only_with_the_kv_layout():
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **dict(KV, kv_indptr=[0, 5, 4, 15]))
     with pytest.raises(kjit.InvalidArgument, match="device must be an ordinal, got -1"):
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, device=-1, **KV)
+    with pytest.raises(kjit.InvalidArgument, match=r"max_ctas must be >= 0 \(0: one per SM\), got -1"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, max_ctas=-1, **KV)
+    # persistent= and max_ctas= plan with the KV layout: without it they are refused by name.
+    with pytest.raises(kjit.InvalidArgument, match="kv_indptr or last_page_len is missing"):
+        kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=64, persistent=False)
     if not HAS_GPU:  # a valid plan uploads its work map: the driver is what is missing here
         with pytest.raises(kjit.DriverError, match="no CUDA device: this call needs a GPU"):
             kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, **KV)
