@@ -432,18 +432,23 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   // Pingpong (FlashAttention-3): the consumer warpgroups take turns issuing their wgmmas, round
   // robin, so one's softmax runs while the others' GEMMs own the tensor cores. Named barrier
   // kTurn + c means "warpgroup c may issue": it completes when c's 128 threads sync and warpgroup
-  // c − 1's 128 arrive (after its own issue). In each unit the last warpgroup opens the first turn
-  // for warpgroup 0 and skips the arrival after its last issue, so every arrival is matched by a
-  // sync. Barriers 1..kConsumers are the warpgroups' own (epilogue).
+  // c − 1's 128 arrive (after its own issue). The last warpgroup opens warpgroup 0's first turn
+  // once per CTA; every unit takes the same turns in every warpgroup (a unit without KV tiles one
+  // empty turn), and the last warpgroup skips its final arrival only in the CTA's last unit, so
+  // every arrival is matched by a sync and warpgroup 0 starts the next unit's Q·Kᵀ while the others
+  // finish this one. Barriers 1..kConsumers are the warpgroups' own (epilogue).
   constexpr int kTurn = 1 + kConsumers;
   bool pingpong = true;  // paged: always (the dense kernel's measured choice at both head dims)
   if constexpr (!kPaged) pingpong = p.pingpong != 0;
   auto wait_turn = [&]() {
     if (pingpong) named_barrier(kTurn + c, 256);
   };
-  auto pass_turn = [&](bool last) {
-    if (pingpong && !(last && c == kConsumers - 1)) named_barrier_arrive(kTurn + (c + 1) % kConsumers, 256);
+  auto pass_turn = [&](bool last_in_cta) {
+    if (pingpong && !(last_in_cta && c == kConsumers - 1)) {
+      named_barrier_arrive(kTurn + (c + 1) % kConsumers, 256);
+    }
   };
+  if (pingpong && c == kConsumers - 1 && u_begin < u_end) named_barrier_arrive(kTurn, 256);
   // The paged producer's cp.async writes are generic-proxy stores; wgmma reads through the async
   // proxy, so each consumer thread orders the two after its wait.
   auto wait_full = [&](uint32_t bar, uint32_t parity) {
@@ -550,7 +555,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       if constexpr (kPaged) release(q_empty);
     };
 
-    if (pingpong && c == kConsumers - 1 && n_tiles > 0) named_barrier_arrive(kTurn, 256);
+    const bool last_unit = u + 1 == u_end;
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
     if (n_tiles > 0) {
       // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
@@ -597,11 +602,13 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       wgmma_fence();
       issue_pv(sl, n_tiles > 1);
       wgmma_commit();
-      pass_turn(true);
+      pass_turn(last_unit);
       wgmma_wait<0>();
       release(v_empty(sl));
     } else {
       release_q();
+      wait_turn();  // the unit's one (empty) turn
+      pass_turn(last_unit);
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
     }
