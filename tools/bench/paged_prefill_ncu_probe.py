@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Probe (a diagnostic, not a published benchmark): kjit's ragged paged prefill and FlashInfer's
+fa3 as Nsight Compute sees them, one call each on the uniform rows of bench_flashinfer.py (8 ×
+(q 512 / kv 2048), GQA 32/8, page 16, causal; hd128 and hd64): kjit's automatic plan with its
+persistent schedule, the same plan with a CTA per work unit (persistent=False), and fa3.
+
+Run under `ncu --profile-from-start off --clock-control none --cache-control all --csv --metrics
+<list> python3 paged_prefill_ncu_probe.py` (FlashInfer importable: flashinfer_env.sh; its fa3
+modules prebuilt by `bench_flashinfer.py --prebuild`); the script prints the order of its calls,
+which is the order of the kernels in ncu's report (FlashInfer's plan step launches no kernel).
+With --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
+
+Usage: paged_prefill_ncu_probe.py [--seed N] [--time] [--head-dims 128,64]
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import arg_parser, profile_calls, require_gpu, seeded_generator  # noqa: E402  (first)
+import bench_flashinfer as bf  # noqa: E402
+from bench_attention import Kjit  # noqa: E402
+import torch  # noqa: E402
+
+ap = arg_parser(__doc__)
+ap.add_argument("--time", action="store_true", help="print CUDA-graph times instead of one call each")
+ap.add_argument("--head-dims", default="128,64", help="comma-separated head dims (default 128,64)")
+args = ap.parse_args()
+require_gpu()
+import flashinfer  # noqa: E402
+
+kj = Kjit()
+gen, _ = seeded_generator(args)
+ws = torch.empty(bf.WS_BYTES, dtype=torch.uint8, device="cuda")
+q_lens, kv_lens, hq, hkv, page = [512] * 8, [2048] * 8, 32, 8, 16
+calls, keep = [], []
+for d in (int(x) for x in args.head_dims.split(",")):
+    pools = bf.Pools(kv_lens, page, hkv, d, 1, gen)
+    cache = bf.KjitCache(pools, 0)
+    q = torch.randn(sum(q_lens), hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    out = torch.empty_like(q)
+    for name, persistent in (("persistent", None), ("grid", False)):
+        plan = kj.plan(q_lens, d, cache=cache, q_heads=hq, causal=True, kv_heads=hkv, pack_gqa="auto",
+                       persistent=persistent)
+        keep.append(plan)
+        calls.append((f"kjit {name} hd{d} (tile {plan['plan'].tile_rows}, ctas {plan['plan'].ctas})",
+                      lambda plan=plan, q=q, cache=cache, out=out: kj.paged_prefill(plan, q, cache, out, causal=True)))
+    qo = torch.tensor([0] + [sum(q_lens[:i + 1]) for i in range(len(q_lens))], device="cuda", dtype=torch.int32)
+    w = bf.fi_wrapper(flashinfer, ws, pools, qo, hq, hkv, d, True, "fa3")
+    keep.append((w, pools))
+    calls.append((f"fa3 hd{d}", lambda w=w, q=q, pools=pools, out=out: w.run(q, pools.sets[0], out=out)))
+profile_calls(calls, args.time)
