@@ -182,7 +182,7 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
 
 /// A unit's Sm90Work in shared memory (kWorkWords 32-bit words at `slot`): the paged producer
 /// decodes each unit (a chain of dependent global loads) well before the consumers start it and
-/// hands it over here.
+/// hands it over here (named barriers kWorkFull and kWorkRead of the kernel body).
 constexpr int kWorkWords = 15;
 template <bool kPaged>
 KJIT_DEVICE void store_work(uint32_t slot, const Sm90Work<kPaged>& w) {
@@ -321,10 +321,15 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
   const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the consumers are done with Q
-  // Paged: unit i's Sm90Work is in work slot i % 2 once work_full completes its phase i.
-  const uint32_t work_full = q_empty + 8;
-  auto work_slot = [&](int i) { return bars + 128u + 64u * static_cast<uint32_t>(i & 1); };
-  static_assert(8 * (3 + 4 * kStages) <= 128 && 4 * kWorkWords <= 64, "barriers and work slots in 256 bytes");
+  // Paged: the work slot holds a unit's Sm90Work from the producer's arrival on named barrier
+  // kWorkFull (all threads: the producer's arrive, the consumers' sync) to the consumers' arrival
+  // on kWorkRead (the consumers' arrive, the producer's sync before it writes the next unit's):
+  // plain barriers, so that racecheck sees the handover.
+  const uint32_t work_slot = bars + 128u;
+  static_assert(8 * (2 + 4 * kStages) <= 128 && 4 * kWorkWords <= 128, "barriers and the work slot in 256 bytes");
+  constexpr int kWorkFull = 2 + 2 * kConsumers;  // after the producer's row-table barrier
+  constexpr int kWorkRead = 3 + 2 * kConsumers;
+  static_assert(kWorkRead <= 15, "named barriers");
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
   // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
@@ -343,7 +348,6 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, kFullArrivals);
     mbarrier_init(q_empty, 4 * kConsumers);  // one arrival per consumer warp
-    mbarrier_init(work_full, 1);             // the producer's thread 0
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), kFullArrivals);
       mbarrier_init(v_full(s), kFullArrivals);
@@ -366,16 +370,17 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
       // Unit i's Q overwrites unit i − 1's once every consumer warp has issued and waited for
-      // its last Q·Kᵀ (after reading unit i − 1's work, and long after unit i − 2's, whose slot
-      // unit i's work then takes); its K/V tiles continue the ring where the unit before left it.
+      // its last Q·Kᵀ, and its work the slot once every consumer has read unit i − 1's (long
+      // since, by then); its K/V tiles continue the ring where the unit before left it.
       int tiles_before = 0;
       for (int u = u_begin; u < u_end; ++u) {
         const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
-        if (u > u_begin) mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
-        if (threadIdx.x == 0) {
-          store_work(work_slot(u - u_begin), w);
-          mbarrier_arrive(work_full);  // release: the slot's stores before the phase completes
+        if (u > u_begin) {
+          mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
+          named_barrier(kWorkRead, Shape::kThreads);
         }
+        if (threadIdx.x == 0) store_work(work_slot, w);
+        named_barrier_arrive(kWorkFull, Shape::kThreads);
         paged_sm90_produce<Shape>(p, w.b, w.rows, w.kv_head, w.q_first, w.q0, w.kv_len, w.n_tiles, tiles_before,
                                   q_smem, k_smem, v_smem, bars, row_tables);
         tiles_before += w.n_tiles;
@@ -463,8 +468,10 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   for (int u = u_begin; u < u_end; ++u) {
     Sm90Work<kPaged> w;
     if constexpr (kPaged) {
-      mbarrier_wait(work_full, static_cast<uint32_t>((u - u_begin) & 1));
-      w = load_work<kPaged>(work_slot(u - u_begin));
+      named_barrier(kWorkFull, Shape::kThreads);
+      w = load_work<kPaged>(work_slot);
+      // The producer's sync on this arrival comes before its next unit: none after the last.
+      if (u + 1 < u_end) named_barrier_arrive(kWorkRead, Shape::kThreads);
     } else {
       w = sm90_work<kPaged, Shape>(p, u);
     }
