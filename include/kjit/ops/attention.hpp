@@ -399,8 +399,8 @@ struct PagedPrefillPlanArgs {
 /// host arrays, a decreasing indptr, head_dim not 64/128/256, q_heads or page_size < 1,
 /// tile_rows not 0/64/128/192, 192 at a head_dim other than 64 or on a device without sm_90a
 /// wgmma, kv_heads not 0 or a divisor of q_heads, pack_gqa kOn without a group > 1, with tile_rows
-/// 64 or with variant mma, or on a device without sm_90a wgmma, a device ordinal out of range),
-/// DriverError when the driver fails.
+/// 64 or with variant mma, or on a device without sm_90a wgmma, a device ordinal out of range,
+/// max_ctas < 0), DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map and schedule into `workspace` (≥ plan.workspace_bytes, 16-byte
