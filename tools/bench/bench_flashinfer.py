@@ -19,8 +19,9 @@ the mma.sync kernel forced (plan_paged_prefill(variant="mma")); at head_dim 64 a
 192-row tiles forced (plan_paged_prefill(tile_rows=192): the Hopper kernel's three consumer
 warpgroups), column "kjit 192"; and the automatic plan without its persistent schedule
 (plan_paged_prefill(persistent=False): a CTA per work item and head), column "kjit grid". The
-automatic plans are made for the device from the cache's layout (its tuning table, else the built-in rule, which takes 192-row tiles at head_dim 64 when
-the requests average more than 128 query rows).
+automatic plans are made for the device from the cache's layout (its tuning table, else the
+built-in rule, which takes 192-row tiles at head_dim 64 when the requests average more than 128
+query rows).
 TFLOP/s counts the attended (query, key) pairs only: 4 · D · Hq per pair, causal bottom-right
 aligned (query i of a request of q_len rows over kv_len keys sees kv_len − q_len + i + 1 keys).
 ratio = FlashInfer's best µs / kjit's µs (> 1: kjit faster).
