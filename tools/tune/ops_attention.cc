@@ -371,9 +371,9 @@ class PagedPrefillHarness : public Harness {
     auto plan = std::make_shared<kjit::attention::PagedPrefillPlan>(
         ad::paged_prefill_work_map(qo_.data(), dims_, tile.tile_rows, tile.pack_group));
     plan->variant = tile.variant;
-    // With the persistent schedule plan_paged_prefill gives it (run where the wgmma kernel runs).
+    // With the persistent schedule plan_paged_prefill gives it.
     const std::vector<int64_t> kv_lens(kv_lens_.begin(), kv_lens_.end());
-    ad::paged_prefill_schedule(*plan, qo_.data(), kv_lens, causal_, tile.pack_group > 1 ? hkv_ : hq_, info.sm_count);
+    ad::paged_prefill_device_schedule(*plan, qo_.data(), kv_lens, causal_, hq_, info);
     auto ws = std::make_shared<DeviceBuffer>(std::max<size_t>(plan->workspace_bytes, 16));
     kjit::attention::upload_paged_prefill_plan(*plan, ws->get(), ws->bytes(), 0);
     auto launches = std::make_shared<std::vector<ad::PagedPrefillOp::Launch>>();

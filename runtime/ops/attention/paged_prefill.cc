@@ -9,8 +9,6 @@
 
 #include <cuda.h>
 
-#include <algorithm>
-
 namespace kjit::attention {
 namespace detail {
 
@@ -32,7 +30,7 @@ PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d
   // heads fastest over the plan's work items either way.
   p.pack_group = static_cast<int32_t>(d.pack_group);
   p.pack_div = fast_div_of(static_cast<uint32_t>(d.pack_group));
-  p.head_group = d.pack_group > 1 ? p.kv_heads : p.q_heads;
+  p.head_group = static_cast<int32_t>(paged_item_heads(d.q_heads, d.pack_group));
   return p;
 }
 
@@ -152,16 +150,9 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     // The forced kernel, else kAuto unless a tuning table chose the kernel.
     plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   }
-  // The persistent schedule, for the wgmma kernel where this device runs the plan on it.
-  if (args.persistent && device >= 0 && plan.variant != AttentionVariant::kMma) {
-    const DeviceInfo& info = device_info(device);
-    const detail::VariantCall call = detail::paged_prefill_variant_call(
-        info.target(), d.head_dim, plan.tile_rows, static_cast<int>(plan.pack_group));
-    if (detail::variant_runs(AttentionVariant::kWgmma, call)) {
-      const int64_t heads = plan.pack_group > 1 ? args.q_heads / plan.pack_group : args.q_heads;
-      const int ctas = args.max_ctas > 0 ? std::min(args.max_ctas, info.sm_count) : info.sm_count;
-      detail::paged_prefill_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal, heads, ctas);
-    }
+  if (args.persistent && device >= 0) {
+    detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal,
+                                          args.q_heads, device_info(device), args.max_ctas);
   }
   return plan;
 }

@@ -181,6 +181,20 @@ PagedPrefillPlan paged_prefill_work_map(const int32_t* qo_indptr_host, const Pag
 /// [0, page_size] as on the device).
 std::vector<int64_t> paged_kv_lens(const PagedPrefillPlanArgs& args);
 
+/// Heads per work item of a plan packing `pack_group` q heads per KV head (PagedPrefillPlan::
+/// pack_group): the q heads, or the KV heads when packed.
+constexpr int64_t paged_item_heads(int64_t q_heads, int64_t pack_group) {
+  return pack_group > 1 ? q_heads / pack_group : q_heads;
+}
+
+/// The persistent schedule plan_paged_prefill gives `plan` (a work map of paged_prefill_work_map
+/// for `q_heads` q heads): paged_prefill_schedule over `info`'s SMs (at most `max_ctas` CTAs when
+/// it is > 0) where `info`'s device runs the plan on the sm_90a wgmma kernel and plan.variant is
+/// not kMma; else none. Pure.
+void paged_prefill_device_schedule(PagedPrefillPlan& plan, const int32_t* qo_indptr_host,
+                                   const std::vector<int64_t>& kv_lens, bool causal, int64_t q_heads,
+                                   const DeviceInfo& info, int max_ctas = 0);
+
 /// Gives `plan` (a work map of paged_prefill_work_map) the persistent schedule of
 /// PagedPrefillPlan::cta_work for `heads` heads per work item (q_heads, or kv_heads when packed)
 /// on `sm_count` SMs: each unit's cost is its KV tiles of 128 keys (under `causal`, up to its last

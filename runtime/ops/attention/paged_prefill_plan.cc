@@ -75,7 +75,7 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
                                q.describe()));
   }
   if (!plan.cta_work_indptr.empty() || !plan.cta_work.empty()) {
-    const int64_t heads = plan.pack_group > 1 ? d.cache.kv_heads : d.q_heads;
+    const int64_t heads = paged_item_heads(d.q_heads, plan.pack_group);
     if (plan.schedule_heads != heads) {
       fail(kPagedOp, fmt::format("plan's persistent schedule was made for {} heads per work item, the call has {} "
                                  "({}; re-plan with this call's q_heads and kv_heads)",
@@ -325,6 +325,17 @@ void paged_prefill_schedule(PagedPrefillPlan& plan, const int32_t* qo_indptr_hos
   plan.schedule_indptr_offset = plan.workspace_bytes;
   plan.schedule_work_offset = plan.schedule_indptr_offset + aligned(plan.cta_work_indptr.size() * sizeof(int32_t));
   plan.workspace_bytes = plan.schedule_work_offset + aligned(plan.cta_work.size() * sizeof(int32_t));
+}
+
+void paged_prefill_device_schedule(PagedPrefillPlan& plan, const int32_t* qo_indptr_host,
+                                   const std::vector<int64_t>& kv_lens, bool causal, int64_t q_heads,
+                                   const DeviceInfo& info, int max_ctas) {
+  if (plan.variant == AttentionVariant::kMma) return;
+  const VariantCall call = paged_prefill_variant_call(info.target(), plan.head_dim, plan.tile_rows,
+                                                      static_cast<int>(plan.pack_group));
+  if (!variant_runs(AttentionVariant::kWgmma, call)) return;
+  const int ctas = max_ctas > 0 ? std::min(max_ctas, info.sm_count) : info.sm_count;
+  paged_prefill_schedule(plan, qo_indptr_host, kv_lens, causal, paged_item_heads(q_heads, plan.pack_group), ctas);
 }
 
 PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, const DeviceInfo& info) {
