@@ -43,7 +43,9 @@
 // phases continue across units, each unit's Q is gathered once every consumer warp has waited for
 // its last Q·Kᵀ of the unit before (the q_empty barrier), and O goes straight from registers to
 // global memory, so the next unit's Q and first K/V tiles load while the CTA finishes the last
-// P·V and the epilogue. The producer warpgroup gathers instead of issuing TMA: per KV tile each
+// P·V and the epilogue. The producer decodes each unit (the work map, the request's lengths) and
+// hands it to the consumer warpgroups in shared memory, meeting each on a named barrier once the
+// unit's first loads are issued. The producer warpgroup gathers instead of issuing TMA: per KV tile each
 // of its 128 threads looks up one token's pool row through the page table (PagedKV,
 // attention/kv_source.cuh) into a shared row table, then all 128 copy the tile's rows with 16-byte
 // cp.async straight into the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens
@@ -182,7 +184,7 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
 
 /// A unit's Sm90Work in shared memory (kWorkWords 32-bit words at `slot`): the paged producer
 /// decodes each unit (a chain of dependent global loads) well before the consumers start it and
-/// hands it over here (named barriers kWorkFull and kWorkRead of the kernel body).
+/// hands it over here (named barriers kWorkStart + c of the kernel body).
 constexpr int kWorkWords = 15;
 template <bool kPaged>
 KJIT_DEVICE void store_work(uint32_t slot, const Sm90Work<kPaged>& w) {
@@ -218,11 +220,13 @@ KJIT_DEVICE Sm90Work<kPaged> load_work(uint32_t slot) {
 
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
-/// barrier through cp.async arrivals.
-template <class Shape>
+/// barrier through cp.async arrivals. `started()` runs once the unit's first loads are issued:
+/// after the first KV tile's, or Q's when it has none.
+template <class Shape, class Started>
 KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedRows& rows, int kv_head, int q_first,
                                     int q0, int kv_len, int n_tiles, int tiles_before, uint32_t q_smem,
-                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
+                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables,
+                                    const Started& started) {
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
@@ -249,6 +253,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
       },
       q_request);
   cp_async_mbarrier_arrive_noinc(q_full);
+  if (n_tiles == 0) started();
 
   const PagedKV kv(p, b, kv_head);
   for (int it = 0; it < n_tiles; ++it) {
@@ -282,6 +287,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
         },
         kv.v_row(0));
     cp_async_mbarrier_arrive_noinc(v_full(s));
+    if (it == 0) started();
   }
 }
 
@@ -321,15 +327,14 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
   const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the consumers are done with Q
-  // Paged: the work slot holds a unit's Sm90Work from the producer's arrival on named barrier
-  // kWorkFull (all threads: the producer's arrive, the consumers' sync) to the consumers' arrival
-  // on kWorkRead (the consumers' arrive, the producer's sync before it writes the next unit's):
-  // plain barriers, so that racecheck sees the handover.
-  const uint32_t work_slot = bars + 128u;
-  static_assert(8 * (2 + 4 * kStages) <= 128 && 4 * kWorkWords <= 128, "barriers and the work slot in 256 bytes");
-  constexpr int kWorkFull = 2 + 2 * kConsumers;  // after the producer's row-table barrier
-  constexpr int kWorkRead = 3 + 2 * kConsumers;
-  static_assert(kWorkRead <= 15, "named barriers");
+  // Paged: unit i's Sm90Work is in work slot i % 2. The producer writes it, issues the unit's
+  // first loads, then meets each consumer warpgroup c on named barrier kWorkStart + c (bar.sync
+  // on both sides, 256 threads) as that warpgroup starts the unit and reads it; the producer
+  // writes unit i + 2's into the slot only after meeting every warpgroup at unit i + 1.
+  auto work_slot = [&](int i) { return bars + 128u + 64u * static_cast<uint32_t>(i & 1); };
+  static_assert(8 * (1 + 4 * kStages) <= 128 && 4 * kWorkWords <= 64, "barriers and work slots in 256 bytes");
+  constexpr int kWorkStart = 2 + 2 * kConsumers;  // after the producer's row-table barrier
+  static_assert(kWorkStart + kConsumers - 1 <= 15, "named barriers");
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
   // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
@@ -370,19 +375,19 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
       // Unit i's Q overwrites unit i − 1's once every consumer warp has issued and waited for
-      // its last Q·Kᵀ, and its work the slot once every consumer has read unit i − 1's (long
-      // since, by then); its K/V tiles continue the ring where the unit before left it.
+      // its last Q·Kᵀ; its K/V tiles continue the ring where the unit before left it (its first
+      // kStages tiles wait only on releases of earlier units, so the producer reaches the meeting
+      // with the consumers without them).
       int tiles_before = 0;
       for (int u = u_begin; u < u_end; ++u) {
         const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
-        if (u > u_begin) {
-          mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
-          named_barrier(kWorkRead, Shape::kThreads);
-        }
-        if (threadIdx.x == 0) store_work(work_slot, w);
-        named_barrier_arrive(kWorkFull, Shape::kThreads);
+        if (u > u_begin) mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
+        if (threadIdx.x == 0) store_work(work_slot(u - u_begin), w);
         paged_sm90_produce<Shape>(p, w.b, w.rows, w.kv_head, w.q_first, w.q0, w.kv_len, w.n_tiles, tiles_before,
-                                  q_smem, k_smem, v_smem, bars, row_tables);
+                                  q_smem, k_smem, v_smem, bars, row_tables, [&] {
+#pragma unroll
+                                    for (int c = 0; c < kConsumers; ++c) named_barrier(kWorkStart + c, 256);
+                                  });
         tiles_before += w.n_tiles;
       }
       // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
@@ -468,10 +473,8 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   for (int u = u_begin; u < u_end; ++u) {
     Sm90Work<kPaged> w;
     if constexpr (kPaged) {
-      named_barrier(kWorkFull, Shape::kThreads);
-      w = load_work<kPaged>(work_slot);
-      // The producer's sync on this arrival comes before its next unit: none after the last.
-      if (u + 1 < u_end) named_barrier_arrive(kWorkRead, Shape::kThreads);
+      named_barrier(kWorkStart + c, 256);
+      w = load_work<kPaged>(work_slot(u - u_begin));
     } else {
       w = sm90_work<kPaged, Shape>(p, u);
     }
