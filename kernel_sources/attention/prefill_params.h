@@ -5,6 +5,7 @@
 // PODs and constexpr only.
 #include "kjit/fast_div.h"
 #include "kjit/types.h"
+#include "fp8/gemm_sm90_params.h"  // TmaDescriptor: a CUtensorMap's 128 bytes, opaque to kernels
 
 namespace kjit::attention {
 
@@ -79,7 +80,17 @@ constexpr PrefillLaunchShape prefill_launch_shape(int head_dim, int block_m) {
 ///
 /// The KV fields are read by the KV-source policy (attention/kv_source.cuh) exactly as in
 /// DecodeParams.
+/// Slots of one TMA box of the sm_90a paged kernel's page loads (PrefillParams::kv_tma): page
+/// sizes that are multiples of it take them, each box inside one page.
+constexpr int kPageBoxRows = 16;
+
 struct PrefillParams {
+  /// The sm_90a paged kernel's TMA page loads (kv_tma nonzero; PageLoad): tensor maps over the K
+  /// and V pools [num_pages, page_size, kv_heads, head_dim] bf16, dims {head_dim, page_size,
+  /// kv_heads, num_pages}, boxes of 64 columns × 16 slots, 128-byte swizzle. Unused (zero) by
+  /// every other kernel and with kv_tma 0.
+  kjit::fp8::TmaDescriptor tma_k_pages;
+  kjit::fp8::TmaDescriptor tma_v_pages;
   /// bf16. Dense: [batch, q_len, q_heads, head_dim]; packed: [total_q, q_heads, head_dim] with
   /// request b's tokens at rows qo_indptr[b] .. qo_indptr[b+1).
   const void* q;
@@ -134,6 +145,7 @@ struct PrefillParams {
   /// kv_head · group + r % group; the plan's work items tile those q_len · group rows).
   int32_t pack_group;
   FastDiv pack_div;     ///< pack_group as a FastDiv
+  int32_t kv_tma;       ///< the sm_90a paged kernel: nonzero loads K/V pages with tma_k_pages / tma_v_pages
 };
 
 }  // namespace kjit::attention

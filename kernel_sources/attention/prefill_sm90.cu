@@ -138,14 +138,14 @@ struct Sm90Work {
 };
 
 /// Work unit `u` of this CTA: for the paged kernel with a persistent schedule the unit
-/// cta_work[u] = item · heads + head (heads: q heads, or KV heads when packed), else this CTA's
-/// grid position in head_group_order (attention/work_order.cuh) over the (q tile or work item,
-/// head) pairs; then the paged kernel's item through the plan's work map.
+/// cta_work[u] = item · heads + head (heads: q heads, or KV heads when packed), else (paged: u is
+/// the CTA's flat grid position; dense: u is unused) this CTA's grid position in head_group_order
+/// (attention/work_order.cuh) over the (q tile or work item, head) pairs; then the paged kernel's
+/// item through the plan's work map.
 template <bool kPaged, class Shape, class Params>
 KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
   Sm90Work<kPaged> w{};
   const bool causal = p.causal != 0;
-  const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
   int q_tile = 0;
   if constexpr (kPaged) {
     const bool packed = p.pack_group > 1;
@@ -156,7 +156,7 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
       item = unit / heads;
       w.head = unit - item * heads;
     } else {
-      head_group_order(flat, heads, p.q_tiles, p.head_group, causal, w.head, item);
+      head_group_order(u, heads, p.q_tiles, p.head_group, causal, w.head, item);
     }
     w.kv_head = packed ? w.head : w.head / p.group;
     w.b = __ldg(p.q_tile_to_batch + item);
@@ -167,6 +167,7 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
     w.rows = PackedRows{w.q_len * p.pack_group, p.pack_group, p.pack_div, packed ? w.head * p.pack_group : w.head};
     w.row_count = w.rows.count;
   } else {
+    const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
     head_group_order(flat, p.q_heads, p.q_tiles, p.head_group, causal, w.head, q_tile);
     w.kv_head = w.head / p.group;
     w.b = static_cast<int>(blockIdx.z);
@@ -256,19 +257,30 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   if (n_tiles == 0) started();
 
   const PagedKV kv(p, b, kv_head);
-  for (int it = 0; it < n_tiles; ++it) {
+  // Tile `it` (the tile n_tiles − 1 − it; ring position tiles_before + it) gathered: each thread
+  // looks up one token (the table of the tile two before, the same buffer, was read before every
+  // thread passed a later barrier), then all copy. The copies complete the stage's full barriers
+  // by their cp.async arrivals; `joined` (TMA page loads, whose full barriers expect one arrival)
+  // makes them raise the count (cp_async_mbarrier_arrive), and thread 0 arrives once all have.
+  auto gather_tile = [&](int it, bool joined) {
     const int tile = n_tiles - 1 - it;
-    // The ring position counts the CTA's tiles over all its work units.
     const int g = tiles_before + it;
     const int s = g % kStages;
     const int round = g / kStages;
-    // Each thread looks up one token; the table of the tile two before (same buffer) was read
-    // before every thread passed the previous tile's barrier.
     const uint32_t table = row_tables + (g & 1) * (kBlockN * 4);
     const int token = tile * kBlockN + t;
     st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
     named_barrier(kProducerBarrier, 128);
     auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
+    auto copies_arrive = [&](uint32_t full) {
+      if (!joined) {
+        cp_async_mbarrier_arrive_noinc(full);
+        return;
+      }
+      cp_async_mbarrier_arrive(full);
+      named_barrier(kProducerBarrier, 128);
+      if (t == 0) mbarrier_arrive(full);
+    };
     if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
     gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
         k_smem + s * Shape::kKvBytes, t,
@@ -277,7 +289,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
           return row >= 0 ? kv.k_row(row) : nullptr;
         },
         kv.k_row(0));
-    cp_async_mbarrier_arrive_noinc(k_full(s));
+    copies_arrive(k_full(s));
     if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
     gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
         v_smem + s * Shape::kKvBytes, t,
@@ -286,9 +298,72 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
           return row >= 0 ? kv.v_row(row) : nullptr;
         },
         kv.v_row(0));
-    cp_async_mbarrier_arrive_noinc(v_full(s));
-    if (it == 0) started();
+    copies_arrive(v_full(s));
+  };
+  // TMA page loads run beside two consumer warpgroups (the 128-row tile): beside three, the
+  // producer's 32 registers do not hold them.
+  if (Shape::kConsumers != 2 || p.kv_tma == 0) {
+    for (int it = 0; it < n_tiles; ++it) {
+      gather_tile(it, false);
+      if (it == 0) started();
+    }
+    return;
   }
+  // TMA page loads. Lane j of warp 0 issues box j of tile `it`: its kPageBoxRows slots from
+  // j · kPageBoxRows on (inside one page: page_size is a multiple of kPageBoxRows), as kAtoms
+  // copies of 64 columns; lane 0 arrives with the stage's bytes first.
+  // The ring position of the tile being issued: stage s, its round's parity `phase` (the empty
+  // barriers' wait parity is phase ^ 1), and whether the ring has wrapped (a round > 0).
+  int s = tiles_before % kStages;
+  uint32_t phase = static_cast<uint32_t>((tiles_before / kStages) & 1);
+  bool wrapped = tiles_before >= kStages;
+  auto next_stage = [&] {
+    if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
+  };
+  auto tma_tile = [&](int it) {
+    constexpr int kBoxes = kBlockN / kPageBoxRows;
+    int page = 0, slot = 0;
+    if (t < kBoxes) {
+      const int token = (n_tiles - 1 - it) * kBlockN + t * kPageBoxRows;
+      const int i = kv.page_of(token);
+      page = __ldg(kv.pages_ + i);
+      slot = token - i * kv.page_size_;
+    }
+    const uint32_t box = s * Shape::kKvBytes + t * (kPageBoxRows * 128);
+    if (wrapped) mbarrier_wait(k_empty(s), phase ^ 1u);
+    if (t == 0) mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
+    __syncwarp();
+    if (t < kBoxes) {
+#pragma unroll
+      for (int a = 0; a < Shape::kAtoms; ++a) {
+        tma_load_4d(k_smem + box + a * (kBlockN * 128), &p.tma_k_pages, a * 64, slot, kv_head, page, k_full(s));
+      }
+    }
+    if (wrapped) mbarrier_wait(v_empty(s), phase ^ 1u);
+    if (t == 0) mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
+    __syncwarp();
+    if (t < kBoxes) {
+#pragma unroll
+      for (int a = 0; a < Shape::kAtoms; ++a) {
+        tma_load_4d(v_smem + box + a * (kBlockN * 128), &p.tma_v_pages, a * 64, slot, kv_head, page, v_full(s));
+      }
+    }
+    next_stage();
+  };
+  // Walking from the last tile, only the first can hold keys past kv_len (rows that must read as
+  // zeros, which a box would fill from the page's unused slots): it is gathered by all 128
+  // threads. Warp 0 alone issues the rest.
+  if constexpr (Shape::kConsumers != 2) return;
+  if (n_tiles == 0) return;
+  if (n_tiles * kBlockN > kv_len) {
+    gather_tile(0, true);
+    next_stage();
+  } else if (t < 32) {
+    tma_tile(0);
+  }
+  started();
+  if (t >= 32) return;
+  for (int it = 1; it < n_tiles; ++it) tma_tile(it);
 }
 
 }  // namespace detail
@@ -338,24 +413,31 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
   // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
-  // (PrefillParams::cta_work), else the one unit of its grid position.
+  // (PrefillParams::cta_work), else the one unit of its grid position (paged: its flat index).
   int u_begin = 0, u_end = 1;
   if constexpr (kPaged) {
     if (p.cta_work_indptr != nullptr) {
       u_begin = __ldg(p.cta_work_indptr + blockIdx.x);
       u_end = __ldg(p.cta_work_indptr + blockIdx.x + 1);
+    } else {
+      u_begin = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+      u_end = u_begin + 1;
     }
   }
 
   // A full barrier expects the TMA thread's one arrival (plus bytes), or the paged producer's 128
-  // cp.async arrivals.
+  // cp.async arrivals (Q always; K and V unless the pages load with TMA).
   constexpr uint32_t kFullArrivals = kPaged ? 128 : 1;
+  uint32_t kv_full_arrivals = kFullArrivals;
+  if constexpr (kPaged && kConsumers == 2) {
+    if (p.kv_tma) kv_full_arrivals = 1;
+  }
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, kFullArrivals);
     mbarrier_init(q_empty, 4 * kConsumers);  // one arrival per consumer warp
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(k_full(s), kFullArrivals);
-      mbarrier_init(v_full(s), kFullArrivals);
+      mbarrier_init(k_full(s), kv_full_arrivals);
+      mbarrier_init(v_full(s), kv_full_arrivals);
       mbarrier_init(k_empty(s), 4 * kConsumers);  // one arrival per consumer warp
       mbarrier_init(v_empty(s), 4 * kConsumers);
     }
@@ -365,6 +447,9 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       prefetch_tensormap(&p.tma_k);
       prefetch_tensormap(&p.tma_v);
       prefetch_tensormap(&p.tma_out);
+    } else if (kConsumers == 2 && p.kv_tma) {
+      prefetch_tensormap(&p.tma_k_pages);
+      prefetch_tensormap(&p.tma_v_pages);
     }
   }
   __syncthreads();
@@ -461,9 +546,15 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   if (pingpong && c == kConsumers - 1 && u_begin < u_end) named_barrier_arrive(kTurn, 256);
   // The paged producer's cp.async writes are generic-proxy stores; wgmma reads through the async
   // proxy, so each consumer thread orders the two after its wait.
-  auto wait_full = [&](uint32_t bar, uint32_t parity) {
+  // Gathered tiles (cp.async: generic-proxy writes) need a proxy fence before wgmma reads them;
+  // TMA's (async proxy) do not. With TMA page loads only Q and a unit's tail tile are gathered.
+  bool tma_pages = false;
+  if constexpr (kPaged && kConsumers == 2) tma_pages = p.kv_tma != 0;
+  auto wait_full = [&](uint32_t bar, uint32_t parity, bool gathered = true) {
     mbarrier_wait(bar, parity);
-    if constexpr (kPaged) fence_proxy_async();
+    if constexpr (kPaged) {
+      if (gathered) fence_proxy_async();
+    }
   };
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbarrier_arrive(bar);
@@ -566,11 +657,13 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     };
 
     const bool last_unit = u + 1 == u_end;
+    // Whether tile `it` of the unit was gathered (see the producer).
+    auto gathered = [&](int it) { return !tma_pages || (it == 0 && n_tiles * kBlockN > w.kv_len); };
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
     if (n_tiles > 0) {
       // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
       {
-        wait_full(k_full(stage(0)), parity(0));
+        wait_full(k_full(stage(0)), parity(0), gathered(0));
         wait_turn();
         wgmma_fence();
         issue_qk(stage(0));
@@ -586,8 +679,8 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       for (int it = 1; it < n_tiles; ++it) {
         const int s = stage(it);
         const int sp = stage(it - 1);
-        wait_full(k_full(s), parity(it));
-        wait_full(v_full(sp), parity(it - 1));
+        wait_full(k_full(s), parity(it), gathered(it));
+        wait_full(v_full(sp), parity(it - 1), gathered(it - 1));
         wait_turn();
         wgmma_fence();
         issue_qk(s);
@@ -607,7 +700,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
         pack_p();
       }
       const int sl = stage(n_tiles - 1);
-      wait_full(v_full(sl), parity(n_tiles - 1));
+      wait_full(v_full(sl), parity(n_tiles - 1), gathered(n_tiles - 1));
       wait_turn();
       wgmma_fence();
       issue_pv(sl, n_tiles > 1);

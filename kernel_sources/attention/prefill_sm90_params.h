@@ -37,9 +37,11 @@ struct PrefillSm90Shape {
   static constexpr int kStages = 3;
   static constexpr int kAtoms = kHeadDim / 64;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  /// setmaxnreg split of the 64K registers: 24 for the producer, the rest for the consumers.
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  /// setmaxnreg split of the 64K registers: the producer's (24 for the dense kernel's TMA thread
+  /// and the paged gather beside three consumers; 40 for the paged producer beside two, whose
+  /// gather and TMA page loads do not fit 24), the rest for the consumers.
+  static constexpr int kProducerRegs = kPaged && kConsumers == 2 ? 40 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kPaged ? 232 : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage

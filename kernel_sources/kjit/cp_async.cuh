@@ -60,4 +60,15 @@ KJIT_DEVICE void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
 #endif
 }
 
+/// Arrives on the mbarrier at shared address `bar` once every cp.async this thread issued before
+/// completes, having first raised the arrivals the barrier's current phase waits for by one (no
+/// .noinc): the net count is unchanged, so cp.async copies can join a phase whose expected
+/// arrivals are another thread's (a TMA thread's arrive and bytes). That thread must arrive only
+/// after every such instruction has executed.
+KJIT_DEVICE void cp_async_mbarrier_arrive(uint32_t bar) {
+#if KJIT_HAS_SM80
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 }  // namespace kjit

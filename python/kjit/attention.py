@@ -25,7 +25,7 @@ append_paged_kv(k, v, k_pages, v_pages, indptr, page_indices, last_page_len, *, 
                 positions, append_indptr, stream)
 plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto", kv_indptr=None,
                    last_page_len=None, q_heads=0, page_size=0, causal=False, kv_heads=0,
-                   pack_gqa="auto", persistent=True, max_ctas=0) -> PagedPrefillPlan
+                   pack_gqa="auto", persistent=True, max_ctas=0, page_load="auto") -> PagedPrefillPlan
     qo_indptr, kv_indptr, last_page_len: host copies (lists or CPU int32 tensors) of the batch's
     layout, as paged_prefill will get it on the device; uploads the work map (synchronous).
     With the KV layout (kv_indptr, last_page_len, q_heads, page_size, causal), tile_rows=0 takes
@@ -49,10 +49,15 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     "mma"): True gives the plan a persistent schedule (`ctas` CTAs, each running a list of work
     items balanced by their KV tiles; max_ctas > 0 caps them, leaving SMs to other streams); False
     keeps a CTA per work item and head. The result is the same.
+    page_load {page_loads}: how the Hopper wgmma kernel loads K and V. "tma" loads each tile's
+    pages with TMA boxes of 16 slots (page_size a multiple of 16, 128-row tiles: with tile_rows=0
+    the plan gets them; a request's tail tile is still gathered); "gather" copies token rows with
+    cp.async (any page size); "auto" takes TMA where it can. The result is the same.
     Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed), ctas
-    (0: no persistent schedule), workspace_bytes, variant, device.
+    (0: no persistent schedule), workspace_bytes, variant, page_load, device.
 DECODE_MERGES: the names `merge=` takes ({decode_merges}).
 PACK_GQA: the names `pack_gqa=` takes ({pack_gqa}).
+PAGE_LOADS: the names `page_load=` takes ({page_loads}).
 VARIANTS: the names `variant=` takes ({variants}).
 WIDE_TILE_ROWS, WIDE_TILE_HEAD_DIM: the Hopper kernel's wide tile (192 rows, at head_dim 64 only).
 paged_prefill(q, qo_indptr, k_pages, v_pages, indptr, page_indices, last_page_len, plan, *,
@@ -68,15 +73,16 @@ from ._C import attention_paged_prefill as paged_prefill
 from ._C import attention_prefill as prefill
 from ._C import attention_decode_merges as DECODE_MERGES
 from ._C import attention_pack_gqa as PACK_GQA
+from ._C import attention_page_loads as PAGE_LOADS
 from ._C import attention_variants as VARIANTS
 from ._C import attention_wide_tile_head_dim as WIDE_TILE_HEAD_DIM
 from ._C import attention_wide_tile_rows as WIDE_TILE_ROWS
 from ._names import fill_doc
 
-__doc__ = fill_doc(__doc__, variants=VARIANTS, pack_gqa=PACK_GQA, decode_merges=DECODE_MERGES)
+__doc__ = fill_doc(__doc__, variants=VARIANTS, pack_gqa=PACK_GQA, page_loads=PAGE_LOADS, decode_merges=DECODE_MERGES)
 
 plan_paged_prefill = PagedPrefillPlan
 
-__all__ = ["DECODE_MERGES", "PACK_GQA", "PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
+__all__ = ["DECODE_MERGES", "PACK_GQA", "PAGE_LOADS", "PagedPrefillPlan", "VARIANTS", "WIDE_TILE_HEAD_DIM", "WIDE_TILE_ROWS", "append_paged_kv", "decode",
            "decode_workspace_bytes", "paged_decode",
            "paged_decode_workspace_bytes", "paged_prefill", "plan_paged_prefill", "prefill"]

@@ -343,12 +343,14 @@ class PagedPrefillPlan {
   /// (attention::paged_tile_rows_fit) is planned, which reads no table in either overload.
   PagedPrefillPlan(nb::handle qo_indptr, int64_t head_dim, int tile_rows, int device, std::string_view variant,
                    nb::handle kv_indptr, nb::handle last_page_len, int64_t q_heads, int64_t page_size, Flag causal,
-                   int64_t kv_heads, std::string_view pack_gqa, Flag persistent, int max_ctas)
+                   int64_t kv_heads, std::string_view pack_gqa, Flag persistent, int max_ctas,
+                   std::string_view page_load)
       : device_(device) {
     static constexpr const char* kOp = "kjit.attention.plan_paged_prefill";
     // Parsed first: a bad name is reported before any driver call.
     const attention::AttentionVariant forced = parse_enum(attention::kAttentionVariantNames, variant, kOp, "variant");
     const attention::PackGqa pack = parse_enum(attention::kPackGqaNames, pack_gqa, kOp, "pack_gqa");
+    const attention::PageLoad load = parse_enum(attention::kPageLoadNames, page_load, kOp, "page_load");
     const std::vector<int32_t> qo = host_int32s(kOp, "qo_indptr", qo_indptr);
     if (qo.empty()) throw InvalidArgument(std::string(kOp) + ": qo_indptr is empty (needs batch + 1 entries)");
     const int64_t batch = static_cast<int64_t>(qo.size()) - 1;
@@ -371,7 +373,7 @@ class PagedPrefillPlan {
           /*qo_indptr_host=*/qo.data(), /*kv_indptr_host=*/kv.data(), /*last_page_len_host=*/last.data(),
           /*batch=*/batch, /*q_heads=*/q_heads, /*head_dim=*/head_dim, /*page_size=*/page_size, /*causal=*/causal,
           /*tile_rows=*/tile_rows, /*device=*/device, /*variant=*/forced, /*kv_heads=*/kv_heads, /*pack_gqa=*/pack,
-          /*persistent=*/static_cast<bool>(persistent), /*max_ctas=*/max_ctas});
+          /*persistent=*/static_cast<bool>(persistent), /*max_ctas=*/max_ctas, /*page_load=*/load});
     } else if (tile_rows == 0) {
       throw InvalidArgument(std::string(kOp) + ": tile_rows 0 lets the device's tuning table choose the tile, which "
                             "reads the KV layout: pass kv_indptr, last_page_len, q_heads and page_size (or force "
@@ -381,6 +383,7 @@ class PagedPrefillPlan {
     }
     // variant="auto" keeps the plan's: kAuto, or the kernel a tuning table measured.
     if (forced != attention::AttentionVariant::kAuto) plan_.variant = forced;
+    plan_.page_load = load;  // a host-only plan's is checked against the cache by paged_prefill
     if (plan_.workspace_bytes > 0) {
       detail::ensure_context(device);
       KJIT_CU(cuMemAlloc(&memory_, plan_.workspace_bytes));
@@ -574,6 +577,7 @@ void register_ops(nb::module_& m) {
   m.attr("rotary_styles") = names_tuple(kRotaryStyleNames);
   m.attr("attention_variants") = names_tuple(attention::kAttentionVariantNames);
   m.attr("attention_pack_gqa") = names_tuple(attention::kPackGqaNames);
+  m.attr("attention_page_loads") = names_tuple(attention::kPageLoadNames);
   m.attr("attention_decode_merges") = names_tuple(attention::kDecodeMergeNames);
   m.attr("fp8_formats") = names_tuple(fp8::format_names());
   m.attr("fp8_granularities") = names_tuple(fp8::granularity_names());
@@ -605,10 +609,11 @@ void register_ops(nb::module_& m) {
         "positions"_a = nb::none(), "append_indptr"_a = nb::none(), "stream"_a = nb::none());
   nb::class_<PagedPrefillPlan>(m, "PagedPrefillPlan")
       .def(nb::init<nb::handle, int64_t, int, int, std::string_view, nb::handle, nb::handle, int64_t, int64_t, Flag,
-                    int64_t, std::string_view, Flag, int>(),
+                    int64_t, std::string_view, Flag, int, std::string_view>(),
            "qo_indptr"_a, "head_dim"_a, "tile_rows"_a = 0, "device"_a = 0, nb::kw_only(), "variant"_a = "auto",
            "kv_indptr"_a = nb::none(), "last_page_len"_a = nb::none(), "q_heads"_a = 0, "page_size"_a = 0,
-           "causal"_a = false, "kv_heads"_a = 0, "pack_gqa"_a = "auto", "persistent"_a = true, "max_ctas"_a = 0)
+           "causal"_a = false, "kv_heads"_a = 0, "pack_gqa"_a = "auto", "persistent"_a = true, "max_ctas"_a = 0,
+           "page_load"_a = "auto")
       .def_prop_ro("batch", [](const PagedPrefillPlan& p) { return p.plan().batch; })
       .def_prop_ro("total_q", [](const PagedPrefillPlan& p) { return p.plan().total_q; })
       .def_prop_ro("head_dim", [](const PagedPrefillPlan& p) { return p.plan().head_dim; })
@@ -619,6 +624,8 @@ void register_ops(nb::module_& m) {
       .def_prop_ro("workspace_bytes", [](const PagedPrefillPlan& p) { return p.plan().workspace_bytes; })
       .def_prop_ro("variant",
                    [](const PagedPrefillPlan& p) { return attention::variant_name(p.plan().variant); })
+      .def_prop_ro("page_load",
+                   [](const PagedPrefillPlan& p) { return enum_name(attention::kPageLoadNames, p.plan().page_load); })
       .def_prop_ro("device", &PagedPrefillPlan::device);
   // The paged prefill's wide tile (attention::kWideTileRows, at kWideTileHeadDim only).
   m.attr("attention_wide_tile_rows") = attention::kWideTileRows;

@@ -264,6 +264,24 @@ def test_paged_prefill_persistent_schedule():
         r.check(r.run(plan))
 
 
+# TMA page loads (pages of 16, 128-row tiles) and the gather give the same result; on a device
+# without the Hopper kernel a plan that asks for TMA raises Unsupported.
+def test_paged_prefill_page_loads():
+    r = RaggedBatch([70, 10, 130, 1], [256, 10, 131, 40], 16, 128)
+    kv = dict(kv_indptr=r.indptr.cpu(), last_page_len=r.last.cpu(), q_heads=8, page_size=r.ps, causal=True)
+    dev = torch.cuda.current_device()
+    for load in kjit.attention.PAGE_LOADS:
+        plan = kjit.attention.plan_paged_prefill(r.qo, head_dim=128, device=dev, page_load=load, **kv)
+        assert plan.page_load == load
+        if load == "tma":
+            assert plan.tile_rows == 128
+            if SM != (9, 0):
+                with pytest.raises(kjit.Unsupported, match="page_load tma runs on the sm_90a wgmma kernel"):
+                    r.run(plan)
+                continue
+        r.check(r.run(plan))
+
+
 # The Hopper kernel's 192-row tiles at head_dim 64 (three consumer warpgroups); no mma.sync kernel
 # runs them, so elsewhere the call raises Unsupported.
 def test_paged_prefill_192_row_tiles():

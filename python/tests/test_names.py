@@ -21,6 +21,7 @@ TABLES = [
     ("include/kjit/ops/rotary.hpp", "RotaryStyle", kjit.ROTARY_STYLES),
     ("include/kjit/ops/attention.hpp", "AttentionVariant", kjit.attention.VARIANTS),
     ("include/kjit/ops/attention.hpp", "PackGqa", kjit.attention.PACK_GQA),
+    ("include/kjit/ops/attention.hpp", "PageLoad", kjit.attention.PAGE_LOADS),
     ("include/kjit/ops/attention.hpp", "DecodeMerge", kjit.attention.DECODE_MERGES),
     ("include/kjit/ops/fp8.hpp", "Granularity", kjit.fp8.GRANULARITIES),
     ("include/kjit/ops/fp8.hpp", "ScaleMode", kjit.fp8.SCALE_MODES),
@@ -55,7 +56,8 @@ def test_every_enumerator_has_its_name_in_order(header, enum, names):
 def test_the_docstrings_list_every_name():
     docs = {
         kjit: [kjit.JIT_MODES, kjit.ROTARY_STYLES],
-        kjit.attention: [kjit.attention.VARIANTS, kjit.attention.PACK_GQA, kjit.attention.DECODE_MERGES],
+        kjit.attention: [kjit.attention.VARIANTS, kjit.attention.PACK_GQA, kjit.attention.PAGE_LOADS,
+                         kjit.attention.DECODE_MERGES],
         kjit.fp8: [kjit.fp8.FORMATS, kjit.fp8.GRANULARITIES, kjit.fp8.SCALE_MODES, kjit.fp8.GEMM_KERNELS,
                    kjit.fp8.GEMM_TILES, kjit.fp8.RECIPES],
     }

@@ -128,7 +128,15 @@ void check(const PagedPrefillCase& c) {
         v.pack_gqa = pack;
         v.persistent = persistent;
         v.tile_rows = 128;
-        check_one(v);
+        // Pages of a multiple of 16 load by TMA (auto) and by gather; others gather.
+        const bool tma = c.layout.page_size % 16 == 0;
+        for (kjit::attention::PageLoad load : {tma ? kjit::attention::PageLoad::kTma : kjit::attention::PageLoad::kAuto,
+                                               kjit::attention::PageLoad::kGather}) {
+          v.page_load = load;
+          check_one(v);
+          if (!tma) break;
+        }
+        v.page_load = kjit::attention::PageLoad::kAuto;
         if (c.head_dim == 64) {
           v.tile_rows = 192;
           check_one(v);
@@ -477,6 +485,41 @@ TEST_F(AttentionPrefillGpu, PagedHopperPersistentFewCtasManyUnits) {
       }
     }
   }
+}
+
+TEST_F(AttentionPrefillGpu, PagedHopperTmaPagesEveryPageSizeAndTail) {
+  // TMA page loads (16-slot boxes) against the gather, on 2 and 5 persistent CTAs and a CTA per
+  // unit: pages of 16, 32, 64 and 128 tokens (the pools' unused slots hold NaN), requests whose
+  // KV ends on a tile (no gathered tail), on a page but not a tile, inside a page, and a request
+  // with one key or none; every unit's tail tile gathered, the rest by TMA; packed and not, both
+  // masks, LSE.
+  if (!is_sm90()) GTEST_SKIP() << "TMA page loads are the sm_90a kernel's";
+  const std::vector<int> q = {64, 300, 1, 77, 5, 129};
+  const std::vector<int> kv = {256, 400, 1, 333, 0, 129};
+  for (int page : {16, 32, 64, 128}) {
+    for (int ctas : {2, 5, -1}) {
+      for (bool causal : {false, true}) {
+        PagedPrefillCase c = ragged(q, kv, 8, 2, 128, page, causal);
+        c.lse = true;
+        c.tile_rows = 128;
+        c.pack_gqa = causal ? kjit::attention::PackGqa::kOn : kjit::attention::PackGqa::kOff;
+        c.persistent = ctas > 0;
+        c.max_ctas = ctas > 0 ? ctas : 0;
+        c.page_load = kjit::attention::PageLoad::kTma;
+        check_one(c);
+      }
+    }
+  }
+  // hd64 at 128-row tiles; an interleaved [num_pages, 2, page_size, ...] pool.
+  PagedPrefillCase c = ragged(q, kv, 4, 1, 64, 32, true);
+  c.tile_rows = 128;
+  c.page_load = kjit::attention::PageLoad::kTma;
+  check_one(c);
+  c = ragged(q, kv, 8, 2, 128, 16, true);
+  c.layout.interleaved = true;
+  c.tile_rows = 128;
+  c.page_load = kjit::attention::PageLoad::kTma;
+  check_one(c);
 }
 
 // ---- The attention() entry ---------------------------------------------------------------------

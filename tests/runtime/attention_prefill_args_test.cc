@@ -1077,6 +1077,86 @@ TEST(AttentionPrefillPlan, PackedGqaWorkItemsRuleAndKnob) {
   }
 }
 
+TEST(AttentionPrefillPlan, TmaPageLoadsRulesPlanAndRun) {
+  using kjit::attention::AttentionVariant;
+  using kjit::attention::PageLoad;
+  // Short requests (10 rows each): the rule takes 64-row tiles; forced TMA page loads get 128.
+  const std::vector<int32_t> qo = {0, 10, 20}, kv = {0, 1, 2}, last = {10, 10};
+  kjit::attention::PagedPrefillPlanArgs a = tuned_plan_args(qo, kv, last, kHq);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).page_load, PageLoad::kAuto);
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).tile_rows, 64);
+  a.page_load = PageLoad::kTma;
+  const PagedPrefillPlan tma = kjit::attention::plan_paged_prefill(a);
+  EXPECT_EQ(tma.page_load, PageLoad::kTma);
+  EXPECT_EQ(tma.tile_rows, 128);
+  a.page_load = PageLoad::kGather;
+  EXPECT_EQ(kjit::attention::plan_paged_prefill(a).page_load, PageLoad::kGather);
+  a.page_load = PageLoad::kTma;
+  auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
+    kjit::attention::PagedPrefillPlanArgs b = a;
+    edit(b);
+    try {
+      kjit::attention::plan_paged_prefill(b);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const kjit::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  invalid([](auto& b) { b.page_size = 8; }, "page_size must be a multiple of 16, got 8");
+  invalid([](auto& b) { b.page_size = 24; }, "page_size must be a multiple of 16, got 24");
+  invalid([](auto& b) { b.tile_rows = 64; }, "page_load tma runs 128-row tiles; got tile_rows 64");
+  invalid([](auto& b) { b.variant = AttentionVariant::kMma; }, "page_load tma runs on the sm_90a wgmma kernel");
+  invalid([](auto& b) { b.page_load = static_cast<PageLoad>(7); }, "page_load must be auto, gather or tma, got 7");
+  a.page_size = 32;
+  EXPECT_NO_THROW(kjit::attention::plan_paged_prefill(a));
+
+  // The run step: the cache (valid_paged: pages of 16) and the plan's tile decide.
+  const std::vector<int32_t> rows = {0, 70, 80, 210};
+  PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(rows.data(), 3, kD, 128);
+  for (PageLoad load : {PageLoad::kAuto, PageLoad::kGather, PageLoad::kTma}) {
+    plan.page_load = load;
+    const ad::PagedPrefillDims d = ad::validate_paged_prefill(valid_paged(plan), plan);
+    EXPECT_EQ(d.page_load, load);
+    EXPECT_EQ(ad::plan_paged_prefill_run(d, h200()).kv_tma, load != PageLoad::kGather);
+    // On sm_80 the mma.sync kernel runs: it gathers, and a plan that asks for TMA is refused.
+    if (load == PageLoad::kTma) {
+      try {
+        ad::plan_paged_prefill_run(d, h200(8, 0));
+        ADD_FAILURE() << "mma.sync ran page_load tma";
+      } catch (const kjit::Unsupported& e) {
+        EXPECT_NE(std::string(e.what()).find("page_load tma runs on the sm_90a wgmma kernel"), std::string::npos)
+            << e.what();
+      }
+    } else {
+      EXPECT_FALSE(ad::plan_paged_prefill_run(d, h200(8, 0)).kv_tma);
+    }
+    ad::PagedPrefillDims forced_mma = d;
+    forced_mma.variant = AttentionVariant::kMma;
+    if (load != PageLoad::kTma) EXPECT_FALSE(ad::plan_paged_prefill_run(forced_mma, h200()).kv_tma);
+  }
+  // Pages of 8: auto gathers, tma is an InvalidArgument naming the cache.
+  plan.page_load = PageLoad::kAuto;
+  PagedPrefillArgs eight = valid_paged(plan);
+  eight.cache.k = TensorRef(fake_ptr(0x1000000), DType::kBF16, {128, 8, kHkv, kD}, {}, 0);
+  eight.cache.v = TensorRef(fake_ptr(0x2000000), DType::kBF16, {128, 8, kHkv, kD}, {}, 0);
+  eight.cache.page_indices = TensorRef(fake_ptr(0x3001000), DType::kI32, {128}, {}, 0);
+  EXPECT_FALSE(ad::plan_paged_prefill_run(ad::validate_paged_prefill(eight, plan), h200()).kv_tma);
+  plan.page_load = PageLoad::kTma;
+  try {
+    ad::validate_paged_prefill(eight, plan);
+    ADD_FAILURE() << "page_load tma took pages of 8";
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the page size must be a multiple of 16, got cache.k"), std::string::npos)
+        << e.what();
+  }
+  // A 64-row plan (the tile TMA page loads do not run): auto gathers, tma is refused.
+  PagedPrefillPlan narrow = kjit::attention::plan_paged_prefill(rows.data(), 3, kD, 64);
+  narrow.page_load = PageLoad::kAuto;
+  EXPECT_FALSE(ad::plan_paged_prefill_run(ad::validate_paged_prefill(valid_paged(narrow), narrow), h200()).kv_tma);
+  narrow.page_load = PageLoad::kTma;
+  EXPECT_THROW(ad::validate_paged_prefill(valid_paged(narrow), narrow), kjit::InvalidArgument);
+}
+
 TEST(AttentionPrefillPlan, PackedPlanAgainstTheCallAndTheKernels) {
   using kjit::attention::AttentionVariant;
   const std::vector<int32_t> qo = {0, 70, 80, 210}, kv = {0, 3, 4, 5}, last = {8, 16, 1};

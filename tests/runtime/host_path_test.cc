@@ -627,6 +627,71 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
   EXPECT_EQ(g.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
   EXPECT_EQ(g.step<0>().params.cta_work_indptr, nullptr);
   EXPECT_EQ(g.step<0>().params.cta_work, nullptr);
+  // The 192-row tile gathers its pages: no TMA page loads, whatever the page size.
+  EXPECT_EQ(l.step<0>().params.kv_tma, 0);
+}
+
+TEST_F(HostPath, PagedPrefillLoadsPagesWithTmaAtPage16) {
+  // hd128, 128-row tiles, pages of 16 (and of 8): page_load auto takes TMA page loads where the
+  // page size is a multiple of 16, encoding a map of each pool; gather and page 8 do not.
+  constexpr int64_t kHq = 8, kHkv = 2, kD = 128, kPages = 64;
+  for (int64_t page : {int64_t{16}, int64_t{8}}) {
+    const std::vector<int32_t> qo = {0, 300, 300, 500};
+    const int32_t per = static_cast<int32_t>(320 / page);  // 320 tokens a request
+    const std::vector<int32_t> kv = {0, per, per, 2 * per}, last = {static_cast<int32_t>(page), 1, static_cast<int32_t>(page)};
+    kjit::attention::PagedPrefillPlanArgs pa;
+    pa.qo_indptr_host = qo.data();
+    pa.kv_indptr_host = kv.data();
+    pa.last_page_len_host = last.data();
+    pa.batch = 3;
+    pa.q_heads = kHq;
+    pa.kv_heads = kHkv;
+    pa.head_dim = kD;
+    pa.page_size = page;
+    pa.causal = true;
+    pa.device = 0;
+    kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(pa);
+    ASSERT_EQ(plan.tile_rows, 128);
+    std::vector<int32_t> ids(kPages);
+    for (int i = 0; i < kPages; ++i) ids[i] = kPages - 1 - i;
+    DeviceBuffer q(500 * kHq * kD * 2), out(500 * kHq * kD * 2), pool(2 * kPages * page * kHkv * kD * 2);
+    DeviceBuffer d_qo = kjit::testing::to_device(qo), d_kv = kjit::testing::to_device(kv);
+    DeviceBuffer d_ids = kjit::testing::to_device(ids), d_last = kjit::testing::to_device(last);
+    DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
+    kjit::attention::upload_paged_prefill_plan(plan, ws.get(), ws.bytes(), 0);
+    kjit::attention::PagedPrefillArgs a;
+    a.q = TensorRef(q.get(), DType::kBF16, {500, kHq, kD});
+    a.out = TensorRef(out.get(), DType::kBF16, {500, kHq, kD});
+    a.qo_indptr = TensorRef(d_qo.get(), DType::kI32, {4});
+    a.cache.k = TensorRef(pool.get(), DType::kBF16, {kPages, page, kHkv, kD});
+    a.cache.v = TensorRef(static_cast<char*>(pool.get()) + kPages * page * kHkv * kD * 2, DType::kBF16,
+                          {kPages, page, kHkv, kD});
+    a.cache.indptr = TensorRef(d_kv.get(), DType::kI32, {4});
+    a.cache.page_indices = TensorRef(d_ids.get(), DType::kI32, {kPages});
+    a.cache.last_page_len = TensorRef(d_last.get(), DType::kI32, {3});
+    a.causal = true;
+    for (kjit::attention::PageLoad load : {kjit::attention::PageLoad::kAuto, kjit::attention::PageLoad::kGather,
+                                           kjit::attention::PageLoad::kTma}) {
+      plan.page_load = load;
+      const std::string what = "page " + std::to_string(page) + " page_load " + std::to_string(static_cast<int>(load));
+      if (load == kjit::attention::PageLoad::kTma && page != 16) {
+        EXPECT_THROW(kjit::attention::paged_prefill(a, plan, ws.get(), ws.bytes(), nullptr), kjit::InvalidArgument)
+            << what;
+        continue;
+      }
+      const ad::PagedPrefillOp::Launch l =
+          kd::launch_value<ad::PagedPrefillOp>({a, plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
+      const bool tma = page == 16 && load != kjit::attention::PageLoad::kGather;
+      EXPECT_EQ(l.step<0>().params.kv_tma, tma ? 1 : 0) << what;
+      const kjit::fp8::TmaDescriptor zero{};
+      EXPECT_EQ(std::memcmp(&l.step<0>().params.tma_k_pages, &zero, sizeof(zero)) != 0, tma) << what;
+      EXPECT_EQ(std::memcmp(&l.step<0>().params.tma_v_pages, &zero, sizeof(zero)) != 0, tma) << what;
+      // Through the public call (the call memo keys the plan's page_load): one launch each.
+      const uint64_t before = launches();
+      kjit::attention::paged_prefill(a, plan, ws.get(), ws.bytes(), nullptr);
+      EXPECT_EQ(launches(), before + 1) << what;
+    }
+  }
 }
 
 /// The launch value of `args` with the plan made afresh (forced: no memo consulted).

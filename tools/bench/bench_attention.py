@@ -128,12 +128,13 @@ class Kjit:
         kjit.attention.decode(q, k, v, lens, out=out, merge=merge, workspace=ws)
 
     def plan(self, q_lens, D, tile_rows=0, variant="auto", cache=None, q_heads=0, causal=False, kv_heads=0,
-             pack_gqa=None, persistent=None):
+             pack_gqa=None, persistent=None, page_load="auto"):
         """variant: "auto" (the run step chooses), "mma" or "wgmma" (strict). tile_rows 0 plans
         for the device (its tuning table), from `cache`'s layout, q_heads and causal. kv_heads and
         pack_gqa ("auto", "on", "off"), when given, are passed to plan_paged_prefill (packing the
         group's q heads needs the KV heads); so is persistent (True or False: the wgmma kernel's
-        persistent schedule or a CTA per work item and head; with the layout, the default True)."""
+        persistent schedule or a CTA per work item and head; with the layout, the default True).
+        page_load ("auto", "gather", "tma") is the plan's: how the wgmma kernel loads K/V pages."""
         indptr = [0]
         for n in q_lens:
             indptr.append(indptr[-1] + int(n))
@@ -146,7 +147,7 @@ class Kjit:
         if persistent is not None:
             layout.update(persistent=persistent)
         p = kjit.attention.plan_paged_prefill(indptr, D, tile_rows, torch.cuda.current_device(), variant=variant,
-                                              **layout)
+                                              page_load=page_load, **layout)
         return {"plan": p, "bytes": p.workspace_bytes, "work": p.num_work,
                 "qo_indptr": torch.tensor(indptr, device="cuda", dtype=torch.int32), "total_q": indptr[-1],
                 "batch": len(q_lens)}

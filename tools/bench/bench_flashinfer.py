@@ -17,8 +17,9 @@ launch cost excluded for both libraries). kjit runs through its Python package
 its automatic kernel choice (the Hopper wgmma kernel on sm_90a where it can) and, for reference,
 the mma.sync kernel forced (plan_paged_prefill(variant="mma")); at head_dim 64 also the plan of
 192-row tiles forced (plan_paged_prefill(tile_rows=192): the Hopper kernel's three consumer
-warpgroups), column "kjit 192"; and the automatic plan without its persistent schedule
-(plan_paged_prefill(persistent=False): a CTA per work item and head), column "kjit grid". The
+warpgroups), column "kjit 192"; and the automatic plan with its pages gathered by cp.async
+(plan_paged_prefill(page_load="gather")) where it would load them with TMA (pages of a multiple
+of 16 tokens, 128-row tiles), column "kjit gather". The
 automatic plans are made for the device from the cache's layout (its tuning table, else the
 built-in rule, which takes 192-row tiles at head_dim 64 when the requests average more than 128
 query rows).
@@ -183,17 +184,18 @@ def run_case(case, kj, fi, ws, gen):
     caches = [KjitCache(pools, s) for s in range(n)]
     outs = {}
     wide = [("kjit_192", kjit.attention.WIDE_TILE_ROWS, "auto")] if d == kjit.attention.WIDE_TILE_HEAD_DIM else []
-    # key, tile_rows, variant, pack_gqa, persistent (None: the plan's default)
-    runs = [("kjit", 0, "auto", None, None), ("kjit_mma", 0, "mma", None, None)] + [w + (None, None) for w in wide]
-    # The plan's own choice without the persistent schedule (a CTA per work item and head).
-    runs += [("kjit_grid", 0, "auto", "auto" if hq > hkv else None, False)]
+    # key, tile_rows, variant, pack_gqa, page_load (pack_gqa None: the plan's default)
+    runs = [("kjit", 0, "auto", None, "auto"), ("kjit_mma", 0, "mma", None, "auto")]
+    runs += [w + (None, "auto") for w in wide]
+    # The plan's own choice with its pages gathered (cp.async) instead of loaded with TMA.
+    runs += [("kjit_gather", 0, "auto", "auto" if hq > hkv else None, "gather")]
     if hq > hkv:
         # The plan's own choice with the GQA group's q heads packed and not, side by side.
-        runs += [("kjit_pack", 0, "auto", "on", None), ("kjit_nopack", 0, "auto", "off", None)]
-    for key, tile_rows, variant, pack, persistent in runs:
+        runs += [("kjit_pack", 0, "auto", "on", "auto"), ("kjit_nopack", 0, "auto", "off", "auto")]
+    for key, tile_rows, variant, pack, page_load in runs:
         try:
             plan = kj.plan(q_lens, d, tile_rows=tile_rows, variant=variant, cache=caches[0], q_heads=hq,
-                           causal=causal, kv_heads=hkv, pack_gqa=pack, persistent=persistent)
+                           causal=causal, kv_heads=hkv, pack_gqa=pack, page_load=page_load)
         except Exception as e:
             res[f"{key}_error"] = str(e)[:300]
             log(f"  {key} plan failed: {e}")
@@ -236,7 +238,7 @@ def run_case(case, kj, fi, ws, gen):
             res["ratio_fa3_over_kjit"] = fi_us["fa3"] / res["kjit_us"]
             if "kjit_192_us" in res:
                 res["ratio_fa3_over_kjit_192"] = fi_us["fa3"] / res["kjit_192_us"]
-            for key in ("kjit_pack", "kjit_nopack", "kjit_grid"):
+            for key in ("kjit_pack", "kjit_nopack", "kjit_gather"):
                 if f"{key}_us" in res:
                     res[f"ratio_fa3_over_{key}"] = fi_us["fa3"] / res[f"{key}_us"]
     checks = [v for k, v in res.items() if k.endswith("_err") or k.startswith("kjit_vs_fi_")]
@@ -282,16 +284,16 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(dict(seed=seed, device=torch.cuda.get_device_name(), results=results), f, indent=1)
-    log("\n| case | kjit µs (TFLOP/s) | kjit grid | kjit 192 | kjit mma.sync | kjit packed | kjit unpacked | FI fa3 | "
-        "FI fa2 | FI best / kjit | fa3 / kjit grid | fa3 / kjit 192 | fa3 / packed | fa3 / unpacked | agree |")
+    log("\n| case | kjit µs (TFLOP/s) | kjit gather | kjit 192 | kjit mma.sync | kjit packed | kjit unpacked | FI fa3 | "
+        "FI fa2 | FI best / kjit | fa3 / kjit gather | fa3 / kjit 192 | fa3 / packed | fa3 / unpacked | agree |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         def cell(key):
             us, tf = r.get(f"{key}_us"), r.get(f"{key}_TFLOPs")
             return "-" if us is None else f"{us:.1f} ({tf:.0f})"
-        log(f"| {r['case']} | {cell('kjit')} | {cell('kjit_grid')} | {cell('kjit_192')} | {cell('kjit_mma')} | "
+        log(f"| {r['case']} | {cell('kjit')} | {cell('kjit_gather')} | {cell('kjit_192')} | {cell('kjit_mma')} | "
             f"{cell('kjit_pack')} | {cell('kjit_nopack')} | {cell('fi_fa3')} | {cell('fi_fa2')} | "
-            f"{fmt(r.get('ratio_fi_over_kjit'), '.3f')} | {fmt(r.get('ratio_fa3_over_kjit_grid'), '.3f')} | "
+            f"{fmt(r.get('ratio_fi_over_kjit'), '.3f')} | {fmt(r.get('ratio_fa3_over_kjit_gather'), '.3f')} | "
             f"{fmt(r.get('ratio_fa3_over_kjit_192'), '.3f')} | {fmt(r.get('ratio_fa3_over_kjit_pack'), '.3f')} | "
             f"{fmt(r.get('ratio_fa3_over_kjit_nopack'), '.3f')} | {'yes' if r['agree'] else 'NO'} |")
     return 0 if all(r["agree"] for r in results) else 1

@@ -2,7 +2,10 @@
 """Probe (a diagnostic, not a published benchmark): kjit's ragged paged prefill and FlashInfer's
 fa3 as Nsight Compute sees them, one call each on the uniform rows of bench_flashinfer.py (8 ×
 (q 512 / kv 2048), GQA 32/8, page 16, causal; hd128 and hd64): kjit's automatic plan with its
-persistent schedule, the same plan with a CTA per work unit (persistent=False), and fa3.
+persistent schedule (its pages loaded with TMA), the same plan with a CTA per work unit
+(persistent=False), the persistent plan with its pages gathered (page_load="gather"), kjit's dense
+Hopper prefill on the same rows as contiguous [B, L, H, D] tensors (TMA loads, no gather, no GQA
+packing: what the gather costs), and fa3 (unless --no-fa3).
 
 Run under `ncu --profile-from-start off --clock-control none --cache-control all --csv --metrics
 <list> python3 paged_prefill_ncu_probe.py` (FlashInfer importable: flashinfer_env.sh; its fa3
@@ -10,7 +13,7 @@ modules prebuilt by `bench_flashinfer.py --prebuild`); the script prints the ord
 which is the order of the kernels in ncu's report (FlashInfer's plan step launches no kernel).
 With --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
 
-Usage: paged_prefill_ncu_probe.py [--seed N] [--time] [--head-dims 128,64]
+Usage: paged_prefill_ncu_probe.py [--seed N] [--time] [--head-dims 128,64] [--no-fa3]
 """
 import os
 import sys
@@ -24,9 +27,11 @@ import torch  # noqa: E402
 ap = arg_parser(__doc__)
 ap.add_argument("--time", action="store_true", help="print CUDA-graph times instead of one call each")
 ap.add_argument("--head-dims", default="128,64", help="comma-separated head dims (default 128,64)")
+ap.add_argument("--no-fa3", action="store_true", help="kjit only (FlashInfer not needed)")
 args = ap.parse_args()
 require_gpu()
-import flashinfer  # noqa: E402
+if not args.no_fa3:
+    import flashinfer  # noqa: E402
 
 kj = Kjit()
 gen, _ = seeded_generator(args)
@@ -38,12 +43,21 @@ for d in (int(x) for x in args.head_dims.split(",")):
     cache = bf.KjitCache(pools, 0)
     q = torch.randn(sum(q_lens), hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     out = torch.empty_like(q)
-    for name, persistent in (("persistent", None), ("grid", False)):
+    for name, persistent, load in (("persistent", None, "auto"), ("grid", False, "auto"),
+                                   ("persistent gather", None, "gather")):
         plan = kj.plan(q_lens, d, cache=cache, q_heads=hq, causal=True, kv_heads=hkv, pack_gqa="auto",
-                       persistent=persistent)
+                       persistent=persistent, page_load=load)
         keep.append(plan)
         calls.append((f"kjit {name} hd{d} (tile {plan['plan'].tile_rows}, ctas {plan['plan'].ctas})",
                       lambda plan=plan, q=q, cache=cache, out=out: kj.paged_prefill(plan, q, cache, out, causal=True)))
+    kd = torch.randn(len(kv_lens), kv_lens[0], hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    vd = torch.randn_like(kd)
+    qd = q.view(len(q_lens), q_lens[0], hq, d)
+    keep.append((kd, vd))
+    calls.append((f"kjit dense hd{d}", lambda qd=qd, kd=kd, vd=vd, out=out:
+                  kj.prefill(qd, kd, vd, out.view_as(qd), causal=True, variant="wgmma")))
+    if args.no_fa3:
+        continue
     qo = torch.tensor([0] + [sum(q_lens[:i + 1]) for i in range(len(q_lens))], device="cuda", dtype=torch.int32)
     w = bf.fi_wrapper(flashinfer, ws, pools, qo, hq, hkv, d, True, "fa3")
     keep.append((w, pools))

@@ -807,6 +807,7 @@ std::string PagedPrefillCase::describe() const {
   }
   s += persistent ? " persistent" : " grid";
   if (max_ctas) s += fmt::format(" max_ctas={}", max_ctas);
+  if (page_load != attention::PageLoad::kAuto) s += fmt::format(" page_load={}", enum_name(attention::kPageLoadNames, page_load));
   if (use_entry) s += " entry";
   return s;
 }
@@ -858,6 +859,7 @@ AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t s
     }
   }
   if (c.variant != attention::AttentionVariant::kAuto) plan.variant = c.variant;  // else the plan's (a table's)
+  if (c.page_load != attention::PageLoad::kAuto) plan.page_load = c.page_load;
   DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
   ws.fill(0xFF);
   attention::upload_paged_prefill_plan(plan, ws.get(), plan.workspace_bytes);

@@ -268,6 +268,9 @@ struct PagedPrefillCase {
   /// with pack_gqa kOff plans with the overload that knows no KV layout (no schedule, no packing).
   bool persistent = true;
   int max_ctas = 0;  ///< PagedPrefillPlanArgs::max_ctas: few CTAs run many units each
+  /// Set on the plan after planning (PagedPrefillPlan::page_load): kTma loads K/V pages with TMA
+  /// (page sizes that are multiples of 16, 128-row tiles), kGather gathers them.
+  attention::PageLoad page_load = attention::PageLoad::kAuto;
   bool use_entry = false;
 
   std::string describe() const;

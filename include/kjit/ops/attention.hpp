@@ -284,6 +284,25 @@ enum class PackGqa : int32_t {
 /// PackGqa's names, in enumerator order (kjit/names.hpp): kjit.attention.PACK_GQA in Python.
 inline constexpr EnumName<PackGqa> kPackGqaNames[] = {{PackGqa::kAuto, "auto"}, {PackGqa::kOn, "on"}, {PackGqa::kOff, "off"}};
 
+/// How the sm_90a wgmma paged prefill loads K and V tiles from the page pools. TMA: a 4-D tensor
+/// map over each pool [num_pages, page_size, kv_heads, head_dim], one 16-row box per 16 tokens
+/// of a tile (each inside one page when page_size is a multiple of 16), issued by one producer
+/// warp; the tile holding a request's last key (whose rows past it must read as zeros) is still
+/// gathered. TMA page loads run on the 128-row tile (two consumer warpgroups); the 192-row tile
+/// at head_dim 64 gathers. Gather: the producer warpgroup's 128 threads look up each token's
+/// pool row and copy it with 16-byte cp.async (any page size). The result is the same.
+enum class PageLoad : int32_t {
+  kAuto,    ///< TMA where the page size is a multiple of 16, the wgmma kernel runs and the tile
+            ///< has 128 rows, else gather
+  kGather,  ///< always gather
+  kTma,     ///< TMA (page_size a multiple of 16, 128-row tiles; paged_prefill throws Unsupported
+            ///< where the wgmma kernel does not run the plan)
+};
+
+/// PageLoad's names, in enumerator order (kjit/names.hpp): kjit.attention.PAGE_LOADS in Python.
+inline constexpr EnumName<PageLoad> kPageLoadNames[] = {
+    {PageLoad::kAuto, "auto"}, {PageLoad::kGather, "gather"}, {PageLoad::kTma, "tma"}};
+
 /// The host-side plan of a ragged paged prefill: the work map (one entry per q tile of
 /// tile_rows = 64, 128 or 192 query rows; 192 at head_dim 64 only, run by the sm_90a wgmma
 /// kernel alone), built once per batch composition, outside the hot path.
@@ -306,6 +325,9 @@ struct PagedPrefillPlan {
   /// 192-row plan on a device without wgmma throws Unsupported). kMma / kWgmma are strict: paged_prefill throws
   /// Unsupported where that kernel cannot run the plan. Set it after planning to force one.
   AttentionVariant variant = AttentionVariant::kAuto;
+  /// How the wgmma kernel loads K and V (PageLoad); paged_prefill checks kTma against the cache's
+  /// page size. Set it after planning to force one.
+  PageLoad page_load = PageLoad::kAuto;
   /// [num_work] request of each work item, and its request-local q tile.
   std::vector<int32_t> q_tile_to_batch;
   std::vector<int32_t> q_tile_to_index;
@@ -391,6 +413,9 @@ struct PagedPrefillPlanArgs {
   /// The persistent schedule's CTAs at most: 0 for one per SM of the device; fewer leave SMs to
   /// kernels on other streams. ≥ 0.
   int max_ctas = 0;
+  /// The plan's PagedPrefillPlan::page_load. kTma needs a page_size that is a multiple of 16, a
+  /// variant other than mma and tile_rows 0 or 128 (with 0 the plan gets 128-row tiles).
+  PageLoad page_load = PageLoad::kAuto;
 };
 
 /// Plans a ragged prefill as the overload above, with the tile chosen for the device (see
@@ -400,7 +425,8 @@ struct PagedPrefillPlanArgs {
 /// tile_rows not 0/64/128/192, 192 at a head_dim other than 64 or on a device without sm_90a
 /// wgmma, kv_heads not 0 or a divisor of q_heads, pack_gqa kOn without a group > 1, with tile_rows
 /// 64 or with variant mma, or on a device without sm_90a wgmma, a device ordinal out of range,
-/// max_ctas < 0), DriverError when the driver fails.
+/// max_ctas < 0, page_load kTma with a page_size that is not a multiple of 16, with variant mma
+/// or with tile_rows 64 or 192), DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map and schedule into `workspace` (≥ plan.workspace_bytes, 16-byte
@@ -435,7 +461,10 @@ struct PagedPrefillArgs {
 /// from `workspace` (where upload_paged_prefill_plan put it). The same kernel
 /// body as prefill() with a packed Q schedule and a page-table KV source. Never allocates or
 /// synchronizes (graph-capturable; re-plan outside the graph with the same work count to replay
-/// it for another batch). Throws InvalidArgument / Unsupported / DriverError.
+/// it for another batch). On the wgmma kernel K and V load by TMA or by gather (plan.page_load).
+/// Throws InvalidArgument (naming the tensor or plan field and the rule: plan.page_load kTma with
+/// a cache page size that is not a multiple of 16 or a plan whose tile_rows is not 128 among
+/// them), Unsupported (plan.page_load kTma where the call runs the mma.sync kernel), DriverError.
 void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,
                    size_t workspace_bytes, CUstream stream, Runtime& runtime = Runtime::global());
 

@@ -4,6 +4,8 @@
 
 #include "runtime/driver.hpp"
 #include "runtime/ops/attention/params.hpp"
+#include "runtime/ops/attention/prefill.hpp"
+#include "runtime/ops/tma_map.hpp"
 
 #include <fmt/format.h>
 
@@ -34,6 +36,26 @@ PrefillParams PagedPrefillOp::params(const Args& call, const PagedPrefillDims& d
   return p;
 }
 
+namespace {
+
+// The call key of the two page-pool maps: everything blhd_tma_map_key reads of cache.k and cache.v
+// (address, the four sizes, the strides of dims 0..2).
+kjit::detail::TmaCallKey page_tma_call_key(const PagedKVCache& c) {
+  static const char kOp = 0;
+  kjit::detail::TmaCallKey key{};
+  key.op = &kOp;
+  const TensorRef* pools[2] = {&c.k, &c.v};
+  int w = 0;
+  for (const TensorRef* t : pools) key.words[w++] = reinterpret_cast<uintptr_t>(t->data);
+  for (const TensorRef* t : pools) {
+    for (int i = 0; i < 4; ++i) key.words[w++] = static_cast<uint64_t>(t->shape[i]);
+    for (int i = 0; i < 3; ++i) key.words[w++] = static_cast<uint64_t>(t->strides[i]);
+  }
+  return key;
+}
+
+}  // namespace
+
 PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefillDims& d,
                                              const PagedPrefillOpPlan& plan, const LoadedProgram* program,
                                              kjit::detail::Workspace /*workspace*/, const DeviceInfo& /*info*/) {
@@ -54,6 +76,18 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
     const PrefillLaunchShape shape = prefill_launch_shape(static_cast<int>(d.head_dim), d.tile_rows);
     threads = shape.threads;
     smem_bytes = shape.smem_bytes;
+  }
+  if (plan.kv_tma) {
+    // A pool [num_pages, page_size, kv_heads, head_dim] is a BLHD tensor whose "batch" is the page
+    // and whose "tokens" are its slots; validate_paged_cache checked the 16-byte alignment TMA needs.
+    const kjit::detail::TmaCallMaps& maps =
+        kjit::detail::tma_call_maps(page_tma_call_key(call.args.cache), 2, [&](kjit::detail::TmaMapKey(&keys)[4]) {
+          keys[0] = blhd_tma_map_key(call.args.cache.k, kPageBoxRows);
+          keys[1] = blhd_tma_map_key(call.args.cache.v, kPageBoxRows);
+        });
+    step.params.tma_k_pages = maps.map[0];
+    step.params.tma_v_pages = maps.map[1];
+    step.params.kv_tma = 1;
   }
   step.config.grid[0] = static_cast<uint32_t>(d.num_work);
   step.config.grid[1] = static_cast<uint32_t>(step.params.head_group);  // all heads, packed or not
@@ -103,6 +137,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   if (args.variant == AttentionVariant::kMma) {
     // The mma.sync kernel does not pack.
     if (d.pack_gqa == PackGqa::kOn) kjit::detail::fail(kPlanOp, "pack_gqa on runs the sm_90a wgmma kernel; variant is mma");
+    if (args.page_load == PageLoad::kTma) kjit::detail::fail(kPlanOp, "page_load tma runs on the sm_90a wgmma kernel; variant is mma");
     d.pack_gqa = PackGqa::kOff;
   }
   // The device is asked only where it decides something: the table (no forced tile), the wide
@@ -141,15 +176,18 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
         device >= 0 ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                     : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
     int rows = tile.tile_rows;
-    // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64.
+    // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64;
+    // forced TMA page loads run 128-row tiles.
     if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
-        (args.variant == AttentionVariant::kWgmma && rows < 128)) {
+        (args.variant == AttentionVariant::kWgmma && rows < 128) ||
+        (args.page_load == PageLoad::kTma && rows != detail::kTmaPageTileRows)) {
       rows = 128;
     }
     plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
     // The forced kernel, else kAuto unless a tuning table chose the kernel.
     plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
   }
+  plan.page_load = args.page_load;
   if (args.persistent && device >= 0) {
     detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal,
                                           args.q_heads, device_info(device), args.max_ctas);

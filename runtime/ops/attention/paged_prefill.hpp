@@ -48,7 +48,15 @@ struct PagedPrefillDims {
   int64_t num_work = 0;   ///< PagedPrefillPlan::num_work()
   /// PagedPrefillPlan::variant, or the attention() entry's resolved request.
   AttentionVariant variant = AttentionVariant::kAuto;
+  PageLoad page_load = PageLoad::kAuto;  ///< PagedPrefillPlan::page_load (kTma checked against the page size)
 };
+
+/// The tile the wgmma kernel's TMA page loads run on: 128 rows, two consumer warpgroups (beside
+/// three, the producer has no registers for them).
+constexpr int kTmaPageTileRows = 128;
+/// Whether the wgmma kernel's TMA page loads take pages of `page_size` tokens: boxes of
+/// kPageBoxRows slots, each inside one page.
+constexpr bool tma_page_size(int64_t page_size) { return page_size >= kPageBoxRows && page_size % kPageBoxRows == 0; }
 
 /// Checks `args` against the contract and against `plan`. Pure host code. Throws
 /// InvalidArgument "kjit::attention::paged_prefill: ...".
@@ -78,13 +86,17 @@ struct PagedPrefillOpPlan {
   int tile_rows = 0;            ///< query rows per work item: 64, 128 or (wgmma, head_dim 64) 192
   int pack_group = 1;           ///< q heads packed per KV head (PagedPrefillPlan::pack_group)
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
+  /// The run step: the wgmma kernel loads K/V pages with TMA (PageLoad; PrefillParams::kv_tma).
+  bool kv_tma = false;
 };
 
 /// The run step's plan of a paged prefill: the variant (resolve_variant: dims.variant strict
 /// unless kAuto, kAuto prefers wgmma where it can run: sm_90a, head_dim 64/128, 128-row tiles or
 /// 192-row tiles at head_dim 64; a 192-row plan has no mma.sync kernel, so it runs wgmma or fails),
-/// then its family point; pure, no memo. Throws Unsupported when a requested variant cannot run
-/// the plan on `info`'s device.
+/// then its family point, and TMA page loads where the variant is wgmma, page_load is not kGather,
+/// the tile has kTmaPageTileRows rows and the page size takes them (tma_page_size); pure, no memo. Throws Unsupported when a
+/// requested variant cannot run the plan on `info`'s device, or page_load kTma where the variant
+/// is not wgmma.
 PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& dims, const DeviceInfo& info);
 
 /// kjit::attention::paged_prefill in the op pipeline.
@@ -110,7 +122,7 @@ struct PagedPrefillOp {
     const PagedPrefillArgs& a = call.args;
     const PagedPrefillPlan& p = call.plan;
     k.put_all(a.q, a.qo_indptr, a.cache, a.causal, a.out, a.lse, a.scale);
-    k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.pack_group, p.variant, p.q_tile_to_batch.size(),
+    k.put_all(p.batch, p.total_q, p.head_dim, p.tile_rows, p.pack_group, p.variant, p.page_load, p.q_tile_to_batch.size(),
               p.q_tile_to_index.size(), p.workspace_bytes, p.map_index_offset, call.workspace, call.workspace_bytes);
     k.put_all(p.cta_work_indptr.size(), p.cta_work.size(), p.schedule_heads, p.schedule_indptr_offset,
               p.schedule_work_offset);

@@ -23,7 +23,7 @@ constexpr const char* kPlanOp = "kjit::attention::plan_paged_prefill";
 /// Everything PagedPrefillOp::plan reads.
 struct PagedPrefillPlanKey {
   int64_t head_dim;
-  int32_t tile_rows, variant, has_work, pack_group;
+  int32_t tile_rows, variant, has_work, pack_group, page_load, tma_pages;
   detail::TargetKey target;
 };
 
@@ -89,10 +89,23 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
                                  plan.ctas(), plan.cta_work.size(), plan.num_work(), heads));
     }
   }
+  if (!enum_named(kPageLoadNames, plan.page_load)) {
+    fail(kPagedOp, fmt::format("plan's page_load must be auto, gather or tma, got {}", static_cast<int>(plan.page_load)));
+  }
+  if (plan.page_load == PageLoad::kTma && !tma_page_size(d.cache.page_size)) {
+    fail(kPagedOp, fmt::format("plan's page_load tma loads 16-row boxes inside pages: the page size must be a "
+                               "multiple of 16, got cache.k {}",
+                               args.cache.k.describe()));
+  }
+  if (plan.page_load == PageLoad::kTma && plan.tile_rows != kTmaPageTileRows) {
+    fail(kPagedOp, fmt::format("plan's page_load tma runs {}-row tiles; the plan has tile_rows {}", kTmaPageTileRows,
+                               plan.tile_rows));
+  }
   d.tile_rows = plan.tile_rows;
   d.pack_group = static_cast<int>(plan.pack_group);
   d.num_work = plan.num_work();
   d.variant = plan.variant;
+  d.page_load = plan.page_load;
   return d;
 }
 
@@ -136,6 +149,8 @@ PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceI
   key.variant = static_cast<int32_t>(d.variant);
   key.has_work = d.num_work > 0 ? 1 : 0;
   key.pack_group = d.pack_group;
+  key.page_load = static_cast<int32_t>(d.page_load);
+  key.tma_pages = tma_page_size(d.cache.page_size) ? 1 : 0;
   key.target = target_key(info);
   // Per thread, as PrefillOp::plan.
   using Memo = kjit::detail::PodMemo<PagedPrefillPlanKey, PagedPrefillOpPlan, 16>;
@@ -161,6 +176,13 @@ PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const Devic
   plan.variant = resolve_variant(d.variant, AttentionVariant::kAuto, paged_prefill_variant_call(d, info.target()));
   plan.tile_rows = d.tile_rows;
   plan.pack_group = d.pack_group;
+  if (d.page_load == PageLoad::kTma && plan.variant != AttentionVariant::kWgmma) {
+    throw Unsupported(fmt::format("{}: plan's page_load tma runs on the sm_90a wgmma kernel; this call runs the "
+                                  "mma.sync kernel on device {} ({}): page_load auto or gather runs there",
+                                  kPagedOp, info.ordinal, info.target().str()));
+  }
+  plan.kv_tma = plan.variant == AttentionVariant::kWgmma && d.page_load != PageLoad::kGather &&
+                tma_page_size(d.cache.page_size) && d.tile_rows == kTmaPageTileRows;
   if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
   return plan;
 }
@@ -238,6 +260,17 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
     }
   }
   d.pack_gqa = a.pack_gqa;
+  if (!enum_named(kPageLoadNames, a.page_load)) {
+    fail(kPlanOp, fmt::format("page_load must be auto, gather or tma, got {}", static_cast<int>(a.page_load)));
+  }
+  if (a.page_load == PageLoad::kTma && !tma_page_size(a.page_size)) {
+    fail(kPlanOp, fmt::format("page_load tma loads 16-row boxes inside pages: page_size must be a multiple of 16, "
+                              "got {}",
+                              a.page_size));
+  }
+  if (a.page_load == PageLoad::kTma && d.tile_rows != 0 && d.tile_rows != kTmaPageTileRows) {
+    fail(kPlanOp, fmt::format("page_load tma runs {}-row tiles; got tile_rows {}", kTmaPageTileRows, d.tile_rows));
+  }
   return d;
 }
 
