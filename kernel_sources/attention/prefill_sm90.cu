@@ -330,24 +330,18 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
       slot = token - i * kv.page_size_;
     }
     const uint32_t box = s * Shape::kKvBytes + t * (kPageBoxRows * 128);
-    if (wrapped) mbarrier_wait(k_empty(s), phase ^ 1u);
-    if (t == 0) mbarrier_arrive_expect_tx(k_full(s), Shape::kKvBytes);
-    __syncwarp();
-    if (t < kBoxes) {
+    // K, then V: the stage's slot once released, the bytes announced, the boxes.
+    auto issue = [&](uint32_t empty, uint32_t full, uint32_t dst, const TmaDescriptor* map) {
+      if (wrapped) mbarrier_wait(empty, phase ^ 1u);
+      if (t == 0) mbarrier_arrive_expect_tx(full, Shape::kKvBytes);
+      __syncwarp();
+      if (t < kBoxes) {
 #pragma unroll
-      for (int a = 0; a < Shape::kAtoms; ++a) {
-        tma_load_4d(k_smem + box + a * (kBlockN * 128), &p.tma_k_pages, a * 64, slot, kv_head, page, k_full(s));
+        for (int a = 0; a < Shape::kAtoms; ++a) tma_load_4d(dst + a * (kBlockN * 128), map, a * 64, slot, kv_head, page, full);
       }
-    }
-    if (wrapped) mbarrier_wait(v_empty(s), phase ^ 1u);
-    if (t == 0) mbarrier_arrive_expect_tx(v_full(s), Shape::kKvBytes);
-    __syncwarp();
-    if (t < kBoxes) {
-#pragma unroll
-      for (int a = 0; a < Shape::kAtoms; ++a) {
-        tma_load_4d(v_smem + box + a * (kBlockN * 128), &p.tma_v_pages, a * 64, slot, kv_head, page, v_full(s));
-      }
-    }
+    };
+    issue(k_empty(s), k_full(s), k_smem + box, &p.tma_k_pages);
+    issue(v_empty(s), v_full(s), v_smem + box, &p.tma_v_pages);
     next_stage();
   };
   // Walking from the last tile, only the first can hold keys past kv_len (rows that must read as

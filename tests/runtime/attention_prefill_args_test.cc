@@ -366,6 +366,20 @@ kjit::attention::PagedPrefillPlanArgs tuned_plan_args(const std::vector<int32_t>
   return a;
 }
 
+/// plan_paged_prefill of `a` changed by `edit` throws InvalidArgument naming the op and `needle`.
+void expect_plan_refused(const kjit::attention::PagedPrefillPlanArgs& a,
+                         const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
+  kjit::attention::PagedPrefillPlanArgs b = a;
+  edit(b);
+  try {
+    kjit::attention::plan_paged_prefill(b);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const kjit::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("plan_paged_prefill"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST(AttentionPrefillPlan, AForcedKernelGetsATileItRuns) {
   using kjit::attention::AttentionVariant;
   // Short requests (10 rows each): the rule takes 64-row tiles, which the Hopper kernel lacks.
@@ -413,15 +427,7 @@ TEST(AttentionPrefillPlan, TunedOverloadRulesAndItsKvLengths) {
   a.last_page_len_host = last.data();
 
   auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
-    kjit::attention::PagedPrefillPlanArgs b = a;
-    edit(b);
-    try {
-      kjit::attention::plan_paged_prefill(b);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const kjit::InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("plan_paged_prefill"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_plan_refused(a, edit, needle);
   };
   invalid([](auto& b) { b.q_heads = 0; }, "q_heads");
   invalid([](auto& b) { b.page_size = 0; }, "page_size");
@@ -1030,14 +1036,7 @@ TEST(AttentionPrefillPlan, PackedGqaWorkItemsRuleAndKnob) {
   a.variant = AttentionVariant::kAuto;
 
   auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
-    kjit::attention::PagedPrefillPlanArgs b = a;
-    edit(b);
-    try {
-      kjit::attention::plan_paged_prefill(b);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const kjit::InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_plan_refused(a, edit, needle);
   };
   invalid([](auto& b) { b.kv_heads = 3; }, "kv_heads must be 0 (unknown) or a divisor of q_heads = 8, got 3");
   invalid([](auto& b) { b.kv_heads = -1; }, "kv_heads must be");
@@ -1093,14 +1092,7 @@ TEST(AttentionPrefillPlan, TmaPageLoadsRulesPlanAndRun) {
   EXPECT_EQ(kjit::attention::plan_paged_prefill(a).page_load, PageLoad::kGather);
   a.page_load = PageLoad::kTma;
   auto invalid = [&](const std::function<void(kjit::attention::PagedPrefillPlanArgs&)>& edit, const char* needle) {
-    kjit::attention::PagedPrefillPlanArgs b = a;
-    edit(b);
-    try {
-      kjit::attention::plan_paged_prefill(b);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const kjit::InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_plan_refused(a, edit, needle);
   };
   invalid([](auto& b) { b.page_size = 8; }, "page_size must be a multiple of 16, got 8");
   invalid([](auto& b) { b.page_size = 24; }, "page_size must be a multiple of 16, got 24");

@@ -552,44 +552,67 @@ TEST_F(HostPath, PagedPrefillPlansMemoizedAreThePlansMadeAfresh) {
   }
 }
 
+/// A causal paged prefill of three requests (500 query rows, the second request empty) on the
+/// stand-in: pools of `pages` pages of `page` slots, the page ids reversed when `reversed`, its
+/// plan from PagedPrefillPlanArgs `pa` (the host arrays and shape filled in here) uploaded, and
+/// the call's arguments.
+struct StandInPagedPrefill {
+  static constexpr int64_t kRows = 500;
+  std::vector<int32_t> qo = {0, 300, 300, 500};
+  kjit::attention::PagedPrefillPlan plan;
+  DeviceBuffer q, out, pool, d_qo, d_kv, d_ids, d_last, ws;
+  kjit::attention::PagedPrefillArgs a;
+
+  StandInPagedPrefill(kjit::attention::PagedPrefillPlanArgs pa, const std::vector<int32_t>& kv,
+                      const std::vector<int32_t>& last, int64_t kv_heads, int64_t pages, bool reversed) {
+    const int64_t hq = pa.q_heads, d = pa.head_dim, page = pa.page_size;
+    pa.qo_indptr_host = qo.data();
+    pa.kv_indptr_host = kv.data();
+    pa.last_page_len_host = last.data();
+    pa.batch = 3;
+    pa.causal = true;
+    pa.device = 0;
+    plan = kjit::attention::plan_paged_prefill(pa);
+    std::vector<int32_t> ids(static_cast<size_t>(pages));
+    for (int64_t i = 0; i < pages; ++i) ids[i] = static_cast<int32_t>(reversed ? pages - 1 - i : i);
+    const int64_t pool_bytes = pages * page * kv_heads * d * 2;
+    q = DeviceBuffer(kRows * hq * d * 2);
+    out = DeviceBuffer(kRows * hq * d * 2);
+    pool = DeviceBuffer(2 * pool_bytes);
+    d_qo = kjit::testing::to_device(qo);
+    d_kv = kjit::testing::to_device(kv);
+    d_ids = kjit::testing::to_device(ids);
+    d_last = kjit::testing::to_device(last);
+    ws = DeviceBuffer(std::max<size_t>(plan.workspace_bytes, 16));
+    kjit::attention::upload_paged_prefill_plan(plan, ws.get(), ws.bytes(), 0);
+    a.q = TensorRef(q.get(), DType::kBF16, {kRows, hq, d});
+    a.out = TensorRef(out.get(), DType::kBF16, {kRows, hq, d});
+    a.qo_indptr = TensorRef(d_qo.get(), DType::kI32, {4});
+    a.cache.k = TensorRef(pool.get(), DType::kBF16, {pages, page, kv_heads, d});
+    a.cache.v = TensorRef(static_cast<char*>(pool.get()) + pool_bytes, DType::kBF16, {pages, page, kv_heads, d});
+    a.cache.indptr = TensorRef(d_kv.get(), DType::kI32, {4});
+    a.cache.page_indices = TensorRef(d_ids.get(), DType::kI32, {pages});
+    a.cache.last_page_len = TensorRef(d_last.get(), DType::kI32, {3});
+    a.causal = true;
+  }
+  ad::PagedPrefillOp::Args call() const { return {a, plan, ws.get(), ws.bytes()}; }
+};
+
 TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
   // Requests of 300 and 200 rows (and an empty one) at hd64: the tuned plan step, knowing the
   // sm_90a device, takes 192-row tiles; the run step launches the three-consumer kernel.
-  constexpr int64_t kHq = 8, kHkv = 2, kD = 64, kPage = 16, kPages = 40;
-  const std::vector<int32_t> qo = {0, 300, 300, 500}, kv = {0, 20, 20, 40}, last = {16, 16, 16};
+  constexpr int64_t kHq = 8;
   kjit::attention::PagedPrefillPlanArgs pa;
-  pa.qo_indptr_host = qo.data();
-  pa.kv_indptr_host = kv.data();
-  pa.last_page_len_host = last.data();
-  pa.batch = 3;
   pa.q_heads = kHq;
-  pa.head_dim = kD;
-  pa.page_size = kPage;
-  pa.causal = true;
-  pa.device = 0;
-  const kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(pa);
+  pa.head_dim = 64;
+  pa.page_size = 16;
+  StandInPagedPrefill call({pa}, {0, 20, 20, 40}, {16, 16, 16}, 2, 40, false);
+  const kjit::attention::PagedPrefillPlan& plan = call.plan;
+  const kjit::attention::PagedPrefillArgs& a = call.a;
+  const DeviceBuffer& ws = call.ws;
   ASSERT_EQ(plan.tile_rows, 192);
   EXPECT_EQ(plan.q_tile_to_batch, (std::vector<int32_t>{0, 0, 2, 2}));
   EXPECT_EQ(plan.q_tile_to_index, (std::vector<int32_t>{0, 1, 0, 1}));
-
-  std::vector<int32_t> ids(kPages);
-  for (int i = 0; i < kPages; ++i) ids[i] = i;
-  DeviceBuffer q(500 * kHq * kD * 2), out(500 * kHq * kD * 2), pool(2 * kPages * kPage * kHkv * kD * 2);
-  DeviceBuffer d_qo = kjit::testing::to_device(qo), d_kv = kjit::testing::to_device(kv);
-  DeviceBuffer d_ids = kjit::testing::to_device(ids), d_last = kjit::testing::to_device(last);
-  DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
-  kjit::attention::upload_paged_prefill_plan(plan, ws.get(), ws.bytes(), 0);
-  kjit::attention::PagedPrefillArgs a;
-  a.q = TensorRef(q.get(), DType::kBF16, {500, kHq, kD});
-  a.out = TensorRef(out.get(), DType::kBF16, {500, kHq, kD});
-  a.qo_indptr = TensorRef(d_qo.get(), DType::kI32, {4});
-  a.cache.k = TensorRef(pool.get(), DType::kBF16, {kPages, kPage, kHkv, kD});
-  a.cache.v = TensorRef(static_cast<char*>(pool.get()) + kPages * kPage * kHkv * kD * 2, DType::kBF16,
-                        {kPages, kPage, kHkv, kD});
-  a.cache.indptr = TensorRef(d_kv.get(), DType::kI32, {4});
-  a.cache.page_indices = TensorRef(d_ids.get(), DType::kI32, {kPages});
-  a.cache.last_page_len = TensorRef(d_last.get(), DType::kI32, {3});
-  a.causal = true;
 
   const ad::PagedPrefillDims d = ad::PagedPrefillOp::validate({a, plan, ws.get(), ws.bytes()});
   const ad::PagedPrefillOpPlan op = ad::PagedPrefillOp::plan(d, kjit::device_info(0));
@@ -618,11 +641,10 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
 
   // Without the schedule: a CTA per work item and q head.
   pa.persistent = false;
-  const kjit::attention::PagedPrefillPlan grid_plan = kjit::attention::plan_paged_prefill(pa);
-  EXPECT_EQ(grid_plan.ctas(), 0);
-  EXPECT_EQ(grid_plan.q_tile_to_batch, plan.q_tile_to_batch);
-  const ad::PagedPrefillOp::Launch g =
-      kd::launch_value<ad::PagedPrefillOp>({a, grid_plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
+  const StandInPagedPrefill grid({pa}, {0, 20, 20, 40}, {16, 16, 16}, 2, 40, false);
+  EXPECT_EQ(grid.plan.ctas(), 0);
+  EXPECT_EQ(grid.plan.q_tile_to_batch, plan.q_tile_to_batch);
+  const ad::PagedPrefillOp::Launch g = kd::launch_value<ad::PagedPrefillOp>(grid.call(), {}, kjit::Runtime::global());
   EXPECT_EQ(g.step<0>().config.grid[0], 4u);
   EXPECT_EQ(g.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
   EXPECT_EQ(g.step<0>().params.cta_work_indptr, nullptr);
@@ -634,42 +656,19 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
 TEST_F(HostPath, PagedPrefillLoadsPagesWithTmaAtPage16) {
   // hd128, 128-row tiles, pages of 16 (and of 8): page_load auto takes TMA page loads where the
   // page size is a multiple of 16, encoding a map of each pool; gather and page 8 do not.
-  constexpr int64_t kHq = 8, kHkv = 2, kD = 128, kPages = 64;
   for (int64_t page : {int64_t{16}, int64_t{8}}) {
-    const std::vector<int32_t> qo = {0, 300, 300, 500};
     const int32_t per = static_cast<int32_t>(320 / page);  // 320 tokens a request
-    const std::vector<int32_t> kv = {0, per, per, 2 * per}, last = {static_cast<int32_t>(page), 1, static_cast<int32_t>(page)};
     kjit::attention::PagedPrefillPlanArgs pa;
-    pa.qo_indptr_host = qo.data();
-    pa.kv_indptr_host = kv.data();
-    pa.last_page_len_host = last.data();
-    pa.batch = 3;
-    pa.q_heads = kHq;
-    pa.kv_heads = kHkv;
-    pa.head_dim = kD;
+    pa.q_heads = 8;
+    pa.kv_heads = 2;
+    pa.head_dim = 128;
     pa.page_size = page;
-    pa.causal = true;
-    pa.device = 0;
-    kjit::attention::PagedPrefillPlan plan = kjit::attention::plan_paged_prefill(pa);
+    StandInPagedPrefill call({pa}, {0, per, per, 2 * per}, {static_cast<int32_t>(page), 1, static_cast<int32_t>(page)},
+                             2, 64, true);
+    kjit::attention::PagedPrefillPlan& plan = call.plan;
+    const kjit::attention::PagedPrefillArgs& a = call.a;
+    const DeviceBuffer& ws = call.ws;
     ASSERT_EQ(plan.tile_rows, 128);
-    std::vector<int32_t> ids(kPages);
-    for (int i = 0; i < kPages; ++i) ids[i] = kPages - 1 - i;
-    DeviceBuffer q(500 * kHq * kD * 2), out(500 * kHq * kD * 2), pool(2 * kPages * page * kHkv * kD * 2);
-    DeviceBuffer d_qo = kjit::testing::to_device(qo), d_kv = kjit::testing::to_device(kv);
-    DeviceBuffer d_ids = kjit::testing::to_device(ids), d_last = kjit::testing::to_device(last);
-    DeviceBuffer ws(std::max<size_t>(plan.workspace_bytes, 16));
-    kjit::attention::upload_paged_prefill_plan(plan, ws.get(), ws.bytes(), 0);
-    kjit::attention::PagedPrefillArgs a;
-    a.q = TensorRef(q.get(), DType::kBF16, {500, kHq, kD});
-    a.out = TensorRef(out.get(), DType::kBF16, {500, kHq, kD});
-    a.qo_indptr = TensorRef(d_qo.get(), DType::kI32, {4});
-    a.cache.k = TensorRef(pool.get(), DType::kBF16, {kPages, page, kHkv, kD});
-    a.cache.v = TensorRef(static_cast<char*>(pool.get()) + kPages * page * kHkv * kD * 2, DType::kBF16,
-                          {kPages, page, kHkv, kD});
-    a.cache.indptr = TensorRef(d_kv.get(), DType::kI32, {4});
-    a.cache.page_indices = TensorRef(d_ids.get(), DType::kI32, {kPages});
-    a.cache.last_page_len = TensorRef(d_last.get(), DType::kI32, {3});
-    a.causal = true;
     for (kjit::attention::PageLoad load : {kjit::attention::PageLoad::kAuto, kjit::attention::PageLoad::kGather,
                                            kjit::attention::PageLoad::kTma}) {
       plan.page_load = load;
