@@ -55,7 +55,11 @@
 // kernel's TMA box writes; rows past the request's end zero-filled); a quad's four 4-byte stores of
 // O fill 16 contiguous bytes of one of the request's rows. Consumers fence the generic-proxy writes
 // of cp.async against their wgmma reads (fence.proxy.async) after each wait. Any page size works:
-// the gather is per token.
+// the gather is per token. With TMA page loads (PrefillParams::kv_tma: page sizes that are
+// multiples of kPageBoxRows, the 128-row tile) lane j of the producer's warp 0 issues box j of
+// each tile (kPageBoxRows slots of one page) from 4-D maps over the pools; the tile holding a
+// request's last key, whose rows past it must read as zeros, is still gathered, and only gathered
+// tiles need the consumers' proxy fence.
 //
 // ── Roofline (H200) ──────────────────────────────────────────────────────────────────────────────
 // 4 · q_len · kv_len · D flops per (b, head) (half under causal) against K/V read once per CTA
