@@ -223,6 +223,13 @@ KJIT_DEVICE Sm90Work<kPaged> load_work(uint32_t slot) {
   return w;
 }
 
+/// Whether a unit's first tile (its last in key order: the walk goes from the last tile) holds
+/// keys past kv_len, whose rows must read as zeros: with TMA page loads the one tile gathered.
+template <class Shape>
+KJIT_DEVICE bool tail_past_keys(int n_tiles, int kv_len) {
+  return n_tiles * Shape::kBlockN > kv_len;
+}
+
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
 /// barrier through cp.async arrivals. `started()` runs once the unit's first loads are issued:
@@ -304,9 +311,8 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
         kv.v_row(0));
     copies_arrive(v_full(s));
   };
-  // TMA page loads run beside two consumer warpgroups (the 128-row tile): beside three, the
-  // producer's 32 registers do not hold them.
-  if (Shape::kConsumers != 2 || p.kv_tma == 0) {
+  // TMA page loads run on the 128-row tile only (Shape::kTmaPages).
+  if (!Shape::kTmaPages || p.kv_tma == 0) {
     for (int it = 0; it < n_tiles; ++it) {
       gather_tile(it, false);
       if (it == 0) started();
@@ -351,9 +357,8 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   // Walking from the last tile, only the first can hold keys past kv_len (rows that must read as
   // zeros, which a box would fill from the page's unused slots): it is gathered by all 128
   // threads. Warp 0 alone issues the rest.
-  if constexpr (Shape::kConsumers != 2) return;
   if (n_tiles == 0) return;
-  if (n_tiles * kBlockN > kv_len) {
+  if (tail_past_keys<Shape>(n_tiles, kv_len)) {
     gather_tile(0, true);
     next_stage();
   } else if (t < 32) {
@@ -427,7 +432,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   // cp.async arrivals (Q always; K and V unless the pages load with TMA).
   constexpr uint32_t kFullArrivals = kPaged ? 128 : 1;
   uint32_t kv_full_arrivals = kFullArrivals;
-  if constexpr (kPaged && kConsumers == 2) {
+  if constexpr (Shape::kTmaPages) {
     if (p.kv_tma) kv_full_arrivals = 1;
   }
   if (threadIdx.x == 0) {
@@ -445,7 +450,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       prefetch_tensormap(&p.tma_k);
       prefetch_tensormap(&p.tma_v);
       prefetch_tensormap(&p.tma_out);
-    } else if (kConsumers == 2 && p.kv_tma) {
+    } else if (Shape::kTmaPages && p.kv_tma) {
       prefetch_tensormap(&p.tma_k_pages);
       prefetch_tensormap(&p.tma_v_pages);
     }
@@ -542,12 +547,12 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     }
   };
   if (pingpong && c == kConsumers - 1 && u_begin < u_end) named_barrier_arrive(kTurn, 256);
-  // The paged producer's cp.async writes are generic-proxy stores; wgmma reads through the async
-  // proxy, so each consumer thread orders the two after its wait.
-  // Gathered tiles (cp.async: generic-proxy writes) need a proxy fence before wgmma reads them;
-  // TMA's (async proxy) do not. With TMA page loads only Q and a unit's tail tile are gathered.
+  // The paged producer's cp.async writes are generic-proxy stores and wgmma reads through the
+  // async proxy, so each consumer thread orders the two after its wait on a gathered tile; TMA's
+  // writes are the async proxy's already. With TMA page loads only Q and a unit's tail tile are
+  // gathered.
   bool tma_pages = false;
-  if constexpr (kPaged && kConsumers == 2) tma_pages = p.kv_tma != 0;
+  if constexpr (Shape::kTmaPages) tma_pages = p.kv_tma != 0;
   auto wait_full = [&](uint32_t bar, uint32_t parity, bool gathered = true) {
     mbarrier_wait(bar, parity);
     if constexpr (kPaged) {
@@ -656,7 +661,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 
     const bool last_unit = u + 1 == u_end;
     // Whether tile `it` of the unit was gathered (see the producer).
-    auto gathered = [&](int it) { return !tma_pages || (it == 0 && n_tiles * kBlockN > w.kv_len); };
+    auto gathered = [&](int it) { return !tma_pages || (it == 0 && tail_past_keys<Shape>(n_tiles, w.kv_len)); };
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
     if (n_tiles > 0) {
       // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).

@@ -9,6 +9,11 @@ namespace kjit::attention {
 
 using TmaDescriptor = kjit::fp8::TmaDescriptor;
 
+/// The paged kernel's tile whose pages load with TMA (PrefillParams::kv_tma): 128 rows, two
+/// consumer warpgroups. Beside three (the 192-row tile) the producer's registers do not hold the
+/// TMA path, so that tile gathers.
+constexpr int kTmaPageTileRows = 128;
+
 /// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the producer
 /// and kConsumers = kRows / 64 consumer warpgroups of 64 query rows each, so kBlockM = kRows rows
 /// of one (batch, q head). The dense kernel (kPaged false) runs two consumers at hd128 and three
@@ -41,6 +46,10 @@ struct PrefillSm90Shape {
   /// and the paged gather beside three consumers; 40 for the paged producer beside two, whose
   /// gather and TMA page loads do not fit 24), the rest for the consumers.
   static constexpr int kProducerRegs = kPaged && kConsumers == 2 ? 40 : 24;
+  /// The paged kernel on this tile may load pages with TMA (kTmaPageTileRows: the two-consumer
+  /// tile, whose producer has the 40 registers above).
+  static constexpr bool kTmaPages = kPaged && kRows == kTmaPageTileRows;
+  static_assert(!kTmaPages || kProducerRegs >= 40, "the TMA page loads' producer registers");
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kPaged ? 232 : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;

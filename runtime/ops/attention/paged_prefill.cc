@@ -180,7 +180,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     // forced TMA page loads run 128-row tiles.
     if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
         (args.variant == AttentionVariant::kWgmma && rows < 128) ||
-        (args.page_load == PageLoad::kTma && rows != detail::kTmaPageTileRows)) {
+        (args.page_load == PageLoad::kTma && rows != kTmaPageTileRows)) {
       rows = 128;
     }
     plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);

@@ -51,9 +51,6 @@ struct PagedPrefillDims {
   PageLoad page_load = PageLoad::kAuto;  ///< PagedPrefillPlan::page_load (kTma checked against the page size)
 };
 
-/// The tile the wgmma kernel's TMA page loads run on: 128 rows, two consumer warpgroups (beside
-/// three, the producer has no registers for them).
-constexpr int kTmaPageTileRows = 128;
 /// Whether the wgmma kernel's TMA page loads take pages of `page_size` tokens: boxes of
 /// kPageBoxRows slots, each inside one page.
 constexpr bool tma_page_size(int64_t page_size) { return page_size >= kPageBoxRows && page_size % kPageBoxRows == 0; }

@@ -93,9 +93,9 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
     fail(kPagedOp, fmt::format("plan's page_load must be auto, gather or tma, got {}", static_cast<int>(plan.page_load)));
   }
   if (plan.page_load == PageLoad::kTma && !tma_page_size(d.cache.page_size)) {
-    fail(kPagedOp, fmt::format("plan's page_load tma loads 16-row boxes inside pages: the page size must be a "
-                               "multiple of 16, got cache.k {}",
-                               args.cache.k.describe()));
+    fail(kPagedOp, fmt::format("plan's page_load tma loads {0}-row boxes inside pages: the page size must be a "
+                               "multiple of {0}, got cache.k {1}",
+                               kPageBoxRows, args.cache.k.describe()));
   }
   if (plan.page_load == PageLoad::kTma && plan.tile_rows != kTmaPageTileRows) {
     fail(kPagedOp, fmt::format("plan's page_load tma runs {}-row tiles; the plan has tile_rows {}", kTmaPageTileRows,
@@ -264,9 +264,9 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
     fail(kPlanOp, fmt::format("page_load must be auto, gather or tma, got {}", static_cast<int>(a.page_load)));
   }
   if (a.page_load == PageLoad::kTma && !tma_page_size(a.page_size)) {
-    fail(kPlanOp, fmt::format("page_load tma loads 16-row boxes inside pages: page_size must be a multiple of 16, "
-                              "got {}",
-                              a.page_size));
+    fail(kPlanOp, fmt::format("page_load tma loads {0}-row boxes inside pages: page_size must be a multiple of {0}, "
+                              "got {1}",
+                              kPageBoxRows, a.page_size));
   }
   if (a.page_load == PageLoad::kTma && d.tile_rows != 0 && d.tile_rows != kTmaPageTileRows) {
     fail(kPlanOp, fmt::format("page_load tma runs {}-row tiles; got tile_rows {}", kTmaPageTileRows, d.tile_rows));
