@@ -1,7 +1,7 @@
 #pragma once
 // Hopper (sm_90a) warpgroup MMA: wgmma.mma_async with bf16 or E4M3/E5M2 inputs and f32
-// accumulators, its fences and group waits, the shared-memory matrix descriptors its operands
-// are read through, and setmaxnreg (the register split between the producer and consumer
+// accumulators, its fences and group waits (the shared-memory matrix descriptors its operands
+// are read through: kjit/wgmma_desc.cuh), and setmaxnreg (the register split between the producer and consumer
 // warpgroups of a warp-specialized kernel). Callers compile these only for sm_90a
 // (__CUDA_ARCH_FEAT_SM90_ALL).
 //
@@ -9,6 +9,7 @@
 // warp w = t / 32, lane l: d[4j + r] = D[16w + l/4 + 8(r/2)][8j + 2(l%4) + (r%2)], j < N / 8.
 #include "kjit/config.cuh"
 #include "kjit/fp8_format.h"
+#include "kjit/wgmma_desc.cuh"
 
 // wgmma accumulator operand lists: the N / 2 f32 registers d[0..] of an m64nN step, as asm
 // outputs (KJIT_SM90_ACC<n>) and as the matching "{%0, ..., %<n-1>}" register vector
@@ -86,26 +87,6 @@ KJIT_DEVICE void setmaxnreg_dec() {
 template <int kRegs>
 KJIT_DEVICE void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-
-/// Shared-memory matrix descriptor of a K-major tile written by TMA with 128-byte swizzling:
-/// rows of 128 bytes, 8-row (1024-byte) swizzle atoms. Start address (bits 0-13, >> 4), leading
-/// byte offset (bits 16-29) unused for swizzled K-major layouts, stride byte offset (bits 32-45)
-/// = 1024 between 8-row groups, swizzle mode 1 = 128B (bits 62-63). The tile base is
-/// 1024-byte aligned; a k step inside the 128-byte row advances the start address by its bytes.
-KJIT_DEVICE uint64_t smem_desc_k128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
-}
-
-/// Shared-memory matrix descriptor of an MN-major operand written by TMA with the 128-byte
-/// swizzle (PTX ISA "Matrix Descriptor Format"; CUTLASS's canonical GMMA layout
-/// Swizzle<3,4,3> o ((8,n),(8,k)) : ((1,LBO),(8,SBO)) in 16-byte units): rows of 128 bytes along
-/// MN (64 bf16), one row per k; 8-row (1024-byte) swizzle atoms. Stride byte offset (bits 32-45)
-/// = 1024 between 8-row groups along k; leading byte offset (bits 16-29) = `mn_block_bytes`
-/// between consecutive 64-element blocks along MN. The base is 1024-byte aligned.
-KJIT_DEVICE uint64_t smem_desc_mn128(uint32_t addr, uint32_t mn_block_bytes) {
-  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) | (static_cast<uint64_t>((mn_block_bytes >> 4) & 0x3fff) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
 }
 
 // --- bf16: m64nNk16 (32 or 64 f32 accumulators per thread) ---------------------------------

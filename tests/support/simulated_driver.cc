@@ -5,7 +5,8 @@
 // here can launch, allocate or load a module.
 //
 // KJIT_SIM_HOST_PATH=1 adds what an op's host path needs, so its cost can be timed and its
-// memos tested without a GPU; nothing here computes:
+// memos tested without a GPU; nothing here computes (a kernel emulator may, through
+// kjitSimSetLaunchHook):
 //   contexts    one primary context per process, current per thread
 //   memory      "device" memory is host memory (cuMemAlloc is an aligned malloc; copies and
 //               memsets are memcpy and memset), so a device pointer is an ordinary address
@@ -15,12 +16,12 @@
 //   launches    cuLaunchKernelEx checks the config (non-empty grid, 1..1024 threads, dynamic
 //               shared memory within 48 KB or the kernel's raised limit, a kernel and its
 //               parameters, a cluster of at most 8 CTAs that divides the grid) and counts the
-//               launch; no kernel runs, no output is written; it takes no host time unless
+//               launch; no kernel runs unless a hook runs it; it takes no host time unless
 //               kjitSimSetLaunchNs() asked for some
 //   TMA maps    cuTensorMapEncodeTiled checks the geometry as the driver documents it (rank,
 //               16-byte aligned base and strides, boxes of 1..256, a swizzled box row within its
-//               span) and writes its arguments packed into the 128 bytes: a deterministic
-//               function of every argument, not the hardware's encoding
+//               span) and writes its arguments packed into the 128 bytes
+//               (tests/support/simulated_tensor_map.hpp: not the hardware's encoding)
 //   captures    cuStreamBeginCapture / cuStreamEndCapture mark any stream handle as captured
 //               (cuStreamIsCapturing says ACTIVE meanwhile; nothing is recorded into a graph);
 //               cuThreadExchangeStreamCaptureMode keeps a mode per thread; cuLibraryLoadData
@@ -32,8 +33,11 @@
 // kjitSimLaunches() (extern "C") returns the launches accepted so far, kjitSimLastKernel() the
 // name of the kernel the calling thread launched last (null before its first launch), and
 // kjitSimSetLaunchNs(ns) makes each accepted launch spin for `ns` nanoseconds of the calling
-// thread's CPU time, as a real driver's launch takes some (0, the default: none).
+// thread's CPU time, as a real driver's launch takes some (0, the default: none), and
+// kjitSimSetLaunchHook(hook) hands each accepted launch to `hook` (a kernel emulator), which may
+// compute it.
 #include "runtime/driver.hpp"
+#include "tests/support/simulated_tensor_map.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -141,6 +145,8 @@ __attribute__((tls_model("initial-exec"))) thread_local CUcontext current_contex
 std::atomic<uint64_t> launches{0};
 std::atomic<uint64_t> launch_ns{0};  // host time each accepted launch spins (kjitSimSetLaunchNs)
 thread_local const char* last_kernel = nullptr;  // the name of the kernel this thread launched last
+using LaunchHook = void (*)(const char* kernel, const CUlaunchConfig* config, void** params);
+std::atomic<LaunchHook> launch_hook{nullptr};  // kjitSimSetLaunchHook
 
 CUresult CUDAAPI primary_ctx_retain(CUcontext* ctx, CUdevice d) {
   if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
@@ -342,6 +348,7 @@ CUresult CUDAAPI launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** 
   }
   launches.fetch_add(1, std::memory_order_relaxed);
   last_kernel = kernel->name.c_str();
+  if (const LaunchHook hook = launch_hook.load(); hook != nullptr) hook(last_kernel, c, params);
   if (const uint64_t ns = launch_ns.load(std::memory_order_relaxed); ns != 0) {
     // The thread's CPU time, not the wall clock: a launch is host work, so time the thread
     // spends descheduled meanwhile adds to the call as it would to a driver's launch.
@@ -369,7 +376,7 @@ CUresult CUDAAPI tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType d
                                          const cuuint32_t* elem_strides, CUtensorMapInterleave interleave,
                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                          CUtensorMapFloatOOBfill oob) {
-  static constexpr int kElemBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};  // by CUtensorMapDataType
+  const int* kElemBytes = kjit::testing::kSimTensorMapElemBytes;
   if (map == nullptr || rank < 1 || rank > 5 || static_cast<unsigned>(dtype) > 12) return CUDA_ERROR_INVALID_VALUE;
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return CUDA_ERROR_INVALID_VALUE;
   for (cuuint32_t i = 0; i < rank; ++i) {
@@ -382,23 +389,21 @@ CUresult CUDAAPI tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType d
       box[0] * kElemBytes[dtype] > static_cast<uint32_t>(span)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  // Packed: base 8, dims 5 x 5, strides 4 x 5 (bytes / 16, 36 bits each, rounded up to 5 bytes),
-  // box 5, elem strides 5 (4 bits would do), dtype, rank, interleave, swizzle, l2, oob: 1 each.
-  unsigned char out[128] = {};
-  size_t at = 0;
-  auto put = [&](uint64_t v, size_t bytes) {
-    std::memcpy(out + at, &v, bytes);
-    at += bytes;
-  };
-  put(reinterpret_cast<uintptr_t>(base), 8);
-  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? dims[i] - 1 : 0, 5);
-  for (cuuint32_t i = 0; i < 4; ++i) put(i + 1 < rank ? strides[i] / 16 : 0, 5);
-  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? box[i] - 1 : 0, 1);
-  for (cuuint32_t i = 0; i < 5; ++i) put(i < rank ? elem_strides[i] : 0, 1);
-  for (uint64_t v : {uint64_t(dtype), uint64_t(rank), uint64_t(interleave), uint64_t(swizzle), uint64_t(l2), uint64_t(oob)}) {
-    put(v, 1);
+  kjit::testing::SimTensorMap m;
+  m.base = reinterpret_cast<uintptr_t>(base);
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    m.dims[i] = dims[i];
+    m.box[i] = box[i];
+    m.elem_strides[i] = elem_strides[i];
+    if (i + 1 < rank) m.strides[i] = strides[i];
   }
-  std::memcpy(map, out, sizeof(out));
+  m.dtype = static_cast<uint8_t>(dtype);
+  m.rank = static_cast<uint8_t>(rank);
+  m.interleave = static_cast<uint8_t>(interleave);
+  m.swizzle = static_cast<uint8_t>(swizzle);
+  m.l2 = static_cast<uint8_t>(l2);
+  m.oob = static_cast<uint8_t>(oob);
+  kjit::testing::pack_sim_tensor_map(m, map);
   return CUDA_SUCCESS;
 }
 
@@ -496,5 +501,11 @@ __attribute__((visibility("default"))) const char* kjitSimLastKernel() { return 
 /// From now on each accepted launch spins for `ns` nanoseconds of the calling thread's CPU time
 /// (0: none).
 __attribute__((visibility("default"))) void kjitSimSetLaunchNs(uint64_t ns) { launch_ns.store(ns); }
+
+/// From now on each accepted launch calls `hook` (null: none) on the launching thread with the
+/// kernel's lowered name, the launch config and the kernel parameters as passed, before
+/// cuLaunchKernelEx returns (KJIT_SIM_HOST_PATH=1). The Hopper kernel emulator runs the kernel
+/// there, on the host memory the stand-in's allocations are.
+__attribute__((visibility("default"))) void kjitSimSetLaunchHook(LaunchHook hook) { launch_hook.store(hook); }
 
 }  // extern "C"

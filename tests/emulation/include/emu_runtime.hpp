@@ -77,6 +77,7 @@ inline int my_lane() { return static_cast<int>(t_thread.x % 32); }
 #define blockIdx (::emu::t_block)
 
 inline void __syncthreads() { emu::my_block().barrier.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::my_warp().barrier.arrive_and_wait(); }
 
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   emu::WarpScratch& w = emu::my_warp();
@@ -116,8 +117,20 @@ inline uint32_t __float_as_uint(float f) {
   return u;
 }
 
+namespace emu {
+/// cvt.rn.bf16.f32: round to nearest even; NaN stays NaN (quieted).
+inline uint16_t bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+}  // namespace emu
+
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct uint2 { uint32_t x, y; };
+struct uint4 { uint32_t x, y, z, w; };
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }

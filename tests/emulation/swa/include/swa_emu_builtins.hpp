@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <cstring>
 
-struct uint4 { uint32_t x, y, z, w; };
-inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 
 
@@ -25,12 +23,6 @@ inline float f16_value(uint16_t u) {
   _Float16 h;
   std::memcpy(&h, &u, 2);
   return static_cast<float>(h);
-}
-inline uint16_t bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
 }
 }  // namespace swa_emu
 

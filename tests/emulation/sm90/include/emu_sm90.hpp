@@ -1,0 +1,338 @@
+#pragma once
+// Host emulation of the Hopper (sm_90a) machinery the warp-specialized kernels use
+// (tests/emulation/sm90 only): one CTA's dynamic shared memory, its mbarriers (arrival count,
+// transaction bytes, phase), its named barriers (bar.sync / bar.arrive with a thread count),
+// TMA loads and stores through the stand-in driver's tensor maps, and each thread's wgmma
+// groups. Written from the PTX ISA's definitions; the kjit/*.cuh headers beside this one wrap it
+// under the kernel headers' names. Every wait gives up after kWaitSeconds and aborts naming the
+// barrier (a protocol deadlock), and every shared-memory access is checked against the launch's
+// dynamic shared memory.
+#include "emu_cp_async.hpp"
+#include "emu_runtime.hpp"
+
+#include "tests/support/simulated_tensor_map.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace emu {
+
+/// threadIdx's companion: the launch's grid (the kernels read gridDim).
+extern thread_local Dim3 t_grid;
+
+namespace sm90 {
+
+constexpr int kWaitSeconds = 20;
+
+/// One emulated CTA's shared state (the emulator runs one CTA at a time).
+struct Cta {
+  uint8_t* smem = nullptr;  ///< the kernel's dynamic shared memory (1024-byte aligned)
+  uint32_t smem_bytes = 0;  ///< the launch's dynamic shared memory
+  std::mutex mutex;
+  std::condition_variable changed;
+  struct Mbarrier {
+    uint32_t count = 0;    ///< arrivals a phase expects
+    uint32_t pending = 0;  ///< arrivals still missing in the current phase
+    int64_t tx = 0;        ///< transaction bytes announced and not yet completed
+    uint32_t phase = 0;    ///< completed phases
+  };
+  std::map<uint32_t, Mbarrier> mbarriers;  ///< by shared address
+  struct Named {
+    int expected = 0;  ///< the thread count of the phase in progress
+    int arrived = 0;
+    uint64_t generation = 0;
+  };
+  Named named[16];
+  /// What each thread is waiting on (null: running), for the deadlock report.
+  struct Waiting {
+    const char* what = nullptr;
+    uint32_t a = 0, b = 0;
+  };
+  Waiting waiting[1024];
+};
+
+extern Cta* g_cta;
+
+[[noreturn]] inline void fail(const char* what, uint32_t a = 0, uint32_t b = 0) {
+  std::fprintf(stderr, "sm90 emulator: thread %u of CTA (%u, %u): %s (%u, %u)\n", t_thread.x, t_block.x, t_block.y,
+               what, a, b);
+  std::abort();
+}
+
+inline uint8_t* smem_at(uint32_t addr, uint32_t bytes) {
+  if (uint64_t{addr} + bytes > g_cta->smem_bytes) fail("shared access past the dynamic shared memory", addr, bytes);
+  return g_cta->smem + addr;
+}
+
+/// Waits on the CTA's condition until `done()`; after kWaitSeconds prints what every waiting
+/// thread of the CTA waits on and aborts naming `what`.
+template <class Done>
+void wait_until(std::unique_lock<std::mutex>& lock, const char* what, uint32_t a, uint32_t b, const Done& done) {
+  Cta::Waiting& me = g_cta->waiting[t_thread.x % 1024];
+  me = {what, a, b};
+  const bool ok = g_cta->changed.wait_for(lock, std::chrono::seconds(kWaitSeconds), done);
+  me = {};
+  if (!ok) {
+    for (int t = 0; t < 1024; ++t) {
+      const Cta::Waiting& w = g_cta->waiting[t];
+      if (w.what != nullptr && (t == 0 || w.what != g_cta->waiting[t - 1].what || w.a != g_cta->waiting[t - 1].a)) {
+        std::fprintf(stderr, "  thread %d (and those after it alike): %s (%u, %u)\n", t, w.what, w.a, w.b);
+      }
+    }
+    lock.unlock();
+    fail(what, a, b);
+  }
+}
+
+// ---- mbarriers ----------------------------------------------------------------------------------
+
+inline Cta::Mbarrier& mbarrier(uint32_t bar) {
+  auto it = g_cta->mbarriers.find(bar);
+  if (it == g_cta->mbarriers.end()) fail("mbarrier used before mbarrier.init", bar);
+  return it->second;
+}
+
+/// Completes the phase once every arrival and every announced byte is in (caller holds the lock).
+inline void maybe_complete(Cta::Mbarrier& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    ++m.phase;
+    m.pending = m.count;
+    g_cta->changed.notify_all();
+  }
+}
+
+inline void mbarrier_init(uint32_t bar, uint32_t count) {
+  smem_at(bar, 8);
+  if (bar % 8 != 0 || count == 0) fail("mbarrier.init: misaligned or count 0", bar, count);
+  std::lock_guard<std::mutex> lock(g_cta->mutex);
+  g_cta->mbarriers[bar] = Cta::Mbarrier{count, count, 0, 0};
+}
+
+inline void mbarrier_arrive(uint32_t bar, uint32_t expect_tx = 0) {
+  std::lock_guard<std::mutex> lock(g_cta->mutex);
+  Cta::Mbarrier& m = mbarrier(bar);
+  if (m.pending == 0) fail("mbarrier arrival past the expected count", bar, m.count);
+  m.tx += expect_tx;
+  --m.pending;
+  maybe_complete(m);
+}
+
+/// TMA's complete_tx: `bytes` of the phase's transactions landed.
+inline void mbarrier_complete_tx(uint32_t bar, uint32_t bytes) {
+  std::lock_guard<std::mutex> lock(g_cta->mutex);
+  Cta::Mbarrier& m = mbarrier(bar);
+  m.tx -= bytes;
+  maybe_complete(m);
+}
+
+/// The phases of each mbarrier this thread has seen complete (see mbarrier_wait).
+extern thread_local std::map<uint32_t, uint32_t> t_phases_seen;
+
+/// try_wait.parity in a loop. On the device it returns once the current (incomplete) phase's
+/// parity differs from `parity`, and the lanes of a warp test the barrier together. Here each
+/// lane is a thread the host may deschedule while the barrier moves on twice (its warp-mates
+/// released the next phase without it), so a lane waits for the first phase of parity `parity`
+/// from the one before the last it saw complete: on time that is the device's test, and a late
+/// lane does not miss the phase its warp passed. (Phase −1, parity 1, counts as complete, as the
+/// device's test says of a fresh barrier.)
+inline void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  std::unique_lock<std::mutex> lock(g_cta->mutex);
+  Cta::Mbarrier& m = mbarrier(bar);
+  uint32_t& seen = t_phases_seen[bar];
+  int64_t phase = int64_t{seen} - 1;
+  if (static_cast<uint32_t>(phase & 1) != (parity & 1u)) ++phase;
+  wait_until(lock, "mbarrier wait (bar, parity) never completed", bar, parity,
+             [&] { return int64_t{m.phase} > phase; });
+  if (phase + 1 > int64_t{seen}) seen = static_cast<uint32_t>(phase + 1);
+}
+
+// ---- named barriers -----------------------------------------------------------------------------
+
+/// bar.sync (wait) or bar.arrive (no wait) on barrier `id` of `threads` threads.
+inline void named_barrier(int id, int threads, bool wait) {
+  if (id < 0 || id > 15 || threads <= 0 || threads % 32 != 0) fail("bar: bad id or thread count", id, threads);
+  std::unique_lock<std::mutex> lock(g_cta->mutex);
+  Cta::Named& b = g_cta->named[id];
+  if (b.arrived == 0) {
+    b.expected = threads;
+  } else if (b.expected != threads) {
+    fail("bar: thread counts differ within one phase", id, threads);
+  }
+  const uint64_t generation = b.generation;
+  if (++b.arrived == b.expected) {
+    b.arrived = 0;
+    ++b.generation;
+    g_cta->changed.notify_all();
+    return;
+  }
+  if (wait) {
+    wait_until(lock, "bar.sync (id, threads) never completed", id, threads, [&] { return b.generation != generation; });
+  }
+}
+
+// ---- TMA ----------------------------------------------------------------------------------------
+
+/// The 128-byte swizzle of a shared address (Swizzle<3,4,3>: bits 4-6 ^= bits 7-9), as TMA writes
+/// and wgmma reads 128B-swizzled tiles.
+inline uint32_t swizzle128(uint32_t addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+
+/// Visits each box row of a TMA box at `coords` (5 entries, those past the rank 0): its global
+/// address (or null where any coordinate is out of range) and its shared byte offset in the box.
+template <class Row>
+void for_each_box_row(const kjit::testing::SimTensorMap& m, const int32_t (&coords)[5], int rank, const Row& row) {
+  if (m.rank != rank) fail("TMA: the map's rank differs from the instruction's", m.rank, rank);
+  if (m.interleave != CU_TENSOR_MAP_INTERLEAVE_NONE) fail("TMA: interleaved maps are not emulated");
+  for (int i = 0; i < rank; ++i) {
+    if (m.elem_strides[i] != 1) fail("TMA: element strides other than 1 are not emulated", i, m.elem_strides[i]);
+  }
+  const uint32_t elem = static_cast<uint32_t>(kjit::testing::kSimTensorMapElemBytes[m.dtype]);
+  const uint32_t row_bytes = m.box[0] * elem;
+  if (m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B && row_bytes != 128) {
+    fail("TMA: 128B swizzle with a box row other than 128 bytes is not emulated", row_bytes);
+  }
+  if (m.swizzle != CU_TENSOR_MAP_SWIZZLE_128B && m.swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
+    fail("TMA: only 128B swizzle or none are emulated", m.swizzle);
+  }
+  if (m.oob != CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) fail("TMA: only zero OOB fill is emulated", m.oob);
+  uint32_t offset = 0;
+  int32_t c[5] = {0, 0, 0, 0, 0};
+  const uint32_t rows = m.box[1] * m.box[2] * m.box[3] * m.box[4];
+  for (uint32_t r = 0; r < rows; ++r, offset += row_bytes) {
+    uint32_t rest = r;
+    for (int i = 1; i < 5; ++i) {
+      c[i] = coords[i] + static_cast<int32_t>(rest % m.box[i]);
+      rest /= m.box[i];
+    }
+    bool inside = coords[0] >= 0 && uint64_t(coords[0]) + m.box[0] <= m.dims[0];
+    uint64_t at = m.base + uint64_t(coords[0]) * elem;
+    for (int i = 1; i < rank; ++i) {
+      inside = inside && c[i] >= 0 && uint64_t(c[i]) < m.dims[i];
+      at += uint64_t(c[i]) * m.strides[i - 1];
+    }
+    // kjit's boxes never straddle the innermost dimension's end; a row is in or out whole.
+    if (!inside && coords[0] >= 0 && uint64_t(coords[0]) < m.dims[0] && uint64_t(coords[0]) + m.box[0] > m.dims[0]) {
+      fail("TMA: a box row straddling the innermost dimension's end is not emulated");
+    }
+    row(inside ? reinterpret_cast<const uint8_t*>(at) : nullptr, offset, row_bytes);
+  }
+}
+
+/// cp.async.bulk.tensor global → shared: the box at `coords` lands at `dst` (zeros out of range)
+/// and completes its bytes, out-of-range ones included, on the mbarrier at `bar`.
+inline void tma_load(uint32_t dst, const void* map, const int32_t (&coords)[5], int rank, uint32_t bar) {
+  const kjit::testing::SimTensorMap m = kjit::testing::unpack_sim_tensor_map(map);
+  const bool swizzled = m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B;
+  if (dst % (swizzled ? 1024 : 128) != 0) fail("TMA load: destination misaligned for its swizzle", dst);
+  uint32_t bytes = 0;
+  for_each_box_row(m, coords, rank, [&](const uint8_t* src, uint32_t offset, uint32_t row_bytes) {
+    for (uint32_t chunk = 0; chunk < row_bytes; chunk += 16) {
+      const uint32_t to = swizzled ? swizzle128(dst + offset + chunk) : dst + offset + chunk;
+      uint8_t* out = smem_at(to, 16);
+      if (src != nullptr) {
+        std::memcpy(out, src + chunk, 16);
+      } else {
+        std::memset(out, 0, 16);
+      }
+    }
+    bytes += row_bytes;
+  });
+  mbarrier_complete_tx(bar, bytes);
+}
+
+/// cp.async.bulk.tensor shared → global: the box at `coords` from `src`, rows out of range not
+/// written. Performed at once (the bulk groups' waits then have nothing to wait for).
+inline void tma_store(const void* map, const int32_t (&coords)[5], int rank, uint32_t src) {
+  const kjit::testing::SimTensorMap m = kjit::testing::unpack_sim_tensor_map(map);
+  const bool swizzled = m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B;
+  if (src % (swizzled ? 1024 : 128) != 0) fail("TMA store: source misaligned for its swizzle", src);
+  for_each_box_row(m, coords, rank, [&](const uint8_t* dst, uint32_t offset, uint32_t row_bytes) {
+    if (dst == nullptr) return;
+    for (uint32_t chunk = 0; chunk < row_bytes; chunk += 16) {
+      const uint32_t from = swizzled ? swizzle128(src + offset + chunk) : src + offset + chunk;
+      std::memcpy(const_cast<uint8_t*>(dst) + chunk, smem_at(from, 16), 16);
+    }
+  });
+}
+
+// ---- wgmma --------------------------------------------------------------------------------------
+
+/// A decoded shared-memory matrix descriptor (128B swizzle only).
+struct Desc {
+  uint32_t start, lbo, sbo;
+};
+inline Desc decode(uint64_t d) {
+  if ((d >> 62) != 1) fail("wgmma: only 128B-swizzled descriptors are emulated", static_cast<uint32_t>(d >> 62));
+  return {static_cast<uint32_t>(d & 0x3fff) << 4, static_cast<uint32_t>((d >> 16) & 0x3fff) << 4,
+          static_cast<uint32_t>((d >> 32) & 0x3fff) << 4};
+}
+/// Byte `kbyte` of row `mn` of a K-major operand (rows of 128 bytes, 8-row groups SBO apart).
+inline uint32_t k_major(const Desc& d, int mn, int kbyte) {
+  return swizzle128(d.start + static_cast<uint32_t>(mn / 8) * d.sbo + static_cast<uint32_t>(mn % 8) * 128 + kbyte);
+}
+/// Element (mn, k) of an MN-major operand of `elem`-byte values: 128-byte rows along MN, one
+/// per k, 8-row groups along k SBO apart, blocks of 128 bytes along MN LBO apart.
+inline uint32_t mn_major(const Desc& d, int mn, int k, int elem) {
+  const int per_row = 128 / elem;
+  return swizzle128(d.start + static_cast<uint32_t>(mn / per_row) * d.lbo + static_cast<uint32_t>(k / 8) * d.sbo +
+                    static_cast<uint32_t>(k % 8) * 128 + static_cast<uint32_t>(mn % per_row) * elem);
+}
+
+inline float bf16_at(uint32_t addr) {
+  uint16_t bits;
+  std::memcpy(&bits, smem_at(addr, 2), 2);
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+/// This thread's wgmma operations: issued into the open group, committed groups in order. With
+/// g_late_wgmma a group runs at the wait that retires it (reading shared memory as late as the
+/// wait allows: a stage released or refilled before its wgmma's wait shows up); otherwise an
+/// operation runs at issue.
+struct WgmmaState {
+  std::vector<std::function<void()>> open;
+  std::deque<std::vector<std::function<void()>>> committed;
+};
+extern bool g_late_wgmma;
+extern thread_local WgmmaState t_wgmma;
+
+inline void wgmma_issue(std::function<void()> op) {
+  if (g_late_wgmma) {
+    t_wgmma.open.push_back(std::move(op));
+  } else {
+    op();
+  }
+}
+inline void wgmma_commit() {
+  t_wgmma.committed.push_back(std::move(t_wgmma.open));
+  t_wgmma.open.clear();
+}
+inline void wgmma_wait(int pending) {
+  while (static_cast<int>(t_wgmma.committed.size()) > pending) {
+    for (auto& op : t_wgmma.committed.front()) op();
+    t_wgmma.committed.pop_front();
+  }
+}
+
+/// The warpgroup-relative rows and columns of accumulator d[i] of an m64nN step (the PTX ISA's
+/// D fragment: d[4j + r] = D[16w + l/4 + 8(r/2)][8j + 2(l%4) + r%2]).
+inline int acc_row(int i) {
+  const int t = static_cast<int>(t_thread.x % 128);
+  return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i % 4) / 2);
+}
+inline int acc_col(int i) {
+  const int t = static_cast<int>(t_thread.x % 128);
+  return 8 * (i / 4) + 2 * (t % 4) + (i % 2);
+}
+
+}  // namespace sm90
+}  // namespace emu
+
+#define gridDim (::emu::t_grid)

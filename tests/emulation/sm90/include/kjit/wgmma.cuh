@@ -1,0 +1,88 @@
+#pragma once
+// Host emulation of kernel_sources/kjit/wgmma.cuh (emu_sm90.hpp): each thread computes its own
+// accumulator fragment of a warpgroup's m64nNk16 bf16 step from shared memory through the
+// real descriptor encoders (kjit/wgmma_desc.cuh), in f32, k in order. The register A operand of
+// the RS form is exchanged within the warp at issue (each row's 16 values live in a quad).
+// Every wgmma instruction (and setmaxnreg) is .sync.aligned: a thread resumes once its whole warp
+// has executed it, so each is a warp barrier here too (a lane cannot run a unit ahead of its warp
+// and miss a barrier phase). The registers and fences have nothing else to do.
+#include "kjit/config.cuh"
+#include "kjit/wgmma_desc.cuh"
+
+namespace kjit::sm90 {
+
+inline void wgmma_fence() { __syncwarp(); }
+inline void wgmma_commit() {
+  __syncwarp();
+  ::emu::sm90::wgmma_commit();
+}
+/// Completion is collective too: no lane goes on (say, lane 0 to release the stage) before every
+/// lane's retired operations have read their operands.
+template <int kPending>
+inline void wgmma_wait() {
+  __syncwarp();
+  ::emu::sm90::wgmma_wait(kPending);
+  __syncwarp();
+}
+template <int kRegs>
+inline void setmaxnreg_dec() {
+  __syncwarp();
+}
+template <int kRegs>
+inline void setmaxnreg_inc() {
+  __syncwarp();
+}
+
+/// d (+)= A · B, A (64 × 16) and B (N × 16) both K-major bf16 (see the kernel header).
+template <int kN>
+inline void wgmma_bf16_ss(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN == 64 || kN == 128, "wgmma N");
+  __syncwarp();
+  float* acc = d;
+  ::emu::sm90::wgmma_issue([=] {
+    using namespace ::emu::sm90;
+    const Desc a = decode(desc_a), b = decode(desc_b);
+    for (int i = 0; i < kN / 2; ++i) {
+      const int row = acc_row(i), col = acc_col(i);
+      float s = scale_d != 0 ? acc[i] : 0.f;
+      for (int k = 0; k < 16; ++k) s = std::fma(bf16_at(k_major(a, row, 2 * k)), bf16_at(k_major(b, col, 2 * k)), s);
+      acc[i] = s;
+    }
+  });
+}
+
+/// d (+)= A · B, A from registers (the mma.m16n8k16 A fragment per warp's 16 rows) and B MN-major.
+template <int kN>
+inline void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN == 64 || kN == 128, "wgmma N");
+  // The quad's fragments: row l/4 (h 0) and l/4 + 8 (h 1) of the warp's 16, k 0..15.
+  ::emu::WarpScratch& w = ::emu::my_warp();
+  const int lane = ::emu::my_lane();
+  for (int r = 0; r < 4; ++r) w.u[lane][r] = a[r];
+  w.barrier.arrive_and_wait();
+  float rows[2][16];
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t* f = w.u[(lane & ~3) + q];
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t pair = f[h + 2 * half];
+        rows[h][8 * half + 2 * q] = __uint_as_float(pair << 16);
+        rows[h][8 * half + 2 * q + 1] = __uint_as_float(pair & 0xffff0000u);
+      }
+    }
+  }
+  w.barrier.arrive_and_wait();
+  float* acc = d;
+  ::emu::sm90::wgmma_issue([=] {
+    using namespace ::emu::sm90;
+    const Desc b = decode(desc_b);
+    for (int i = 0; i < kN / 2; ++i) {
+      const int h = (i % 4) / 2, col = acc_col(i);
+      float s = scale_d != 0 ? acc[i] : 0.f;
+      for (int k = 0; k < 16; ++k) s = std::fma(rows[h][k], bf16_at(mn_major(b, col, k, 2)), s);
+      acc[i] = s;
+    }
+  });
+}
+
+}  // namespace kjit::sm90

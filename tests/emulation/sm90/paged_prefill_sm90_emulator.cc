@@ -1,0 +1,237 @@
+// Runs the real kernel_sources/attention/prefill_sm90.cu paged kernel (the ragged paged prefill's
+// sm_90a kernel: warp specialization, mbarriers, named barriers, TMA page loads, wgmma) on the
+// host, end to end through the public API: kjit plans, uploads, compiles the cubin with NVRTC
+// and launches on the stand-in driver (tests/support/simulated_driver.cc, as an sm_90a device
+// whose memory is host memory), whose launch hook hands the launch here; the kernel text,
+// compiled by g++ against the emulated PTX of tests/emulation/sm90/include (a std::thread per
+// CUDA thread, one CTA at a time), computes it from the Params and TMA maps the runtime built.
+// Each case is the GPU suite's runner (kjit::testing::run_paged_prefill_case: fresh random data,
+// poisoned outputs, NaN in unused page slots, float64 reference). Covered: TMA page loads and the
+// gathered tail tile, the gather at any page size, the persistent schedule over few CTAs (the K/V
+// ring, Q handover and pingpong turns carried across units), a CTA per unit, packed GQA, both
+// head dims, the 192-row tile, causal and not, LSE; then copies and wgmma groups landing at the
+// last moment their waits allow, which exposes a missing wait or a stage released too early.
+// CTest runs it (label emulation) with the stand-in's environment (tests/CMakeLists.txt).
+#include "attention/prefill_sm90.cu"
+
+#include "tools/testing/gpu.hpp"
+#include "tools/testing/reference_attention.hpp"
+
+#include <kjit/ops/attention.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+constexpr uint32_t kCtaSmem = 232448;  // an SM's opt-in dynamic shared memory
+}  // namespace
+
+namespace emu {
+Block g_block;
+thread_local Dim3 t_thread, t_block, t_grid;
+thread_local Block* t_cta = nullptr;
+bool g_late_copies = false;
+thread_local AsyncState t_async;
+namespace sm90 {
+Cta* g_cta = nullptr;
+bool g_late_wgmma = false;
+thread_local WgmmaState t_wgmma;
+thread_local std::map<uint32_t, uint32_t> t_phases_seen;
+}  // namespace sm90
+}  // namespace emu
+
+// The kernels' `extern __shared__ uint8_t smem_raw[]`.
+namespace kjit::attention::detail {
+alignas(1024) uint8_t smem_raw[kCtaSmem];
+}  // namespace kjit::attention::detail
+
+namespace {
+
+using kjit::attention::PrefillParams;
+namespace ka = kjit::attention;
+
+int g_emulated = 0;      // launches the hook ran
+bool g_unknown = false;  // a launch of a kernel not emulated here
+
+/// Runs `kernel` over the launch's grid, one CTA at a time, each CUDA thread a std::thread.
+void run_grid(const CUlaunchConfig& c, void (*kernel)(const PrefillParams&), const PrefillParams& p) {
+  const unsigned threads = c.blockDimX * c.blockDimY * c.blockDimZ;
+  for (unsigned z = 0; z < c.gridDimZ; ++z) {
+    for (unsigned y = 0; y < c.gridDimY; ++y) {
+      for (unsigned x = 0; x < c.gridDimX; ++x) {
+        emu::sm90::Cta cta;
+        cta.smem = ka::detail::smem_raw;
+        cta.smem_bytes = c.sharedMemBytes;
+        emu::sm90::g_cta = &cta;
+        emu::g_block.barrier.reset(static_cast<int>(threads));
+        for (auto& w : emu::g_block.warps) w.barrier.reset(32);
+        std::memset(ka::detail::smem_raw, 0xFF, sizeof(ka::detail::smem_raw));  // bf16 NaN until written
+        std::vector<std::thread> ts;
+        ts.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t) {
+          ts.emplace_back([&, t, x, y, z] {
+            emu::t_thread = {t, 0, 0};
+            emu::t_block = {x, y, z};
+            emu::t_grid = {c.gridDimX, c.gridDimY, c.gridDimZ};
+            emu::t_async = {};
+            emu::sm90::t_wgmma = {};
+            kernel(p);
+            if (!emu::t_async.open.empty() || !emu::t_async.committed.empty()) {
+              emu::sm90::fail("exited with cp.async copies in flight");
+            }
+            if (!emu::sm90::t_wgmma.open.empty() || !emu::sm90::t_wgmma.committed.empty()) {
+              emu::sm90::fail("exited with wgmma groups not waited for");
+            }
+          });
+        }
+        for (auto& t : ts) t.join();
+        emu::sm90::g_cta = nullptr;
+      }
+    }
+  }
+}
+
+template <int kHeadDim, int kRows>
+void paged_kernel(const PrefillParams& p) {
+  ka::paged_prefill_sm90_kernel<kHeadDim, kRows>(p);
+}
+
+/// The stand-in driver's launch hook: the kernels emulated here, by lowered name.
+void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
+  struct Kernel {
+    const char* lowered;
+    void (*run)(const PrefillParams&);
+  };
+  static const Kernel kKernels[] = {
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128EEEvNS0_13PrefillParamsE", &paged_kernel<128, 128>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128EEEvNS0_13PrefillParamsE", &paged_kernel<64, 128>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192EEEvNS0_13PrefillParamsE", &paged_kernel<64, 192>},
+  };
+  for (const Kernel& k : kKernels) {
+    if (std::strcmp(name, k.lowered) == 0) {
+      run_grid(*c, k.run, *static_cast<const PrefillParams*>(params[0]));
+      ++g_emulated;
+      return;
+    }
+  }
+  std::fprintf(stderr, "launch of a kernel not emulated here: %s\n", name);
+  g_unknown = true;
+}
+
+kjit::testing::PagedPrefillCase ragged(std::vector<int> q, std::vector<int> kv, int hq, int hkv, int hd, int page, bool causal) {
+  kjit::testing::PagedPrefillCase c;
+  c.q_lens = std::move(q);
+  c.kv_lens = std::move(kv);
+  c.q_heads = hq;
+  c.kv_heads = hkv;
+  c.head_dim = hd;
+  c.layout.page_size = page;
+  c.causal = causal;
+  c.lse = true;
+  c.variant = ka::AttentionVariant::kWgmma;
+  return c;
+}
+
+int g_failed = 0;
+int g_cases = 0;
+
+void check(const kjit::testing::PagedPrefillCase& c) {
+  static std::random_device device;
+  const uint64_t seed = (static_cast<uint64_t>(device()) << 32) | device();
+  const int before = g_emulated;
+  std::string what = c.describe() + " seed=" + std::to_string(seed) +
+                     (emu::g_late_copies ? " late copies" : "") + (emu::sm90::g_late_wgmma ? " late wgmma" : "");
+  ++g_cases;
+  try {
+    const kjit::testing::AttentionCaseResult r = kjit::testing::run_paged_prefill_case(c, seed);
+    const bool ok = r.ok(1e-2, 1e-4) && g_emulated == before + 1 && !g_unknown;
+    std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what.c_str(), r.describe().c_str());
+    if (!ok) ++g_failed;
+  } catch (const std::exception& e) {
+    std::printf("FAIL %s: threw %s\n", what.c_str(), e.what());
+    ++g_failed;
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
+  using SetHook = void (*)(void (*)(const char*, const CUlaunchConfig*, void**));
+  const auto set_hook = lib != nullptr ? reinterpret_cast<SetHook>(dlsym(lib, "kjitSimSetLaunchHook")) : nullptr;
+  if (set_hook == nullptr || std::getenv("KJIT_SIM_HOST_PATH") == nullptr) {
+    std::fprintf(stderr, "needs the stand-in driver (LD_LIBRARY_PATH, KJIT_SIM_HOST_PATH=1, KJIT_SIM_CC=9.0)\n");
+    return 1;
+  }
+  set_hook(&on_launch);
+  kjit::testing::use_device(0);
+  using ka::PackGqa;
+  using ka::PageLoad;
+
+  // TMA page loads over pages of 16, 32 and 64 tokens: KV ending on a tile (no gathered tail), on
+  // a page, inside a page, one key, none; persistent over 2 CTAs and a CTA per unit; packed
+  // causal, unpacked full.
+  const std::vector<int> q = {64, 300, 1, 77, 5, 129};
+  const std::vector<int> kv = {256, 400, 1, 333, 0, 129};
+  for (int page : {16, 32, 64}) {
+    for (bool causal : {false, true}) {
+      kjit::testing::PagedPrefillCase c = ragged(q, kv, 8, 2, 128, page, causal);
+      c.tile_rows = 128;
+      c.pack_gqa = causal ? PackGqa::kOn : PackGqa::kOff;
+      c.page_load = PageLoad::kTma;
+      c.max_ctas = page == 32 ? 0 : 2;
+      c.persistent = page != 32;
+      check(c);
+    }
+  }
+  // The gather: pages of 1 and 3 tokens, GQA 1/3/4, both head dims, the 192-row tile at hd64,
+  // rows that see no key (q > kv under causal), empty requests; persistent on 3 CTAs and not.
+  const std::vector<int> q2 = {1, 0, 191, 43, 200};
+  const std::vector<int> kv2 = {1, 40, 300, 40, 260};
+  for (int hd : {64, 128}) {
+    for (int ratio : {1, 3, 4}) {
+      kjit::testing::PagedPrefillCase c = ragged(q2, kv2, 2 * ratio, 2, hd, ratio == 3 ? 3 : 1, ratio != 1);
+      c.tile_rows = 128;
+      c.pack_gqa = ratio == 4 ? PackGqa::kOn : PackGqa::kOff;
+      c.page_load = PageLoad::kGather;
+      c.max_ctas = 3;
+      c.persistent = ratio != 3;
+      check(c);
+      if (hd == 64) {
+        c.tile_rows = 192;
+        check(c);
+      }
+    }
+  }
+  // The same on the stage ring wrapped many times over one CTA, then with every copy and every
+  // wgmma group landing as late as its wait allows.
+  kjit::testing::PagedPrefillCase one = ragged({300, 1, 129}, {1000, 300, 129}, 4, 2, 128, 16, true);
+  one.tile_rows = 128;
+  one.pack_gqa = PackGqa::kOn;
+  one.max_ctas = 1;
+  for (PageLoad load : {PageLoad::kTma, PageLoad::kGather}) {
+    one.page_load = load;
+    check(one);
+  }
+  emu::g_late_copies = true;
+  emu::sm90::g_late_wgmma = true;
+  for (PageLoad load : {PageLoad::kTma, PageLoad::kGather}) {
+    one.page_load = load;
+    check(one);
+  }
+  kjit::testing::PagedPrefillCase wide = ragged(q2, kv2, 8, 2, 64, 16, true);
+  wide.tile_rows = 192;
+  wide.max_ctas = 2;
+  check(wide);
+
+  std::printf("%d of %d cases failed (%d launches emulated)\n", g_failed, g_cases, g_emulated);
+  return g_failed == 0 && g_cases > 0 ? 0 : 1;
+}
