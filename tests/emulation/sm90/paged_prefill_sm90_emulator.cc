@@ -10,7 +10,9 @@
 // gathered tail tile, the gather at any page size, the persistent schedule over few CTAs (the K/V
 // ring, Q handover and pingpong turns carried across units), a CTA per unit, packed GQA, both
 // head dims, the 192-row tile, causal and not, LSE; then copies and wgmma groups landing at the
-// last moment their waits allow, which exposes a missing wait or a stage released too early.
+// last moment their waits allow, where a shared-memory write under an unretired wgmma aborts (a
+// stage released before its wgmma's wait: moving the V release above its wait fails here, as does
+// loading a request's tail tile by TMA, whose rows past kv_len read the pool's NaN slots).
 // CTest runs it (label emulation) with the stand-in's environment (tests/CMakeLists.txt).
 #include "attention/prefill_sm90.cu"
 

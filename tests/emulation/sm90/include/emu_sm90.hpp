@@ -5,14 +5,18 @@
 // TMA loads and stores through the stand-in driver's tensor maps, and each thread's wgmma
 // groups. Written from the PTX ISA's definitions; the kjit/*.cuh headers beside this one wrap it
 // under the kernel headers' names. Every wait gives up after kWaitSeconds and aborts naming the
-// barrier (a protocol deadlock), and every shared-memory access is checked against the launch's
-// dynamic shared memory.
+// barrier (a protocol deadlock) and what every thread waits on; every shared-memory access is
+// checked against the launch's dynamic shared memory; with g_late_wgmma a wgmma reads its
+// operands at the wait that retires it, and a write (st.shared, a copy or a TMA box landing) to
+// shared memory an unretired wgmma reads aborts as a hazard (a stage released before the wait).
 #include "emu_cp_async.hpp"
 #include "emu_runtime.hpp"
 
 #include "tests/support/simulated_tensor_map.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -58,6 +62,9 @@ struct Cta {
     uint32_t a = 0, b = 0;
   };
   Waiting waiting[1024];
+  /// Per 1024-byte atom of shared memory, the wgmma operations in flight that read it (late
+  /// wgmma only): a write there is a hazard.
+  std::atomic<int> reads_in_flight[256] = {};
 };
 
 extern Cta* g_cta;
@@ -71,6 +78,19 @@ extern Cta* g_cta;
 inline uint8_t* smem_at(uint32_t addr, uint32_t bytes) {
   if (uint64_t{addr} + bytes > g_cta->smem_bytes) fail("shared access past the dynamic shared memory", addr, bytes);
   return g_cta->smem + addr;
+}
+
+/// smem_at for a write (st.shared, a copy landing): fails if a wgmma in flight reads that atom.
+inline uint8_t* smem_write(uint32_t addr, uint32_t bytes) {
+  uint8_t* at = smem_at(addr, bytes);
+  for (uint32_t a = addr / 1024; a <= (addr + bytes - 1) / 1024; ++a) {
+    if (g_cta->reads_in_flight[a].load() > 0) {
+      fail("shared memory written while a wgmma that reads it is in flight (a stage released or refilled "
+           "before the wgmma's wait)",
+           addr, bytes);
+    }
+  }
+  return at;
 }
 
 /// Waits on the CTA's condition until `done()`; after kWaitSeconds prints what every waiting
@@ -236,7 +256,7 @@ inline void tma_load(uint32_t dst, const void* map, const int32_t (&coords)[5], 
   for_each_box_row(m, coords, rank, [&](const uint8_t* src, uint32_t offset, uint32_t row_bytes) {
     for (uint32_t chunk = 0; chunk < row_bytes; chunk += 16) {
       const uint32_t to = swizzled ? swizzle128(dst + offset + chunk) : dst + offset + chunk;
-      uint8_t* out = smem_at(to, 16);
+      uint8_t* out = smem_write(to, 16);
       if (src != nullptr) {
         std::memcpy(out, src + chunk, 16);
       } else {
@@ -303,18 +323,50 @@ struct WgmmaState {
 extern bool g_late_wgmma;
 extern thread_local WgmmaState t_wgmma;
 
-inline void wgmma_issue(std::function<void()> op) {
-  if (g_late_wgmma) {
-    t_wgmma.open.push_back(std::move(op));
+/// The 1024-byte atoms an operand of `rows` rows (K-major: 8-row groups SBO apart) or of `rows`
+/// MN elements (MN-major, 16 k: 128-byte blocks LBO apart, 8-k groups SBO apart) spans.
+template <class Atom>
+void operand_atoms(const Desc& d, bool k_major_operand, int rows, int elem, const Atom& atom) {
+  if (k_major_operand) {
+    for (int g = 0; g < rows / 8; ++g) atom((d.start + static_cast<uint32_t>(g) * d.sbo) / 1024);
   } else {
-    op();
+    for (int b = 0; b < rows * elem / 128; ++b) {
+      for (int kg = 0; kg < 2; ++kg) atom((d.start + static_cast<uint32_t>(b) * d.lbo + kg * d.sbo) / 1024);
+    }
   }
+}
+
+/// Issues one wgmma operation reading the operands `reads` (descriptor, K-major, rows, element
+/// bytes): with g_late_wgmma it runs at the wait that retires its group, and until then a write
+/// to what it reads fails (smem_write); otherwise it runs now.
+struct Operand {
+  Desc desc;
+  bool k_major;
+  int rows, elem;
+};
+inline void wgmma_issue(std::function<void()> op, std::vector<Operand> reads) {
+  if (!g_late_wgmma) {
+    op();
+    return;
+  }
+  auto count = [reads](int delta) {
+    for (const Operand& o : reads) {
+      operand_atoms(o.desc, o.k_major, o.rows, o.elem, [&](uint32_t a) { g_cta->reads_in_flight[a] += delta; });
+    }
+  };
+  count(1);
+  t_wgmma.open.push_back([op = std::move(op), count] {
+    op();
+    count(-1);
+  });
 }
 inline void wgmma_commit() {
   t_wgmma.committed.push_back(std::move(t_wgmma.open));
   t_wgmma.open.clear();
 }
 inline void wgmma_wait(int pending) {
+  // Late: let the other threads run first (a producer refilling a stage released too early).
+  if (static_cast<int>(t_wgmma.committed.size()) > pending) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   while (static_cast<int>(t_wgmma.committed.size()) > pending) {
     for (auto& op : t_wgmma.committed.front()) op();
     t_wgmma.committed.pop_front();

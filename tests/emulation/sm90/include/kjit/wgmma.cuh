@@ -48,7 +48,7 @@ inline void wgmma_bf16_ss(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, 
       for (int k = 0; k < 16; ++k) s = std::fma(bf16_at(k_major(a, row, 2 * k)), bf16_at(k_major(b, col, 2 * k)), s);
       acc[i] = s;
     }
-  });
+  }, {{::emu::sm90::decode(desc_a), true, 64, 2}, {::emu::sm90::decode(desc_b), true, kN, 2}});
 }
 
 /// d (+)= A · B, A from registers (the mma.m16n8k16 A fragment per warp's 16 rows) and B MN-major.
@@ -82,7 +82,7 @@ inline void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_
       for (int k = 0; k < 16; ++k) s = std::fma(rows[h][k], bf16_at(mn_major(b, col, k, 2)), s);
       acc[i] = s;
     }
-  });
+  }, {{::emu::sm90::decode(desc_b), false, kN, 2}});
 }
 
 }  // namespace kjit::sm90
