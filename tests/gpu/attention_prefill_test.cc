@@ -300,16 +300,8 @@ TEST_F(AttentionPrefillGpu, LongerSequencesAcrossManyKvTiles) {
 
 PagedPrefillCase ragged(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads, int head_dim,
                         int page_size, bool causal) {
-  PagedPrefillCase c;
-  c.q_lens = std::move(q_lens);
-  c.kv_lens = std::move(kv_lens);
-  c.q_heads = q_heads;
-  c.kv_heads = kv_heads;
-  c.head_dim = head_dim;
-  c.layout.page_size = page_size;
-  c.causal = causal;
-  c.lse = true;
-  return c;
+  return kjit::testing::paged_prefill_case(std::move(q_lens), std::move(kv_lens), q_heads, kv_heads, head_dim,
+                                           page_size, causal);
 }
 
 TEST_F(AttentionPrefillGpu, PlanOfThreeRaggedRequests) {

@@ -812,6 +812,20 @@ std::string PagedPrefillCase::describe() const {
   return s;
 }
 
+PagedPrefillCase paged_prefill_case(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads,
+                                    int head_dim, int page_size, bool causal) {
+  PagedPrefillCase c;
+  c.q_lens = std::move(q_lens);
+  c.kv_lens = std::move(kv_lens);
+  c.q_heads = q_heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.layout.page_size = page_size;
+  c.causal = causal;
+  c.lse = true;
+  return c;
+}
+
 AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t seed, Runtime& runtime) {
   AttentionCaseResult result;
   result.seed = seed;

@@ -279,6 +279,11 @@ struct PagedPrefillCase {
 AttentionCaseResult run_paged_prefill_case(const PagedPrefillCase& c, uint64_t seed,
                                            Runtime& runtime = Runtime::global());
 
+/// A PagedPrefillCase of requests with `q_lens` query tokens over `kv_lens` keys (pages of
+/// `page_size`), LSE asked for; everything else the defaults.
+PagedPrefillCase paged_prefill_case(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads,
+                                    int head_dim, int page_size, bool causal);
+
 /// One append_paged_kv check: random pools (NaN) and table for `kv_lens`, then the last
 /// `new_counts[b]` tokens of each request appended, either by append_indptr or by per-token
 /// positions (shuffled token order). Every appended slot must hold its token bit for bit and

@@ -126,16 +126,11 @@ void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
   g_unknown = true;
 }
 
-kjit::testing::PagedPrefillCase ragged(std::vector<int> q, std::vector<int> kv, int hq, int hkv, int hd, int page, bool causal) {
-  kjit::testing::PagedPrefillCase c;
-  c.q_lens = std::move(q);
-  c.kv_lens = std::move(kv);
-  c.q_heads = hq;
-  c.kv_heads = hkv;
-  c.head_dim = hd;
-  c.layout.page_size = page;
-  c.causal = causal;
-  c.lse = true;
+/// A case for the Hopper kernel (kjit::testing::paged_prefill_case, the wgmma variant forced).
+kjit::testing::PagedPrefillCase ragged(std::vector<int> q, std::vector<int> kv, int hq, int hkv, int hd, int page,
+                                       bool causal) {
+  kjit::testing::PagedPrefillCase c =
+      kjit::testing::paged_prefill_case(std::move(q), std::move(kv), hq, hkv, hd, page, causal);
   c.variant = ka::AttentionVariant::kWgmma;
   return c;
 }
