@@ -12,6 +12,7 @@
 #include <climits>
 #include <functional>
 #include <queue>
+#include <string>
 #include <utility>
 
 namespace kjit::attention {
@@ -26,6 +27,25 @@ struct PagedPrefillPlanKey {
   int32_t tile_rows, variant, has_work, pack_group, page_load, tma_pages;
   detail::TargetKey target;
 };
+
+/// The page_load rules both steps check, failing as `op`: a PageLoad value, and for kTma pages
+/// that hold whole boxes and (tile_rows ≠ 0: known) the tile that loads them. `field` names the
+/// page_load ("page_load" or "plan's page_load"); `pages` and `pages_value` the page size.
+void check_page_load(const char* op, const char* field, PageLoad load, int64_t page_size, const char* pages,
+                     const std::string& pages_value, int tile_rows) {
+  if (!enum_named(kPageLoadNames, load)) {
+    kjit::detail::fail(op, fmt::format("{} must be auto, gather or tma, got {}", field, static_cast<int>(load)));
+  }
+  if (load != PageLoad::kTma) return;
+  if (!detail::tma_page_size(page_size)) {
+    kjit::detail::fail(op, fmt::format("{0} tma loads {1}-row boxes inside pages: {2} must be a multiple of {1}, "
+                                       "got {3}",
+                                       field, kPageBoxRows, pages, pages_value));
+  }
+  if (tile_rows != 0 && tile_rows != kTmaPageTileRows) {
+    kjit::detail::fail(op, fmt::format("{} tma runs {}-row tiles; got tile_rows {}", field, kTmaPageTileRows, tile_rows));
+  }
+}
 
 }  // namespace
 
@@ -89,18 +109,8 @@ PagedPrefillDims validate_paged_prefill(const PagedPrefillArgs& args, const Page
                                  plan.ctas(), plan.cta_work.size(), plan.num_work(), heads));
     }
   }
-  if (!enum_named(kPageLoadNames, plan.page_load)) {
-    fail(kPagedOp, fmt::format("plan's page_load must be auto, gather or tma, got {}", static_cast<int>(plan.page_load)));
-  }
-  if (plan.page_load == PageLoad::kTma && !tma_page_size(d.cache.page_size)) {
-    fail(kPagedOp, fmt::format("plan's page_load tma loads {0}-row boxes inside pages: the page size must be a "
-                               "multiple of {0}, got cache.k {1}",
-                               kPageBoxRows, args.cache.k.describe()));
-  }
-  if (plan.page_load == PageLoad::kTma && plan.tile_rows != kTmaPageTileRows) {
-    fail(kPagedOp, fmt::format("plan's page_load tma runs {}-row tiles; the plan has tile_rows {}", kTmaPageTileRows,
-                               plan.tile_rows));
-  }
+  check_page_load(kPagedOp, "plan's page_load", plan.page_load, d.cache.page_size, "the page size",
+                  "cache.k " + args.cache.k.describe(), plan.tile_rows);
   d.tile_rows = plan.tile_rows;
   d.pack_group = static_cast<int>(plan.pack_group);
   d.num_work = plan.num_work();
@@ -260,17 +270,8 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
     }
   }
   d.pack_gqa = a.pack_gqa;
-  if (!enum_named(kPageLoadNames, a.page_load)) {
-    fail(kPlanOp, fmt::format("page_load must be auto, gather or tma, got {}", static_cast<int>(a.page_load)));
-  }
-  if (a.page_load == PageLoad::kTma && !tma_page_size(a.page_size)) {
-    fail(kPlanOp, fmt::format("page_load tma loads {0}-row boxes inside pages: page_size must be a multiple of {0}, "
-                              "got {1}",
-                              kPageBoxRows, a.page_size));
-  }
-  if (a.page_load == PageLoad::kTma && d.tile_rows != 0 && d.tile_rows != kTmaPageTileRows) {
-    fail(kPlanOp, fmt::format("page_load tma runs {}-row tiles; got tile_rows {}", kTmaPageTileRows, d.tile_rows));
-  }
+  check_page_load(kPlanOp, "page_load", a.page_load, a.page_size, "page_size", std::to_string(a.page_size),
+                  d.tile_rows);
   return d;
 }
 
