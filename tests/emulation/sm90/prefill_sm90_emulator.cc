@@ -1,12 +1,14 @@
-// Runs the real kernel_sources/attention/prefill_sm90.cu paged kernel (the ragged paged prefill's
-// sm_90a kernel: warp specialization, mbarriers, named barriers, TMA page loads, wgmma) on the
+// Runs the real kernel_sources/attention/prefill_sm90.cu kernels (the sm_90a dense prefill and
+// the ragged paged prefill: warp specialization, mbarriers, named barriers, TMA, wgmma) on the
 // host, end to end through the public API: kjit plans, uploads, compiles the cubin with NVRTC
 // and launches on the stand-in driver (tests/support/simulated_driver.cc, as an sm_90a device
 // whose memory is host memory), whose launch hook hands the launch here; the kernel text,
 // compiled by g++ against the emulated PTX of tests/emulation/sm90/include (a std::thread per
 // CUDA thread, one CTA at a time), computes it from the Params and TMA maps the runtime built.
-// Each case is the GPU suite's runner (kjit::testing::run_paged_prefill_case: fresh random data,
-// poisoned outputs, NaN in unused page slots, float64 reference). Covered: TMA page loads and the
+// Each case is the GPU suite's runner (kjit::testing::run_paged_prefill_case / run_prefill_case:
+// fresh random data, poisoned outputs, NaN in unused page slots and dead K/V rows, float64
+// reference). Dense: TMA loads of Q, K and V and the TMA store of O, ragged tails, GQA, both head
+// dims, causal and not, LSE. Paged: TMA page loads and the
 // gathered tail tile, the gather at any page size, the persistent schedule over few CTAs (the K/V
 // ring, Q handover and pingpong turns carried across units), a CTA per unit, packed GQA, both
 // head dims, the 192-row tile, causal and not, LSE; then copies and wgmma groups landing at the
@@ -62,7 +64,8 @@ int g_emulated = 0;      // launches the hook ran
 bool g_unknown = false;  // a launch of a kernel not emulated here
 
 /// Runs `kernel` over the launch's grid, one CTA at a time, each CUDA thread a std::thread.
-void run_grid(const CUlaunchConfig& c, void (*kernel)(const PrefillParams&), const PrefillParams& p) {
+template <class Params>
+void run_grid(const CUlaunchConfig& c, void (*kernel)(const Params&), const Params& p) {
   const unsigned threads = c.blockDimX * c.blockDimY * c.blockDimZ;
   for (unsigned z = 0; z < c.gridDimZ; ++z) {
     for (unsigned y = 0; y < c.gridDimY; ++y) {
@@ -103,21 +106,35 @@ template <int kHeadDim, int kRows>
 void paged_kernel(const PrefillParams& p) {
   ka::paged_prefill_sm90_kernel<kHeadDim, kRows>(p);
 }
+template <int kHeadDim>
+void dense_kernel(const ka::PrefillSm90Params& p) {
+  ka::prefill_sm90_kernel<kHeadDim>(p);
+}
+template <int kHeadDim, int kRows>
+void run_paged(const CUlaunchConfig& c, void** params) {
+  run_grid(c, &paged_kernel<kHeadDim, kRows>, *static_cast<const PrefillParams*>(params[0]));
+}
+template <int kHeadDim>
+void run_dense(const CUlaunchConfig& c, void** params) {
+  run_grid(c, &dense_kernel<kHeadDim>, *static_cast<const ka::PrefillSm90Params*>(params[0]));
+}
 
 /// The stand-in driver's launch hook: the kernels emulated here, by lowered name.
 void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
   struct Kernel {
     const char* lowered;
-    void (*run)(const PrefillParams&);
+    void (*run)(const CUlaunchConfig&, void**);
   };
   static const Kernel kKernels[] = {
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128EEEvNS0_13PrefillParamsE", &paged_kernel<128, 128>},
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128EEEvNS0_13PrefillParamsE", &paged_kernel<64, 128>},
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192EEEvNS0_13PrefillParamsE", &paged_kernel<64, 192>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128EEEvNS0_13PrefillParamsE", &run_paged<128, 128>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128EEEvNS0_13PrefillParamsE", &run_paged<64, 128>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192EEEvNS0_13PrefillParamsE", &run_paged<64, 192>},
+      {"_ZN4kjit9attention19prefill_sm90_kernelILi128EEEvNS0_17PrefillSm90ParamsE", &run_dense<128>},
+      {"_ZN4kjit9attention19prefill_sm90_kernelILi64EEEvNS0_17PrefillSm90ParamsE", &run_dense<64>},
   };
   for (const Kernel& k : kKernels) {
     if (std::strcmp(name, k.lowered) == 0) {
-      run_grid(*c, k.run, *static_cast<const PrefillParams*>(params[0]));
+      k.run(*c, params);
       ++g_emulated;
       return;
     }
@@ -138,7 +155,16 @@ kjit::testing::PagedPrefillCase ragged(std::vector<int> q, std::vector<int> kv, 
 int g_failed = 0;
 int g_cases = 0;
 
-void check(const kjit::testing::PagedPrefillCase& c) {
+kjit::testing::AttentionCaseResult run_case(const kjit::testing::PagedPrefillCase& c, uint64_t seed) {
+  return kjit::testing::run_paged_prefill_case(c, seed);
+}
+kjit::testing::AttentionCaseResult run_case(const kjit::testing::PrefillCase& c, uint64_t seed) {
+  return kjit::testing::run_prefill_case(c, seed);
+}
+
+/// Runs case `c` (its one launch emulated) against the float64 reference.
+template <class Case>
+void check(const Case& c) {
   static std::random_device device;
   const uint64_t seed = (static_cast<uint64_t>(device()) << 32) | device();
   const int before = g_emulated;
@@ -146,7 +172,7 @@ void check(const kjit::testing::PagedPrefillCase& c) {
                      (emu::g_late_copies ? " late copies" : "") + (emu::sm90::g_late_wgmma ? " late wgmma" : "");
   ++g_cases;
   try {
-    const kjit::testing::AttentionCaseResult r = kjit::testing::run_paged_prefill_case(c, seed);
+    const kjit::testing::AttentionCaseResult r = run_case(c, seed);
     const bool ok = r.ok(1e-2, 1e-4) && g_emulated == before + 1 && !g_unknown;
     std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what.c_str(), r.describe().c_str());
     if (!ok) ++g_failed;
@@ -173,6 +199,23 @@ int main() {
   using ka::PackGqa;
   using ka::PageLoad;
 
+  // The dense kernel: q tiles past a ragged end (TMA clips the store), a causal diagonal with
+  // more keys than queries (chunked prefill), GQA 1 and 4, both head dims (hd64: 192-row tiles).
+  for (int hd : {64, 128}) {
+    for (bool causal : {false, true}) {
+      kjit::testing::PrefillCase c;
+      c.batch = 2;
+      c.q_len = causal ? 200 : 77;
+      c.kv_len = causal ? 333 : 260;
+      c.q_heads = causal ? 8 : 2;
+      c.kv_heads = 2;
+      c.head_dim = hd;
+      c.causal = causal;
+      c.lse = true;
+      c.variant = ka::AttentionVariant::kWgmma;
+      check(c);
+    }
+  }
   // TMA page loads over pages of 16, 32 and 64 tokens: KV ending on a tile (no gathered tail), on
   // a page, inside a page, one key, none; persistent over 2 CTAs and a CTA per unit; packed
   // causal, unpacked full.
