@@ -129,9 +129,7 @@ struct Sm90Work {
   int b;            ///< batch index, or (paged) request
   int q_len;        ///< query tokens of the request (dense: of every batch)
   int kv_len;       ///< its keys
-  int diag;         ///< kv_len − q_len: under causal, token i sees keys j ≤ i + diag
   int q_first;      ///< paged: the request's first row of the packed q / out
-  int row_count;    ///< rows of the request: q_len, or (packed) q_len · pack_group
   int q0;           ///< the tile's first row
   int n_tiles;      ///< KV tiles its rows attend (from the last, see the file comment)
   PackedRows rows;  ///< paged: the (token, q head) of each row
@@ -139,6 +137,13 @@ struct Sm90Work {
     if constexpr (kPaged) return rows.token(row);
     return row;
   }
+  /// Rows of the request: q_len, or (packed) q_len · pack_group.
+  KJIT_DEVICE int row_count() const {
+    if constexpr (kPaged) return rows.count;
+    return q_len;
+  }
+  /// kv_len − q_len: under causal, token i sees keys j ≤ i + diag().
+  KJIT_DEVICE int diag() const { return kv_len - q_len; }
 };
 
 /// Work unit `u` of this CTA: for the paged kernel with a persistent schedule the unit
@@ -169,7 +174,6 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
     w.q_len = __ldg(p.qo_indptr + w.b + 1) - w.q_first;
     w.kv_len = PagedKV(p, w.b, w.kv_head).length();
     w.rows = PackedRows{w.q_len * p.pack_group, p.pack_group, p.pack_div, packed ? w.head * p.pack_group : w.head};
-    w.row_count = w.rows.count;
   } else {
     const int flat = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
     head_group_order(flat, p.q_heads, p.q_tiles, p.head_group, causal, w.head, q_tile);
@@ -177,12 +181,10 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
     w.b = static_cast<int>(blockIdx.z);
     w.q_len = p.q_len;
     w.kv_len = p.kv_len;
-    w.row_count = w.q_len;
   }
   w.q0 = q_tile * Shape::kBlockM;
-  w.diag = w.kv_len - w.q_len;
-  const int q_rows = min(Shape::kBlockM, w.row_count - w.q0);
-  const int kv_end = causal ? max(min(w.kv_len, w.token(w.q0 + q_rows - 1) + 1 + w.diag), 0) : w.kv_len;
+  const int q_rows = min(Shape::kBlockM, w.row_count() - w.q0);
+  const int kv_end = causal ? max(min(w.kv_len, w.token(w.q0 + q_rows - 1) + 1 + w.diag()), 0) : w.kv_len;
   w.n_tiles = (kv_end + Shape::kBlockN - 1) / Shape::kBlockN;
   return w;
 }
@@ -190,10 +192,10 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
 /// A unit's Sm90Work in shared memory (kWorkWords 32-bit words at `slot`): the paged producer
 /// decodes each unit (a chain of dependent global loads) well before the consumers start it and
 /// hands it over here (named barriers kWorkStart + c of the kernel body).
-constexpr int kWorkWords = 15;
+constexpr int kWorkWords = 13;
 template <bool kPaged>
 KJIT_DEVICE void store_work(uint32_t slot, const Sm90Work<kPaged>& w) {
-  const int words[kWorkWords] = {w.head, w.kv_head, w.b, w.q_len, w.kv_len, w.diag, w.q_first, w.row_count, w.q0,
+  const int words[kWorkWords] = {w.head, w.kv_head, w.b, w.q_len, w.kv_len, w.q_first, w.q0,
                                  w.n_tiles, w.rows.count, w.rows.pack, static_cast<int>(w.rows.div.magic),
                                  static_cast<int>(w.rows.div.shift), w.rows.first_head};
 #pragma unroll
@@ -210,16 +212,14 @@ KJIT_DEVICE Sm90Work<kPaged> load_work(uint32_t slot) {
   w.b = x[2];
   w.q_len = x[3];
   w.kv_len = x[4];
-  w.diag = x[5];
-  w.q_first = x[6];
-  w.row_count = x[7];
-  w.q0 = x[8];
-  w.n_tiles = x[9];
-  w.rows.count = x[10];
-  w.rows.pack = x[11];
-  w.rows.div.magic = static_cast<uint32_t>(x[12]);
-  w.rows.div.shift = static_cast<uint32_t>(x[13]);
-  w.rows.first_head = x[14];
+  w.q_first = x[5];
+  w.q0 = x[6];
+  w.n_tiles = x[7];
+  w.rows.count = x[8];
+  w.rows.pack = x[9];
+  w.rows.div.magic = static_cast<uint32_t>(x[10]);
+  w.rows.div.shift = static_cast<uint32_t>(x[11]);
+  w.rows.first_head = x[12];
   return w;
 }
 
@@ -579,7 +579,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     // reach past the smaller of its two limits.
     int limit[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) limit[h] = causal ? min(w.kv_len, w.token(my_row + 8 * h) + w.diag + 1) : w.kv_len;
+    for (int h = 0; h < 2; ++h) limit[h] = causal ? min(w.kv_len, w.token(my_row + 8 * h) + w.diag() + 1) : w.kv_len;
     float row_m[2] = {neg_inf(), neg_inf()};
     float row_l[2] = {0.f, 0.f};
 
@@ -727,7 +727,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       const float l = quad_sum(row_l[h]);
       inv[h] = l > 0.f ? fast_rcp(l) : 0.f;
       const int row = my_row + 8 * h;
-      if (p.lse != nullptr && tq == 0 && row < w.row_count) {
+      if (p.lse != nullptr && tq == 0 && row < w.row_count()) {
         // Dense: lse [batch, q_heads, q_len]; packed: [q_heads, total_q] (lse_stride_b unused).
         int64_t at;
         if constexpr (kPaged) {
@@ -746,7 +746,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = my_row + 8 * h;
-        if (row < w.row_count) {
+        if (row < w.row_count()) {
           const int token = w.rows.token(row);
           char* dst = static_cast<char*>(p.out) +
                       (static_cast<int64_t>(w.q_first + token) * p.out_stride_l +

@@ -211,7 +211,8 @@ const Family& paged_prefill_sm90_family() {
     Family f;
     f.name = "attention.paged_prefill_sm90";
     f.doc = "Ragged GQA prefill over a paged bf16 KV cache on Hopper: the wgmma consumers of attention.prefill_sm90 "
-            "with a cp.async producer warpgroup that gathers Q and K/V rows through the page table (any page size), "
+            "with a producer warpgroup that gathers Q and K/V rows through the page table with cp.async (any page "
+            "size) or, on 128-row work items, loads K/V pages with TMA (page sizes that are multiples of 16), "
             + fmt::format("the plan's work items of block_m rows (128: two consumer warpgroups; {} at head_dim {}: "
                           "three), causal or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a only)",
                           kWideTileRows, kWideTileHeadDim);
