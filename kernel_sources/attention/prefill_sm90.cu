@@ -230,6 +230,18 @@ KJIT_DEVICE bool tail_past_keys(int n_tiles, int kv_len) {
   return n_tiles * Shape::kBlockN > kv_len;
 }
 
+/// Where the CTA's KV tile g (counted over all its units) sits in the stage ring: its stage and
+/// its round (round r waits on the full barriers' phase of parity r & 1, and from round 1 on for
+/// the empty barriers' phase of parity (r − 1) & 1).
+struct RingSlot {
+  int stage;
+  int round;
+};
+template <int kStages>
+KJIT_DEVICE RingSlot ring_slot(int g) {
+  return {g % kStages, g / kStages};
+}
+
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
 /// barrier through cp.async arrivals. `started()` runs once the unit's first loads are issued:
@@ -276,8 +288,9 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   auto gather_tile = [&](int it, bool joined) {
     const int tile = n_tiles - 1 - it;
     const int g = tiles_before + it;
-    const int s = g % kStages;
-    const int round = g / kStages;
+    const RingSlot ring = ring_slot<kStages>(g);
+    const int s = ring.stage;
+    const int round = ring.round;
     const uint32_t table = row_tables + (g & 1) * (kBlockN * 4);
     const int token = tile * kBlockN + t;
     st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
@@ -322,15 +335,9 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   // TMA page loads. Lane j of warp 0 issues box j of tile `it`: its kPageBoxRows slots from
   // j · kPageBoxRows on (inside one page: page_size is a multiple of kPageBoxRows), as kAtoms
   // copies of 64 columns; lane 0 arrives with the stage's bytes first.
-  // The ring position of the tile being issued: stage s, its round's parity `phase` (the empty
-  // barriers' wait parity is phase ^ 1), and whether the ring has wrapped (a round > 0).
-  int s = tiles_before % kStages;
-  uint32_t phase = static_cast<uint32_t>((tiles_before / kStages) & 1);
-  bool wrapped = tiles_before >= kStages;
-  auto next_stage = [&] {
-    if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
-  };
   auto tma_tile = [&](int it) {
+    const RingSlot ring = ring_slot<kStages>(tiles_before + it);
+    const int s = ring.stage;
     constexpr int kBoxes = kBlockN / kPageBoxRows;
     int page = 0, slot = 0;
     if (t < kBoxes) {
@@ -342,7 +349,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
     const uint32_t box = s * Shape::kKvBytes + t * (kPageBoxRows * 128);
     // K, then V: the stage's slot once released, the bytes announced, the boxes.
     auto issue = [&](uint32_t empty, uint32_t full, uint32_t dst, const TmaDescriptor* map) {
-      if (wrapped) mbarrier_wait(empty, phase ^ 1u);
+      if (ring.round > 0) mbarrier_wait(empty, static_cast<uint32_t>((ring.round - 1) & 1));
       if (t == 0) mbarrier_arrive_expect_tx(full, Shape::kKvBytes);
       __syncwarp();
       if (t < kBoxes) {
@@ -352,7 +359,6 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
     };
     issue(k_empty(s), k_full(s), k_smem + box, &p.tma_k_pages);
     issue(v_empty(s), v_full(s), v_smem + box, &p.tma_v_pages);
-    next_stage();
   };
   // Walking from the last tile, only the first can hold keys past kv_len (rows that must read as
   // zeros, which a box would fill from the page's unused slots): it is gathered by all 128
@@ -360,7 +366,6 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   if (n_tiles == 0) return;
   if (tail_past_keys<Shape>(n_tiles, kv_len)) {
     gather_tile(0, true);
-    next_stage();
   } else if (t < 32) {
     tma_tile(0);
   }
@@ -488,8 +493,9 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       for (int a = 0; a < kAtoms; ++a) tma_load_4d(q_smem + a * kQAtomBytes, &p.tma_q, a * 64, w.q0, w.head, w.b, q_full);
       for (int it = 0; it < w.n_tiles; ++it) {
         const int tile = w.n_tiles - 1 - it;
-        const int s = it % kStages;
-        const int round = it / kStages;
+        const RingSlot ring = ring_slot<kStages>(it);
+        const int s = ring.stage;
+        const int round = ring.round;
         const uint32_t k_dst = k_smem + s * Shape::kKvBytes;
         const uint32_t v_dst = v_smem + s * Shape::kKvBytes;
         // K and V of a stage are released separately (K once S = Q·Kᵀ is done, V once P·V is),
@@ -652,8 +658,8 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       }
     };
     // Ring position, parity of the CTA's tile g (counted over all its units).
-    auto stage = [&](int it) { return (tiles_before + it) % kStages; };
-    auto parity = [&](int it) { return static_cast<uint32_t>(((tiles_before + it) / kStages) & 1); };
+    auto stage = [&](int it) { return ring_slot<kStages>(tiles_before + it).stage; };
+    auto parity = [&](int it) { return static_cast<uint32_t>(ring_slot<kStages>(tiles_before + it).round & 1); };
     // The producer may gather the next unit's Q once every warp's last Q·Kᵀ is complete.
     auto release_q = [&]() {
       if constexpr (kPaged) release(q_empty);
