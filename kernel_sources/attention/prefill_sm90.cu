@@ -43,9 +43,10 @@
 // phases continue across units, each unit's Q is gathered once every consumer warp has waited for
 // its last Q·Kᵀ of the unit before (the q_empty barrier), and O goes straight from registers to
 // global memory, so the next unit's Q and first K/V tiles load while the CTA finishes the last
-// P·V and the epilogue. The producer decodes each unit (the work map, the request's lengths) and
-// hands it to the consumer warpgroups in shared memory, meeting each on a named barrier once the
-// unit's first loads are issued. The producer warpgroup gathers instead of issuing TMA: per KV tile each
+// P·V and the epilogue. The producer and each consumer warpgroup decode the units themselves (the
+// work map, the request's lengths: dependent global loads, which a consumer issues while its last
+// P·V of the unit before runs); no shared state passes between the roles but Q, K and V through
+// their mbarriers. The producer warpgroup gathers instead of issuing TMA: per KV tile each
 // of its 128 threads looks up one token's pool row through the page table (PagedKV,
 // attention/kv_source.cuh) into a shared row table, then all 128 copy the tile's rows with 16-byte
 // cp.async straight into the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens
@@ -189,40 +190,6 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
   return w;
 }
 
-/// A unit's Sm90Work in shared memory (kWorkWords 32-bit words at `slot`): the paged producer
-/// decodes each unit (a chain of dependent global loads) well before the consumers start it and
-/// hands it over here (named barriers kWorkStart + c of the kernel body).
-constexpr int kWorkWords = 13;
-template <bool kPaged>
-KJIT_DEVICE void store_work(uint32_t slot, const Sm90Work<kPaged>& w) {
-  const int words[kWorkWords] = {w.head, w.kv_head, w.b, w.q_len, w.kv_len, w.q_first, w.q0,
-                                 w.n_tiles, w.rows.count, w.rows.pack, static_cast<int>(w.rows.div.magic),
-                                 static_cast<int>(w.rows.div.shift), w.rows.first_head};
-#pragma unroll
-  for (int k = 0; k < kWorkWords; ++k) st_shared_u32(slot + 4 * k, static_cast<uint32_t>(words[k]));
-}
-template <bool kPaged>
-KJIT_DEVICE Sm90Work<kPaged> load_work(uint32_t slot) {
-  int x[kWorkWords];
-#pragma unroll
-  for (int k = 0; k < kWorkWords; ++k) x[k] = static_cast<int>(ld_shared_u32(slot + 4 * k));
-  Sm90Work<kPaged> w;
-  w.head = x[0];
-  w.kv_head = x[1];
-  w.b = x[2];
-  w.q_len = x[3];
-  w.kv_len = x[4];
-  w.q_first = x[5];
-  w.q0 = x[6];
-  w.n_tiles = x[7];
-  w.rows.count = x[8];
-  w.rows.pack = x[9];
-  w.rows.div.magic = static_cast<uint32_t>(x[10]);
-  w.rows.div.shift = static_cast<uint32_t>(x[11]);
-  w.rows.first_head = x[12];
-  return w;
-}
-
 /// Whether a unit's first tile (its last in key order: the walk goes from the last tile) holds
 /// keys past kv_len, whose rows must read as zeros: with TMA page loads the one tile gathered.
 template <class Shape>
@@ -244,13 +211,11 @@ KJIT_DEVICE RingSlot ring_slot(int g) {
 
 /// The paged kernel's producer warpgroup (all 128 threads; see the file comment): Q, then the
 /// KV tiles from the last to the first through the stage ring, each copy completing on its full
-/// barrier through cp.async arrivals. `started()` runs once the unit's first loads are issued:
-/// after the first KV tile's, or Q's when it has none.
-template <class Shape, class Started>
+/// barrier through cp.async arrivals.
+template <class Shape>
 KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedRows& rows, int kv_head, int q_first,
                                     int q0, int kv_len, int n_tiles, int tiles_before, uint32_t q_smem,
-                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables,
-                                    const Started& started) {
+                                    uint32_t k_smem, uint32_t v_smem, uint32_t bars, uint32_t row_tables) {
   using namespace sm90;
   constexpr int kStages = Shape::kStages;
   constexpr int kBlockN = Shape::kBlockN;
@@ -277,7 +242,6 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
       },
       q_request);
   cp_async_mbarrier_arrive_noinc(q_full);
-  if (n_tiles == 0) started();
 
   const PagedKV kv(p, b, kv_head);
   // Tile `it` (the tile n_tiles − 1 − it; ring position tiles_before + it) gathered: each thread
@@ -326,10 +290,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   };
   // TMA page loads run on the 128-row tile only (Shape::kTmaPages).
   if (!Shape::kTmaPages || p.kv_tma == 0) {
-    for (int it = 0; it < n_tiles; ++it) {
-      gather_tile(it, false);
-      if (it == 0) started();
-    }
+    for (int it = 0; it < n_tiles; ++it) gather_tile(it, false);
     return;
   }
   // TMA page loads. Lane j of warp 0 issues box j of tile `it`: its kPageBoxRows slots from
@@ -369,14 +330,9 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   } else if (t < 32) {
     tma_tile(0);
   }
-  started();
   if (t >= 32) return;
   for (int it = 1; it < n_tiles; ++it) tma_tile(it);
 }
-
-}  // namespace detail
-
-namespace detail {
 
 /// The body of both kernels below (see the file comment): kPaged false reads PrefillSm90Params
 /// (TMA over dense BLHD tensors), true PrefillParams (packed Q, PagedKV, the plan's work map of
@@ -410,14 +366,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
   const uint32_t q_empty = bars + 8u * (1 + 4 * kStages);  // paged: the consumers are done with Q
-  // Paged: unit i's Sm90Work is in work slot i % 2. The producer writes it, issues the unit's
-  // first loads, then meets each consumer warpgroup c on named barrier kWorkStart + c (bar.sync
-  // on both sides, 256 threads) as that warpgroup starts the unit and reads it; the producer
-  // writes unit i + 2's into the slot only after meeting every warpgroup at unit i + 1.
-  auto work_slot = [&](int i) { return bars + 128u + 64u * static_cast<uint32_t>(i & 1); };
-  static_assert(8 * (1 + 4 * kStages) <= 128 && 4 * kWorkWords <= 64, "barriers and work slots in 256 bytes");
-  constexpr int kWorkStart = 2 + 2 * kConsumers;  // after the producer's row-table barrier
-  static_assert(kWorkStart + kConsumers - 1 <= 15, "named barriers");
+  static_assert(8 * (2 + 4 * kStages) <= 256, "the barriers in 256 bytes");
   const uint32_t row_tables = bars + 256;  // paged: two kBlockN-entry int32 pool-row tables
 
   // The CTA's work units [u_begin, u_end): the paged kernel's persistent schedule
@@ -468,19 +417,13 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     setmaxnreg_dec<Shape::kProducerRegs>();
     if constexpr (kPaged) {
       // Unit i's Q overwrites unit i − 1's once every consumer warp has issued and waited for
-      // its last Q·Kᵀ; its K/V tiles continue the ring where the unit before left it (its first
-      // kStages tiles wait only on releases of earlier units, so the producer reaches the meeting
-      // with the consumers without them).
+      // its last Q·Kᵀ; its K/V tiles continue the ring where the unit before left it.
       int tiles_before = 0;
       for (int u = u_begin; u < u_end; ++u) {
         const Sm90Work<kPaged> w = sm90_work<kPaged, Shape>(p, u);
         if (u > u_begin) mbarrier_wait(q_empty, static_cast<uint32_t>((u - u_begin - 1) & 1));
-        if (threadIdx.x == 0) store_work(work_slot(u - u_begin), w);
         paged_sm90_produce<Shape>(p, w.b, w.rows, w.kv_head, w.q_first, w.q0, w.kv_len, w.n_tiles, tiles_before,
-                                  q_smem, k_smem, v_smem, bars, row_tables, [&] {
-#pragma unroll
-                                    for (int c = 0; c < kConsumers; ++c) named_barrier(kWorkStart + c, 256);
-                                  });
+                                  q_smem, k_smem, v_smem, bars, row_tables);
         tiles_before += w.n_tiles;
       }
       // Leave no copy of this thread in flight when it exits (the consumers wait on the barriers).
@@ -570,14 +513,11 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   };
 
   int tiles_before = 0;
+  // Each warpgroup decodes its units itself: the next one's loads are issued while the last P·V
+  // of the current one runs (below).
+  Sm90Work<kPaged> next = sm90_work<kPaged, Shape>(p, u_begin);
   for (int u = u_begin; u < u_end; ++u) {
-    Sm90Work<kPaged> w;
-    if constexpr (kPaged) {
-      named_barrier(kWorkStart + c, 256);
-      w = load_work<kPaged>(work_slot(u - u_begin));
-    } else {
-      w = sm90_work<kPaged, Shape>(p, u);
-    }
+    const Sm90Work<kPaged> w = next;
     const int n_tiles = w.n_tiles;
     const int row0 = w.q0 + 64 * c;
     const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
@@ -715,12 +655,14 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       issue_pv(sl, n_tiles > 1);
       wgmma_commit();
       pass_turn(last_unit);
+      if (!last_unit) next = sm90_work<kPaged, Shape>(p, u + 1);
       wgmma_wait<0>();
       release(v_empty(sl));
     } else {
       release_q();
       wait_turn();  // the unit's one (empty) turn
       pass_turn(last_unit);
+      if (!last_unit) next = sm90_work<kPaged, Shape>(p, u + 1);
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
     }

@@ -43,14 +43,15 @@ struct PrefillSm90Shape {
   static constexpr int kAtoms = kHeadDim / 64;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   /// setmaxnreg split of the 64K registers: the producer's (24 for the dense kernel's TMA thread
-  /// and the paged gather beside three consumers; 40 for the paged producer beside two, whose
-  /// gather and TMA page loads do not fit 24), the rest for the consumers.
-  static constexpr int kProducerRegs = kPaged && kConsumers == 2 ? 40 : 24;
+  /// and the paged gather beside three consumers; beside two, the paged producer's gather and TMA
+  /// page loads take 40 at hd128 and 56 at hd64, where ptxas schedules its unit loop with more
+  /// values live and the consumers need fewer), the rest for the consumers.
+  static constexpr int kProducerRegs = kPaged && kConsumers == 2 ? (kHeadDim == 64 ? 56 : 40) : 24;
   /// The paged kernel on this tile may load pages with TMA (kTmaPageTileRows: the two-consumer
   /// tile, whose producer has the 40 registers above).
   static constexpr bool kTmaPages = kPaged && kRows == kTmaPageTileRows;
   static_assert(!kTmaPages || kProducerRegs >= 40, "the TMA page loads' producer registers");
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kPaged ? 232 : 240;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kPaged ? (kHeadDim == 64 ? 224 : 232) : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage

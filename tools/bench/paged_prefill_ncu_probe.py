@@ -3,7 +3,8 @@
 fa3 as Nsight Compute sees them, one call each on the uniform rows of bench_flashinfer.py (8 ×
 (q 512 / kv 2048), GQA 32/8, page 16, causal; hd128 and hd64): kjit's automatic plan with its
 persistent schedule (its pages loaded with TMA), the same plan with a CTA per work unit
-(persistent=False), the persistent plan with its pages gathered (page_load="gather"), kjit's dense
+(persistent=False), the persistent plan with its pages gathered (page_load="gather"), at hd64 the
+persistent plan of 128-row tiles (TMA pages) beside the planned 192-row ones, kjit's dense
 Hopper prefill on the same rows as contiguous [B, L, H, D] tensors (TMA loads, no gather, no GQA
 packing: what the gather costs), and fa3 (unless --no-fa3).
 
@@ -43,10 +44,12 @@ for d in (int(x) for x in args.head_dims.split(",")):
     cache = bf.KjitCache(pools, 0)
     q = torch.randn(sum(q_lens), hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     out = torch.empty_like(q)
-    for name, persistent, load in (("persistent", None, "auto"), ("grid", False, "auto"),
-                                   ("persistent gather", None, "gather")):
-        plan = kj.plan(q_lens, d, cache=cache, q_heads=hq, causal=True, kv_heads=hkv, pack_gqa="auto",
-                       persistent=persistent, page_load=load)
+    variants = [("persistent", None, "auto", 0), ("grid", False, "auto", 0), ("persistent gather", None, "gather", 0)]
+    if d == 64:  # the 128-row tile, whose pages load with TMA, beside the planned 192-row one
+        variants.append(("persistent 128-row", True, "auto", 128))
+    for name, persistent, load, rows in variants:
+        plan = kj.plan(q_lens, d, tile_rows=rows, cache=cache, q_heads=hq, causal=True, kv_heads=hkv,
+                       pack_gqa="auto", persistent=persistent, page_load=load)
         keep.append(plan)
         calls.append((f"kjit {name} hd{d} (tile {plan['plan'].tile_rows}, ctas {plan['plan'].ctas})",
                       lambda plan=plan, q=q, cache=cache, out=out: kj.paged_prefill(plan, q, cache, out, causal=True)))
