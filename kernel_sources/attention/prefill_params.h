@@ -80,15 +80,15 @@ constexpr PrefillLaunchShape prefill_launch_shape(int head_dim, int block_m) {
 ///
 /// The KV fields are read by the KV-source policy (attention/kv_source.cuh) exactly as in
 /// DecodeParams.
-/// Slots of one TMA box of the sm_90a paged kernel's page loads (PrefillParams::kv_tma): page
-/// sizes that are multiples of it take them, each box inside one page.
+/// Slots of one TMA box of the sm_90a paged kernel's page loads (attention.paged_prefill_sm90,
+/// page_load tma): page sizes that are multiples of it take them, each box inside one page.
 constexpr int kPageBoxRows = 16;
 
 struct PrefillParams {
-  /// The sm_90a paged kernel's TMA page loads (kv_tma nonzero; PageLoad): tensor maps over the K
+  /// The sm_90a paged kernel's TMA page loads (page_load tma; PageLoad): tensor maps over the K
   /// and V pools [num_pages, page_size, kv_heads, head_dim] bf16, dims {head_dim, page_size,
   /// kv_heads, num_pages}, boxes of 64 columns × 16 slots, 128-byte swizzle. Unused (zero) by
-  /// every other kernel and with kv_tma 0.
+  /// every other kernel.
   kjit::fp8::TmaDescriptor tma_k_pages;
   kjit::fp8::TmaDescriptor tma_v_pages;
   /// bf16. Dense: [batch, q_len, q_heads, head_dim]; packed: [total_q, q_heads, head_dim] with
@@ -145,7 +145,6 @@ struct PrefillParams {
   /// kv_head · group + r % group; the plan's work items tile those q_len · group rows).
   int32_t pack_group;
   FastDiv pack_div;     ///< pack_group as a FastDiv
-  int32_t kv_tma;       ///< the sm_90a paged kernel: nonzero loads K/V pages with tma_k_pages / tma_v_pages
 };
 
 }  // namespace kjit::attention

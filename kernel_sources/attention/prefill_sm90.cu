@@ -56,8 +56,8 @@
 // kernel's TMA box writes; rows past the request's end zero-filled); a quad's four 4-byte stores of
 // O fill 16 contiguous bytes of one of the request's rows. Consumers fence the generic-proxy writes
 // of cp.async against their wgmma reads (fence.proxy.async) after each wait. Any page size works:
-// the gather is per token. With TMA page loads (PrefillParams::kv_tma: page sizes that are
-// multiples of kPageBoxRows, the 128-row tile) lane j of the producer's warp 0 issues box j of
+// the gather is per token. With TMA page loads (kTma, page_load tma: page sizes that are
+// multiples of kPageBoxRows) lane j of the producer's warp 0 issues box j of
 // each tile (kPageBoxRows slots of one page) from 4-D maps over the pools; the tile holding a
 // request's last key, whose rows past it must read as zeros, is still gathered, and only gathered
 // tiles need the consumers' proxy fence.
@@ -288,8 +288,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
         kv.v_row(0));
     copies_arrive(v_full(s));
   };
-  // TMA page loads run on the 128-row tile only (Shape::kTmaPages).
-  if (!Shape::kTmaPages || p.kv_tma == 0) {
+  if constexpr (!Shape::kTmaPages) {
     for (int it = 0; it < n_tiles; ++it) gather_tile(it, false);
     return;
   }
@@ -336,12 +335,12 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
 
 /// The body of both kernels below (see the file comment): kPaged false reads PrefillSm90Params
 /// (TMA over dense BLHD tensors), true PrefillParams (packed Q, PagedKV, the plan's work map of
-/// kRows-row tiles).
-template <int kHeadDim, bool kPaged, int kRows, class Params>
+/// kRows-row tiles, K/V pages loaded with TMA when kTma).
+template <int kHeadDim, bool kPaged, int kRows, bool kTma, class Params>
 KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  using Shape = PrefillSm90Shape<kHeadDim, kPaged, kRows>;
+  using Shape = PrefillSm90Shape<kHeadDim, kPaged, kRows, kTma>;
   constexpr int kBlockN = Shape::kBlockN;
   constexpr int kStages = Shape::kStages;
   constexpr int kAtoms = Shape::kAtoms;
@@ -386,9 +385,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   // cp.async arrivals (Q always; K and V unless the pages load with TMA).
   constexpr uint32_t kFullArrivals = kPaged ? 128 : 1;
   uint32_t kv_full_arrivals = kFullArrivals;
-  if constexpr (Shape::kTmaPages) {
-    if (p.kv_tma) kv_full_arrivals = 1;
-  }
+  if constexpr (Shape::kTmaPages) kv_full_arrivals = 1;
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, kFullArrivals);
     mbarrier_init(q_empty, 4 * kConsumers);  // one arrival per consumer warp
@@ -404,7 +401,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       prefetch_tensormap(&p.tma_k);
       prefetch_tensormap(&p.tma_v);
       prefetch_tensormap(&p.tma_out);
-    } else if (Shape::kTmaPages && p.kv_tma) {
+    } else if (Shape::kTmaPages) {
       prefetch_tensormap(&p.tma_k_pages);
       prefetch_tensormap(&p.tma_v_pages);
     }
@@ -500,8 +497,6 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
   // async proxy, so each consumer thread orders the two after its wait on a gathered tile; TMA's
   // writes are the async proxy's already. With TMA page loads only Q and a unit's tail tile are
   // gathered.
-  bool tma_pages = false;
-  if constexpr (Shape::kTmaPages) tma_pages = p.kv_tma != 0;
   auto wait_full = [&](uint32_t bar, uint32_t parity, bool gathered = true) {
     mbarrier_wait(bar, parity);
     if constexpr (kPaged) {
@@ -607,7 +602,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 
     const bool last_unit = u + 1 == u_end;
     // Whether tile `it` of the unit was gathered (see the producer).
-    auto gathered = [&](int it) { return !tma_pages || (it == 0 && tail_past_keys<Shape>(n_tiles, w.kv_len)); };
+    auto gathered = [&](int it) { return !Shape::kTmaPages || (it == 0 && tail_past_keys<Shape>(n_tiles, w.kv_len)); };
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
     if (n_tiles > 0) {
       // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
@@ -743,18 +738,19 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 template <int kHeadDim>
 __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim>::kThreads, 1)
     prefill_sm90_kernel(KJIT_PARAMS PrefillSm90Params p) {
-  detail::prefill_sm90_body<kHeadDim, false, PrefillSm90Shape<kHeadDim>::kBlockM>(p);
+  detail::prefill_sm90_body<kHeadDim, false, PrefillSm90Shape<kHeadDim>::kBlockM, false>(p);
 }
 
 /// The ragged paged variant (see the file comment): PrefillParams as the mma.sync paged prefill
 /// takes them (PackedQSchedule + PagedKV fields; q_tiles = the plan's work items, which must be
 /// kRows-row tiles). kHeadDim ∈ {64, 128}; kRows 128, or 192 at kHeadDim 64 (three consumer
-/// warpgroups). Launch: PrefillSm90Shape<kHeadDim, true, kRows>::kThreads threads and kSmemBytes
-/// of dynamic shared memory, grid (num_work, q_heads).
-template <int kHeadDim, int kRows>
+/// warpgroups); kTma: K/V pages load with TMA (tma_k_pages / tma_v_pages; page sizes that are
+/// multiples of kPageBoxRows), else they are gathered. Launch: PrefillSm90Shape<kHeadDim, true,
+/// kRows>::kThreads threads and kSmemBytes of dynamic shared memory, grid (num_work, q_heads).
+template <int kHeadDim, int kRows, bool kTma>
 __global__ void __launch_bounds__(PrefillSm90Shape<kHeadDim, true, kRows>::kThreads, 1)
     paged_prefill_sm90_kernel(KJIT_PARAMS PrefillParams p) {
-  detail::prefill_sm90_body<kHeadDim, true, kRows>(p);
+  detail::prefill_sm90_body<kHeadDim, true, kRows, kTma>(p);
 }
 
 }  // namespace kjit::attention

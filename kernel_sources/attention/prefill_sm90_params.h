@@ -9,11 +9,6 @@ namespace kjit::attention {
 
 using TmaDescriptor = kjit::fp8::TmaDescriptor;
 
-/// The paged kernel's tile whose pages load with TMA (PrefillParams::kv_tma): 128 rows, two
-/// consumer warpgroups. Beside three (the 192-row tile) the producer's registers do not hold the
-/// TMA path, so that tile gathers.
-constexpr int kTmaPageTileRows = 128;
-
 /// Static shape of one Hopper prefill CTA (kHeadDim ∈ {64, 128}): warpgroup 0 the producer
 /// and kConsumers = kRows / 64 consumer warpgroups of 64 query rows each, so kBlockM = kRows rows
 /// of one (batch, q head). The dense kernel (kPaged false) runs two consumers at hd128 and three
@@ -33,7 +28,9 @@ constexpr int kTmaPageTileRows = 128;
 /// a refill has about two tiles of math to land (two stages left the consumers waiting on L2).
 /// The paged kernel's producer also keeps two 128-entry pool-row tables (1 KiB) after the
 /// barriers: 226.25 KiB at hd128.
-template <int kHeadDim, bool kPaged = false, int kRows = kHeadDim == 64 && !kPaged ? 192 : 128>
+/// kTma (paged only): the kernel loads K/V pages with TMA (PageLoad), the tail tile and Q still
+/// gathered; false: it gathers every tile.
+template <int kHeadDim, bool kPaged = false, int kRows = kHeadDim == 64 && !kPaged ? 192 : 128, bool kTma = false>
 struct PrefillSm90Shape {
   static_assert(kRows == 128 || (kRows == 192 && kHeadDim == 64), "128-row tiles, or 192 at hd64");
   static constexpr int kConsumers = kRows / 64;
@@ -42,16 +39,17 @@ struct PrefillSm90Shape {
   static constexpr int kStages = 3;
   static constexpr int kAtoms = kHeadDim / 64;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  /// setmaxnreg split of the 64K registers: the producer's (24 for the dense kernel's TMA thread
-  /// and the paged gather beside three consumers; beside two, the paged producer's gather and TMA
-  /// page loads take 40 at hd128 and 56 at hd64, where ptxas schedules its unit loop with more
-  /// values live and the consumers need fewer), the rest for the consumers.
-  static constexpr int kProducerRegs = kPaged && kConsumers == 2 ? (kHeadDim == 64 ? 56 : 40) : 24;
-  /// The paged kernel on this tile may load pages with TMA (kTmaPageTileRows: the two-consumer
-  /// tile, whose producer has the 40 registers above).
-  static constexpr bool kTmaPages = kPaged && kRows == kTmaPageTileRows;
-  static_assert(!kTmaPages || kProducerRegs >= 40, "the TMA page loads' producer registers");
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kPaged ? (kHeadDim == 64 ? 224 : 232) : 240;
+  static_assert(kPaged || !kTma, "TMA page loads are the paged kernel's");
+  /// The paged kernel loads K/V pages with TMA boxes (the producer's warp 0), not a gather.
+  static constexpr bool kTmaPages = kTma;
+  /// setmaxnreg split of the 64K registers: the producer's, the fewest with which ptxas spills
+  /// nothing (24 for the dense kernel's TMA thread and the paged gather; the paged producer with
+  /// TMA page loads, which also gathers Q and the tail tile, 32, and 48 beside two consumers at
+  /// hd64), and the rest, at most 240, for the consumers.
+  static constexpr int kProducerRegs = !kTma ? 24 : kConsumers == 2 && kHeadDim == 64 ? 48 : 32;
+  static constexpr int kConsumerRegs = ((65536 / 128 - kProducerRegs) / kConsumers) / 8 * 8 < 240
+                                           ? ((65536 / 128 - kProducerRegs) / kConsumers) / 8 * 8
+                                           : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage

@@ -50,8 +50,8 @@ plan_paged_prefill(qo_indptr, head_dim, tile_rows=0, device=0, *, variant="auto"
     items balanced by their KV tiles; max_ctas > 0 caps them, leaving SMs to other streams); False
     keeps a CTA per work item and head. The result is the same.
     page_load {page_loads}: how the Hopper wgmma kernel loads K and V. "tma" loads each tile's
-    pages with TMA boxes of 16 slots (page_size a multiple of 16, 128-row tiles: with tile_rows=0
-    the plan gets them; a request's tail tile is still gathered); "gather" copies token rows with
+    pages with TMA boxes of 16 slots (page_size a multiple of 16, tiles of 128 or 192 rows; a
+    request's tail tile is still gathered); "gather" copies token rows with
     cp.async (any page size); "auto" takes TMA where it can. The result is the same.
     Properties: batch, total_q, head_dim, tile_rows, num_work, pack_group (1: not packed), ctas
     (0: no persistent schedule), workspace_bytes, variant, page_load, device.

@@ -207,7 +207,7 @@ def test_plan_paged_prefill_chooses_only_with_the_kv_layout():
     with pytest.raises(kjit.InvalidArgument, match=r"page_load tma loads 16-row boxes inside pages: page_size "
                                                    r"must be a multiple of 16, got 8"):
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, page_load="tma", **dict(KV, page_size=8))
-    with pytest.raises(kjit.InvalidArgument, match="page_load tma runs 128-row tiles; got tile_rows 64"):
+    with pytest.raises(kjit.InvalidArgument, match="page_load tma runs on the sm_90a wgmma kernel, whose tiles have 128 rows or more; got tile_rows 64"):
         kjit.attention.plan_paged_prefill([0, 70, 80, 210], head_dim=128, tile_rows=64, page_load="tma", **KV)
     # persistent= and max_ctas= plan with the KV layout: without it they are refused by name.
     with pytest.raises(kjit.InvalidArgument, match="kv_indptr or last_page_len is missing"):

@@ -212,7 +212,7 @@ const Family& paged_prefill_sm90_family() {
     f.name = "attention.paged_prefill_sm90";
     f.doc = "Ragged GQA prefill over a paged bf16 KV cache on Hopper: the wgmma consumers of attention.prefill_sm90 "
             "with a producer warpgroup that gathers Q and K/V rows through the page table with cp.async (any page "
-            "size) or, on 128-row work items, loads K/V pages with TMA (page sizes that are multiples of 16), "
+            "size) or loads K/V pages with TMA (page sizes that are multiples of 16), "
             + fmt::format("the plan's work items of block_m rows (128: two consumer warpgroups; {} at head_dim {}: "
                           "three), causal or full, LSE (kernel_sources/attention/prefill_sm90.cu; sm_90a only)",
                           kWideTileRows, kWideTileHeadDim);
@@ -221,9 +221,14 @@ const Family& paged_prefill_sm90_family() {
                                  kWideTileRows, kWideTileHeadDim),
                      true};
     for (int m : kSm90PagedRows) rows.values.push_back({std::to_string(m), m, ""});
-    f.params = {head_dim_param(kSm90HeadDims), rows};
+    f.params = {head_dim_param(kSm90HeadDims), rows,
+                {"page_load",
+                 {{"gather", 0, "false"}, {"tma", 1, "true"}},
+                 "how K/V pages load: gather (cp.async per token, any page size) or tma (16-slot boxes, page sizes "
+                 "that are multiples of 16; the tail tile still gathered)",
+                 true}};
     f.programs = {{"", "", "attention/prefill_sm90.cu",
-                   {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}, {block_m}>"}, true}};
+                   {"kjit::attention::paged_prefill_sm90_kernel<{head_dim}, {block_m}, {page_load}>"}, true}};
     f.constraint = [](const Family& self, const Point& pt) -> std::string {
       const int64_t hd = self.value(pt, "head_dim").code;
       const int64_t rows = self.value(pt, "block_m").code;
@@ -234,9 +239,15 @@ const Family& paged_prefill_sm90_family() {
     };
     f.min_sm = Target::kWgmmaSm;  // sm_90a only: target_rule asks has_wgmma
     f.target_rule = prefill_sm90_family().target_rule;
-    f.defaults = {{{"head_dim", "128"}, {"block_m", "128"}},
-                  {{"head_dim", std::to_string(kWideTileHeadDim)}, {"block_m", std::to_string(kWideTileRows)}},
-                  {{"head_dim", "64"}, {"block_m", "128"}}};
+    // Where plans land (paged_prefill_plan.cc): 128-row tiles at hd128, 192 at hd64, TMA for page
+    // sizes that are multiples of 16 (the common 16 and 64) and the gather for the rest.
+    for (const char* load : {"tma", "gather"}) {
+      f.defaults.push_back({{"head_dim", "128"}, {"block_m", "128"}, {"page_load", load}});
+      f.defaults.push_back({{"head_dim", std::to_string(kWideTileHeadDim)},
+                            {"block_m", std::to_string(kWideTileRows)},
+                            {"page_load", load}});
+    }
+    f.defaults.push_back({{"head_dim", "64"}, {"block_m", "128"}, {"page_load", "tma"}});
     return f;
   }();
   return family;

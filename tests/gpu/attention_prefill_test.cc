@@ -127,20 +127,21 @@ void check(const PagedPrefillCase& c) {
       for (bool persistent : {true, false}) {
         v.pack_gqa = pack;
         v.persistent = persistent;
-        v.tile_rows = 128;
-        // Pages of a multiple of 16 load by TMA (auto) and by gather; others gather.
+        // Pages of a multiple of 16 load by TMA (auto) and by gather; others gather. 128-row
+        // tiles, and at hd64 the 192-row tile too.
         const bool tma = c.layout.page_size % 16 == 0;
-        for (kjit::attention::PageLoad load : {tma ? kjit::attention::PageLoad::kTma : kjit::attention::PageLoad::kAuto,
-                                               kjit::attention::PageLoad::kGather}) {
-          v.page_load = load;
-          check_one(v);
-          if (!tma) break;
+        for (int rows : {128, 192}) {
+          if (rows == 192 && c.head_dim != 64) continue;
+          v.tile_rows = rows;
+          for (kjit::attention::PageLoad load :
+               {tma ? kjit::attention::PageLoad::kTma : kjit::attention::PageLoad::kAuto,
+                kjit::attention::PageLoad::kGather}) {
+            v.page_load = load;
+            check_one(v);
+            if (!tma) break;
+          }
         }
         v.page_load = kjit::attention::PageLoad::kAuto;
-        if (c.head_dim == 64) {
-          v.tile_rows = 192;
-          check_one(v);
-        }
       }
     }
   }
@@ -502,12 +503,21 @@ TEST_F(AttentionPrefillGpu, PagedHopperTmaPagesEveryPageSizeAndTail) {
       }
     }
   }
-  // hd64 at 128-row tiles; an interleaved [num_pages, 2, page_size, ...] pool.
-  PagedPrefillCase c = ragged(q, kv, 4, 1, 64, 32, true);
-  c.tile_rows = 128;
-  c.page_load = kjit::attention::PageLoad::kTma;
-  check_one(c);
-  c = ragged(q, kv, 8, 2, 128, 16, true);
+  // hd64 at 128- and 192-row tiles (three consumer warpgroups), persistent and not; an
+  // interleaved [num_pages, 2, page_size, ...] pool.
+  for (int rows : {128, 192}) {
+    for (bool persistent : {true, false}) {
+      PagedPrefillCase h = ragged(q, kv, 8, 2, 64, rows == 128 ? 32 : 16, true);
+      h.lse = true;
+      h.tile_rows = rows;
+      h.pack_gqa = kjit::attention::PackGqa::kOn;
+      h.persistent = persistent;
+      h.max_ctas = persistent ? 3 : 0;
+      h.page_load = kjit::attention::PageLoad::kTma;
+      check_one(h);
+    }
+  }
+  PagedPrefillCase c = ragged(q, kv, 8, 2, 128, 16, true);
   c.layout.interleaved = true;
   c.tile_rows = 128;
   c.page_load = kjit::attention::PageLoad::kTma;

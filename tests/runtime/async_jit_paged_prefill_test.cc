@@ -54,10 +54,13 @@ class AsyncJitPagedPrefill : public kt::AsyncJitGpu {
     const char* name = last_kernel_fn()();
     return name ? name : "";
   }
-  /// The lowered name of the paged prefill kernel of `family` at head_dim 128 and 128 rows, from
-  /// `rt`'s memory or its disk cache: call it only for a program built already.
+  /// The lowered name of the paged prefill kernel of `family` at head_dim 128 and 128 rows (the
+  /// wgmma kernel's with TMA page loads: the case's pages hold 16), from `rt`'s memory or its disk
+  /// cache: call it only for a program built already.
   static std::string kernel_name(kjit::Runtime& rt, const kjit::Family& family) {
-    return rt.load(family.spec(family.point({128, 128}))).kernel(0).info().lowered_name;
+    const kjit::Point point = &family == &kjit::attention::paged_prefill_sm90_family() ? family.point({128, 128, 1})
+                                                                                       : family.point({128, 128});
+    return rt.load(family.spec(point)).kernel(0).info().lowered_name;
   }
   /// Under KJIT_JIT=async with the packed wgmma kernel built (a warm-up of `built` under
   /// KJIT_JIT=on) and `c` asking for the mma.sync kernel: the first call runs the wgmma kernel,
@@ -112,11 +115,14 @@ TEST(PagedPrefillFallbackPlans, AreTheKernelsThatRunTheWorkMap) {
     }
     return out;
   };
+  // (No cache in these dims: page size 0, so the wgmma kernel gathers.)
   EXPECT_EQ(variants(128, 128, 1, 4),
-            "attention.paged_prefill_sm90 head_dim=128 block_m=128; attention.paged_prefill head_dim=128 block_m=128; ");
-  EXPECT_EQ(variants(128, 128, 4, 4), "attention.paged_prefill_sm90 head_dim=128 block_m=128; ") << "mma does not pack";
+            "attention.paged_prefill_sm90 head_dim=128 block_m=128 page_load=gather; attention.paged_prefill "
+            "head_dim=128 block_m=128; ");
+  EXPECT_EQ(variants(128, 128, 4, 4), "attention.paged_prefill_sm90 head_dim=128 block_m=128 page_load=gather; ")
+      << "mma does not pack";
   EXPECT_EQ(variants(128, 64, 1, 4), "attention.paged_prefill head_dim=128 block_m=64; ") << "wgmma takes 128+ rows";
-  EXPECT_EQ(variants(64, 192, 1, 4), "attention.paged_prefill_sm90 head_dim=64 block_m=192; ");
+  EXPECT_EQ(variants(64, 192, 1, 4), "attention.paged_prefill_sm90 head_dim=64 block_m=192 page_load=gather; ");
   EXPECT_EQ(variants(256, 128, 1, 4), "attention.paged_prefill head_dim=256 block_m=128; ") << "no wgmma at 256";
   EXPECT_EQ(variants(128, 128, 1, 0), "") << "nothing to run";
   info.cc_major = 8;  // sm_80: mma.sync alone

@@ -684,13 +684,14 @@ TEST(AttentionPrefillFamily, SpaceAndSpecs) {
   }
   const kjit::Family& hp = kjit::attention::paged_prefill_sm90_family();
   EXPECT_EQ(kjit::family("attention.paged_prefill_sm90").name, hp.name);
-  const kjit::ProgramSpec paged_hopper = hp.spec({{"head_dim", "128"}, {"block_m", "128"}});
-  EXPECT_EQ(paged_hopper.name_expressions[0], "kjit::attention::paged_prefill_sm90_kernel<128, 128>");
+  const kjit::ProgramSpec paged_hopper = hp.spec({{"head_dim", "128"}, {"block_m", "128"}, {"page_load", "tma"}});
+  EXPECT_EQ(paged_hopper.name_expressions[0], "kjit::attention::paged_prefill_sm90_kernel<128, 128, true>");
   EXPECT_EQ(paged_hopper.source_name, hopper.source_name);  // one kernel body
-  EXPECT_EQ(hp.spec({{"head_dim", "64"}, {"block_m", "192"}}).name_expressions[0],
-            "kjit::attention::paged_prefill_sm90_kernel<64, 192>");
-  EXPECT_THROW(hp.spec({{"head_dim", "256"}, {"block_m", "128"}}), kjit::InvalidArgument);
-  EXPECT_THROW(hp.spec({{"head_dim", "128"}, {"block_m", "192"}}), kjit::InvalidArgument);
+  EXPECT_EQ(hp.spec({{"head_dim", "64"}, {"block_m", "192"}, {"page_load", "gather"}}).name_expressions[0],
+            "kjit::attention::paged_prefill_sm90_kernel<64, 192, false>");
+  EXPECT_THROW(hp.spec({{"head_dim", "256"}, {"block_m", "128"}, {"page_load", "tma"}}), kjit::InvalidArgument);
+  EXPECT_THROW(hp.spec({{"head_dim", "128"}, {"block_m", "192"}, {"page_load", "tma"}}), kjit::InvalidArgument);
+  EXPECT_THROW(hp.spec({{"head_dim", "128"}, {"block_m", "128"}, {"page_load", "auto"}}), kjit::InvalidArgument);
   EXPECT_EQ(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_90a")), "");
   EXPECT_NE(hp.unsupported_reason(hp.defaults[0], kjit::Target::parse("sm_89")), "");
 }
@@ -718,8 +719,9 @@ TEST(AttentionPrefillPlan, PagedRunsTheWgmmaKernelOnHopperWhereItCan) {
       EXPECT_EQ(p.variant, hopper ? AttentionVariant::kWgmma : AttentionVariant::kMma) << hd << " " << tile_rows;
       if (hopper) {
         ASSERT_EQ(p.choice.family, &kjit::attention::paged_prefill_sm90_family());
+        // Pages of 16: TMA page loads at every tile.
         EXPECT_EQ(p.choice.family->describe(p.choice.point),
-                  "head_dim=" + std::to_string(hd) + " block_m=" + std::to_string(tile_rows));
+                  "head_dim=" + std::to_string(hd) + " block_m=" + std::to_string(tile_rows) + " page_load=tma");
       } else {
         EXPECT_EQ(p.choice.family, &kjit::attention::paged_prefill_family());
       }
@@ -788,12 +790,13 @@ TEST(AttentionPrefillPlan, PagedPlannerNamesTheKernelAndTunesBoth) {
   EXPECT_EQ(t.choice.family, &kjit::attention::paged_prefill_sm90_family());
   EXPECT_EQ(Planner::plan(d, h200(8, 0)).choice.family, &kjit::attention::paged_prefill_family());
   EXPECT_EQ(Planner::plan(d, kjit::DeviceInfo{}).choice.family, &kjit::attention::paged_prefill_family());
-  // The tuner measures both kernels on sm_90a (mma at 64 and 128 rows, wgmma), mma only below.
+  // The tuner measures both kernels on sm_90a (mma at 64 and 128 rows, wgmma gathering its pages
+  // or loading them with TMA), mma only below.
   const auto on_hopper = Planner::tune_candidates(d, h200());
   int sm90 = 0;
   for (const auto& c : on_hopper) sm90 += c.family == &kjit::attention::paged_prefill_sm90_family();
-  EXPECT_EQ(sm90, 1);
-  EXPECT_EQ(on_hopper.size(), 3u);
+  EXPECT_EQ(sm90, 2);
+  EXPECT_EQ(on_hopper.size(), 4u);
   for (const auto& c : Planner::tune_candidates(d, h200(8, 9))) {
     EXPECT_EQ(c.family, &kjit::attention::paged_prefill_family());
   }
@@ -824,7 +827,7 @@ TEST(AttentionPrefillPlan, PagedPlannerTakesTheWideHopperTileAtHd64) {
   EXPECT_EQ(t.tile_rows, 192);
   EXPECT_EQ(t.variant, AttentionVariant::kAuto);
   ASSERT_EQ(t.choice.family, &kjit::attention::paged_prefill_sm90_family());
-  EXPECT_EQ(t.choice.family->describe(t.choice.point), "head_dim=64 block_m=192");
+  EXPECT_EQ(t.choice.family->describe(t.choice.point), "head_dim=64 block_m=192 page_load=tma");
   // hd128, a device without wgmma, or no device at all (the legacy overload): 128.
   EXPECT_EQ(Planner::plan(dims(long_q, 128), h200()).tile_rows, 128);
   EXPECT_EQ(Planner::plan(dims(long_q, 64), h200(8, 9)).tile_rows, 128);
@@ -891,7 +894,7 @@ TEST(AttentionPrefillFamily, PagedTileRowsFollowTheDeclaredTiles) {
     for (int m = 0; m <= 512; ++m) {
       const bool by_mma = mma_rows.count(m) == 1;
       const bool by_wgmma = wgmma_dims.count(hd) == 1 && wgmma_rows.count(m) == 1 &&
-                            wgmma.invalid_reason(wgmma.point({hd, m})).empty();
+                            wgmma.invalid_reason(wgmma.point({hd, m, 0})).empty();
       const std::string where = "head_dim " + std::to_string(hd) + " tile_rows " + std::to_string(m);
       // The planner's rule and the planner itself.
       EXPECT_EQ(at::paged_tile_rows_fit(hd, m), by_mma || by_wgmma) << where;
@@ -947,7 +950,11 @@ TEST(AttentionPrefillFamily, EverySpecializationCompiles) {
     jobs.push_back({&kjit::attention::prefill_sm90_family(), {{"head_dim", hd}}, "sm_90a"});
   }
   for (const auto& [hd, rows] : {std::pair{"64", "128"}, {"64", "192"}, {"128", "128"}}) {
-    jobs.push_back({&kjit::attention::paged_prefill_sm90_family(), {{"head_dim", hd}, {"block_m", rows}}, "sm_90a"});
+    for (const char* load : {"gather", "tma"}) {
+      jobs.push_back({&kjit::attention::paged_prefill_sm90_family(),
+                      {{"head_dim", hd}, {"block_m", rows}, {"page_load", load}},
+                      "sm_90a"});
+    }
   }
   std::atomic<size_t> next{0};
   std::mutex mutex;
@@ -1096,7 +1103,7 @@ TEST(AttentionPrefillPlan, TmaPageLoadsRulesPlanAndRun) {
   };
   invalid([](auto& b) { b.page_size = 8; }, "page_size must be a multiple of 16, got 8");
   invalid([](auto& b) { b.page_size = 24; }, "page_size must be a multiple of 16, got 24");
-  invalid([](auto& b) { b.tile_rows = 64; }, "page_load tma runs 128-row tiles; got tile_rows 64");
+  invalid([](auto& b) { b.tile_rows = 64; }, "page_load tma runs on the sm_90a wgmma kernel, whose tiles have 128 rows");
   invalid([](auto& b) { b.variant = AttentionVariant::kMma; }, "page_load tma runs on the sm_90a wgmma kernel");
   invalid([](auto& b) { b.page_load = static_cast<PageLoad>(7); }, "page_load must be auto, gather or tma, got 7");
   a.page_size = 32;
@@ -1141,7 +1148,23 @@ TEST(AttentionPrefillPlan, TmaPageLoadsRulesPlanAndRun) {
     EXPECT_NE(std::string(e.what()).find("the page size must be a multiple of 16, got cache.k"), std::string::npos)
         << e.what();
   }
-  // A 64-row plan (the tile TMA page loads do not run): auto gathers, tma is refused.
+  // A 64-row plan (mma.sync only, which gathers): auto gathers, tma is refused. The 192-row tile
+  // (hd64) loads pages with TMA like the 128-row one.
+  {
+    PagedPrefillPlan wide = kjit::attention::plan_paged_prefill(rows.data(), 3, 64, 192);
+    PagedPrefillArgs w = valid_paged(wide);
+    w.q = TensorRef(w.q.data, DType::kBF16, {210, kHq, 64}, {}, 0);
+    w.out = TensorRef(w.out.data, DType::kBF16, {210, kHq, 64}, {}, 0);
+    w.cache.k = TensorRef(w.cache.k.data, DType::kBF16, {64, 16, kHkv, 64}, {}, 0);
+    w.cache.v = TensorRef(w.cache.v.data, DType::kBF16, {64, 16, kHkv, 64}, {}, 0);
+    for (PageLoad load : {PageLoad::kAuto, PageLoad::kGather, PageLoad::kTma}) {
+      wide.page_load = load;
+      const ad::PagedPrefillOpPlan p = ad::plan_paged_prefill_run(ad::validate_paged_prefill(w, wide), h200());
+      EXPECT_EQ(p.kv_tma, load != PageLoad::kGather);
+      EXPECT_EQ(p.choice.family->describe(p.choice.point),
+                std::string("head_dim=64 block_m=192 page_load=") + (p.kv_tma ? "tma" : "gather"));
+    }
+  }
   PagedPrefillPlan narrow = kjit::attention::plan_paged_prefill(rows.data(), 3, kD, 64);
   narrow.page_load = PageLoad::kAuto;
   EXPECT_FALSE(ad::plan_paged_prefill_run(ad::validate_paged_prefill(valid_paged(narrow), narrow), h200()).kv_tma);

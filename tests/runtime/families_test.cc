@@ -100,10 +100,10 @@ TEST(Families, NameExpressionsArePinned) {
        {"kjit::attention::prefill_sm90_kernel<64>"}},
       {"attention.paged_prefill", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill.cu",
        {"kjit::attention::prefill_kernel<128, 128, false, kjit::attention::PackedQSchedule, kjit::attention::PagedKV>"}},
-      {"attention.paged_prefill_sm90", {{"head_dim", "128"}, {"block_m", "128"}}, "attention/prefill_sm90.cu",
-       {"kjit::attention::paged_prefill_sm90_kernel<128, 128>"}},
-      {"attention.paged_prefill_sm90", {{"head_dim", "64"}, {"block_m", "192"}}, "attention/prefill_sm90.cu",
-       {"kjit::attention::paged_prefill_sm90_kernel<64, 192>"}},
+      {"attention.paged_prefill_sm90", {{"head_dim", "128"}, {"block_m", "128"}, {"page_load", "tma"}},
+       "attention/prefill_sm90.cu", {"kjit::attention::paged_prefill_sm90_kernel<128, 128, true>"}},
+      {"attention.paged_prefill_sm90", {{"head_dim", "64"}, {"block_m", "192"}, {"page_load", "gather"}},
+       "attention/prefill_sm90.cu", {"kjit::attention::paged_prefill_sm90_kernel<64, 192, false>"}},
       {"fp8.quantize", {{"in", "f16"}, {"fmt", "e5m2"}, {"granularity", "tensor"}, {"pow2", "1"}}, "fp8/quantize.cu",
        {"kjit::fp8::quantize_tensor_kernel<1, 1, false, true>", "kjit::fp8::quantize_tensor_kernel<1, 1, true, true>",
         "kjit::fp8::amax_kernel<1>", "kjit::fp8::delayed_scaling_kernel<1>"}},
@@ -213,11 +213,12 @@ TEST(Families, EnumerationCoversTheValidSpace) {
   // tiles (BN 80..256) x 7 stages, each for 2 x 2 formats x 2 outputs.
   EXPECT_EQ(kjit::family("fp8.gemm").enumerate().size(),
             size_t{8} * ((3 * 3 * 4 * 2 - 3 * 4) + 2 * 7 + 6 * 11 + 6 * 7 + 8 * 7));
-  // attention.paged_prefill_sm90: 128-row tiles at hd64 and hd128, 192-row tiles at hd64 only.
+  // attention.paged_prefill_sm90: 128-row tiles at hd64 and hd128, 192-row tiles at hd64 only,
+  // each gathering its pages or loading them with TMA.
   const Family& paged = kjit::family("attention.paged_prefill_sm90");
-  EXPECT_EQ(paged.enumerate().size(), 3u);
+  EXPECT_EQ(paged.enumerate().size(), 6u);
   try {
-    paged.parse({{"head_dim", "128"}, {"block_m", "192"}});
+    paged.parse({{"head_dim", "128"}, {"block_m", "192"}, {"page_load", "tma"}});
     ADD_FAILURE() << "hd128 with 192-row tiles parsed";
   } catch (const kjit::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("block_m=192 runs only at head_dim=64"), std::string::npos) << e.what();
@@ -389,6 +390,7 @@ TEST(Families, PerformanceOnlyParametersArePinned) {
       "attention.decode.rows",         "attention.paged_decode.rows",          "attention.prefill.block_m",
       "attention.decode.merge",        "attention.paged_decode.merge",
       "attention.paged_prefill.block_m", "attention.paged_prefill_sm90.block_m", "fp8.gemm.impl",
+      "attention.paged_prefill_sm90.page_load",
       "fp8.gemm.tile",                 "fp8.gemm.stages",                      "mla.swa_decode.group",
       "mla.swa_decode.kv_tile",        "mla.swa_decode.cluster_split"};
   EXPECT_EQ(declared, expected);

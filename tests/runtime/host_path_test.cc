@@ -618,7 +618,9 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
   const ad::PagedPrefillOpPlan op = ad::PagedPrefillOp::plan(d, kjit::device_info(0));
   EXPECT_EQ(op.variant, kjit::attention::AttentionVariant::kWgmma);
   ASSERT_EQ(op.choice.family, &kjit::attention::paged_prefill_sm90_family());
-  EXPECT_EQ(op.choice.family->describe(op.choice.point), "head_dim=64 block_m=192");
+  // Pages of 16: the 192-row tile loads them with TMA too.
+  EXPECT_EQ(op.choice.family->describe(op.choice.point), "head_dim=64 block_m=192 page_load=tma");
+  EXPECT_TRUE(op.kv_tma);
   const ad::PagedPrefillOp::Launch l =
       kd::launch_value<ad::PagedPrefillOp>({a, plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
   const kjit::attention::PrefillSm90LaunchShape shape = kjit::attention::prefill_sm90_launch_shape(64, true, 192);
@@ -649,8 +651,7 @@ TEST_F(HostPath, PagedPrefillAtHd64PlansAndLaunchesThe192RowKernel) {
   EXPECT_EQ(g.step<0>().config.grid[1], static_cast<uint32_t>(kHq));
   EXPECT_EQ(g.step<0>().params.cta_work_indptr, nullptr);
   EXPECT_EQ(g.step<0>().params.cta_work, nullptr);
-  // The 192-row tile gathers its pages: no TMA page loads, whatever the page size.
-  EXPECT_EQ(l.step<0>().params.kv_tma, 0);
+  EXPECT_EQ(l.step<0>().kernel->info().name_expression, "kjit::attention::paged_prefill_sm90_kernel<64, 192, true>");
 }
 
 TEST_F(HostPath, PagedPrefillLoadsPagesWithTmaAtPage16) {
@@ -681,7 +682,9 @@ TEST_F(HostPath, PagedPrefillLoadsPagesWithTmaAtPage16) {
       const ad::PagedPrefillOp::Launch l =
           kd::launch_value<ad::PagedPrefillOp>({a, plan, ws.get(), ws.bytes()}, {}, kjit::Runtime::global());
       const bool tma = page == 16 && load != kjit::attention::PageLoad::kGather;
-      EXPECT_EQ(l.step<0>().params.kv_tma, tma ? 1 : 0) << what;
+      EXPECT_EQ(l.step<0>().kernel->info().name_expression,
+                std::string("kjit::attention::paged_prefill_sm90_kernel<128, 128, ") + (tma ? "true>" : "false>"))
+          << what;
       const kjit::fp8::TmaDescriptor zero{};
       EXPECT_EQ(std::memcmp(&l.step<0>().params.tma_k_pages, &zero, sizeof(zero)) != 0, tma) << what;
       EXPECT_EQ(std::memcmp(&l.step<0>().params.tma_v_pages, &zero, sizeof(zero)) != 0, tma) << what;

@@ -377,8 +377,8 @@ TEST(TunedTable, EntriesOfAnotherPlannerRevisionAreDropped) {
   EXPECT_EQ(ad::DecodeOp::tune_spec().planner, 2);
   EXPECT_EQ(ad::PagedDecodeOp::tune_spec().planner, 2);
   // paged_prefill 2: the built-in rule takes the 192-row wgmma tile at hd64; 3: the pack_gqa knob
-  // and the GQA group in the bucket.
-  EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 3);
+  // and the GQA group in the bucket; 4: wgmma points name page_load.
+  EXPECT_EQ(ad::PagedPrefillPlanner::tune_spec().planner, 4);
   // swa_decode 2: cluster splits at small T on sm_90+.
   EXPECT_EQ(md::SwaDecodeOp::tune_spec().planner, 2);
   const fd::GemmDims g = gemm_dims(1, 4096, 7168);
@@ -804,7 +804,7 @@ TEST(TuneCandidates, PagedPrefillTilesPrunedPerDevice) {
       ad::PagedPrefillOpPlan t;
       ASSERT_TRUE(ad::PagedPrefillPlanner::apply_tuned(d, info, x, &t));
       if (x.family == &kjit::attention::paged_prefill_sm90_family()) {
-        ++wgmma;  // the Hopper kernel: 128-row tiles
+        ++wgmma;  // the Hopper kernel: 128-row tiles, pages gathered or (pages of 16) loaded with TMA
         EXPECT_EQ(t.tile_rows, 128);
         continue;
       }
@@ -816,7 +816,7 @@ TEST(TuneCandidates, PagedPrefillTilesPrunedPerDevice) {
     // kernel is a candidate on the Hopper devices only.
     EXPECT_EQ(tiles, (std::set<int>{64, 128}));
     EXPECT_TRUE(tiles.count(ad::PagedPrefillPlanner::plan(d, info).tile_rows));
-    EXPECT_EQ(wgmma, info.target().has_wgmma() ? 1 : 0);
+    EXPECT_EQ(wgmma, info.target().has_wgmma() ? 2 : 0);
   }
   // head_dim 256: the 128-row tile only where its shared memory fits.
   const ad::PagedPrefillPlanDims wide = paged_prefill_dims(2, 300, 600, 8, 256, 16);

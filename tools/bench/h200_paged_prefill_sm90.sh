@@ -12,9 +12,11 @@
 # with AB_TESTS=FILTER runs those GPU cases of that build (AB_RACE=FILTER: racecheck too);
 # DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
 # SAN_FILTER picks the GPU cases that memcheck and racecheck run (default: two small ones).
-# NCU="PROBE ARGS;PROBE ARGS" runs each tools/bench probe under Nsight Compute last (--set full,
-# every kernel alone from a flushed L2): the probe's call order in ncu_<i>.txt, the report's
-# details page in ncu_<i>.csv and, per kernel, its SASS with the stall samples in ncu_<i>_source.csv.
+# PROBES="PROBE ARGS;..." runs tools/bench probes plainly (probe_<i>.txt); NCU="PROBE ARGS;..."
+# runs each under Nsight Compute (--set full, every kernel alone from a flushed L2): the probe's
+# call order in ncu_<i>.txt, the report's details page in ncu_<i>.csv and, per kernel, its SASS
+# with the stall samples in ncu_<i>_source.csv. Both run last, or with PROBES_EARLY=1 before
+# the bench (while FlashInfer's modules build: probes that need no FlashInfer).
 # KJIT_BUILD names the build folder (default build). Each step has its own timeout, cut to what
 # is left of DEADLINE_S (default 560 s: the device tool's 600 s call, less the packing), and a step
 # with under 15 s left is skipped, so the results always come back. Logs and JSON land in
@@ -56,6 +58,35 @@ if [ -d "$fi_kit" ] && KJIT_FI_KIT=$fi_kit source "$root/tools/bench/flashinfer_
     > "$out/fi_prebuild.txt" 2>&1 &
   fi_pid=$!
 fi
+# Each probe of $NCU under Nsight Compute; each of $PROBES (e.g. "paged_prefill_ncu_probe.py --time")
+# run plainly into probe_<i>.txt.
+run_probes() {
+  local i=0 probe rep
+  IFS=';' read -ra probes <<< "${PROBES:-}"
+  for probe in "${probes[@]}"; do
+    [ -n "$probe" ] || continue
+    i=$((i + 1))
+    echo "=== probe $i: $probe ==="
+    # shellcheck disable=SC2086  # the probe's arguments split on spaces
+    (cd "$root/tools/bench" && within ${PROBE_S:-90} python3 $probe) > "$out/probe_$i.txt" 2>&1
+    echo "rc=$?"; tail -n 15 "$out/probe_$i.txt"
+  done
+  i=0
+  IFS=';' read -ra probes <<< "${NCU:-}"
+  for probe in "${probes[@]}"; do
+    [ -n "$probe" ] || continue
+    i=$((i + 1))
+    echo "=== ncu $i: $probe ==="
+    rep=/tmp/kjit-ncu-$i
+    # shellcheck disable=SC2086
+    (cd "$root/tools/bench" && within ${NCU_S:-240} ncu --profile-from-start off --clock-control none \
+      --cache-control all --set full --import-source no -f -o $rep python3 $probe) > "$out/ncu_$i.txt" 2>&1
+    echo "rc=$?"; grep "^call" "$out/ncu_$i.txt"
+    ncu --import $rep.ncu-rep --page details --csv > "$out/ncu_$i.csv" 2>&1
+    ncu --import $rep.ncu-rep --page source --print-source sass --csv > "$out/ncu_${i}_source.csv" 2>&1
+    echo "details: $(wc -l < "$out/ncu_$i.csv") lines; source: $(wc -l < "$out/ncu_${i}_source.csv") lines"
+  done
+}
 echo "=== smoke ==="
 within ${SMOKE_S:-90} "$t" --gtest_filter='*PlanOfThreeRaggedRequests*' 2>&1 | tail -n 25 | tee "$out/smoke.txt"
 smoke=${PIPESTATUS[0]}
@@ -72,6 +103,9 @@ if [ "$smoke" = 0 ] || [ "${FORCE:-0}" = 1 ]; then
   done
 else
   echo "smoke failed ($smoke): suite and sanitizer skipped"
+fi
+if [ "${PROBES_EARLY:-0}" = 1 ]; then
+  run_probes
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "=== bench ==="
@@ -109,18 +143,4 @@ if [ "${DENSE:-0}" = 1 ]; then
   within ${DENSE_S:-200} python3 "$root/tools/bench/bench_attention.py" --prefill-only \
     --json "$out/bench_prefill.json" 2>&1 | tee "$out/bench_prefill.txt" | tail -n 14
 fi
-i=0
-IFS=';' read -ra probes <<< "${NCU:-}"
-for probe in "${probes[@]}"; do
-  [ -n "$probe" ] || continue
-  i=$((i + 1))
-  echo "=== ncu $i: $probe ==="
-  rep=/tmp/kjit-ncu-$i
-  # shellcheck disable=SC2086  # the probe's arguments split on spaces
-  (cd "$root/tools/bench" && within ${NCU_S:-240} ncu --profile-from-start off --clock-control none \
-    --cache-control all --set full --import-source no -f -o $rep python3 $probe) > "$out/ncu_$i.txt" 2>&1
-  echo "rc=$?"; grep "^call" "$out/ncu_$i.txt"
-  ncu --import $rep.ncu-rep --page details --csv > "$out/ncu_$i.csv" 2>&1
-  ncu --import $rep.ncu-rep --page source --print-source sass --csv > "$out/ncu_${i}_source.csv" 2>&1
-  echo "details: $(wc -l < "$out/ncu_$i.csv") lines; source: $(wc -l < "$out/ncu_${i}_source.csv") lines"
-done
+[ "${PROBES_EARLY:-0}" = 1 ] || run_probes

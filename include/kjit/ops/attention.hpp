@@ -288,15 +288,15 @@ inline constexpr EnumName<PackGqa> kPackGqaNames[] = {{PackGqa::kAuto, "auto"}, 
 /// map over each pool [num_pages, page_size, kv_heads, head_dim], one 16-row box per 16 tokens
 /// of a tile (each inside one page when page_size is a multiple of 16), issued by one producer
 /// warp; the tile holding a request's last key (whose rows past it must read as zeros) is still
-/// gathered. TMA page loads run on the 128-row tile (two consumer warpgroups); the 192-row tile
-/// at head_dim 64 gathers. Gather: the producer warpgroup's 128 threads look up each token's
-/// pool row and copy it with 16-byte cp.async (any page size). The result is the same.
+/// gathered. Each way is its own kernel (attention.paged_prefill_sm90's page_load), at every tile
+/// of the wgmma kernel (128 rows, and 192 at head_dim 64). Gather: the producer warpgroup's 128
+/// threads look up each token's pool row and copy it with 16-byte cp.async (any page size). The
+/// result is the same.
 enum class PageLoad : int32_t {
-  kAuto,    ///< TMA where the page size is a multiple of 16, the wgmma kernel runs and the tile
-            ///< has 128 rows, else gather
+  kAuto,    ///< TMA where the page size is a multiple of 16 and the wgmma kernel runs, else gather
   kGather,  ///< always gather
-  kTma,     ///< TMA (page_size a multiple of 16, 128-row tiles; paged_prefill throws Unsupported
-            ///< where the wgmma kernel does not run the plan)
+  kTma,     ///< TMA (page_size a multiple of 16, tiles of 128 rows or more; paged_prefill throws
+            ///< Unsupported where the wgmma kernel does not run the plan)
 };
 
 /// PageLoad's names, in enumerator order (kjit/names.hpp): kjit.attention.PAGE_LOADS in Python.
@@ -414,7 +414,7 @@ struct PagedPrefillPlanArgs {
   /// kernels on other streams. ≥ 0.
   int max_ctas = 0;
   /// The plan's PagedPrefillPlan::page_load. kTma needs a page_size that is a multiple of 16, a
-  /// variant other than mma and tile_rows 0 or 128 (with 0 the plan gets 128-row tiles).
+  /// variant other than mma and tile_rows other than 64 (with 0 the plan gets a wgmma tile).
   PageLoad page_load = PageLoad::kAuto;
 };
 
@@ -426,7 +426,7 @@ struct PagedPrefillPlanArgs {
 /// wgmma, kv_heads not 0 or a divisor of q_heads, pack_gqa kOn without a group > 1, with tile_rows
 /// 64 or with variant mma, or on a device without sm_90a wgmma, a device ordinal out of range,
 /// max_ctas < 0, page_load kTma with a page_size that is not a multiple of 16, with variant mma
-/// or with tile_rows 64 or 192), DriverError when the driver fails.
+/// or with tile_rows 64), DriverError when the driver fails.
 PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args);
 
 /// Copies the plan's work map and schedule into `workspace` (≥ plan.workspace_bytes, 16-byte
@@ -463,8 +463,8 @@ struct PagedPrefillArgs {
 /// synchronizes (graph-capturable; re-plan outside the graph with the same work count to replay
 /// it for another batch). On the wgmma kernel K and V load by TMA or by gather (plan.page_load).
 /// Throws InvalidArgument (naming the tensor or plan field and the rule: plan.page_load kTma with
-/// a cache page size that is not a multiple of 16 or a plan whose tile_rows is not 128 among
-/// them), Unsupported (plan.page_load kTma where the call runs the mma.sync kernel), DriverError.
+/// a cache page size that is not a multiple of 16 or a plan of 64-row tiles among them),
+/// Unsupported (plan.page_load kTma where the call runs the mma.sync kernel), DriverError.
 void paged_prefill(const PagedPrefillArgs& args, const PagedPrefillPlan& plan, const void* workspace,
                    size_t workspace_bytes, CUstream stream, Runtime& runtime = Runtime::global());
 

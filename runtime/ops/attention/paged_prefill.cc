@@ -87,7 +87,6 @@ PagedPrefillOp::Launch PagedPrefillOp::build(const Args& call, const PagedPrefil
         });
     step.params.tma_k_pages = maps.map[0];
     step.params.tma_v_pages = maps.map[1];
-    step.params.kv_tma = 1;
   }
   step.config.grid[0] = static_cast<uint32_t>(d.num_work);
   step.config.grid[1] = static_cast<uint32_t>(step.params.head_group);  // all heads, packed or not
@@ -164,6 +163,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     refuse("pack_gqa on", d.tile_rows != 0 ? d.tile_rows : 128, static_cast<int>(d.group));
   }
   PagedPrefillPlan plan;
+  PageLoad tuned_load = args.page_load;
   if (d.tile_rows != 0) {
     // A forced tile is never tuned: the built-in rule decides the packing (on the device where
     // one is at hand).
@@ -176,18 +176,24 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
         device >= 0 ? kjit::detail::choose_plan<detail::PagedPrefillPlanner>(d, device_info(device))
                     : detail::PagedPrefillPlanner::plan(d, DeviceInfo{});
     int rows = tile.tile_rows;
-    // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel no 64;
-    // forced TMA page loads run 128-row tiles.
+    // A forced kernel gets a tile it runs: mma.sync has no wide tile, the Hopper kernel (and so
+    // forced TMA page loads) no 64.
     if ((args.variant == AttentionVariant::kMma && !kjit::detail::is_one_of(rows, kBlockMs)) ||
-        (args.variant == AttentionVariant::kWgmma && rows < 128) ||
-        (args.page_load == PageLoad::kTma && rows != kTmaPageTileRows)) {
+        ((args.variant == AttentionVariant::kWgmma || args.page_load == PageLoad::kTma) && rows < 128)) {
       rows = 128;
     }
     plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
     // The forced kernel, else kAuto unless a tuning table chose the kernel.
     plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
+    // A tuned wgmma point names how its pages loaded: the plan records it, so that the run step
+    // runs the kernel that was timed.
+    if (args.page_load == PageLoad::kAuto && tile.variant == AttentionVariant::kWgmma &&
+        tile.choice.family == &paged_prefill_sm90_family()) {
+      tuned_load = tile.choice.family->value(tile.choice.point, "page_load").code == 1 ? PageLoad::kTma
+                                                                                      : PageLoad::kGather;
+    }
   }
-  plan.page_load = args.page_load;
+  plan.page_load = tuned_load;
   if (args.persistent && device >= 0) {
     detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal,
                                           args.q_heads, device_info(device), args.max_ctas);

@@ -67,9 +67,14 @@ VariantCall paged_prefill_variant_call(const PagedPrefillDims& dims, const Targe
 
 /// The kernel of a paged prefill of `tile_rows`-row work items at `head_dim` run by `kernel`
 /// (kMma or kWgmma): attention.paged_prefill (head_dim, block_m = tile_rows) or
-/// attention.paged_prefill_sm90 (head_dim, block_m = tile_rows: 128, or 192 at head_dim 64).
-/// Checks nothing (the family's point() throws for a tile it does not declare).
-kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows);
+/// attention.paged_prefill_sm90 (head_dim, block_m = tile_rows: 128, or 192 at head_dim 64,
+/// page_load = tma when `kv_tma`, else gather). Checks nothing (the family's point() throws for a
+/// tile it does not declare).
+kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows, bool kv_tma);
+
+/// Whether the wgmma kernel loads K/V pages with TMA: `kernel` is kWgmma, `load` is not kGather
+/// and `page_size` holds whole boxes (tma_page_size).
+bool paged_prefill_kv_tma(AttentionVariant kernel, PageLoad load, int64_t page_size);
 
 /// The kernel a paged prefill runs: what the plan step decides (PagedPrefillPlanner) and what the
 /// run step resolves it to (PagedPrefillOp::plan).
@@ -83,15 +88,16 @@ struct PagedPrefillOpPlan {
   int tile_rows = 0;            ///< query rows per work item: 64, 128 or (wgmma, head_dim 64) 192
   int pack_group = 1;           ///< q heads packed per KV head (PagedPrefillPlan::pack_group)
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
-  /// The run step: the wgmma kernel loads K/V pages with TMA (PageLoad; PrefillParams::kv_tma).
+  /// The run step: the wgmma kernel loads K/V pages with TMA (paged_prefill_kv_tma; the choice's
+  /// page_load).
   bool kv_tma = false;
 };
 
 /// The run step's plan of a paged prefill: the variant (resolve_variant: dims.variant strict
 /// unless kAuto, kAuto prefers wgmma where it can run: sm_90a, head_dim 64/128, 128-row tiles or
 /// 192-row tiles at head_dim 64; a 192-row plan has no mma.sync kernel, so it runs wgmma or fails),
-/// then its family point, and TMA page loads where the variant is wgmma, page_load is not kGather,
-/// the tile has kTmaPageTileRows rows and the page size takes them (tma_page_size); pure, no memo. Throws Unsupported when a
+/// then TMA page loads where the variant is wgmma, page_load is not kGather and the page size
+/// takes them (paged_prefill_kv_tma), then its family point; pure, no memo. Throws Unsupported when a
 /// requested variant cannot run the plan on `info`'s device, or page_load kTma where the variant
 /// is not wgmma.
 PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& dims, const DeviceInfo& info);
@@ -161,6 +167,8 @@ struct PagedPrefillPlanDims {
   int64_t group = 0;
   /// The caller's packing request; plan_paged_prefill makes it kOff for a forced mma kernel.
   PackGqa pack_gqa = PackGqa::kAuto;
+  /// The caller's page_load (PagedPrefillPlanArgs::page_load; kAuto from the legacy overload).
+  PageLoad page_load = PageLoad::kAuto;
 };
 
 /// "auto", "on", "off".

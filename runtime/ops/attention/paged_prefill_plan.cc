@@ -29,8 +29,9 @@ struct PagedPrefillPlanKey {
 };
 
 /// The page_load rules both steps check, failing as `op`: a PageLoad value, and for kTma pages
-/// that hold whole boxes and (tile_rows ≠ 0: known) the tile that loads them. `field` names the
-/// page_load ("page_load" or "plan's page_load"); `pages` and `pages_value` the page size.
+/// that hold whole boxes and (tile_rows ≠ 0: known) a tile of the wgmma kernel, which alone loads
+/// pages with TMA. `field` names the page_load ("page_load" or "plan's page_load"); `pages` and
+/// `pages_value` the page size.
 void check_page_load(const char* op, const char* field, PageLoad load, int64_t page_size, const char* pages,
                      const std::string& pages_value, int tile_rows) {
   if (!enum_named(kPageLoadNames, load)) {
@@ -42,8 +43,10 @@ void check_page_load(const char* op, const char* field, PageLoad load, int64_t p
                                        "got {3}",
                                        field, kPageBoxRows, pages, pages_value));
   }
-  if (tile_rows != 0 && tile_rows != kTmaPageTileRows) {
-    kjit::detail::fail(op, fmt::format("{} tma runs {}-row tiles; got tile_rows {}", field, kTmaPageTileRows, tile_rows));
+  if (tile_rows != 0 && tile_rows < 128) {
+    kjit::detail::fail(op, fmt::format("{} tma runs on the sm_90a wgmma kernel, whose tiles have 128 rows or more; "
+                                       "got tile_rows {}",
+                                       field, tile_rows));
   }
 }
 
@@ -140,16 +143,20 @@ VariantCall paged_prefill_variant_call(const PagedPrefillDims& d, const Target& 
   return paged_prefill_variant_call(target, d.head_dim, d.tile_rows, d.pack_group);
 }
 
-kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows) {
+kjit::detail::Choice paged_prefill_choice(AttentionVariant kernel, int64_t head_dim, int tile_rows, bool kv_tma) {
   kjit::detail::Choice choice;
   if (kernel == AttentionVariant::kWgmma) {
     choice.family = &paged_prefill_sm90_family();
-    choice.point = paged_prefill_sm90_family().point({head_dim, tile_rows});
+    choice.point = paged_prefill_sm90_family().point({head_dim, tile_rows, kv_tma ? 1 : 0});
   } else {
     choice.family = &paged_prefill_family();
     choice.point = paged_prefill_family().point({head_dim, tile_rows});
   }
   return choice;
+}
+
+bool paged_prefill_kv_tma(AttentionVariant kernel, PageLoad load, int64_t page_size) {
+  return kernel == AttentionVariant::kWgmma && load != PageLoad::kGather && tma_page_size(page_size);
 }
 
 PagedPrefillOpPlan PagedPrefillOp::plan(const PagedPrefillDims& d, const DeviceInfo& info) {
@@ -191,9 +198,8 @@ PagedPrefillOpPlan plan_paged_prefill_run(const PagedPrefillDims& d, const Devic
                                   "mma.sync kernel on device {} ({}): page_load auto or gather runs there",
                                   kPagedOp, info.ordinal, info.target().str()));
   }
-  plan.kv_tma = plan.variant == AttentionVariant::kWgmma && d.page_load != PageLoad::kGather &&
-                tma_page_size(d.cache.page_size) && d.tile_rows == kTmaPageTileRows;
-  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows);
+  plan.kv_tma = paged_prefill_kv_tma(plan.variant, d.page_load, d.cache.page_size);
+  if (d.num_work > 0) plan.choice = paged_prefill_choice(plan.variant, d.head_dim, d.tile_rows, plan.kv_tma);
   return plan;
 }
 
@@ -272,6 +278,7 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
   d.pack_gqa = a.pack_gqa;
   check_page_load(kPlanOp, "page_load", a.page_load, a.page_size, "page_size", std::to_string(a.page_size),
                   d.tile_rows);
+  d.page_load = a.page_load;
   return d;
 }
 
@@ -398,7 +405,8 @@ PagedPrefillOpPlan PagedPrefillPlanner::plan(const PagedPrefillPlanDims& d, cons
     // with Unsupported naming both kernels' rules where that cannot run.
     if (wgmma || (kjit::detail::is_one_of(t.tile_rows, kBlockMs) && !pack)) {
       const AttentionVariant kernel = wgmma ? AttentionVariant::kWgmma : AttentionVariant::kMma;
-      t.choice = paged_prefill_choice(kernel, d.head_dim, t.tile_rows);
+      t.choice = paged_prefill_choice(kernel, d.head_dim, t.tile_rows,
+                                      paged_prefill_kv_tma(kernel, d.page_load, d.page_size));
     }
   }
   return t;

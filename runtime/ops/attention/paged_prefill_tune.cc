@@ -1,7 +1,7 @@
 // kjit::attention::plan_paged_prefill's tuning: bucket, candidates and stored tiles
 // (runtime/ops/tuned.hpp). The choice is the kernel point: attention.paged_prefill at block_m
 // (the plan's tile_rows) 64 or 128, or on sm_90a attention.paged_prefill_sm90 at block_m 128 or
-// (head_dim 64) 192; and knob 0, pack_gqa (0/1: whether the sm_90a kernel's work items pack the
+// (head_dim 64) 192 and page_load gather or (page sizes that take them) tma; and knob 0, pack_gqa (0/1: whether the sm_90a kernel's work items pack the
 // group's q heads). The work map and the plan's variant follow from them.
 #include "runtime/ops/attention/paged_prefill.hpp"
 
@@ -58,16 +58,18 @@ const kjit::detail::TuneOpSpec& PagedPrefillPlanner::tune_spec() {
       "page_size]: exact head_dim, causal as 0/1 plus twice the group q_heads / kv_heads (0 where kv_heads is not "
       "given), and page size; the query rows times q_heads (the grid's work before "
       "tiling), the mean query rows of a non-empty request and the longest request's KV length rounded up to powers "
-      "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0 and pack_gqa auto are tuned",
+      "of two. Only plans from plan_paged_prefill(PagedPrefillPlanArgs) with tile_rows 0, pack_gqa auto and page_load "
+      "auto are tuned",
       "batch=4 q_len=256 kv_len=1024 q_heads=32 kv_heads=8 head_dim=128 page_size=16 causal=1 ragged=1",
       fits,
-      3};  // planner 2: the built-in rule takes the 192-row wgmma tile at hd64 (and points name block_m);
-           // 3: the pack_gqa knob, the group in the bucket
+      4};  // planner 2: the built-in rule takes the 192-row wgmma tile at hd64 (and points name block_m);
+           // 3: the pack_gqa knob, the group in the bucket; 4: wgmma points name page_load
   return spec;
 }
 
 bool PagedPrefillPlanner::tune_key(const PagedPrefillPlanDims& d, TunedKey* key) {
-  if (d.tile_rows != 0 || d.pack_gqa != PackGqa::kAuto || d.q_heads <= 0 || d.total_q == 0 || d.nonempty == 0) {
+  if (d.tile_rows != 0 || d.pack_gqa != PackGqa::kAuto || d.page_load != PageLoad::kAuto || d.q_heads <= 0 ||
+      d.total_q == 0 || d.nonempty == 0) {
     return false;
   }
   key->op = static_cast<int32_t>(kjit::detail::TuneOpId::kPagedPrefill);
@@ -85,6 +87,11 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
   const bool sm90 = c.family == &paged_prefill_sm90_family();
   if ((c.family != &paged_prefill_family() && !sm90) || c.family->value(c.point, "head_dim").code != d.head_dim ||
       d.total_q == 0 || c.knobs[0] < 0 || c.knobs[0] > 1 || (c.knobs[0] == 1 && (!sm90 || d.group < 2))) {
+    return false;
+  }
+  // TMA page loads only where the pages hold whole boxes.
+  if (sm90 && c.family->value(c.point, "page_load").code == 1 &&
+      !paged_prefill_kv_tma(AttentionVariant::kWgmma, d.page_load, d.page_size)) {
     return false;
   }
   PagedPrefillOpPlan t;
@@ -113,6 +120,11 @@ std::vector<TunedChoice> PagedPrefillPlanner::tune_candidates(const PagedPrefill
   for (const Family* f : {&paged_prefill_family(), &paged_prefill_sm90_family()}) {
     for (const Point& p : f->enumerate(&target)) {
       if (f->value(p, "head_dim").code != d.head_dim) continue;
+      // TMA page loads where the pages hold whole boxes and the caller left page_load open.
+      if (f == &paged_prefill_sm90_family() && f->value(p, "page_load").code == 1 &&
+          !paged_prefill_kv_tma(AttentionVariant::kWgmma, d.page_load, d.page_size)) {
+        continue;
+      }
       TunedChoice c;
       c.family = f;
       c.point = p;

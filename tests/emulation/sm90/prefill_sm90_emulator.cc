@@ -102,17 +102,17 @@ void run_grid(const CUlaunchConfig& c, void (*kernel)(const Params&), const Para
   }
 }
 
-template <int kHeadDim, int kRows>
+template <int kHeadDim, int kRows, bool kTma>
 void paged_kernel(const PrefillParams& p) {
-  ka::paged_prefill_sm90_kernel<kHeadDim, kRows>(p);
+  ka::paged_prefill_sm90_kernel<kHeadDim, kRows, kTma>(p);
 }
 template <int kHeadDim>
 void dense_kernel(const ka::PrefillSm90Params& p) {
   ka::prefill_sm90_kernel<kHeadDim>(p);
 }
-template <int kHeadDim, int kRows>
+template <int kHeadDim, int kRows, bool kTma>
 void run_paged(const CUlaunchConfig& c, void** params) {
-  run_grid(c, &paged_kernel<kHeadDim, kRows>, *static_cast<const PrefillParams*>(params[0]));
+  run_grid(c, &paged_kernel<kHeadDim, kRows, kTma>, *static_cast<const PrefillParams*>(params[0]));
 }
 template <int kHeadDim>
 void run_dense(const CUlaunchConfig& c, void** params) {
@@ -126,9 +126,12 @@ void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
     void (*run)(const CUlaunchConfig&, void**);
   };
   static const Kernel kKernels[] = {
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128EEEvNS0_13PrefillParamsE", &run_paged<128, 128>},
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128EEEvNS0_13PrefillParamsE", &run_paged<64, 128>},
-      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192EEEvNS0_13PrefillParamsE", &run_paged<64, 192>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128ELb0EEEvNS0_13PrefillParamsE", &run_paged<128, 128, false>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi128ELi128ELb1EEEvNS0_13PrefillParamsE", &run_paged<128, 128, true>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128ELb0EEEvNS0_13PrefillParamsE", &run_paged<64, 128, false>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi128ELb1EEEvNS0_13PrefillParamsE", &run_paged<64, 128, true>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192ELb0EEEvNS0_13PrefillParamsE", &run_paged<64, 192, false>},
+      {"_ZN4kjit9attention25paged_prefill_sm90_kernelILi64ELi192ELb1EEEvNS0_13PrefillParamsE", &run_paged<64, 192, true>},
       {"_ZN4kjit9attention19prefill_sm90_kernelILi128EEEvNS0_17PrefillSm90ParamsE", &run_dense<128>},
       {"_ZN4kjit9attention19prefill_sm90_kernelILi64EEEvNS0_17PrefillSm90ParamsE", &run_dense<64>},
   };
@@ -218,7 +221,7 @@ int main() {
   }
   // TMA page loads over pages of 16, 32 and 64 tokens: KV ending on a tile (no gathered tail), on
   // a page, inside a page, one key, none; persistent over 2 CTAs and a CTA per unit; packed
-  // causal, unpacked full.
+  // causal, unpacked full; hd128, and hd64 at 192 and 128 rows.
   const std::vector<int> q = {64, 300, 1, 77, 5, 129};
   const std::vector<int> kv = {256, 400, 1, 333, 0, 129};
   for (int page : {16, 32, 64}) {
@@ -231,6 +234,17 @@ int main() {
       c.persistent = page != 32;
       check(c);
     }
+  }
+  // The same at hd64: the 192-row tile (three consumer warpgroups) and the 128-row one.
+  for (int rows : {192, 128}) {
+    const bool causal = rows == 192;
+    kjit::testing::PagedPrefillCase c = ragged(q, kv, 8, 2, 64, rows == 192 ? 16 : 32, causal);
+    c.tile_rows = rows;
+    c.pack_gqa = causal ? PackGqa::kOn : PackGqa::kOff;
+    c.page_load = PageLoad::kTma;
+    c.max_ctas = 2;
+    c.persistent = causal;
+    check(c);
   }
   // The gather: pages of 1 and 3 tokens, GQA 1/3/4, both head dims, the 192-row tile at hd64,
   // rows that see no key (q > kv under causal), empty requests; persistent on 3 CTAs and not.
