@@ -42,15 +42,20 @@ struct PrefillSm90Shape {
   static_assert(kPaged || !kTma, "TMA page loads are the paged kernel's");
   /// The paged kernel loads K/V pages with TMA boxes (the producer's warp 0), not a gather.
   static constexpr bool kTmaPages = kTma;
-  /// setmaxnreg split of the 64K registers: the producer's, the fewest with which ptxas spills
-  /// nothing (24 for the dense kernel's TMA thread and the paged gather; the paged producer with
-  /// TMA page loads, which also gathers Q and the tail tile, 32, and 48 beside two consumers at
-  /// hd64), and the rest, at most 240, for the consumers.
+  /// Registers a thread holds at launch (__launch_bounds__(kThreads, 1): ptxas gives each the
+  /// most the 64K register file allows, in steps of 8). setmaxnreg only moves registers between
+  /// the warpgroups inside that pool: a split that asks for more waits forever.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  /// setmaxnreg split of the CTA's kLaunchRegs · kThreads registers: the producer's, the fewest
+  /// with which ptxas spills nothing (24 for the dense kernel's TMA thread and the paged gather;
+  /// the paged producer with TMA page loads, which also gathers Q and the tail tile, 32, and 48
+  /// beside two consumers at hd64), and the rest, at most 240, for the consumers.
   static constexpr int kProducerRegs = !kTma ? 24 : kConsumers == 2 && kHeadDim == 64 ? 48 : 32;
-  static constexpr int kConsumerRegs = ((65536 / 128 - kProducerRegs) / kConsumers) / 8 * 8 < 240
-                                           ? ((65536 / 128 - kProducerRegs) / kConsumers) / 8 * 8
-                                           : 240;
-  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register split");
+  static constexpr int kConsumerRegs =
+      ((kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers) / 8 * 8 < 240
+          ? ((kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers) / 8 * 8
+          : 240;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage
   /// The paged producer's two pool-row tables (one per KV tile in flight), after the barriers.
