@@ -51,10 +51,8 @@ struct PrefillSm90Shape {
   /// the paged producer with TMA page loads, which also gathers Q and the tail tile, 32, and 48
   /// beside two consumers at hd64), and the rest, at most 240, for the consumers.
   static constexpr int kProducerRegs = !kTma ? 24 : kConsumers == 2 && kHeadDim == 64 ? 48 : 32;
-  static constexpr int kConsumerRegs =
-      ((kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers) / 8 * 8 < 240
-          ? ((kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers) / 8 * 8
-          : 240;
+  static constexpr int kConsumerShare = (kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers / 8 * 8;
+  static constexpr int kConsumerRegs = kConsumerShare < 240 ? kConsumerShare : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads, "register split");
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;  ///< K (or V) of one stage

@@ -195,7 +195,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
   }
   plan.page_load = tuned_load;
   if (args.persistent && device >= 0) {
-    detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, detail::paged_kv_lens(args), args.causal,
+    detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, d.kv_lens, args.causal,
                                           args.q_heads, device_info(device), args.max_ctas);
   }
   return plan;

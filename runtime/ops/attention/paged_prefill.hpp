@@ -159,6 +159,8 @@ struct PagedPrefillPlanDims {
   /// are never tuned.
   int64_t q_heads = 0;
   int64_t max_kv_len = 0;  ///< KV tokens of the longest request
+  /// KV tokens of each request (paged_kv_lens; the PagedPrefillPlanArgs overload only, else empty).
+  std::vector<int64_t> kv_lens;
   int64_t page_size = 0;
   bool causal = false;
   /// The caller's: 64, 128 or 192 (head_dim 64) forces it, 0 lets the planner (or the table) choose.

@@ -250,7 +250,8 @@ PagedPrefillPlanDims paged_prefill_plan_dims(const PagedPrefillPlanArgs& a) {
                                 kv[b], b + 1, kv[b + 1]));
     }
   }
-  for (int64_t len : paged_kv_lens(a)) d.max_kv_len = std::max(d.max_kv_len, len);
+  d.kv_lens = paged_kv_lens(a);
+  for (int64_t len : d.kv_lens) d.max_kv_len = std::max(d.max_kv_len, len);
   d.q_heads = a.q_heads;
   d.page_size = a.page_size;
   d.causal = a.causal;

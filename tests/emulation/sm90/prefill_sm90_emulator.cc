@@ -74,6 +74,7 @@ void run_grid(const CUlaunchConfig& c, void (*kernel)(const Params&), const Para
         cta.smem = ka::detail::smem_raw;
         cta.smem_bytes = c.sharedMemBytes;
         emu::sm90::g_cta = &cta;
+        emu::sm90::start_register_pool(threads);
         emu::g_block.barrier.reset(static_cast<int>(threads));
         for (auto& w : emu::g_block.warps) w.barrier.reset(32);
         std::memset(ka::detail::smem_raw, 0xFF, sizeof(ka::detail::smem_raw));  // bf16 NaN until written

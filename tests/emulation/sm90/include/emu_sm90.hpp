@@ -3,7 +3,8 @@
 // (tests/emulation/sm90 only): one CTA's dynamic shared memory, its mbarriers (arrival count,
 // transaction bytes, phase), its named barriers (bar.sync / bar.arrive with a thread count),
 // TMA loads and stores through the stand-in driver's tensor maps, and each thread's wgmma
-// groups. Written from the PTX ISA's definitions; the kjit/*.cuh headers beside this one wrap it
+// groups, and the CTA's register pool that setmaxnreg moves registers within. Written from the
+// PTX ISA's definitions; the kjit/*.cuh headers beside this one wrap it
 // under the kernel headers' names. Every wait gives up after kWaitSeconds and aborts naming the
 // barrier (a protocol deadlock) and what every thread waits on; every shared-memory access is
 // checked against the launch's dynamic shared memory; with g_late_wgmma a wgmma reads its
@@ -65,6 +66,10 @@ struct Cta {
   /// Per 1024-byte atom of shared memory, the wgmma operations in flight that read it (late
   /// wgmma only): a write there is a hazard.
   std::atomic<int> reads_in_flight[256] = {};
+  /// The CTA's register pool (setmaxnreg): each warp's registers per thread, and the registers
+  /// released by setmaxnreg.dec and not yet taken by an .inc (start_register_pool).
+  int warp_regs[32] = {};
+  int free_regs = 0;
 };
 
 extern Cta* g_cta;
@@ -111,6 +116,38 @@ void wait_until(std::unique_lock<std::mutex>& lock, const char* what, uint32_t a
     lock.unlock();
     fail(what, a, b);
   }
+}
+
+// ---- setmaxnreg -----------------------------------------------------------------------------------
+
+/// A CTA of `threads` threads launched under __launch_bounds__(threads, 1) holds what ptxas gives
+/// each thread of such a kernel, the most the 64K register file allows in steps of 8, and no
+/// more: setmaxnreg only moves registers between the CTA's warps (PTX ISA, setmaxnreg).
+inline void start_register_pool(unsigned threads) {
+  const int launch = static_cast<int>(65536 / threads / 8 * 8);
+  for (int& w : g_cta->warp_regs) w = launch;
+  g_cta->free_regs = 0;
+}
+
+/// setmaxnreg.dec / .inc to `regs` per thread for the calling warp (one lane calls it): .dec
+/// releases the difference into the pool, .inc waits until the pool holds what it asks for (on
+/// the device it waits forever: a split that asks for more than the CTA holds hangs).
+inline void setmaxnreg(int regs, bool inc) {
+  if (regs < 24 || regs > 256 || regs % 8 != 0) fail("setmaxnreg: registers outside 24..256 or not a multiple of 8", regs);
+  std::unique_lock<std::mutex> lock(g_cta->mutex);
+  int& mine = g_cta->warp_regs[(t_thread.x / 32) % 32];
+  if (inc ? regs < mine : regs > mine) fail(inc ? "setmaxnreg.inc below the warp's count" : "setmaxnreg.dec above the warp's count", regs, mine);
+  if (!inc) {
+    g_cta->free_regs += (mine - regs) * 32;
+    mine = regs;
+    g_cta->changed.notify_all();
+    return;
+  }
+  const int need = (regs - mine) * 32;
+  wait_until(lock, "setmaxnreg.inc: registers the CTA's pool does not hold", static_cast<uint32_t>(regs),
+             static_cast<uint32_t>(mine), [&] { return g_cta->free_regs >= need; });
+  g_cta->free_regs -= need;
+  mine = regs;
 }
 
 // ---- mbarriers ----------------------------------------------------------------------------------

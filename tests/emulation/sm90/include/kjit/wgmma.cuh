@@ -27,9 +27,13 @@ inline void wgmma_wait() {
 template <int kRegs>
 inline void setmaxnreg_dec() {
   __syncwarp();
+  if (::emu::t_thread.x % 32 == 0) ::emu::sm90::setmaxnreg(kRegs, false);
+  __syncwarp();
 }
 template <int kRegs>
 inline void setmaxnreg_inc() {
+  __syncwarp();
+  if (::emu::t_thread.x % 32 == 0) ::emu::sm90::setmaxnreg(kRegs, true);
   __syncwarp();
 }
 
