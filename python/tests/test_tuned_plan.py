@@ -62,7 +62,7 @@ def test_a_tuned_table_for_the_device_chooses_the_tile(simulated):
              "entries": [{"op": "paged_prefill", "bucket": BUCKET, "shape": "batch=2 q_len=1000 kv_len=2000",
                           "winner": choice("head_dim=128 block_m=64"), "runner_up": None,
                           "default": choice("head_dim=128 block_m=128"), "margin": 0.1, "gain": 0.1,
-                          "tuned_unix": 1764547200, "planner": 3}]}
+                          "tuned_unix": 1764547200, "planner": 4}]}
     tuning = os.path.join(simulated["KJIT_CACHE_DIR"], "tuning")
     os.makedirs(tuning)
     with open(os.path.join(tuning, device["fingerprint_id"] + ".json"), "w") as f:
