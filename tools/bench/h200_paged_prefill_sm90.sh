@@ -15,8 +15,9 @@
 # PROBES="PROBE ARGS;..." runs tools/bench probes plainly (probe_<i>.txt); NCU="PROBE ARGS;..."
 # runs each under Nsight Compute (--set full, every kernel alone from a flushed L2): the probe's
 # call order in ncu_<i>.txt, the report's details page in ncu_<i>.csv and, per kernel, its SASS
-# with the stall samples in ncu_<i>_source.csv. Both run last, or with PROBES_EARLY=1 before
-# the bench (while FlashInfer's modules build: probes that need no FlashInfer).
+# with the stall samples in ncu_<i>_source.csv. Both run last, or with PROBES_EARLY=1 /
+# NCU_EARLY=1 before the bench (while FlashInfer's modules build: probes that need no FlashInfer,
+# such as paged_prefill_ncu_probe.py --no-fa3).
 # KJIT_BUILD names the build folder (default build). Each step has its own timeout, cut to what
 # is left of DEADLINE_S (default 560 s: the device tool's 600 s call, less the packing), and a step
 # with under 15 s left is skipped, so the results always come back. Logs and JSON land in
@@ -61,7 +62,7 @@ fi
 # Each probe of $NCU under Nsight Compute; each of $PROBES (e.g. "paged_prefill_ncu_probe.py --time")
 # run plainly into probe_<i>.txt.
 run_probes() {
-  local i=0 probe rep
+  local i=0 probe
   IFS=';' read -ra probes <<< "${PROBES:-}"
   for probe in "${probes[@]}"; do
     [ -n "$probe" ] || continue
@@ -71,7 +72,9 @@ run_probes() {
     (cd "$root/tools/bench" && within ${PROBE_S:-90} python3 $probe) > "$out/probe_$i.txt" 2>&1
     echo "rc=$?"; tail -n 15 "$out/probe_$i.txt"
   done
-  i=0
+}
+run_ncu() {
+  local i=0 probe rep
   IFS=';' read -ra probes <<< "${NCU:-}"
   for probe in "${probes[@]}"; do
     [ -n "$probe" ] || continue
@@ -104,9 +107,8 @@ if [ "$smoke" = 0 ] || [ "${FORCE:-0}" = 1 ]; then
 else
   echo "smoke failed ($smoke): suite and sanitizer skipped"
 fi
-if [ "${PROBES_EARLY:-0}" = 1 ]; then
-  run_probes
-fi
+[ "${PROBES_EARLY:-0}" = 1 ] && run_probes
+[ "${NCU_EARLY:-0}" = 1 ] && run_ncu
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "=== bench ==="
   if [ "$fi_ok" = 1 ]; then
@@ -144,3 +146,4 @@ if [ "${DENSE:-0}" = 1 ]; then
     --json "$out/bench_prefill.json" 2>&1 | tee "$out/bench_prefill.txt" | tail -n 14
 fi
 [ "${PROBES_EARLY:-0}" = 1 ] || run_probes
+[ "${NCU_EARLY:-0}" = 1 ] || run_ncu
