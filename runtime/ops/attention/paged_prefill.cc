@@ -163,7 +163,7 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     refuse("pack_gqa on", d.tile_rows != 0 ? d.tile_rows : 128, static_cast<int>(d.group));
   }
   PagedPrefillPlan plan;
-  PageLoad tuned_load = args.page_load;
+  PageLoad page_load = args.page_load;
   if (d.tile_rows != 0) {
     // A forced tile is never tuned: the built-in rule decides the packing (on the device where
     // one is at hand).
@@ -185,15 +185,13 @@ PagedPrefillPlan plan_paged_prefill(const PagedPrefillPlanArgs& args) {
     plan = detail::paged_prefill_work_map(args.qo_indptr_host, d, rows, tile.pack_group);
     // The forced kernel, else kAuto unless a tuning table chose the kernel.
     plan.variant = args.variant != AttentionVariant::kAuto ? args.variant : tile.variant;
-    // A tuned wgmma point names how its pages loaded: the plan records it, so that the run step
-    // runs the kernel that was timed.
-    if (args.page_load == PageLoad::kAuto && tile.variant == AttentionVariant::kWgmma &&
-        tile.choice.family == &paged_prefill_sm90_family()) {
-      tuned_load = tile.choice.family->value(tile.choice.point, "page_load").code == 1 ? PageLoad::kTma
-                                                                                      : PageLoad::kGather;
+    // A tuning table's wgmma choice says how its pages loaded (apply_tuned): the plan records it,
+    // so that the run step runs the kernel that was timed.
+    if (args.page_load == PageLoad::kAuto && tile.variant == AttentionVariant::kWgmma) {
+      page_load = tile.kv_tma ? PageLoad::kTma : PageLoad::kGather;
     }
   }
-  plan.page_load = tuned_load;
+  plan.page_load = page_load;
   if (args.persistent && device >= 0) {
     detail::paged_prefill_device_schedule(plan, args.qo_indptr_host, d.kv_lens, args.causal,
                                           args.q_heads, device_info(device), args.max_ctas);

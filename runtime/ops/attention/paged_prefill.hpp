@@ -88,8 +88,9 @@ struct PagedPrefillOpPlan {
   int tile_rows = 0;            ///< query rows per work item: 64, 128 or (wgmma, head_dim 64) 192
   int pack_group = 1;           ///< q heads packed per KV head (PagedPrefillPlan::pack_group)
   size_t workspace_bytes = 0;   ///< 0: the work map's workspace is sized by the host plan
-  /// The run step: the wgmma kernel loads K/V pages with TMA (paged_prefill_kv_tma; the choice's
-  /// page_load).
+  /// The wgmma kernel loads K/V pages with TMA: in the run step paged_prefill_kv_tma (the
+  /// choice's page_load); in the plan step a tuned choice's page_load (apply_tuned), which the
+  /// plan then records.
   bool kv_tma = false;
 };
 

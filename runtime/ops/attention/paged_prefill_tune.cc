@@ -101,6 +101,7 @@ bool PagedPrefillPlanner::apply_tuned(const PagedPrefillPlanDims& d, const Devic
   t.tile_rows = static_cast<int>(c.family->value(c.point, "block_m").code);
   t.variant = sm90 ? AttentionVariant::kWgmma : AttentionVariant::kMma;
   t.pack_group = c.knobs[0] == 1 ? static_cast<int>(d.group) : 1;
+  t.kv_tma = sm90 && c.family->value(c.point, "page_load").code == 1;
   *out = t;
   return true;
 }
