@@ -110,6 +110,10 @@ struct PagedKV {
   }
   KJIT_DEVICE const char* k_row(int row) const { return k_ + static_cast<int64_t>(row) * static_cast<int64_t>(k_row_bytes_); }
   KJIT_DEVICE const char* v_row(int row) const { return v_ + static_cast<int64_t>(row) * static_cast<int64_t>(v_row_bytes_); }
+  /// k_row / v_row of a pool row (never negative) as one 32 × 32 → 64-bit multiply-add, for copy
+  /// loops over many rows.
+  KJIT_DEVICE const char* k_row_u(uint32_t row) const { return k_ + static_cast<uint64_t>(row) * static_cast<uint32_t>(k_row_bytes_); }
+  KJIT_DEVICE const char* v_row_u(uint32_t row) const { return v_ + static_cast<uint64_t>(row) * static_cast<uint32_t>(v_row_bytes_); }
 };
 
 }  // namespace kjit::attention

@@ -107,6 +107,29 @@ KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src, const 
   }
 }
 
+/// A row table entry for a token past the request's keys: its tile row reads as zeros.
+constexpr uint32_t kNoPoolRow = 0xffffffffu;
+
+/// Copies a KV tile of kRows rows into the kRows-row swizzled tile at shared address `tile`, as
+/// gather_rows does, row r from pool row table[r] (the 32-bit entry at shared address
+/// table + 4r; kNoPoolRow: zeros) at row_addr(pool row). The address math is one wide
+/// multiply-add a row (row_addr: PagedKV::k_row_u / v_row_u).
+template <int kRows, int kAtoms, int kUnroll, class RowAddr>
+KJIT_DEVICE void gather_table_rows(uint32_t tile, int t, uint32_t table, const RowAddr& row_addr) {
+  static_assert(kRows % 16 == 0, "16 rows a pass");
+  const int chunk = t % 8;
+#pragma unroll kUnroll
+  for (int i = 0; i < kRows / 16; ++i) {
+    const int r = t / 8 + 16 * i;
+    const uint32_t row = ld_shared_u32(table + r * 4);
+    const bool valid = row != kNoPoolRow;
+    const char* src = row_addr(valid ? row : 0u) + chunk * 16;  // row 0: mapped, read by no copy
+    const uint32_t dst = tile + r * 128 + ((chunk ^ (r & 7)) << 4);
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (kRows * 128), src + a * 128, valid);
+  }
+}
+
 /// The (token, q head) of each row of a paged work item (see the file comment): row r of a
 /// request's `count` = q_len · pack rows is token r / pack of q head first_head + r % pack. pack 1
 /// (unpacked) makes row r token r of the one q head first_head.
@@ -244,12 +267,20 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   cp_async_mbarrier_arrive_noinc(q_full);
 
   const PagedKV kv(p, b, kv_head);
-  // Tile `it` (the tile n_tiles − 1 − it; ring position tiles_before + it) gathered: each thread
-  // looks up one token (the table of the tile two before, the same buffer, was read before every
-  // thread passed a later barrier), then all copy. The copies complete the stage's full barriers
-  // by their cp.async arrivals; `joined` (TMA page loads, whose full barriers expect one arrival)
-  // makes them raise the count (cp_async_mbarrier_arrive), and thread 0 arrives once all have.
-  auto gather_tile = [&](int it, bool joined) {
+  // The page id of this thread's token of tile `it` (the tile n_tiles − 1 − it), 0 past kv_len:
+  // the page-table load. A gathering producer issues tile it + 1's before it copies tile it, so
+  // the load's latency hides behind the copies and the stage waits.
+  auto page_of_tile = [&](int it) {
+    const int token = (n_tiles - 1 - it) * kBlockN + t;
+    return token < kv_len ? kv.page_id(token) : 0;
+  };
+  // Tile `it` gathered, its token's page id `id` looked up (page_of_tile): each thread writes its
+  // token's pool row to the row table (the table of the tile two before, the same buffer, was
+  // read before every thread passed a later barrier), then all copy. The copies complete the
+  // stage's full barriers by their cp.async arrivals; `joined` (TMA page loads, whose full
+  // barriers expect one arrival) makes them raise the count (cp_async_mbarrier_arrive), and
+  // thread 0 arrives once all have.
+  auto gather_tile = [&](int it, bool joined, int id) {
     const int tile = n_tiles - 1 - it;
     const int g = tiles_before + it;
     const RingSlot ring = ring_slot<kStages>(g);
@@ -257,9 +288,8 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
     const int round = ring.round;
     const uint32_t table = row_tables + (g & 1) * (kBlockN * 4);
     const int token = tile * kBlockN + t;
-    st_shared_u32(table + t * 4, static_cast<uint32_t>(token < kv_len ? kv.locate(token) : -1));
+    st_shared_u32(table + t * 4, token < kv_len ? static_cast<uint32_t>(kv.row_on_page(id, token)) : kNoPoolRow);
     named_barrier(kProducerBarrier, 128);
-    auto row_of = [&](int r) { return static_cast<int>(ld_shared_u32(table + r * 4)); };
     auto copies_arrive = [&](uint32_t full) {
       if (!joined) {
         cp_async_mbarrier_arrive_noinc(full);
@@ -270,26 +300,21 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
       if (t == 0) mbarrier_arrive(full);
     };
     if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
-        k_smem + s * Shape::kKvBytes, t,
-        [&](int r) -> const char* {
-          const int row = row_of(r);
-          return row >= 0 ? kv.k_row(row) : nullptr;
-        },
-        kv.k_row(0));
+    gather_table_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(k_smem + s * Shape::kKvBytes, t, table,
+                                                            [&](uint32_t row) { return kv.k_row_u(row); });
     copies_arrive(k_full(s));
     if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(
-        v_smem + s * Shape::kKvBytes, t,
-        [&](int r) -> const char* {
-          const int row = row_of(r);
-          return row >= 0 ? kv.v_row(row) : nullptr;
-        },
-        kv.v_row(0));
+    gather_table_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(v_smem + s * Shape::kKvBytes, t, table,
+                                                            [&](uint32_t row) { return kv.v_row_u(row); });
     copies_arrive(v_full(s));
   };
   if constexpr (!Shape::kTmaPages) {
-    for (int it = 0; it < n_tiles; ++it) gather_tile(it, false);
+    int id = n_tiles > 0 ? page_of_tile(0) : 0;
+    for (int it = 0; it < n_tiles; ++it) {
+      const int next = it + 1 < n_tiles ? page_of_tile(it + 1) : 0;
+      gather_tile(it, false, id);
+      id = next;
+    }
     return;
   }
   // TMA page loads. Lane j of warp 0 issues box j of tile `it`: its kPageBoxRows slots from
@@ -325,7 +350,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   // threads. Warp 0 alone issues the rest.
   if (n_tiles == 0) return;
   if (tail_past_keys<Shape>(n_tiles, kv_len)) {
-    gather_tile(0, true);
+    gather_tile(0, true, page_of_tile(0));
   } else if (t < 32) {
     tma_tile(0);
   }

@@ -47,10 +47,11 @@ struct PrefillSm90Shape {
   /// the warpgroups inside that pool: a split that asks for more waits forever.
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   /// setmaxnreg split of the CTA's kLaunchRegs · kThreads registers: the producer's, the fewest
-  /// with which ptxas spills nothing (24 for the dense kernel's TMA thread and the paged gather;
-  /// the paged producer with TMA page loads, which also gathers Q and the tail tile, 32, and 48
-  /// beside two consumers at hd64), and the rest, at most 240, for the consumers.
-  static constexpr int kProducerRegs = !kTma ? 24 : kConsumers == 2 && kHeadDim == 64 ? 48 : 32;
+  /// with which ptxas spills nothing (24 for the dense kernel's TMA thread; 32 for the paged
+  /// gather, which holds the next tile's page id across the copies, and for the paged producer
+  /// with TMA page loads, which also gathers Q and the tail tile, 48 for that one beside two
+  /// consumers at hd64), and the rest, at most 240, for the consumers.
+  static constexpr int kProducerRegs = !kTma ? (kPaged ? 32 : 24) : kConsumers == 2 && kHeadDim == 64 ? 48 : 32;
   static constexpr int kConsumerShare = (kLaunchRegs * (1 + kConsumers) - kProducerRegs) / kConsumers / 8 * 8;
   static constexpr int kConsumerRegs = kConsumerShare < 240 ? kConsumerShare : 240;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads, "register split");
