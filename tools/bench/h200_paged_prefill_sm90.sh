@@ -5,14 +5,16 @@
 # prefill GPU suite (every paged case on both kernels), compute-sanitizer memcheck and racecheck
 # on a small case, then bench_flashinfer.py (kjit beside FlashInfer fa2/fa3, same inputs), which
 # imports the kjit Python package (tools/bench/python_package.sh builds it here first).
-# Optional: KJIT_VARIANTS="name=DIR ..." times the issue's and the mixed case again with each
+# Optional: KJIT_VARIANTS="name=DIR ..." times the cases VARIANT_CASES (comma-separated name
+# prefixes of bench_flashinfer.py's cases; default the issue's and the mixed one) again with each
 # kernel-source tree DIR (KJIT_KERNEL_DIR, relative to the checkout: an A/B of a kernel change);
 # AB_BUILD=DIR times every case again with the kjit of another build folder (same checkout; its
 # package installed beside the first, in /tmp/kjit-py-ab), and
 # with AB_TESTS=FILTER runs those GPU cases of that build (AB_RACE=FILTER: racecheck too);
 # DENSE=1 adds bench_attention.py --prefill-only (the dense Hopper prefill beside cuDNN).
 # SAN_FILTER picks the GPU cases that memcheck and racecheck run (default: two small ones).
-# PROBES="PROBE ARGS;..." runs tools/bench probes plainly (probe_<i>.txt); NCU="PROBE ARGS;..."
+# PROBES="PROBE ARGS;..." runs tools/bench probes plainly (probe_<i>.txt; leading VAR=VALUE words
+# go to the probe's environment, KJIT_KERNEL_DIR relative to the checkout); NCU="PROBE ARGS;..."
 # runs each under Nsight Compute (--set full, every kernel alone from a flushed L2): the probe's
 # call order in ncu_<i>.txt, the report's details page in ncu_<i>.csv and, per kernel, its SASS
 # with the stall samples in ncu_<i>_source.csv. Both run last, or with PROBES_EARLY=1 /
@@ -68,8 +70,17 @@ run_probes() {
     [ -n "$probe" ] || continue
     i=$((i + 1))
     echo "=== probe $i: $probe ==="
-    # shellcheck disable=SC2086  # the probe's arguments split on spaces
-    (cd "$root/tools/bench" && within ${PROBE_S:-90} python3 $probe) > "$out/probe_$i.txt" 2>&1
+    local envs=() words
+    read -ra words <<< "$probe"
+    while [ "${#words[@]}" -gt 0 ] && [[ ${words[0]} == *=* ]]; do
+      if [[ ${words[0]} == KJIT_KERNEL_DIR=* && ${words[0]#*=} != /* ]]; then
+        envs+=("KJIT_KERNEL_DIR=$root/${words[0]#*=}")
+      else
+        envs+=("${words[0]}")
+      fi
+      words=("${words[@]:1}")
+    done
+    (cd "$root/tools/bench" && within ${PROBE_S:-90} env "${envs[@]}" python3 "${words[@]}") > "$out/probe_$i.txt" 2>&1
     echo "rc=$?"; tail -n 15 "$out/probe_$i.txt"
   done
 }
@@ -137,7 +148,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   for v in ${KJIT_VARIANTS:-}; do
     echo "=== kernel sources ${v%%=*} ==="
     (cd "$root/tools/bench" && KJIT_KERNEL_DIR=$root/${v#*=} within 120 python3 bench_flashinfer.py \
-      --no-fi --cases issue,mixed --json "$out/bench_${v%%=*}.json") 2>&1 | tee "$out/bench_${v%%=*}.txt" | grep "^|"
+      --no-fi --cases "${VARIANT_CASES:-issue,mixed}" --json "$out/bench_${v%%=*}.json") 2>&1 | tee "$out/bench_${v%%=*}.txt" | grep "^|"
   done
 fi
 if [ "${DENSE:-0}" = 1 ]; then

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Probe (a diagnostic, not a published benchmark): kjit's ragged paged prefill and FlashInfer's
-fa3 as Nsight Compute sees them, one call each on the uniform rows of bench_flashinfer.py (8 ×
-(q 512 / kv 2048), GQA 32/8, page 16, causal; hd128 and hd64): kjit's automatic plan with its
-persistent schedule (its pages loaded with TMA), the same plan with a CTA per work unit
+"""Probe (a diagnostic, not a published benchmark): kjit's ragged paged prefill and FlashInfer's fa3 as
+Nsight Compute sees them, one call each on the uniform rows of bench_flashinfer.py (8 × (q 512 / kv
+2048), GQA 32/8, page 16 or --page, causal; hd128 and hd64): kjit's automatic plan with its
+persistent schedule (its pages loaded with TMA from page 16), the same plan with a CTA per work unit
 (persistent=False), the persistent plan with its pages gathered (page_load="gather"), at hd64 the
-persistent plan of 128-row tiles (TMA pages) beside the planned 192-row ones, kjit's dense
-Hopper prefill on the same rows as contiguous [B, L, H, D] tensors (TMA loads, no gather, no GQA
-packing: what the gather costs), and fa3 (unless --no-fa3).
+persistent plan of 128-row tiles (TMA pages) beside the planned 192-row ones, kjit's dense Hopper
+prefill on the same rows as contiguous [B, L, H, D] tensors (TMA loads, no gather, no GQA packing:
+what the gather costs), and fa3 (unless --no-fa3).
 
 Run under `ncu --profile-from-start off --clock-control none --cache-control all --csv --metrics
 <list> python3 paged_prefill_ncu_probe.py` (FlashInfer importable: flashinfer_env.sh; its fa3
@@ -14,7 +14,7 @@ modules prebuilt by `bench_flashinfer.py --prebuild`); the script prints the ord
 which is the order of the kernels in ncu's report (FlashInfer's plan step launches no kernel).
 With --time it runs no profiler and prints each call's CUDA-graph time in µs instead.
 
-Usage: paged_prefill_ncu_probe.py [--seed N] [--time] [--head-dims 128,64] [--no-fa3]
+Usage: paged_prefill_ncu_probe.py [--seed N] [--time] [--head-dims 128,64] [--no-fa3] [--page 16]
 """
 import os
 import sys
@@ -29,6 +29,7 @@ ap = arg_parser(__doc__)
 ap.add_argument("--time", action="store_true", help="print CUDA-graph times instead of one call each")
 ap.add_argument("--head-dims", default="128,64", help="comma-separated head dims (default 128,64)")
 ap.add_argument("--no-fa3", action="store_true", help="kjit only (FlashInfer not needed)")
+ap.add_argument("--page", type=int, default=16, help="page size (default 16; below 16 every plan gathers)")
 args = ap.parse_args()
 require_gpu()
 if not args.no_fa3:
@@ -37,7 +38,7 @@ if not args.no_fa3:
 kj = Kjit()
 gen, _ = seeded_generator(args)
 ws = torch.empty(bf.WS_BYTES, dtype=torch.uint8, device="cuda")
-q_lens, kv_lens, hq, hkv, page = [512] * 8, [2048] * 8, 32, 8, 16
+q_lens, kv_lens, hq, hkv, page = [512] * 8, [2048] * 8, 32, 8, args.page
 calls, keep = [], []
 for d in (int(x) for x in args.head_dims.split(",")):
     pools = bf.Pools(kv_lens, page, hkv, d, 1, gen)
