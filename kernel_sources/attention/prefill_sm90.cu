@@ -253,7 +253,7 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * kStages + s); };
 
   const char* q_request = static_cast<const char*>(p.q) + static_cast<int64_t>(q_first) * p.q_stride_l * 2;
-  // Q once per unit, its passes not unrolled: the producer's registers (24 gathering) hold no more.
+  // Q once per unit, its passes not unrolled: the producer's registers (32 gathering) hold no more.
   gather_rows<Shape::kBlockM, Shape::kAtoms, 1>(
       q_smem, t,
       [&](int r) -> const char* {
