@@ -170,6 +170,15 @@ struct Sm90Work {
   KJIT_DEVICE int diag() const { return kv_len - q_len; }
 };
 
+/// The KV tiles that a unit's rows up to `last_row` attend: under causal those holding the keys
+/// through the last row's diagonal, else all kv_len (the walk goes from the last tile, so rows
+/// that attend fewer tiles skip its first ones).
+template <class Shape, bool kPaged>
+KJIT_DEVICE int sm90_kv_tiles(const Sm90Work<kPaged>& w, int last_row, bool causal) {
+  const int kv_end = causal ? max(min(w.kv_len, w.token(last_row) + 1 + w.diag()), 0) : w.kv_len;
+  return (kv_end + Shape::kBlockN - 1) / Shape::kBlockN;
+}
+
 /// Work unit `u` of this CTA: for the paged kernel with a persistent schedule the unit
 /// cta_work[u] = item · heads + head (heads: q heads, or KV heads when packed), else (paged: u is
 /// the CTA's flat grid position; dense: u is unused) this CTA's grid position in head_group_order
@@ -208,8 +217,7 @@ KJIT_DEVICE Sm90Work<kPaged> sm90_work(const Params& p, int u) {
   }
   w.q0 = q_tile * Shape::kBlockM;
   const int q_rows = min(Shape::kBlockM, w.row_count() - w.q0);
-  const int kv_end = causal ? max(min(w.kv_len, w.token(w.q0 + q_rows - 1) + 1 + w.diag()), 0) : w.kv_len;
-  w.n_tiles = (kv_end + Shape::kBlockN - 1) / Shape::kBlockN;
+  w.n_tiles = sm90_kv_tiles<Shape>(w, w.q0 + q_rows - 1, causal);
   return w;
 }
 
@@ -540,6 +548,15 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     const Sm90Work<kPaged> w = next;
     const int n_tiles = w.n_tiles;
     const int row0 = w.q0 + 64 * c;
+    // This warpgroup's rows attend only the unit's tiles from `skip` on in walk order (none when
+    // all its rows are past the request's, as in a request's last q tile): it takes part only in
+    // the barriers and turns of the first `skip` (below). Not in the paged kernel's 192-row tile,
+    // whose consumers (160 registers) would spill.
+    int skip = 0;
+    if constexpr (!kPaged || kConsumers == 2) {
+      const int my_rows = min(64, w.row_count() - row0);
+      skip = n_tiles - (my_rows > 0 ? sm90_kv_tiles<Shape>(w, row0 + my_rows - 1, causal) : 0);
+    }
     const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
     // Keys from limit[h] on are masked in row my_row + 8h, so a thread masks only the tiles that
     // reach past the smaller of its two limits.
@@ -629,23 +646,36 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     // Whether tile `it` of the unit was gathered (see the producer).
     auto gathered = [&](int it) { return !Shape::kTmaPages || (it == 0 && tail_past_keys<Shape>(n_tiles, w.kv_len)); };
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
-    if (n_tiles > 0) {
-      // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
+    // Skipped tiles: the stages are released only once filled (so every consumer warp's arrivals
+    // stay in the phase of the same fill: a warpgroup that ran ahead could otherwise arrive twice
+    // on one stage's empty barrier before another warp's first), and each takes its turn, so
+    // every warpgroup takes n_tiles + 1 turns a unit.
+#pragma unroll 1
+    for (int it = 0; it < skip; ++it) {
+      mbarrier_wait(k_full(stage(it)), parity(it));
+      release(k_empty(stage(it)));
+      mbarrier_wait(v_full(stage(it)), parity(it));
+      release(v_empty(stage(it)));
+      wait_turn();
+      pass_turn(false);
+    }
+    if (skip < n_tiles) {
+      // Prologue: S_skip and its softmax (O is not yet written: the first P·V overwrites it).
       {
-        wait_full(k_full(stage(0)), parity(0), gathered(0));
+        wait_full(k_full(stage(skip)), parity(skip), gathered(skip));
         wait_turn();
         wgmma_fence();
-        issue_qk(stage(0));
+        issue_qk(stage(skip));
         wgmma_commit();
         pass_turn(false);
         wgmma_wait<0>();
-        release(k_empty(stage(0)));
-        if (n_tiles == 1) release_q();
+        release(k_empty(stage(skip)));
+        if (skip == n_tiles - 1) release_q();
         float alpha[2];
-        softmax(n_tiles - 1, alpha);
+        softmax(n_tiles - 1 - skip, alpha);
         pack_p();
       }
-      for (int it = 1; it < n_tiles; ++it) {
+      for (int it = skip + 1; it < n_tiles; ++it) {
         const int s = stage(it);
         const int sp = stage(it - 1);
         wait_full(k_full(s), parity(it), gathered(it));
@@ -654,7 +684,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
         wgmma_fence();
         issue_qk(s);
         wgmma_commit();
-        issue_pv(sp, it > 1);
+        issue_pv(sp, it > skip + 1);
         wgmma_commit();
         pass_turn(false);
         wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
@@ -672,7 +702,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       wait_full(v_full(sl), parity(n_tiles - 1), gathered(n_tiles - 1));
       wait_turn();
       wgmma_fence();
-      issue_pv(sl, n_tiles > 1);
+      issue_pv(sl, skip < n_tiles - 1);
       wgmma_commit();
       pass_turn(last_unit);
       if (!last_unit) next = sm90_work<kPaged, Shape>(p, u + 1);
@@ -680,7 +710,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       release(v_empty(sl));
     } else {
       release_q();
-      wait_turn();  // the unit's one (empty) turn
+      wait_turn();  // the unit's last (or, without KV tiles, one) turn: empty
       pass_turn(last_unit);
       if (!last_unit) next = sm90_work<kPaged, Shape>(p, u + 1);
 #pragma unroll

@@ -220,6 +220,22 @@ int main() {
       check(c);
     }
   }
+  // A warpgroup whose rows attend fewer KV tiles than its CTA skips the first ones: rows past q_len
+  // (the last q tile's 8 rows leave one or two warpgroups none) over 8 tiles, more than the ring's
+  // stages, and the causal diagonal's short rows.
+  for (int hd : {64, 128}) {
+    kjit::testing::PrefillCase c;
+    c.batch = 1;
+    c.q_len = hd == 64 ? 200 : 136;
+    c.kv_len = 1000;
+    c.q_heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = hd;
+    c.causal = true;
+    c.lse = true;
+    c.variant = ka::AttentionVariant::kWgmma;
+    check(c);
+  }
   // TMA page loads over pages of 16, 32 and 64 tokens: KV ending on a tile (no gathered tail), on
   // a page, inside a page, one key, none; persistent over 2 CTAs and a CTA per unit; packed
   // causal, unpacked full; hd128, and hd64 at 192 and 128 rows.
