@@ -28,7 +28,9 @@
 //   warpgroups take turns issuing, round robin, so one's softmax overlaps the others' GEMMs.
 // * KV tiles are walked from the last to the first, so the tiles that need masks (the causal
 //   diagonal, the kv_len tail) come first and the rest run without any per-element test; tiles
-//   past the CTA's last row's causal limit are never loaded.
+//   past the CTA's last row's causal limit are never loaded. A consumer warpgroup whose 64 rows
+//   attend fewer tiles (a shorter causal limit, or rows past q_len in a ragged last q tile) skips
+//   the first ones: it only waits for their stages to fill, frees them and takes its turns.
 // * Epilogue: O / l as bf16 written by each warpgroup over its own Q rows in shared memory (the
 //   same swizzled layout), then TMA-stored (the TMA unit clips rows ≥ q_len and handles any
 //   row/head/batch strides); LSE = (m + log2 l) · ln 2 from the quad's lane 0, −inf and zeros for
@@ -48,10 +50,11 @@
 // P·V of the unit before runs); no shared state passes between the roles but Q, K and V through
 // their mbarriers. The producer warpgroup gathers instead of issuing TMA: per KV tile each
 // of its 128 threads looks up one token's pool row through the page table (PagedKV,
-// attention/kv_source.cuh) into a shared row table, then all 128 copy the tile's rows with 16-byte
-// cp.async straight into the swizzled layout (8 threads per 128-byte atom row), zero-filling tokens
-// past the request's kv_len, and arrive on the stage's full barrier when their copies land
-// (cp.async.mbarrier.arrive.noinc: the barrier expects 128 arrivals). Q is gathered the same way
+// attention/kv_source.cuh; the page ids one tile ahead) into a shared row table, then all 128 copy
+// the tile's rows with 16-byte cp.async straight into the swizzled layout (8 threads per 128-byte
+// atom row; a row's address one wide multiply-add), zero-filling tokens past the request's kv_len,
+// and arrive on the stage's full barrier when their copies land (cp.async.mbarrier.arrive.noinc:
+// the barrier expects 128 arrivals). Q is gathered the same way
 // from the packed [total_q, q_heads, D] rows (kBlockM / 16 passes, into the layout the dense
 // kernel's TMA box writes; rows past the request's end zero-filled); a quad's four 4-byte stores of
 // O fill 16 contiguous bytes of one of the request's rows. Consumers fence the generic-proxy writes
