@@ -551,14 +551,16 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
     const Sm90Work<kPaged> w = next;
     const int n_tiles = w.n_tiles;
     const int row0 = w.q0 + 64 * c;
-    // This warpgroup's rows attend only the unit's tiles from `skip` on in walk order (none when
-    // all its rows are past the request's, as in a request's last q tile): it takes part only in
-    // the barriers and turns of the first `skip` (below). Not in the paged kernel's 192-row tile,
-    // whose consumers (160 registers) would spill.
-    int skip = 0;
+    // This warpgroup's rows attend only the unit's last n_mine tiles in walk order (none when all
+    // its rows are past the request's, as in a request's last q tile): it takes part only in the
+    // barriers and turns of the first n_tiles − n_mine (below), then runs its own tiles as a unit
+    // of n_mine tiles whose ring positions start at `ring0`. Not the paged kernel's 192-row tile:
+    // its consumers, at the 160 registers of the launch pool, spill 72–108 bytes with it (16–44
+    // skipping only rows past the request's).
+    int n_mine = n_tiles;
     if constexpr (!kPaged || kConsumers == 2) {
       const int my_rows = min(64, w.row_count() - row0);
-      skip = n_tiles - (my_rows > 0 ? sm90_kv_tiles<Shape>(w, row0 + my_rows - 1, causal) : 0);
+      n_mine = my_rows > 0 ? sm90_kv_tiles<Shape>(w, row0 + my_rows - 1, causal) : 0;
     }
     const int my_row = row0 + 16 * warp + g;  // rows my_row and my_row + 8
     // Keys from limit[h] on are masked in row my_row + 8h, so a thread masks only the tiles that
@@ -638,8 +640,9 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       }
     };
     // Ring position, parity of the CTA's tile g (counted over all its units).
-    auto stage = [&](int it) { return ring_slot<kStages>(tiles_before + it).stage; };
-    auto parity = [&](int it) { return static_cast<uint32_t>(ring_slot<kStages>(tiles_before + it).round & 1); };
+    int ring0 = tiles_before;  // ring position of the tile `it` counts from (below: of the own tiles)
+    auto stage = [&](int it) { return ring_slot<kStages>(ring0 + it).stage; };
+    auto parity = [&](int it) { return static_cast<uint32_t>(ring_slot<kStages>(ring0 + it).round & 1); };
     // The producer may gather the next unit's Q once every warp's last Q·Kᵀ is complete.
     auto release_q = [&]() {
       if constexpr (kPaged) release(q_empty);
@@ -647,14 +650,16 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 
     const bool last_unit = u + 1 == u_end;
     // Whether tile `it` of the unit was gathered (see the producer).
-    auto gathered = [&](int it) { return !Shape::kTmaPages || (it == 0 && tail_past_keys<Shape>(n_tiles, w.kv_len)); };
+    const bool tail_gathered = n_mine == n_tiles && tail_past_keys<Shape>(n_tiles, w.kv_len);
+    auto gathered = [&](int it) { return !Shape::kTmaPages || (it == 0 && tail_gathered); };
     wait_full(q_full, static_cast<uint32_t>((u - u_begin) & 1));
     // Skipped tiles: the stages are released only once filled (so every consumer warp's arrivals
     // stay in the phase of the same fill: a warpgroup that ran ahead could otherwise arrive twice
     // on one stage's empty barrier before another warp's first), and each takes its turn, so
-    // every warpgroup takes n_tiles + 1 turns a unit.
+    // every warpgroup takes n_tiles + 1 turns a unit. Then tile `it` is the own tile it, the
+    // unit's tile n_mine − 1 − it, at ring position ring0 + it.
 #pragma unroll 1
-    for (int it = 0; it < skip; ++it) {
+    for (int it = 0; it < n_tiles - n_mine; ++it) {
       mbarrier_wait(k_full(stage(it)), parity(it));
       release(k_empty(stage(it)));
       mbarrier_wait(v_full(stage(it)), parity(it));
@@ -662,23 +667,24 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
       wait_turn();
       pass_turn(false);
     }
-    if (skip < n_tiles) {
-      // Prologue: S_skip and its softmax (O is not yet written: the first P·V overwrites it).
+    ring0 += n_tiles - n_mine;
+    if (n_mine > 0) {
+      // Prologue: S_0 and its softmax (O is not yet written: the first P·V overwrites it).
       {
-        wait_full(k_full(stage(skip)), parity(skip), gathered(skip));
+        wait_full(k_full(stage(0)), parity(0), gathered(0));
         wait_turn();
         wgmma_fence();
-        issue_qk(stage(skip));
+        issue_qk(stage(0));
         wgmma_commit();
         pass_turn(false);
         wgmma_wait<0>();
-        release(k_empty(stage(skip)));
-        if (skip == n_tiles - 1) release_q();
+        release(k_empty(stage(0)));
+        if (n_mine == 1) release_q();
         float alpha[2];
-        softmax(n_tiles - 1 - skip, alpha);
+        softmax(n_mine - 1, alpha);
         pack_p();
       }
-      for (int it = skip + 1; it < n_tiles; ++it) {
+      for (int it = 1; it < n_mine; ++it) {
         const int s = stage(it);
         const int sp = stage(it - 1);
         wait_full(k_full(s), parity(it), gathered(it));
@@ -687,25 +693,25 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
         wgmma_fence();
         issue_qk(s);
         wgmma_commit();
-        issue_pv(sp, it > skip + 1);
+        issue_pv(sp, it > 1);
         wgmma_commit();
         pass_turn(false);
         wgmma_wait<1>();  // S_it is ready; P_{it−1}·V_{it−1} may still run
         release(k_empty(s));
-        if (it == n_tiles - 1) release_q();
+        if (it == n_mine - 1) release_q();
         float alpha[2];
-        softmax(n_tiles - 1 - it, alpha);
+        softmax(n_mine - 1 - it, alpha);
         wgmma_wait<0>();
         release(v_empty(sp));
 #pragma unroll
         for (int i = 0; i < kORegs; ++i) o_acc[i] *= alpha[(i >> 1) & 1];
         pack_p();
       }
-      const int sl = stage(n_tiles - 1);
-      wait_full(v_full(sl), parity(n_tiles - 1), gathered(n_tiles - 1));
+      const int sl = stage(n_mine - 1);
+      wait_full(v_full(sl), parity(n_mine - 1), gathered(n_mine - 1));
       wait_turn();
       wgmma_fence();
-      issue_pv(sl, skip < n_tiles - 1);
+      issue_pv(sl, n_mine > 1);
       wgmma_commit();
       pass_turn(last_unit);
       if (!last_unit) next = sm90_work<kPaged, Shape>(p, u + 1);
@@ -719,7 +725,7 @@ KJIT_DEVICE void prefill_sm90_body(const Params& p) {
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) o_acc[i] = 0.f;
     }
-    tiles_before += n_tiles;
+    tiles_before = ring0 + n_mine;  // + n_tiles
 
     // ---- Epilogue: O / l as bf16 and the LSE. --------------------------------------------------
     float inv[2];
