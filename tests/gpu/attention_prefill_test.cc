@@ -152,16 +152,7 @@ void check(const PagedPrefillCase& c) {
 }
 
 PrefillCase dense(int batch, int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, bool causal) {
-  PrefillCase c;
-  c.batch = batch;
-  c.q_len = q_len;
-  c.kv_len = kv_len;
-  c.q_heads = q_heads;
-  c.kv_heads = kv_heads;
-  c.head_dim = head_dim;
-  c.causal = causal;
-  c.lse = true;
-  return c;
+  return kjit::testing::prefill_case(batch, q_len, kv_len, q_heads, kv_heads, head_dim, causal);
 }
 
 // ---- Dense prefill --------------------------------------------------------------------------

@@ -520,6 +520,19 @@ std::string PrefillCase::describe() const {
   return s;
 }
 
+PrefillCase prefill_case(int batch, int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, bool causal) {
+  PrefillCase c;
+  c.batch = batch;
+  c.q_len = q_len;
+  c.kv_len = kv_len;
+  c.q_heads = q_heads;
+  c.kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.causal = causal;
+  c.lse = true;
+  return c;
+}
+
 AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtime& runtime) {
   AttentionCaseResult result;
   result.seed = seed;

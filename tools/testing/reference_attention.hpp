@@ -188,6 +188,10 @@ struct PrefillCase {
 /// the default stream, synchronizes and compares with prefill_reference. Needs a GPU.
 AttentionCaseResult run_prefill_case(const PrefillCase& c, uint64_t seed, Runtime& runtime = Runtime::global());
 
+/// A PrefillCase of `batch` sequences of `q_len` queries over `kv_len` keys, LSE asked for;
+/// everything else the defaults.
+PrefillCase prefill_case(int batch, int q_len, int kv_len, int q_heads, int kv_heads, int head_dim, bool causal);
+
 /// The paged layout of a test cache.
 struct PagedLayout {
   int page_size = 16;

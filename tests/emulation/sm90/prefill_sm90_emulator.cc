@@ -207,15 +207,8 @@ int main() {
   // more keys than queries (chunked prefill), GQA 1 and 4, both head dims (hd64: 192-row tiles).
   for (int hd : {64, 128}) {
     for (bool causal : {false, true}) {
-      kjit::testing::PrefillCase c;
-      c.batch = 2;
-      c.q_len = causal ? 200 : 77;
-      c.kv_len = causal ? 333 : 260;
-      c.q_heads = causal ? 8 : 2;
-      c.kv_heads = 2;
-      c.head_dim = hd;
-      c.causal = causal;
-      c.lse = true;
+      kjit::testing::PrefillCase c =
+          kjit::testing::prefill_case(2, causal ? 200 : 77, causal ? 333 : 260, causal ? 8 : 2, 2, hd, causal);
       c.variant = ka::AttentionVariant::kWgmma;
       check(c);
     }
@@ -224,15 +217,7 @@ int main() {
   // (the last q tile's 8 rows leave one or two warpgroups none) over 8 tiles, more than the ring's
   // stages, and the causal diagonal's short rows.
   for (int hd : {64, 128}) {
-    kjit::testing::PrefillCase c;
-    c.batch = 1;
-    c.q_len = hd == 64 ? 200 : 136;
-    c.kv_len = 1000;
-    c.q_heads = 4;
-    c.kv_heads = 2;
-    c.head_dim = hd;
-    c.causal = true;
-    c.lse = true;
+    kjit::testing::PrefillCase c = kjit::testing::prefill_case(1, hd == 64 ? 200 : 136, 1000, 4, 2, hd, true);
     c.variant = ka::AttentionVariant::kWgmma;
     check(c);
   }
