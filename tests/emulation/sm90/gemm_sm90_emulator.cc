@@ -15,7 +15,8 @@
 // on the staged tiles (TMA stores, and the copy-out when D is padded) and wave-fitting tiles
 // (direct stores), bf16 and f32, per-tensor and per-channel scales, bias, K not a multiple of 128
 // (TMA zero fill); B-pairs (multicast = 2: 64-row tiles, odd tile rows); A-pairs (multicast = 3:
-// odd tile columns, a second half of A past M, a wave tile, a constant weight on and off); split-K
+// odd tile columns, a second half of A past M, a wave tile, the 64-row tile's 32-row halves, a
+// constant weight on and off, column-major D whose swapped A' is the constant weight); split-K
 // clusters of 2, 3 and 4; then a few of them with every wgmma group landing as late as its wait
 // allows (a stage freed or refilled, by either CTA of a pair, before its wgmma's wait aborts).
 // A protocol deadlock aborts after emu_sm90.hpp's kWaitSeconds naming the barrier and what every
@@ -34,6 +35,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +82,8 @@ using kt::Fp8Format;
 
 int g_emulated = 0;      // launches the hook ran
 bool g_unknown = false;  // a launch of a kernel not emulated here
+unsigned g_grid = 0, g_cluster = 0;  // the last launch's grid and cluster size
+std::string g_params;                // and what its Params say of the schedule
 
 // Each CTA's shared memory (a cluster's CTAs at once), and its block barrier and warp scratch.
 alignas(1024) uint8_t g_smem[kMaxCluster][kCtaSmem];
@@ -99,6 +103,7 @@ void run_grid(const CUlaunchConfig& c, void (*kernel)(Params), const Params& p) 
                  c.gridDimZ, size);
     std::abort();
   }
+  g_grid = c.gridDimX, g_cluster = size;
   for (unsigned first = 0; first < c.gridDimX; first += size) {
     emu::sm90::Cluster cluster;
     cluster.size = size;
@@ -150,7 +155,12 @@ void run_grid(const CUlaunchConfig& c, void (*kernel)(Params), const Params& p) 
 
 template <int kFa, int kFb, bool kF32, int kBM, int kBN, int kStages>
 void run_gemm_kernel(const CUlaunchConfig& c, void** params) {
-  run_grid(c, &f8::gemm_sm90_kernel<kFa, kFb, kF32, kBM, kBN, kStages>, *static_cast<const f8::GemmSm90Params*>(params[0]));
+  const f8::GemmSm90Params& p = *static_cast<const f8::GemmSm90Params*>(params[0]);
+  g_params = std::to_string(kBM) + "x" + std::to_string(kBN) + "x" + std::to_string(kStages) + " stages, " +
+             std::to_string(p.tiles_m) + "x" + std::to_string(p.tiles_n) + " tiles, pairs " +
+             std::to_string(p.cluster_m) + "x" + std::to_string(p.cluster_n) + (p.tma_store ? ", TMA stores" : "") +
+             (p.const_a ? ", const_a" : "") + (p.const_b ? ", const_b" : "") + (p.d_trans ? ", d_trans" : "");
+  run_grid(c, &f8::gemm_sm90_kernel<kFa, kFb, kF32, kBM, kBN, kStages>, p);
 }
 
 /// The stand-in driver's launch hook: the instantiations emulated here, by demangled name.
@@ -195,6 +205,7 @@ struct GCase {
   f8::GemmTile tile = f8::GemmTile::kAuto;
   DType bias = DType::kU8;  // kU8: none
   bool padded = false;      // padded strides with poisoned padding (D: not TMA-storable)
+  bool d_colmajor = false;  // D stored column-major (the host swaps the operands: A' = B)
   int splits = 1;
   int multicast = 1;
   bool b_constant = false;
@@ -203,7 +214,7 @@ struct GCase {
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + kjit::dtype_name(fa) + "x" +
            kjit::dtype_name(fb) + "->" + kjit::dtype_name(out) + (scales == Scales::kChannel ? " channel" : " tensor") +
            " tile=" + f8::gemm_tile_name(tile) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
-           (padded ? " padded" : "") + " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
+           (padded ? " padded" : "") + (d_colmajor ? " D-colmajor" : "") + " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
            (b_constant ? " b_constant" : "") + (emu::sm90::g_late_wgmma ? " late-wgmma" : "");
   }
 };
@@ -226,6 +237,8 @@ void check(const GCase& c) {
   static std::random_device device;
   const uint64_t seed = (static_cast<uint64_t>(device()) << 32) | device();
   const std::string what = c.describe() + " seed=" + std::to_string(seed);
+  // KJIT_EMU_CASES=text: only the cases whose description contains it (say, "multicast=3").
+  if (const char* only = std::getenv("KJIT_EMU_CASES"); only != nullptr && what.find(only) == std::string::npos) return;
   ++g_cases;
   const int before = g_emulated;
   const auto start = std::chrono::steady_clock::now();
@@ -261,8 +274,9 @@ void check(const GCase& c) {
     for (int64_t j = 0; j < c.n; ++j) std::memcpy(&hb[j * ldb], &p.b[j * c.k], c.k);
     kt::DeviceBuffer da = kt::to_device(ha), db = kt::to_device(hb);
     const int es = kjit::dtype_size(c.out);
-    const int64_t ldd = c.n + (c.padded ? 5 : 0);
-    kt::DeviceBuffer dd(static_cast<size_t>(c.m * ldd * es));
+    const int64_t d_outer = c.d_colmajor ? c.n : c.m, d_inner = c.d_colmajor ? c.m : c.n;
+    const int64_t ldd = d_inner + (c.padded ? 5 : 0);
+    kt::DeviceBuffer dd(static_cast<size_t>(d_outer * ldd * es));
     dd.fill(0xFF);
     kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
     kt::DeviceBuffer dbias = c.bias == DType::kBF16 ? kt::to_device(bias_h) : kt::to_device(bias_f);
@@ -270,7 +284,8 @@ void check(const GCase& c) {
     f8::GemmArgs g;
     g.a = TensorRef(da.get(), c.fa, {c.m, c.k}, {lda, 1}, 0);
     g.b = TensorRef(db.get(), c.fb, {c.n, c.k}, {ldb, 1}, 0);
-    g.d = TensorRef(dd.get(), c.out, {c.m, c.n}, {ldd, 1}, 0);
+    g.d = c.d_colmajor ? TensorRef(dd.get(), c.out, {c.m, c.n}, {1, ldd}, 0)
+                       : TensorRef(dd.get(), c.out, {c.m, c.n}, {ldd, 1}, 0);
     g.scale_a = TensorRef(dsa.get(), DType::kF32, {static_cast<int64_t>(p.scale_a.size())}, {}, 0);
     g.scale_b = TensorRef(dsb.get(), DType::kF32, {static_cast<int64_t>(p.scale_b.size())}, {}, 0);
     if (c.bias != DType::kU8) g.bias = TensorRef(dbias.get(), c.bias, {c.n}, {}, 0);
@@ -283,13 +298,13 @@ void check(const GCase& c) {
     kt::synchronize();
 
     const std::vector<double> ref = kt::fp8_gemm_reference(p);
-    const std::vector<uint8_t> raw = dd.download<uint8_t>(static_cast<size_t>(c.m * ldd * es));
+    const std::vector<uint8_t> raw = dd.download<uint8_t>(static_cast<size_t>(d_outer * ldd * es));
     std::vector<float> out(static_cast<size_t>(c.m * c.n));
     size_t pad = 0;
-    for (int64_t r = 0; r < c.m; ++r) {
+    for (int64_t r = 0; r < d_outer; ++r) {
       for (int64_t q = 0; q < ldd; ++q) {
         const uint8_t* src = raw.data() + (r * ldd + q) * es;
-        if (q >= c.n) {
+        if (q >= d_inner) {
           for (int b = 0; b < es; ++b) pad += src[b] != 0xFF;
           continue;
         }
@@ -301,17 +316,18 @@ void check(const GCase& c) {
           std::memcpy(&h, src, 2);
           v = kt::bf16_to_float(h);
         }
-        out[static_cast<size_t>(r * c.n + q)] = v;
+        const int64_t i = c.d_colmajor ? q : r, j = c.d_colmajor ? r : q;
+        out[static_cast<size_t>(i * c.n + j)] = v;
       }
     }
     const kt::Comparison cmp = kt::compare(out, ref);
     const double tol = c.out == DType::kF32 ? 2e-3 : 1e-2;
     const bool ok = cmp.ok(tol) && pad == 0 && g_emulated == before + 1 && !g_unknown;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s %s: %s (worst at row %zu, col %zu)%s%s [%.1f s]\n", ok ? "ok  " : "FAIL", what.c_str(),
-                cmp.describe().c_str(), cmp.worst_index / c.n, cmp.worst_index % c.n,
+    std::printf("%s %s: %s (worst at row %zu, col %zu)%s%s [%s; grid %u, clusters of %u; %.1f s]\n", ok ? "ok  " : "FAIL",
+                what.c_str(), cmp.describe().c_str(), cmp.worst_index / c.n, cmp.worst_index % c.n,
                 pad != 0 ? ", D's padding written" : "", g_emulated != before + 1 ? ", not one emulated launch" : "",
-                secs);
+                g_params.c_str(), g_grid, g_cluster, secs);
     if (!ok) ++g_failed;
   } catch (const std::exception& e) {
     std::printf("FAIL %s: threw %s\n", what.c_str(), e.what());
@@ -366,6 +382,69 @@ int main() {
     c = gemm(200, 1000, 128, T::k128x160);
     c.out = DType::kF32;
     check(c);
+  }
+
+  // 2. B-pairs (multicast = 2: a cluster's CTAs take m-tiles 2u, 2u + 1 of one tile column, each
+  // loads its A and half of B, multicast into both): the 64-row tile at M = 100 (one pair per
+  // column) and M = 40 (the second CTA's tile wholly past M: it loads, multicasts, frees, stores
+  // nothing); 128x128 at M = 256 and M = 333 (3 tile rows: the last pair's second CTA idle).
+  for (int64_t m : {100, 40}) check(gemm(m, 1096, 656, T::k64x128, 2));
+  for (int64_t m : {256, 333}) {
+    GCase c = gemm(m, 520, 400, T::k128x128, 2);
+    c.scales = Scales::kChannel;
+    check(c);
+  }
+  // A-pairs (multicast = 3: n-tiles 2v, 2v + 1 of one tile row, each loads half of A multicast
+  // into both, and its own B): 128x128 at M = 256 and M = 333 over N = 1096 (9 tile columns: the
+  // last pair's second CTA has no tile), TMA stores and the padded copy-out, constant weight on
+  // and off; M = 150 (the last tile row's second half of A wholly past M: its box clamped); the
+  // wave tile 128x80 at M = 200 (13 tile columns), bf16, b_constant on and off.
+  {
+    GCase c = gemm(256, 1096, 400, T::k128x128, 3);
+    check(c);
+    c.m = 333, c.padded = true, c.out = DType::kF32, c.scales = Scales::kChannel, c.b_constant = true;
+    check(c);
+    c = gemm(333, 1096, 272, T::k128x128, 3);
+    c.b_constant = true;
+    check(c);
+    c = gemm(150, 1096, 656, T::k128x128, 3);
+    check(c);
+    for (bool constant : {false, true}) {
+      c = gemm(200, 1000, 656, T::k128x80, 3);
+      c.b_constant = constant;
+      check(c);
+    }
+    // The 64-row tile (32-row halves of A) at M = 100 over 9 tile columns, a constant weight.
+    c = gemm(100, 1096, 656, T::k64x128, 3);
+    c.b_constant = true;
+    check(c);
+    // Column-major D: the host swaps the operands (A' = B, the constant weight, whose halves are
+    // multicast early, before the wait for the previous grid; B' = A): 520 x 1000 becomes
+    // 1000 x 520 (8 tile rows, 5 tile columns of 128: odd), f32.
+    c = gemm(520, 1000, 400, T::k128x128, 3);
+    c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
+    check(c);
+  }
+
+  // 3. Split-K clusters of 2, 3 and 4 (each CTA's partial tile in its shared memory, summed in
+  // rank order through ld.shared::cluster): 100 x 256 (2 tiles), K = 1040 (9 k-tiles, uneven
+  // slices); f32 at 3 with per-channel scales and a bias.
+  for (int splits : {2, 3, 4}) {
+    GCase c = gemm(100, 256, 1040, T::k128x128, 1, splits);
+    if (splits == 3) c.out = DType::kF32, c.scales = Scales::kChannel, c.bias = DType::kF32;
+    check(c);
+  }
+
+  // 4. Every wgmma group landing as late as its wait allows: a stage freed (in either CTA of a
+  // pair) or refilled (by either CTA's TMA) before the wgmma reading it has retired aborts.
+  emu::sm90::g_late_wgmma = true;
+  {
+    GCase c = gemm(333, 1096, 272, T::k128x128, 3);
+    c.b_constant = true;
+    check(c);
+    check(gemm(100, 1096, 656, T::k64x128, 2));
+    check(gemm(200, 1000, 656, T::k128x80));
+    check(gemm(100, 256, 1040, T::k128x128, 1, 4));
   }
 
   std::printf("%d of %d cases failed (%d launches emulated)\n", g_failed, g_cases, g_emulated);

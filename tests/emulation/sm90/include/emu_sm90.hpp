@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace emu {
@@ -124,8 +125,10 @@ inline uint8_t* smem_write_in(Cta& c, uint32_t addr, uint32_t bytes) {
   uint8_t* at = smem_at_in(c, addr, bytes);
   for (uint32_t a = addr / 1024; a <= (addr + bytes - 1) / 1024; ++a) {
     if (c.reads_in_flight[a].load() > 0) {
-      fail("shared memory written while a wgmma that reads it is in flight (a stage released or refilled "
-           "before the wgmma's wait)",
+      fail(&c == &cta() ? "shared memory written while a wgmma that reads it is in flight (a stage released or "
+                          "refilled before the wgmma's wait)"
+                        : "a peer CTA's shared memory written (multicast) while a wgmma of that CTA that reads it is "
+                          "in flight (a stage released or refilled before the wgmma's wait)",
            addr, bytes);
     }
   }
@@ -254,8 +257,9 @@ inline Cta& peer(uint32_t rank, const char* access) {
   if (rank >= cl->size) fail("a cluster access past the cluster's size (rank, size)", rank, cl->size);
   Cta& c = *cl->ctas[rank];
   if (&c != &cta() && c.running.load() == 0) {
-    std::fprintf(stderr, "sm90 emulator: %s\n", access);
-    fail("a remote access to a CTA of the cluster that has exited (rank, own rank)", rank, cta().rank);
+    const std::string what = std::string(access) + ": CTA (rank, own rank) of the cluster has exited (its shared "
+                             "memory and barriers are gone: the protocol let it exit before this peer's last access)";
+    fail(what.c_str(), rank, cta().rank);
   }
   return c;
 }
