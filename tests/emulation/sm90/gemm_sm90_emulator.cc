@@ -153,8 +153,19 @@ void run_grid(const CUlaunchConfig& c, void (*kernel)(Params), const Params& p) 
   }
 }
 
+/// The kernel's barriers by address (the layout of gemm_sm90.cu: the stages from shared address 0,
+/// the epilogue's staging, then full[s] and empty[s]), for the deadlock report.
+template <int kBM, int kBN, int kStages>
+std::string gemm_mbarrier_name(uint32_t bar) {
+  const uint32_t bars = kStages * f8::sm90_stage_bytes(kBM, kBN) + f8::sm90_epilogue_bytes(kBN);
+  const uint32_t i = (bar - bars) / 8;
+  if (bar < bars || (bar - bars) % 8 != 0 || i >= 2 * kStages) return "not one of the ring's barriers";
+  return std::string(i < kStages ? "full[" : "empty[") + std::to_string(i % kStages) + "]";
+}
+
 template <int kFa, int kFb, bool kF32, int kBM, int kBN, int kStages>
 void run_gemm_kernel(const CUlaunchConfig& c, void** params) {
+  emu::sm90::g_mbarrier_name = &gemm_mbarrier_name<kBM, kBN, kStages>;
   const f8::GemmSm90Params& p = *static_cast<const f8::GemmSm90Params*>(params[0]);
   g_params = std::to_string(kBM) + "x" + std::to_string(kBN) + "x" + std::to_string(kStages) + " stages, " +
              std::to_string(p.tiles_m) + "x" + std::to_string(p.tiles_n) + " tiles, pairs " +

@@ -107,9 +107,19 @@ extern Cta* g_cta;
 extern thread_local Cta* t_my_cta;
 inline Cta& cta() { return t_my_cta != nullptr ? *t_my_cta : *g_cta; }
 
+/// The kernel's name of the mbarrier at a shared address (say "empty[2]"), when the emulator knows
+/// its layout (null: the address alone): deadlock reports and failures name it.
+inline std::string (*g_mbarrier_name)(uint32_t bar) = nullptr;
+/// " = name" for a message about the mbarrier at `a` ("mbarrier ..." messages), else "".
+inline std::string mbarrier_suffix(const char* what, uint32_t a) {
+  if (g_mbarrier_name == nullptr || std::strncmp(what, "mbarrier", 8) != 0) return "";
+  return " = " + g_mbarrier_name(a);
+}
+
 [[noreturn]] inline void fail(const char* what, uint32_t a = 0, uint32_t b = 0) {
-  std::fprintf(stderr, "sm90 emulator: thread %u of CTA (%u, %u) (cluster rank %u): %s (%u, %u)\n", t_thread.x,
-               t_block.x, t_block.y, t_my_cta != nullptr ? t_my_cta->rank : 0u, what, a, b);
+  std::fprintf(stderr, "sm90 emulator: thread %u of CTA (%u, %u) (cluster rank %u): %s (%u, %u)%s\n", t_thread.x,
+               t_block.x, t_block.y, t_my_cta != nullptr ? t_my_cta->rank : 0u, what, a, b,
+               mbarrier_suffix(what, a).c_str());
   std::abort();
 }
 
@@ -141,7 +151,8 @@ inline void print_waiting(const Cta& c) {
   for (int t = 0; t < 1024; ++t) {
     const Cta::Waiting& w = c.waiting[t];
     if (w.what != nullptr && (t == 0 || w.what != c.waiting[t - 1].what || w.a != c.waiting[t - 1].a)) {
-      std::fprintf(stderr, "  rank %u thread %d (and those after it alike): %s (%u, %u)\n", c.rank, t, w.what, w.a, w.b);
+      std::fprintf(stderr, "  rank %u thread %d (and those after it alike): %s (%u, %u)%s\n", c.rank, t, w.what, w.a, w.b,
+                   mbarrier_suffix(w.what, w.a).c_str());
     }
   }
 }
