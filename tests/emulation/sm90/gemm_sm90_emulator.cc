@@ -16,9 +16,11 @@
 // (direct stores), bf16 and f32, per-tensor and per-channel scales, bias, K not a multiple of 128
 // (TMA zero fill); B-pairs (multicast = 2: 64-row tiles, odd tile rows); A-pairs (multicast = 3:
 // odd tile columns, a second half of A past M, a wave tile, the 64-row tile's 32-row halves, a
-// constant weight on and off, column-major D whose swapped A' is the constant weight); split-K
-// clusters of 2, 3 and 4; then a few of them with every wgmma group landing as late as its wait
-// allows (a stage freed or refilled, by either CTA of a pair, before its wgmma's wait aborts).
+// constant weight on and off, column-major D whose swapped A' is the constant weight, 128x256);
+// the planner's small-M choice (operands swapped into the 128x16 and 64x16 tiles, D transposed);
+// split-K clusters of 2, 3 and 4, and of 3 on a swapped small tile; then a few of them with
+// every wgmma group landing as late as its wait allows (a stage freed or refilled, by either CTA
+// of a pair, before its wgmma's wait aborts). KJIT_EMU_CASES=text runs the matching cases only.
 // A protocol deadlock aborts after emu_sm90.hpp's kWaitSeconds naming the barrier and what every
 // thread of the cluster waits on; a CTA that exits while its peer still arrives on or multicasts
 // into it aborts too. CTest runs it (label emulation) with the stand-in's environment
@@ -170,7 +172,8 @@ void run_gemm_kernel(const CUlaunchConfig& c, void** params) {
   g_params = std::to_string(kBM) + "x" + std::to_string(kBN) + "x" + std::to_string(kStages) + " stages, " +
              std::to_string(p.tiles_m) + "x" + std::to_string(p.tiles_n) + " tiles, pairs " +
              std::to_string(p.cluster_m) + "x" + std::to_string(p.cluster_n) + (p.tma_store ? ", TMA stores" : "") +
-             (p.const_a ? ", const_a" : "") + (p.const_b ? ", const_b" : "") + (p.d_trans ? ", d_trans" : "");
+             (p.const_a ? ", const_a" : "") + (p.const_b ? ", const_b" : "") + (p.d_trans ? ", d_trans" : "") +
+             (p.splits > 1 ? ", split-K " + std::to_string(p.splits) : "");
   run_grid(c, &f8::gemm_sm90_kernel<kFa, kFb, kF32, kBM, kBN, kStages>, p);
 }
 
@@ -186,6 +189,7 @@ void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
       KJIT_EMU_GEMM(0, 0, false, 128, 128, 6), KJIT_EMU_GEMM(0, 0, true, 128, 128, 6),
       KJIT_EMU_GEMM(0, 1, false, 128, 256, 3), KJIT_EMU_GEMM(0, 0, false, 128, 80, 6),
       KJIT_EMU_GEMM(0, 0, true, 128, 160, 6),  KJIT_EMU_GEMM(0, 0, false, 64, 128, 6),
+      KJIT_EMU_GEMM(0, 0, false, 128, 16, 8),  KJIT_EMU_GEMM(0, 0, false, 64, 16, 8),
   };
 #undef KJIT_EMU_GEMM
   int status = 0;
@@ -425,6 +429,11 @@ int main() {
       c.b_constant = constant;
       check(c);
     }
+    // 128x256 (3 stages) at M = 333 over N = 520 (3 tile columns: the second pair's second CTA
+    // idle), e4m3 x e5m2.
+    c = gemm(333, 520, 400, T::k128x256, 3);
+    c.fb = DType::kE5M2;
+    check(c);
     // The 64-row tile (32-row halves of A) at M = 100 over 9 tile columns, a constant weight.
     c = gemm(100, 1096, 656, T::k64x128, 3);
     c.b_constant = true;
@@ -440,6 +449,12 @@ int main() {
   // 3. Split-K clusters of 2, 3 and 4 (each CTA's partial tile in its shared memory, summed in
   // rank order through ld.shared::cluster): 100 x 256 (2 tiles), K = 1040 (9 k-tiles, uneven
   // slices); f32 at 3 with per-channel scales and a bias.
+  // The planner's own choice for a small-M problem (the operands swapped into a small tile).
+  check(gemm(16, 1000, 1040, T::kAuto, 0, 0));
+  check(gemm(16, 200, 2080, T::kAuto, 0, 0));
+  // And with split-K forced: the swapped small tile's cluster reduction through its transposed
+  // staging (stage_trans / flush_trans).
+  check(gemm(16, 200, 2080, T::kAuto, 0, 3));
   for (int splits : {2, 3, 4}) {
     GCase c = gemm(100, 256, 1040, T::k128x128, 1, splits);
     if (splits == 3) c.out = DType::kF32, c.scales = Scales::kChannel, c.bias = DType::kF32;
@@ -455,6 +470,9 @@ int main() {
     check(c);
     check(gemm(100, 1096, 656, T::k64x128, 2));
     check(gemm(200, 1000, 656, T::k128x80));
+    c = gemm(200, 1000, 656, T::k128x80, 3);
+    c.b_constant = true;
+    check(c);
     check(gemm(100, 256, 1040, T::k128x128, 1, 4));
   }
 
