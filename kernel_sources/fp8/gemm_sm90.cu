@@ -41,13 +41,21 @@
 // B's TMA box is BN rows of 128-byte swizzle atoms like any other. BN is not a whole number of
 // 128-byte D boxes, so these tiles store D directly from the accumulators, as the small tiles do
 // when not swapped: at M ≤ 256 D is a few percent of the bytes.
-// Pairs (cluster_m == 2, persistent; the planner's for M ≤ 128 with 64-row tiles, see
-// runtime/ops/fp8/gemm_plan.cc): the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile
-// column; each loads its own A and half of the common B tile, multicast into both CTAs' stage,
-// and each consumer warp frees a stage in both CTAs (remote mbarrier arrivals with the default,
-// CTA-scope release: the stage's reads were wgmma's, complete at wgmma.wait_group), since the
-// peer's TMA writes it too. Before exiting, the producer waits for every stage's last release,
-// so no peer still arrives on this CTA's barriers; no cluster barrier ends the kernel.
+// Pairs (persistent; clusters of 2 CTAs, the cluster's shape in tiles cluster_m × cluster_n):
+// B-pairs (2 × 1; the planner's for M ≤ 128 with 64-row tiles, see runtime/ops/fp8/gemm_plan.cc):
+// the two CTAs of a cluster take m-tiles 2u and 2u + 1 of one tile column; each loads its own A
+// and half of the common B tile, multicast into both CTAs' stage. A-pairs (1 × 2; forced only,
+// GemmArgs::multicast = 3): they take n-tiles 2v and 2v + 1 of one tile row; each loads half of
+// the common A tile (BM / 2 rows), multicast into both, and its own whole B. Either way each
+// stage of each CTA is written by both CTAs' TMA, so its "full" barrier expects the whole stage
+// (both halves and the own operand) and each consumer warp frees a stage in both CTAs (remote
+// mbarrier arrivals with the default, CTA-scope release: the stage's reads were wgmma's,
+// complete at wgmma.wait_group). Both CTAs walk the same units (blockIdx.x / 2), so they fill
+// and free the same sequence of stages. A unit's second tile may lie past the matrix (an odd
+// tile row or column count): that CTA still loads and multicasts its half, clamped into the
+// tensor, waits for and frees every stage, and stores nothing. Before exiting, the producer
+// waits for every stage's last release, so no peer still arrives on this CTA's barriers; no
+// cluster barrier ends the kernel.
 //
 // Epilogue (persistent): scale (and bias) in registers, then the 64 × BN outputs of a consumer go
 // out as TMA stores of 64-row × 128-byte boxes staged in shared memory (128-byte swizzle; up to
@@ -115,15 +123,19 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   const int wg = threadIdx.x / 128;
   const int t = threadIdx.x % 128;
   const int splits = p.splits;
-  // cm = 2: the CTAs of a cluster pair take vertically adjacent tiles (m-tiles 2u and 2u + 1 of
-  // one column): each loads its own A and half of the shared B, multicast to both.
-  const int cm = p.cluster_m;
-  const uint32_t crank = cm > 1 ? cluster_ctarank() : 0u;
+  // Pairs: cm = 2, the CTAs of a cluster take vertically adjacent tiles (m-tiles 2u and 2u + 1 of
+  // one column): each loads its own A and half of the shared B, multicast to both. cn = 2,
+  // horizontally adjacent tiles (n-tiles 2v and 2v + 1 of one row): each loads half of the
+  // shared A, multicast to both, and its own B.
+  const int cm = p.cluster_m, cn = p.cluster_n;
+  const int cs = cm * cn;  // CTAs per unit: 1, or 2 (a pair)
+  const uint32_t crank = cs > 1 ? cluster_ctarank() : 0u;
   const int tiles_mu = (p.tiles_m + cm - 1) / cm;  // rows of cluster units
-  const int num_units = tiles_mu * p.tiles_n;
+  const int tiles_nu = (p.tiles_n + cn - 1) / cn;  // columns of cluster units
+  const int num_units = tiles_mu * tiles_nu;
   const int ktiles = (p.k + 127) / 128;
   // The units (tiles, or tile pairs) this CTA walks and its k-tiles of each.
-  int first_unit = blockIdx.x / cm, unit_step = gridDim.x / cm, kt_begin = 0, kt_end = ktiles;
+  int first_unit = blockIdx.x / cs, unit_step = gridDim.x / cs, kt_begin = 0, kt_end = ktiles;
   uint32_t rank = 0;
   if (splits > 1) {
     rank = cluster_ctarank();  // == blockIdx.x % splits: clusters are (splits, 1, 1)
@@ -133,20 +145,22 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     kt_end = (static_cast<int>(rank) + 1) * ktiles / splits;
   }
   // Grouped raster, as the mma.sync kernel: groups of kGemmGroupM tile rows, column-major inside.
+  // A pair's CTA rank picks its tile of the unit: the m-tile with cm = 2, the n-tile with cn = 2.
+  const int rank_m = cm > 1 ? static_cast<int>(crank) : 0, rank_n = cn > 1 ? static_cast<int>(crank) : 0;
   auto tile_origin = [&](int unit, int& m0, int& n0) {
     const int group_rows = kGemmGroupM / cm;
-    const int group_units = group_rows * p.tiles_n;
+    const int group_units = group_rows * tiles_nu;
     const int first_mu = (unit / group_units) * group_rows;
     const int group_m = min(tiles_mu - first_mu, group_rows);
     const int in_group = unit % group_units;
-    m0 = ((first_mu + in_group % group_m) * cm + static_cast<int>(crank)) * kBM;
-    n0 = (in_group / group_m) * kBN;
+    m0 = ((first_mu + in_group % group_m) * cm + rank_m) * kBM;
+    n0 = ((in_group / group_m) * cn + rank_n) * kBN;
   };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full_bar(s), 1);
-      mbarrier_init(empty_bar(s), kConsumerWarps * cm);  // both CTAs' consumers free a shared stage
+      mbarrier_init(empty_bar(s), kConsumerWarps * cs);  // both CTAs' consumers free a shared stage
     }
     fence_barrier_init();
     prefetch_tensormap(&p.tma_a);
@@ -155,7 +169,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   }
   // With multicast, the peer's TMA and consumers signal this CTA's barriers: they must exist first
   // (fence_barrier_init released them; the cluster barrier itself orders nothing else: relaxed).
-  if (cm > 1) {
+  if (cs > 1) {
     cluster_sync_relaxed();
   } else {
     __syncthreads();
@@ -175,14 +189,29 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
     // Producer.
     setmaxnreg_dec<40>();
     if (t == 0) {
-      // B's box of k-tile kt for the tile column at n0 into the stage at `stage`: the whole box,
-      // or with pairs this CTA's half, multicast into both CTAs' stage (both halves complete on
-      // each CTA's barrier). With pairs, a box can start past the tensor (the second half of B
-      // in the last tile column): its start is clamped into the tensor so every box has
-      // in-bounds elements; what it then loads lands in rows past N, which are never stored.
+      // A's box of k-tile kt for the tile row at m0 into the stage at `stage`: the whole box, or
+      // with A-pairs this CTA's half (BM / 2 rows, whole 1024-byte swizzle atoms), multicast into
+      // both CTAs' stage (both halves complete on each CTA's barrier). A box can start past the
+      // tensor (a B-pair's second CTA on the last, odd tile row; an A-pair's second half of A in
+      // the last tile row): its start is clamped into the tensor so every box has in-bounds
+      // elements; what it then loads lands in rows past M, which are never stored.
+      auto load_a = [&](uint32_t stage, int kt, int m0, uint32_t bar) {
+        if (cn == 1) {
+          tma_load_2d(stage, &p.tma_a, kt * 128, min(m0, p.m - 1), bar);
+        } else {
+          constexpr int kHalf = kBM / 2;
+          static_assert(kHalf % 8 == 0, "whole 8-row swizzle atoms");
+          tma_load_2d_multicast(stage + crank * (kHalf * 128), &p.tma_a, kt * 128,
+                                min(m0 + static_cast<int>(crank) * kHalf, p.m - 1), bar, uint16_t{0x3});
+        }
+      };
+      // B's box of k-tile kt for the tile column at n0, likewise: the whole box, or with B-pairs
+      // this CTA's half (BN / 2 rows), multicast. Starts are clamped the same way (a B-pair's
+      // second half of B in the last tile column; an A-pair's second CTA on the last, odd tile
+      // column, whose whole box lies past N).
       auto load_b = [&](uint32_t stage, int kt, int n0, uint32_t bar) {
         if (cm == 1) {
-          tma_load_2d(stage + kABytes, &p.tma_b, kt * 128, n0, bar);
+          tma_load_2d(stage + kABytes, &p.tma_b, kt * 128, min(n0, p.n - 1), bar);
         } else {
           constexpr int kHalf = kBN / 2;
           tma_load_2d_multicast(stage + kABytes + crank * (kHalf * 128), &p.tma_b, kt * 128,
@@ -192,7 +221,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       // The first unit's first ring of a constant operand (a weight) loads before the wait: its
       // DRAM stream overlaps the previous kernel's tail. Each such stage expects all its bytes
       // now; the other operand's box completes it after the wait. Both CTAs of a pair take the
-      // same first unit, so each multicasts its half of B early, as the other expects.
+      // same first unit, so each multicasts its half of the shared operand early when that one is
+      // constant, as the other expects (A-pairs share A: with D row-major, the activations,
+      // never constant, so only each CTA's own B loads early).
       const bool early_a = p.const_a != 0, early_b = p.const_b != 0;
       int early = 0;  // stages 0 .. early-1 hold k-tiles kt_begin .. of the first unit
       if ((early_a || early_b) && first_unit < num_units) {
@@ -202,7 +233,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
         for (int i = 0; i < early; ++i) {
           const uint32_t a_dst = base + i * kStageBytes;
           mbarrier_arrive_expect_tx(full_bar(i), kStageBytes);
-          if (early_a) tma_load_2d(a_dst, &p.tma_a, (kt_begin + i) * 128, min(m0, p.m - 1), full_bar(i));
+          if (early_a) load_a(a_dst, kt_begin + i, m0, full_bar(i));
           if (early_b) load_b(a_dst, kt_begin + i, n0, full_bar(i));
         }
       }
@@ -217,11 +248,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
           if (wrapped) mbarrier_wait(empty_bar(s), phase ^ 1u);
           const uint32_t a_dst = base + s * kStageBytes;
           const bool half = issued++ < early;  // its constant operand is loading already
-          // Both B halves (this CTA's and the peer's multicast) complete on this barrier.
+          // With pairs, both halves of the shared operand (this CTA's and the peer's multicast)
+          // complete on this barrier beside the own operand: kStageBytes in every CTA.
           if (!half) mbarrier_arrive_expect_tx(full_bar(s), kStageBytes);
-          // The second CTA of a pair on the last, odd tile row has no rows: its A box starts
-          // clamped into the tensor (rows past M, never stored), as load_b's B halves do.
-          if (!(half && early_a)) tma_load_2d(a_dst, &p.tma_a, kt * 128, min(m0, p.m - 1), full_bar(s));
+          if (!(half && early_a)) load_a(a_dst, kt, m0, full_bar(s));
           if (!(half && early_b)) load_b(a_dst, kt, n0, full_bar(s));
           if (++s == kStages) s = 0, phase ^= 1u, wrapped = true;
         }
@@ -231,7 +261,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
       // stage's last round must have been released by all 16 consumer warps: wait for it as a
       // next fill would. A stage never filled is in its first phase, whose preceding parity
       // (phase ^ 1 = 1) counts as complete, so its wait returns at once.
-      if (cm > 1) {
+      if (cs > 1) {
         for (int i = 0; i < kStages; ++i) {
           mbarrier_wait(empty_bar(s), phase ^ 1u);
           if (++s == kStages) s = 0, phase ^= 1u;
@@ -330,7 +360,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   // Frees a stage: every consumer warp arrives on its "empty" barrier in each CTA that writes it.
   auto release = [&](uint32_t stage) {
     if (l != 0) return;
-    if (cm == 1) {
+    if (cs == 1) {
       mbarrier_arrive(empty_bar(stage));
     } else {
       mbarrier_arrive_cluster(empty_bar(stage), 0);
@@ -410,12 +440,14 @@ __global__ void __launch_bounds__(kSm90Threads, 1) gemm_sm90_kernel(KJIT_PARAMS 
   float sa[2] = {0.f, 0.f};
   for (int unit = first_unit; unit < num_units; unit += unit_step) {
     tile_origin(unit, m0, n0);
-    // A warpgroup whose 64 rows all lie past M (M ≤ 64), or past the tile (BM = 64: the second
-    // warpgroup), has nothing to multiply and nothing to store: it just waits for and releases
-    // every stage, leaving the tensor cores to the other warpgroup. The two loops are separate
-    // (rather than one loop with conditional wgmmas) so that no compiler-inserted wgmma wait
-    // sits on a divergent path: that makes ptxas serialize every wgmma of the kernel (C7518).
-    active = 64 * c < kBM && m0 + 64 * c < p.m;
+    // A warpgroup whose 64 rows all lie past M (M ≤ 64, or a B-pair's second CTA on the last, odd
+    // tile row), or past the tile (BM = 64: the second warpgroup), or whose tile lies past N (an
+    // A-pair's second CTA on the last, odd tile column), has nothing to multiply and nothing to
+    // store: it just waits for and releases every stage (with pairs the peer's producer waits for
+    // those releases too), leaving the tensor cores to the other warpgroup. The two loops are
+    // separate (rather than one loop with conditional wgmmas) so that no compiler-inserted wgmma
+    // wait sits on a divergent path: that makes ptxas serialize every wgmma of the kernel (C7518).
+    active = 64 * c < kBM && m0 + 64 * c < p.m && n0 < p.n;
     // The row scales are read before the mainloop, so their latency (a DRAM miss, for a kernel
     // this short) hides behind it instead of opening the epilogue.
     row0 = m0 + c * 64 + r_lo;

@@ -32,6 +32,9 @@ struct alignas(64) TmaDescriptor {
 // the other only frees stages), for problems of one 128-row tile row (64 < M ≤ 128): two CTAs
 // of a pair take the two 64-row halves of M and share each B (weight) tile by multicast, so
 // twice the CTAs stream the weight from L2 once.
+// CTA pairs (persistent only) come in two forms, the cluster's shape in tiles: cluster_m = 2
+// (B-pairs: vertically adjacent tiles share B) or cluster_n = 2 (A-pairs: horizontally adjacent
+// tiles share A, the activation rows; cuBLASLt's 1x2 clusters at M ≥ 128).
 constexpr int kSm90BM = 128;  // the staged and wave-fitting tiles' BM, and the small tiles' unless BM = 64
 constexpr int kSm90Threads = 384;
 inline constexpr bool sm90_small_tile(int bn) { return bn == 16 || bn == 32 || bn == 64; }
@@ -39,9 +42,10 @@ inline constexpr bool sm90_staged_tile(int bn) { return bn == 128 || bn == 256; 
 inline constexpr bool sm90_wave_tile(int bn) {
   return bn == 80 || bn == 96 || bn == 112 || bn == 160 || bn == 192 || bn == 224;
 }
-/// The tiles CTA pairs may share B over (cluster_m == 2): the staged and wave-fitting ones, 128 or
-/// 64 rows high. Each CTA loads BN / 2 rows of B; BN is a multiple of 16, so each half is whole
-/// 8-row swizzle atoms.
+/// The tiles CTA pairs may share an operand over (cluster_m == 2: B; cluster_n == 2: A): the
+/// staged and wave-fitting ones, 128 or 64 rows high. Each CTA loads half the shared box: BN / 2
+/// rows of B (BN is a multiple of 16) or BM / 2 rows of A (64 or 32), so each half is whole 8-row
+/// swizzle atoms (1024 bytes) and lands 1024-byte aligned.
 inline constexpr bool sm90_pair_tile(int bn) { return sm90_staged_tile(bn) || sm90_wave_tile(bn); }
 inline constexpr bool sm90_valid_bm(int bm, int bn) {
   return (bm == 128 || bm == 64) && (sm90_small_tile(bn) || sm90_pair_tile(bn));
@@ -80,7 +84,7 @@ inline constexpr int sm90_smem_bytes(int bm, int bn, int stages) {
 
 // D[m, n] = (Σ_k A[m, k] · B[n, k]) · sa[m] · sb[n] (+ bias). A and B are K-major.
 struct GemmSm90Params {
-  TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, BM}, 128-byte swizzle
+  TmaDescriptor tma_a;   // A [M, K] bytes: dims {K, M}, box {128, BM / cluster_n}, 128-byte swizzle
   TmaDescriptor tma_b;   // B [N, K] bytes: dims {K, N}, box {128, BN / cluster_m}, 128-byte swizzle
   TmaDescriptor tma_d;   // D [M, N] (when tma_store): dims {N, M}, box {128 bytes of columns,
                          // 64 rows}, 128-byte swizzle
@@ -108,14 +112,18 @@ struct GemmSm90Params {
   int32_t splits;        // 1: persistent CTAs walk tiles blockIdx.x, + gridDim.x, ...; S > 1:
                          //    split-K, CTA b computes k-slice b % S of tile b / S and the S CTAs
                          //    of a tile (one cluster of S) sum their partials in rank order
-  int32_t cluster_m;     // 1, or 2 (persistent only): clusters of 2 CTAs on m-tiles 2u, 2u + 1
-                         //    of one column share B: each loads BN/2 rows (tma_b's box) and
-                         //    multicasts them to both
+  int32_t cluster_m;     // The cluster's shape in tiles: cluster_m × cluster_n is 1 × 1, or
+  int32_t cluster_n;     //    (persistent only) a CTA pair: 2 × 1, B-pairs: the 2 CTAs of a
+                         //    cluster take m-tiles 2u, 2u + 1 of one tile column and share B:
+                         //    each loads BN/2 rows (tma_b's box) and multicasts them to both;
+                         //    1 × 2, A-pairs: they take n-tiles 2v, 2v + 1 of one tile row and
+                         //    share A: each loads BM/2 rows (tma_a's box), multicast to both,
+                         //    and its own whole B. Never 2 × 2.
   int32_t const_a;       // 1: A's bytes are written by no work on the stream that may still run
   int32_t const_b;       //    (a model weight, GemmArgs::b_constant); likewise B. Such an operand's
                          //    first ring of stages loads before the kernel waits for the previous
                          //    grid (programmatic dependent launch); with pairs, each CTA's
-                         //    multicast half of B. 0: nothing before the wait.
+                         //    multicast half of the shared operand. 0: nothing before the wait.
 };
 
 }  // namespace kjit::fp8

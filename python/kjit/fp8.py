@@ -11,6 +11,8 @@ gemm(a, b, scale_a, scale_b, *, d=None, out_dtype="bf16", bias=None, scale_mode=
     scale_mode {scale_modes}; kernel {kernels};
     tile {tiles}
     D = (A · Bᵀ) · scales (+ bias); a [M, K], b [N, K] fp8 (uint8 tensors are read as fp8_format).
+    multicast (wgmma, persistent): 0 plan, 1 none, 2 CTA pairs on adjacent tile rows sharing b's
+    tile, 3 CTA pairs on adjacent tile columns sharing a's tile (forced only).
     b_constant=True: b (a weight) is written by no earlier work on the stream that may still be
     running; on sm_90 the kernel (launched with programmatic dependent launch) then loads its
     first stages of b before waiting for the previous kernel. Runs on the current stream, so it

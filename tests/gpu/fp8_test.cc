@@ -378,7 +378,7 @@ struct GCase {
   bool padded = true;       // padded strides with poisoned padding
   f8::GemmKernel kernel = f8::GemmKernel::kAuto;
   int splits = 0;           // wgmma split-K (0: the planner's)
-  int multicast = 0;        // wgmma B multicast between CTA pairs (0: the planner's, 1 off, 2 on)
+  int multicast = 0;        // wgmma CTA pairs (0: the planner's, 1 off, 2 sharing B, 3 sharing A)
   bool b_constant = false;  // GemmArgs::b_constant: the weight's first stages load before the wait
 
   std::string describe() const {
@@ -695,7 +695,7 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   c = GCase{64, 64, 256};
   c.multicast = 2, c.splits = 2;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
-  c.splits = 0, c.multicast = 3;
+  c.splits = 0, c.multicast = 4;
   EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
   // TMA-stored column-major D (the kernel's rows are D's columns: a per-row bias), per-tensor
   // scales: the epilogue without per-column loads.
@@ -726,6 +726,133 @@ TEST(Fp8GemmGpu, WgmmaPersistent) {
   c = GCase{1000, 700, 1040};
   c.kernel = f8::GemmKernel::kWgmma, c.multicast = 2, c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
   run_gemm(c);
+}
+
+// CTA pairs sharing A (GemmArgs::multicast = 3): the two CTAs of a cluster take adjacent tile
+// columns of one tile row; each loads half of A's box (BM / 2 rows) multicast to both, and its
+// own B. Both epilogues of the staged tiles (TMA stores, padded D's copy-out), the wave-fitting
+// tiles' direct stores; an odd tile column count (the last pair's second CTA has no tile: it
+// loads and multicasts its half of A, frees every stage and stores nothing); a partial last tile
+// row, including one whose second half of A lies wholly past M (its box clamped into the tensor);
+// one k-tile (the ring wraps across units) and a long K; more pairs than resident clusters
+// (units past the first); a constant weight loaded early (B is each CTA's own) and, with a
+// column-major D, a constant A' (the weight, after validation's swap) multicast early; the 64-row
+// tiles (32-row halves); bf16 and f32, per-tensor and per-channel scales, bias.
+GCase a_pairs(GCase c, f8::GemmTile t) {
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = t, c.multicast = 3;
+  return c;
+}
+
+// A few of WgmmaPairsSharingA's cases, one of each protocol corner, small enough for
+// compute-sanitizer's racecheck: an odd tile column count with a partial last tile row and a
+// constant weight; a wave-fitting tile over one k-tile (f32); a second half of A past M; the
+// 64-row tile (32-row halves); A' constant and multicast early (column-major D).
+TEST(Fp8GemmGpu, WgmmaPairsSharingASmoke) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  GCase c = a_pairs(GCase{333, 1096, 656}, T::k128x128);
+  c.padded = false, c.b_constant = true, c.scales = Scales::kChannel;
+  run_gemm(c);
+  c = a_pairs(GCase{200, 1000, 128}, T::k128x80);
+  c.out = DType::kF32;
+  run_gemm(c);
+  c = a_pairs(GCase{150, 1096, 1040}, T::k128x128);
+  c.padded = false;
+  run_gemm(c);
+  c = a_pairs(GCase{100, 1096, 2176}, T::k64x128);
+  c.b_constant = true;
+  run_gemm(c);
+  c = a_pairs(GCase{1000, 700, 1040}, T::kAuto);
+  c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
+  run_gemm(c);
+}
+
+TEST(Fp8GemmGpu, WgmmaPairsSharingA) {
+  if (!kt::has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!device_has_wgmma()) GTEST_SKIP() << "the wgmma kernel is sm_90a only";
+  using T = f8::GemmTile;
+  // 128x128 at M = 256: 2 x 18 tiles (even), TMA stores; then padded D (copy-out), f32.
+  for (DType out : {DType::kBF16, DType::kF32}) {
+    GCase c = a_pairs(GCase{256, 2296, 272}, T::k128x128);
+    c.padded = false, c.out = out;
+    c.scales = out == DType::kF32 ? Scales::kChannel : Scales::kTensor;
+    run_gemm(c);
+    c = a_pairs(GCase{256, 2300, 400}, T::k128x128);
+    c.out = out, c.scales = Scales::kChannel, c.bias = DType::kF32;
+    run_gemm(c);
+  }
+  // M = 333 (a partial third tile row) with an odd tile column count (N = 1096: 9 columns of
+  // 128; N = 520: 3 of 256; 16-byte rows for TMA stores unless padded), both epilogues, both
+  // outputs, constant weight on and off.
+  for (T t : {T::k128x128, T::k128x256}) {
+    for (const bool padded : {false, true}) {
+      GCase c = a_pairs(GCase{333, t == T::k128x128 ? 1096 : 520, 656}, t);
+      c.padded = padded, c.scales = Scales::kChannel;
+      c.out = padded ? DType::kF32 : DType::kBF16;
+      c.b_constant = padded;
+      run_gemm(c);
+    }
+  }
+  // The wave-fitting tiles at M = 200 with N = 1000 (13 columns of 80, 7 of 160, 9 of 112 and 5
+  // of 224: odd, N not a whole number of tiles), K = 128 (one k-tile) and 4224 (33), constant
+  // weight on and off, bf16 and f32.
+  for (T t : {T::k128x80, T::k128x160, T::k128x112, T::k128x224}) {
+    for (const int64_t k : {128, 4224}) {
+      GCase c = a_pairs(GCase{200, 1000, k}, t);
+      c.scales = Scales::kChannel;
+      c.b_constant = k == 4224;
+      c.out = t == T::k128x80 || t == T::k128x224 ? DType::kF32 : DType::kBF16;
+      c.bias = t == T::k128x160 ? DType::kBF16 : DType::kU8;
+      run_gemm(c);
+    }
+  }
+  // Second halves of A past M: M = 150 (the second tile row's rows 192.. of 128..255: the box
+  // starts at 192, clamped to 149), M = 40 (one 64-row half), both with an odd column count.
+  for (const int64_t m : {150, 40}) {
+    GCase c = a_pairs(GCase{m, 1096, 1040}, T::k128x128);
+    c.scales = Scales::kChannel, c.padded = false;
+    run_gemm(c);
+    c = a_pairs(GCase{m, 1000, 4224}, T::k128x160);
+    c.b_constant = true;
+    run_gemm(c);
+  }
+  // More pairs than resident clusters (17 x 18 tiles: 153 pairs), the k-tail (3 k-tiles); a
+  // constant weight over 8 k-tiles of 5 stages with units past the first (9 x 16 tiles: 72
+  // pairs); 128x256 with 9 tile columns (odd) and a constant weight, 3 k-tiles all loaded early.
+  GCase c = a_pairs(GCase{2100, 2296, 272}, T::k128x128);
+  c.padded = false;
+  run_gemm(c);
+  c = a_pairs(GCase{1100, 2048, 1024}, T::k128x128);
+  c.b_constant = true, c.stages = 5, c.scales = Scales::kChannel;
+  run_gemm(c);
+  c = a_pairs(GCase{2100, 2296, 272}, T::k128x256);
+  c.b_constant = true, c.padded = false;
+  run_gemm(c);
+  // Column-major D: validation swaps, the weight is the kernel's A' (constant: each CTA
+  // multicasts its half of A' before the wait), tile chosen by the planner.
+  c = a_pairs(GCase{1000, 700, 1040}, T::kAuto);
+  c.d_colmajor = true, c.b_constant = true, c.out = DType::kF32;
+  run_gemm(c);
+  // The 64-row tiles: halves of 32 rows; M = 100 (a short second tile row), 40 (one row), 20
+  // (the second half wholly past M, clamped); odd column counts (9 of 128, 5 of 224).
+  for (T t : {T::k64x128, T::k64x224}) {
+    for (const int64_t m : {100, 40, 20}) {
+      GCase h = a_pairs(GCase{m, 1096, 2176}, t);
+      h.padded = m == 100;
+      h.scales = m == 40 ? Scales::kTensor : Scales::kChannel;
+      h.b_constant = m == 100;
+      run_gemm(h);
+    }
+  }
+  // Refused: split-K, the mma.sync kernel, a small tile.
+  c = a_pairs(GCase{256, 1024, 1024}, T::k128x128);
+  c.splits = 2;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  c.splits = 0, c.kernel = f8::GemmKernel::kMmaSync;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
+  c.kernel = f8::GemmKernel::kWgmma, c.tile = T::k128x32;
+  EXPECT_THROW(run_gemm(c), kjit::InvalidArgument);
 }
 
 // Split-K: the CTAs of a tile (one cluster) sum their k-slices' partials in rank order through

@@ -577,14 +577,24 @@ TEST(Fp8GemmArgs, RejectsOverridesWithoutADevice) {
   expect_gemm_invalid(false, [](auto& a) { a.splits = -1; }, {"splits must be 0 (auto) or 1..4, got -1"});
   expect_gemm_invalid(false, [](auto& a) { a.splits = 3; },  // K = 256: two 128-k tiles
                       {"splits = 3 leaves a split without a 128-k tile: K = 256 has 2"});
-  expect_gemm_invalid(false, [](auto& a) { a.multicast = 3; }, {"multicast must be 0 (auto), 1 (none) or 2", "got 3"});
+  expect_gemm_invalid(false, [](auto& a) { a.multicast = 4; },
+                      {"multicast must be 0 (auto), 1 (none), 2 (CTA pairs sharing B) or 3 (CTA pairs sharing A)",
+                       "got 4"});
+  expect_gemm_invalid(false, [](auto& a) { a.multicast = -1; }, {"multicast must be 0 (auto)", "got -1"});
   expect_gemm_invalid(false, [](auto& a) { a.multicast = 2; a.splits = 2; }, {"multicast = 2", "split-K"});
+  expect_gemm_invalid(false, [](auto& a) { a.multicast = 3; a.splits = 2; },
+                      {"multicast = 3 is the persistent wgmma kernel's", "split-K"});
   expect_gemm_invalid(false, [](auto& a) { a.stages = 1; }, {"stages must be 0 (auto) or 2..12", "got 1"});
   expect_gemm_invalid(false, [](auto& a) { a.stages = 13; }, {"stages must be 0 (auto) or 2..12", "got 13"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.splits = 2; },
                       {"splits > 1 is the wgmma kernel's split-K"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.multicast = 2; },
                       {"multicast = 2 is the wgmma kernel's"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.multicast = 3; },
+                      {"multicast = 3 is the wgmma kernel's; the mma.sync kernel has none"});
+  expect_gemm_invalid(true, [](auto& a) { a.multicast = 3; }, {"multicast = 3 is the wgmma kernel's", "tensorwise"});
+  expect_gemm_invalid(false, [](auto& a) { a.tile = T::k64x64; a.multicast = 3; },
+                      {"multicast = 3 is the wgmma kernel's", "k64x64 and k128x64 select the mma.sync kernel"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kMmaSync; a.tile = T::k128x256; }, {"are wgmma tiles"});
   expect_gemm_invalid(true, [](auto& a) { a.kernel = K::kWgmma; },
                       {"the wgmma kernel takes tensorwise scales"});
@@ -592,6 +602,10 @@ TEST(Fp8GemmArgs, RejectsOverridesWithoutADevice) {
                       {"splits > 1 is the wgmma kernel's", "k64x64 and k128x64 select the mma.sync kernel"});
   expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k128x32; a.multicast = 2; },
                       {"multicast = 2 is the wgmma tiles' of N side 80 ... 256"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k128x32; a.multicast = 3; },
+                      {"multicast = 3 is the wgmma tiles' of N side 80 ... 256"});
+  expect_gemm_invalid(false, [](auto& a) { a.kernel = K::kWgmma; a.tile = T::k64x64; a.multicast = 3; },
+                      {"multicast = 3 is the wgmma tiles' of N side 80 ... 256"});
   expect_gemm_invalid(true, [](auto& a) { a.tile = T::k128x128; }, {"tile 128x128 is not available with kBlockwise"});
   expect_gemm_invalid(true, [](auto& a) { a.splits = 2; }, {"splits > 1 is the wgmma kernel's", "tensorwise"});
   expect_gemm_invalid(false, [](auto& a) { a.tile = static_cast<T>(99); }, {"tile is not a GemmTile value"});
@@ -669,7 +683,7 @@ TEST(Fp8Plan, KernelChoice) {
   EXPECT_EQ(forced_pairs.cluster_m, 2);
   EXPECT_EQ(forced_pairs.grid, 2 * 56);  // one tile row: 56 pairs, each with an idle second CTA
   EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 2, 2), kjit::InvalidArgument);
-  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kAuto, 0, 4), kjit::InvalidArgument);
   EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, h200, K::kMmaSync, 0, 2), kjit::InvalidArgument);
   EXPECT_THROW(gemm_plan(problem(64, 7168, 2048), T::kAuto, 0, l40, K::kAuto, 0, 2), kjit::Unsupported);
   EXPECT_EQ(f8::gemm_family().params_of(p.choice.point).at("impl"), "wgmma");
@@ -1197,6 +1211,81 @@ TEST(Fp8Plan, PairsOfHalfTilesAtOneTileRow) {
   EXPECT_EQ(gemm_plan(problem(333, 4096, 7168), T::k64x224, 0, h, K::kAuto, 0, 2).tiles_m, 6);
   // A device without clusters (sm_89) has no wgmma and no pairs.
   EXPECT_EQ(fd::plan_gemm(problem(128, 8192, 8192), l40s()).cluster_m, 1);
+}
+
+// CTA pairs sharing A (GemmArgs::multicast = 3): forced only. The pair takes adjacent tile
+// columns (GemmPlan::cluster_n = 2, the kernel's Params too), over the tile chosen as unpaired
+// among the large and wave-fitting ones, persistent; the grid is two CTAs per tile pair up to
+// the resident clusters of 2; the launch is a cluster of 2 with PDL. The planner never picks it.
+TEST(Fp8Plan, ForcedPairsSharingA) {
+  using T = f8::GemmTile;
+  using K = f8::GemmKernel;
+  const kjit::DeviceInfo h = h200();
+  // 8192 x 8192 at M = 256 in 128x128 tiles: 2 x 64 tiles, 2 x 32 pairs, 128 CTAs.
+  const fd::GemmPlan p = gemm_plan(problem(256, 8192, 8192), T::k128x128, 0, h, K::kAuto, 0, 3);
+  EXPECT_TRUE(p.wgmma);
+  EXPECT_FALSE(p.swap_ab);
+  EXPECT_EQ(p.bm, 128);
+  EXPECT_EQ(p.bn, 128);
+  EXPECT_EQ(p.cluster_m, 1);
+  EXPECT_EQ(p.cluster_n, 2);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.tiles_m, 2);
+  EXPECT_EQ(p.tiles_n, 64);
+  EXPECT_EQ(p.grid, 128);
+  EXPECT_EQ(p.stages, 6);
+  EXPECT_EQ(fd::gemm_assumed_cluster_size(p, p.force), 2);
+  const kjit::LaunchConfig lc = fd::gemm_launch_config(p, h);
+  EXPECT_EQ(lc.grid[0], 128u);
+  EXPECT_EQ(lc.cluster[0], 2u);
+  EXPECT_TRUE(lc.overlap_previous);
+  const kjit::fp8::GemmSm90Params kp = fd::sm90_params(problem(256, 8192, 8192), p);
+  EXPECT_EQ(kp.cluster_m, 1);
+  EXPECT_EQ(kp.cluster_n, 2);
+  EXPECT_EQ(kp.splits, 1);
+  // The capacity for clusters of 2 bounds the grid.
+  fd::GemmClusterCapacity pairs60;
+  pairs60.clusters[2] = 60;
+  EXPECT_EQ(gemm_plan(problem(256, 8192, 8192), T::k128x128, 0, h, K::kAuto, 0, 3, pairs60).grid, 120);
+  // An odd tile column count: 128x80 over N = 1000 is 13 columns, 7 pairs a tile row, 2 rows.
+  const fd::GemmPlan odd = gemm_plan(problem(200, 1000, 4224), T::k128x80, 0, h, K::kAuto, 0, 3);
+  EXPECT_EQ(odd.tiles_n, 13);
+  EXPECT_EQ(odd.cluster_n, 2);
+  EXPECT_EQ(odd.grid, 2 * 7 * 2);
+  // The 64-row tiles pair on A too (each CTA loads 32 rows of A).
+  const fd::GemmPlan half = gemm_plan(problem(100, 1000, 2176), T::k64x128, 0, h, K::kAuto, 0, 3);
+  EXPECT_EQ(half.bm, 64);
+  EXPECT_EQ(half.cluster_n, 2);
+  EXPECT_EQ(half.cluster_m, 1);
+  EXPECT_EQ(half.grid, 2 * 4 * 2);  // 2 tile rows x 8 columns: 4 pairs a row
+  // Unforced tile: the unpaired choice among the large tiles (not B-pairs' 64x128 at M ≤ 128),
+  // never split-K (M = 128, N = 4096, K = 7168 splits 3 unpaired), never a small tile or swapped
+  // (M = 16: the planner's 128x16 with the operands swapped, unpaired).
+  const fd::GemmPlan one_row = gemm_plan(problem(128, 8192, 8192), T::kAuto, 0, h, K::kAuto, 0, 3);
+  EXPECT_EQ(one_row.bm, 128);
+  EXPECT_EQ(one_row.cluster_n, 2);
+  EXPECT_EQ(one_row.splits, 1);
+  const fd::GemmPlan no_split = gemm_plan(problem(128, 4096, 7168), T::kAuto, 0, h, K::kAuto, 0, 3);
+  EXPECT_EQ(no_split.splits, 1);
+  EXPECT_EQ(no_split.cluster_n, 2);
+  const fd::GemmPlan skinny = gemm_plan(problem(16, 7168, 2048), T::kAuto, 0, h, K::kAuto, 0, 3);
+  EXPECT_FALSE(skinny.swap_ab);
+  EXPECT_EQ(skinny.bm, 128);
+  EXPECT_GE(skinny.bn, 80);
+  EXPECT_EQ(skinny.cluster_n, 2);
+  // Refused: split-K, the mma.sync kernel, a small tile (InvalidArgument, before the device);
+  // a device without wgmma and clusters (sm_89: Unsupported, as multicast = 2).
+  EXPECT_THROW(gemm_plan(problem(256, 8192, 8192), T::kAuto, 0, h, K::kAuto, 2, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(256, 8192, 8192), T::kAuto, 0, h, K::kMmaSync, 0, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(256, 8192, 8192), T::k128x64, 0, h, K::kWgmma, 0, 3), kjit::InvalidArgument);
+  EXPECT_THROW(gemm_plan(problem(256, 8192, 8192), T::kAuto, 0, l40s(), K::kAuto, 0, 3), kjit::Unsupported);
+  // Never planned: the decode shapes at M = 64, 128, 256 and others take no A-pairs.
+  for (const int64_t m : {1, 64, 128, 256, 2048}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {8192, 28672}, {10240, 8192}, {57344, 8192},
+                               {7168, 2048}, {4096, 7168}}) {
+      EXPECT_EQ(fd::plan_gemm(problem(m, n, k), h).cluster_n, 1) << m << " " << n << " " << k;
+    }
+  }
 }
 
 TEST(Fp8Plan, RejectsTileOutsideTheEnum) {

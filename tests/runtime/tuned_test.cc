@@ -172,6 +172,52 @@ TEST(TuneCandidates, GemmIsPrunedByEachDevicesLimits) {
   }
 }
 
+// CTA pairs sharing A (multicast 3) are not offered, but a stored one is taken under multicast
+// 2's rules (a pair tile, splits 1, clusters), as check_gemm_force takes a caller's, and a plan
+// with them is described as 3.
+TEST(TuneCandidates, GemmPairsSharingAAreAppliedNotOffered) {
+  const fd::GemmDims g = gemm_dims(256, 8192, 8192);
+  const std::vector<TunedChoice> cands = fd::GemmOp::tune_candidates(g, h200());
+  const kjit::detail::TuneOpSpec& spec = fd::GemmOp::tune_spec();
+  const TunedChoice* b_pairs = nullptr;
+  const TunedChoice* small = nullptr;
+  for (const TunedChoice& c : cands) {
+    EXPECT_NE(c.knobs[1], 3) << spec.describe(c);
+    const fd::GemmForce f = fd::GemmOp::force_of(c);
+    if (f.tile == kjit::fp8::GemmTile::k128x128 && f.multicast == 2 && b_pairs == nullptr) b_pairs = &c;
+  }
+  ASSERT_NE(b_pairs, nullptr);
+  TunedChoice a_pairs = *b_pairs;
+  a_pairs.knobs[1] = 3;
+  EXPECT_EQ(spec.fits(a_pairs, h200()), "");
+  fd::GemmPlan p;
+  ASSERT_TRUE(fd::GemmOp::apply_tuned(g, h200(), a_pairs, &p));
+  EXPECT_EQ(p.cluster_n, 2);
+  EXPECT_EQ(p.cluster_m, 1);
+  EXPECT_EQ(p.splits, 1);
+  const TunedChoice back = fd::GemmOp::tuned_choice(g, p);
+  EXPECT_EQ(back.knobs[1], 3);
+  EXPECT_EQ(back.knobs[0], 1);
+  EXPECT_EQ(back.point, a_pairs.point);
+  TunedChoice split = a_pairs;
+  split.knobs[0] = 2;
+  EXPECT_NE(spec.fits(split, h200()).find("multicast 3 is the persistent kernel's"), std::string::npos);
+  TunedChoice four = a_pairs;
+  four.knobs[1] = 4;
+  EXPECT_NE(spec.fits(four, h200()).find("multicast=4 is outside 1..3"), std::string::npos);
+  // A small tile (M ≤ 64 offers them) takes no pairs of either kind.
+  const std::vector<TunedChoice> skinny = fd::GemmOp::tune_candidates(gemm_dims(16, 7168, 2048), h200());
+  for (const TunedChoice& c : skinny) {
+    if (kjit::fp8::sm90_small_tile(fd::gemm_tile_shape(fd::GemmOp::force_of(c).tile).bn)) small = &c;
+  }
+  ASSERT_NE(small, nullptr);
+  TunedChoice small_pairs = *small;
+  small_pairs.knobs[0] = 1;
+  small_pairs.knobs[1] = 3;
+  EXPECT_NE(spec.fits(small_pairs, h200()).find("multicast 3 is the wgmma tiles' of N side 80 ... 256"),
+            std::string::npos);
+}
+
 TEST(TuneBuckets, FollowTheDocumentedRules) {
   TunedKey k{};
   ASSERT_TRUE(ad::DecodeOp::tune_key(decode_dims(3, 1000, 32, 8, 128), &k));

@@ -30,6 +30,8 @@
 //   the rest    clusters per device: SMs / cluster size, or 0 for clusters larger than
 //               KJIT_SIM_MAX_CLUSTER when that is set (read at each query: a device that cannot
 //               hold such clusters); synchronizing waits for nothing
+// The device has 132 SMs, or KJIT_SIM_SMS when that is set (read at each query: a kernel
+// emulator takes few, so a persistent grid's CTAs each walk several tiles).
 // kjitSimLaunches() (extern "C") returns the launches accepted so far, kjitSimLastKernel() the
 // name of the kernel the calling thread launched last (null before its first launch), and
 // kjitSimSetLaunchNs(ns) makes each accepted launch spin for `ns` nanoseconds of the calling
@@ -109,13 +111,18 @@ CUresult CUDAAPI device_total_mem(size_t* bytes, CUdevice) {
   *bytes = size_t{80} << 30;
   return CUDA_SUCCESS;
 }
+int simulated_sms() {
+  const char* sms = std::getenv("KJIT_SIM_SMS");
+  const int n = sms != nullptr ? std::atoi(sms) : 0;
+  return n > 0 ? n : 132;
+}
 CUresult CUDAAPI device_attribute(int* v, CUdevice_attribute a, CUdevice) {
   int major = 0, minor = 0;
   simulated_cc(&major, &minor);
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = major; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = minor; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = simulated_sms(); break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = 233472; break;
@@ -364,7 +371,7 @@ CUresult CUDAAPI occupancy_max_active_clusters(int* clusters, CUfunction f, cons
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) size = c->attrs[i].value.clusterDim.x;
   }
-  *clusters = 132 / static_cast<int>(size == 0 ? 1 : size);
+  *clusters = simulated_sms() / static_cast<int>(size == 0 ? 1 : size);
   if (const char* max = std::getenv("KJIT_SIM_MAX_CLUSTER"); max != nullptr && size > std::strtoul(max, nullptr, 10)) {
     *clusters = 0;
   }

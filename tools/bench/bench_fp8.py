@@ -47,7 +47,8 @@ class Kjit:
     def gemm(a, b, d, sa, sb, block=False, tile="auto", stages=0, kernel="auto", splits=0, multicast=0):
         """kernel: "auto" (the planner's choice), "mma" (mma.sync) or "wgmma" (sm_90); tile: "auto"
         or a kjit.fp8 tile name ("128x16", ...); stages: 0 the planner's; splits: 0 the planner's,
-        1..4 forced (wgmma); multicast: 0 the planner's, 1 off, 2 B shared by CTA pairs (wgmma)."""
+        1..4 forced (wgmma); multicast: 0 the planner's, 1 off, 2 B shared by CTA pairs, 3 A shared by
+        CTA pairs (wgmma)."""
         kjit.fp8.gemm(a, b, sa, sb, d=d, scale_mode="blockwise" if block else "tensorwise", kernel=kernel, tile=tile,
                       stages=stages, splits=splits, multicast=multicast)
 

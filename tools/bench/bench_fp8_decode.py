@@ -23,15 +23,20 @@ takes it through DLPack), which is what lets torch.cuda.graph capture it; the be
 before capturing, so nothing compiles under capture.
 
 --vs-tiles 128x128,128x256,64x16:12,128x128:0:2: kjit is also timed, in the graph, with each of
-    these tiles (and, after colons, the stage count, CTA pairs sharing B (2), split-K count) forced
-    on the wgmma kernel: tiles with a 16/32/64 side at M ≤ 64 (the small tiles, operands swapped),
-    the others at M > 64. The row reports the fastest ("forced") and plan / forced; the JSON has
+    these tiles (and, after colons, the stage count, the multicast: 1 none, 2 CTA pairs sharing B
+    (adjacent tile rows), 3 CTA pairs sharing A (adjacent tile columns, cuBLASLt's 1x2 clusters),
+    then the split-K count) forced on the wgmma kernel: tiles with a 16/32/64 side at M ≤ 64 (the
+    small tiles, operands swapped), the others at M > 64. Each forced run's output is checked
+    against cuBLASLt's first (a mismatch counts as a failed check). The graph row reports the
+    fastest ("forced") and plan / forced, and a line per forced tile follows it; the JSON has
     each; a forced plan the op refuses is reported and skipped.
 --vs-any-tiles 128x64,128x32: likewise, but each at every M (a small tile at M > 64 still swaps
     the operands: the weight fills its 128-row side and M is cut into 64- or 32-row tiles).
+--a-pairs: shorthand for --vs-any-tiles 128x128:0:1,128x128:0:2,128x128:0:3 (added to any given):
+    the 128x128 tile unpaired, in pairs sharing B and in pairs sharing A, at every M.
 
 Usage: bench_fp8_decode.py [--json out.json] [--m 1,16,256] [--shapes 7168x2048,...] [--tbps 4.8]
-       [--vs-tiles 128x128,128x256]
+       [--vs-tiles 128x128,128x256] [--vs-any-tiles 128x160:0:3] [--a-pairs]
 """
 import argparse
 import json
@@ -98,7 +103,7 @@ class Problem:
 
     def kjit(self, i, tile="auto"):
         """tile: "auto", or TILE[:STAGES[:MULTICAST[:SPLITS]]] forced on the wgmma kernel (0: the
-        planner's; multicast 2: B shared by CTA pairs)."""
+        planner's; multicast 1: none, 2: B shared by CTA pairs, 3: A shared by CTA pairs)."""
         tile, *rest = tile.split(":")
         stages, multicast, splits = (int(v or 0) for v in (rest + ["0", "0", "0"])[:3])
         kernel = "auto" if tile == "auto" else "wgmma"  # a forced 128x128 alone would be the mma.sync kernel's
@@ -123,9 +128,13 @@ def main():
     ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-shape graphs")
     ap.add_argument("--vs-tiles", default="", help="comma-separated tiles kjit also runs forced at M > 64 (graph)")
     ap.add_argument("--vs-any-tiles", default="", help="comma-separated tiles kjit also runs forced at every M (graph)")
+    ap.add_argument("--a-pairs", action="store_true",
+                    help="add 128x128 unpaired, B-pairs and A-pairs (multicast 1, 2, 3) forced at every M (graph)")
     args = ap.parse_args()
     vs_tiles = [t for t in args.vs_tiles.split(",") if t]
     vs_any = [t for t in args.vs_any_tiles.split(",") if t]
+    if args.a_pairs:
+        vs_any += [t for t in ("128x128:0:1", "128x128:0:2", "128x128:0:3") if t not in vs_any]
     require_gpu()
     ms = [int(x) for x in args.m.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -168,11 +177,16 @@ def main():
                 small = tile.split(":")[0].split("x")[1] in ("16", "32", "64")
                 if tile in vs_any or small == (m <= 64):
                     try:
+                        p.d[0].fill_(float("nan"))  # poisoned: a tile the forced plan leaves unwritten fails
                         p.kjit(0, tile)
                     except (kjit.Error, ValueError) as e:
                         print(f"  forced {tile} at {m}x{n}x{k}: refused: {str(e).splitlines()[0][:160]}")
                         continue
                     torch.cuda.synchronize()
+                    err_f = rel_l2(p.d[0], ref)
+                    if not err_f <= 1e-2:  # NaN fails too
+                        failures += 1
+                        print(f"  check forced {tile} at {m}x{n}x{k}: kjit vs cuBLASLt rel_l2 {err_f:.2e} FAIL")
                     forced[tile] = graph_time_us(lambda i, tile=tile: p.kjit(i, tile), calls)
             for mode, tk, tc in (("alone", t_k, t_c), ("graph", g_k, g_c)):
                 rows.append({"mode": mode, "m": m, "n": n, "k": k, "calls": 1 if mode == "alone" else calls,
@@ -188,6 +202,9 @@ def main():
                 print(f"{mode:<6} {m:>4} {f'{n}x{k}':>12} {rows[-1]['calls']:>5} {tk:>9.2f} {tc:>11.2f} "
                       f"{tc / tk:>6.2f} {fl or 0:>8.1f} {pct:>11}" + (" (cuBLASLt M padded to 16)" if p.padded else "")
                       + extra)
+                if mode == "graph" and len(forced) > 1:
+                    for tile, t in forced.items():
+                        print(f"{'':<6} {'':>4} {'':>12} {'':>5} {t:>9.2f} {tc:>11.2f} {tc / t:>6.2f}   forced {tile}")
             del p
             torch.cuda.empty_cache()
 

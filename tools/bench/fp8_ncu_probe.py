@@ -10,6 +10,7 @@ cluster, registers, shared memory) and DRAM traffic are read from the counters. 
 the order of its calls, which is the order of the kernels in ncu's report.
 
 Usage: fp8_ncu_probe.py [--only SUBSTRING]... [--shapes NxK,...] [--m 1,16,...] [--no-splits] [--pairs]
+       [--a-pairs]
 """
 import argparse
 import os
@@ -26,6 +27,8 @@ parser.add_argument("--shapes", default="7168x2048,4096x7168", help="comma-separ
 parser.add_argument("--m", default="1,16,64,128,256", help="comma-separated M values")
 parser.add_argument("--no-splits", action="store_true", help="skip the forced split-K cases at M = 1")
 parser.add_argument("--pairs", action="store_true", help="add 128x128 with CTA pairs sharing B (multicast) at M > 64")
+parser.add_argument("--a-pairs", action="store_true",
+                    help="add 128x128 with CTA pairs sharing A (multicast 3: adjacent n-tiles) at M > 64")
 args = parser.parse_args()
 require_gpu()
 kj = b.Kjit()
@@ -47,6 +50,10 @@ for n, k in shapes:
             calls.append((f"kjit M{m} N{n} K{k} 128x128 pairs",
                           lambda a=a[:m], w=w, d=d, sa=sa, sb=sb:
                           kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x128", multicast=2)))
+        if m > 64 and args.a_pairs:
+            calls.append((f"kjit M{m} N{n} K{k} 128x128 a-pairs",
+                          lambda a=a[:m], w=w, d=d, sa=sa, sb=sb:
+                          kj.gemm(a, w, d, sa, sb, kernel="wgmma", tile="128x128", multicast=3)))
         if m == 1 and not args.no_splits:
             for sp in (2, 3):
                 calls.append((f"kjit M1 N{n} K{k} 128x16 s8 split{sp}",

@@ -184,7 +184,7 @@ enum class GemmKernel : uint8_t {
   /// consumer warpgroups; persistent CTAs (one per SM) over the output tiles, or, when there are
   /// fewer tiles than SMs, split-K: the CTAs of a tile form a cluster and sum their partial tiles
   /// in a fixed order through distributed shared memory (deterministic, no workspace);
-  /// optionally (GemmArgs::multicast) pairs of CTAs share B through TMA multicast.
+  /// optionally (GemmArgs::multicast) pairs of CTAs share B or A through TMA multicast.
   /// kTensorwise scales, A and B K-major only (wgmma reads FP8 operands K-major only);
   /// InvalidArgument otherwise, Unsupported on other archs.
   kWgmma,
@@ -219,7 +219,7 @@ struct GemmArgs {
   /// 8 for its 16/32/64-wide tiles; else 2..4 resp. 2..8, 2..12 for those tiles). A forced tile
   /// of the mma.sync kind (k64x64, k128x64, k128x128) selects the mma.sync kernel unless
   /// `kernel` is kWgmma. Every override's range (stages 0 or
-  /// 2..12, splits 0..4, multicast 0..2) and every combination below that is an InvalidArgument
+  /// 2..12, splits 0..4, multicast 0..3) and every combination below that is an InvalidArgument
   /// is checked with the tensors, before the device is queried; what depends on the device (the
   /// chosen tile's own stage limit, shared memory, wgmma there) is checked when planning.
   GemmKernel kernel = GemmKernel::kAuto;
@@ -230,11 +230,15 @@ struct GemmArgs {
   /// least one 128-k tile each: splits ≤ ceil(K/128)). Forcing splits > 1 on a problem that
   /// runs the mma.sync kernel is an InvalidArgument.
   int splits = 0;
-  /// B sharing of the wgmma kernel's persistent mode (splits 1), for tuning: 0 = plan (none),
-  /// 1 = none, 2 = clusters of two CTAs on vertically adjacent tiles, each loading half of their
-  /// common B tile and multicasting it to both (a third less L2 → SM traffic, but measured
-  /// slower on the H200: docs/perf-notes.md). 2 with splits > 1 or on the mma.sync kernel is an
-  /// InvalidArgument.
+  /// Operand sharing of the wgmma kernel's persistent mode (splits 1), for tuning: 0 = plan
+  /// (pairs sharing B for some problems at 64 < M ≤ 128, else none), 1 = none, 2 = clusters of
+  /// two CTAs on vertically adjacent tiles (m-tiles 2u, 2u + 1 of one tile column), each loading
+  /// half of their common B tile and multicasting it to both (a third less L2 → SM traffic,
+  /// docs/perf-notes.md R78a), 3 = pairs on horizontally adjacent tiles (n-tiles 2v, 2v + 1 of
+  /// one tile row) that share A: each loads half (BM / 2 rows) of the common A tile and
+  /// multicasts it to both, and loads its own B (cuBLASLt's 1x2 clusters; forced only, never
+  /// planned). 2 or 3 with splits > 1, on the mma.sync kernel or with a tile other than the
+  /// wgmma ones of N side 80 ... 256 is an InvalidArgument; off sm_90a, Unsupported.
   int multicast = 0;
   /// Declares B (a model weight) constant: its bytes are written by no work on `stream` that can
   /// still be running when this call's kernel starts. On sm_90 the wgmma kernel is launched with

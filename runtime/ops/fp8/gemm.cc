@@ -84,6 +84,7 @@ void fill_sm90_params(const GemmDims& g, const GemmPlan& plan, GemmSm90Params* o
   p.tma_store = sm90_staged_tile(plan.bn) && aligned && plan.splits == 1 && (g.m == 1 || g.params.ldd >= g.n) ? 1 : 0;
   p.splits = plan.splits;
   p.cluster_m = plan.cluster_m;
+  p.cluster_n = plan.cluster_n;
   p.const_a = (swap ? g.b_const : g.a_const) ? 1 : 0;
   p.const_b = (swap ? g.a_const : g.b_const) ? 1 : 0;
 }
@@ -94,9 +95,10 @@ LaunchConfig gemm_launch_config(const GemmPlan& plan, const DeviceInfo& info) {
   config.block[0] = static_cast<uint32_t>(plan.threads);
   config.dynamic_smem_bytes = static_cast<uint32_t>(plan.smem_bytes);
   if (!plan.wgmma) return config;
-  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do B-sharing pairs.
+  // Split-K: the CTAs of a tile (consecutive blockIdx.x) form one cluster; so do the CTA pairs
+  // (sharing B or A: a 1-D cluster of 2 either way, the kernel maps its ranks to tiles).
   if (plan.splits > 1) config.cluster[0] = static_cast<uint32_t>(plan.splits);
-  if (plan.cluster_m > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m);
+  if (plan.cluster_m * plan.cluster_n > 1) config.cluster[0] = static_cast<uint32_t>(plan.cluster_m * plan.cluster_n);
   // In a decode step (a graph of back-to-back small GEMMs) the CTA prologue and the first weight
   // loads overlap the previous kernel's tail instead of following it.
   config.overlap_previous = info.target().has_pdl();
@@ -135,9 +137,11 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
   step.config = config;
   GemmSm90Params& p = step.params;
   fill_sm90_params(g, plan, &p);
-  // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped. All
-  // the maps of a repeat call come from the thread's call memo in one probe; its key holds every
-  // input of the three map keys below.
+  // The kernel's A (BM-row boxes) and B (BN-row boxes): B and A of the call when swapped. A CTA
+  // pair loads half of its shared operand's box (B-pairs BN / 2 rows of B, A-pairs BM / 2 rows of
+  // A), so the box rows, not the tile, key the maps. All the maps of a repeat call come from the
+  // thread's call memo in one probe; its key holds every input of the three map keys below.
+  const int a_box_rows = plan.bm / plan.cluster_n, b_box_rows = plan.bn / plan.cluster_m;
   const void* a = plan.swap_ab ? g.params.b : g.params.a;
   const void* b = plan.swap_ab ? g.params.a : g.params.b;
   const int64_t lda = plan.swap_ab ? g.params.ldb : g.params.lda;
@@ -150,15 +154,15 @@ GemmOp::Launch GemmOp::build(const GemmArgs& /*args*/, const GemmDims& g, const 
                             static_cast<uint64_t>(p.m), static_cast<uint64_t>(p.n),
                             static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n),
                             static_cast<uint64_t>(lda), static_cast<uint64_t>(ldb),
-                            static_cast<uint64_t>(g.params.ldd), static_cast<uint64_t>(plan.bm),
-                            static_cast<uint64_t>(plan.bn / plan.cluster_m),
+                            static_cast<uint64_t>(g.params.ldd), static_cast<uint64_t>(a_box_rows),
+                            static_cast<uint64_t>(b_box_rows),
                             uint64_t{g.out_f32} | uint64_t{p.tma_store != 0} << 1};
   static_assert(sizeof(words) / sizeof(words[0]) <= kjit::detail::TmaCallKey::kWords, "fits the call key");
   std::memcpy(key.words, words, sizeof(words));
   const kjit::detail::TmaCallMaps& maps =
       kjit::detail::tma_call_maps(key, p.tma_store ? 3 : 2, [&](kjit::detail::TmaMapKey(&keys)[4]) {
-        keys[0] = operand_tma_map_key(a, g.k, p.m, lda, plan.bm);
-        keys[1] = operand_tma_map_key(b, g.k, p.n, ldb, plan.bn / plan.cluster_m);
+        keys[0] = operand_tma_map_key(a, g.k, p.m, lda, a_box_rows);
+        keys[1] = operand_tma_map_key(b, g.k, p.n, ldb, b_box_rows);
         keys[2] = output_tma_map_key(g.params.d, g.out_f32, g.n, g.m, g.params.ldd);
       });
   p.tma_a = maps.map[0];

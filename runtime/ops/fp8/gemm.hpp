@@ -75,17 +75,20 @@ inline bool is_wgmma_only_tile(GemmTile t) noexcept { return t != GemmTile::kAut
 /// Whether `g` is a problem the wgmma kernel takes: tensorwise scales, A' and B' both K-major.
 inline bool is_wgmma_layout(const GemmDims& g) noexcept { return !g.block && !g.a_trans && !g.b_trans; }
 /// The override that asks for the wgmma kernel, which alone has it ("the forced tile",
-/// "splits > 1", "multicast = 2"; for messages), or nullptr when none does.
+/// "splits > 1", "multicast = 2", "multicast = 3"; for messages), or nullptr when none does.
 inline const char* wgmma_only_override(const GemmForce& f) noexcept {
   return is_wgmma_only_tile(f.tile) ? "the forced tile"
          : f.splits > 1             ? "splits > 1"
          : f.multicast == 2         ? "multicast = 2"
+         : f.multicast == 3         ? "multicast = 3"
                                     : nullptr;
 }
+/// Whether the overrides ask for CTA pairs (multicast 2: sharing B; 3: sharing A).
+inline bool forces_pairs(const GemmForce& f) noexcept { return f.multicast == 2 || f.multicast == 3; }
 
 /// The rules of the overrides `f` that need no device, for the validated problem `g` (its K and
 /// layout): each value in range (kernel, tile, stages 0 or 2..kSm90MaxStages, splits 0..
-/// kSm90MaxSplits and at most one per 128-k tile, multicast 0..2) and no pair that excludes each
+/// kSm90MaxSplits and at most one per 128-k tile, multicast 0..3) and no pair that excludes each
 /// other (split-K with multicast, what only the wgmma kernel has with kMmaSync or a layout it
 /// does not take, multicast with a small tile). Throws InvalidArgument "kjit::fp8::gemm:
 /// <argument> <rule>". validate_gemm applies it to the caller's overrides and apply_tuned to a
@@ -114,7 +117,11 @@ struct GemmPlan {
   int smem_bytes = 0;  ///< dynamic shared memory, bytes
   int64_t tiles_m = 0, tiles_n = 0;
   int splits = 1;     ///< wgmma: CTAs (one cluster) per output tile, each over a k-slice
-  int cluster_m = 1;  ///< wgmma persistent: 2 = CTA pairs on adjacent tile rows multicast B
+  /// wgmma persistent, the cluster's shape in tiles (GemmSm90Params::cluster_m / cluster_n):
+  /// 1 × 1, or a CTA pair: cluster_m = 2 on adjacent tile rows multicasting B (multicast 2),
+  /// cluster_n = 2 on adjacent tile columns multicasting A (multicast 3, forced only).
+  int cluster_m = 1;
+  int cluster_n = 1;
   /// CTAs launched: wgmma persistent min(tiles, SMs) (pairs: 2 · min(tile pairs, resident
   /// clusters of 2)), split-K tiles · splits; mma.sync tiles.
   int64_t grid = 0;
@@ -127,7 +134,7 @@ struct GemmPlan {
 /// An empty output (M or N 0) plans nothing. Steps, in order:
 ///   kernel: wgmma where the target has it (Target::has_wgmma) and the scales are tensorwise,
 ///     A and B K-major and no mma tile is forced (a forced 128x256 tile, splits > 1 or
-///     multicast 2 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
+///     multicast 2 or 3 asks for it); mma.sync otherwise. Unsupported for a forced wgmma off
 ///     sm_90a.
 ///   candidates: the forced tile, else the kernel's tiles: wgmma 128x256 and 128x128 (only
 ///     128x128 when split-K applies, see below; only 64x128 for CTA pairs at M ≤ 128, see
@@ -150,7 +157,10 @@ struct GemmPlan {
 ///     2 · ceil(N / 128) CTAs fill more than half and at most all the SMs and K has at most 64
 ///     128-k tiles (no split-K then): 64x128 tiles, the pair on the two 64-row halves of M (e.g.
 ///     M = 128, N = 8192, K = 8192: 128 CTAs; N = 7168, K = 2048: 112). Measured where pairs
-///     win and lose: choose_pairs in gemm_plan.cc, docs/perf-notes.md R78a.
+///     win and lose: choose_pairs in gemm_plan.cc, docs/perf-notes.md R78a. CTA pairs sharing A
+///     (multicast 3, GemmPlan::cluster_n = 2): forced only, over the tile the steps above choose
+///     among the large and wave-fitting ones (no split-K, no small tile); the grid is
+///     2 · min(ceil(tiles_n / 2) · tiles_m, resident clusters of 2).
 ///   fit: the forced stage count (2..4 mma, 2..8 wgmma, 2..12 wgmma small tiles; InvalidArgument above the tile's or beyond
 ///     max_smem_per_block_optin), else the deepest that fits, at most 6 for the wgmma staged and wave-fitting tiles and 8
 ///     for the small ones (Unsupported when two do not).
@@ -235,9 +245,10 @@ struct GemmOp {
   static kjit::detail::CallEntry<Launch> call(const Args& args, Runtime& runtime, const CUstream* stream = nullptr);
 
   // Tuning (runtime/ops/tuned.hpp; gemm_tune.cc). The choice's point fixes the kernel, tile and
-  // stages; knobs: splits (wgmma split-K CTAs per tile, 1..4) and multicast (1, or 2 = CTA pairs
-  // sharing B). Bucket: M rounded up to a power of two, N and K exact, the formats and layouts
-  // (after the column-major-D swap). A call with any override set is not tuned.
+  // stages; knobs: splits (wgmma split-K CTAs per tile, 1..4) and multicast (1, 2 = CTA pairs
+  // sharing B, 3 = sharing A: a stored 3 is applied, but tune_candidates does not offer it yet).
+  // Bucket: M rounded up to a power of two, N and K exact, the formats and layouts (after the
+  // column-major-D swap). A call with any override set is not tuned.
   static const kjit::detail::TuneOpSpec& tune_spec();
   static bool tune_key(const Dims& dims, kjit::detail::TunedKey* key);
   static bool apply_tuned(const Dims& dims, const DeviceInfo& info, const kjit::detail::TunedChoice& choice, Plan* plan);

@@ -39,7 +39,7 @@ int small_bn_for(int64_t side) { return side <= 16 ? 16 : side <= 32 ? 32 : 64; 
 /// the large tiles.
 int wgmma_small_bn(const GemmDims& g) {
   if (const int forced = small_tile_bn(g.force.tile)) return forced;
-  if (g.force.tile != GemmTile::kAuto || g.force.multicast == 2 || g.n > 64) return 0;
+  if (g.force.tile != GemmTile::kAuto || forces_pairs(g.force) || g.n > 64) return 0;
   return small_bn_for(g.n);
 }
 
@@ -100,7 +100,7 @@ constexpr int kPairMaxKtiles = 64;
 /// (8192 × 8192: 36.5 against 36.8) or at most 3% ahead (8192 × 28672) and lost on the other
 /// shapes, so the planner does not pair them.
 bool choose_pairs(const GemmDims& g, const DeviceInfo& info) {
-  if (g.force.multicast != 0) return g.force.multicast == 2;
+  if (g.force.multicast != 0) return g.force.multicast == 2;  // 3 pairs on A instead (forced only)
   if (g.force.splits > 1 || g.force.tile != GemmTile::kAuto || !info.target().has_clusters()) return false;
   const int64_t pair_ctas = 2 * ceil_div(g.n, int64_t{128});
   return g.m > 64 && g.m <= kSm90BM && ceil_div(g.k, int64_t{128}) <= kPairMaxKtiles && 2 * pair_ctas > info.sm_count &&
@@ -264,7 +264,7 @@ void fit_stages(const GemmDims& g, bool wgmma, const DeviceInfo& info, GemmPlan&
 bool choose_swap(const GemmDims& g) {
   const bool forced_small = small_tile_bn(g.force.tile) != 0;
   if (g.force.tile != GemmTile::kAuto && !forced_small) return false;
-  if (g.force.multicast == 2) return false;  // never with a small tile (check_gemm_force)
+  if (forces_pairs(g.force)) return false;  // never with a small tile (check_gemm_force)
   if (!forced_small && std::min(g.m, g.n) > 64) return false;  // (and so never with auto pairs)
   return small_tile_swaps(g);
 }
@@ -289,7 +289,11 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
   const int small_bm = small_bn != 0 ? small_tile_rows(g, small_bn, info.sm_count) : 0;
   const Tile split_tile = small_bn != 0 ? Tile{small_bm, small_bn} : Tile{kSm90BM, 128};
   const bool pairs = plan.wgmma && small_bn == 0 && choose_pairs(g, info);
-  const bool split_k = plan.wgmma && split_k_applies(g, pairs, split_tile.bm, split_tile.bn, info.sm_count);
+  // CTA pairs sharing A (adjacent tile columns): forced only, over the tile chosen as unpaired.
+  // An experiment beside cuBLASLt's 1x2 clusters; the planner never picks it.
+  const bool a_pairs = plan.wgmma && small_bn == 0 && g.force.multicast == 3;
+  const bool split_k =
+      plan.wgmma && split_k_applies(g, pairs || a_pairs, split_tile.bm, split_tile.bn, info.sm_count);
   Tile candidates[kMaxCandidates];
   const int count = tile_candidates(g, plan.wgmma, split_k, pairs, small_bm, candidates);
   Tile best = candidates[0];
@@ -315,9 +319,11 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
     plan.grid = tiles;
   } else if (plan.splits > 1) {
     plan.grid = tiles * plan.splits;
-  } else if (pairs) {
-    plan.cluster_m = 2;
-    const int64_t pair_count = ceil_div(plan.tiles_m, int64_t{2}) * plan.tiles_n;
+  } else if (pairs || a_pairs) {
+    plan.cluster_m = pairs ? 2 : 1;
+    plan.cluster_n = a_pairs ? 2 : 1;
+    const int64_t pair_count =
+        ceil_div(plan.tiles_m, int64_t{plan.cluster_m}) * ceil_div(plan.tiles_n, int64_t{plan.cluster_n});
     plan.grid = 2 * std::min<int64_t>(pair_count, capacity_of(capacity, 2, info.sm_count));
   } else {
     plan.grid = std::min<int64_t>(tiles, std::max(info.sm_count, 1));
@@ -332,7 +338,8 @@ GemmPlan plan_gemm(const GemmDims& dims, const DeviceInfo& info, const GemmClust
 
 int gemm_assumed_cluster_size(const GemmPlan& plan, const GemmForce& force) {
   if (!plan.wgmma) return 0;
-  if ((plan.splits > 1 && force.splits == 0) || plan.cluster_m > 1) return std::max(plan.splits, plan.cluster_m);
+  const int pair = plan.cluster_m * plan.cluster_n;
+  if ((plan.splits > 1 && force.splits == 0) || pair > 1) return std::max(plan.splits, pair);
   return 0;
 }
 

@@ -121,7 +121,13 @@ Scale check_scale_2d(const char* name, const TensorRef& t, int device, int64_t d
                                       kjit::detail::ceil_div(k, 128)));
 }
 [[noreturn]] void multicast_failed(int multicast) {
-  kjit::detail::fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none) or 2 (CTA pairs), got {}", multicast));
+  kjit::detail::fail(kOp, fmt::format("multicast must be 0 (auto), 1 (none), 2 (CTA pairs sharing B) or 3 (CTA pairs "
+                                      "sharing A), got {}",
+                                      multicast));
+}
+/// A rule of the CTA pairs (multicast 2 or 3): "multicast = <value> <rule>".
+[[noreturn]] void pairs_failed(int multicast, const char* rule) {
+  kjit::detail::fail(kOp, fmt::format("multicast = {} {}", multicast, rule));
 }
 [[noreturn]] void wgmma_asked_failed(const char* what, const char* rule) {
   kjit::detail::fail(kOp, fmt::format("{} is the wgmma kernel's, {}", what, rule));
@@ -134,14 +140,14 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
   if (f.stages != 0 && (f.stages < 2 || f.stages > kSm90MaxStages)) stages_failed(f.stages);
   if (f.splits < 0 || f.splits > kSm90MaxSplits) splits_failed(f.splits);
   if (f.splits > kjit::detail::ceil_div(g.k, 128)) splits_over_k_failed(f.splits, g.k);
-  if (f.multicast < 0 || f.multicast > 2) multicast_failed(f.multicast);
+  if (f.multicast < 0 || f.multicast > 3) multicast_failed(f.multicast);
   if (f.splits > 1 && sm90_wave_tile(gemm_tile_shape(f.tile).bn)) {
     force_failed("the wave-fitting tiles (k128x80 ... k128x224, k64x80 ... k64x224) run persistent only; split-K "
                  "(splits > 1) takes k128x128 or a small tile");
   }
-  if (f.multicast == 2 && f.splits > 1) {
-    force_failed("multicast = 2 is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its "
-                 "reduction");
+  if (forces_pairs(f) && f.splits > 1) {
+    pairs_failed(f.multicast,
+                 "is the persistent wgmma kernel's; split-K (splits > 1) uses the cluster for its reduction");
   }
   switch (f.kernel) {
     case GemmKernel::kMmaSync:
@@ -150,7 +156,7 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
                      "wgmma tiles; the mma.sync kernel's are 64x64, 128x64, 128x128");
       }
       if (f.splits > 1) force_failed("splits > 1 is the wgmma kernel's split-K; the mma.sync kernel has none");
-      if (f.multicast == 2) force_failed("multicast = 2 is the wgmma kernel's; the mma.sync kernel has none");
+      if (forces_pairs(f)) pairs_failed(f.multicast, "is the wgmma kernel's; the mma.sync kernel has none");
       break;
     case GemmKernel::kWgmma:
       if (!is_wgmma_layout(g)) {
@@ -174,8 +180,8 @@ void check_gemm_force(const GemmForce& f, const GemmDims& g) {
     force_failed("tile 128x128 is not available with kBlockwise scales (two accumulator sets of a 128x128 tile do "
                  "not fit the register file); use k128x64, k64x64 or kAuto");
   }
-  if (f.multicast == 2 && f.tile != GemmTile::kAuto && !sm90_pair_tile(gemm_tile_shape(f.tile).bn)) {
-    force_failed("multicast = 2 is the wgmma tiles' of N side 80 ... 256 (k128x80 ... k128x256, k64x80 ... k64x256)");
+  if (forces_pairs(f) && f.tile != GemmTile::kAuto && !sm90_pair_tile(gemm_tile_shape(f.tile).bn)) {
+    pairs_failed(f.multicast, "is the wgmma tiles' of N side 80 ... 256 (k128x80 ... k128x256, k64x80 ... k64x256)");
   }
 }
 

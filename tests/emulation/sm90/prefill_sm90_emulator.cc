@@ -44,6 +44,7 @@ bool g_late_copies = false;
 thread_local AsyncState t_async;
 namespace sm90 {
 Cta* g_cta = nullptr;
+thread_local Cta* t_my_cta = nullptr;
 bool g_late_wgmma = false;
 thread_local WgmmaState t_wgmma;
 thread_local std::map<uint32_t, uint32_t> t_phases_seen;

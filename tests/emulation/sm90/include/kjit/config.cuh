@@ -12,6 +12,8 @@
 #define KJIT_HAS_SM80 1
 #define KJIT_HAS_SM90 1
 #define __CUDA_ARCH_FEAT_SM90_ALL 1
+/// trap: the emulated thread aborts the run.
+[[noreturn]] inline void __trap() { ::emu::sm90::fail("trap"); }
 // One grid at a time: programmatic dependent launch has nothing to overlap.
 #define KJIT_WAIT_PREVIOUS_GRID() ((void)0)
 #define KJIT_LAUNCH_DEPENDENTS() ((void)0)

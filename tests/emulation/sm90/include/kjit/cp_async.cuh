@@ -12,7 +12,7 @@ inline void land_copies(int pending) {
   const auto& groups = ::emu::t_async.committed;
   for (size_t g = 0; g + pending < groups.size(); ++g) {
     for (const ::emu::Copy& c : groups[g]) {
-      ::emu::sm90::smem_write(static_cast<uint32_t>(c.dst - ::emu::sm90::g_cta->smem), 16);
+      ::emu::sm90::smem_write(static_cast<uint32_t>(c.dst - ::emu::sm90::cta().smem), 16);
     }
   }
   ::emu::cp_async_wait(pending);
@@ -24,7 +24,7 @@ inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
   } else {
     ::emu::sm90::smem_write(dst, 16);
   }
-  ::emu::cp_async_16(::emu::sm90::g_cta->smem, dst, src, valid);
+  ::emu::cp_async_16(::emu::sm90::cta().smem, dst, src, valid);
 }
 inline void cp_async_commit() { ::emu::cp_async_commit(); }
 template <int kPending>

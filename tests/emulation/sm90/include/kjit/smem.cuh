@@ -1,12 +1,15 @@
 #pragma once
 // Host emulation of kernel_sources/kjit/smem.cuh: shared addresses are byte offsets into the
-// emulated CTA's dynamic shared memory, each access bounds-checked (emu_sm90.hpp).
+// emulated CTA's dynamic shared memory, each access bounds-checked (emu_sm90.hpp). A pointer into
+// the kernel's extern __shared__ array (Cta::symbol, one host array for every CTA of a cluster)
+// is the same offset into the CTA's own shared memory.
 #include "kjit/config.cuh"
 
 namespace kjit {
 
 inline uint32_t smem_u32(const void* ptr) {
-  return static_cast<uint32_t>(static_cast<const uint8_t*>(ptr) - ::emu::sm90::g_cta->smem);
+  const ::emu::sm90::Cta& c = ::emu::sm90::cta();
+  return static_cast<uint32_t>(static_cast<const uint8_t*>(ptr) - (c.symbol != nullptr ? c.symbol : c.smem));
 }
 inline void st_shared_u16(uint32_t addr, uint32_t v) {
   const uint16_t h = static_cast<uint16_t>(v);

@@ -1,8 +1,8 @@
 #pragma once
 // Host emulation of kernel_sources/kjit/tma.cuh (emu_sm90.hpp): mbarriers, and TMA through the
 // stand-in driver's tensor maps (tests/support/simulated_tensor_map.hpp). Loads land at issue
-// and complete their bytes on the barrier; stores are performed at issue. Multicast needs a
-// cluster and is not emulated.
+// and complete their bytes on the barrier; stores are performed at issue. Multicast loads land in
+// every masked CTA of the cluster (the CTAs of a cluster run at once: emu_sm90.hpp).
 #include "kjit/config.cuh"
 
 namespace kjit::sm90 {
@@ -17,8 +17,10 @@ inline void prefetch_tensormap(const void*) {}
 inline void tma_load_2d(uint32_t dst, const void* tmap, int32_t x, int32_t y, uint32_t bar) {
   ::emu::sm90::tma_load(dst, tmap, {x, y, 0, 0, 0}, 2, bar);
 }
-inline void tma_load_2d_multicast(uint32_t, const void*, int32_t, int32_t, uint32_t, uint16_t) {
-  ::emu::sm90::fail("TMA multicast is not emulated");
+inline void tma_load_2d_multicast(uint32_t dst, const void* tmap, int32_t x, int32_t y, uint32_t bar,
+                                  uint16_t cta_mask) {
+  if (cta_mask == 0) ::emu::sm90::fail("TMA multicast with an empty CTA mask");
+  ::emu::sm90::tma_load(dst, tmap, {x, y, 0, 0, 0}, 2, bar, cta_mask);
 }
 inline void tma_store_2d(const void* tmap, int32_t x, int32_t y, uint32_t src) {
   ::emu::sm90::tma_store(tmap, {x, y, 0, 0, 0}, 2, src);

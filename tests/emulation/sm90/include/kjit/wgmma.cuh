@@ -1,12 +1,15 @@
 #pragma once
 // Host emulation of kernel_sources/kjit/wgmma.cuh (emu_sm90.hpp): each thread computes its own
-// accumulator fragment of a warpgroup's m64nNk16 bf16 step from shared memory through the
-// real descriptor encoders (kjit/wgmma_desc.cuh), in f32, k in order. The register A operand of
+// accumulator fragment of a warpgroup's m64nNk16 bf16 step, or m64nNk32 fp8 (E4M3/E5M2) step,
+// from shared memory through the real descriptor encoders (kjit/wgmma_desc.cuh), in f32 fma, k
+// in order (the tensor cores' fp8 accumulation order and its reduced internal precision are not
+// emulated). The register A operand of
 // the RS form is exchanged within the warp at issue (each row's 16 values live in a quad).
 // Every wgmma instruction (and setmaxnreg) is .sync.aligned: a thread resumes once its whole warp
 // has executed it, so each is a warp barrier here too (a lane cannot run a unit ahead of its warp
 // and miss a barrier phase). The registers and fences have nothing else to do.
 #include "kjit/config.cuh"
+#include "kjit/fp8_format.h"
 #include "kjit/wgmma_desc.cuh"
 
 namespace kjit::sm90 {
@@ -87,6 +90,39 @@ inline void wgmma_bf16_rs_tb(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_
       acc[i] = s;
     }
   }, {{::emu::sm90::decode(desc_b), false, kN, 2}});
+}
+
+/// d (+)= A · B, A (64 × 32, format kFa) and B (N × 32, format kFb) both K-major fp8 (see the
+/// kernel header); scale_d = 0 overwrites d.
+template <int kN, int kFa, int kFb>
+inline void wgmma_fp8(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
+  static_assert(kN % 16 == 0 && kN >= 16 && kN <= 256, "wgmma N");
+  static_assert((kFa == fp8::kFormatE4M3 || kFa == fp8::kFormatE5M2) && (kFb == fp8::kFormatE4M3 || kFb == fp8::kFormatE5M2),
+                "fp8 formats");
+  __syncwarp();
+  float* acc = d;
+  ::emu::sm90::wgmma_issue([=] {
+    using namespace ::emu::sm90;
+    const Desc a = decode(desc_a), b = decode(desc_b);
+    const int row0 = acc_row(0);
+    float av[2][32];
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 32; ++k) av[h][k] = fp8_at(k_major(a, row0 + 8 * h, k), kFa);
+    }
+    for (int j = 0; j < kN / 8; ++j) {
+      for (int e = 0; e < 2; ++e) {
+        const int col = acc_col(4 * j + e);
+        float bv[32];
+        for (int k = 0; k < 32; ++k) bv[k] = fp8_at(k_major(b, col, k), kFb);
+        for (int h = 0; h < 2; ++h) {
+          const int i = 4 * j + 2 * h + e;
+          float s = scale_d != 0 ? acc[i] : 0.f;
+          for (int k = 0; k < 32; ++k) s = std::fma(av[h][k], bv[k], s);
+          acc[i] = s;
+        }
+      }
+    }
+  }, {{::emu::sm90::decode(desc_a), true, 64, 1}, {::emu::sm90::decode(desc_b), true, kN, 1}});
 }
 
 }  // namespace kjit::sm90
