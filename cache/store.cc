@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 namespace kjit::cache {
@@ -532,6 +533,32 @@ void DiskCache::account_publish(UsageLock& usage, uint64_t new_bytes, uint64_t o
   usage.write(*u, publishes);
 }
 
+DiskCache::WaitResult DiskCache::wait_for_flock(int fd, const std::string& path) const {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  std::chrono::milliseconds nap{1};
+  bool noticed = false;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return WaitResult::kLocked;
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return WaitResult::kFailed;
+    const Clock::duration waited = Clock::now() - start;
+    if (waited >= lock_wait_.limit) {
+      warn(fmt::format("{} is still held after {} s; compiling without it (the other process may be "
+                       "stopped or stuck; its compile of the same kernel is not waited for)",
+                       path, std::chrono::duration_cast<std::chrono::seconds>(waited).count()));
+      return WaitResult::kGaveUp;
+    }
+    if (!noticed && waited >= lock_wait_.notice) {
+      noticed = true;
+      warn(fmt::format("waiting for {}: another process holds it while it compiles this kernel (at most {} s more)",
+                       path, std::chrono::duration_cast<std::chrono::seconds>(lock_wait_.limit - waited).count()));
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::milliseconds{20});
+  }
+}
+
 KeyLock DiskCache::lock(const Key& key) const {
   if (!writable_) return KeyLock();
   const std::string dir = root_ + "/locks";
@@ -542,11 +569,12 @@ KeyLock DiskCache::lock(const Key& key) const {
     err = detail::open_regular(path, O_RDWR | O_CREAT, &fd);
     if (err == ENOENT && detail::make_dirs(dir) == 0) err = detail::open_regular(path, O_RDWR | O_CREAT, &fd);
     if (err != 0) break;
-    int rc;
-    do {
-      rc = ::flock(fd, LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
+    const WaitResult waited = wait_for_flock(fd, path);
+    if (waited == WaitResult::kGaveUp) {
+      ::close(fd);
+      return KeyLock();
+    }
+    if (waited == WaitResult::kFailed) {
       err = errno;
       ::close(fd);
       break;

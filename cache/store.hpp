@@ -40,6 +40,7 @@
 #include "cache/entry.hpp"
 #include "cache/key.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -66,6 +67,16 @@ class KeyLock {
 
  private:
   int fd_ = -1;
+};
+
+/// How long DiskCache::lock() waits while another process holds a key's lock (it is compiling
+/// that kernel): after `notice` one warning names the lock file; after `limit` the wait ends
+/// with a second warning and the compile goes ahead without the lock (the publish is atomic, so
+/// a duplicate compile costs time, not correctness). A stopped or stuck holder then delays a
+/// compile by `limit`, never forever.
+struct LockWait {
+  std::chrono::milliseconds notice{10'000};
+  std::chrono::milliseconds limit{300'000};
 };
 
 /// One entry as `kjit cache ls` shows it.
@@ -172,8 +183,11 @@ class DiskCache {
   /// Failures are warned, never thrown: the cache is an optimization.
   void publish(const Entry& entry);
 
-  /// Blocks until this process holds the cross-process lock for `key`.
+  /// Waits until this process holds the cross-process lock for `key`, or for the LockWait limit
+  /// (then returns no lock, warned).
   KeyLock lock(const Key& key) const;
+  /// The bounds of lock()'s wait (tests shorten them).
+  void set_lock_wait(LockWait wait) noexcept { lock_wait_ = wait; }
 
   /// Every entry, with its hit count and last use (cache/hits.hpp).
   std::vector<EntryInfo> list() const;
@@ -222,11 +236,16 @@ class DiskCache {
   UsageRecord recount_and_evict(uint64_t trigger, uint64_t target, uint64_t removals, const Key* keep,
                                 uint64_t* removed);
   void warn_publish_failure(const std::string& path, int err);
+  enum class WaitResult { kLocked, kGaveUp, kFailed };
+  /// Takes the exclusive flock on `fd` (the lock file at `path`) within lock_wait_: polls, warns
+  /// once after `notice`, gives up (warned) at `limit`; kFailed leaves errno set.
+  WaitResult wait_for_flock(int fd, const std::string& path) const;
 
   std::string root_;   ///< the versioned folder: <root>/v1
   uint64_t max_bytes_ = 0;
   bool enabled_ = false;
   bool writable_ = false;
+  LockWait lock_wait_;
   /// Which warnings were already given. Shared, so copies of a DiskCache stay copyable and warn
   /// once between them; null for a memory-only cache.
   std::shared_ptr<detail::CacheState> state_;

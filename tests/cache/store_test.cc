@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -525,6 +526,51 @@ TEST(Store, LockIsExclusiveAcrossDescriptors) {
   first = KeyLock();  // move-assigning releases
   other.join();
   EXPECT_TRUE(second_holds.load());
+}
+
+TEST(Store, ALockHeldElsewhereIsAnnouncedThenGivenUp) {
+  // A stopped or stuck process holding a key's lock delays a compile by the limit, with two
+  // warnings naming the lock file, never forever.
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  cache.set_lock_wait({std::chrono::milliseconds(50), std::chrono::milliseconds(300)});
+  const Key k = key_for(42);
+  KeyLock holder = cache.lock(k);
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  { KeyLock waited = cache.lock(k); }
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  const std::string lock_file = k.hex() + ".lock";
+  EXPECT_NE(err.find("waiting for "), std::string::npos) << err;
+  EXPECT_NE(err.find("still held after"), std::string::npos) << err;
+  EXPECT_NE(err.find(lock_file), std::string::npos) << err;
+}
+
+TEST(Store, ALockReleasedDuringTheWaitIsTaken) {
+  TempDir dir;
+  DiskCache cache(cache_dir(dir), 0);
+  cache.set_lock_wait({std::chrono::milliseconds(20), std::chrono::seconds(20)});
+  const Key k = key_for(43);
+  KeyLock holder = cache.lock(k);
+  std::thread release([&] {
+    ::usleep(150 * 1000);
+    holder = KeyLock();
+  });
+  ::testing::internal::CaptureStderr();
+  KeyLock taken = cache.lock(k);
+  release.join();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("waiting for "), std::string::npos) << err;
+  EXPECT_EQ(err.find("still held"), std::string::npos) << err;
+  // `taken` holds it: another descriptor now waits out its (short) limit and gives up.
+  cache.set_lock_wait({std::chrono::milliseconds(10), std::chrono::milliseconds(100)});
+  ::testing::internal::CaptureStderr();
+  { KeyLock third = cache.lock(k); }
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("still held after"), std::string::npos) << err;
 }
 
 TEST(Store, AFolderWhereAnEntryBelongsIsReportedAndPruned) {
