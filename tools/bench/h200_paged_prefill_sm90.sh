@@ -24,6 +24,7 @@
 # is left of DEADLINE_S (default 560 s: the device tool's 600 s call, less the packing), and a step
 # with under 15 s left is skipped, so the results always come back. Logs and JSON land in
 # $OUT/results.tar.gz.
+source "$(dirname "$0")/device_guard.sh" "$0" "$@"
 set -uo pipefail
 root=$PWD
 build=${KJIT_BUILD:-build}

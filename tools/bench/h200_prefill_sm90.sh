@@ -3,6 +3,7 @@
 # a smoke test of the wgmma kernel, the prefill GPU suite (every case on each capable variant),
 # then bench_attention.py --prefill-only (wgmma and mma.sync beside cuDNN and FA2 SDPA), which
 # imports the kjit Python package (tools/bench/python_package.sh builds it here first).
+source "$(dirname "$0")/device_guard.sh" "$0" "$@"
 set -uo pipefail
 root=$PWD
 out=${OUT:-/tmp/kjit-out}

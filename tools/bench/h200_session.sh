@@ -3,6 +3,7 @@
 # in the same run. Build here first (cmake --build build), then through the device tool:
 #   run(command="bash tools/bench/h200_session.sh", carry=["build"])
 # Results land under $OUT (logs + JSON); the last lines printed are the summary table.
+source "$(dirname "$0")/device_guard.sh" "$0" "$@"
 set -uo pipefail
 root=$PWD
 build=${KJIT_BUILD:-build}
@@ -14,7 +15,7 @@ trap 'tar -C "$out" -czf "$final/results.tar.gz" . 2>/dev/null' EXIT
 # The build tree records absolute paths (CTest, RPATH): make this checkout appear where it was built.
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 export LD_LIBRARY_PATH=$root/$build:$root/$build/tools:${LD_LIBRARY_PATH:-}
-export KJIT_CACHE_DIR=/tmp/kjit-cache
+export KJIT_CACHE_DIR=/tmp/kjit-session-cache  # its own: the session wipes it (rm -rf below)
 export PYTHONUNBUFFERED=1
 kjit=$root/$build/tools/kjit
 step() { echo; echo "=== $* ==="; }
