@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -151,7 +152,18 @@ int writable_or_creatable(const std::string& dir) {
     path = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   }
   if (!S_ISDIR(st.st_mode)) return ENOTDIR;
-  return ::access(path.c_str(), W_OK | X_OK) == 0 ? 0 : errno;
+  if (::access(path.c_str(), W_OK | X_OK) != 0) return errno;
+  // Kernel pseudo filesystems (f_type magic numbers of linux/magic.h): proc, sysfs, cgroup v1
+  // and v2, debugfs, tracefs, securityfs, devpts, bpf.
+  static constexpr unsigned long kPseudo[] = {0x9fa0,     0x62656572, 0x27e0eb,   0x63677270, 0x64626720,
+                                              0x74726163, 0x73636673, 0x1cd1,     0xcafe4a11};
+  struct statfs fs;
+  if (::statfs(path.c_str(), &fs) == 0) {
+    for (const unsigned long magic : kPseudo) {
+      if (static_cast<unsigned long>(fs.f_type) == magic) return EPERM;
+    }
+  }
+  return 0;
 }
 
 int open_regular(const std::string& path, int flags, int* fd_out, unsigned mode) {

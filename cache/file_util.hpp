@@ -79,8 +79,9 @@ int probe_writable(const std::string& dir);
 /// Whether files could be created in folder `dir` now: 0 when it is a folder this process may
 /// write to, or when it does not exist yet and its nearest existing ancestor is such a folder
 /// (make_dirs would create it, as the first publish to a new cache does); else an errno (ENOTDIR
-/// when that ancestor is not a folder, EACCES or EROFS when it is not writable). Asks access(2),
-/// creates nothing.
+/// when that ancestor is not a folder, EACCES or EROFS when it is not writable, EPERM when it is
+/// on a kernel pseudo filesystem such as /proc or /sys, where access(2) lets root "write" but no
+/// folder can be made). Asks access(2) and statfs(2), creates nothing.
 int writable_or_creatable(const std::string& dir);
 
 /// The names in directory `path`, without "." and "..". Returns 0 or an errno.
