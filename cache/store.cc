@@ -387,9 +387,9 @@ std::optional<Entry> DiskCache::lookup(const Key& key, bool count_hit, std::stri
     std::lock_guard<std::mutex> guard(state_->mu);
     first = state_->warned_bad.insert(key).second;
   }
-  // A compile follows every miss, so once per key is enough to explain the slowness.
+  // Once per key: the miss's compile (or an import's entry) replaces it at its next publish.
   if (first) {
-    warn(fmt::format("cache entry {} is corrupt ({}); recompiling", path, why));
+    warn(fmt::format("cache entry {} is corrupt ({}); not used (the next publish of this key replaces it)", path, why));
   }
   return std::nullopt;
 }

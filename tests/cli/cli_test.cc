@@ -1075,6 +1075,25 @@ TEST_F(CliTest, CacheExplainNamesEveryInputAndTheOneThatDiffers) {
   ASSERT_EQ(j["current"]["differences"].size(), 1u) << r.describe();
   EXPECT_EQ(j["current"]["differences"][0]["input"], "header rotary/rotary_params.h");
 
+  // The entry damaged: explain says it is there and unusable, and why, not that the key is missing.
+  const fs::path entry = cache_dir_ / "v1" / key.substr(0, 2) / (key + ".kjit");
+  ASSERT_TRUE(fs::exists(entry)) << entry;
+  {
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
+    f.put('\x5a').put('\xa5');
+  }
+  r = explain({"--json"});
+  ASSERT_EQ(r.code, 0) << r.describe();
+  j = parse_object(r);
+  EXPECT_EQ(j["hit"], false) << r.describe();
+  ASSERT_TRUE(j["unusable"].is_string()) << r.describe();
+  EXPECT_TRUE(j["nearest"].is_null()) << r.describe();
+  r = explain({});
+  EXPECT_NE(r.out.find("unusable in"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("cannot be used: " + j["unusable"].get<std::string>()), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find("recompiling"), std::string::npos) << r.describe();
+
   expect_one_line_error(kjit({"cache", "explain", "--key", std::string(32, '0')}), "no usable entry");
   expect_one_line_error(kjit({"cache", "explain", "--key", "xyz"}), "not 32 lower-case hex digits");
   expect_one_line_error(kjit({"cache", "explain"}), "name a FAMILY");

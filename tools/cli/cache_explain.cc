@@ -180,15 +180,18 @@ int run_explain_point(const std::string& family_name, const std::vector<std::str
   const cache::DiskCache cache = open_cache_for_reading(config);
   cache::Key key;
   cache::Key::from_hex(k.key, &key);
-  const bool hit = cache.lookup(key, /*count_hit=*/false).has_value();
+  // `unusable`: why the entry at the key's path was not used (corrupt, foreign), when one is there.
+  std::string unusable;
+  const bool hit = cache.lookup(key, /*count_hit=*/false, &unusable).has_value();
   std::optional<Nearest> nearest;
-  if (!hit) nearest = nearest_entry(cache, family.name, from_request(k, spec.template_args));
+  if (!hit && unusable.empty()) nearest = nearest_entry(cache, family.name, from_request(k, spec.template_args));
   const std::vector<cache::FallbackRecord> fallbacks = fallbacks_of(cache, key);
 
   if (output().json) {
     json j = {{"family", family.name}, {"params", params_json(params)}, {"target", target.str()},
               {"key", k.key},          {"hit", hit},                    {"root", cache.root()},
               {"inputs", inputs_json(k)}, {"fallbacks", fallbacks_json(fallbacks)}};
+    j["unusable"] = unusable.empty() ? json(nullptr) : json(unusable);
     j["nearest"] = nullptr;
     if (nearest) {
       j["nearest"] = {{"key", nearest->entry.key.hex()}, {"params", nearest->entry.meta->template_args},
@@ -199,10 +202,14 @@ int run_explain_point(const std::string& family_name, const std::vector<std::str
     return kExitOk;
   }
   fmt::print("{} {} for {}\nkey              {} ({} {})\n", family.name, spec.template_args, target.str(), k.key,
-             hit ? "in" : "not in", cache.root());
+             hit ? "in" : unusable.empty() ? "not in" : "unusable in", cache.root());
   print_inputs(k);
   print_fallbacks(fallbacks);
   if (hit) return kExitOk;
+  if (!unusable.empty()) {
+    fmt::print("the entry for this key is there but cannot be used: {}; the next compile of it replaces it\n", unusable);
+    return kExitOk;
+  }
   if (!nearest) {
     fmt::print("no entry of {} in the cache to compare with\n", family.name);
     return kExitOk;
