@@ -98,6 +98,7 @@ ExportReport export_bundle(const DiskCache& cache, const std::string& path, cons
   report.tables = tables.size();
   report.bytes = bundle.size();
   report.skipped_bad = set.skipped_bad;
+  report.skipped_tables = set.skipped_tables;
   return report;
 }
 

@@ -52,8 +52,9 @@ class DiskCache;
 struct ExportReport {
   uint64_t entries = 0;      ///< entries in the bundle
   uint64_t bytes = 0;        ///< size of the bundle file
-  uint64_t skipped_bad = 0;  ///< entries left out because they do not decode
-  uint64_t tables = 0;       ///< tuning tables in the bundle (every one the cache holds)
+  uint64_t skipped_bad = 0;     ///< entries left out because they do not decode
+  uint64_t skipped_tables = 0;  ///< tuning tables left out (ExportSet::skipped_tables)
+  uint64_t tables = 0;          ///< tuning tables in the bundle (every one the cache holds that is good)
 };
 
 /// Writes what collect_export() takes from `cache` with `filter` (the entries that pass it, every

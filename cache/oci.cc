@@ -533,6 +533,7 @@ OciExportReport export_oci(const DiskCache& cache, const std::string& dir, const
   OciExportReport report;
   report.tag = options.tag;
   report.skipped_bad = set.skipped_bad;
+  report.skipped_tables = set.skipped_tables;
   report.entries = set.entries.size();
   report.tables = set.tables.size();
 

@@ -97,7 +97,8 @@ struct OciExportReport {
   uint64_t entries = 0;
   uint64_t tables = 0;
   uint64_t layers = 0;
-  uint64_t skipped_bad = 0;     ///< entries and tables left out because they do not decode
+  uint64_t skipped_bad = 0;     ///< entries left out because they do not decode
+  uint64_t skipped_tables = 0;  ///< tuning tables left out (ExportSet::skipped_tables)
   uint64_t bytes = 0;           ///< the image's blobs: layers, config and manifest
   std::string manifest_digest;  ///< "sha256:<hex>": what a registry names the image by
   std::string tag;

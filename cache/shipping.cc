@@ -81,9 +81,16 @@ ExportSet collect_export(const DiskCache& cache, const ExportFilter& filter) {
     if (detail::read_file(table, kMaxTableBytes, detail::kReadNoFollow, &bytes) != 0) continue;
     try {
       std::string id = decode_table(bytes).fingerprint_id;
+      if (name != id + ".json") {
+        ++out.skipped_tables;
+        warn(fmt::format("tuning table {} left out of the export: it holds the table of fingerprint {}, which "
+                         "belongs in {}.json (the runtime does not read it under this name)",
+                         table, id, id));
+        continue;
+      }
       out.tables.push_back({std::move(id), std::move(bytes)});
     } catch (const CacheError& e) {
-      ++out.skipped_bad;
+      ++out.skipped_tables;
       warn(fmt::format("tuning table {} left out of the export: {}", table, e.what()));
     }
   }

@@ -50,13 +50,15 @@ struct ShippedTable {
 struct ExportSet {
   std::vector<ShippedEntry> entries;  ///< sorted by key
   std::vector<ShippedTable> tables;   ///< every table of the cache that decodes, by fingerprint id
-  uint64_t skipped_bad = 0;           ///< entries and tables left out because they do not decode
+  uint64_t skipped_bad = 0;           ///< entries left out because they do not decode
+  uint64_t skipped_tables = 0;        ///< tuning tables left out (each warned, named)
 };
 
 /// The entries of `cache` that pass `filter`, and every tuning table of the cache that decodes
-/// (the filter does not apply to tables: a table serves whatever its device runs). An entry or
-/// table that does not decode is left out and counted (a table with a warning naming it); one
-/// evicted meanwhile is simply absent.
+/// and is named for its own fingerprint (the filter does not apply to tables: a table serves
+/// whatever its device runs). An entry that does not decode is left out and counted; so is a
+/// table that does not decode or whose file name is another fingerprint's (the runtime would
+/// not read it there), with a warning naming it. One evicted meanwhile is simply absent.
 ExportSet collect_export(const DiskCache& cache, const ExportFilter& filter);
 
 /// What an import did with each entry it brought.

@@ -242,6 +242,26 @@ TEST(Oci, ARoundTripGivesByteIdenticalEntriesAndTheTables) {
   EXPECT_EQ(again.imported, 0u);
 }
 
+TEST(Oci, BadAndMisnamedTuningTablesAreLeftOutAndCountedApartFromEntries) {
+  // A table that does not decode, and a good one filed under another fingerprint's name (the
+  // runtime would not read it there): both left out with a warning naming them, counted as
+  // tables, not as bad entries.
+  TempDir src, out;
+  fill(src.path());
+  write_all(src.path() + "/tuning/cccccccccccc.json", "not json");
+  write_all(src.path() + "/tuning/dddddddddddd.json", read_all(table_path(src.path(), "aaaaaaaaaaaa")));
+  ::testing::internal::CaptureStderr();
+  const OciExportReport r = export_oci(DiskCache(src.path(), 0, true), out.path() + "/img", {}, {});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.entries, 5u);
+  EXPECT_EQ(r.tables, 1u);
+  EXPECT_EQ(r.skipped_bad, 0u);
+  EXPECT_EQ(r.skipped_tables, 2u);
+  EXPECT_NE(err.find("cccccccccccc.json left out"), std::string::npos) << err;
+  EXPECT_NE(err.find("dddddddddddd.json left out"), std::string::npos) << err;
+  EXPECT_NE(err.find("belongs in aaaaaaaaaaaa.json"), std::string::npos) << err;
+}
+
 TEST(Oci, TheSameEntriesGiveTheSameDigests) {
   TempDir a, b, out;
   const std::vector<Entry> entries = fill(a.path());

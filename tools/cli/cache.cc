@@ -378,6 +378,14 @@ cache::ExportFilter export_filter(const ExportOptions& o) {
   return filter;
 }
 
+/// The tail of an export's summary line: what it left out, and where to look.
+std::string left_out(uint64_t bad_entries, uint64_t bad_tables) {
+  std::string s;
+  if (bad_entries) s += fmt::format("; {} bad entr{} left out (`kjit cache verify`)", bad_entries, bad_entries == 1 ? "y" : "ies");
+  if (bad_tables) s += fmt::format("; {} tuning table{} left out (warned above)", bad_tables, bad_tables == 1 ? "" : "s");
+  return s;
+}
+
 int run_export_oci(const cache::DiskCache& cache, const cache::OciRef& ref, const ExportOptions& o,
                    const cache::ExportFilter& filter) {
   const RemoteConfig remote = RuntimeConfig::from_env().remote;
@@ -406,13 +414,13 @@ int run_export_oci(const cache::DiskCache& cache, const cache::OciRef& ref, cons
   if (output().json) {
     print_json({{"image", image}, {"manifest_digest", report.manifest_digest}, {"entries", report.entries},
                 {"tuning_tables", report.tables}, {"layers", report.layers}, {"bytes", report.bytes},
-                {"skipped_bad", report.skipped_bad}, {"signer", signer}, {"root", cache.root()}});
+                {"skipped_bad", report.skipped_bad}, {"skipped_tables", report.skipped_tables}, {"signer", signer},
+                {"root", cache.root()}});
   } else {
     fmt::print("exported {} entr{} and {} tuning table{} in {} layer{} ({}{}) from {} to {} ({}){}\n", report.entries,
                report.entries == 1 ? "y" : "ies", report.tables, report.tables == 1 ? "" : "s", report.layers,
                report.layers == 1 ? "" : "s", human_bytes(report.bytes), key ? ", signed by " + signer : "",
-               cache.root(), image, report.manifest_digest,
-               report.skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", report.skipped_bad) : "");
+               cache.root(), image, report.manifest_digest, left_out(report.skipped_bad, report.skipped_tables));
   }
   return kExitOk;
 }
@@ -432,12 +440,12 @@ int run_export(const ExportOptions& o) {
   }
   if (output().json) {
     print_json({{"bundle", path}, {"entries", report.entries}, {"bytes", report.bytes},
-                {"skipped_bad", report.skipped_bad}, {"tuning_tables", report.tables}, {"root", cache.root()}});
+                {"skipped_bad", report.skipped_bad}, {"skipped_tables", report.skipped_tables},
+                {"tuning_tables", report.tables}, {"root", cache.root()}});
   } else {
     fmt::print("exported {} entr{} and {} tuning table{} ({}) from {} to {}{}\n", report.entries,
                report.entries == 1 ? "y" : "ies", report.tables, report.tables == 1 ? "" : "s",
-               human_bytes(report.bytes), cache.root(), path,
-               report.skipped_bad ? fmt::format("; {} bad entries left out (`kjit cache verify`)", report.skipped_bad) : "");
+               human_bytes(report.bytes), cache.root(), path, left_out(report.skipped_bad, report.skipped_tables));
   }
   return kExitOk;
 }
