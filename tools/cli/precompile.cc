@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -443,13 +444,23 @@ void print_failures(const std::vector<Item>& items, bool tty) {
 
 /// The items compiled or found that the cache no longer holds: a byte cap smaller than the set
 /// evicts entries as later ones are published, so the cache would silently not hold what was
-/// just precompiled.
-size_t count_evicted(const std::vector<Item>& items, const Runtime& runtime) {
-  std::set<std::string> present;
-  for (const cache::EntryInfo& e : open_cache_for_reading(runtime.config()).list()) present.insert(e.key.hex());
+/// just precompiled. `*set_bytes` gets the bytes of the items it does hold: on a warm cache
+/// nothing was published, so nothing was evicted yet, but a set larger than the cap loses
+/// entries at the next publish all the same.
+size_t count_evicted(const std::vector<Item>& items, const Runtime& runtime, uint64_t* set_bytes) {
+  std::map<std::string, uint64_t> present;
+  for (const cache::EntryInfo& e : open_cache_for_reading(runtime.config()).list()) present[e.key.hex()] = e.bytes;
   size_t evicted = 0;
+  std::set<std::string> counted;
+  *set_bytes = 0;
   for (const Item& item : items) {
-    if (item.status != Item::Status::kFailed && !item.key.empty() && !present.count(item.key)) ++evicted;
+    if (item.status == Item::Status::kFailed || item.key.empty()) continue;
+    const auto it = present.find(item.key);
+    if (it == present.end()) {
+      ++evicted;
+    } else if (counted.insert(item.key).second) {
+      *set_bytes += it->second;
+    }
   }
   return evicted;
 }
@@ -502,8 +513,10 @@ void print_report(const PrecompileOptions& o, const WorkList& w, const Tally& t,
 }
 
 /// kExitFailed, with the reason on stderr, when a compile failed, the remote tier lacks items
-/// (--remote), manifest lines were invalid or the cache evicted items; else kExitOk.
-int exit_status(const PrecompileOptions& o, const WorkList& w, const Tally& t, size_t evicted, const Runtime& runtime) {
+/// (--remote), manifest lines were invalid, or the cache evicted items or cannot hold the set
+/// under its byte cap; else kExitOk.
+int exit_status(const PrecompileOptions& o, const WorkList& w, const Tally& t, size_t evicted, uint64_t set_bytes,
+                const Runtime& runtime) {
   const size_t n = w.items.size();
   if (t.failed > 0) {
     fmt::print(stderr, "kjit: error: {} of {} specializations failed to compile\n", t.failed, n);
@@ -527,6 +540,14 @@ int exit_status(const PrecompileOptions& o, const WorkList& w, const Tally& t, s
                evicted, n, human_bytes(runtime.disk_cache().max_bytes));
     return kExitFailed;
   }
+  const uint64_t cap = runtime.disk_cache().max_bytes;
+  if (cap > 0 && set_bytes > cap) {
+    fmt::print(stderr,
+               "kjit: error: the {} specializations take {}, more than the cache's byte cap ({}, "
+               "KJIT_CACHE_MAX_BYTES): the next publish evicts some of them; raise it (0 = no cap)\n",
+               n, human_bytes(set_bytes), human_bytes(cap));
+    return kExitFailed;
+  }
   return kExitOk;
 }
 
@@ -541,9 +562,10 @@ int run_precompile(const PrecompileOptions& o) {
   print_plan(o, work, jobs, runtime);
   const Tally tally = compile_all(work.items, jobs, runtime, publish_remote);
   print_failures(work.items, tally.tty);
-  const size_t evicted = count_evicted(work.items, runtime);
+  uint64_t set_bytes = 0;
+  const size_t evicted = count_evicted(work.items, runtime, &set_bytes);
   print_report(o, work, tally, jobs, evicted, runtime);
-  return exit_status(o, work, tally, evicted, runtime);
+  return exit_status(o, work, tally, evicted, set_bytes, runtime);
 }
 
 }  // namespace
