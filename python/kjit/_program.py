@@ -9,6 +9,15 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 from . import _C
 
 
+def _target_text(method: str, target) -> str:
+    """`target` itself when it is a str; else a TypeError naming the method and what it got (the
+    extension's own error would print its whole internal signature)."""
+    if not isinstance(target, str):
+        raise TypeError(f"Program.{method}: target must be a str such as 'sm_90a' or 'compute_90', "
+                        f"got {type(target).__name__}")
+    return target
+
+
 class Program:
     """One translation unit for NVRTC.
 
@@ -66,12 +75,13 @@ class Program:
 
     def compile(self, target: str = "sm_90a", *, runtime: Optional[_C.Runtime] = None) -> _C.CompiledProgram:
         """Compiles for `target` ("sm_90a", "sm_80", "compute_90" for PTX), or finds it in the
-        in-memory table or the disk cache. Needs no GPU. Raises CompileError with the NVRTC log."""
-        return _C._compile(*self._spec(), target, runtime)
+        in-memory table or the disk cache. Needs no GPU. Raises CompileError with the NVRTC log,
+        TypeError when `target` is not a str."""
+        return _C._compile(*self._spec(), _target_text("compile", target), runtime)
 
     def key(self, target: str = "sm_90a", *, runtime: Optional[_C.Runtime] = None) -> str:
         """The cache key compile() would use (32 hex digits), without compiling."""
-        return _C._key(*self._spec(), target, runtime)
+        return _C._key(*self._spec(), _target_text("key", target), runtime)
 
     def load(self, device: Optional[int] = None, *, runtime: Optional[_C.Runtime] = None) -> _C.Module:
         """Compiles (or fetches) for the device's target (see arch_specific) and loads it once per

@@ -111,6 +111,11 @@ def test_invalid_target_and_arch_option(cache_dir):
         saxpy(options=["-arch=sm_80"]).compile("sm_80", runtime=rt)
     with pytest.raises(kjit.InvalidArgument):
         kjit.Program(SAXPY, []).compile("sm_80", runtime=rt)
+    # A target that is no str: a TypeError naming the method, not the extension's signature.
+    for method in ("compile", "key"):
+        with pytest.raises(TypeError, match=f"Program.{method}: target must be a str") as e:
+            getattr(saxpy(), method)(None, runtime=rt)
+        assert "_compile" not in str(e.value) and "_key" not in str(e.value)
 
 
 def test_shipped_kernel_source_by_name(cache_dir):

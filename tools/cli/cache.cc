@@ -495,7 +495,7 @@ int run_import(const ImportOptions& o) {
 void add_cache_commands(CLI::App& root, std::vector<Command>& out) {
   CLI::App* cache = root.add_subcommand(
       "cache", "Inspect and maintain the disk cache (KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, "
-               "else ~/.cache/kjit); an unusable directory is an error naming it");
+               "else ~/.cache/kjit, else /tmp/kjit-cache); an unusable directory is an error naming it");
   cache->require_subcommand(1);
 
   CLI::App* ls = cache->add_subcommand("ls", "List the entries: key, family, target, size, hits, "

@@ -86,7 +86,7 @@ int run_devices() {
 
 void add_devices_command(CLI::App& root, std::vector<Command>& out) {
   CLI::App* cmd = root.add_subcommand(
-      "devices", "Show the CUDA driver and each device: name, compute capability, SMs, memory "
+      "devices", "Show the CUDA driver and each device: name, compute capability, SMs, memory, "
                  "the target kjit compiles for it and its fingerprint id (tuning tables are per fingerprint; "
                  "--json prints every field). No driver is reported, not an error");
   add_json_flag(cmd);
