@@ -77,9 +77,15 @@ struct Scan {
   std::vector<EntryRecord> entries;
   std::vector<FileRecord> temps;
   std::vector<std::string> shard_dirs;
-  /// Entry names that are not regular files (a folder or a link where an entry belongs): every
-  /// publish of that key fails, so verify reports them and prune removes what it can.
-  std::vector<std::string> strays;
+  /// What sits in a shard but is no entry lookup() can find, and why: a folder, link or FIFO
+  /// where an entry belongs (every publish of that key fails), or a `.kjit` file whose name is not
+  /// an entry name of its shard (wrong shard, upper case: never read, yet taking disk). verify
+  /// reports them and prune removes what it can.
+  struct Stray {
+    std::string path;
+    const char* why;
+  };
+  std::vector<Stray> strays;
 };
 
 /// "v1": the folder of this format's entries under a cache root.
@@ -134,11 +140,14 @@ Scan scan(const std::string& root) {
         if (stat_file(dir + "/" + name, &rec)) {
           out.entries.push_back(std::move(rec));
         } else if (::lstat((dir + "/" + name).c_str(), &st) == 0) {
-          out.strays.push_back(dir + "/" + name);
+          out.strays.push_back({dir + "/" + name, "not a regular file"});
         }
       } else if (detail::is_temp_name(name)) {
         FileRecord tmp;
         if (stat_file(dir + "/" + name, &tmp)) out.temps.push_back(std::move(tmp));
+      } else if (name.size() > kEntrySuffix.size() && name.substr(name.size() - kEntrySuffix.size()) == kEntrySuffix) {
+        out.strays.push_back({dir + "/" + name, "not an entry name of its shard (<32 lower-case hex digits starting "
+                                                "with the shard's two>.kjit): never read"});
       }
     }
   }
@@ -674,9 +683,9 @@ VerifyResult DiskCache::verify() const {
   VerifyResult out;
   if (!enabled_) return out;
   const Scan s = scan(root_);
-  for (const std::string& stray : s.strays) {
+  for (const Scan::Stray& stray : s.strays) {
     ++out.bad;
-    out.bad_paths.push_back(stray + ": not a regular file");
+    out.bad_paths.push_back(stray.path + ": " + stray.why);
   }
   for (const EntryRecord& rec : s.entries) {
     std::optional<Entry> decoded;
@@ -734,8 +743,8 @@ PruneResult DiskCache::prune(const PruneOptions& options) {
   uint64_t trigger = 0;
   if (!options.stale_only) {
     // remove(3): a link or an empty folder goes; a folder with contents is not ours to delete.
-    for (const std::string& stray : s.strays) {
-      if (std::remove(stray.c_str()) == 0) ++out.bad;
+    for (const Scan::Stray& stray : s.strays) {
+      if (std::remove(stray.path.c_str()) == 0) ++out.bad;
     }
     const int64_t now = static_cast<int64_t>(::time(nullptr));
     // Young temp files may be publishes in flight in other processes; leave them be.

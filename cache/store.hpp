@@ -196,10 +196,12 @@ class DiskCache {
   /// the one thing `kjit cache ls` writes); otherwise does nothing. prune() folds too.
   void fold_hits() const;
   CacheStats stats() const;
-  /// Decodes every entry; does not change anything.
+  /// Decodes every entry and reports what sits in a shard but no lookup can find (a non-file at
+  /// an entry path, a `.kjit` file not named for its shard); does not change anything.
   VerifyResult verify() const;
-  /// Removes entries that do not decode, non-files at entry paths (a link or an empty folder;
-  /// a folder with contents is reported by verify() and left alone), entries of another toolkit
+  /// Removes entries that do not decode, non-files at entry paths (a link, FIFO or empty folder;
+  /// a folder with contents is reported by verify() and left alone), `.kjit` files not named for
+  /// their shard, entries of another toolkit
   /// (when `options.current` is given), temp files of dead writers and idle lock files, then
   /// least-recently-used entries until the total fits `options.max_bytes`.
   PruneResult prune(const PruneOptions& options);
