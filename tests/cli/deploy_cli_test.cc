@@ -187,6 +187,25 @@ TEST_F(DeployCli, TheRefusalsCommandPastesIntoTheShellThatRaisedIt) {
   EXPECT_EQ(r.code, 0) << r.describe();
 }
 
+TEST_F(DeployCli, AUserLineWhoseKeyIsAnotherKernelsEntryIsInvalid) {
+  // An application's own kernel is named by its key alone: a line whose key is the cache's entry
+  // of another family (edited, or pasted from another manifest) is refused, not reported cached.
+  const fs::path cache = work_ / "c";
+  std::vector<std::string> args = rotary_args("64");
+  args.push_back("--json");
+  ProcessResult r = kjit(args, cache);
+  ASSERT_EQ(r.code, 0) << r.describe();
+  const std::string key = json::parse(r.out)["key"];
+  const fs::path manifest = work_ / "user.jsonl";
+  std::ofstream(manifest) << R"({"user":true,"family":"myapp.gemm","template_args":"","source_name":"gemm.cu","target":"sm_90a","key":")"
+                          << key << "\"}\n";
+  r = kjit({"precompile", "--manifest", manifest.string()}, cache);
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_NE(r.err.find("is the cache's entry of rotary for sm_90a, not myapp.gemm for sm_90a"), std::string::npos)
+      << r.describe();
+  EXPECT_EQ(r.err.find("is cached"), std::string::npos) << r.describe();
+}
+
 TEST_F(DeployCli, ManifestDecodeLinesBringTheirMerge) {
   const fs::path manifest = work_ / "decode.jsonl";
   std::ofstream(manifest)

@@ -161,7 +161,7 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
                     ItemList& items, ManifestPlan& plan, nlohmann::json& skipped) {
   const std::string text = cache::read_input_file(path, "manifest", cache::kMaxManifestBytes);
   std::set<std::string> seen_user;
-  std::set<std::string> present;
+  std::map<std::string, cache::EntryMeta> present;  // the cache's entries by key, what each records
   bool listed = false;
   auto invalid = [&](size_t line, const std::string& why) {
     plan.invalid.push_back({{"line", line}, {"error", why}});
@@ -179,17 +179,27 @@ void manifest_items(const std::string& path, const std::vector<Target>& targets,
     const cache::ManifestEntry& e = *line.entry;
     if (e.user) {
       if (!listed) {
-        for (const cache::EntryInfo& info : open_cache_for_reading(runtime.config()).list()) present.insert(info.key.hex());
+        for (const cache::EntryInfo& info : open_cache_for_reading(runtime.config()).list()) {
+          if (info.meta) present.emplace(info.key.hex(), *info.meta);
+        }
         listed = true;
       }
       if (!seen_user.insert(cache::format_manifest_line(e)).second) continue;
+      const auto found = present.find(e.key);
+      // The key is the line's only link to an entry: one that records another kernel means the
+      // line was edited or pasted from elsewhere.
+      if (found != present.end() && (found->second.family != e.family || found->second.target != e.target)) {
+        invalid(line.line, fmt::format("key {} is the cache's entry of {} for {}, not {} for {}", e.key,
+                                       found->second.family, found->second.target, e.family, e.target));
+        continue;
+      }
       plan.user.push_back({{"line", line.line},
                            {"family", e.family},
                            {"template_args", e.template_args},
                            {"source_name", e.source_name},
                            {"target", e.target},
                            {"key", e.key},
-                           {"status", present.count(e.key) ? "cached" : "missing"}});
+                           {"status", found != present.end() ? "cached" : "missing"}});
       continue;
     }
     const Family* family = nullptr;
