@@ -40,11 +40,6 @@ constexpr uint32_t kCtaSmem = 232448;
 }  // namespace
 
 namespace emu {
-Block g_block;  // one CTA at a time
-thread_local Dim3 t_thread, t_block;
-thread_local Block* t_cta = nullptr;
-bool g_late_copies = false;
-thread_local AsyncState t_async;
 thread_local uint32_t t_smem_offset = 0;
 thread_local Barrier* t_cluster_barrier = nullptr;
 thread_local uint32_t t_cluster_rank = 0;

@@ -20,8 +20,8 @@ struct AsyncState {
   std::vector<Copy> open;
   std::vector<std::vector<Copy>> committed;
 };
-extern bool g_late_copies;
-extern thread_local AsyncState t_async;  ///< this CUDA thread's copies in flight
+inline bool g_late_copies = false;
+inline thread_local AsyncState t_async;  ///< this CUDA thread's copies in flight
 
 inline void land(const Copy& c) {
   if (c.valid) {

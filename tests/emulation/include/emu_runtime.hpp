@@ -61,11 +61,11 @@ struct Block {
 };
 
 /// The block state of the one CTA running when the emulator runs one at a time.
-extern Block g_block;
-extern thread_local Dim3 t_thread, t_block;
+inline Block g_block;
+inline thread_local Dim3 t_thread, t_block;
 /// The block barrier and warp scratch of this CUDA thread's CTA when several CTAs run at once (a
 /// cluster launch: each emulated CUDA thread points at its own CTA's); null: g_block.
-extern thread_local Block* t_cta;
+inline thread_local Block* t_cta = nullptr;
 
 inline Block& my_block() { return t_cta != nullptr ? *t_cta : g_block; }
 inline WarpScratch& my_warp() { return my_block().warps[t_thread.x / 32]; }

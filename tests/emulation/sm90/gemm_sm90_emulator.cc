@@ -53,21 +53,6 @@ constexpr uint32_t kCtaSmem = 232448;  // an SM's opt-in dynamic shared memory
 constexpr int kMaxCluster = 4;
 }  // namespace
 
-namespace emu {
-Block g_block;
-thread_local Dim3 t_thread, t_block, t_grid;
-thread_local Block* t_cta = nullptr;
-bool g_late_copies = false;
-thread_local AsyncState t_async;
-namespace sm90 {
-Cta* g_cta = nullptr;
-thread_local Cta* t_my_cta = nullptr;
-bool g_late_wgmma = false;
-thread_local WgmmaState t_wgmma;
-thread_local std::map<uint32_t, uint32_t> t_phases_seen;
-}  // namespace sm90
-}  // namespace emu
-
 // The kernel's `extern __shared__ uint8_t smem_raw[]`: only its address is used (smem_u32), which
 // each CTA maps to its own shared memory (Cta::symbol).
 namespace kjit::fp8 {

@@ -40,13 +40,6 @@
 #include <thread>
 #include <vector>
 
-namespace emu {
-Block g_block;  // unused: every CTA runs with its own (t_cta)
-thread_local Dim3 t_thread, t_block;
-thread_local Block* t_cta = nullptr;
-bool g_late_copies = false;
-thread_local AsyncState t_async;
-}  // namespace emu
 
 namespace kjit::mla::swa_detail::emu_detail {
 thread_local Cta* t_cta = nullptr;

@@ -41,7 +41,7 @@
 namespace emu {
 
 /// threadIdx's companion: the launch's grid (the kernels read gridDim).
-extern thread_local Dim3 t_grid;
+inline thread_local Dim3 t_grid;
 
 namespace sm90 {
 
@@ -102,9 +102,9 @@ struct Cluster {
   uint64_t generation = 0;
 };
 
-extern Cta* g_cta;
+inline Cta* g_cta = nullptr;
 /// This thread's CTA when the CTAs of a cluster run at once (null: g_cta, the one running).
-extern thread_local Cta* t_my_cta;
+inline thread_local Cta* t_my_cta = nullptr;
 inline Cta& cta() { return t_my_cta != nullptr ? *t_my_cta : *g_cta; }
 
 /// The kernel's name of the mbarrier at a shared address (say "empty[2]"), when the emulator knows
@@ -306,7 +306,7 @@ inline void cluster_barrier() {
 }
 
 /// The phases of each mbarrier this thread has seen complete (see mbarrier_wait).
-extern thread_local std::map<uint32_t, uint32_t> t_phases_seen;
+inline thread_local std::map<uint32_t, uint32_t> t_phases_seen;
 
 /// try_wait.parity in a loop. On the device it returns once the current (incomplete) phase's
 /// parity differs from `parity`, and the lanes of a warp test the barrier together. Here each
@@ -508,8 +508,8 @@ struct WgmmaState {
   std::vector<std::function<void()>> open;
   std::deque<std::vector<std::function<void()>>> committed;
 };
-extern bool g_late_wgmma;
-extern thread_local WgmmaState t_wgmma;
+inline bool g_late_wgmma = false;
+inline thread_local WgmmaState t_wgmma;
 
 /// The 1024-byte atoms an operand of `rows` rows (K-major: 8-row groups SBO apart) or of `rows`
 /// MN elements (MN-major, 16 k: 128-byte blocks LBO apart, 8-k groups SBO apart) spans.
