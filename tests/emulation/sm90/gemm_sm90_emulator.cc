@@ -27,6 +27,7 @@
 // (tests/CMakeLists.txt).
 #include "fp8/gemm_sm90.cu"
 
+#include "emu_launch_hook.hpp"
 #include "tools/testing/compare.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
@@ -35,7 +36,6 @@
 #include <kjit/ops/fp8.hpp>
 
 #include <cxxabi.h>
-#include <dlfcn.h>
 
 #include <chrono>
 #include <cmath>
@@ -345,15 +345,7 @@ GCase gemm(int64_t m, int64_t n, int64_t k, f8::GemmTile t, int multicast = 1, i
 }  // namespace
 
 int main() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
-  using SetHook = void (*)(void (*)(const char*, const CUlaunchConfig*, void**));
-  const auto set_hook = lib != nullptr ? reinterpret_cast<SetHook>(dlsym(lib, "kjitSimSetLaunchHook")) : nullptr;
-  if (set_hook == nullptr || std::getenv("KJIT_SIM_HOST_PATH") == nullptr) {
-    std::fprintf(stderr, "needs the stand-in driver (LD_LIBRARY_PATH, KJIT_SIM_HOST_PATH=1, KJIT_SIM_CC=9.0, KJIT_SIM_SMS=8)\n");
-    return 1;
-  }
-  set_hook(&on_launch);
+  if (!emu::install_launch_hook(&on_launch, "LD_LIBRARY_PATH, KJIT_SIM_HOST_PATH=1, KJIT_SIM_CC=9.0, KJIT_SIM_SMS=8")) return 1;
   kjit::testing::use_device(0);
   using T = f8::GemmTile;
 

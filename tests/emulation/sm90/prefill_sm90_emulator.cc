@@ -18,12 +18,12 @@
 // CTest runs it (label emulation) with the stand-in's environment (tests/CMakeLists.txt).
 #include "attention/prefill_sm90.cu"
 
+#include "emu_launch_hook.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/reference_attention.hpp"
 
 #include <kjit/ops/attention.hpp>
 
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstring>
@@ -176,15 +176,7 @@ void check(const Case& c) {
 }  // namespace
 
 int main() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
-  using SetHook = void (*)(void (*)(const char*, const CUlaunchConfig*, void**));
-  const auto set_hook = lib != nullptr ? reinterpret_cast<SetHook>(dlsym(lib, "kjitSimSetLaunchHook")) : nullptr;
-  if (set_hook == nullptr || std::getenv("KJIT_SIM_HOST_PATH") == nullptr) {
-    std::fprintf(stderr, "needs the stand-in driver (LD_LIBRARY_PATH, KJIT_SIM_HOST_PATH=1, KJIT_SIM_CC=9.0)\n");
-    return 1;
-  }
-  set_hook(&on_launch);
+  if (!emu::install_launch_hook(&on_launch, "LD_LIBRARY_PATH, KJIT_SIM_HOST_PATH=1, KJIT_SIM_CC=9.0")) return 1;
   kjit::testing::use_device(0);
   using ka::PackGqa;
   using ka::PageLoad;
