@@ -29,6 +29,7 @@
 
 #include "emu_launch_hook.hpp"
 #include "tools/testing/compare.hpp"
+#include "tools/testing/fp8_gemm_case.hpp"
 #include "tools/testing/gpu.hpp"
 #include "tools/testing/host_types.hpp"
 #include "tools/testing/reference_fp8.hpp"
@@ -195,139 +196,31 @@ void on_launch(const char* name, const CUlaunchConfig* c, void** params) {
   g_unknown = true;
 }
 
-enum class Scales { kTensor, kChannel };
-
-struct GCase {
-  int64_t m = 0, n = 0, k = 0;
-  DType fa = DType::kE4M3, fb = DType::kE4M3;
-  DType out = DType::kBF16;
-  Scales scales = Scales::kTensor;
-  f8::GemmTile tile = f8::GemmTile::kAuto;
-  DType bias = DType::kU8;  // kU8: none
-  bool padded = false;      // padded strides with poisoned padding (D: not TMA-storable)
-  bool d_colmajor = false;  // D stored column-major (the host swaps the operands: A' = B)
-  int splits = 1;
-  int multicast = 1;
-  bool b_constant = false;
-
-  std::string describe() const {
-    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + kjit::dtype_name(fa) + "x" +
-           kjit::dtype_name(fb) + "->" + kjit::dtype_name(out) + (scales == Scales::kChannel ? " channel" : " tensor") +
-           " tile=" + f8::gemm_tile_name(tile) + (bias != DType::kU8 ? std::string(" bias=") + kjit::dtype_name(bias) : "") +
-           (padded ? " padded" : "") + (d_colmajor ? " D-colmajor" : "") + " splits=" + std::to_string(splits) + " multicast=" + std::to_string(multicast) +
-           (b_constant ? " b_constant" : "") + (emu::sm90::g_late_wgmma ? " late-wgmma" : "");
-  }
-};
-
-Fp8Format fmt_of(DType t) { return t == DType::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2; }
-
-uint8_t random_fp8(std::mt19937_64& rng, Fp8Format f) {
-  for (;;) {
-    const uint8_t v = static_cast<uint8_t>(rng());
-    const float x = kt::fp8_decode(v, f);
-    if (std::isfinite(x) && std::fabs(x) <= (f == Fp8Format::kE4M3 ? 448.f : 2048.f)) return v;
-  }
-}
+using Scales = kt::GemmScales;
+using GCase = kt::Fp8GemmCase;
 
 int g_failed = 0;
 int g_cases = 0;
 
-/// Runs case `c` (one launch, emulated) against the float64 reference.
+/// Runs case `c` (one launch, emulated) against the float64 reference
+/// (kjit::testing::run_fp8_gemm_case).
 void check(const GCase& c) {
   static std::random_device device;
   const uint64_t seed = (static_cast<uint64_t>(device()) << 32) | device();
-  const std::string what = c.describe() + " seed=" + std::to_string(seed);
+  const std::string what =
+      c.describe() + (emu::sm90::g_late_wgmma ? " late-wgmma" : "") + " seed=" + std::to_string(seed);
   // KJIT_EMU_CASES=text: only the cases whose description contains it (say, "multicast=3").
   if (const char* only = std::getenv("KJIT_EMU_CASES"); only != nullptr && what.find(only) == std::string::npos) return;
   ++g_cases;
   const int before = g_emulated;
   const auto start = std::chrono::steady_clock::now();
   try {
-    std::mt19937_64 rng(seed);
-    kt::Fp8GemmProblem p;
-    p.m = c.m, p.n = c.n, p.k = c.k, p.fa = fmt_of(c.fa), p.fb = fmt_of(c.fb);
-    p.a.resize(static_cast<size_t>(c.m * c.k));
-    p.b.resize(static_cast<size_t>(c.n * c.k));
-    for (auto& v : p.a) v = random_fp8(rng, p.fa);
-    for (auto& v : p.b) v = random_fp8(rng, p.fb);
-    std::uniform_real_distribution<float> sd(0.01f, 0.3f);  // dequant scales, not powers of two
-    p.scale_a.resize(c.scales == Scales::kChannel ? static_cast<size_t>(c.m) : 1);
-    p.scale_b.resize(c.scales == Scales::kChannel ? static_cast<size_t>(c.n) : 1);
-    for (auto& s : p.scale_a) s = sd(rng);
-    for (auto& s : p.scale_b) s = sd(rng);
-    std::vector<float> bias_f;
-    std::vector<uint16_t> bias_h;
-    if (c.bias != DType::kU8) {
-      for (int64_t j = 0; j < c.n; ++j) {
-        float v = sd(rng) * 1000.f - 150.f;
-        if (c.bias == DType::kBF16) v = kt::round_bf16(v);
-        bias_f.push_back(v);
-        bias_h.push_back(kt::float_to_bf16(v));
-        p.bias.push_back(v);
-      }
-    }
-    // A [M, K] and B [N, K], rows padded to 16-byte strides (+16 / +32 when padded) of NaN bytes.
-    const int64_t lda = (c.k + 15) / 16 * 16 + (c.padded ? 16 : 0);
-    const int64_t ldb = (c.k + 15) / 16 * 16 + (c.padded ? 32 : 0);
-    std::vector<uint8_t> ha(static_cast<size_t>(c.m * lda), 0x7f), hb(static_cast<size_t>(c.n * ldb), 0x7f);
-    for (int64_t i = 0; i < c.m; ++i) std::memcpy(&ha[i * lda], &p.a[i * c.k], c.k);
-    for (int64_t j = 0; j < c.n; ++j) std::memcpy(&hb[j * ldb], &p.b[j * c.k], c.k);
-    kt::DeviceBuffer da = kt::to_device(ha), db = kt::to_device(hb);
-    const int es = kjit::dtype_size(c.out);
-    const int64_t d_outer = c.d_colmajor ? c.n : c.m, d_inner = c.d_colmajor ? c.m : c.n;
-    const int64_t ldd = d_inner + (c.padded ? 5 : 0);
-    kt::DeviceBuffer dd(static_cast<size_t>(d_outer * ldd * es));
-    dd.fill(0xFF);
-    kt::DeviceBuffer dsa = kt::to_device(p.scale_a), dsb = kt::to_device(p.scale_b);
-    kt::DeviceBuffer dbias = c.bias == DType::kBF16 ? kt::to_device(bias_h) : kt::to_device(bias_f);
-
-    f8::GemmArgs g;
-    g.a = TensorRef(da.get(), c.fa, {c.m, c.k}, {lda, 1}, 0);
-    g.b = TensorRef(db.get(), c.fb, {c.n, c.k}, {ldb, 1}, 0);
-    g.d = c.d_colmajor ? TensorRef(dd.get(), c.out, {c.m, c.n}, {1, ldd}, 0)
-                       : TensorRef(dd.get(), c.out, {c.m, c.n}, {ldd, 1}, 0);
-    g.scale_a = TensorRef(dsa.get(), DType::kF32, {static_cast<int64_t>(p.scale_a.size())}, {}, 0);
-    g.scale_b = TensorRef(dsb.get(), DType::kF32, {static_cast<int64_t>(p.scale_b.size())}, {}, 0);
-    if (c.bias != DType::kU8) g.bias = TensorRef(dbias.get(), c.bias, {c.n}, {}, 0);
-    g.kernel = f8::GemmKernel::kWgmma;
-    g.tile = c.tile;
-    g.splits = c.splits;
-    g.multicast = c.multicast;
-    g.b_constant = c.b_constant;
-    f8::gemm(g, nullptr);
-    kt::synchronize();
-
-    const std::vector<double> ref = kt::fp8_gemm_reference(p);
-    const std::vector<uint8_t> raw = dd.download<uint8_t>(static_cast<size_t>(d_outer * ldd * es));
-    std::vector<float> out(static_cast<size_t>(c.m * c.n));
-    size_t pad = 0;
-    for (int64_t r = 0; r < d_outer; ++r) {
-      for (int64_t q = 0; q < ldd; ++q) {
-        const uint8_t* src = raw.data() + (r * ldd + q) * es;
-        if (q >= d_inner) {
-          for (int b = 0; b < es; ++b) pad += src[b] != 0xFF;
-          continue;
-        }
-        float v;
-        if (es == 4) {
-          std::memcpy(&v, src, 4);
-        } else {
-          uint16_t h;
-          std::memcpy(&h, src, 2);
-          v = kt::bf16_to_float(h);
-        }
-        const int64_t i = c.d_colmajor ? q : r, j = c.d_colmajor ? r : q;
-        out[static_cast<size_t>(i * c.n + j)] = v;
-      }
-    }
-    const kt::Comparison cmp = kt::compare(out, ref);
-    const double tol = c.out == DType::kF32 ? 2e-3 : 1e-2;
-    const bool ok = cmp.ok(tol) && pad == 0 && g_emulated == before + 1 && !g_unknown;
+    const kt::Fp8GemmResult r = kt::run_fp8_gemm_case(c, seed);
+    const bool ok = r.ok() && g_emulated == before + 1 && !g_unknown;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s %s: %s (worst at row %zu, col %zu)%s%s [%s; grid %u, clusters of %u; %.1f s]\n", ok ? "ok  " : "FAIL",
-                what.c_str(), cmp.describe().c_str(), cmp.worst_index / c.n, cmp.worst_index % c.n,
-                pad != 0 ? ", D's padding written" : "", g_emulated != before + 1 ? ", not one emulated launch" : "",
-                g_params.c_str(), g_grid, g_cluster, secs);
+    std::printf("%s %s: %s%s [%s; grid %u, clusters of %u; %.1f s]\n", ok ? "ok  " : "FAIL", what.c_str(),
+                r.describe().c_str(), g_emulated != before + 1 ? ", not one emulated launch" : "", g_params.c_str(), g_grid,
+                g_cluster, secs);
     if (!ok) ++g_failed;
   } catch (const std::exception& e) {
     std::printf("FAIL %s: threw %s\n", what.c_str(), e.what());
@@ -336,9 +229,13 @@ void check(const GCase& c) {
   std::fflush(stdout);
 }
 
+/// A case the emulator runs: the wgmma kernel forced, operands unpadded, no pairs or split-K
+/// unless asked.
 GCase gemm(int64_t m, int64_t n, int64_t k, f8::GemmTile t, int multicast = 1, int splits = 1) {
   GCase c;
   c.m = m, c.n = n, c.k = k, c.tile = t, c.multicast = multicast, c.splits = splits;
+  c.kernel = f8::GemmKernel::kWgmma;
+  c.padded = false;
   return c;
 }
 
