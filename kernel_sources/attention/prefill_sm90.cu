@@ -92,45 +92,39 @@ namespace detail {
 
 /// Copies kRows rows into a kRows-row swizzled tile at shared address `tile` (the atom of columns
 /// 64a.. at a · kRows · 128): thread t of the producer warpgroup copies the 16-byte chunk t % 8 of
-/// rows t / 8 + 16 · i of every atom (kRows / 16 passes, unrolled kUnroll at a time); row r's
-/// source is row_src(r), or zeros when it returns null.
+/// rows t / 8 + 16 · i of every atom (kRows / 16 passes, unrolled kUnroll at a time). row_src(r,
+/// src) sets row r's address and returns whether it holds data: false fills the row with zeros
+/// and reads nothing, but `src` must still be mapped.
 template <int kRows, int kAtoms, int kUnroll, class RowSrc>
-KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src, const char* any_mapped) {
+KJIT_DEVICE void gather_rows(uint32_t tile, int t, const RowSrc& row_src) {
   static_assert(kRows % 16 == 0, "16 rows a pass");
   const int chunk = t % 8;
 #pragma unroll kUnroll
   for (int i = 0; i < kRows / 16; ++i) {
     const int r = t / 8 + 16 * i;
-    const char* src = row_src(r);
-    const bool valid = src != nullptr;
-    if (!valid) src = any_mapped;
+    const char* src;
+    const bool valid = row_src(r, src);
     const uint32_t dst = tile + r * 128 + ((chunk ^ (r & 7)) << 4);
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (kRows * 128), src + a * 128 + chunk * 16, valid);
   }
 }
 
-/// A row table entry for a token past the request's keys: its tile row reads as zeros.
+/// A KV row table entry (the 32-bit pool row of each row of a tile, at shared address table + 4r)
+/// for a token past the request's keys: its tile row reads as zeros.
 constexpr uint32_t kNoPoolRow = 0xffffffffu;
 
-/// Copies a KV tile of kRows rows into the kRows-row swizzled tile at shared address `tile`, as
-/// gather_rows does, row r from pool row table[r] (the 32-bit entry at shared address
-/// table + 4r; kNoPoolRow: zeros) at row_addr(pool row). The address math is one wide
-/// multiply-add a row (row_addr: PagedKV::k_row_u / v_row_u).
-template <int kRows, int kAtoms, int kUnroll, class RowAddr>
-KJIT_DEVICE void gather_table_rows(uint32_t tile, int t, uint32_t table, const RowAddr& row_addr) {
-  static_assert(kRows % 16 == 0, "16 rows a pass");
-  const int chunk = t % 8;
-#pragma unroll kUnroll
-  for (int i = 0; i < kRows / 16; ++i) {
-    const int r = t / 8 + 16 * i;
+/// gather_rows' row source for the KV tile whose pool rows the row table at `table` holds:
+/// row_addr(pool row) (PagedKV::k_row_u / v_row_u: one wide multiply-add), pool row 0 (mapped)
+/// for a kNoPoolRow entry.
+template <class RowAddr>
+KJIT_DEVICE auto table_rows(uint32_t table, const RowAddr& row_addr) {
+  return [=](int r, const char*& src) {
     const uint32_t row = ld_shared_u32(table + r * 4);
     const bool valid = row != kNoPoolRow;
-    const char* src = row_addr(valid ? row : 0u) + chunk * 16;  // row 0: mapped, read by no copy
-    const uint32_t dst = tile + r * 128 + ((chunk ^ (r & 7)) << 4);
-#pragma unroll
-    for (int a = 0; a < kAtoms; ++a) cp_async_16(dst + a * (kRows * 128), src + a * 128, valid);
-  }
+    src = row_addr(valid ? row : 0u);
+    return valid;
+  };
 }
 
 /// The (token, q head) of each row of a paged work item (see the file comment): row r of a
@@ -265,16 +259,14 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
 
   const char* q_request = static_cast<const char*>(p.q) + static_cast<int64_t>(q_first) * p.q_stride_l * 2;
   // Q once per unit, its passes not unrolled: the producer's registers (32 gathering) hold no more.
-  gather_rows<Shape::kBlockM, Shape::kAtoms, 1>(
-      q_smem, t,
-      [&](int r) -> const char* {
-        const int row = q0 + r;
-        if (row >= rows.count) return nullptr;
-        const int token = rows.token(row);
-        return q_request + (static_cast<int64_t>(token) * p.q_stride_l +
-                            static_cast<int64_t>(rows.head(row, token)) * p.q_stride_h) * 2;
-      },
-      q_request);
+  gather_rows<Shape::kBlockM, Shape::kAtoms, 1>(q_smem, t, [&](int r, const char*& src) {
+    const int row = q0 + r;
+    src = q_request;  // rows past the request's: zeros
+    if (row >= rows.count) return false;
+    const int token = rows.token(row);
+    src += (static_cast<int64_t>(token) * p.q_stride_l + static_cast<int64_t>(rows.head(row, token)) * p.q_stride_h) * 2;
+    return true;
+  });
   cp_async_mbarrier_arrive_noinc(q_full);
 
   const PagedKV kv(p, b, kv_head);
@@ -311,12 +303,12 @@ KJIT_DEVICE void paged_sm90_produce(const PrefillParams& p, int b, const PackedR
       if (t == 0) mbarrier_arrive(full);
     };
     if (round > 0) mbarrier_wait(k_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_table_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(k_smem + s * Shape::kKvBytes, t, table,
-                                                            [&](uint32_t row) { return kv.k_row_u(row); });
+    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(k_smem + s * Shape::kKvBytes, t,
+                                                      table_rows(table, [&](uint32_t row) { return kv.k_row_u(row); }));
     copies_arrive(k_full(s));
     if (round > 0) mbarrier_wait(v_empty(s), static_cast<uint32_t>((round - 1) & 1));
-    gather_table_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(v_smem + s * Shape::kKvBytes, t, table,
-                                                            [&](uint32_t row) { return kv.v_row_u(row); });
+    gather_rows<kBlockN, Shape::kAtoms, kBlockN / 16>(v_smem + s * Shape::kKvBytes, t,
+                                                      table_rows(table, [&](uint32_t row) { return kv.v_row_u(row); }));
     copies_arrive(v_full(s));
   };
   if constexpr (!Shape::kTmaPages) {
